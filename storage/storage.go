@@ -1,0 +1,258 @@
+// Package storage defines the storage contract synclane's engine runs on:
+// the per-partition commit log with its changes and scope index, the
+// relational row tables of the synced schema (one row per (partition,
+// primary key), each with a server version), idempotency records, the
+// partition registry (log epoch, max commitSeq, horizon) and client records.
+//
+// Implementations live in subpackages (memory, sqlite, postgres) and all pass
+// the contract suite in storage/storagetest.
+//
+// Concurrency contract: any number of goroutines may call a Store at once.
+// A PushTx holds its partition's write lock from BeginPush until Commit or
+// Rollback, so two PushTx for one partition never overlap, in one process
+// or (for shared backends) across processes. Readers never see a commit
+// before its PushTx committed.
+package storage
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/engine/ssp2"
+)
+
+// Sentinel errors. Implementations wrap them with %w and add context.
+var (
+	// ErrConstraint reports a relational constraint violation (unique index,
+	// NOT NULL, ...) on a row write, classified from the driver's structured
+	// error code (never from message text). The caller rolls back to its
+	// savepoint and rejects the commit with sync.constraint_violation.
+	ErrConstraint = errors.New("storage: constraint violation")
+	// ErrConflictingSeq reports that AppendCommit was given a seq other than
+	// MaxCommitSeq+1 for the transaction's partition.
+	ErrConflictingSeq = errors.New("storage: commit seq is not max+1")
+	// ErrTxDone reports use of a PushTx after Commit or Rollback.
+	ErrTxDone = errors.New("storage: transaction already finished")
+	// ErrSchemaNotEnsured reports a call that needs EnsureSchema first.
+	ErrSchemaNotEnsured = errors.New("storage: EnsureSchema has not run")
+	// ErrSchemaNewer reports that the database holds a schema version newer
+	// than the one EnsureSchema was given.
+	ErrSchemaNewer = errors.New("storage: stored schema version is newer than the running one")
+)
+
+// Store is the storage backend of one synclane process.
+type Store interface {
+	// EnsureSchema creates (or migrates to) the system tables and one row
+	// table per synced table of s. It is idempotent and must run before any
+	// other call. Migration adds tables, columns and indexes; it never drops
+	// data. A stored schema version above s.Version fails with ErrSchemaNewer.
+	EnsureSchema(ctx context.Context, s *schema.Schema) error
+
+	// TouchPartition returns the partition's registry entry, creating it on
+	// first contact with a fresh unpredictable log epoch.
+	TouchPartition(ctx context.Context, partition string, nowMs int64) (PartitionInfo, error)
+
+	// ReadPartition returns the partition's registry entry without creating
+	// it; a never-touched partition is returned with Exists == false.
+	ReadPartition(ctx context.Context, partition string) (PartitionInfo, error)
+
+	// RotateLogEpoch gives the partition a new unpredictable log epoch, marks
+	// the epoch required (wire v1 refused from then on) and deletes the
+	// partition's client records, under the partition write lock. It returns
+	// the new epoch.
+	RotateLogEpoch(ctx context.Context, partition string, nowMs int64) (string, error)
+
+	// BeginPush opens a write transaction holding the partition's write lock
+	// (taken before anything is read). The partition is created if needed.
+	BeginPush(ctx context.Context, partition string) (PushTx, error)
+
+	// LookupIdempotency returns the stored outcome of (clientID,
+	// clientCommitID) in the partition, or nil. Used for the optimistic
+	// check before the lock; the authoritative check is PushTx's.
+	LookupIdempotency(ctx context.Context, partition, clientID, clientCommitID string) (*IdempotencyRecord, error)
+
+	// ScanChanges returns, oldest first, the commits with seq in
+	// (q.AfterSeq, q.UpToSeq] that have at least one change of q.Table whose
+	// stored scopes match q.Scopes, each with only those matching changes.
+	// It returns whole commits and stops after the commit that brings the
+	// number of returned changes to q.LimitChanges or more, reporting
+	// Truncated when it stopped for that reason before reaching q.UpToSeq.
+	// Implementations use a scope index: they must not read every change of
+	// the partition.
+	ScanChanges(ctx context.Context, partition string, q ChangeQuery) (ChangeScan, error)
+
+	// ScanRows returns up to q.Limit current rows of q.Table in the
+	// partition whose scope columns match q.Scopes, ordered by primary key
+	// (byte order), strictly after q.AfterRowID when it is non-nil.
+	ScanRows(ctx context.Context, partition string, q RowQuery) ([]RowRecord, error)
+
+	// GetClient returns the client record, or nil.
+	GetClient(ctx context.Context, partition, clientID string) (*ClientRecord, error)
+
+	// PutClient creates or replaces the client record.
+	PutClient(ctx context.Context, partition string, rec ClientRecord) error
+
+	// Close releases the backend's resources. It does not wait for open
+	// PushTx: callers finish them first.
+	Close() error
+}
+
+// PartitionInfo is a partition registry entry.
+type PartitionInfo struct {
+	Partition     string
+	Exists        bool
+	LogEpoch      string
+	EpochRequired bool
+	MaxCommitSeq  int64
+	HorizonSeq    int64
+}
+
+// PushTx is a write transaction on one partition holding its write lock.
+// It is used by one goroutine at a time.
+type PushTx interface {
+	// Partition returns the registry entry as read under the lock; its
+	// MaxCommitSeq follows the AppendCommit calls made in this transaction.
+	Partition() PartitionInfo
+
+	// LookupIdempotency is the authoritative idempotency check under the lock.
+	LookupIdempotency(ctx context.Context, clientID, clientCommitID string) (*IdempotencyRecord, error)
+
+	// GetRow returns the current row (as seen by this transaction), or nil.
+	GetRow(ctx context.Context, t *schema.Table, rowID string) (*RowRecord, error)
+
+	// Savepoint marks a point RollbackToSavepoint returns to. Savepoints do
+	// not nest: a new Savepoint replaces the previous one.
+	Savepoint(ctx context.Context) error
+	// RollbackToSavepoint undoes every write since the last Savepoint and
+	// keeps the transaction open.
+	RollbackToSavepoint(ctx context.Context) error
+	// ReleaseSavepoint keeps the writes since the last Savepoint.
+	ReleaseSavepoint(ctx context.Context) error
+
+	// PutRow inserts or replaces the row rec.RowID of t with rec.Values and
+	// rec.Version. A violated constraint returns an error wrapping
+	// ErrConstraint; the caller must then RollbackToSavepoint.
+	PutRow(ctx context.Context, t *schema.Table, rec RowRecord) error
+	// DeleteRow deletes the row if it exists.
+	DeleteRow(ctx context.Context, t *schema.Table, rowID string) error
+
+	// AppendCommit appends c to the log; c.Seq must be MaxCommitSeq+1.
+	AppendCommit(ctx context.Context, c CommitRecord) error
+	// PutIdempotency stores the outcome of a commit (applied or rejected).
+	PutIdempotency(ctx context.Context, rec IdempotencyRecord) error
+
+	// Commit makes every write durable at once and releases the lock.
+	Commit(ctx context.Context) error
+	// Rollback discards the transaction and releases the lock. It is a no-op
+	// after Commit, so `defer tx.Rollback(ctx)` is always safe.
+	Rollback(ctx context.Context) error
+}
+
+// RowRecord is one stored row.
+type RowRecord struct {
+	RowID   string
+	Version int64    // server_version >= 1
+	Values  ssp2.Row // full row in column order; Values[t.PK] == RowID
+}
+
+// ChangeRecord is one change of a commit.
+type ChangeRecord struct {
+	Table      string
+	RowID      string
+	Op         ssp2.OpKind
+	RowVersion int64             // upserts only (0 for deletes)
+	Scopes     map[string]string // scope var -> value
+	Row        []byte            // row-codec bytes, upserts only
+}
+
+// CommitRecord is one appended commit.
+type CommitRecord struct {
+	Seq            int64
+	CreatedAtMs    int64
+	ActorID        string
+	ClientID       string
+	ClientCommitID string
+	Changes        []ChangeRecord
+}
+
+// IdempotencyRecord is the durable outcome of (partition, clientID,
+// clientCommitID).
+type IdempotencyRecord struct {
+	ClientID       string
+	ClientCommitID string
+	Status         ssp2.CommitStatus // CommitApplied or CommitRejected
+	CommitSeq      int64             // 0 when rejected
+	// Result is the engine's encoding of the result records; opaque here.
+	Result []byte
+}
+
+// ChangeQuery selects changes for an incremental pull.
+type ChangeQuery struct {
+	Table string
+	// Scopes is the effective scope map: a change matches iff, for every
+	// var in Scopes, its stored value for that var is in the list.
+	Scopes       map[string][]string
+	AfterSeq     int64
+	UpToSeq      int64
+	LimitChanges int
+}
+
+// CommitChanges is one commit with the changes a ChangeQuery selected.
+type CommitChanges struct {
+	Seq         int64
+	CreatedAtMs int64
+	ActorID     string
+	Changes     []ChangeRecord
+}
+
+// ChangeScan is the answer to ScanChanges.
+type ChangeScan struct {
+	Commits   []CommitChanges
+	Truncated bool
+}
+
+// RowQuery selects one bootstrap page.
+type RowQuery struct {
+	Table *schema.Table
+	// Scopes is the effective scope map keyed by scope var; a row matches
+	// iff, for every var, the value of the var's column is in the list.
+	Scopes     map[string][]string
+	AfterRowID *string
+	Limit      int
+}
+
+// ClientRecord is the server's record of one client in a partition.
+type ClientRecord struct {
+	ClientID string
+	ActorID  string
+	// Subscriptions is the engine's encoding of the registered
+	// subscriptions; opaque here.
+	Subscriptions json.RawMessage
+	Cursor        int64
+	WireVersion   uint16
+	UpdatedAtMs   int64
+}
+
+// MatchScopes reports whether stored change scopes match an effective scope
+// map. Backends that filter in Go use it so every backend agrees.
+func MatchScopes(stored map[string]string, effective map[string][]string) bool {
+	for k, vals := range effective {
+		v, ok := stored[k]
+		if !ok {
+			return false
+		}
+		found := false
+		for _, x := range vals {
+			if x == v {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
