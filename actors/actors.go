@@ -1,0 +1,213 @@
+// Package actors runs synclane's partition actors on protoactor-go.
+//
+// Each partition is one actor, spawned on first use and passivated when
+// idle. Every job for a partition (a push, a pull, an administrative call)
+// is a message to that actor, so jobs of one partition are serialized and
+// run on the actor's goroutine; different partitions run in parallel.
+//
+// The actor owns a Worker (the engine's per-partition state and logic).
+// Batchable jobs that queue up while the actor is busy are handed to the
+// Worker together, which lets it apply them in one storage transaction
+// (group commit). Replies travel on channels carried inside jobs, never
+// through protoactor futures.
+//
+// Passivation is owned by the Manager, which routes every job and so knows
+// when each partition last had one: a periodic sweep removes idle actors
+// from the routing map first and then sends each a PoisonPill, which queues
+// behind every job already routed to it, so no job is ever dropped on a
+// stopping actor. (protoactor's ReceiveTimeout is not used: its timer races
+// with message processing under the race detector.)
+package actors
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+)
+
+// Job is one unit of work for a partition. The actor guarantees that
+// exactly one of the Worker's Handle (which must answer the job) or Fail is
+// called for every submitted job.
+type Job interface {
+	// Batchable reports whether the job may be grouped with other batchable
+	// jobs into one Handle call.
+	Batchable() bool
+	// Fail answers the job with err; it must not block.
+	Fail(err error)
+}
+
+// Worker is a partition's state and logic, used only on its actor's
+// goroutine.
+type Worker interface {
+	// Start loads the partition's state from storage; it runs when the actor
+	// starts and again after every restart.
+	Start(ctx context.Context) error
+	// Handle processes jobs (one non-batchable job, or one or more batchable
+	// jobs in arrival order) and answers every one of them.
+	Handle(ctx context.Context, jobs []Job)
+	// Stop flushes anything the Worker buffers; it runs when the actor stops.
+	Stop(ctx context.Context)
+}
+
+// Factory creates the Worker of a partition.
+type Factory func(partition string) Worker
+
+// Options configure a Manager.
+type Options struct {
+	// IdleTimeout after which an idle partition actor is passivated
+	// (default 2 minutes; negative disables passivation).
+	IdleTimeout time.Duration
+	// JobTimeout bounds the storage work of one Handle call (default 30s).
+	JobTimeout time.Duration
+	// MaxBatch caps how many batchable jobs one Handle call receives
+	// (default 256; 1 disables group commit).
+	MaxBatch int
+	// Logger receives lifecycle logs (default: no-op).
+	Logger *zap.Logger
+}
+
+func (o *Options) defaults() {
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = 2 * time.Minute
+	}
+	if o.JobTimeout <= 0 {
+		o.JobTimeout = 30 * time.Second
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 256
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+}
+
+// PanicError is the error jobs fail with when their Worker panicked.
+type PanicError struct{ Value any }
+
+func (e *PanicError) Error() string { return fmt.Sprintf("partition worker panicked: %v", e.Value) }
+
+// ErrStopped is the error jobs fail with when they reach a stopped manager.
+var ErrStopped = fmt.Errorf("actors: manager stopped")
+
+// messages -----------------------------------------------------------------
+
+type route struct {
+	partition string
+	job       Job
+}
+
+type flush struct{}
+
+// sweep asks the manager to passivate the actors idle since before cutoff.
+type sweep struct{ cutoff time.Time }
+
+// Stats is a snapshot of the manager's counters.
+type Stats struct {
+	LiveActors  int
+	Spawned     uint64
+	Passivated  uint64
+	Restarts    uint64
+	BatchedJobs uint64
+	Batches     uint64
+}
+
+type statsQuery struct{ reply chan Stats }
+
+// partitionActor -----------------------------------------------------------
+
+type partitionActor struct {
+	partition string
+	worker    Worker
+	opts      *Options
+	pending   []Job
+	scheduled bool
+	stats     *managerCounters
+	restarted bool
+}
+
+func (a *partitionActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.start()
+	case *actor.Restarting:
+		a.stats.restarts.Add(1)
+	case Job:
+		if m.Batchable() && a.opts.MaxBatch > 1 {
+			a.pending = append(a.pending, m)
+			if !a.scheduled {
+				a.scheduled = true
+				ctx.Send(ctx.Self(), flush{})
+			}
+			return
+		}
+		a.run([]Job{m})
+	case flush:
+		a.scheduled = false
+		a.drain(ctx)
+	case *actor.Stopping:
+		// Jobs queued for a flush that will never be delivered are served now.
+		for len(a.pending) > 0 {
+			a.drainOnce()
+		}
+		jctx, cancel := context.WithTimeout(context.Background(), a.opts.JobTimeout)
+		a.worker.Stop(jctx)
+		cancel()
+	}
+}
+
+func (a *partitionActor) start() {
+	jctx, cancel := context.WithTimeout(context.Background(), a.opts.JobTimeout)
+	defer cancel()
+	if err := a.worker.Start(jctx); err != nil {
+		// The worker reloads lazily on its next job; log and keep going.
+		a.opts.Logger.Warn("partition worker start failed", zap.String("partition", a.partition), zap.Error(err))
+	}
+}
+
+func (a *partitionActor) drain(ctx actor.Context) {
+	a.drainOnce()
+	if len(a.pending) > 0 && !a.scheduled {
+		a.scheduled = true
+		ctx.Send(ctx.Self(), flush{})
+	}
+}
+
+func (a *partitionActor) drainOnce() {
+	n := min(len(a.pending), a.opts.MaxBatch)
+	batch := a.pending[:n:n]
+	a.pending = a.pending[n:]
+	if len(a.pending) == 0 {
+		a.pending = nil
+	}
+	a.stats.batches.Add(1)
+	a.stats.batchedJobs.Add(uint64(n))
+	a.run(batch)
+}
+
+// run hands jobs to the worker; a panic fails every job of the call (and
+// every pending job, which the restart would otherwise lose) before it is
+// re-raised to the supervisor, which restarts the actor from storage.
+func (a *partitionActor) run(jobs []Job) {
+	defer func() {
+		if r := recover(); r != nil {
+			perr := &PanicError{Value: r}
+			for _, j := range jobs {
+				j.Fail(perr)
+			}
+			for _, j := range a.pending {
+				j.Fail(perr)
+			}
+			a.pending = nil
+			a.scheduled = false
+			a.opts.Logger.Error("partition worker panicked; restarting actor",
+				zap.String("partition", a.partition), zap.Any("panic", r), zap.Stack("stack"))
+			panic(r)
+		}
+	}()
+	jctx, cancel := context.WithTimeout(context.Background(), a.opts.JobTimeout)
+	defer cancel()
+	a.worker.Handle(jctx, jobs)
+}

@@ -1,0 +1,254 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+type testJob struct {
+	batch bool
+	panic bool
+	block chan struct{} // when set, Handle waits for it to close
+	done  chan error
+}
+
+func newJob(batch bool) *testJob { return &testJob{batch: batch, done: make(chan error, 1)} }
+
+func (j *testJob) Batchable() bool { return j.batch }
+func (j *testJob) Fail(err error)  { j.done <- err }
+
+type testWorker struct {
+	partition string
+	starts    *atomic.Int64
+	stops     *atomic.Int64
+	mu        *sync.Mutex
+	active    *int
+	maxActive *int
+	batches   *[]int
+}
+
+func (w *testWorker) Start(context.Context) error { w.starts.Add(1); return nil }
+func (w *testWorker) Stop(context.Context)        { w.stops.Add(1) }
+func (w *testWorker) Handle(_ context.Context, jobs []Job) {
+	w.mu.Lock()
+	*w.active++
+	*w.maxActive = max(*w.maxActive, *w.active)
+	*w.batches = append(*w.batches, len(jobs))
+	w.mu.Unlock()
+	for _, j := range jobs {
+		tj := j.(*testJob)
+		if tj.block != nil {
+			<-tj.block
+		}
+		if tj.panic {
+			panic("boom")
+		}
+	}
+	w.mu.Lock()
+	*w.active--
+	w.mu.Unlock()
+	for _, j := range jobs {
+		j.(*testJob).done <- nil
+	}
+}
+
+type harness struct {
+	m                 *Manager
+	starts, stops     atomic.Int64
+	mu                sync.Mutex
+	active, maxActive int
+	batches           []int
+}
+
+func newHarness(t *testing.T, opts Options) *harness {
+	h := &harness{}
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	}))
+	h.m = NewManager(sys, func(p string) Worker {
+		return &testWorker{partition: p, starts: &h.starts, stops: &h.stops, mu: &h.mu, active: &h.active, maxActive: &h.maxActive, batches: &h.batches}
+	}, opts)
+	t.Cleanup(h.m.Stop)
+	return h
+}
+
+func wait(t *testing.T, j *testJob) error {
+	t.Helper()
+	select {
+	case err := <-j.done:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("job was never answered")
+		return nil
+	}
+}
+
+func TestJobsOfOnePartitionAreSerializedAndBatched(t *testing.T) {
+	h := newHarness(t, Options{})
+	gate := make(chan struct{})
+	first := newJob(false)
+	first.block = gate
+	h.m.Submit("p", first)
+	var jobs []*testJob
+	for range 50 {
+		j := newJob(true)
+		jobs = append(jobs, j)
+		h.m.Submit("p", j)
+	}
+	close(gate) // the 50 batchable jobs queued behind the blocked one
+	if err := wait(t, first); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if err := wait(t, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.maxActive != 1 {
+		t.Fatalf("max concurrent Handle calls on one partition = %d, want 1", h.maxActive)
+	}
+	if len(h.batches) >= 51 {
+		t.Fatalf("no batching happened: %d Handle calls for 51 jobs (%v)", len(h.batches), h.batches)
+	}
+}
+
+func TestMaxBatchOneDisablesGrouping(t *testing.T) {
+	h := newHarness(t, Options{MaxBatch: 1})
+	gate := make(chan struct{})
+	first := newJob(false)
+	first.block = gate
+	h.m.Submit("p", first)
+	var jobs []*testJob
+	for range 10 {
+		j := newJob(true)
+		jobs = append(jobs, j)
+		h.m.Submit("p", j)
+	}
+	close(gate)
+	for _, j := range append(jobs, first) {
+		if err := wait(t, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, n := range h.batches {
+		if n != 1 {
+			t.Fatalf("batch of %d with MaxBatch 1", n)
+		}
+	}
+}
+
+func TestPartitionsRunInParallel(t *testing.T) {
+	h := newHarness(t, Options{})
+	gate := make(chan struct{})
+	a := newJob(false)
+	a.block = gate
+	h.m.Submit("a", a)
+	b := newJob(false)
+	h.m.Submit("b", b) // must complete while "a" is blocked
+	if err := wait(t, b); err != nil {
+		t.Fatal(err)
+	}
+	close(gate)
+	if err := wait(t, a); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPanicFailsJobAndRestartsFromStart(t *testing.T) {
+	h := newHarness(t, Options{})
+	ok := newJob(false)
+	h.m.Submit("p", ok)
+	if err := wait(t, ok); err != nil {
+		t.Fatal(err)
+	}
+	bad := newJob(false)
+	bad.panic = true
+	h.m.Submit("p", bad)
+	var perr *PanicError
+	if err := wait(t, bad); !errors.As(err, &perr) {
+		t.Fatalf("panicking job answered %v, want *PanicError", err)
+	}
+	after := newJob(false)
+	h.m.Submit("p", after)
+	if err := wait(t, after); err != nil {
+		t.Fatalf("job after restart: %v", err)
+	}
+	if got := h.starts.Load(); got < 2 {
+		t.Fatalf("worker Start ran %d times, want a restart (>= 2)", got)
+	}
+}
+
+func TestPassivationLosesNoJobs(t *testing.T) {
+	h := newHarness(t, Options{IdleTimeout: time.Millisecond})
+	// Keep submitting while actors passivate underneath: every job must be
+	// answered exactly once.
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				j := newJob(i%2 == 0)
+				h.m.Submit(fmt.Sprintf("p%d", g%3), j)
+				if err := wait(t, j); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// Every partition goes idle: all of them are passivated.
+	deadline := time.Now().Add(10 * time.Second)
+	for h.m.Stats().LiveActors > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("idle actors were not passivated: %+v", h.m.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before := h.m.Stats()
+	if before.Passivated < 3 || h.stops.Load() < 3 {
+		t.Fatalf("passivated=%d worker stops=%d, want >= 3", before.Passivated, h.stops.Load())
+	}
+	// A passivated partition respawns on its next job.
+	j := newJob(false)
+	h.m.Submit("p0", j)
+	if err := wait(t, j); err != nil {
+		t.Fatal(err)
+	}
+	if after := h.m.Stats(); after.Spawned != before.Spawned+1 {
+		t.Fatalf("spawned %d -> %d, want a respawn", before.Spawned, after.Spawned)
+	}
+}
+
+func TestStopRunsWorkerStopAndRefusesLaterJobs(t *testing.T) {
+	h := newHarness(t, Options{})
+	for _, p := range []string{"a", "b"} {
+		j := newJob(false)
+		h.m.Submit(p, j)
+		if err := wait(t, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.m.Stop()
+	if got := h.stops.Load(); got != 2 {
+		t.Fatalf("worker Stop ran %d times, want 2", got)
+	}
+	j := newJob(false)
+	h.m.Submit("a", j)
+	if err := wait(t, j); !errors.Is(err, ErrStopped) {
+		t.Fatalf("job after Stop answered %v, want ErrStopped", err)
+	}
+}

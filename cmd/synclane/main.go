@@ -1,0 +1,55 @@
+// Command synclane is the standalone synclane server.
+//
+//	synclane serve [flags]
+//
+// With no flags it serves the built-in demo schema (table todos) on
+// 127.0.0.1:8787 with data in ./synclane-data (embedded SQLite) and
+// development authentication (x-actor / x-partition headers). Every flag
+// can also be set through a SYNCLANE_* environment variable (flag name in
+// upper case, dashes as underscores), flags winning.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+const usage = `synclane: a Go sync server for the Syncular sync protocol (SSP2)
+
+Usage:
+  synclane serve [flags]     run the server (synclane serve -h for flags)
+  synclane version           print the version
+`
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], getenv, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "synclane", version)
+		return 0
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "synclane: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+}

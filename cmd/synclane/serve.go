@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/storage"
+	"github.com/synclane/synclane/storage/postgres"
+	"github.com/synclane/synclane/storage/sqlite"
+	"github.com/synclane/synclane/transport/httpsync"
+)
+
+type serveConfig struct {
+	listen, data, schemaFile, mount, jwtSecret, postgresURL, logLevel string
+	maxBody                                                           int64
+	pgMaxConns                                                        int
+	pgStatementTimeout, shutdownTimeout, idleTimeout                  time.Duration
+	maxOps                                                            int
+}
+
+func serveFlags(fs *flag.FlagSet, c *serveConfig) {
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:8787", "address to listen on")
+	fs.StringVar(&c.data, "data", "./synclane-data", "data directory of the embedded SQLite database")
+	fs.StringVar(&c.schemaFile, "schema", "", "schema JSON file (default: the built-in demo schema, table todos)")
+	fs.StringVar(&c.mount, "mount", "/", "path prefix of the sync routes")
+	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "HS256 secret: authenticate with JWTs (sub, partition, scopes claims) instead of development headers")
+	fs.StringVar(&c.postgresURL, "postgres", "", "PostgreSQL URL: store data in PostgreSQL instead of embedded SQLite")
+	fs.IntVar(&c.pgMaxConns, "pg-max-conns", 16, "PostgreSQL connection pool size")
+	fs.DurationVar(&c.pgStatementTimeout, "pg-statement-timeout", 30*time.Second, "PostgreSQL statement timeout")
+	fs.Int64Var(&c.maxBody, "max-body", httpsync.DefaultMaxBodyBytes, "maximum decompressed request body in bytes")
+	fs.IntVar(&c.maxOps, "max-operations", 500, "maximum push operations per request")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", 2*time.Minute, "passivate partition actors idle this long")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight requests")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+}
+
+// applyEnv sets every flag not given on the command line from SYNCLANE_<NAME>.
+func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil {
+			return
+		}
+		key := "SYNCLANE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(key); v != "" {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s: %w", key, e)
+			}
+		}
+	})
+	return err
+}
+
+func newLogger(level string, w io.Writer) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, err
+	}
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(w), lvl)
+	return zap.New(core), nil
+}
+
+func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	var c serveConfig
+	fs := flag.NewFlagSet("synclane serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	serveFlags(fs, &c)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := applyEnv(fs, getenv); err != nil {
+		fmt.Fprintln(stderr, "synclane:", err)
+		return 2
+	}
+	log, err := newLogger(c.logLevel, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "synclane: --log-level:", err)
+		return 2
+	}
+	defer log.Sync() //nolint:errcheck
+	if err := runServer(ctx, c, log, stdout); err != nil {
+		log.Error("synclane stopped with an error", zap.Error(err))
+		return 1
+	}
+	return 0
+}
+
+func loadSchema(file string) (*schema.Schema, error) {
+	if file == "" {
+		return schema.Parse([]byte(schema.Demo))
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read schema: %w", err)
+	}
+	s, err := schema.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return s, nil
+}
+
+func openStore(ctx context.Context, c serveConfig, log *zap.Logger) (storage.Store, string, error) {
+	if c.postgresURL != "" {
+		st, err := postgres.Open(ctx, c.postgresURL, postgres.Options{Logger: log, MaxConns: int32(c.pgMaxConns), StatementTimeout: c.pgStatementTimeout})
+		return st, "postgres", err
+	}
+	if err := os.MkdirAll(c.data, 0o750); err != nil {
+		return nil, "", fmt.Errorf("create data directory: %w", err)
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(c.data, "synclane.db"), sqlite.Options{Logger: log})
+	return st, "sqlite", err
+}
+
+func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Writer) error {
+	sch, err := loadSchema(c.schemaFile)
+	if err != nil {
+		return fmt.Errorf("schema: %w", err)
+	}
+	st, backend, err := openStore(ctx, c, log)
+	if err != nil {
+		return fmt.Errorf("open storage: %w", err)
+	}
+	defer st.Close()
+
+	var auth httpsync.Authenticator
+	var resolver engine.ScopeResolver
+	if c.jwtSecret != "" {
+		auth, resolver = httpsync.JWTAuth{Secret: []byte(c.jwtSecret)}, httpsync.GrantsResolver
+	} else {
+		auth, resolver = httpsync.DevAuth{}, engine.AllowAll(sch)
+		log.Warn("development authentication: the actor comes from header x-actor and every scope is allowed; pass --jwt-secret in production")
+	}
+	eng, err := engine.New(ctx, engine.Config{Schema: sch, Store: st, Resolver: resolver, Logger: log,
+		MaxOperations: c.maxOps, IdleTimeout: c.idleTimeout})
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+
+	mux := httpsync.NewMux(eng, httpsync.MuxOptions{
+		Options: httpsync.Options{Auth: auth, MaxBodyBytes: c.maxBody, Logger: log},
+		Mount:   c.mount,
+		Ready: func(ctx context.Context) error {
+			_, err := st.ReadPartition(ctx, httpsync.DefaultPartition)
+			return err
+		},
+	})
+	ln, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: zap.NewStdLog(log.Named("http"))}
+	mount := strings.TrimRight(c.mount, "/")
+	log.Info("synclane serving", zap.String("addr", ln.Addr().String()), zap.String("sync", mount+"/sync"),
+		zap.String("storage", backend), zap.Int32("schema_version", sch.Version), zap.Int("tables", len(sch.Tables)))
+	fmt.Fprintf(stdout, "synclane listening on http://%s%s/sync\n", ln.Addr(), mount)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: draining in-flight requests", zap.Duration("timeout", c.shutdownTimeout))
+	mux.Drain()
+	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("shutdown deadline passed with requests in flight", zap.Error(err))
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	log.Info("synclane stopped")
+	return nil
+}

@@ -1,0 +1,66 @@
+package engine
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/synclane/synclane/engine/syncerr"
+)
+
+// Metrics are the engine's counters since start. All methods are safe for
+// concurrent use.
+type Metrics struct {
+	requests                  atomic.Uint64
+	applied, cached, rejected atomic.Uint64
+	resets                    atomic.Uint64
+	latencyNanos              atomic.Uint64
+	mu                        sync.Mutex
+	errors                    map[syncerr.Code]uint64
+}
+
+func newMetrics() *Metrics { return &Metrics{errors: map[syncerr.Code]uint64{}} }
+
+func (m *Metrics) observe(r *Reply, err error, d time.Duration) {
+	m.requests.Add(1)
+	m.latencyNanos.Add(uint64(d))
+	if err != nil {
+		m.mu.Lock()
+		m.errors[syncerr.CodeOf(err)]++
+		m.mu.Unlock()
+		return
+	}
+	m.applied.Add(uint64(r.Applied))
+	m.cached.Add(uint64(r.Cached))
+	m.rejected.Add(uint64(r.Rejected))
+	if r.Reset {
+		m.resets.Add(1)
+	}
+}
+
+// MetricsSnapshot is a point-in-time copy of the engine's counters.
+type MetricsSnapshot struct {
+	Requests         uint64
+	CommitsApplied   uint64
+	CommitsCached    uint64
+	CommitsRejected  uint64
+	HeaderOnlyResets uint64
+	RequestSeconds   float64
+	Errors           map[string]uint64
+}
+
+// Metrics returns a snapshot of the engine's counters.
+func (e *Engine) Metrics() MetricsSnapshot {
+	m := e.metrics
+	s := MetricsSnapshot{
+		Requests: m.requests.Load(), CommitsApplied: m.applied.Load(), CommitsCached: m.cached.Load(),
+		CommitsRejected: m.rejected.Load(), HeaderOnlyResets: m.resets.Load(),
+		RequestSeconds: float64(m.latencyNanos.Load()) / 1e9, Errors: map[string]uint64{},
+	}
+	m.mu.Lock()
+	for k, v := range m.errors {
+		s.Errors[string(k)] = v
+	}
+	m.mu.Unlock()
+	return s
+}

@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"bufio"
+	"errors"
+	"io"
+
+	"github.com/synclane/synclane/engine/ssp2"
+	"github.com/synclane/synclane/engine/syncerr"
+)
+
+// Reply is a built SSP2 response: the frames a request earned, in grammar
+// order, without END. Build it with Engine.Sync; stream it with WriteTo.
+type Reply struct {
+	WireVersion uint16
+	Frames      []ssp2.Frame
+	// Applied, Cached and Rejected count the push results in the reply.
+	Applied, Cached, Rejected int
+	// Reset reports an epoch-reset or schema-floor reply.
+	Reset bool
+}
+
+// Header returns the reply's RESP_HEADER.
+func (r *Reply) Header() *ssp2.RespHeader {
+	if len(r.Frames) == 0 {
+		return nil
+	}
+	h, _ := r.Frames[0].(*ssp2.RespHeader)
+	return h
+}
+
+// WriteTo streams the reply as an SSP2 response, frame by frame, ending with
+// END. A frame that cannot be encoded (a server bug) is replaced by an
+// in-band ERROR frame so the client rolls back the open section. It returns
+// the bytes written and the first write error.
+func (r *Reply) WriteTo(w io.Writer) (int64, error) {
+	cw := &countingWriter{w: w}
+	bw := bufio.NewWriterSize(cw, 32<<10)
+	enc := ssp2.NewEncoder(bw, r.WireVersion, ssp2.KindResponse)
+	for _, f := range r.Frames {
+		if err := enc.WriteFrame(f); err != nil {
+			if cw.err != nil {
+				return cw.n, cw.err
+			}
+			ef := errorFrame(syncerr.Wrap(syncerr.InternalError, err, "the server could not encode the response"))
+			if err2 := enc.WriteFrame(ef); err2 != nil {
+				return cw.n, errors.Join(err, err2)
+			}
+			break
+		}
+	}
+	if err := enc.Close(); err != nil {
+		return cw.n, err
+	}
+	if err := bw.Flush(); err != nil {
+		return cw.n, err
+	}
+	return cw.n, cw.err
+}
+
+// errorFrame renders an error as an in-band ERROR frame.
+func errorFrame(e *syncerr.Error) *ssp2.ErrorFrame {
+	spec := e.Spec()
+	return &ssp2.ErrorFrame{
+		Code: string(e.Code), Message: e.Message, Category: spec.Category,
+		Retryable: spec.Retryable, RecommendedAction: spec.RecommendedAction, Details: e.Details,
+	}
+}
+
+type countingWriter struct {
+	w   io.Writer
+	n   int64
+	err error
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+	return n, err
+}

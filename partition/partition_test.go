@@ -1,0 +1,238 @@
+package partition
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/engine/ssp2"
+	"github.com/synclane/synclane/engine/syncerr"
+)
+
+func testSchema(t *testing.T) *schema.Schema {
+	t.Helper()
+	s, err := schema.Parse([]byte(`{"version":1,"tables":[
+	 {"name":"tasks","columns":[{"name":"id","type":"string"},{"name":"project_id","type":"string"},{"name":"team","type":"string","nullable":true},{"name":"title","type":"string"}],
+	  "primaryKey":"id","scopes":["project:{project_id}",{"pattern":"team:{team_id}","column":"team"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestEffective(t *testing.T) {
+	cases := []struct {
+		name      string
+		requested map[string][]string
+		allowed   Allowed
+		resolved  bool
+		want      map[string][]string
+		revoked   bool
+	}{
+		{"intersect", map[string][]string{"project_id": {"p2", "p1", "p1"}}, Allowed{"project_id": {"p1", "p3"}}, true, map[string][]string{"project_id": {"p1"}}, false},
+		{"wildcard keeps requested sorted", map[string][]string{"project_id": {"b", "a"}}, Allowed{"project_id": {"*"}}, true, map[string][]string{"project_id": {"a", "b"}}, false},
+		{"empty intersection revokes", map[string][]string{"project_id": {"p2"}}, Allowed{"project_id": {"p1"}}, true, map[string][]string{}, true},
+		{"key not allowed revokes", map[string][]string{"project_id": {"p1"}, "team_id": {"t"}}, Allowed{"project_id": {"p1"}}, true, map[string][]string{}, true},
+		{"resolver failure revokes", map[string][]string{"project_id": {"p1"}}, Allowed{"project_id": {"p1"}}, false, map[string][]string{}, true},
+		{"nothing requested revokes", map[string][]string{}, Allowed{"project_id": {"*"}}, true, map[string][]string{}, true},
+		{"two vars", map[string][]string{"project_id": {"p1"}, "team_id": {"t1", "t2"}}, Allowed{"project_id": {"*"}, "team_id": {"t2"}}, true, map[string][]string{"project_id": {"p1"}, "team_id": {"t2"}}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, revoked := Effective(c.requested, c.allowed, c.resolved)
+			if revoked != c.revoked || !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("Effective = %v, %v; want %v, %v", got, revoked, c.want, c.revoked)
+			}
+		})
+	}
+}
+
+func TestValidateRequestedAndAllowed(t *testing.T) {
+	s := testSchema(t)
+	tb := s.Table("tasks")
+	if err := ValidateRequested(tb, map[string][]string{"project_id": {"p"}}); err != nil {
+		t.Fatalf("valid request refused: %v", err)
+	}
+	for name, req := range map[string]map[string][]string{
+		"undeclared key": {"nope": {"x"}},
+		"wildcard":       {"project_id": {"*"}},
+	} {
+		if err := ValidateRequested(tb, req); err == nil || err.Code != syncerr.InvalidSubscription {
+			t.Fatalf("%s: got %v, want invalid_subscription", name, err)
+		}
+	}
+	if err := ValidateAllowed(s, Allowed{"project_id": {"*"}, "team_id": {"t"}}); err != nil {
+		t.Fatalf("valid allowed refused: %v", err)
+	}
+	if err := ValidateAllowed(s, Allowed{"org": {"o"}}); err == nil || err.Code != syncerr.InvalidSubscription {
+		t.Fatalf("undeclared resolver key: got %v", err)
+	}
+}
+
+func TestAuthorizeRowAndScopes(t *testing.T) {
+	tb := testSchema(t).Table("tasks")
+	row := ssp2.Row{"r1", "p1", "t1", "hello"}
+	cases := []struct {
+		name     string
+		row      ssp2.Row
+		allowed  Allowed
+		resolved bool
+		ok       bool
+	}{
+		{"all allowed", row, Allowed{"project_id": {"p1"}, "team_id": {"t1"}}, true, true},
+		{"wildcards", row, Allowed{"project_id": {"*"}, "team_id": {"*"}}, true, true},
+		{"one var denied", row, Allowed{"project_id": {"p1"}, "team_id": {"t2"}}, true, false},
+		{"var missing from allowed", row, Allowed{"project_id": {"p1"}}, true, false},
+		{"null scope value denied", ssp2.Row{"r1", "p1", nil, "x"}, Allowed{"project_id": {"*"}, "team_id": {"*"}}, true, false},
+		{"empty scope value denied", ssp2.Row{"r1", "", "t1", "x"}, Allowed{"project_id": {"*"}, "team_id": {"*"}}, true, false},
+		{"resolver failed", row, Allowed{"project_id": {"*"}, "team_id": {"*"}}, false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := AuthorizeRow(tb, c.row, c.allowed, c.resolved)
+			if c.ok != (err == nil) {
+				t.Fatalf("AuthorizeRow = %v, want ok=%v", err, c.ok)
+			}
+			if err != nil && err.Code != syncerr.Forbidden {
+				t.Fatalf("code %s, want sync.forbidden", err.Code)
+			}
+		})
+	}
+	sc, err := ExtractScopes(tb, row)
+	if err != nil || !reflect.DeepEqual(sc, map[string]string{"project_id": "p1", "team_id": "t1"}) {
+		t.Fatalf("ExtractScopes = %v, %v", sc, err)
+	}
+	if _, err := ExtractScopes(tb, ssp2.Row{"r1", "p1", nil, "x"}); err == nil || err.Code != syncerr.MissingScopes {
+		t.Fatalf("ExtractScopes of NULL scope = %v, want missing_scopes", err)
+	}
+}
+
+func TestKeepStoredScopes(t *testing.T) {
+	tb := testSchema(t).Table("tasks")
+	stored := ssp2.Row{"r1", "p1", "t1", "old"}
+	in := ssp2.Row{"r1", "p9", "t1", "new"}
+	got, changed := KeepStoredScopes(tb, stored, in)
+	if !changed || !reflect.DeepEqual(got, ssp2.Row{"r1", "p1", "t1", "new"}) {
+		t.Fatalf("KeepStoredScopes = %v, %v", got, changed)
+	}
+	if in[1] != "p9" {
+		t.Fatalf("input row was modified: %v", in)
+	}
+	same := ssp2.Row{"r1", "p1", "t1", "new"}
+	if _, changed := KeepStoredScopes(tb, stored, same); changed {
+		t.Fatal("unchanged scopes reported as changed")
+	}
+}
+
+func TestDecideUpsert(t *testing.T) {
+	v := func(n int64) *int64 { return &n }
+	cases := []struct {
+		name   string
+		exists bool
+		stored int64
+		base   *int64
+		want   UpsertVerdict
+		code   syncerr.Code
+	}{
+		{"lww insert", false, 0, nil, ApplyInsert, ""},
+		{"lww update", true, 7, nil, ApplyUpdate, ""},
+		{"base 0 insert", false, 0, v(0), ApplyInsert, ""},
+		{"base 0 lost race", true, 1, v(0), Conflict, syncerr.VersionConflict},
+		{"base matches", true, 3, v(3), ApplyUpdate, ""},
+		{"base stale", true, 7, v(3), Conflict, syncerr.VersionConflict},
+		{"base on missing row", false, 0, v(4), Missing, syncerr.RowMissing},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := DecideUpsert(c.exists, c.stored, c.base)
+			if got != c.want {
+				t.Fatalf("DecideUpsert = %v, want %v", got, c.want)
+			}
+			err := VerdictError(got, c.stored, c.base)
+			if (c.code == "") != (err == nil) || (err != nil && err.Code != c.code) {
+				t.Fatalf("VerdictError = %v, want %q", err, c.code)
+			}
+		})
+	}
+}
+
+func TestCheckEpoch(t *testing.T) {
+	e := func(s string) *string { return &s }
+	cases := []struct {
+		name     string
+		wire     uint16
+		client   *string
+		stored   string
+		required bool
+		want     EpochVerdict
+	}{
+		{"v1 not required", 1, nil, "E", false, EpochProceed},
+		{"v1 required", 1, nil, "E", true, EpochWireUnsupported},
+		{"v2 match", 2, e("E"), "E", true, EpochProceed},
+		{"v2 acquisition", 2, nil, "E", false, EpochReset},
+		{"v2 mismatch", 2, e("old"), "E", false, EpochReset},
+	}
+	for _, c := range cases {
+		if got := CheckEpoch(c.wire, c.client, c.stored, c.required); got != c.want {
+			t.Errorf("%s: CheckEpoch = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestCheckClientID(t *testing.T) {
+	if err := CheckClientID(`["remote-command","a"]`, "a", ""); err == nil || err.Code != syncerr.InvalidClientID {
+		t.Fatalf("remote-command prefix: %v", err)
+	}
+	if err := CheckClientID("c1", "a", "b"); err == nil || err.Code != syncerr.InvalidClientID {
+		t.Fatalf("bound to another actor: %v", err)
+	}
+	if err := CheckClientID("c1", "a", "a"); err != nil {
+		t.Fatalf("same actor refused: %v", err)
+	}
+	if err := CheckClientID("c1", "a", ""); err != nil {
+		t.Fatalf("unbound refused: %v", err)
+	}
+	if !NeedsFloor(1, 2, 3) || !NeedsFloor(4, 2, 3) || NeedsFloor(2, 2, 3) {
+		t.Fatal("NeedsFloor bounds wrong")
+	}
+}
+
+func TestPullModeAndToken(t *testing.T) {
+	cases := []struct {
+		cursor       int64
+		token        bool
+		horizon, max int64
+		want         PullMode
+	}{
+		{-1, false, 0, 10, Bootstrap},
+		{5, true, 0, 10, Bootstrap},
+		{11, false, 0, 10, Bootstrap},
+		{3, false, 5, 10, Reset},
+		{5, false, 5, 10, Incremental},
+		{10, false, 0, 10, Incremental},
+	}
+	for _, c := range cases {
+		if got := ChoosePullMode(c.cursor, c.token, c.horizon, c.max); got != c.want {
+			t.Errorf("ChoosePullMode(%d,%v,%d,%d) = %v, want %v", c.cursor, c.token, c.horizon, c.max, got, c.want)
+		}
+	}
+	rc := "r-9"
+	good := BootstrapToken{AsOfCommitSeq: 8, Tables: []string{"tasks"}, RowCursor: &rc}.Encode()
+	if tok, ok := ResumeToken(good, "tasks", 0, 10); !ok || tok.AsOfCommitSeq != 8 || *tok.RowCursor != "r-9" {
+		t.Fatalf("ResumeToken(good) = %+v, %v", tok, ok)
+	}
+	for name, c := range map[string]struct {
+		raw          json.RawMessage
+		horizon, max int64
+	}{
+		"garbage":       {json.RawMessage(`{"asOf`), 0, 10},
+		"other table":   {BootstrapToken{AsOfCommitSeq: 8, Tables: []string{"x"}}.Encode(), 0, 10},
+		"pin < horizon": {good, 9, 10},
+		"pin > max":     {good, 0, 7},
+	} {
+		if _, ok := ResumeToken(c.raw, "tasks", c.horizon, c.max); ok {
+			t.Errorf("%s: token resumed, want restart", name)
+		}
+	}
+}

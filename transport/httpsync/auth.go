@@ -1,0 +1,149 @@
+package httpsync
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/syncerr"
+)
+
+// DefaultPartition is the partition of requests that name none.
+const DefaultPartition = "default"
+
+// DevAuth is the development authenticator: the actor comes from header
+// x-actor (required) and the partition from x-partition (default
+// "default"). It trusts the caller completely; never use it in production.
+type DevAuth struct{}
+
+// Authenticate implements Authenticator.
+func (DevAuth) Authenticate(r *http.Request) (engine.Identity, error) {
+	actor := strings.TrimSpace(r.Header.Get("x-actor"))
+	if actor == "" {
+		return engine.Identity{}, syncerr.New(syncerr.AuthRequired, "development mode: send the actor id in header x-actor")
+	}
+	p := strings.TrimSpace(r.Header.Get("x-partition"))
+	if p == "" {
+		p = DefaultPartition
+	}
+	return engine.Identity{ActorID: actor, Partition: p}, nil
+}
+
+// JWTAuth authenticates HS256 JSON Web Tokens from the Authorization
+// header (Bearer) or, for WebSocket upgrades, the access_token query
+// parameter. Claims: sub → actor, partition → partition (default
+// "default"), scopes {variable: [values]} → Identity.Grants; exp and nbf
+// are enforced when present.
+type JWTAuth struct {
+	Secret []byte
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Leeway tolerates clock skew on exp/nbf (default 30s).
+	Leeway time.Duration
+}
+
+type jwtClaims struct {
+	Sub       string              `json:"sub"`
+	Partition string              `json:"partition"`
+	Scopes    map[string][]string `json:"scopes"`
+	Exp       *float64            `json:"exp"`
+	Nbf       *float64            `json:"nbf"`
+}
+
+// Authenticate implements Authenticator.
+func (a JWTAuth) Authenticate(r *http.Request) (engine.Identity, error) {
+	tok := ""
+	if h := r.Header.Get("Authorization"); len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		tok = strings.TrimSpace(h[7:])
+	} else if q := r.URL.Query().Get("access_token"); q != "" {
+		tok = q
+	}
+	if tok == "" {
+		return engine.Identity{}, syncerr.New(syncerr.AuthRequired, "missing bearer token")
+	}
+	c, err := a.verify(tok)
+	if err != nil {
+		return engine.Identity{}, err
+	}
+	p := c.Partition
+	if p == "" {
+		p = DefaultPartition
+	}
+	return engine.Identity{ActorID: c.Sub, Partition: p, Grants: c.Scopes}, nil
+}
+
+func (a JWTAuth) verify(tok string) (*jwtClaims, error) {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return nil, syncerr.New(syncerr.AuthRequired, "malformed token")
+	}
+	var hdr struct {
+		Alg string `json:"alg"`
+	}
+	hb, err := base64.RawURLEncoding.DecodeString(parts[0])
+	if err != nil || json.Unmarshal(hb, &hdr) != nil || hdr.Alg != "HS256" {
+		return nil, syncerr.New(syncerr.AuthRequired, "token must be an HS256 JWT")
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil {
+		return nil, syncerr.New(syncerr.AuthRequired, "malformed token signature")
+	}
+	mac := hmac.New(sha256.New, a.Secret)
+	mac.Write([]byte(parts[0] + "." + parts[1]))
+	if !hmac.Equal(sig, mac.Sum(nil)) {
+		return nil, syncerr.New(syncerr.AuthRequired, "invalid token signature")
+	}
+	pb, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return nil, syncerr.New(syncerr.AuthRequired, "malformed token payload")
+	}
+	var c jwtClaims
+	if err := json.Unmarshal(pb, &c); err != nil {
+		return nil, syncerr.New(syncerr.AuthRequired, "malformed token claims: %v", err)
+	}
+	if c.Sub == "" {
+		return nil, syncerr.New(syncerr.AuthRequired, "token has no sub claim")
+	}
+	now := time.Now
+	if a.Now != nil {
+		now = a.Now
+	}
+	leeway := a.Leeway
+	if leeway == 0 {
+		leeway = 30 * time.Second
+	}
+	t := float64(now().Add(-leeway).Unix())
+	if c.Exp != nil && *c.Exp < t {
+		return nil, syncerr.New(syncerr.AuthRequired, "token expired")
+	}
+	if c.Nbf != nil && *c.Nbf > float64(now().Add(leeway).Unix()) {
+		return nil, syncerr.New(syncerr.AuthRequired, "token not valid yet")
+	}
+	return &c, nil
+}
+
+// SignJWT returns an HS256 token for claims (tests, tools and examples).
+func SignJWT(secret []byte, claims map[string]any) string {
+	enc := base64.RawURLEncoding
+	h := enc.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`))
+	p, _ := json.Marshal(claims)
+	s := h + "." + enc.EncodeToString(p)
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(s))
+	return s + "." + enc.EncodeToString(mac.Sum(nil))
+}
+
+// GrantsResolver is an engine.ScopeResolver returning the scopes the
+// authenticator put in Identity.Grants (for example JWTAuth's scopes claim).
+var GrantsResolver = engine.ScopeResolverFunc(func(_ context.Context, id engine.Identity) (map[string][]string, error) {
+	if id.Grants == nil {
+		return map[string][]string{}, nil
+	}
+	return id.Grants, nil
+})

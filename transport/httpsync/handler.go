@@ -1,0 +1,233 @@
+// Package httpsync is synclane's HTTP transport: POST <mount>/sync with
+// content type application/vnd.syncular.sync.v2, a thin adapter over
+// engine.Engine.Sync.
+//
+// Errors found before the response starts are answered as the protocol's
+// JSON error body with the catalog's HTTP status; once the 200 response has
+// started, errors travel in-band as an ERROR frame. Request bodies may be
+// gzip- or zstd-encoded; responses are compressed by Accept-Encoding (zstd,
+// then gzip, then identity).
+package httpsync
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+	"go.uber.org/zap"
+
+	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/ssp2"
+	"github.com/synclane/synclane/engine/syncerr"
+)
+
+// ContentType is the SSP2 media type of requests and responses.
+const ContentType = "application/vnd.syncular.sync.v2"
+
+// DefaultMaxBodyBytes is the default limit on a decompressed request body.
+const DefaultMaxBodyBytes = 8 << 20
+
+// Authenticator is the host hook that authenticates a request, yielding the
+// actor and the one partition it addresses. Returning a *syncerr.Error
+// chooses the refusal code (default sync.auth_required, HTTP 401).
+type Authenticator interface {
+	Authenticate(r *http.Request) (engine.Identity, error)
+}
+
+// AuthenticatorFunc adapts a function to Authenticator.
+type AuthenticatorFunc func(r *http.Request) (engine.Identity, error)
+
+// Authenticate calls f.
+func (f AuthenticatorFunc) Authenticate(r *http.Request) (engine.Identity, error) { return f(r) }
+
+// Options configure a Handler.
+type Options struct {
+	// Auth authenticates every request (required).
+	Auth Authenticator
+	// MaxBodyBytes limits the decompressed request body
+	// (default DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// Logger receives request-level logs (default: no-op).
+	Logger *zap.Logger
+}
+
+// Handler serves POST /sync. Mount it under any prefix with
+// http.StripPrefix or at "<mount>/sync" directly; it does not look at the
+// path.
+type Handler struct {
+	eng  *engine.Engine
+	opts Options
+}
+
+// NewHandler returns the sync handler for eng.
+func NewHandler(eng *engine.Engine, opts Options) *Handler {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	return &Handler{eng: eng, opts: opts}
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, syncerr.New(syncerr.InvalidRequest, "use POST for /sync"))
+		return
+	}
+	if ct := mediaType(r.Header.Get("Content-Type")); ct != ContentType {
+		writeError(w, http.StatusUnsupportedMediaType, syncerr.New(syncerr.InvalidRequest, "content type must be %s, got %q", ContentType, ct))
+		return
+	}
+	if h.opts.Auth == nil {
+		writeError(w, http.StatusInternalServerError, syncerr.New(syncerr.InternalError, "no authenticator configured"))
+		return
+	}
+	id, err := h.opts.Auth.Authenticate(r)
+	if err != nil {
+		e := syncerr.As(err)
+		if e.Code == syncerr.InternalError {
+			e = syncerr.Wrap(syncerr.AuthRequired, err, "authentication failed")
+		}
+		writeError(w, 0, e)
+		return
+	}
+	body, err := decodedBody(r)
+	if err != nil {
+		writeError(w, 0, err)
+		return
+	}
+	defer body.Close()
+	msg, err := ssp2.ReadRequest(body, h.opts.MaxBodyBytes)
+	if err != nil {
+		status := 0
+		if errors.Is(err, ssp2.ErrTooLarge) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		writeError(w, status, err)
+		return
+	}
+	rep, err := h.eng.Sync(r.Context(), id, msg)
+	if err != nil {
+		e := syncerr.As(err)
+		if e.Code == syncerr.InternalError {
+			h.opts.Logger.Warn("sync request failed", zap.String("partition", id.Partition),
+				zap.String("actor", id.ActorID), zap.Error(err))
+		}
+		writeError(w, 0, e)
+		return
+	}
+	hdr := w.Header()
+	hdr.Set("Content-Type", ContentType)
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Add("Vary", "Accept-Encoding")
+	out, closeOut := compressor(w, r.Header.Get("Accept-Encoding"))
+	w.WriteHeader(http.StatusOK)
+	if _, err := rep.WriteTo(out); err != nil {
+		h.opts.Logger.Debug("response stream aborted", zap.String("partition", id.Partition), zap.Error(err))
+	}
+	if err := closeOut(); err != nil {
+		h.opts.Logger.Debug("response stream close failed", zap.Error(err))
+	}
+}
+
+func mediaType(v string) string {
+	if i := strings.IndexByte(v, ';'); i >= 0 {
+		v = v[:i]
+	}
+	return strings.ToLower(strings.TrimSpace(v))
+}
+
+// decodedBody undoes the request's Content-Encoding.
+func decodedBody(r *http.Request) (io.ReadCloser, error) {
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+		return r.Body, nil
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			return nil, syncerr.Wrap(syncerr.InvalidRequest, err, "request body is not valid gzip")
+		}
+		return zr, nil
+	case "zstd":
+		zr, err := zstd.NewReader(r.Body, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(64<<20))
+		if err != nil {
+			return nil, syncerr.Wrap(syncerr.InvalidRequest, err, "request body is not valid zstd")
+		}
+		return zr.IOReadCloser(), nil
+	default:
+		return nil, syncerr.New(syncerr.InvalidRequest, "unsupported Content-Encoding %q (use gzip, zstd or identity)", enc)
+	}
+}
+
+// compressor wraps w by the client's Accept-Encoding preference.
+func compressor(w http.ResponseWriter, accept string) (io.Writer, func() error) {
+	switch pickEncoding(accept) {
+	case "zstd":
+		zw, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+		if err == nil {
+			w.Header().Set("Content-Encoding", "zstd")
+			return zw, zw.Close
+		}
+	case "gzip":
+		zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+		w.Header().Set("Content-Encoding", "gzip")
+		return zw, zw.Close
+	}
+	return w, func() error { return nil }
+}
+
+func pickEncoding(accept string) string {
+	has := map[string]bool{}
+	for _, part := range strings.Split(accept, ",") {
+		name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.Contains(strings.ReplaceAll(params, " ", ""), "q=0") && !strings.Contains(params, "q=0.") {
+			continue
+		}
+		has[strings.ToLower(strings.TrimSpace(name))] = true
+	}
+	switch {
+	case has["zstd"]:
+		return "zstd"
+	case has["gzip"]:
+		return "gzip"
+	}
+	return ""
+}
+
+// ErrorBody is the protocol's JSON error shape (SPEC §10.1).
+type ErrorBody struct {
+	Code              string          `json:"code"`
+	Category          string          `json:"category"`
+	Retryable         bool            `json:"retryable"`
+	RecommendedAction string          `json:"recommendedAction"`
+	Message           string          `json:"message"`
+	Details           json.RawMessage `json:"details,omitempty"`
+}
+
+// writeError answers a pre-stream error as the protocol's JSON body; status
+// 0 takes the catalog's HTTP status for the code.
+func writeError(w http.ResponseWriter, status int, err error) {
+	e := syncerr.As(err)
+	spec := e.Spec()
+	if status == 0 {
+		status = spec.HTTPStatus
+	}
+	b, _ := json.Marshal(ErrorBody{Code: string(e.Code), Category: spec.Category, Retryable: spec.Retryable,
+		RecommendedAction: spec.RecommendedAction, Message: e.Message, Details: e.Details})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// WriteError writes err as the protocol's JSON error body with the catalog
+// status of its code; other transports and routes of the host use it to
+// answer pre-stream errors the same way.
+func WriteError(w http.ResponseWriter, err error) { writeError(w, 0, err) }

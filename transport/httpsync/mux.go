@@ -1,0 +1,97 @@
+package httpsync
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/synclane/synclane/engine"
+)
+
+// MuxOptions configure NewMux.
+type MuxOptions struct {
+	Options
+	// Mount is the path prefix of the sync routes ("" or "/" for the root).
+	Mount string
+	// Ready reports readiness for GET /readyz (default: always ready).
+	Ready func(ctx context.Context) error
+}
+
+// Mux is the standalone server's router: POST <mount>/sync, GET /healthz,
+// GET /readyz and GET /metrics.
+type Mux struct {
+	*http.ServeMux
+	draining atomic.Bool
+}
+
+// NewMux returns the router for eng.
+func NewMux(eng *engine.Engine, opts MuxOptions) *Mux {
+	mount := strings.TrimRight(opts.Mount, "/")
+	m := &Mux{ServeMux: http.NewServeMux()}
+	m.Handle(mount+"/sync", NewHandler(eng, opts.Options))
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	m.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if m.draining.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("draining\n"))
+			return
+		}
+		if opts.Ready != nil {
+			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+			defer cancel()
+			if err := opts.Ready(ctx); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = fmt.Fprintf(w, "not ready: %v\n", err)
+				return
+			}
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	m.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		writeMetrics(w, eng)
+	})
+	return m
+}
+
+// Drain makes /readyz answer 503 so load balancers stop sending traffic
+// while in-flight requests finish.
+func (m *Mux) Drain() { m.draining.Store(true) }
+
+// writeMetrics renders the engine's counters in the Prometheus text format.
+func writeMetrics(w http.ResponseWriter, eng *engine.Engine) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	s := eng.Metrics()
+	a := eng.ActorStats()
+	p := func(name, help string, v any) {
+		_, _ = fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %v\n", name, help, name, name, v)
+	}
+	p("synclane_requests_total", "Sync requests served (including refused ones).", s.Requests)
+	p("synclane_commits_applied_total", "Pushed commits applied.", s.CommitsApplied)
+	p("synclane_commits_cached_total", "Pushed commits answered from the idempotency cache.", s.CommitsCached)
+	p("synclane_commits_rejected_total", "Pushed commits rejected.", s.CommitsRejected)
+	p("synclane_header_only_resets_total", "Epoch-reset and schema-floor answers.", s.HeaderOnlyResets)
+	p("synclane_request_seconds_total", "Total time spent serving sync requests.", s.RequestSeconds)
+	p("synclane_partition_actors_spawned_total", "Partition actors spawned.", a.Spawned)
+	p("synclane_partition_actors_passivated_total", "Partition actors passivated when idle.", a.Passivated)
+	p("synclane_partition_actor_restarts_total", "Partition actor restarts after a crash.", a.Restarts)
+	p("synclane_group_commit_batches_total", "Push batches applied in one storage transaction.", a.Batches)
+	p("synclane_group_commit_requests_total", "Push requests applied through group commit.", a.BatchedJobs)
+	_, _ = fmt.Fprintf(w, "# HELP synclane_partition_actors_live Live partition actors.\n# TYPE synclane_partition_actors_live gauge\nsynclane_partition_actors_live %d\n", a.LiveActors)
+	_, _ = fmt.Fprintf(w, "# HELP synclane_request_errors_total Requests refused, by protocol code.\n# TYPE synclane_request_errors_total counter\n")
+	codes := make([]string, 0, len(s.Errors))
+	for c := range s.Errors {
+		codes = append(codes, c)
+	}
+	sort.Strings(codes)
+	for _, c := range codes {
+		_, _ = fmt.Fprintf(w, "synclane_request_errors_total{code=%q} %d\n", c, s.Errors[c])
+	}
+}

@@ -1,0 +1,197 @@
+package httpsync
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/engine/ssp2"
+)
+
+// ReplicaRow is one row held by a Replica.
+type ReplicaRow struct {
+	Version int64
+	Values  ssp2.Row
+}
+
+// ReplicaSub is one subscription of a Replica with its sync state.
+type ReplicaSub struct {
+	ID     string
+	Table  string
+	Scopes map[string][]string
+	Cursor int64
+	Token  json.RawMessage
+	// Status is the last SUB_START status seen.
+	Status ssp2.SubStatus
+}
+
+// Replica is a minimal client-side model of a synced database, used by
+// tests and benchmarks to check convergence: it applies pull responses
+// (bootstrap segments, commits, revocations, resets) to in-memory tables.
+// It applies whole sections only after their SUB_END, like a real client.
+type Replica struct {
+	Client *Client
+	Schema *schema.Schema
+	Limits ssp2.PullHeader
+	Subs   []*ReplicaSub
+	Rows   map[string]map[string]ReplicaRow // table → rowId → row
+	codecs map[string]*ssp2.RowCodec
+}
+
+// NewReplica returns an empty replica syncing through c.
+func NewReplica(c *Client, s *schema.Schema) *Replica {
+	r := &Replica{Client: c, Schema: s, Rows: map[string]map[string]ReplicaRow{}, codecs: map[string]*ssp2.RowCodec{},
+		Limits: ssp2.PullHeader{Accept: ssp2.AcceptInlineRows | ssp2.AcceptRefRows}}
+	for _, t := range s.Tables {
+		r.codecs[t.Name] = ssp2.NewRowCodec(t.Columns)
+		r.Rows[t.Name] = map[string]ReplicaRow{}
+	}
+	return r
+}
+
+// Subscribe adds a never-synced subscription.
+func (r *Replica) Subscribe(id, table string, scopes map[string][]string) {
+	r.Subs = append(r.Subs, &ReplicaSub{ID: id, Table: table, Scopes: scopes, Cursor: -1})
+}
+
+// PullStats summarizes one pull.
+type PullStats struct {
+	Commits, Changes, SegmentRows int
+	Incomplete                    bool // some bootstrap has a resume token
+}
+
+// Pull performs one pull round and applies it. An epoch reset clears every
+// table and subscription cursor (the caller pulls again).
+func (r *Replica) Pull(ctx context.Context) (PullStats, error) {
+	subs := make([]*ssp2.Subscription, len(r.Subs))
+	for i, s := range r.Subs {
+		subs[i] = &ssp2.Subscription{ID: s.ID, Table: s.Table, Scopes: s.Scopes, Cursor: s.Cursor, BootstrapState: s.Token}
+	}
+	resp, err := r.Client.Pull(ctx, r.Limits, subs...)
+	if errors.Is(err, ErrResetRequired) {
+		r.Reset()
+		return PullStats{Incomplete: true}, nil
+	}
+	if err != nil {
+		return PullStats{}, err
+	}
+	return r.Apply(resp)
+}
+
+// Reset drops all synced state (rows, cursors, tokens).
+func (r *Replica) Reset() {
+	for t := range r.Rows {
+		r.Rows[t] = map[string]ReplicaRow{}
+	}
+	for _, s := range r.Subs {
+		s.Cursor, s.Token = -1, nil
+	}
+}
+
+type pendingOp struct {
+	table, rowID string
+	del          bool
+	row          ReplicaRow
+}
+
+// Apply applies a pull response. Sections are applied at their SUB_END; a
+// section cut by an ERROR frame is dropped.
+func (r *Replica) Apply(resp *ssp2.Message) (PullStats, error) {
+	var st PullStats
+	byID := map[string]*ReplicaSub{}
+	for _, s := range r.Subs {
+		byID[s.ID] = s
+	}
+	var cur *ReplicaSub
+	var start *ssp2.SubStart
+	var ops []pendingOp
+	clearFirst := false
+	for _, f := range resp.Frames {
+		switch x := f.(type) {
+		case *ssp2.SubStart:
+			cur, start, ops = byID[x.ID], x, nil
+			if cur == nil {
+				return st, fmt.Errorf("replica: section for unknown subscription %q", x.ID)
+			}
+			clearFirst = x.Bootstrap && cur.Cursor < 0 && cur.Token == nil
+		case *ssp2.Commit:
+			st.Commits++
+			for _, ch := range x.Changes {
+				st.Changes++
+				t := x.Tables[ch.TableIndex]
+				op := pendingOp{table: t, rowID: ch.RowID, del: ch.Op == ssp2.OpDelete}
+				if !op.del {
+					vals, err := r.codecs[t].Decode(ch.Row)
+					if err != nil {
+						return st, fmt.Errorf("replica: commit %d row %s: %w", x.CommitSeq, ch.RowID, err)
+					}
+					op.row = ReplicaRow{Version: *ch.RowVersion, Values: vals}
+				}
+				ops = append(ops, op)
+			}
+		case *ssp2.SegmentInline:
+			seg, err := ssp2.DecodeSegment(x.Payload)
+			if err != nil {
+				return st, fmt.Errorf("replica: segment: %w", err)
+			}
+			pk := r.Schema.Table(seg.Table).PK
+			for _, b := range seg.Blocks {
+				for _, row := range b {
+					st.SegmentRows++
+					ops = append(ops, pendingOp{table: seg.Table, rowID: row.Values[pk].(string), row: ReplicaRow{Version: row.ServerVersion, Values: row.Values}})
+				}
+			}
+		case *ssp2.SegmentRef:
+			return st, errors.New("replica: segment refs are not supported by this test client")
+		case *ssp2.SubEnd:
+			if cur == nil {
+				continue
+			}
+			cur.Status = start.Status
+			switch start.Status {
+			case ssp2.SubRevoked:
+				r.Rows[cur.Table] = map[string]ReplicaRow{}
+			case ssp2.SubReset:
+				r.Rows[cur.Table] = map[string]ReplicaRow{}
+				cur.Cursor, cur.Token = -1, nil
+				st.Incomplete = true
+				cur = nil
+				continue
+			}
+			if clearFirst {
+				r.Rows[cur.Table] = map[string]ReplicaRow{}
+			}
+			for _, op := range ops {
+				if op.del {
+					delete(r.Rows[op.table], op.rowID)
+				} else {
+					r.Rows[op.table][op.rowID] = op.row
+				}
+			}
+			cur.Cursor = x.NextCursor
+			cur.Token = x.BootstrapState
+			if cur.Token != nil {
+				st.Incomplete = true
+			}
+			cur, ops = nil, nil
+		}
+	}
+	return st, nil
+}
+
+// SyncUntilIdle pulls until a round brings nothing new and no bootstrap is
+// incomplete, at most maxRounds times.
+func (r *Replica) SyncUntilIdle(ctx context.Context, maxRounds int) error {
+	for range maxRounds {
+		st, err := r.Pull(ctx)
+		if err != nil {
+			return err
+		}
+		if !st.Incomplete && st.Commits == 0 && st.SegmentRows == 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("replica: not idle after %d rounds", maxRounds)
+}
