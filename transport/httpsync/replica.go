@@ -152,16 +152,16 @@ func (r *Replica) Apply(resp *ssp2.Message) (PullStats, error) {
 			cur.Status = start.Status
 			switch start.Status {
 			case ssp2.SubRevoked:
-				r.Rows[cur.Table] = map[string]ReplicaRow{}
+				r.purge(cur)
 			case ssp2.SubReset:
-				r.Rows[cur.Table] = map[string]ReplicaRow{}
+				r.purge(cur)
 				cur.Cursor, cur.Token = -1, nil
 				st.Incomplete = true
 				cur = nil
 				continue
 			}
 			if clearFirst {
-				r.Rows[cur.Table] = map[string]ReplicaRow{}
+				r.purge(cur)
 			}
 			for _, op := range ops {
 				if op.del {
@@ -179,6 +179,29 @@ func (r *Replica) Apply(resp *ssp2.Message) (PullStats, error) {
 		}
 	}
 	return st, nil
+}
+
+// purge deletes the rows of sub's table that its scopes select.
+func (r *Replica) purge(sub *ReplicaSub) {
+	t := r.Schema.Table(sub.Table)
+	for id, row := range r.Rows[sub.Table] {
+		match := true
+		for v, vals := range sub.Scopes {
+			sv := t.ScopeVar(v)
+			if sv == nil {
+				continue
+			}
+			got := fmt.Sprint(row.Values[sv.Column])
+			found := false
+			for _, x := range vals {
+				found = found || x == got
+			}
+			match = match && found
+		}
+		if match {
+			delete(r.Rows[sub.Table], id)
+		}
+	}
 }
 
 // SyncUntilIdle pulls until a round brings nothing new and no bootstrap is

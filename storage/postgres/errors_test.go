@@ -1,0 +1,77 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/synclane/synclane/storage"
+)
+
+func TestClassify(t *testing.T) {
+	cases := []struct {
+		err        error
+		retryable  bool
+		constraint bool
+	}{
+		{&pgconn.PgError{Code: "23505"}, false, true},
+		{&pgconn.PgError{Code: "23502"}, false, true},
+		{&pgconn.PgError{Code: "40001"}, true, false},
+		{&pgconn.PgError{Code: "40P01"}, true, false},
+		{&pgconn.PgError{Code: "08006"}, true, false},
+		{&pgconn.PgError{Code: "57P01"}, true, false},
+		{&pgconn.PgError{Code: "53300"}, true, false},
+		{&pgconn.PgError{Code: "42P01"}, false, false},
+		{&pgconn.PgError{Code: "22021"}, false, false},
+		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true, false},
+		{context.Canceled, false, false},
+		{errors.New("other"), false, false},
+	}
+	for _, c := range cases {
+		err := classify("op", fmt.Errorf("wrapped: %w", c.err))
+		if got := IsRetryable(err); got != c.retryable {
+			t.Errorf("IsRetryable(%v) = %v, want %v", c.err, got, c.retryable)
+		}
+		if got := errors.Is(err, storage.ErrConstraint); got != c.constraint {
+			t.Errorf("errors.Is(%v, ErrConstraint) = %v, want %v", c.err, got, c.constraint)
+		}
+		var r interface{ Retryable() bool }
+		if !errors.As(err, &r) || r.Retryable() != c.retryable {
+			t.Errorf("%v: Retryable() interface does not agree", c.err)
+		}
+	}
+	if err := classifyRowWrite("PutRow", &pgconn.PgError{Code: "22021"}); !errors.Is(err, storage.ErrConstraint) {
+		t.Errorf("row write data exception: %v, want ErrConstraint", err)
+	}
+	if IsRetryable(nil) || classify("op", nil) != nil {
+		t.Error("nil error classified as an error")
+	}
+}
+
+func TestRetryStopsOnPermanentErrors(t *testing.T) {
+	calls := 0
+	err := retry(t.Context(), "op", func() error { calls++; return &pgconn.PgError{Code: "40001"} })
+	if calls != retryAttempts || !IsRetryable(err) {
+		t.Fatalf("serialization failure: %d calls, err %v", calls, err)
+	}
+	calls = 0
+	err = retry(t.Context(), "op", func() error {
+		calls++
+		if calls == 1 {
+			return &pgconn.PgError{Code: "40P01"}
+		}
+		return nil
+	})
+	if calls != 2 || err != nil {
+		t.Fatalf("deadlock then success: %d calls, err %v", calls, err)
+	}
+	calls = 0
+	err = retry(t.Context(), "op", func() error { calls++; return &pgconn.PgError{Code: "23505"} })
+	if calls != 1 || !errors.Is(err, storage.ErrConstraint) {
+		t.Fatalf("constraint: %d calls, err %v", calls, err)
+	}
+}

@@ -1,0 +1,117 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/synclane/synclane/storage/postgres"
+)
+
+type report struct {
+	partition string
+	seq       int64
+}
+
+// waitFor reads reports until one for partition with seq >= want arrives.
+func waitFor(t *testing.T, ch <-chan report, partition string, want int64) {
+	t.Helper()
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	for {
+		select {
+		case r := <-ch:
+			if r.partition == partition && r.seq >= want {
+				return
+			}
+		case <-timeout.C:
+			t.Fatalf("no report of %s seq %d within 10s", partition, want)
+		}
+	}
+}
+
+func TestNotifierAcrossStores(t *testing.T) {
+	a, b, _ := twoStores(t, 4)
+	ctx := t.Context()
+	ch := make(chan report, 1024)
+	n, err := b.Listen(ctx, func(p string, seq int64) { ch <- report{p, seq} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconnected := make(chan struct{}, 1)
+	postgres.SetReconnectHook(n, func() { reconnected <- struct{}{} })
+
+	if _, err := pushOne(ctx, a, "pn", "k1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ch, "pn", 1)
+
+	// Kill the listener's backend. A commit made right after must still be
+	// reported (by the old connection if it was not gone yet, else by the
+	// resync after reconnecting), and the notifier must reconnect.
+	pid := postgres.NotifierPID(n)
+	var killed bool
+	if err := a.Pool().QueryRow(ctx, `SELECT pg_terminate_backend($1)`, int32(pid)).Scan(&killed); err != nil || !killed {
+		t.Fatalf("pg_terminate_backend(%d) = %v, %v", pid, killed, err)
+	}
+	if _, err := pushOne(ctx, a, "pn", "k2"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ch, "pn", 2)
+	select {
+	case <-reconnected:
+	case <-time.After(10 * time.Second):
+		t.Fatal("notifier did not reconnect within 10s")
+	}
+	if got := postgres.NotifierPID(n); got == pid || got == 0 {
+		t.Fatalf("listener PID after reconnect = %d (killed %d)", got, pid)
+	}
+	if n.Reconnects() != 1 {
+		t.Fatalf("Reconnects() = %d, want 1", n.Reconnects())
+	}
+	// The resync reported the state as of the reconnect; a later commit is
+	// delivered by the new connection.
+	if _, err := pushOne(ctx, a, "pn", "k3"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ch, "pn", 3)
+
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-n.Done():
+	default:
+		t.Fatal("Done not closed after Close")
+	}
+}
+
+func TestNotifierStoppedByContextAndStoreClose(t *testing.T) {
+	_, b, _ := twoStores(t, 2)
+	ctx, cancel := context.WithCancel(t.Context())
+	n1, err := b.Listen(ctx, func(string, int64) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case <-n1.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("notifier still running after its context was cancelled")
+	}
+	n2, err := b.Listen(t.Context(), func(string, int64) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-n2.Done():
+	default:
+		t.Fatal("Store.Close returned with a notifier still running")
+	}
+	if _, err := b.Listen(t.Context(), func(string, int64) {}); err == nil {
+		t.Fatal("Listen on a closed store succeeded")
+	}
+}

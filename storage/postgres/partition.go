@@ -1,0 +1,116 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/synclane/synclane/storage"
+)
+
+// newEpoch returns a fresh unpredictable log epoch: 128 random bits in hex.
+func newEpoch() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
+
+// queryer is what pgx.Tx, *pgxpool.Conn and *pgxpool.Pool share.
+type queryer interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func scanPartition(row pgx.Row, partition string) (storage.PartitionInfo, error) {
+	p := storage.PartitionInfo{Partition: partition}
+	err := row.Scan(&p.LogEpoch, &p.EpochRequired, &p.MaxCommitSeq, &p.HorizonSeq)
+	if err != nil {
+		return storage.PartitionInfo{Partition: partition}, err
+	}
+	p.Exists = true
+	return p, nil
+}
+
+// TouchPartition returns the partition's registry entry, creating it with a
+// fresh random log epoch if needed. Concurrent first contacts agree on one
+// epoch (INSERT ... ON CONFLICT DO NOTHING, then a read in a new snapshot).
+func (s *Store) TouchPartition(ctx context.Context, partition string, nowMs int64) (storage.PartitionInfo, error) {
+	if err := s.ready(); err != nil {
+		return storage.PartitionInfo{}, err
+	}
+	var p storage.PartitionInfo
+	err := retry(ctx, "TouchPartition", func() error {
+		var err error
+		p, err = scanPartition(s.pool.QueryRow(ctx, s.q.insertPartition, partition, newEpoch(), nowMs), partition)
+		if errors.Is(err, pgx.ErrNoRows) { // it existed
+			p, err = scanPartition(s.pool.QueryRow(ctx, s.q.readPartition, partition), partition)
+		}
+		return err
+	})
+	return p, err
+}
+
+// ReadPartition returns the registry entry, or one with only Partition set
+// (Exists false) when the partition was never touched.
+func (s *Store) ReadPartition(ctx context.Context, partition string) (storage.PartitionInfo, error) {
+	if err := s.ready(); err != nil {
+		return storage.PartitionInfo{}, err
+	}
+	var p storage.PartitionInfo
+	err := retry(ctx, "ReadPartition", func() error {
+		var err error
+		p, err = scanPartition(s.pool.QueryRow(ctx, s.q.readPartition, partition), partition)
+		if errors.Is(err, pgx.ErrNoRows) {
+			p, err = storage.PartitionInfo{Partition: partition}, nil
+		}
+		return err
+	})
+	return p, err
+}
+
+// lockPartition takes the partition's row lock in tx, creating the row
+// first if it does not exist, and returns the entry read under the lock.
+func (s *Store) lockPartition(ctx context.Context, tx queryer, partition string, nowMs int64) (storage.PartitionInfo, error) {
+	p, err := scanPartition(tx.QueryRow(ctx, s.q.lockPartition, partition), partition)
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return p, err
+	}
+	p, err = scanPartition(tx.QueryRow(ctx, s.q.insertPartition, partition, newEpoch(), nowMs), partition)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return p, err
+	}
+	// Inserted by us (the row is ours until commit) or by a concurrent
+	// transaction that has committed by now: lock it either way.
+	return scanPartition(tx.QueryRow(ctx, s.q.lockPartition, partition), partition)
+}
+
+// RotateLogEpoch sets a fresh random epoch, marks it required and deletes
+// the partition's client records, holding the partition's write lock. The
+// partition is created if needed. Rows, commits and idempotency records
+// are kept.
+func (s *Store) RotateLogEpoch(ctx context.Context, partition string, nowMs int64) (string, error) {
+	if err := s.ready(); err != nil {
+		return "", err
+	}
+	var epoch string
+	err := retry(ctx, "RotateLogEpoch", func() error {
+		return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+			if _, err := s.lockPartition(ctx, tx, partition, nowMs); err != nil {
+				return fmt.Errorf("lock partition: %w", err)
+			}
+			epoch = newEpoch()
+			if _, err := tx.Exec(ctx, s.q.rotate, partition, epoch); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, s.q.deleteClients, partition)
+			return err
+		})
+	})
+	if err != nil {
+		return "", err
+	}
+	return epoch, nil
+}

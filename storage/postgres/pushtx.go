@@ -1,0 +1,321 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/storage"
+)
+
+// BeginPush acquires a connection, starts a READ COMMITTED transaction and
+// takes the partition's row lock (SELECT ... FOR UPDATE, creating the
+// registry row first if needed) before anything else is read. The lock is
+// held until Commit or Rollback; the caller must call one of them.
+func (s *Store) BeginPush(ctx context.Context, partition string) (storage.PushTx, error) {
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, classify("BeginPush", err)
+	}
+	tx := &pushTx{s: s, conn: conn, partition: partition}
+	if err := tx.begin(ctx); err != nil {
+		tx.abandon(ctx)
+		return nil, classify("BeginPush", err)
+	}
+	return tx, nil
+}
+
+// pushTx is the PostgreSQL PushTx. Row writes run immediately; the log
+// writes are buffered in pending and flushed with COMMIT.
+type pushTx struct {
+	s         *Store
+	conn      *pgxpool.Conn
+	partition string
+	info      storage.PartitionInfo
+	done      bool
+
+	pending log
+
+	// Savepoints are established lazily: Savepoint only records the log
+	// mark and sets spWanted; the next row write sends SAVEPOINT first.
+	spSet         bool // Savepoint has been called at least once
+	spWanted      bool // SAVEPOINT must precede the next row write
+	spEstablished bool // a server-side savepoint "sp" exists
+	spMarkState   logMark
+}
+
+func (tx *pushTx) begin(ctx context.Context) error {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	var lockErr error
+	var info storage.PartitionInfo
+	b.Queue(tx.s.q.lockPartition, tx.partition).QueryRow(func(row pgx.Row) error {
+		info, lockErr = scanPartition(row, tx.partition)
+		return nil
+	})
+	if err := tx.conn.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	if errors.Is(lockErr, pgx.ErrNoRows) {
+		info, lockErr = tx.s.lockPartition(ctx, tx.conn, tx.partition, time.Now().UnixMilli())
+	}
+	if lockErr != nil {
+		return fmt.Errorf("lock partition: %w", lockErr)
+	}
+	tx.info = info
+	return nil
+}
+
+// abandon rolls back on the server (or drops the connection when that
+// fails) and returns the connection to the pool. It runs even when ctx is
+// already cancelled.
+func (tx *pushTx) abandon(ctx context.Context) error {
+	tx.done = true
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var err error
+	if c := tx.conn.Conn(); !c.IsClosed() && c.PgConn().TxStatus() != 'I' {
+		if _, err = c.Exec(rctx, "ROLLBACK"); err != nil {
+			_ = c.Close(rctx)
+		}
+	}
+	tx.conn.Release() // destroys the connection if it is not idle
+	if err != nil && !transient(err) {
+		return classify("Rollback", err)
+	}
+	return nil
+}
+
+func (tx *pushTx) check() error {
+	if tx.done {
+		return fmt.Errorf("postgres: %w", storage.ErrTxDone)
+	}
+	return nil
+}
+
+// Partition returns the registry entry read under the lock, with
+// MaxCommitSeq following this transaction's appended commits.
+func (tx *pushTx) Partition() storage.PartitionInfo {
+	p := tx.info
+	p.MaxCommitSeq = tx.pending.maxSeq(tx.info.MaxCommitSeq)
+	return p
+}
+
+// Savepoint marks the point RollbackToSavepoint returns to, replacing any
+// previous savepoint.
+func (tx *pushTx) Savepoint(ctx context.Context) error {
+	if err := tx.check(); err != nil {
+		return err
+	}
+	tx.spSet = true
+	tx.spWanted = true
+	tx.spMarkState = tx.pending.mark()
+	return nil
+}
+
+// RollbackToSavepoint undoes the row writes and log appends since the last
+// Savepoint; the transaction stays usable, also after a failed row write.
+func (tx *pushTx) RollbackToSavepoint(ctx context.Context) error {
+	if err := tx.check(); err != nil {
+		return err
+	}
+	if !tx.spSet {
+		return errors.New("postgres: RollbackToSavepoint without Savepoint")
+	}
+	if !tx.spWanted { // writes happened since the savepoint
+		if _, err := tx.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT sp"); err != nil {
+			return classify("RollbackToSavepoint", err)
+		}
+	}
+	tx.pending.reset(tx.spMarkState)
+	return nil
+}
+
+// ReleaseSavepoint keeps the writes since the last Savepoint. The
+// server-side savepoint is released lazily, by the next SAVEPOINT.
+func (tx *pushTx) ReleaseSavepoint(ctx context.Context) error {
+	if err := tx.check(); err != nil {
+		return err
+	}
+	if !tx.spSet {
+		return errors.New("postgres: ReleaseSavepoint without Savepoint")
+	}
+	tx.spSet = false
+	tx.spWanted = false
+	return nil
+}
+
+// writePrefix returns the savepoint statements that must precede the next
+// row write, and records them as sent.
+func (tx *pushTx) writePrefix() []string {
+	if !tx.spWanted {
+		return nil
+	}
+	tx.spWanted = false
+	if tx.spEstablished {
+		return []string{"RELEASE SAVEPOINT sp", "SAVEPOINT sp"}
+	}
+	tx.spEstablished = true
+	return []string{"SAVEPOINT sp"}
+}
+
+// exec runs a row write, preceded in the same round trip by a pending
+// SAVEPOINT.
+func (tx *pushTx) exec(ctx context.Context, sql string, args ...any) error {
+	prefix := tx.writePrefix()
+	if len(prefix) == 0 {
+		_, err := tx.conn.Exec(ctx, sql, args...)
+		return err
+	}
+	b := &pgx.Batch{}
+	for _, p := range prefix {
+		b.Queue(p)
+	}
+	b.Queue(sql, args...)
+	return tx.conn.SendBatch(ctx, b).Close()
+}
+
+// LookupIdempotency returns the record stored for the key in this
+// partition, including records put earlier in this transaction, or nil.
+func (tx *pushTx) LookupIdempotency(ctx context.Context, clientID, clientCommitID string) (*storage.IdempotencyRecord, error) {
+	if err := tx.check(); err != nil {
+		return nil, err
+	}
+	if rec := tx.pending.idempotency(clientID, clientCommitID); rec != nil {
+		return rec, nil
+	}
+	rec, err := lookupIdempotency(ctx, tx.conn, tx.s.q.getIdem, tx.partition, clientID, clientCommitID)
+	return rec, classify("LookupIdempotency", err)
+}
+
+// GetRow returns the row as seen by this transaction, or nil.
+func (tx *pushTx) GetRow(ctx context.Context, t *schema.Table, rowID string) (*storage.RowRecord, error) {
+	if err := tx.check(); err != nil {
+		return nil, err
+	}
+	ts, err := tx.s.table(t.Name)
+	if err != nil {
+		return nil, err
+	}
+	rs := newRowScanner(ts.t)
+	err = tx.conn.QueryRow(ctx, ts.get, tx.partition, rowID).Scan(rs.targets...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, classify("GetRow", err)
+	}
+	rec := rs.record()
+	return &rec, nil
+}
+
+// PutRow inserts or replaces the row. A violated constraint (or a value
+// PostgreSQL cannot store) returns an error wrapping storage.ErrConstraint;
+// the transaction is then unusable until RollbackToSavepoint.
+func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRecord) error {
+	if err := tx.check(); err != nil {
+		return err
+	}
+	ts, err := tx.s.table(t.Name)
+	if err != nil {
+		return err
+	}
+	if len(rec.Values) != len(ts.t.Columns) {
+		return fmt.Errorf("postgres: PutRow %s: %d values for %d columns", t.Name, len(rec.Values), len(ts.t.Columns))
+	}
+	if pk, ok := rec.Values[ts.t.PK].(string); !ok || pk != rec.RowID {
+		return fmt.Errorf("postgres: PutRow %s: primary key value %v does not match RowID %q", t.Name, rec.Values[ts.t.PK], rec.RowID)
+	}
+	args := make([]any, 0, len(rec.Values)+2)
+	args = append(args, tx.partition)
+	for i, v := range rec.Values {
+		a, err := encodeValue(ts.t.Columns[i], v)
+		if err != nil {
+			return fmt.Errorf("postgres: PutRow %s: %w", t.Name, err)
+		}
+		args = append(args, a)
+	}
+	args = append(args, rec.Version)
+	return classifyRowWrite("PutRow", tx.exec(ctx, ts.upsert, args...))
+}
+
+// DeleteRow deletes the row if it exists.
+func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string) error {
+	if err := tx.check(); err != nil {
+		return err
+	}
+	ts, err := tx.s.table(t.Name)
+	if err != nil {
+		return err
+	}
+	return classifyRowWrite("DeleteRow", tx.exec(ctx, ts.del, tx.partition, rowID))
+}
+
+// AppendCommit buffers c for the log; c.Seq must be MaxCommitSeq+1.
+func (tx *pushTx) AppendCommit(ctx context.Context, c storage.CommitRecord) error {
+	if err := tx.check(); err != nil {
+		return err
+	}
+	if want := tx.Partition().MaxCommitSeq + 1; c.Seq != want {
+		return fmt.Errorf("postgres: AppendCommit seq %d, want %d: %w", c.Seq, want, storage.ErrConflictingSeq)
+	}
+	return tx.pending.appendCommit(c)
+}
+
+// PutIdempotency buffers the record; it is written with the commit and
+// replaces an existing record for the same key.
+func (tx *pushTx) PutIdempotency(ctx context.Context, rec storage.IdempotencyRecord) error {
+	if err := tx.check(); err != nil {
+		return err
+	}
+	tx.pending.putIdempotency(rec)
+	return nil
+}
+
+// Commit writes the buffered log (commits, changes, scope index,
+// idempotency records, max_commit_seq) and the change notification and
+// commits, all in one round trip, then releases the connection. A failed
+// Commit leaves nothing written; its error reports IsRetryable for
+// transient failures (the caller re-runs the whole push).
+func (tx *pushTx) Commit(ctx context.Context) error {
+	if err := tx.check(); err != nil {
+		return err
+	}
+	b := &pgx.Batch{}
+	tx.pending.queue(b, tx.s, tx.partition)
+	var tag string
+	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
+		tag = ct.String()
+		return nil
+	})
+	err := tx.conn.SendBatch(ctx, b).Close()
+	if err == nil && tag != "COMMIT" {
+		err = fmt.Errorf("transaction was aborted by an earlier failed statement (server answered %q)", tag)
+	}
+	if err != nil {
+		_ = tx.abandon(ctx)
+		return classify("Commit", err)
+	}
+	tx.done = true
+	tx.conn.Release()
+	return nil
+}
+
+// Rollback discards the transaction and releases the lock; it is a no-op
+// after Commit or Rollback. When the connection is already gone the server
+// has rolled back by itself and Rollback returns nil.
+func (tx *pushTx) Rollback(ctx context.Context) error {
+	if tx.done {
+		return nil
+	}
+	return tx.abandon(ctx)
+}

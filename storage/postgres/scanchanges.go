@@ -1,0 +1,143 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/synclane/synclane/engine/ssp2"
+	"github.com/synclane/synclane/storage"
+)
+
+// ScanChanges returns the commits in (q.AfterSeq, q.UpToSeq] with changes
+// of q.Table matching q.Scopes, oldest first, whole commits only, stopping
+// after the commit that reaches q.LimitChanges (<= 0: no limit). Truncated
+// is set when it stopped on the limit before q.UpToSeq. The scan is driven
+// by the scope index (sync_change_scopes) for the first scope var; with no
+// scope vars it walks the (partition, table, seq) index of the table's
+// changes. It reads at most LimitChanges changes plus the rest of the last
+// commit.
+func (s *Store) ScanChanges(ctx context.Context, partition string, q storage.ChangeQuery) (storage.ChangeScan, error) {
+	if err := s.ready(); err != nil {
+		return storage.ChangeScan{}, err
+	}
+	if q.UpToSeq <= q.AfterSeq {
+		return storage.ChangeScan{}, nil
+	}
+	vars := make([]string, 0, len(q.Scopes))
+	for v, vals := range q.Scopes {
+		if len(vals) == 0 {
+			return storage.ChangeScan{}, nil
+		}
+		vars = append(vars, v)
+	}
+	sort.Strings(vars)
+
+	var out storage.ChangeScan
+	err := retry(ctx, "ScanChanges", func() error {
+		out = storage.ChangeScan{}
+		limit := q.LimitChanges
+		n, lastSeq, lastIdx, err := s.scanChangeRange(ctx, partition, q, vars, rangeArgs{after: q.AfterSeq, upTo: q.UpToSeq, limit: limit}, &out)
+		if err != nil || limit <= 0 || n < limit {
+			return err
+		}
+		// The limit was hit: complete the last commit, whose remaining
+		// matching changes follow lastIdx.
+		if _, _, _, err := s.scanChangeRange(ctx, partition, q, vars, rangeArgs{onlySeq: lastSeq, afterIdx: lastIdx}, &out); err != nil {
+			return err
+		}
+		out.Truncated = lastSeq < q.UpToSeq
+		return nil
+	})
+	return out, err
+}
+
+// rangeArgs selects either a seq range with a change limit or, when
+// onlySeq > 0, the changes of one commit after index afterIdx.
+type rangeArgs struct {
+	after, upTo int64
+	limit       int
+	onlySeq     int64
+	afterIdx    int32
+}
+
+// scanChangeRange appends the matching changes of the range to out
+// (extending its last commit when the seq continues) and returns how many
+// it read and the position of the last one.
+func (s *Store) scanChangeRange(ctx context.Context, partition string, q storage.ChangeQuery, vars []string, r rangeArgs, out *storage.ChangeScan) (int, int64, int32, error) {
+	var sb strings.Builder
+	args := []any{partition, q.Table}
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	// d is the row source that carries (partition, table_name, seq, idx).
+	d := "c"
+	if len(vars) > 0 {
+		d = "s0"
+		fmt.Fprintf(&sb, `SELECT c.seq, c.idx, m.created_at_ms, m.actor_id, c.row_id, c.op, c.row_version, c.scopes, c.row_data
+FROM %s s0
+JOIN %s c ON c.partition = s0.partition AND c.seq = s0.seq AND c.idx = s0.idx
+JOIN %s m ON m.partition = c.partition AND m.seq = c.seq
+WHERE s0.partition = $1 AND s0.table_name = $2 AND s0.var = %s AND s0.value = ANY(%s::text[])`,
+			s.q.changeScopes, s.q.changes, s.q.commits, arg(vars[0]), arg(q.Scopes[vars[0]]))
+		for i, v := range vars[1:] {
+			a := fmt.Sprintf("s%d", i+1)
+			fmt.Fprintf(&sb, `
+AND EXISTS (SELECT 1 FROM %s %s WHERE %s.partition = s0.partition AND %s.table_name = s0.table_name
+  AND %s.var = %s AND %s.value = ANY(%s::text[]) AND %s.seq = s0.seq AND %s.idx = s0.idx)`,
+				s.q.changeScopes, a, a, a, a, arg(v), a, arg(q.Scopes[v]), a, a)
+		}
+	} else {
+		fmt.Fprintf(&sb, `SELECT c.seq, c.idx, m.created_at_ms, m.actor_id, c.row_id, c.op, c.row_version, c.scopes, c.row_data
+FROM %s c
+JOIN %s m ON m.partition = c.partition AND m.seq = c.seq
+WHERE c.partition = $1 AND c.table_name = $2`, s.q.changes, s.q.commits)
+	}
+	if r.onlySeq > 0 {
+		fmt.Fprintf(&sb, "\nAND %s.seq = %s AND %s.idx > %s", d, arg(r.onlySeq), d, arg(r.afterIdx))
+	} else {
+		fmt.Fprintf(&sb, "\nAND %s.seq > %s AND %s.seq <= %s", d, arg(r.after), d, arg(r.upTo))
+	}
+	fmt.Fprintf(&sb, "\nORDER BY %s.seq, %s.idx", d, d)
+	if r.onlySeq == 0 && r.limit > 0 {
+		fmt.Fprintf(&sb, " LIMIT %s", arg(r.limit))
+	}
+
+	rows, err := s.pool.Query(ctx, sb.String(), args...)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer rows.Close()
+	var (
+		n       int
+		lastSeq int64
+		lastIdx int32
+	)
+	for rows.Next() {
+		var (
+			seq, created, ver int64
+			idx               int32
+			actor, rowID      string
+			op                int16
+			scopes            string
+			data              []byte
+		)
+		if err := rows.Scan(&seq, &idx, &created, &actor, &rowID, &op, &ver, &scopes, &data); err != nil {
+			return 0, 0, 0, err
+		}
+		ch := storage.ChangeRecord{Table: q.Table, RowID: rowID, Op: ssp2.OpKind(op), RowVersion: ver, Row: data}
+		if err := json.Unmarshal([]byte(scopes), &ch.Scopes); err != nil {
+			return 0, 0, 0, fmt.Errorf("change %d/%d: scopes: %w", seq, idx, err)
+		}
+		if k := len(out.Commits); k == 0 || out.Commits[k-1].Seq != seq {
+			out.Commits = append(out.Commits, storage.CommitChanges{Seq: seq, CreatedAtMs: created, ActorID: actor})
+		}
+		last := &out.Commits[len(out.Commits)-1]
+		last.Changes = append(last.Changes, ch)
+		n, lastSeq, lastIdx = n+1, seq, idx
+	}
+	return n, lastSeq, lastIdx, rows.Err()
+}

@@ -1,0 +1,182 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+
+	"github.com/synclane/synclane/storage"
+)
+
+// DefaultNotifyChannel is the LISTEN/NOTIFY channel commits are announced on
+// unless Options.NotifyChannel says otherwise.
+const DefaultNotifyChannel = "synclane_commits"
+
+// Options configure a Store. The zero value is usable.
+type Options struct {
+	// Logger receives operational messages (notifier reconnects). Nil means
+	// zap.NewNop().
+	Logger *zap.Logger
+	// MaxConns bounds the pool Open creates (default 16). Ignored by
+	// OpenPool.
+	MaxConns int32
+	// StatementTimeout is set as statement_timeout on every connection Open
+	// creates (default 30s; negative disables). Ignored by OpenPool, whose
+	// owner configures its connections.
+	StatementTimeout time.Duration
+	// Schema is the PostgreSQL schema (namespace) holding every table of the
+	// store. Empty means the connection's search_path. When set, every
+	// statement names it explicitly, EnsureSchema creates it if needed, and
+	// Open also puts it first on each connection's search_path.
+	Schema string
+	// NotifyChannel is the channel of commit notifications (default
+	// DefaultNotifyChannel). Deployments sharing one database with separate
+	// schemas give each its own channel.
+	NotifyChannel string
+}
+
+// Store is a storage.Store on a PostgreSQL database. It is safe for
+// concurrent use by any number of goroutines and processes.
+type Store struct {
+	pool     *pgxpool.Pool
+	ownsPool bool
+	log      *zap.Logger
+	channel  string
+	schema   string // raw schema name, "" = search_path
+	q        sysSQL
+
+	mu        sync.RWMutex
+	ensured   bool
+	tables    map[string]*tableSQL // by table name, built by EnsureSchema
+	closed    bool
+	notifiers map[*Notifier]struct{}
+}
+
+var _ storage.Store = (*Store)(nil)
+
+// Open connects a new pool to connString (a pgx URL or DSN) and returns a
+// Store using it. The Store owns the pool and closes it on Close. Open
+// verifies connectivity with a ping; it does not run EnsureSchema.
+func Open(ctx context.Context, connString string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse connection string: %w", err)
+	}
+	cfg.MaxConns = opts.MaxConns
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = 16
+	}
+	timeout := opts.StatementTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	rp := cfg.ConnConfig.RuntimeParams
+	if timeout > 0 {
+		rp["statement_timeout"] = fmt.Sprintf("%d", timeout.Milliseconds())
+	}
+	if opts.Schema != "" {
+		rp["search_path"] = pgx.Identifier{opts.Schema}.Sanitize() + ", public"
+	}
+	if _, ok := rp["application_name"]; !ok {
+		rp["application_name"] = "synclane"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: create pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, classify("ping", err)
+	}
+	s := OpenPool(pool, opts)
+	s.ownsPool = true
+	return s, nil
+}
+
+// OpenPool returns a Store on a pool the caller owns: Close does not close
+// it. Options.MaxConns and StatementTimeout are ignored (configure the pool
+// instead); Schema is honoured by qualifying every table name.
+func OpenPool(pool *pgxpool.Pool, opts Options) *Store {
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	ch := opts.NotifyChannel
+	if ch == "" {
+		ch = DefaultNotifyChannel
+	}
+	return &Store{
+		pool:      pool,
+		log:       log,
+		channel:   ch,
+		schema:    opts.Schema,
+		q:         newSysSQL(opts.Schema),
+		tables:    map[string]*tableSQL{},
+		notifiers: map[*Notifier]struct{}{},
+	}
+}
+
+// Pool returns the store's connection pool, for hosts that run their own
+// queries next to the store.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close stops every Notifier started by Listen, then closes the pool if
+// Open created it. Close is idempotent. Open PushTx must be finished first.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	ns := make([]*Notifier, 0, len(s.notifiers))
+	for n := range s.notifiers {
+		ns = append(ns, n)
+	}
+	s.mu.Unlock()
+	for _, n := range ns {
+		n.Close()
+	}
+	if s.ownsPool {
+		s.pool.Close()
+	}
+	return nil
+}
+
+// errClosed reports use of a closed Store.
+var errClosed = errors.New("postgres: store is closed")
+
+// ready fails with ErrSchemaNotEnsured before EnsureSchema and with an error
+// after Close.
+func (s *Store) ready() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return errClosed
+	}
+	if !s.ensured {
+		return fmt.Errorf("postgres: %w", storage.ErrSchemaNotEnsured)
+	}
+	return nil
+}
+
+// table returns the statements of the row table name as of the last
+// EnsureSchema.
+func (s *Store) table(name string) (*tableSQL, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if !s.ensured {
+		return nil, fmt.Errorf("postgres: %w", storage.ErrSchemaNotEnsured)
+	}
+	t, ok := s.tables[name]
+	if !ok {
+		return nil, fmt.Errorf("postgres: table %q is not in the ensured schema", name)
+	}
+	return t, nil
+}
