@@ -97,6 +97,7 @@ var ErrStopped = fmt.Errorf("actors: manager stopped")
 type route struct {
 	partition string
 	job       Job
+	ifLive    bool
 }
 
 type flush struct{}

@@ -89,6 +89,17 @@ func (m *Manager) Submit(partition string, job Job) {
 	m.system.Root.Send(m.pid, &route{partition: partition, job: job})
 }
 
+// SubmitIfLive routes job to its partition's actor only if that actor is
+// live (it never spawns one); otherwise the job is dropped without being
+// answered. It suits notifications that only matter to a running actor.
+func (m *Manager) SubmitIfLive(partition string, job Job) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if !m.stopped {
+		m.system.Root.Send(m.pid, &route{partition: partition, job: job, ifLive: true})
+	}
+}
+
 // Stats returns the manager's counters.
 func (m *Manager) Stats() Stats {
 	q := statsQuery{reply: make(chan Stats, 1)}
@@ -133,6 +144,9 @@ func (a *managerActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *route:
 		c, ok := a.children[msg.partition]
+		if !ok && msg.ifLive {
+			return
+		}
 		if !ok {
 			c = &child{pid: ctx.Spawn(a.props(msg.partition))}
 			a.children[msg.partition] = c

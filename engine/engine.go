@@ -101,6 +101,23 @@ type Config struct {
 	ClientFlushInterval time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Feed, when set, reports commits made by other processes sharing the
+	// store (PostgreSQL LISTEN/NOTIFY); *postgres.Store implements it. The
+	// engine subscribes in New and stops in Close.
+	Feed CommitFeed
+	// OnCommit, when set, is called after commits become durable: for this
+	// process's pushes (after their transaction commits) and for commits
+	// reported by Feed. maxSeq is the partition's highest commit seq. It
+	// must not block; realtime fan-out hooks in here.
+	OnCommit func(partition string, maxSeq int64)
+}
+
+// CommitFeed reports commits made to a shared store by any process.
+// Subscribe blocks, calling fn for every notification, until ctx ends or
+// the feed fails; after a reconnect it reports every partition so nothing
+// is missed.
+type CommitFeed interface {
+	Subscribe(ctx context.Context, fn func(partition string, maxSeq int64)) error
 }
 
 // Engine serves SSP2 requests. It is safe for concurrent use.
@@ -112,6 +129,8 @@ type Engine struct {
 	metrics *Metrics
 
 	closeOnce sync.Once
+	stopFeed  context.CancelFunc
+	feedDone  chan struct{}
 }
 
 // New validates cfg, ensures the storage schema and starts the partition
@@ -156,8 +175,49 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		MaxBatch:    maxBatch,
 		Logger:      cfg.Logger,
 	})
+	if cfg.Feed != nil {
+		fctx, cancel := context.WithCancel(context.Background())
+		e.stopFeed, e.feedDone = cancel, make(chan struct{})
+		go e.runFeed(fctx)
+	}
 	return e, nil
 }
+
+// runFeed keeps the commit feed subscribed until Close, resubscribing with
+// backoff when it fails.
+func (e *Engine) runFeed(ctx context.Context) {
+	defer close(e.feedDone)
+	backoff := 100 * time.Millisecond
+	for {
+		err := e.cfg.Feed.Subscribe(ctx, e.observeRemoteCommit)
+		if ctx.Err() != nil {
+			return
+		}
+		e.cfg.Logger.Warn("commit feed failed; resubscribing", zap.Error(err), zap.Duration("backoff", backoff))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// observeRemoteCommit tells a live partition actor about a commit another
+// process made (it updates its view of the partition) and calls OnCommit.
+func (e *Engine) observeRemoteCommit(partition string, maxSeq int64) {
+	e.metrics.remoteCommits.Add(1)
+	e.manager.SubmitIfLive(partition, &observeJob{seq: maxSeq})
+	if e.cfg.OnCommit != nil {
+		e.cfg.OnCommit(partition, maxSeq)
+	}
+}
+
+// observeJob carries a commit notification to a partition actor.
+type observeJob struct{ seq int64 }
+
+func (*observeJob) Batchable() bool { return false }
+func (*observeJob) Fail(error)      {}
 
 // Schema returns the served schema.
 func (e *Engine) Schema() *schema.Schema { return e.cfg.Schema }
@@ -172,6 +232,10 @@ func (e *Engine) ActorStats() actors.Stats { return e.manager.Stats() }
 // writes back buffered client records. It does not close the Store.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
+		if e.stopFeed != nil {
+			e.stopFeed()
+			<-e.feedDone
+		}
 		e.manager.Stop()
 		e.system.Shutdown()
 	})

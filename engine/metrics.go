@@ -14,6 +14,7 @@ type Metrics struct {
 	requests                  atomic.Uint64
 	applied, cached, rejected atomic.Uint64
 	resets                    atomic.Uint64
+	remoteCommits             atomic.Uint64
 	latencyNanos              atomic.Uint64
 	mu                        sync.Mutex
 	errors                    map[syncerr.Code]uint64
@@ -46,7 +47,9 @@ type MetricsSnapshot struct {
 	CommitsRejected  uint64
 	HeaderOnlyResets uint64
 	RequestSeconds   float64
-	Errors           map[string]uint64
+	// RemoteCommits counts commit notifications from other processes.
+	RemoteCommits uint64
+	Errors        map[string]uint64
 }
 
 // Metrics returns a snapshot of the engine's counters.
@@ -56,6 +59,7 @@ func (e *Engine) Metrics() MetricsSnapshot {
 		Requests: m.requests.Load(), CommitsApplied: m.applied.Load(), CommitsCached: m.cached.Load(),
 		CommitsRejected: m.rejected.Load(), HeaderOnlyResets: m.resets.Load(),
 		RequestSeconds: float64(m.latencyNanos.Load()) / 1e9, Errors: map[string]uint64{},
+		RemoteCommits: m.remoteCommits.Load(),
 	}
 	m.mu.Lock()
 	for k, v := range m.errors {

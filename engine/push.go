@@ -57,6 +57,12 @@ func (w *worker) handlePushes(ctx context.Context, jobs []*syncJob) {
 		w.log.Error("push transaction failed to commit", zap.Error(err), zap.Int("requests", len(ready)))
 		return
 	}
+	if seq := tx.Partition().MaxCommitSeq; seq > info.MaxCommitSeq {
+		w.knownSeq = max(w.knownSeq, seq)
+		if w.e.cfg.OnCommit != nil {
+			w.e.cfg.OnCommit(w.partition, seq)
+		}
+	}
 	var fresh *storage.PartitionInfo
 	for _, s := range ready {
 		if s.j.req.Pull != nil {

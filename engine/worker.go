@@ -25,6 +25,9 @@ type worker struct {
 	bindings  map[string]string // clientId → actorId
 	dirty     map[string]storage.ClientRecord
 	lastFlush time.Time
+	// knownSeq is the highest commit seq this worker knows of, from its own
+	// commits, its reads and other processes' notifications.
+	knownSeq int64
 }
 
 func (e *Engine) newWorker(p string) actors.Worker {
@@ -52,6 +55,10 @@ func (w *worker) Stop(ctx context.Context) { w.flushClients(ctx) }
 func (w *worker) Handle(ctx context.Context, jobs []actors.Job) {
 	sjobs := make([]*syncJob, 0, len(jobs))
 	for _, j := range jobs {
+		if o, ok := j.(*observeJob); ok {
+			w.knownSeq = max(w.knownSeq, o.seq)
+			continue
+		}
 		sj := j.(*syncJob)
 		if err := sj.ctx.Err(); err != nil {
 			sj.answer(nil, syncerr.Wrap(syncerr.InternalError, err, "request abandoned"))
@@ -80,6 +87,7 @@ func (w *worker) load(ctx context.Context) (storage.PartitionInfo, error) {
 		return info, err
 	}
 	w.observeEpoch(info.LogEpoch)
+	w.knownSeq = max(w.knownSeq, info.MaxCommitSeq)
 	return info, nil
 }
 

@@ -149,8 +149,12 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		auth, resolver = httpsync.DevAuth{}, engine.AllowAll(sch)
 		log.Warn("development authentication: the actor comes from header x-actor and every scope is allowed; pass --jwt-secret in production")
 	}
-	eng, err := engine.New(ctx, engine.Config{Schema: sch, Store: st, Resolver: resolver, Logger: log,
-		MaxOperations: c.maxOps, IdleTimeout: c.idleTimeout})
+	cfg := engine.Config{Schema: sch, Store: st, Resolver: resolver, Logger: log,
+		MaxOperations: c.maxOps, IdleTimeout: c.idleTimeout}
+	if feed, ok := st.(engine.CommitFeed); ok {
+		cfg.Feed = feed // other processes' commits (PostgreSQL LISTEN/NOTIFY)
+	}
+	eng, err := engine.New(ctx, cfg)
 	if err != nil {
 		return err
 	}

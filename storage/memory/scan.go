@@ -1,0 +1,104 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/synclane/synclane/storage"
+)
+
+// ScanChanges answers from the scope index: it takes the posting lists of
+// the effective scope var with the fewest candidate commits, then filters
+// each candidate commit's changes with storage.MatchScopes.
+func (s *Store) ScanChanges(ctx context.Context, partition string, q storage.ChangeQuery) (storage.ChangeScan, error) {
+	if err := ctx.Err(); err != nil {
+		return storage.ChangeScan{}, err
+	}
+	_, p, err := s.schemaAndPart(partition)
+	if err != nil {
+		return storage.ChangeScan{}, fmt.Errorf("memory: scan changes: %w", err)
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	upTo := min(q.UpToSeq, int64(len(p.commits)))
+	var seqs []int64
+	if len(q.Scopes) == 0 {
+		for seq := q.AfterSeq + 1; seq <= upTo; seq++ {
+			seqs = append(seqs, seq)
+		}
+	} else {
+		idx := p.scopeIdx[q.Table]
+		best := -1
+		for v, vals := range q.Scopes {
+			var cand []int64
+			for _, val := range vals {
+				cand = append(cand, idx[v+"\x00"+val]...)
+			}
+			if best < 0 || len(cand) < best {
+				best, seqs = len(cand), cand
+			}
+		}
+		slices.Sort(seqs)
+		seqs = slices.Compact(seqs)
+	}
+	var out storage.ChangeScan
+	n := 0
+	for i, seq := range seqs {
+		if seq <= q.AfterSeq || seq > upTo {
+			continue
+		}
+		c := p.commits[seq-1]
+		var chs []storage.ChangeRecord
+		for _, ch := range c.Changes {
+			if ch.Table == q.Table && storage.MatchScopes(ch.Scopes, q.Scopes) {
+				chs = append(chs, copyChange(ch))
+			}
+		}
+		if len(chs) == 0 {
+			continue
+		}
+		out.Commits = append(out.Commits, storage.CommitChanges{Seq: c.Seq, CreatedAtMs: c.CreatedAtMs, ActorID: c.ActorID, Changes: chs})
+		n += len(chs)
+		if q.LimitChanges > 0 && n >= q.LimitChanges {
+			out.Truncated = seq < q.UpToSeq && i+1 < len(seqs) && seqs[i+1] <= upTo
+			break
+		}
+	}
+	return out, nil
+}
+
+// ScanRows returns committed rows in byte order of their primary key.
+func (s *Store) ScanRows(ctx context.Context, partition string, q storage.RowQuery) ([]storage.RowRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sch, p, err := s.schemaAndPart(partition)
+	if err != nil {
+		return nil, fmt.Errorf("memory: scan rows: %w", err)
+	}
+	st := sch.Table(q.Table.Name)
+	if st == nil {
+		return nil, fmt.Errorf("memory: scan rows: table %q is not in the ensured schema", q.Table.Name)
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	var out []storage.RowRecord
+	for id, r := range p.rows[st.Name] {
+		if q.AfterRowID != nil && id <= *q.AfterRowID {
+			continue
+		}
+		if rowMatches(st, r.Values, q.Scopes) {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].RowID < out[j].RowID })
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	for i := range out {
+		out[i] = copyRecord(out[i], len(st.Columns))
+	}
+	return out, nil
+}

@@ -1,0 +1,349 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/storage"
+)
+
+// pushTx stages writes in overlays; undo holds one closure per write so
+// RollbackToSavepoint can revert to undo[:sp].
+type pushTx struct {
+	sch  *schema.Schema
+	p    *part
+	info storage.PartitionInfo
+	done bool
+
+	rows    map[string]map[string]*storage.RowRecord // table -> id -> row (nil: deleted)
+	commits []storage.CommitRecord
+	idem    map[idemKey]storage.IdempotencyRecord
+	undo    []func()
+	sp      int // len(undo) at the last Savepoint, -1 if none
+}
+
+// BeginPush takes the partition's write lock, waiting until it is free or
+// ctx ends, and creates the partition if needed (that creation is not
+// undone by Rollback).
+func (s *Store) BeginPush(ctx context.Context, partition string) (storage.PushTx, error) {
+	sch, p, err := s.schemaAndPart(partition)
+	if err != nil {
+		return nil, fmt.Errorf("memory: begin push on %q: %w", partition, err)
+	}
+	if err := p.acquire(ctx); err != nil {
+		return nil, fmt.Errorf("memory: begin push on %q: %w", partition, err)
+	}
+	p.mu.Lock()
+	err = p.create()
+	info := p.info
+	p.mu.Unlock()
+	if err != nil {
+		p.release()
+		return nil, fmt.Errorf("memory: begin push on %q: %w", partition, err)
+	}
+	return &pushTx{sch: sch, p: p, info: info, rows: map[string]map[string]*storage.RowRecord{},
+		idem: map[idemKey]storage.IdempotencyRecord{}, sp: -1}, nil
+}
+
+func (tx *pushTx) check(ctx context.Context, op string) error {
+	if tx.done {
+		return fmt.Errorf("memory: %s: %w", op, storage.ErrTxDone)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memory: %s: %w", op, err)
+	}
+	return nil
+}
+
+// table resolves t against the ensured schema.
+func (tx *pushTx) table(t *schema.Table) (*schema.Table, error) {
+	st := tx.sch.Table(t.Name)
+	if st == nil {
+		return nil, fmt.Errorf("memory: table %q is not in the ensured schema", t.Name)
+	}
+	return st, nil
+}
+
+func (tx *pushTx) Partition() storage.PartitionInfo { return tx.info }
+
+func (tx *pushTx) LookupIdempotency(ctx context.Context, clientID, clientCommitID string) (*storage.IdempotencyRecord, error) {
+	if err := tx.check(ctx, "lookup idempotency"); err != nil {
+		return nil, err
+	}
+	k := idemKey{clientID, clientCommitID}
+	rec, ok := tx.idem[k]
+	if !ok {
+		tx.p.mu.RLock()
+		rec, ok = tx.p.idem[k]
+		tx.p.mu.RUnlock()
+	}
+	if !ok {
+		return nil, nil
+	}
+	rec = copyIdem(rec)
+	return &rec, nil
+}
+
+// current returns the row as this transaction sees it (not copied).
+func (tx *pushTx) current(table, id string) (storage.RowRecord, bool) {
+	if r, staged := tx.rows[table][id]; staged {
+		if r == nil {
+			return storage.RowRecord{}, false
+		}
+		return *r, true
+	}
+	tx.p.mu.RLock()
+	defer tx.p.mu.RUnlock()
+	r, ok := tx.p.rows[table][id]
+	return r, ok
+}
+
+func (tx *pushTx) GetRow(ctx context.Context, t *schema.Table, rowID string) (*storage.RowRecord, error) {
+	if err := tx.check(ctx, "get row"); err != nil {
+		return nil, err
+	}
+	st, err := tx.table(t)
+	if err != nil {
+		return nil, err
+	}
+	r, ok := tx.current(st.Name, rowID)
+	if !ok {
+		return nil, nil
+	}
+	r = copyRecord(r, len(st.Columns))
+	return &r, nil
+}
+
+func (tx *pushTx) Savepoint(ctx context.Context) error {
+	if err := tx.check(ctx, "savepoint"); err != nil {
+		return err
+	}
+	tx.sp = len(tx.undo)
+	return nil
+}
+
+func (tx *pushTx) RollbackToSavepoint(ctx context.Context) error {
+	if err := tx.check(ctx, "rollback to savepoint"); err != nil {
+		return err
+	}
+	if tx.sp < 0 {
+		return fmt.Errorf("memory: rollback to savepoint: no savepoint")
+	}
+	for i := len(tx.undo) - 1; i >= tx.sp; i-- {
+		tx.undo[i]()
+	}
+	tx.undo = tx.undo[:tx.sp]
+	return nil
+}
+
+func (tx *pushTx) ReleaseSavepoint(ctx context.Context) error {
+	if err := tx.check(ctx, "release savepoint"); err != nil {
+		return err
+	}
+	if tx.sp < 0 {
+		return fmt.Errorf("memory: release savepoint: no savepoint")
+	}
+	tx.sp = -1
+	return nil
+}
+
+// stage sets the overlay entry for (table, id), recording how to undo it.
+func (tx *pushTx) stage(table, id string, r *storage.RowRecord) {
+	m := tx.rows[table]
+	if m == nil {
+		m = map[string]*storage.RowRecord{}
+		tx.rows[table] = m
+	}
+	prev, had := m[id]
+	tx.undo = append(tx.undo, func() {
+		if had {
+			m[id] = prev
+		} else {
+			delete(m, id)
+		}
+	})
+	m[id] = r
+}
+
+func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRecord) error {
+	if err := tx.check(ctx, "put row"); err != nil {
+		return err
+	}
+	st, err := tx.table(t)
+	if err != nil {
+		return err
+	}
+	if err := checkRow(st, rec); err != nil {
+		return err
+	}
+	if err := tx.checkUnique(st, rec); err != nil {
+		return err
+	}
+	r := copyRecord(rec, len(st.Columns))
+	tx.stage(st.Name, rec.RowID, &r)
+	return nil
+}
+
+// checkUnique enforces st's unique indexes over the rows this transaction
+// sees; a NULL in any indexed column never conflicts.
+func (tx *pushTx) checkUnique(st *schema.Table, rec storage.RowRecord) error {
+	for _, ix := range st.Indexes {
+		if !ix.Unique || hasNull(rec.Values, ix.Columns) {
+			continue
+		}
+		clash := func(other storage.RowRecord) bool {
+			if other.RowID == rec.RowID {
+				return false
+			}
+			for _, c := range ix.Columns {
+				if c >= len(other.Values) || !valueEqual(other.Values[c], rec.Values[c]) {
+					return false
+				}
+			}
+			return true
+		}
+		staged := tx.rows[st.Name]
+		for _, r := range staged {
+			if r != nil && clash(*r) {
+				return fmt.Errorf("memory: table %s: unique index %s: %w", st.Name, ix.Name, storage.ErrConstraint)
+			}
+		}
+		tx.p.mu.RLock()
+		var found bool
+		for id, r := range tx.p.rows[st.Name] {
+			if _, over := staged[id]; !over && clash(r) {
+				found = true
+				break
+			}
+		}
+		tx.p.mu.RUnlock()
+		if found {
+			return fmt.Errorf("memory: table %s: unique index %s: %w", st.Name, ix.Name, storage.ErrConstraint)
+		}
+	}
+	return nil
+}
+
+func hasNull(vals []any, cols []int) bool {
+	for _, c := range cols {
+		if vals[c] == nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string) error {
+	if err := tx.check(ctx, "delete row"); err != nil {
+		return err
+	}
+	st, err := tx.table(t)
+	if err != nil {
+		return err
+	}
+	if _, ok := tx.current(st.Name, rowID); ok {
+		tx.stage(st.Name, rowID, nil)
+	}
+	return nil
+}
+
+func (tx *pushTx) AppendCommit(ctx context.Context, c storage.CommitRecord) error {
+	if err := tx.check(ctx, "append commit"); err != nil {
+		return err
+	}
+	if c.Seq != tx.info.MaxCommitSeq+1 {
+		return fmt.Errorf("memory: append commit seq %d to max %d: %w", c.Seq, tx.info.MaxCommitSeq, storage.ErrConflictingSeq)
+	}
+	tx.commits = append(tx.commits, copyCommit(c))
+	tx.info.MaxCommitSeq = c.Seq
+	tx.undo = append(tx.undo, func() {
+		tx.commits = tx.commits[:len(tx.commits)-1]
+		tx.info.MaxCommitSeq--
+	})
+	return nil
+}
+
+func (tx *pushTx) PutIdempotency(ctx context.Context, rec storage.IdempotencyRecord) error {
+	if err := tx.check(ctx, "put idempotency"); err != nil {
+		return err
+	}
+	k := idemKey{rec.ClientID, rec.ClientCommitID}
+	prev, had := tx.idem[k]
+	tx.idem[k] = copyIdem(rec)
+	tx.undo = append(tx.undo, func() {
+		if had {
+			tx.idem[k] = prev
+		} else {
+			delete(tx.idem, k)
+		}
+	})
+	return nil
+}
+
+// Commit publishes every staged write at once and releases the lock.
+func (tx *pushTx) Commit(ctx context.Context) error {
+	if err := tx.check(ctx, "commit"); err != nil {
+		return err
+	}
+	p := tx.p
+	p.mu.Lock()
+	for table, m := range tx.rows {
+		rows := p.rows[table]
+		if rows == nil {
+			rows = map[string]storage.RowRecord{}
+			p.rows[table] = rows
+		}
+		for id, r := range m {
+			if r == nil {
+				delete(rows, id)
+			} else {
+				rows[id] = *r
+			}
+		}
+	}
+	for _, c := range tx.commits {
+		p.commits = append(p.commits, c)
+		p.index(c)
+	}
+	for k, v := range tx.idem {
+		p.idem[k] = v
+	}
+	p.info.MaxCommitSeq = tx.info.MaxCommitSeq
+	p.mu.Unlock()
+	tx.finish()
+	return nil
+}
+
+// index adds c to the scope index; p.mu must be held for writing.
+func (p *part) index(c storage.CommitRecord) {
+	for _, ch := range c.Changes {
+		m := p.scopeIdx[ch.Table]
+		if m == nil {
+			m = map[string][]int64{}
+			p.scopeIdx[ch.Table] = m
+		}
+		for v, val := range ch.Scopes {
+			k := v + "\x00" + val
+			if s := m[k]; len(s) == 0 || s[len(s)-1] != c.Seq {
+				m[k] = append(s, c.Seq)
+			}
+		}
+	}
+}
+
+// Rollback discards the staged writes and releases the lock; it is a
+// no-op once the transaction finished.
+func (tx *pushTx) Rollback(ctx context.Context) error {
+	if tx.done {
+		return nil
+	}
+	tx.finish()
+	return nil
+}
+
+func (tx *pushTx) finish() {
+	tx.done = true
+	tx.rows, tx.commits, tx.idem, tx.undo = nil, nil, nil, nil
+	tx.p.release()
+}

@@ -1,0 +1,150 @@
+package memory
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strconv"
+
+	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/engine/ssp2"
+	"github.com/synclane/synclane/storage"
+)
+
+func cloneBytes[T ~[]byte](b T) T {
+	if b == nil {
+		return nil
+	}
+	return append(T{}, b...)
+}
+
+// copyRow deep-copies r and pads it with NULLs to n columns.
+func copyRow(r ssp2.Row, n int) ssp2.Row {
+	out := make(ssp2.Row, max(n, len(r)))
+	for i, v := range r {
+		switch x := v.(type) {
+		case []byte:
+			out[i] = cloneBytes(x)
+		case json.RawMessage:
+			out[i] = cloneBytes(x)
+		default:
+			out[i] = v
+		}
+	}
+	return out[:n]
+}
+
+func copyRecord(r storage.RowRecord, n int) storage.RowRecord {
+	r.Values = copyRow(r.Values, n)
+	return r
+}
+
+func copyChange(c storage.ChangeRecord) storage.ChangeRecord {
+	c.Scopes = maps.Clone(c.Scopes)
+	c.Row = cloneBytes(c.Row)
+	return c
+}
+
+func copyCommit(c storage.CommitRecord) storage.CommitRecord {
+	chs := make([]storage.ChangeRecord, len(c.Changes))
+	for i, ch := range c.Changes {
+		chs[i] = copyChange(ch)
+	}
+	c.Changes = chs
+	return c
+}
+
+func copyIdem(r storage.IdempotencyRecord) storage.IdempotencyRecord {
+	r.Result = cloneBytes(r.Result)
+	return r
+}
+
+// checkRow validates rec against t: Go types per column type (a
+// programming error otherwise), the primary key, and NOT NULL (reported as
+// storage.ErrConstraint like a SQL backend would).
+func checkRow(t *schema.Table, rec storage.RowRecord) error {
+	if len(rec.Values) != len(t.Columns) {
+		return fmt.Errorf("memory: table %s: row has %d values, schema has %d columns", t.Name, len(rec.Values), len(t.Columns))
+	}
+	if pk, _ := rec.Values[t.PK].(string); pk != rec.RowID {
+		return fmt.Errorf("memory: table %s: primary key value %v does not match rowID %q", t.Name, rec.Values[t.PK], rec.RowID)
+	}
+	for i, c := range t.Columns {
+		v := rec.Values[i]
+		if v == nil {
+			if !c.Nullable {
+				return fmt.Errorf("memory: table %s: NULL in NOT NULL column %s: %w", t.Name, c.Name, storage.ErrConstraint)
+			}
+			continue
+		}
+		ok := false
+		switch c.Type {
+		case ssp2.TypeString, ssp2.TypeBlobRef:
+			_, ok = v.(string)
+		case ssp2.TypeInteger:
+			_, ok = v.(int64)
+		case ssp2.TypeFloat:
+			_, ok = v.(float64)
+		case ssp2.TypeBoolean:
+			_, ok = v.(bool)
+		case ssp2.TypeJSON:
+			_, ok = v.(json.RawMessage)
+		case ssp2.TypeBytes, ssp2.TypeCRDT:
+			_, ok = v.([]byte)
+		}
+		if !ok {
+			return fmt.Errorf("memory: table %s column %s: value of Go type %T does not fit type tag %d", t.Name, c.Name, v, c.Type)
+		}
+	}
+	return nil
+}
+
+func valueEqual(a, b any) bool {
+	switch x := a.(type) {
+	case []byte:
+		y, ok := b.([]byte)
+		return ok && bytes.Equal(x, y)
+	case json.RawMessage:
+		y, ok := b.(json.RawMessage)
+		return ok && bytes.Equal(x, y)
+	default:
+		return a == b
+	}
+}
+
+// scopeString renders a scope column value the way change scopes store it.
+func scopeString(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	}
+	return "", false
+}
+
+// rowMatches reports whether row matches the effective scopes of t.
+func rowMatches(t *schema.Table, row ssp2.Row, scopes map[string][]string) bool {
+	for v, vals := range scopes {
+		sv := t.ScopeVar(v)
+		if sv == nil || sv.Column >= len(row) {
+			return false
+		}
+		s, ok := scopeString(row[sv.Column])
+		if !ok {
+			return false
+		}
+		found := false
+		for _, x := range vals {
+			if x == s {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,275 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/engine/ssp2"
+	"github.com/synclane/synclane/storage"
+)
+
+// systemDDL creates the system tables. sync_change_scopes is the inverted
+// scope index: one entry per (commit, table, "var\x00value") so ScanChanges
+// reads only candidate commits.
+var systemDDL = []string{
+	`CREATE TABLE IF NOT EXISTS sync_meta (
+		key TEXT PRIMARY KEY,
+		value TEXT NOT NULL
+	) WITHOUT ROWID`,
+	`CREATE TABLE IF NOT EXISTS sync_partitions (
+		partition_id TEXT PRIMARY KEY,
+		log_epoch TEXT NOT NULL,
+		epoch_required INTEGER NOT NULL DEFAULT 0,
+		max_commit_seq INTEGER NOT NULL DEFAULT 0,
+		horizon_seq INTEGER NOT NULL DEFAULT 0,
+		created_at_ms INTEGER NOT NULL,
+		epoch_rotated_at_ms INTEGER
+	) WITHOUT ROWID`,
+	`CREATE TABLE IF NOT EXISTS sync_commits (
+		partition_id TEXT NOT NULL,
+		seq INTEGER NOT NULL,
+		created_at_ms INTEGER NOT NULL,
+		actor_id TEXT NOT NULL,
+		client_id TEXT NOT NULL,
+		client_commit_id TEXT NOT NULL,
+		PRIMARY KEY (partition_id, seq)
+	) WITHOUT ROWID`,
+	`CREATE TABLE IF NOT EXISTS sync_changes (
+		partition_id TEXT NOT NULL,
+		commit_seq INTEGER NOT NULL,
+		idx INTEGER NOT NULL,
+		table_name TEXT NOT NULL,
+		row_id TEXT NOT NULL,
+		op INTEGER NOT NULL,
+		row_version INTEGER NOT NULL,
+		scopes TEXT NOT NULL,
+		row BLOB,
+		PRIMARY KEY (partition_id, commit_seq, idx)
+	) WITHOUT ROWID`,
+	`CREATE TABLE IF NOT EXISTS sync_change_scopes (
+		partition_id TEXT NOT NULL,
+		table_name TEXT NOT NULL,
+		scope_key TEXT NOT NULL,
+		commit_seq INTEGER NOT NULL,
+		PRIMARY KEY (partition_id, table_name, scope_key, commit_seq)
+	) WITHOUT ROWID`,
+	`CREATE TABLE IF NOT EXISTS sync_idempotency (
+		partition_id TEXT NOT NULL,
+		client_id TEXT NOT NULL,
+		client_commit_id TEXT NOT NULL,
+		status INTEGER NOT NULL,
+		commit_seq INTEGER NOT NULL,
+		result BLOB,
+		PRIMARY KEY (partition_id, client_id, client_commit_id)
+	) WITHOUT ROWID`,
+	`CREATE TABLE IF NOT EXISTS sync_clients (
+		partition_id TEXT NOT NULL,
+		client_id TEXT NOT NULL,
+		actor_id TEXT NOT NULL,
+		subscriptions BLOB,
+		cursor INTEGER NOT NULL,
+		wire_version INTEGER NOT NULL,
+		updated_at_ms INTEGER NOT NULL,
+		PRIMARY KEY (partition_id, client_id)
+	) WITHOUT ROWID`,
+}
+
+func (s *Store) createSystemTables(ctx context.Context) error {
+	if err := s.lock(ctx); err != nil {
+		return fmt.Errorf("sqlite: create system tables: %w", err)
+	}
+	defer s.unlock()
+	return s.inWriteTx(ctx, "create system tables", func(ctx context.Context) error {
+		for _, q := range systemDDL {
+			if _, err := s.conn.ExecContext(ctx, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// inWriteTx runs fn inside BEGIN IMMEDIATE ... COMMIT on the writer
+// connection; the caller holds the write lock.
+// Only BEGIN honours ctx's cancellation: interrupting a write inside the
+// transaction would silently roll it back and leave later statements in
+// autocommit mode.
+func (s *Store) inWriteTx(ctx context.Context, what string, fn func(ctx context.Context) error) error {
+	if _, err := s.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("sqlite: %s: begin: %w", what, err)
+	}
+	ctx = context.WithoutCancel(ctx)
+	if err := fn(ctx); err != nil {
+		s.rollbackQuietly()
+		return fmt.Errorf("sqlite: %s: %w", what, err)
+	}
+	if _, err := s.conn.ExecContext(ctx, "COMMIT"); err != nil {
+		s.rollbackQuietly()
+		return fmt.Errorf("sqlite: %s: commit: %w", what, err)
+	}
+	return nil
+}
+
+// rollbackQuietly ends the writer's transaction, if any, ignoring ctx so
+// a cancelled caller still leaves the connection clean.
+func (s *Store) rollbackQuietly() {
+	if _, err := s.conn.ExecContext(context.Background(), "ROLLBACK"); err != nil && !strings.Contains(err.Error(), "no transaction is active") {
+		s.log.Warn("sqlite rollback failed", zap.Error(err))
+	}
+}
+
+// quote quotes an SQL identifier.
+func quote(id string) string { return `"` + strings.ReplaceAll(id, `"`, `""`) + `"` }
+
+// affinity is the SQLite column type of a schema column type.
+func affinity(t ssp2.ColumnType) string {
+	switch t {
+	case ssp2.TypeInteger, ssp2.TypeBoolean:
+		return "INTEGER"
+	case ssp2.TypeFloat:
+		return "REAL"
+	case ssp2.TypeBytes, ssp2.TypeCRDT:
+		return "BLOB"
+	default: // string, json, blob_ref
+		return "TEXT"
+	}
+}
+
+func columnDef(c ssp2.Column) string {
+	d := quote(c.Name) + " " + affinity(c.Type)
+	if !c.Nullable {
+		d += " NOT NULL"
+	}
+	return d
+}
+
+func createTableSQL(t *schema.Table) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "CREATE TABLE %s (\n\tpartition_id TEXT NOT NULL", quote(t.Name))
+	for _, c := range t.Columns {
+		b.WriteString(",\n\t" + columnDef(c))
+	}
+	fmt.Fprintf(&b, ",\n\t_sync_version INTEGER NOT NULL,\n\tPRIMARY KEY (partition_id, %s)\n) WITHOUT ROWID", quote(t.Columns[t.PK].Name))
+	return b.String()
+}
+
+// indexName is the database-wide name of a per-table index.
+func indexName(t *schema.Table, ix schema.Index) string { return t.Name + "__" + ix.Name }
+
+func createIndexSQL(t *schema.Table, ix schema.Index) string {
+	cols := []string{"partition_id"}
+	for _, c := range ix.Columns {
+		cols = append(cols, quote(t.Columns[c].Name))
+	}
+	u := ""
+	if ix.Unique {
+		u = "UNIQUE "
+	}
+	return fmt.Sprintf("CREATE %sINDEX IF NOT EXISTS %s ON %s (%s)", u, quote(indexName(t, ix)), quote(t.Name), strings.Join(cols, ", "))
+}
+
+// EnsureSchema creates the row tables of sch, or migrates them by adding
+// missing tables, columns and indexes (never dropping anything), in one
+// write transaction, records sch.Version, and prepares the push
+// statements. A stored version above sch.Version fails with
+// storage.ErrSchemaNewer. A column added to an existing table is created
+// nullable even when the schema declares it NOT NULL (SQLite cannot add a
+// NOT NULL column without a default; existing rows read NULL there).
+func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema) error {
+	if err := s.lock(ctx); err != nil {
+		return fmt.Errorf("sqlite: ensure schema: %w", err)
+	}
+	defer s.unlock()
+	err := s.inWriteTx(ctx, "ensure schema", func(ctx context.Context) error {
+		var stored string
+		err := s.conn.QueryRowContext(ctx, `SELECT value FROM sync_meta WHERE key = 'schema_version'`).Scan(&stored)
+		if err == nil {
+			v, perr := strconv.ParseInt(stored, 10, 32)
+			if perr != nil {
+				return fmt.Errorf("stored schema version %q: %w", stored, perr)
+			}
+			if v > int64(sch.Version) {
+				return fmt.Errorf("stored v%d, running v%d: %w", v, sch.Version, storage.ErrSchemaNewer)
+			}
+		} else if !isNoRows(err) {
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		for _, t := range sch.Tables {
+			if err := s.migrateTable(ctx, t); err != nil {
+				return fmt.Errorf("table %s: %w", t.Name, err)
+			}
+		}
+		_, err = s.conn.ExecContext(ctx, `INSERT INTO sync_meta(key, value) VALUES('schema_version', ?)
+			ON CONFLICT(key) DO UPDATE SET value = excluded.value`, strconv.Itoa(int(sch.Version)))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	sys, err := prepareSys(ctx, s.conn)
+	if err != nil {
+		return err
+	}
+	tables := map[string]*tableStmts{}
+	for _, t := range sch.Tables {
+		ts, err := prepareTable(ctx, s.conn, t)
+		if err != nil {
+			closeStmts(sys, tables)
+			return err
+		}
+		tables[t.Name] = ts
+	}
+	s.mu.Lock()
+	closeStmts(s.stmts, s.tables)
+	s.sch, s.tables, s.stmts = sch, tables, sys
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Store) migrateTable(ctx context.Context, t *schema.Table) error {
+	rows, err := s.conn.QueryContext(ctx, `SELECT name FROM pragma_table_info(?)`, t.Name)
+	if err != nil {
+		return fmt.Errorf("read columns: %w", err)
+	}
+	have := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return err
+		}
+		have[strings.ToLower(name)] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(have) == 0 {
+		if _, err := s.conn.ExecContext(ctx, createTableSQL(t)); err != nil {
+			return fmt.Errorf("create: %w", err)
+		}
+		s.log.Info("sqlite: created table", zap.String("table", t.Name))
+	} else {
+		for _, c := range t.Columns {
+			if have[strings.ToLower(c.Name)] {
+				continue
+			}
+			def := quote(c.Name) + " " + affinity(c.Type)
+			if _, err := s.conn.ExecContext(ctx, "ALTER TABLE "+quote(t.Name)+" ADD COLUMN "+def); err != nil {
+				return fmt.Errorf("add column %s: %w", c.Name, err)
+			}
+			s.log.Info("sqlite: added column", zap.String("table", t.Name), zap.String("column", c.Name))
+		}
+	}
+	for _, ix := range t.Indexes {
+		if _, err := s.conn.ExecContext(ctx, createIndexSQL(t, ix)); err != nil {
+			return fmt.Errorf("create index %s: %w", ix.Name, err)
+		}
+	}
+	return nil
+}

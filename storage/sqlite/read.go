@@ -1,0 +1,236 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/engine/ssp2"
+	"github.com/synclane/synclane/storage"
+)
+
+// scanRow decodes one row selected with tableStmts.selectCols.
+func scanRow(rows *sql.Rows, t *schema.Table) (storage.RowRecord, error) {
+	raw := make([]any, len(t.Columns)+1)
+	ptrs := make([]any, len(raw))
+	for i := range raw {
+		ptrs[i] = &raw[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return storage.RowRecord{}, err
+	}
+	rec := storage.RowRecord{Values: make(ssp2.Row, len(t.Columns))}
+	for i, c := range t.Columns {
+		v, err := decodeValue(c, raw[i])
+		if err != nil {
+			return rec, err
+		}
+		rec.Values[i] = v
+	}
+	ver, ok := raw[len(t.Columns)].(int64)
+	if !ok {
+		return rec, fmt.Errorf("_sync_version of Go type %T", raw[len(t.Columns)])
+	}
+	rec.Version = ver
+	rec.RowID, _ = rec.Values[t.PK].(string)
+	return rec, nil
+}
+
+// ScanRows selects committed rows by (partition_id, pk) order on the
+// primary key index (BINARY collation, i.e. byte order), filtering scope
+// columns in SQL.
+func (s *Store) ScanRows(ctx context.Context, partition string, q storage.RowQuery) ([]storage.RowRecord, error) {
+	_, tables, _, err := s.current()
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: scan rows: %w", err)
+	}
+	ts := tables[q.Table.Name]
+	if ts == nil {
+		return nil, fmt.Errorf("sqlite: scan rows: table %q is not in the ensured schema", q.Table.Name)
+	}
+	t := ts.t
+	pk := quote(t.Columns[t.PK].Name)
+	var where strings.Builder
+	args := []any{partition}
+	where.WriteString("partition_id = ?")
+	if q.AfterRowID != nil {
+		where.WriteString(" AND " + pk + " > ?")
+		args = append(args, *q.AfterRowID)
+	}
+	for _, v := range sortedKeys(q.Scopes) {
+		sv := t.ScopeVar(v)
+		if sv == nil {
+			return nil, nil // an undeclared var matches no row
+		}
+		vals := scopeArgs(t, sv, q.Scopes[v])
+		if len(vals) == 0 {
+			return nil, nil
+		}
+		fmt.Fprintf(&where, " AND %s IN (?%s)", quote(t.Columns[sv.Column].Name), strings.Repeat(", ?", len(vals)-1))
+		args = append(args, vals...)
+	}
+	query := fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s", ts.selectCols, quote(t.Name), where.String(), pk)
+	if q.Limit > 0 {
+		query += " LIMIT ?"
+		args = append(args, q.Limit)
+	}
+	rows, err := s.rdb.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: scan rows of %s: %w", t.Name, err)
+	}
+	defer rows.Close()
+	var out []storage.RowRecord
+	for rows.Next() {
+		rec, err := scanRow(rows, t)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: scan rows of %s: %w", t.Name, err)
+		}
+		out = append(out, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: scan rows of %s: %w", t.Name, err)
+	}
+	return out, nil
+}
+
+func sortedKeys(m map[string][]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// ScanChanges pages through candidate commit seqs from the scope index
+// (sync_change_scopes, keyed by the first effective var in name order),
+// loads those commits' changes of q.Table and keeps the ones whose stored
+// scopes match every var. With no effective scopes it pages through the
+// table's changes directly. All reads run in one read transaction, so
+// the answer is a consistent snapshot.
+func (s *Store) ScanChanges(ctx context.Context, partition string, q storage.ChangeQuery) (storage.ChangeScan, error) {
+	if _, _, _, err := s.current(); err != nil {
+		return storage.ChangeScan{}, fmt.Errorf("sqlite: scan changes: %w", err)
+	}
+	rtx, err := s.rdb.BeginTx(ctx, nil)
+	if err != nil {
+		return storage.ChangeScan{}, fmt.Errorf("sqlite: scan changes: %w", err)
+	}
+	defer func() { _ = rtx.Rollback() }()
+
+	var candSQL string
+	candArgs := []any{partition, q.Table}
+	if len(q.Scopes) == 0 {
+		candSQL = `SELECT DISTINCT commit_seq FROM sync_changes WHERE partition_id = ? AND table_name = ? AND commit_seq > ? AND commit_seq <= ? ORDER BY commit_seq LIMIT ?`
+	} else {
+		v := sortedKeys(q.Scopes)[0]
+		vals := q.Scopes[v]
+		if len(vals) == 0 {
+			return storage.ChangeScan{}, nil
+		}
+		for _, val := range vals {
+			candArgs = append(candArgs, v+"\x00"+val)
+		}
+		candSQL = fmt.Sprintf(`SELECT DISTINCT commit_seq FROM sync_change_scopes WHERE partition_id = ? AND table_name = ? AND scope_key IN (?%s)
+			AND commit_seq > ? AND commit_seq <= ? ORDER BY commit_seq LIMIT ?`, strings.Repeat(", ?", len(vals)-1))
+	}
+	page := 256
+	if q.LimitChanges > 0 && q.LimitChanges+1 < page {
+		page = q.LimitChanges + 1
+	}
+
+	var out storage.ChangeScan
+	n := 0
+	full := false // the limit was reached; look for one more matching commit
+	after := q.AfterSeq
+	for {
+		seqs, err := querySeqs(ctx, rtx, candSQL, append(candArgs, after, q.UpToSeq, page)...)
+		if err != nil {
+			return storage.ChangeScan{}, fmt.Errorf("sqlite: scan changes: candidates: %w", err)
+		}
+		if len(seqs) == 0 {
+			return out, nil
+		}
+		commits, err := loadCommits(ctx, rtx, partition, q, seqs)
+		if err != nil {
+			return storage.ChangeScan{}, fmt.Errorf("sqlite: scan changes: %w", err)
+		}
+		for _, c := range commits {
+			if full {
+				out.Truncated = true
+				return out, nil
+			}
+			out.Commits = append(out.Commits, c)
+			n += len(c.Changes)
+			if q.LimitChanges > 0 && n >= q.LimitChanges {
+				full = true
+			}
+		}
+		if len(seqs) < page {
+			return out, nil
+		}
+		after = seqs[len(seqs)-1]
+	}
+}
+
+func querySeqs(ctx context.Context, rtx *sql.Tx, query string, args ...any) ([]int64, error) {
+	rows, err := rtx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var seqs []int64
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			return nil, err
+		}
+		seqs = append(seqs, seq)
+	}
+	return seqs, rows.Err()
+}
+
+// loadCommits returns, in seq order, the commits among seqs with at least
+// one change of q.Table matching q.Scopes, each with only those changes.
+func loadCommits(ctx context.Context, rtx *sql.Tx, partition string, q storage.ChangeQuery, seqs []int64) ([]storage.CommitChanges, error) {
+	args := []any{partition, q.Table}
+	for _, s := range seqs {
+		args = append(args, s)
+	}
+	rows, err := rtx.QueryContext(ctx, fmt.Sprintf(`SELECT ch.commit_seq, cm.created_at_ms, cm.actor_id, ch.row_id, ch.op, ch.row_version, ch.scopes, ch.row
+		FROM sync_changes ch JOIN sync_commits cm ON cm.partition_id = ch.partition_id AND cm.seq = ch.commit_seq
+		WHERE ch.partition_id = ? AND ch.table_name = ? AND ch.commit_seq IN (?%s)
+		ORDER BY ch.commit_seq, ch.idx`, strings.Repeat(", ?", len(seqs)-1)), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []storage.CommitChanges
+	for rows.Next() {
+		var (
+			seq, created, op, ver int64
+			actor, rowID, scopes  string
+			row                   []byte
+		)
+		if err := rows.Scan(&seq, &created, &actor, &rowID, &op, &ver, &scopes, &row); err != nil {
+			return nil, err
+		}
+		ch := storage.ChangeRecord{Table: q.Table, RowID: rowID, Op: ssp2.OpKind(op), RowVersion: ver, Row: row}
+		if err := json.Unmarshal([]byte(scopes), &ch.Scopes); err != nil {
+			return nil, fmt.Errorf("commit %d: stored scopes: %w", seq, err)
+		}
+		if !storage.MatchScopes(ch.Scopes, q.Scopes) {
+			continue
+		}
+		if len(out) == 0 || out[len(out)-1].Seq != seq {
+			out = append(out, storage.CommitChanges{Seq: seq, CreatedAtMs: created, ActorID: actor})
+		}
+		c := &out[len(out)-1]
+		c.Changes = append(c.Changes, ch)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,111 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/synclane/synclane/engine/schema"
+)
+
+// sysStmts are the prepared hot-path statements on the writer connection.
+type sysStmts struct {
+	readPart, insertPart, setMax     *sql.Stmt
+	lookupIdem, putIdem              *sql.Stmt
+	insCommit, insChange, insScopeIx *sql.Stmt
+	savepoint, release, rollbackTo   *sql.Stmt
+}
+
+var sysSQL = map[string]string{
+	"readPart":   `SELECT log_epoch, epoch_required, max_commit_seq, horizon_seq FROM sync_partitions WHERE partition_id = ?`,
+	"insertPart": `INSERT INTO sync_partitions(partition_id, log_epoch, created_at_ms) VALUES(?, ?, ?) ON CONFLICT(partition_id) DO NOTHING`,
+	"setMax":     `UPDATE sync_partitions SET max_commit_seq = ? WHERE partition_id = ?`,
+	"lookupIdem": `SELECT status, commit_seq, result FROM sync_idempotency WHERE partition_id = ? AND client_id = ? AND client_commit_id = ?`,
+	"putIdem": `INSERT INTO sync_idempotency(partition_id, client_id, client_commit_id, status, commit_seq, result) VALUES(?, ?, ?, ?, ?, ?)
+		ON CONFLICT(partition_id, client_id, client_commit_id) DO UPDATE SET status = excluded.status, commit_seq = excluded.commit_seq, result = excluded.result`,
+	"insCommit":  `INSERT INTO sync_commits(partition_id, seq, created_at_ms, actor_id, client_id, client_commit_id) VALUES(?, ?, ?, ?, ?, ?)`,
+	"insChange":  `INSERT INTO sync_changes(partition_id, commit_seq, idx, table_name, row_id, op, row_version, scopes, row) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	"savepoint":  `SAVEPOINT sp`,
+	"release":    `RELEASE sp`,
+	"rollbackTo": `ROLLBACK TO sp`,
+	"insScopeIx": `INSERT OR IGNORE INTO sync_change_scopes(partition_id, table_name, scope_key, commit_seq) VALUES(?, ?, ?, ?)`,
+}
+
+func prepareSys(ctx context.Context, c *sql.Conn) (*sysStmts, error) {
+	s := &sysStmts{}
+	dst := map[string]**sql.Stmt{
+		"readPart": &s.readPart, "insertPart": &s.insertPart, "setMax": &s.setMax,
+		"lookupIdem": &s.lookupIdem, "putIdem": &s.putIdem,
+		"insCommit": &s.insCommit, "insChange": &s.insChange, "insScopeIx": &s.insScopeIx,
+		"savepoint": &s.savepoint, "release": &s.release, "rollbackTo": &s.rollbackTo,
+	}
+	for name, q := range sysSQL {
+		st, err := c.PrepareContext(ctx, q)
+		if err != nil {
+			closeStmts(s, nil)
+			return nil, fmt.Errorf("sqlite: prepare %s: %w", name, err)
+		}
+		*dst[name] = st
+	}
+	return s, nil
+}
+
+func (s *sysStmts) all() []*sql.Stmt {
+	return []*sql.Stmt{s.readPart, s.insertPart, s.setMax, s.lookupIdem, s.putIdem, s.insCommit, s.insChange, s.insScopeIx, s.savepoint, s.release, s.rollbackTo}
+}
+
+// tableStmts are one row table's prepared statements and column list.
+type tableStmts struct {
+	t                 *schema.Table
+	selectCols        string // column list for SELECT, ending with _sync_version
+	get, upsert, drop *sql.Stmt
+}
+
+func prepareTable(ctx context.Context, c *sql.Conn, t *schema.Table) (*tableStmts, error) {
+	cols := make([]string, len(t.Columns))
+	sets := make([]string, len(t.Columns))
+	for i, col := range t.Columns {
+		cols[i] = quote(col.Name)
+		sets[i] = cols[i] + " = excluded." + cols[i]
+	}
+	pk := quote(t.Columns[t.PK].Name)
+	ts := &tableStmts{t: t, selectCols: strings.Join(cols, ", ") + ", _sync_version"}
+	tn := quote(t.Name)
+	qs := []struct {
+		dst **sql.Stmt
+		q   string
+	}{
+		{&ts.get, fmt.Sprintf("SELECT %s FROM %s WHERE partition_id = ? AND %s = ?", ts.selectCols, tn, pk)},
+		{&ts.upsert, fmt.Sprintf("INSERT INTO %s (partition_id, %s) VALUES (?%s) ON CONFLICT(partition_id, %s) DO UPDATE SET %s, _sync_version = excluded._sync_version",
+			tn, ts.selectCols, strings.Repeat(", ?", len(t.Columns)+1), pk, strings.Join(sets, ", "))},
+		{&ts.drop, fmt.Sprintf("DELETE FROM %s WHERE partition_id = ? AND %s = ?", tn, pk)},
+	}
+	for _, q := range qs {
+		st, err := c.PrepareContext(ctx, q.q)
+		if err != nil {
+			closeStmts(nil, map[string]*tableStmts{"": ts})
+			return nil, fmt.Errorf("sqlite: prepare statements of %s: %w", t.Name, err)
+		}
+		*q.dst = st
+	}
+	return ts, nil
+}
+
+func closeStmts(sys *sysStmts, tables map[string]*tableStmts) {
+	var all []*sql.Stmt
+	if sys != nil {
+		all = sys.all()
+	}
+	for _, ts := range tables {
+		all = append(all, ts.get, ts.upsert, ts.drop)
+	}
+	for _, st := range all {
+		if st != nil {
+			_ = st.Close()
+		}
+	}
+}
+
+func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

@@ -1,0 +1,175 @@
+// Package sqlite is the embedded storage.Store on SQLite (modernc.org/sqlite,
+// pure Go). One database file holds the system tables (prefixed sync_) and
+// one relational table per synced table, named exactly after it.
+//
+// Durability and concurrency: the database runs in WAL mode with
+// synchronous=FULL, so a returned Commit has been fsynced. SQLite has a
+// single writer, so the Store owns one writer connection guarded by a
+// process-wide write lock: every PushTx (of any partition), RotateLogEpoch,
+// PutClient, EnsureSchema and partition creation serialize on it, and a
+// PushTx holds it from BeginPush to Commit/Rollback (BEGIN IMMEDIATE, so
+// other processes on the same file are excluded too, via busy_timeout).
+// Consequently a goroutine holding an open PushTx must not call those
+// methods itself: they would wait for the lock it holds. Reads
+// (ReadPartition, LookupIdempotency, ScanChanges, ScanRows, GetClient) run
+// on a separate pool of read-only connections and see the last committed
+// state.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/storage"
+)
+
+// Options configures Open. The zero value is valid.
+type Options struct {
+	// Logger receives migration and lifecycle messages; nil means zap.NewNop().
+	Logger *zap.Logger
+	// ReadConns bounds the read connection pool; <= 0 means 4.
+	ReadConns int
+	// BusyTimeout is how long a connection waits for a lock held by another
+	// process before failing with SQLITE_BUSY; <= 0 means 10s.
+	BusyTimeout time.Duration
+}
+
+// Store is the SQLite storage.Store. It is safe for concurrent use.
+type Store struct {
+	log    *zap.Logger
+	wdb    *sql.DB   // holds exactly one connection: conn
+	conn   *sql.Conn // the writer connection; use only while holding wlock
+	rdb    *sql.DB   // read-only pool
+	wlock  chan struct{}
+	closed chan struct{}
+
+	mu     sync.RWMutex // guards sch, tables and stmts (replaced by EnsureSchema)
+	sch    *schema.Schema
+	tables map[string]*tableStmts
+	stmts  *sysStmts
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ storage.Store = (*Store)(nil)
+
+// Open opens (creating if missing) the database file at path. path names
+// the database file itself; its directory must exist (SQLite also creates
+// path+"-wal" and path+"-shm" next to it). EnsureSchema must run before
+// any other method.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.ReadConns <= 0 {
+		opts.ReadConns = 4
+	}
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = 10 * time.Second
+	}
+	base := "file:" + (&url.URL{Path: path}).EscapedPath()
+	// temp_store=MEMORY keeps the savepoint subjournal off disk; the page
+	// cache is raised to 32 MiB per connection.
+	common := fmt.Sprintf("_busy_timeout=%d&_journal_mode=WAL&_synchronous=FULL&_foreign_keys=1&_pragma=temp_store(MEMORY)&_pragma=cache_size(-32768)",
+		opts.BusyTimeout.Milliseconds())
+	wdb, err := sql.Open("sqlite", base+"?"+common)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxLifetime(0)
+	wdb.SetConnMaxIdleTime(0)
+	conn, err := wdb.Conn(ctx)
+	if err != nil {
+		_ = wdb.Close()
+		return nil, fmt.Errorf("sqlite: open writer connection to %s: %w", path, err)
+	}
+	rdb, err := sql.Open("sqlite", base+"?"+common+"&_query_only=1")
+	if err != nil {
+		_ = conn.Close()
+		_ = wdb.Close()
+		return nil, fmt.Errorf("sqlite: open %s for reading: %w", path, err)
+	}
+	rdb.SetMaxOpenConns(opts.ReadConns)
+	rdb.SetMaxIdleConns(opts.ReadConns)
+	s := &Store{log: opts.Logger, wdb: wdb, conn: conn, rdb: rdb,
+		wlock: make(chan struct{}, 1), closed: make(chan struct{})}
+	if err := s.createSystemTables(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	s.log.Info("sqlite store opened", zap.String("path", path))
+	return s, nil
+}
+
+// lock takes the process-wide write lock, waiting until it is free, ctx
+// ends or the store closes.
+func (s *Store) lock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case s.wlock <- struct{}{}:
+		select {
+		case <-s.closed:
+			<-s.wlock
+			return errClosed
+		default:
+			return nil
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.closed:
+		return errClosed
+	}
+}
+
+func (s *Store) unlock() { <-s.wlock }
+
+var errClosed = fmt.Errorf("sqlite: store is closed")
+
+// current returns the ensured schema with its statements.
+func (s *Store) current() (*schema.Schema, map[string]*tableStmts, *sysStmts, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.sch == nil {
+		return nil, nil, nil, storage.ErrSchemaNotEnsured
+	}
+	return s.sch, s.tables, s.stmts, nil
+}
+
+// Close closes the connections. It does not wait for open PushTx; callers
+// finish them first. Calling Close again returns the first result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		s.mu.Lock()
+		closeStmts(s.stmts, s.tables)
+		s.stmts, s.tables, s.sch = nil, nil, nil
+		s.mu.Unlock()
+		var errs []error
+		if err := s.conn.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := s.wdb.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := s.rdb.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		if len(errs) > 0 {
+			s.closeErr = fmt.Errorf("sqlite: close: %v", errs)
+		}
+	})
+	return s.closeErr
+}

@@ -1,0 +1,115 @@
+package storagetest
+
+import (
+	"github.com/synclane/synclane/storage"
+)
+
+// changeLog is the fixture ScanChanges cases query, on partition "p":
+//
+//	seq 1: items i1 {p1,1}, notes n1 {p1}
+//	seq 2: items i2 {p2,1}
+//	seq 3: items i3 {p1,2}, items i4 {p3,1}
+//	seq 4: notes n2 {p1}
+//	seq 5: items i5 {p1,1}, i6 {p2,2}, i7 {p1,2}
+//	seq 6: (no changes)
+//	seq 7: delete items i1 {p1,1}
+//
+// and partition "other" holds seq 1: items i1 {p1,1}.
+type changeLog struct {
+	i1, n1, i2, i3, i4, n2, i5, i6, i7, d1 storage.ChangeRecord
+}
+
+func (e *env) changeFixture() changeLog {
+	s2 := func(p, o string) map[string]string { return sc("project", p, "owner", o) }
+	l := changeLog{
+		i1: upsert("items", "i1", 1, s2("p1", "1")), n1: upsert("notes", "n1", 1, sc("project", "p1")),
+		i2: upsert("items", "i2", 1, s2("p2", "1")),
+		i3: upsert("items", "i3", 2, s2("p1", "2")), i4: upsert("items", "i4", 1, s2("p3", "1")),
+		n2: upsert("notes", "n2", 1, sc("project", "p1")),
+		i5: upsert("items", "i5", 1, s2("p1", "1")), i6: upsert("items", "i6", 1, s2("p2", "2")), i7: upsert("items", "i7", 1, s2("p1", "2")),
+		d1: del("items", "i1", s2("p1", "1")),
+	}
+	e.commitChanges("other", upsert("items", "i1", 1, s2("p1", "1")))
+	e.commitChanges("p", l.i1, l.n1)
+	e.commitChanges("p", l.i2)
+	// two commits in one transaction
+	e.push("p", func(tx storage.PushTx) {
+		e.appendNext(tx, l.i3, l.i4)
+		e.appendNext(tx, l.n2)
+	})
+	e.commitChanges("p", l.i5, l.i6, l.i7)
+	e.commitChanges("p")
+	e.commitChanges("p", l.d1)
+	return l
+}
+
+func q(table string, after, upTo int64, limit int, scopes map[string][]string) storage.ChangeQuery {
+	return storage.ChangeQuery{Table: table, Scopes: scopes, AfterSeq: after, UpToSeq: upTo, LimitChanges: limit}
+}
+
+var (
+	p1   = map[string][]string{"project": {"p1"}}
+	p12  = map[string][]string{"project": {"p1", "p2"}}
+	f, t = ptr(false), ptr(true)
+)
+
+var scanChangesTests = []test{
+	{name: "Filters", fn: func(e *env) {
+		l := e.changeFixture()
+		cases := []struct {
+			name  string
+			q     storage.ChangeQuery
+			trunc *bool
+			want  []storage.CommitChanges
+		}{
+			{"table and one scope", q("items", 0, 7, 100, p1), f,
+				[]storage.CommitChanges{cc(1, l.i1), cc(3, l.i3), cc(5, l.i5, l.i7), cc(7, l.d1)}},
+			{"other table", q("notes", 0, 7, 100, p1), f,
+				[]storage.CommitChanges{cc(1, l.n1), cc(4, l.n2)}},
+			{"cross product", q("items", 0, 7, 100, map[string][]string{"project": {"p1", "p2"}, "owner": {"1"}}), f,
+				[]storage.CommitChanges{cc(1, l.i1), cc(2, l.i2), cc(5, l.i5), cc(7, l.d1)}},
+			{"integer var alone", q("items", 0, 7, 100, map[string][]string{"owner": {"2"}}), f,
+				[]storage.CommitChanges{cc(3, l.i3), cc(5, l.i6, l.i7)}},
+			{"two values two vars", q("items", 0, 7, 100, map[string][]string{"project": {"p3", "p2"}, "owner": {"2", "1"}}), f,
+				[]storage.CommitChanges{cc(2, l.i2), cc(3, l.i4), cc(5, l.i6)}},
+			{"after bound exclusive", q("items", 1, 7, 100, p1), f,
+				[]storage.CommitChanges{cc(3, l.i3), cc(5, l.i5, l.i7), cc(7, l.d1)}},
+			{"upTo bound inclusive", q("items", 0, 5, 100, p1), f,
+				[]storage.CommitChanges{cc(1, l.i1), cc(3, l.i3), cc(5, l.i5, l.i7)}},
+			{"narrow window", q("items", 2, 4, 100, p1), f, []storage.CommitChanges{cc(3, l.i3)}},
+			{"empty window", q("items", 7, 7, 100, p1), f, nil},
+			{"beyond max", q("items", 7, 100, 100, p1), f, nil},
+			{"unknown value", q("items", 0, 7, 100, map[string][]string{"project": {"zzz"}}), f, nil},
+			{"value matching another var only", q("items", 0, 7, 100, map[string][]string{"owner": {"p1"}}), f, nil},
+			{"non-canonical integer", q("items", 0, 7, 100, map[string][]string{"owner": {"01"}}), f, nil},
+		}
+		for _, c := range cases {
+			e.wantScan(c.name, e.scanChanges("p", c.q), c.trunc, c.want...)
+		}
+		e.wantScan("other partition", e.scanChanges("other", q("items", 0, 7, 100, p1)), f,
+			cc(1, upsert("items", "i1", 1, sc("project", "p1", "owner", "1"))))
+	}},
+	{name: "Limit", fn: func(e *env) {
+		l := e.changeFixture()
+		// items with project p1 or p2: seq1 [i1], seq2 [i2], seq3 [i3], seq5 [i5 i6 i7], seq7 [d1]
+		cases := []struct {
+			name  string
+			q     storage.ChangeQuery
+			trunc *bool
+			want  []storage.CommitChanges
+		}{
+			{"stops at limit", q("items", 0, 7, 2, p12), t, []storage.CommitChanges{cc(1, l.i1), cc(2, l.i2)}},
+			{"never splits a commit", q("items", 2, 7, 3, p12), t, []storage.CommitChanges{cc(3, l.i3), cc(5, l.i5, l.i6, l.i7)}},
+			{"big commit alone", q("items", 3, 7, 1, p12), t, []storage.CommitChanges{cc(5, l.i5, l.i6, l.i7)}},
+			{"big commit at upTo", q("items", 3, 5, 1, p12), f, []storage.CommitChanges{cc(5, l.i5, l.i6, l.i7)}},
+			{"limit reached exactly at upTo", q("items", 2, 5, 4, p12), f, []storage.CommitChanges{cc(3, l.i3), cc(5, l.i5, l.i6, l.i7)}},
+			{"limit not reached", q("items", 0, 7, 7, p12), f,
+				[]storage.CommitChanges{cc(1, l.i1), cc(2, l.i2), cc(3, l.i3), cc(5, l.i5, l.i6, l.i7), cc(7, l.d1)}},
+			{"limit one", q("items", 0, 7, 1, p12), t, []storage.CommitChanges{cc(1, l.i1)}},
+			{"limit counts only selected changes", q("notes", 0, 7, 1, p1), t, []storage.CommitChanges{cc(1, l.n1)}},
+		}
+		for _, c := range cases {
+			e.wantScan(c.name, e.scanChanges("p", c.q), c.trunc, c.want...)
+		}
+	}},
+}

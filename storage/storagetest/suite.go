@@ -1,0 +1,210 @@
+// Package storagetest is the contract suite every storage.Store backend
+// passes. A backend's tests call Run with a constructor of fresh, empty
+// stores:
+//
+//	func TestContract(t *testing.T) {
+//		storagetest.Run(t, func(t *testing.T) storage.Store { return open(t) })
+//	}
+//
+// Beyond storage.go the suite pins these readings of the contract, which
+// every backend must share:
+//   - EnsureSchema is required before any other call (ErrSchemaNotEnsured).
+//   - ReadPartition of a never-touched partition returns Partition set,
+//     Exists false and zero values.
+//   - RotateLogEpoch creates the partition if needed; it keeps rows, commits
+//     and idempotency records and deletes only client records.
+//   - Rollback after Commit or after Rollback returns nil; every other PushTx
+//     method after either returns an error wrapping ErrTxDone.
+//   - A unique index ignores rows with a NULL in any indexed column (SQL
+//     semantics); index uniqueness is per partition.
+//   - ChangeQuery and RowQuery scope values for integer scope columns are
+//     decimal strings; a value that is not the canonical decimal form of an
+//     int64 matches nothing (and is no error).
+//   - A commit may have zero changes; ScanChanges never returns it.
+//   - Truncated is true when the scan stopped on the limit and more matching
+//     commits exist up to UpToSeq, false when the last returned commit is
+//     UpToSeq or the range was exhausted below the limit. (When the limit is
+//     reached and no further commit matches, either value is accepted.)
+package storagetest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/storage"
+)
+
+// SchemaV1 is the schema the suite ensures on every fresh store: "items"
+// (every column type, a string and an integer scope, a unique index on
+// code) and "notes" (one string scope).
+const SchemaV1 = `{
+  "version": 1,
+  "tables": [
+    {
+      "name": "items",
+      "columns": [
+        {"name": "id", "type": "string"},
+        {"name": "project", "type": "string"},
+        {"name": "owner", "type": "integer"},
+        {"name": "title", "type": "string", "nullable": true},
+        {"name": "n", "type": "integer", "nullable": true},
+        {"name": "f", "type": "float", "nullable": true},
+        {"name": "b", "type": "boolean", "nullable": true},
+        {"name": "j", "type": "json", "nullable": true},
+        {"name": "bin", "type": "bytes", "nullable": true},
+        {"name": "ref", "type": "blob_ref", "nullable": true},
+        {"name": "c", "type": "crdt", "nullable": true},
+        {"name": "code", "type": "string", "nullable": true}
+      ],
+      "primaryKey": "id",
+      "scopes": ["project:{project}", {"pattern": "owner:{owner}", "column": "owner"}],
+      "indexes": [
+        {"name": "items_code", "columns": ["code"], "unique": true},
+        {"name": "items_title", "columns": ["project", "title"]}
+      ]
+    },
+    {
+      "name": "notes",
+      "columns": [
+        {"name": "id", "type": "string"},
+        {"name": "project", "type": "string"},
+        {"name": "body", "type": "string", "nullable": true}
+      ],
+      "primaryKey": ["id"],
+      "scopes": ["project:{project}"]
+    }
+  ]
+}`
+
+// SchemaV2 migrates SchemaV1: items gains the nullable column "extra" and
+// a unique index on it, notes gains an index, and the table "tags" is new.
+const SchemaV2 = `{
+  "version": 2,
+  "tables": [
+    {
+      "name": "items",
+      "columns": [
+        {"name": "id", "type": "string"},
+        {"name": "project", "type": "string"},
+        {"name": "owner", "type": "integer"},
+        {"name": "title", "type": "string", "nullable": true},
+        {"name": "n", "type": "integer", "nullable": true},
+        {"name": "f", "type": "float", "nullable": true},
+        {"name": "b", "type": "boolean", "nullable": true},
+        {"name": "j", "type": "json", "nullable": true},
+        {"name": "bin", "type": "bytes", "nullable": true},
+        {"name": "ref", "type": "blob_ref", "nullable": true},
+        {"name": "c", "type": "crdt", "nullable": true},
+        {"name": "code", "type": "string", "nullable": true},
+        {"name": "extra", "type": "string", "nullable": true}
+      ],
+      "primaryKey": "id",
+      "scopes": ["project:{project}", {"pattern": "owner:{owner}", "column": "owner"}],
+      "indexes": [
+        {"name": "items_code", "columns": ["code"], "unique": true},
+        {"name": "items_title", "columns": ["project", "title"]},
+        {"name": "items_extra", "columns": ["extra"], "unique": true}
+      ]
+    },
+    {
+      "name": "notes",
+      "columns": [
+        {"name": "id", "type": "string"},
+        {"name": "project", "type": "string"},
+        {"name": "body", "type": "string", "nullable": true}
+      ],
+      "primaryKey": ["id"],
+      "scopes": ["project:{project}"],
+      "indexes": [{"name": "notes_body", "columns": ["body"]}]
+    },
+    {
+      "name": "tags",
+      "columns": [
+        {"name": "id", "type": "string"},
+        {"name": "project", "type": "string"},
+        {"name": "label", "type": "string"}
+      ],
+      "primaryKey": "id",
+      "scopes": ["project:{project}"]
+    }
+  ]
+}`
+
+// MustParse compiles schema JSON or panics; for the fixed suite schemas.
+func MustParse(src string) *schema.Schema {
+	s, err := schema.Parse([]byte(src))
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Run runs the whole contract suite. open must return a fresh, empty store
+// on which EnsureSchema has not run; each subtest opens its own store and
+// closes it once when the subtest ends (open may register t.Cleanup for
+// further teardown, which runs after that Close).
+func Run(t *testing.T, open func(t *testing.T) storage.Store) {
+	t.Helper()
+	groups := []struct {
+		name  string
+		tests []test
+	}{
+		{"Schema", schemaTests},
+		{"Partition", partitionTests},
+		{"PushTx", pushTxTests},
+		{"Values", valueTests},
+		{"Constraint", constraintTests},
+		{"Idempotency", idempotencyTests},
+		{"ScanChanges", scanChangesTests},
+		{"ScanRows", scanRowsTests},
+		{"Clients", clientTests},
+		{"Concurrency", concurrencyTests},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			for _, tc := range g.tests {
+				t.Run(tc.name, func(t *testing.T) {
+					s := open(t)
+					e := &env{t: t, s: s, ctx: t.Context()}
+					if !tc.raw {
+						e.ensure(MustParse(SchemaV1))
+					}
+					defer func() {
+						if err := s.Close(); err != nil {
+							t.Errorf("Close: %v", err)
+						}
+					}()
+					tc.fn(e)
+				})
+			}
+		})
+	}
+}
+
+// test is one contract case. raw cases get a store without EnsureSchema.
+type test struct {
+	name string
+	raw  bool
+	fn   func(e *env)
+}
+
+// env bundles a store under test with the schema it was ensured with.
+type env struct {
+	t     *testing.T
+	s     storage.Store
+	ctx   context.Context
+	sch   *schema.Schema
+	items *schema.Table
+	notes *schema.Table
+}
+
+func (e *env) ensure(s *schema.Schema) {
+	e.t.Helper()
+	if err := e.s.EnsureSchema(e.ctx, s); err != nil {
+		e.t.Fatalf("EnsureSchema(v%d): %v", s.Version, err)
+	}
+	e.sch = s
+	e.items = s.Table("items")
+	e.notes = s.Table("notes")
+}
