@@ -1,0 +1,146 @@
+// Command ssp2 is an operator debugging tool for the SSP2 wire codec.
+//
+//	ssp2 decode [--kind request|response|segment] FILE|-
+//	    prints the canonical §11 JSON rendering (indented); the kind comes
+//	    from the envelope header unless given; segments need --kind segment.
+//	ssp2 encode [--kind request|response|segment] FILE|-
+//	    reads a rendering and writes canonical bytes to stdout.
+//
+// Invalid input exits 1 with the error code and message on stderr; usage
+// errors exit 2.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/synclane/synclane/engine/ssp2"
+	"github.com/synclane/synclane/engine/syncerr"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+const usage = "usage: ssp2 decode|encode [--kind request|response|segment] FILE|-\n"
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) < 1 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmd := args[0]
+	fs := flag.NewFlagSet("ssp2 "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	kind := fs.String("kind", "", "request, response or segment")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 || (cmd != "decode" && cmd != "encode") {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch *kind {
+	case "", "request", "response", "segment":
+	default:
+		fmt.Fprintf(stderr, "ssp2: unknown --kind %q\n", *kind)
+		return 2
+	}
+	in, err := readInput(fs.Arg(0), stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "ssp2: %v\n", err)
+		return 1
+	}
+	var out []byte
+	if cmd == "decode" {
+		out, err = decode(*kind, in)
+	} else {
+		out, err = encode(*kind, in)
+	}
+	if err != nil {
+		reportError(stderr, err)
+		return 1
+	}
+	if _, err := stdout.Write(out); err != nil {
+		fmt.Fprintf(stderr, "ssp2: write: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func readInput(name string, stdin io.Reader) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(stdin)
+	}
+	return os.ReadFile(name)
+}
+
+func reportError(w io.Writer, err error) {
+	var se *syncerr.Error
+	if errors.As(err, &se) {
+		msg := se.Message
+		if se.Err != nil {
+			msg += ": " + se.Err.Error()
+		}
+		fmt.Fprintf(w, "%s: %s\n", se.Code, msg)
+		return
+	}
+	fmt.Fprintf(w, "error: %v\n", err)
+}
+
+func decode(kind string, in []byte) ([]byte, error) {
+	var rendering []byte
+	var err error
+	switch kind {
+	case "segment":
+		var s *ssp2.Segment
+		if s, err = ssp2.DecodeSegment(in); err == nil {
+			rendering, err = ssp2.RenderSegmentJSON(s)
+		}
+	default:
+		var m *ssp2.Message
+		switch kind {
+		case "request":
+			m, err = ssp2.DecodeRequest(in)
+		case "response":
+			m, err = ssp2.DecodeResponse(in)
+		default:
+			m, err = ssp2.Decode(in)
+		}
+		if err == nil {
+			rendering, err = ssp2.RenderJSON(m)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, rendering, "", "  "); err != nil {
+		return nil, err
+	}
+	buf.WriteByte('\n')
+	return buf.Bytes(), nil
+}
+
+func encode(kind string, in []byte) ([]byte, error) {
+	if kind == "segment" {
+		s, err := ssp2.ParseSegmentJSON(in)
+		if err != nil {
+			return nil, err
+		}
+		return ssp2.EncodeSegment(s)
+	}
+	m, err := ssp2.ParseJSON(in)
+	if err != nil {
+		return nil, err
+	}
+	if kind == "request" && m.Kind != ssp2.KindRequest || kind == "response" && m.Kind != ssp2.KindResponse {
+		return nil, fmt.Errorf("rendering is a %v message, not a %s", m.Kind, kind)
+	}
+	return ssp2.Encode(m)
+}

@@ -1,0 +1,353 @@
+package ssp2
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/synclane/synclane/engine/syncerr"
+)
+
+// HeaderSize is the size of the SSP2 envelope header.
+const HeaderSize = 8
+
+// dec holds per-message decode state: the wire version and a string
+// interner for the highly repetitive names (tables, scope keys and values).
+type dec struct {
+	version uint16
+	in      map[string]string
+}
+
+func (d *dec) intern(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if len(b) > 64 {
+		return string(b)
+	}
+	if s, ok := d.in[string(b)]; ok {
+		return s
+	}
+	if d.in == nil {
+		d.in = make(map[string]string, 16)
+	} else if len(d.in) >= 4096 {
+		return string(b)
+	}
+	s := string(b)
+	d.in[s] = s
+	return s
+}
+
+// DecodeRequest decodes a whole SSP2 request message. Byte-slice fields of
+// the result (payloads, raw JSON) alias b. Errors are *syncerr.Error values
+// (sync.invalid_request, or sync.empty_commit for a zero-op commit) wrapping
+// a *DecodeError; it never panics.
+func DecodeRequest(b []byte) (*Message, error) { return decodeMessage(b, KindRequest) }
+
+// DecodeResponse decodes a whole SSP2 response message, with the same
+// guarantees as DecodeRequest.
+func DecodeResponse(b []byte) (*Message, error) { return decodeMessage(b, KindResponse) }
+
+// Decode decodes a request or response, taking the kind from the envelope
+// header, with the same guarantees as DecodeRequest.
+func Decode(b []byte) (*Message, error) { return decodeMessage(b, 0) }
+
+// ReadRequest reads at most maxBytes from r and decodes them as a request.
+// A longer body fails with sync.invalid_request wrapping ErrTooLarge
+// (errors.Is(err, ErrTooLarge)); read failures are sync.invalid_request too.
+func ReadRequest(r io.Reader, maxBytes int64) (*Message, error) {
+	if maxBytes < 0 {
+		maxBytes = 0
+	}
+	b, err := io.ReadAll(io.LimitReader(r, maxBytes+1))
+	if err != nil {
+		return nil, syncerr.Wrap(syncerr.InvalidRequest, err, "reading request body")
+	}
+	if int64(len(b)) > maxBytes {
+		return nil, syncerr.Wrap(syncerr.InvalidRequest, ErrTooLarge, "request body exceeds the %d byte limit", maxBytes)
+	}
+	return DecodeRequest(b)
+}
+
+// decodeHeader validates the 8-byte envelope header.
+func decodeHeader(b []byte, want MsgKind) (uint16, MsgKind, error) {
+	if len(b) < HeaderSize {
+		return 0, 0, decodeFail(0, fmt.Sprintf("truncated envelope header (%d bytes)", len(b)))
+	}
+	if string(b[:4]) != Magic {
+		return 0, 0, decodeFail(0, fmt.Sprintf("bad magic %q", b[:4]))
+	}
+	v := binary.LittleEndian.Uint16(b[4:])
+	if v != WireV1 && v != WireV2 {
+		return 0, 0, decodeFail(4, fmt.Sprintf("unsupported wireVersion %d", v))
+	}
+	k := MsgKind(b[6])
+	if k != KindRequest && k != KindResponse {
+		return 0, 0, decodeFail(6, fmt.Sprintf("unknown msgKind 0x%02x", b[6]))
+	}
+	if want != 0 && k != want {
+		return 0, 0, decodeFail(6, fmt.Sprintf("expected a %s, got a %s", kindName(want), kindName(k)))
+	}
+	if b[7] != 0 {
+		return 0, 0, decodeFail(7, fmt.Sprintf("flags byte 0x%02x must be 0", b[7]))
+	}
+	return v, k, nil
+}
+
+func decodeMessage(b []byte, want MsgKind) (*Message, error) {
+	version, kind, err := decodeHeader(b, want)
+	if err != nil {
+		return nil, err
+	}
+	// Pre-count frames so the frame slice is allocated once.
+	nframes := 0
+	for off := HeaderSize; len(b)-off >= 5; {
+		n := uint64(binary.LittleEndian.Uint32(b[off+1:]))
+		if b[off] == 0 || n > uint64(len(b)-off-5) {
+			break
+		}
+		nframes++
+		off += 5 + int(n)
+	}
+	m := &Message{WireVersion: version, Kind: kind, Frames: make([]Frame, 0, nframes)}
+	d := &dec{version: version}
+	g := grammar{kind: kind}
+	off := HeaderSize
+	for {
+		if len(b)-off < 5 {
+			return nil, decodeFail(off, "truncated: message ends without an END frame")
+		}
+		t := FrameType(b[off])
+		n := binary.LittleEndian.Uint32(b[off+1:])
+		if t == FrameEnd {
+			if n != 0 {
+				return nil, decodeFail(off+1, fmt.Sprintf("END frame length %d, must be 0", n))
+			}
+			if off+5 != len(b) {
+				return nil, decodeFail(off+5, fmt.Sprintf("%d bytes after END", len(b)-off-5))
+			}
+			if why := g.end(); why != "" {
+				return nil, decodeFail(off, why)
+			}
+			return m, nil
+		}
+		if uint64(n) > uint64(len(b)-off-5) {
+			return nil, decodeFail(off+1, fmt.Sprintf("frame length %d exceeds remaining %d bytes", n, len(b)-off-5))
+		}
+		payload := b[off+5 : off+5+int(n) : off+5+int(n)]
+		f, err := d.frame(t, payload, off+5, &g)
+		if err != nil {
+			return nil, err
+		}
+		m.Frames = append(m.Frames, f)
+		off += 5 + int(n)
+	}
+}
+
+// frame decodes one non-END frame payload and advances the grammar.
+func (d *dec) frame(t FrameType, payload []byte, base int, g *grammar) (Frame, error) {
+	if !IsRegistered(t) {
+		if why := g.step(t, false); why != "" {
+			return nil, decodeFail(base-5, why)
+		}
+		return &UnknownFrame{Type: t, Payload: payload}, nil
+	}
+	if frameKind(t) != g.kind {
+		return nil, decodeFail(base-5, g.step(t, false))
+	}
+	r := &rd{b: payload, base: base}
+	var f Frame
+	rejected := false
+	switch t {
+	case FrameReqHeader:
+		f = d.reqHeader(r)
+	case FramePushCommit:
+		f = d.pushCommit(r)
+	case FramePullHeader:
+		f = d.pullHeader(r)
+	case FrameSubscription:
+		f = d.subscription(r)
+	case FrameRespHeader:
+		f = d.respHeader(r)
+	case FramePushResult:
+		p := d.pushResult(r)
+		rejected = p.Status == CommitRejected
+		f = p
+	case FramePushResultDetails:
+		f = d.pushResultDetails(r)
+	case FrameSubStart:
+		f = d.subStart(r)
+	case FrameCommit:
+		f = d.commit(r)
+	case FrameSegmentRef:
+		f = d.segmentRef(r)
+	case FrameSegmentInline:
+		if err := validateSegment(payload, base); err != nil {
+			return nil, err
+		}
+		f = &SegmentInline{Payload: payload}
+		r.off = len(payload)
+	case FrameSubEnd:
+		f = d.subEnd(r)
+	case FrameLease:
+		f = d.lease(r)
+	case FrameError:
+		f = d.errorFrame(r)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if r.off != len(r.b) {
+		return nil, decodeFail(base+r.off, fmt.Sprintf("%d trailing bytes in %s frame", len(r.b)-r.off, frameName(t)))
+	}
+	if why := g.step(t, rejected); why != "" {
+		return nil, decodeFail(base-5, why)
+	}
+	return f, nil
+}
+
+// Encode returns the canonical bytes of m. It validates what the decoder
+// validates (grammar, enums, opt ties, i64 range, UTF-8, JSON, map
+// keys are emitted in UTF-16 order), so its output always decodes back to
+// an equal message.
+func Encode(m *Message) ([]byte, error) {
+	if m == nil {
+		return nil, encFail("nil message")
+	}
+	if err := checkEnvelope(m.WireVersion, m.Kind); err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, 256)
+	b = appendHeader(b, m.WireVersion, m.Kind)
+	g := grammar{kind: m.Kind}
+	var err error
+	for _, f := range m.Frames {
+		if b, err = appendFrame(b, f, m.WireVersion, &g); err != nil {
+			return nil, err
+		}
+	}
+	if why := g.end(); why != "" {
+		return nil, encFail("%s", why)
+	}
+	return append(b, 0, 0, 0, 0, 0), nil
+}
+
+func checkEnvelope(v uint16, k MsgKind) error {
+	if v != WireV1 && v != WireV2 {
+		return encFail("unsupported wire version %d", v)
+	}
+	if k != KindRequest && k != KindResponse {
+		return encFail("unknown message kind %d", k)
+	}
+	return nil
+}
+
+func appendHeader(b []byte, v uint16, k MsgKind) []byte {
+	b = append(b, Magic...)
+	b = appendU16(b, v)
+	return append(b, byte(k), 0)
+}
+
+// appendFrame appends type, length and payload of f, advancing g.
+func appendFrame(b []byte, f Frame, version uint16, g *grammar) ([]byte, error) {
+	if f == nil {
+		return b, encFail("nil frame")
+	}
+	t := f.FrameType()
+	if u, ok := f.(*UnknownFrame); ok && IsRegistered(u.Type) {
+		return b, encFail("refusing to emit an unknown frame under registered type 0x%02x", uint8(u.Type))
+	}
+	rejected := false
+	if p, ok := f.(*PushResult); ok {
+		rejected = p.Status == CommitRejected
+	}
+	if why := g.step(t, rejected); why != "" {
+		return b, encFail("%s", why)
+	}
+	start := len(b)
+	b = append(b, byte(t), 0, 0, 0, 0)
+	var err error
+	switch f := f.(type) {
+	case *UnknownFrame:
+		b = append(b, f.Payload...)
+	case *ReqHeader:
+		b, err = appendReqHeader(b, f, version)
+	case *PushCommit:
+		b, err = appendPushCommit(b, f)
+	case *PullHeader:
+		b, err = appendPullHeader(b, f)
+	case *Subscription:
+		b, err = appendSubscription(b, f)
+	case *RespHeader:
+		b, err = appendRespHeader(b, f, version)
+	case *PushResult:
+		b, err = appendPushResult(b, f)
+	case *PushResultDetails:
+		b, err = appendPushResultDetails(b, f)
+	case *SubStart:
+		b, err = appendSubStart(b, f)
+	case *Commit:
+		b, err = appendCommit(b, f)
+	case *SegmentRef:
+		b, err = appendSegmentRef(b, f)
+	case *SegmentInline:
+		if verr := validateSegment(f.Payload, 0); verr != nil {
+			err = encFail("SEGMENT_INLINE payload is not a valid SSG2 segment: %v", verr)
+		} else {
+			b = append(b, f.Payload...)
+		}
+	case *SubEnd:
+		b, err = appendSubEnd(b, f)
+	case *Lease:
+		b, err = appendLease(b, f)
+	case *ErrorFrame:
+		b, err = appendErrorFrame(b, f)
+	default:
+		err = encFail("unsupported frame implementation %T", f)
+	}
+	if err != nil {
+		return b[:start], err
+	}
+	n := len(b) - start - 5
+	if uint64(n) > 0xFFFFFFFF {
+		return b[:start], encFail("frame payload of %d bytes exceeds u32", n)
+	}
+	binary.LittleEndian.PutUint32(b[start+1:], uint32(n))
+	return b, nil
+}
+
+// Request is a typed view of a decoded request message.
+type Request struct {
+	WireVersion   uint16
+	Header        *ReqHeader
+	Commits       []*PushCommit
+	Pull          *PullHeader // nil for a push-only request
+	Subscriptions []*Subscription
+}
+
+// Request returns the typed view of a request message (unknown frames are
+// skipped). It fails if m is not a request or lacks a REQ_HEADER; for
+// messages from DecodeRequest the grammar is already validated.
+func (m *Message) Request() (*Request, error) {
+	if m == nil || m.Kind != KindRequest {
+		return nil, errors.New("ssp2: not a request message")
+	}
+	req := &Request{WireVersion: m.WireVersion}
+	for _, f := range m.Frames {
+		switch f := f.(type) {
+		case *ReqHeader:
+			req.Header = f
+		case *PushCommit:
+			req.Commits = append(req.Commits, f)
+		case *PullHeader:
+			req.Pull = f
+		case *Subscription:
+			req.Subscriptions = append(req.Subscriptions, f)
+		}
+	}
+	if req.Header == nil {
+		return nil, errors.New("ssp2: request has no REQ_HEADER")
+	}
+	return req, nil
+}

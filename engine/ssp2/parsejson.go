@@ -1,0 +1,499 @@
+package ssp2
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// fields is one parsed JSON object with strict accessors: every key must be
+// consumed (unknown keys are an error) and the first problem is sticky.
+type fields struct {
+	where string
+	m     map[string]json.RawMessage
+	used  map[string]bool
+	err   error
+}
+
+func parseObject(where string, raw json.RawMessage) (*fields, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return nil, fmt.Errorf("ssp2: %s: expected a JSON object", where)
+	}
+	return &fields{where: where, m: m, used: map[string]bool{}}, nil
+}
+
+func (f *fields) failf(format string, args ...any) {
+	if f.err == nil {
+		f.err = fmt.Errorf("ssp2: %s: %s", f.where, fmt.Sprintf(format, args...))
+	}
+}
+
+func (f *fields) get(k string, required bool) (json.RawMessage, bool) {
+	v, ok := f.m[k]
+	f.used[k] = true
+	if !ok {
+		if required {
+			f.failf("missing %q", k)
+		}
+		return nil, false
+	}
+	return v, true
+}
+
+func (f *fields) has(k string) bool { _, ok := f.m[k]; return ok }
+
+func (f *fields) done() error {
+	if f.err != nil {
+		return f.err
+	}
+	var extra []string
+	for k := range f.m {
+		if !f.used[k] {
+			extra = append(extra, k)
+		}
+	}
+	if len(extra) > 0 {
+		sort.Strings(extra)
+		return fmt.Errorf("ssp2: %s: unexpected field(s) %s", f.where, strings.Join(extra, ", "))
+	}
+	return nil
+}
+
+func (f *fields) str(k string) string {
+	v, ok := f.get(k, true)
+	if !ok {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		f.failf("%q must be a string", k)
+	}
+	return s
+}
+
+func (f *fields) optStr(k string) *string {
+	if !f.has(k) {
+		f.used[k] = true
+		return nil
+	}
+	s := f.str(k)
+	return &s
+}
+
+func parseInt(v json.RawMessage) (int64, bool) {
+	s := string(bytes.TrimSpace(v))
+	x, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return x, true
+}
+
+func (f *fields) int(k string, lo, hi int64) int64 {
+	v, ok := f.get(k, true)
+	if !ok {
+		return 0
+	}
+	x, ok := parseInt(v)
+	if !ok || x < lo || x > hi {
+		f.failf("%q must be an integer in [%d, %d]", k, lo, hi)
+	}
+	return x
+}
+
+func (f *fields) i64(k string) int64 { return f.int(k, -MaxSafeInt, MaxSafeInt) }
+func (f *fields) i32(k string) int32 { return int32(f.int(k, math.MinInt32, math.MaxInt32)) }
+
+func (f *fields) optI64(k string) *int64 {
+	if !f.has(k) {
+		f.used[k] = true
+		return nil
+	}
+	x := f.i64(k)
+	return &x
+}
+
+func (f *fields) optI32(k string) *int32 {
+	if !f.has(k) {
+		f.used[k] = true
+		return nil
+	}
+	x := f.i32(k)
+	return &x
+}
+
+func (f *fields) boolean(k string) bool {
+	v, ok := f.get(k, true)
+	if !ok {
+		return false
+	}
+	var x bool
+	if json.Unmarshal(v, &x) != nil {
+		f.failf("%q must be a boolean", k)
+	}
+	return x
+}
+
+func (f *fields) b64(k string, required bool) []byte {
+	v, ok := f.get(k, required)
+	if !ok {
+		return nil
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		f.failf("%q must be a base64 string", k)
+		return nil
+	}
+	out, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		f.failf("%q: %v", k, err)
+		return nil
+	}
+	if out == nil {
+		out = []byte{}
+	}
+	return out
+}
+
+// jsonVal returns a json-typed field compacted (member order and number
+// literals preserved; insignificant whitespace cannot be recovered).
+func (f *fields) jsonVal(k string) json.RawMessage {
+	v, ok := f.get(k, false)
+	if !ok {
+		return nil
+	}
+	c, err := compactJSON(v)
+	if err != nil {
+		f.failf("%q: %v", k, err)
+	}
+	return c
+}
+
+func (f *fields) enum(k string, names []string) int {
+	s := f.str(k)
+	for i, n := range names {
+		if n != "" && n == s {
+			return i
+		}
+	}
+	if f.err == nil {
+		f.failf("%q: unknown value %q", k, s)
+	}
+	return 0
+}
+
+func (f *fields) listMap(k string) map[string][]string {
+	v, ok := f.get(k, true)
+	if !ok {
+		return nil
+	}
+	var m map[string][]string
+	if json.Unmarshal(v, &m) != nil || m == nil {
+		f.failf("%q must be an object of string lists", k)
+	}
+	for key, l := range m {
+		if l == nil {
+			m[key] = []string{}
+		}
+	}
+	return m
+}
+
+func (f *fields) strMap(k string) map[string]string {
+	v, ok := f.get(k, true)
+	if !ok {
+		return nil
+	}
+	var m map[string]string
+	if json.Unmarshal(v, &m) != nil || m == nil {
+		f.failf("%q must be an object of strings", k)
+	}
+	return m
+}
+
+func (f *fields) list(k string) []json.RawMessage {
+	v, ok := f.get(k, true)
+	if !ok {
+		return nil
+	}
+	var l []json.RawMessage
+	if json.Unmarshal(v, &l) != nil || l == nil {
+		f.failf("%q must be an array", k)
+	}
+	return l
+}
+
+func (f *fields) strList(k string) []string {
+	v, ok := f.get(k, true)
+	if !ok {
+		return nil
+	}
+	var l []string
+	if json.Unmarshal(v, &l) != nil || l == nil {
+		f.failf("%q must be an array of strings", k)
+	}
+	return l
+}
+
+var (
+	opNameList       = []string{"", "upsert", "delete"}
+	commitStNameList = []string{"", "applied", "cached", "rejected"}
+	opStNameList     = []string{"", "applied", "conflict", "error"}
+	subStNameList    = []string{"", "active", "revoked", "reset"}
+	mediaNameList    = []string{"", "rows", "sqlite"}
+)
+
+// ParseJSON parses a §11.1 message rendering (the inverse of RenderJSON).
+// Unknown fields are errors. json-typed fields are re-serialized compactly
+// (member order and number text kept), so a message whose JSON fields had
+// insignificant whitespace re-encodes with that whitespace removed. The
+// result is not validated; Encode does that.
+func ParseJSON(b []byte) (*Message, error) {
+	top, err := parseObject("message", b)
+	if err != nil {
+		return nil, err
+	}
+	if m := top.str("magic"); top.err == nil && m != Magic {
+		top.failf("magic %q is not %q", m, Magic)
+	}
+	m := &Message{WireVersion: uint16(top.int("wireVersion", 0, math.MaxUint16))}
+	switch k := top.str("msgKind"); k {
+	case "request":
+		m.Kind = KindRequest
+	case "response":
+		m.Kind = KindResponse
+	default:
+		top.failf("unknown msgKind %q", k)
+	}
+	frames := top.list("frames")
+	if err := top.done(); err != nil {
+		return nil, err
+	}
+	for i, raw := range frames {
+		f, err := parseObject(fmt.Sprintf("frames[%d]", i), raw)
+		if err != nil {
+			return nil, err
+		}
+		fr := parseFrame(f)
+		if err := f.done(); err != nil {
+			return nil, err
+		}
+		m.Frames = append(m.Frames, fr)
+	}
+	return m, nil
+}
+
+func subObjects(f *fields, k string) []*fields {
+	var out []*fields
+	for i, raw := range f.list(k) {
+		sub, err := parseObject(fmt.Sprintf("%s.%s[%d]", f.where, k, i), raw)
+		if err != nil {
+			f.failf("%v", err)
+			return nil
+		}
+		out = append(out, sub)
+	}
+	return out
+}
+
+func finishSub(f *fields, sub *fields) {
+	if err := sub.done(); err != nil && f.err == nil {
+		f.err = err
+	}
+}
+
+func parseFrame(f *fields) Frame {
+	switch t := f.str("type"); t {
+	case "UNKNOWN":
+		return &UnknownFrame{Type: FrameType(f.int("frameType", 0, 255)), Payload: f.b64("payload", true)}
+	case "REQ_HEADER":
+		return &ReqHeader{ClientID: f.str("clientId"), SchemaVersion: f.i32("schemaVersion"), LogEpoch: f.optStr("logEpoch")}
+	case "PUSH_COMMIT":
+		c := &PushCommit{ClientCommitID: f.str("clientCommitId")}
+		for _, o := range subObjects(f, "operations") {
+			c.Operations = append(c.Operations, Operation{
+				Table: o.str("table"), RowID: o.str("rowId"), Op: OpKind(o.enum("op", opNameList)),
+				BaseVersion: o.optI64("baseVersion"), Payload: o.b64("payload", false),
+			})
+			finishSub(f, o)
+		}
+		return c
+	case "PULL_HEADER":
+		return &PullHeader{LimitCommits: f.i32("limitCommits"), LimitSnapshotRows: f.i32("limitSnapshotRows"),
+			MaxSnapshotPages: f.i32("maxSnapshotPages"), Accept: uint8(f.int("accept", 0, 255))}
+	case "SUBSCRIPTION":
+		s := &Subscription{ID: f.str("id"), Table: f.str("table"), Scopes: f.listMap("scopes")}
+		s.Params = f.jsonVal("params")
+		s.Cursor = f.i64("cursor")
+		s.BootstrapState = f.jsonVal("bootstrapState")
+		return s
+	case "RESP_HEADER":
+		h := &RespHeader{RequiredSchemaVersion: f.optI32("requiredSchemaVersion"), LatestSchemaVersion: f.optI32("latestSchemaVersion")}
+		if f.has("logEpoch") || f.has("resetRequired") {
+			h.LogEpoch = f.str("logEpoch")
+			h.ResetRequired = f.boolean("resetRequired")
+		}
+		return h
+	case "PUSH_RESULT":
+		p := &PushResult{ClientCommitID: f.str("clientCommitId"), Status: CommitStatus(f.enum("status", commitStNameList)), CommitSeq: f.optI64("commitSeq")}
+		for _, o := range subObjects(f, "results") {
+			r := OpResult{OpIndex: o.i32("opIndex"), Status: OpStatus(o.enum("status", opStNameList))}
+			if r.Status == OpConflict || r.Status == OpError {
+				r.Code = o.str("code")
+				r.Message = o.str("message")
+			}
+			if r.Status == OpConflict {
+				r.ServerVersion = o.i64("serverVersion")
+				r.ServerRow = o.b64("serverRow", true)
+			}
+			if r.Status == OpError {
+				r.Retryable = o.boolean("retryable")
+			}
+			p.Results = append(p.Results, r)
+			finishSub(f, o)
+		}
+		return p
+	case "PUSH_RESULT_DETAILS":
+		p := &PushResultDetails{ClientCommitID: f.str("clientCommitId")}
+		for _, o := range subObjects(f, "entries") {
+			p.Entries = append(p.Entries, PushResultDetail{OpIndex: o.i32("opIndex"), DetailsJSON: o.str("detailsJson")})
+			finishSub(f, o)
+		}
+		return p
+	case "SUB_START":
+		return &SubStart{ID: f.str("id"), Status: SubStatus(f.enum("status", subStNameList)), ReasonCode: f.str("reasonCode"),
+			EffectiveScopes: f.listMap("effectiveScopes"), Bootstrap: f.boolean("bootstrap")}
+	case "COMMIT":
+		c := &Commit{CommitSeq: f.i64("commitSeq"), CreatedAtMs: f.i64("createdAtMs"), ActorID: f.str("actorId"), Tables: f.strList("tables")}
+		for _, o := range subObjects(f, "changes") {
+			c.Changes = append(c.Changes, Change{
+				TableIndex: uint16(o.int("tableIndex", 0, math.MaxUint16)), RowID: o.str("rowId"), Op: OpKind(o.enum("op", opNameList)),
+				RowVersion: o.optI64("rowVersion"), Scopes: o.strMap("scopes"), Row: o.b64("row", false),
+			})
+			finishSub(f, o)
+		}
+		return c
+	case "SEGMENT_REF":
+		return &SegmentRef{SegmentID: f.str("segmentId"), MediaType: MediaType(f.enum("mediaType", mediaNameList)), Table: f.str("table"),
+			ByteLength: f.i64("byteLength"), RowCount: f.i64("rowCount"), AsOfCommitSeq: f.i64("asOfCommitSeq"), ScopeDigest: f.str("scopeDigest"),
+			RowCursor: f.optStr("rowCursor"), NextRowCursor: f.optStr("nextRowCursor"), URL: f.optStr("url"), URLExpiresAtMs: f.optI64("urlExpiresAtMs")}
+	case "SEGMENT_INLINE":
+		return &SegmentInline{Payload: f.b64("payload", true)}
+	case "SUB_END":
+		return &SubEnd{NextCursor: f.i64("nextCursor"), BootstrapState: f.jsonVal("bootstrapState")}
+	case "LEASE":
+		return &Lease{LeaseID: f.str("leaseId"), ExpiresAtMs: f.i64("expiresAtMs")}
+	case "ERROR":
+		return &ErrorFrame{Code: f.str("code"), Message: f.str("message"), Category: f.str("category"), Retryable: f.boolean("retryable"),
+			RecommendedAction: f.str("recommendedAction"), Details: f.jsonVal("details")}
+	default:
+		f.failf("unknown frame type %q", t)
+		return nil
+	}
+}
+
+// ParseSegmentJSON parses a §11.1 rule-8 segment rendering (the inverse of
+// RenderSegmentJSON). json column values are re-serialized compactly
+// (member order and number text kept); insignificant whitespace of the
+// original text cannot be recovered from a rendering. A null float cannot
+// be told apart from NULL and is read as NULL.
+func ParseSegmentJSON(b []byte) (*Segment, error) {
+	top, err := parseObject("segment", b)
+	if err != nil {
+		return nil, err
+	}
+	if m := top.str("magic"); top.err == nil && m != SegmentMagic {
+		top.failf("magic %q is not %q", m, SegmentMagic)
+	}
+	s := &Segment{FormatVersion: uint16(top.int("formatVersion", 0, math.MaxUint16)), Table: top.str("table"), SchemaVersion: top.i32("schemaVersion")}
+	for _, c := range subObjects(top, "columns") {
+		col := Column{Name: c.str("name"), Nullable: c.boolean("nullable")}
+		tn := c.str("type")
+		t, ok := columnTypeByName(tn)
+		if !ok && c.err == nil {
+			c.failf("unknown column type %q", tn)
+		}
+		col.Type = t
+		finishSub(top, c)
+		s.Columns = append(s.Columns, col)
+	}
+	blocks := top.list("blocks")
+	if err := top.done(); err != nil {
+		return nil, err
+	}
+	for bi, raw := range blocks {
+		var rows []json.RawMessage
+		if json.Unmarshal(raw, &rows) != nil {
+			return nil, fmt.Errorf("ssp2: blocks[%d] must be an array", bi)
+		}
+		block := make([]SegmentRow, 0, len(rows))
+		for ri, rr := range rows {
+			f, err := parseObject(fmt.Sprintf("blocks[%d][%d]", bi, ri), rr)
+			if err != nil {
+				return nil, err
+			}
+			row := SegmentRow{ServerVersion: f.i64("serverVersion")}
+			vraw, _ := f.get("values", true)
+			if err := f.done(); err != nil {
+				return nil, err
+			}
+			if row.Values, err = parseRowValues(f.where, s.Columns, vraw); err != nil {
+				return nil, err
+			}
+			block = append(block, row)
+		}
+		s.Blocks = append(s.Blocks, block)
+	}
+	return s, nil
+}
+
+func parseRowValues(where string, cols []Column, raw json.RawMessage) (Row, error) {
+	f, err := parseObject(where+".values", raw)
+	if err != nil {
+		return nil, err
+	}
+	row := make(Row, len(cols))
+	for i, c := range cols {
+		v, ok := f.get(c.Name, true)
+		if !ok {
+			break
+		}
+		if string(bytes.TrimSpace(v)) == "null" {
+			continue
+		}
+		switch c.Type {
+		case TypeString, TypeBlobRef:
+			row[i] = f.str(c.Name)
+		case TypeInteger:
+			row[i] = f.i64(c.Name)
+		case TypeFloat:
+			var x float64
+			if json.Unmarshal(v, &x) != nil {
+				f.failf("%q must be a number", c.Name)
+			}
+			row[i] = x
+		case TypeBoolean:
+			row[i] = f.boolean(c.Name)
+		case TypeJSON:
+			cj, err := compactJSON(v)
+			if err != nil {
+				f.failf("%q: %v", c.Name, err)
+			}
+			row[i] = json.RawMessage(cj)
+		case TypeBytes, TypeCRDT:
+			row[i] = f.b64(c.Name, true)
+		default:
+			f.failf("column %q has unknown type", c.Name)
+		}
+	}
+	if err := f.done(); err != nil {
+		return nil, err
+	}
+	return row, nil
+}
