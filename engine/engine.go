@@ -101,6 +101,11 @@ type Config struct {
 	ClientFlushInterval time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Checkpoints are the backfill checkpoints this process declares (RFC
+	// 0007): New installs them when it raises the stored schema version, and
+	// the serve gate lets this process serve while they are pending; every
+	// other pending checkpoint at the running version closes the gate.
+	Checkpoints []storage.CheckpointDeclaration
 	// Feed, when set, reports commits made by other processes sharing the
 	// store (PostgreSQL LISTEN/NOTIFY); *postgres.Store implements it. The
 	// engine subscribes in New and stops in Close.
@@ -154,8 +159,13 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if err := cfg.Store.EnsureSchema(ctx, cfg.Schema); err != nil {
-		return nil, fmt.Errorf("engine: ensure storage schema: %w", err)
+	if err := cfg.Store.EnsureSchema(ctx, cfg.Schema, cfg.Checkpoints...); err != nil {
+		if !errors.Is(err, storage.ErrCheckpointIncomplete) {
+			return nil, fmt.Errorf("engine: ensure storage schema: %w", err)
+		}
+		// Serve anyway: the gate refuses every request with
+		// sync.schema_not_ready until the checkpoint is activated.
+		cfg.Logger.Warn("a backfill checkpoint at the running schema version is pending and not declared by this process; requests are refused until it is activated", zap.Error(err))
 	}
 	e := &Engine{cfg: cfg, codecs: map[string]*ssp2.RowCodec{}, metrics: newMetrics()}
 	for _, t := range cfg.Schema.Tables {

@@ -29,6 +29,21 @@ func (w *worker) handlePushes(ctx context.Context, jobs []*syncJob) {
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after Commit
 	info := tx.Partition()
 	w.observeEpoch(info.LogEpoch)
+	// The gate is checked inside the transaction, under the partition lock,
+	// before anything is read or written.
+	g, err := tx.ReadServeGate(ctx, w.e.cfg.Schema.Version)
+	if err != nil {
+		w.failAll(jobs, err)
+		return
+	}
+	token := partition.TokenOf(g)
+	w.token = token
+	if r := partition.GateRefusal(g, w.e.cfg.Schema.Version, w.e.cfg.Checkpoints); r != nil {
+		for _, j := range jobs {
+			j.answer(nil, r.Error())
+		}
+		return
+	}
 
 	type started struct {
 		j   *syncJob
@@ -64,7 +79,8 @@ func (w *worker) handlePushes(ctx context.Context, jobs []*syncJob) {
 		}
 	}
 	var fresh *storage.PartitionInfo
-	for _, s := range ready {
+	for i := 0; i < len(ready); i++ {
+		s := ready[i]
 		if s.j.req.Pull != nil {
 			if fresh == nil {
 				inf, err := w.load(ctx)
@@ -78,9 +94,21 @@ func (w *worker) handlePushes(ctx context.Context, jobs []*syncJob) {
 			}
 			if err := w.servePulls(ctx, s.j, *fresh, s.rep); err != nil {
 				s.j.answer(nil, err)
+				ready = append(ready[:i], ready[i+1:]...)
+				i--
 				continue
 			}
 		}
+	}
+	// Verify before releasing any byte. A refused push is already durable
+	// and replays as cached when the client retries.
+	if r, err := w.verifyGate(ctx, token); err != nil || r != nil {
+		for _, s := range ready {
+			s.j.answer(nil, gateErr(r, err))
+		}
+		return
+	}
+	for _, s := range ready {
 		w.recordClient(s.j, s.rep)
 		s.j.answer(s.rep, nil)
 	}

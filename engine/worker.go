@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.uber.org/zap"
@@ -28,6 +29,9 @@ type worker struct {
 	// knownSeq is the highest commit seq this worker knows of, from its own
 	// commits, its reads and other processes' notifications.
 	knownSeq int64
+	// token is the serve-gate token (stored schema version, log epoch) as
+	// last read; replies are only released under an unchanged token.
+	token partition.GateToken
 }
 
 func (e *Engine) newWorker(p string) actors.Worker {
@@ -57,6 +61,10 @@ func (w *worker) Handle(ctx context.Context, jobs []actors.Job) {
 	for _, j := range jobs {
 		if o, ok := j.(*observeJob); ok {
 			w.knownSeq = max(w.knownSeq, o.seq)
+			continue
+		}
+		if b, ok := j.(*backfillJob); ok {
+			b.done <- w.handleBackfill(ctx, b)
 			continue
 		}
 		sj := j.(*syncJob)
@@ -105,22 +113,72 @@ func (w *worker) observeEpoch(epoch string) {
 }
 
 func (w *worker) handlePull(ctx context.Context, j *syncJob) {
+	token, refusal, err := w.entryGate(ctx)
+	if err != nil || refusal != nil {
+		j.answer(nil, gateErr(refusal, err))
+		return
+	}
 	info, err := w.load(ctx)
 	if err != nil {
 		j.answer(nil, storageErr(err))
 		return
 	}
+	if token.LogEpoch != "" && info.LogEpoch != token.LogEpoch {
+		// Rotated between the two reads: the reply would not be built
+		// under the token it is verified against.
+		j.answer(nil, (&partition.Refusal{Kind: partition.RefuseEpoch}).Error())
+		return
+	}
 	rep, stop, verr := w.precheck(ctx, j, info)
-	if verr != nil || stop {
-		j.answer(rep, verr)
+	if verr != nil {
+		j.answer(nil, verr)
 		return
 	}
-	if err := w.servePulls(ctx, j, info, rep); err != nil {
-		j.answer(nil, err)
+	if !stop {
+		if err := w.servePulls(ctx, j, info, rep); err != nil {
+			j.answer(nil, err)
+			return
+		}
+	}
+	// Verify before releasing a byte: the gate is still open and the reply
+	// was built under an unchanged token.
+	if refusal, err := w.verifyGate(ctx, token); err != nil || refusal != nil {
+		j.answer(nil, gateErr(refusal, err))
 		return
 	}
-	w.recordClient(j, rep)
+	if !stop {
+		w.recordClient(j, rep)
+	}
 	j.answer(rep, nil)
+}
+
+// entryGate reads the serve gate for a request and applies the refusal
+// rules; it returns the token the reply is built under.
+func (w *worker) entryGate(ctx context.Context) (partition.GateToken, *partition.Refusal, error) {
+	g, err := w.e.cfg.Store.ReadServeGate(ctx, w.partition, w.e.cfg.Schema.Version)
+	if err != nil {
+		return partition.GateToken{}, nil, err
+	}
+	w.token = partition.TokenOf(g)
+	return w.token, partition.GateRefusal(g, w.e.cfg.Schema.Version, w.e.cfg.Checkpoints), nil
+}
+
+// verifyGate re-reads the gate after a reply was built.
+func (w *worker) verifyGate(ctx context.Context, before partition.GateToken) (*partition.Refusal, error) {
+	g, err := w.e.cfg.Store.ReadServeGate(ctx, w.partition, w.e.cfg.Schema.Version)
+	if err != nil {
+		return nil, err
+	}
+	w.token = partition.TokenOf(g)
+	return partition.VerifyGate(before, g, w.e.cfg.Schema.Version, w.e.cfg.Checkpoints), nil
+}
+
+// gateErr is the request error of a closed gate (or of failing to read it).
+func gateErr(r *partition.Refusal, err error) error {
+	if err != nil {
+		return storageErr(err)
+	}
+	return r.Error()
 }
 
 // header builds the RESP_HEADER of a served (not reset) reply.
@@ -201,10 +259,16 @@ func (w *worker) precheck(ctx context.Context, j *syncJob, info storage.Partitio
 	return &Reply{WireVersion: wire, Frames: []ssp2.Frame{w.header(wire)}}, false, nil
 }
 
-// storageErr maps a storage failure to a retryable internal error.
+// storageErr maps a storage failure to a protocol error: a writer-fence
+// rejection (this process runs an older schema than the database requires)
+// is sync.schema_not_ready; anything else is a retryable internal error.
 func storageErr(err error) error {
 	if _, ok := err.(*syncerr.Error); ok {
 		return err
+	}
+	if errors.Is(err, storage.ErrWriterFenced) {
+		return syncerr.Wrap(syncerr.SchemaNotReady, err, "the database requires a newer schema version than this server runs; retry later").
+			WithDetails(map[string]any{"writerFenced": true})
 	}
 	return syncerr.Wrap(syncerr.InternalError, err, "storage is unavailable; retry")
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/synclane/synclane/engine/schema"
 	"github.com/synclane/synclane/engine/ssp2"
 	"github.com/synclane/synclane/engine/syncerr"
+	"github.com/synclane/synclane/storage"
 )
 
 func testSchema(t *testing.T) *schema.Schema {
@@ -234,5 +235,51 @@ func TestPullModeAndToken(t *testing.T) {
 		if _, ok := ResumeToken(c.raw, "tasks", c.horizon, c.max); ok {
 			t.Errorf("%s: token resumed, want restart", name)
 		}
+	}
+}
+
+func TestServeGate(t *testing.T) {
+	p := func(part, name string) storage.CheckpointRef { return storage.CheckpointRef{Partition: part, Name: name} }
+	decl := []storage.CheckpointDeclaration{{Partition: "a", Name: "proj", SchemaVersion: 2}}
+	cases := []struct {
+		name string
+		gate storage.ServeGate
+		want RefusalKind // 0: serve
+	}{
+		{"open", storage.ServeGate{StoredSchemaVersion: 2, LogEpoch: "e"}, 0},
+		{"older stored version is migrated, not refused", storage.ServeGate{StoredSchemaVersion: 1}, 0},
+		{"newer stored version", storage.ServeGate{StoredSchemaVersion: 3}, RefuseSchema},
+		{"own pending checkpoint serves", storage.ServeGate{StoredSchemaVersion: 2, Pending: []storage.CheckpointRef{p("a", "proj")}}, 0},
+		{"foreign pending checkpoint", storage.ServeGate{StoredSchemaVersion: 2, Pending: []storage.CheckpointRef{p("a", "proj"), p("b", "other")}}, RefuseCheckpoint},
+		{"same name other partition", storage.ServeGate{StoredSchemaVersion: 2, Pending: []storage.CheckpointRef{p("b", "proj")}}, RefuseCheckpoint},
+	}
+	for _, c := range cases {
+		r := GateRefusal(c.gate, 2, decl)
+		if (r == nil) != (c.want == 0) || (r != nil && r.Kind != c.want) {
+			t.Errorf("%s: refusal %+v, want kind %d", c.name, r, c.want)
+		}
+	}
+	if GateRefusal(storage.ServeGate{Pending: []storage.CheckpointRef{p("a", "proj")}}, 2, nil) == nil {
+		t.Error("an empty declaration set bypassed a pending checkpoint")
+	}
+	before := TokenOf(storage.ServeGate{StoredSchemaVersion: 2, LogEpoch: "e1"})
+	if r := VerifyGate(before, storage.ServeGate{StoredSchemaVersion: 2, LogEpoch: "e1"}, 2, nil); r != nil {
+		t.Errorf("unchanged token refused: %+v", r)
+	}
+	if r := VerifyGate(before, storage.ServeGate{StoredSchemaVersion: 2, LogEpoch: "e2"}, 2, nil); r == nil || r.Kind != RefuseEpoch {
+		t.Errorf("epoch change not refused: %+v", r)
+	}
+	if r := VerifyGate(before, storage.ServeGate{StoredSchemaVersion: 3, LogEpoch: "e1"}, 2, nil); r == nil || r.Kind != RefuseSchema {
+		t.Errorf("migration during the build not refused: %+v", r)
+	}
+	e := (&Refusal{Kind: RefuseCheckpoint, Checkpoint: p("a", "proj")}).Error()
+	if e.Code != syncerr.SchemaNotReady || string(e.Details) != `{"partition":"a","projection":"proj"}` || !e.Spec().Retryable || e.Spec().HTTPStatus != 503 {
+		t.Errorf("checkpoint refusal error = %+v %s", e, e.Details)
+	}
+	if e := (&Refusal{Kind: RefuseEpoch}).Error(); string(e.Details) != `{"logEpochChanged":true}` {
+		t.Errorf("epoch refusal details = %s", e.Details)
+	}
+	if e := (&Refusal{Kind: RefuseSchema, StoredVersion: 2, RunningVersion: 1}).Error(); string(e.Details) != `{"runningSchemaVersion":1,"storedSchemaVersion":2}` {
+		t.Errorf("schema refusal details = %s", e.Details)
 	}
 }

@@ -48,7 +48,20 @@ type Store interface {
 	// table per synced table of s. It is idempotent and must run before any
 	// other call. Migration adds tables, columns and indexes; it never drops
 	// data. A stored schema version above s.Version fails with ErrSchemaNewer.
-	EnsureSchema(ctx context.Context, s *schema.Schema) error
+	//
+	// It records s.Version as the store's running schema version, which
+	// every commit append writes as its writer version (checked by the
+	// writer fence trigger). When it raises the stored schema marker, it
+	// installs every declaration in decls (checkpoint row and fence) in the
+	// same transaction as the marker, so a failed bump leaves nothing
+	// behind; on PostgreSQL that transaction first takes an EXCLUSIVE lock
+	// on the partitions table, so writers unaware of the bump wait and then
+	// hit the fence. A same-version call installs nothing. Finally, a
+	// checkpoint at s.Version that is neither activated nor in decls makes
+	// it return an error wrapping ErrCheckpointIncomplete.
+	EnsureSchema(ctx context.Context, s *schema.Schema, decls ...CheckpointDeclaration) error
+
+	Checkpoints
 
 	// TouchPartition returns the partition's registry entry, creating it on
 	// first contact with a fresh unpredictable log epoch.
@@ -112,6 +125,8 @@ type PartitionInfo struct {
 // PushTx is a write transaction on one partition holding its write lock.
 // It is used by one goroutine at a time.
 type PushTx interface {
+	CheckpointTx
+
 	// Partition returns the registry entry as read under the lock; its
 	// MaxCommitSeq follows the AppendCommit calls made in this transaction.
 	Partition() PartitionInfo
@@ -138,7 +153,10 @@ type PushTx interface {
 	// DeleteRow deletes the row if it exists.
 	DeleteRow(ctx context.Context, t *schema.Table, rowID string) error
 
-	// AppendCommit appends c to the log; c.Seq must be MaxCommitSeq+1.
+	// AppendCommit appends c to the log; c.Seq must be MaxCommitSeq+1. A
+	// commit rejected by the partition's writer fence fails with an error
+	// wrapping ErrWriterFenced (possibly only at Commit on backends that
+	// defer log writes); the transaction must then be rolled back.
 	AppendCommit(ctx context.Context, c CommitRecord) error
 	// PutIdempotency stores the outcome of a commit (applied or rejected).
 	PutIdempotency(ctx context.Context, rec IdempotencyRecord) error

@@ -28,6 +28,7 @@ const usage = `synclane: a Go sync server for the Syncular sync protocol (SSP2)
 
 Usage:
   synclane serve [flags]     run the server (synclane serve -h for flags)
+  synclane checkpoint CMD    list, declare, claim or activate backfill checkpoints
   synclane version           print the version
 `
 
@@ -42,6 +43,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], getenv, stdout, stderr)
+	case "checkpoint":
+		return checkpointCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "synclane", version)
 		return 0

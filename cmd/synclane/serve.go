@@ -18,13 +18,37 @@ import (
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/sqlite"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
+// checkpointFlags collects repeatable --checkpoint PARTITION/NAME flags.
+type checkpointFlags []storage.CheckpointRef
+
+func (c *checkpointFlags) String() string { return fmt.Sprint(*c) }
+
+func (c *checkpointFlags) Set(v string) error {
+	ref, err := parseCheckpointRef(v)
+	if err != nil {
+		return err
+	}
+	*c = append(*c, ref)
+	return nil
+}
+
+func parseCheckpointRef(v string) (storage.CheckpointRef, error) {
+	p, n, ok := strings.Cut(v, "/")
+	if !ok || p == "" || n == "" {
+		return storage.CheckpointRef{}, fmt.Errorf("checkpoint %q: want PARTITION/NAME", v)
+	}
+	return storage.CheckpointRef{Partition: p, Name: n}, nil
+}
+
 type serveConfig struct {
+	checkpoints                                                       checkpointFlags
 	listen, data, schemaFile, mount, jwtSecret, postgresURL, logLevel string
 	maxBody                                                           int64
 	pgMaxConns                                                        int
@@ -46,6 +70,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", 2*time.Minute, "passivate partition actors idle this long")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight requests")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.Var(&c.checkpoints, "checkpoint", "PARTITION/NAME of a backfill checkpoint this process declares at its schema version (repeatable)")
 }
 
 // applyEnv sets every flag not given on the command line from SYNCLANE_<NAME>.
@@ -103,19 +128,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	return 0
 }
 
-func loadSchema(file string) (*schema.Schema, error) {
+func schemaSource(file string) ([]byte, error) {
 	if file == "" {
-		return schema.Parse([]byte(schema.Demo))
+		return []byte(schema.Demo), nil
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("read schema: %w", err)
 	}
-	s, err := schema.Parse(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	return s, nil
+	return b, nil
 }
 
 func openStore(ctx context.Context, c serveConfig, log *zap.Logger) (storage.Store, string, error) {
@@ -131,15 +152,31 @@ func openStore(ctx context.Context, c serveConfig, log *zap.Logger) (storage.Sto
 }
 
 func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Writer) error {
-	sch, err := loadSchema(c.schemaFile)
+	src, err := schemaSource(c.schemaFile)
 	if err != nil {
-		return fmt.Errorf("schema: %w", err)
+		return err
 	}
 	st, backend, err := openStore(ctx, c, log)
 	if err != nil {
 		return fmt.Errorf("open storage: %w", err)
 	}
 	defer st.Close()
+	probe, err := schema.Parse(src)
+	if err != nil {
+		return &engine.ReadinessError{Phase: engine.PhaseSchemaCompile, Cause: fmt.Errorf("%s: %w", c.schemaFile, err)}
+	}
+	decls := make([]storage.CheckpointDeclaration, len(c.checkpoints))
+	for i, ref := range c.checkpoints {
+		decls[i] = storage.CheckpointDeclaration{Partition: ref.Partition, Name: ref.Name, SchemaVersion: probe.Version}
+	}
+	sch, err := engine.EnsureReady(ctx, src, st, decls)
+	if err != nil {
+		var re *engine.ReadinessError
+		if !errors.As(err, &re) || !re.Gated() {
+			return err
+		}
+		log.Warn("serving behind a closed gate: a pending backfill checkpoint was not declared by this process; requests get 503 sync.schema_not_ready until it is activated", zap.Error(err))
+	}
 
 	var auth httpsync.Authenticator
 	var resolver engine.ScopeResolver
@@ -150,7 +187,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		log.Warn("development authentication: the actor comes from header x-actor and every scope is allowed; pass --jwt-secret in production")
 	}
 	cfg := engine.Config{Schema: sch, Store: st, Resolver: resolver, Logger: log,
-		MaxOperations: c.maxOps, IdleTimeout: c.idleTimeout}
+		MaxOperations: c.maxOps, IdleTimeout: c.idleTimeout, Checkpoints: decls}
 	if feed, ok := st.(engine.CommitFeed); ok {
 		cfg.Feed = feed // other processes' commits (PostgreSQL LISTEN/NOTIFY)
 	}
@@ -164,8 +201,14 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		Options: httpsync.Options{Auth: auth, MaxBodyBytes: c.maxBody, Logger: log},
 		Mount:   c.mount,
 		Ready: func(ctx context.Context) error {
-			_, err := st.ReadPartition(ctx, httpsync.DefaultPartition)
-			return err
+			g, err := st.ReadServeGate(ctx, httpsync.DefaultPartition, sch.Version)
+			if err != nil {
+				return err
+			}
+			if r := partition.GateRefusal(g, sch.Version, decls); r != nil {
+				return r.Error()
+			}
+			return nil
 		},
 	})
 	ln, err := net.Listen("tcp", c.listen)

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/storage"
+)
+
+const checkpointUsage = `Usage:
+  synclane checkpoint list     [store flags]
+  synclane checkpoint declare  [store flags] [--version N] PARTITION/NAME
+  synclane checkpoint claim    [store flags] PARTITION/NAME
+  synclane checkpoint activate [store flags] --sources t1,t2 [--epoch N] [--watermark W] PARTITION/NAME
+
+Store flags (as for serve): --data DIR | --postgres URL, --schema FILE.
+activate exits 1 unless the outcome is "activated".
+`
+
+// checkpointCmd administers backfill checkpoints in the same database the
+// servers use.
+func checkpointCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, checkpointUsage)
+		return 2
+	}
+	sub := args[0]
+	var c serveConfig
+	fs := flag.NewFlagSet("synclane checkpoint "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	serveFlags(fs, &c)
+	version := fs.Int("version", 0, "schema version of the checkpoint (default: the schema's)")
+	sources := fs.String("sources", "", "comma-separated source tables whose changes above the watermark make activation stale")
+	epoch := fs.Int64("epoch", -1, "owner epoch to activate with (default: the stored one)")
+	watermark := fs.Int64("watermark", -1, "watermark to activate at (default: the stored one)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	if err := applyEnv(fs, getenv); err != nil {
+		fmt.Fprintln(stderr, "synclane:", err)
+		return 2
+	}
+	fail := func(err error) int { fmt.Fprintln(stderr, "synclane checkpoint:", err); return 1 }
+	src, err := schemaSource(c.schemaFile)
+	if err != nil {
+		return fail(err)
+	}
+	sch, err := schema.Parse(src)
+	if err != nil {
+		return fail(err)
+	}
+	st, _, err := openStore(ctx, c, zap.NewNop())
+	if err != nil {
+		return fail(err)
+	}
+	defer st.Close()
+	// The store must know the schema; a pending checkpoint is no reason to
+	// stop an administrative command.
+	if err := st.EnsureSchema(ctx, sch); err != nil && !errors.Is(err, storage.ErrCheckpointIncomplete) {
+		return fail(err)
+	}
+	now := time.Now().UnixMilli()
+	ref := func() (storage.CheckpointRef, error) {
+		if fs.NArg() != 1 {
+			return storage.CheckpointRef{}, errors.New("want exactly one PARTITION/NAME")
+		}
+		return parseCheckpointRef(fs.Arg(0))
+	}
+	ver := int32(*version)
+	if ver == 0 {
+		ver = sch.Version
+	}
+	switch sub {
+	case "list":
+		cps, err := st.ReadCheckpoints(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		printCheckpoints(stdout, cps...)
+		return 0
+	case "declare", "claim":
+		r, err := ref()
+		if err != nil {
+			return fail(err)
+		}
+		d := storage.CheckpointDeclaration{Partition: r.Partition, Name: r.Name, SchemaVersion: ver}
+		var cp storage.Checkpoint
+		if sub == "declare" {
+			cp, err = st.DeclareCheckpoint(ctx, d, now)
+		} else {
+			cp, err = st.ClaimCheckpoint(ctx, d, now)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		printCheckpoints(stdout, cp)
+		return 0
+	case "activate":
+		r, err := ref()
+		if err != nil {
+			return fail(err)
+		}
+		if *sources == "" {
+			return fail(errors.New("--sources is required (the tables the projection is built from)"))
+		}
+		cur, err := findCheckpoint(ctx, st, r)
+		if err != nil {
+			return fail(err)
+		}
+		ep, wm := cur.OwnerEpoch, cur.Watermark
+		if *epoch >= 0 {
+			ep = *epoch
+		}
+		if *watermark >= 0 {
+			wm = *watermark
+		}
+		out, err := st.ActivateCheckpoint(ctx, r.Partition, r.Name, ep, wm, strings.Split(*sources, ","), now)
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Fprintln(stdout, out)
+		if after, err := findCheckpoint(ctx, st, r); err == nil {
+			printCheckpoints(stdout, after)
+		}
+		if out != storage.Activated {
+			return 1
+		}
+		return 0
+	default:
+		fmt.Fprintf(stderr, "synclane checkpoint: unknown subcommand %q\n\n%s", sub, checkpointUsage)
+		return 2
+	}
+}
+
+func findCheckpoint(ctx context.Context, st storage.Store, r storage.CheckpointRef) (storage.Checkpoint, error) {
+	cps, err := st.ReadCheckpoints(ctx)
+	if err != nil {
+		return storage.Checkpoint{}, err
+	}
+	for _, cp := range cps {
+		if cp.Partition == r.Partition && cp.Name == r.Name {
+			return cp, nil
+		}
+	}
+	return storage.Checkpoint{}, fmt.Errorf("%s/%s: %w", r.Partition, r.Name, storage.ErrCheckpointNotDeclared)
+}
+
+func printCheckpoints(w io.Writer, cps ...storage.Checkpoint) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tNAME\tVERSION\tSTATE\tWATERMARK\tOWNER_EPOCH\tOBSERVED_ROWS")
+	for _, c := range cps {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\n", c.Partition, c.Name, c.SchemaVersion, c.State, c.Watermark, c.OwnerEpoch, c.ObservedRows)
+	}
+	tw.Flush()
+}

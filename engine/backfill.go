@@ -1,0 +1,328 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/engine/ssp2"
+	"github.com/synclane/synclane/engine/syncerr"
+	"github.com/synclane/synclane/partition"
+	"github.com/synclane/synclane/storage"
+)
+
+// BackfillSpec describes one backfill: how rows of a source table project
+// into rows of a target table, under a declared checkpoint.
+type BackfillSpec struct {
+	// Partition and Name identify the checkpoint (it must be declared).
+	Partition string
+	Name      string
+	// Source is the source table; its changes decide activation coverage.
+	Source string
+	// Target is the projection table written through the push path.
+	Target string
+	// Project maps a current source row to its projection row (full row in
+	// the target's column order; its primary key is the target row id).
+	// ok false skips the row (and deletes a stale projection of it).
+	Project func(src storage.RowRecord) (row ssp2.Row, ok bool)
+	// TargetID maps a source row id to the id of its projection row, used
+	// for source deletes (default: the same id).
+	TargetID func(srcRowID string) string
+	// BatchSize is the number of source rows per push (default 500).
+	BatchSize int
+	// MaxRounds bounds catch-up rounds when activation finds the source
+	// changed meanwhile (default 10).
+	MaxRounds int
+}
+
+// BackfillReport summarizes a backfill run.
+type BackfillReport struct {
+	OwnerEpoch   int64
+	Watermark    int64
+	ObservedRows int64
+	Rounds       int
+	Outcome      storage.ActivationOutcome
+}
+
+// ErrBackfillSuperseded reports that another runner claimed the checkpoint
+// (a newer owner epoch) while this one was writing.
+var ErrBackfillSuperseded = errors.New("engine: backfill superseded by a newer owner")
+
+// Backfill runs a checkpoint's backfill to activation: it claims the
+// checkpoint (owner epoch +1), projects every source row in batches, each
+// batch one commit through the partition actor's push path with
+// AdvanceCheckpoint in the same transaction, and activates at the pin it
+// read. When activation finds source changes above the watermark it
+// catches up from the stored watermark with the changes since (only those)
+// and tries again. After a crash, running it again resumes: a completed
+// pass is never repeated, since the stored watermark says what the
+// projection already reflects.
+func (e *Engine) Backfill(ctx context.Context, spec BackfillSpec) (BackfillReport, error) {
+	var rep BackfillReport
+	src, dst := e.cfg.Schema.Table(spec.Source), e.cfg.Schema.Table(spec.Target)
+	if src == nil || dst == nil || spec.Project == nil {
+		return rep, fmt.Errorf("engine: backfill %s/%s: source and target must be schema tables and Project set", spec.Partition, spec.Name)
+	}
+	if spec.BatchSize <= 0 {
+		spec.BatchSize = 500
+	}
+	if spec.MaxRounds <= 0 {
+		spec.MaxRounds = 10
+	}
+	if spec.TargetID == nil {
+		spec.TargetID = func(id string) string { return id }
+	}
+	log := e.cfg.Logger.With(zap.String("partition", spec.Partition), zap.String("checkpoint", spec.Name))
+	st := e.cfg.Store
+	cp, err := st.ClaimCheckpoint(ctx, storage.CheckpointDeclaration{Partition: spec.Partition, Name: spec.Name, SchemaVersion: e.cfg.Schema.Version}, e.cfg.Now().UnixMilli())
+	if err != nil {
+		return rep, fmt.Errorf("engine: claim checkpoint %s/%s: %w", spec.Partition, spec.Name, err)
+	}
+	rep.OwnerEpoch, rep.Watermark, rep.ObservedRows = cp.OwnerEpoch, cp.Watermark, cp.ObservedRows
+	log.Info("backfill claimed", zap.Int64("owner_epoch", cp.OwnerEpoch), zap.Int64("watermark", cp.Watermark))
+	for rep.Rounds < spec.MaxRounds {
+		rep.Rounds++
+		info, err := st.ReadPartition(ctx, spec.Partition)
+		if err != nil {
+			return rep, err
+		}
+		pin := info.MaxCommitSeq
+		if rep.Watermark == 0 {
+			err = e.backfillFull(ctx, spec, src, dst, &rep, pin)
+		} else {
+			err = e.backfillSince(ctx, spec, src, dst, &rep, pin)
+		}
+		if err != nil {
+			return rep, err
+		}
+		out, err := st.ActivateCheckpoint(ctx, spec.Partition, spec.Name, rep.OwnerEpoch, rep.Watermark, []string{spec.Source}, e.cfg.Now().UnixMilli())
+		if err != nil {
+			return rep, fmt.Errorf("engine: activate checkpoint %s/%s: %w", spec.Partition, spec.Name, err)
+		}
+		rep.Outcome = out
+		log.Info("backfill activation", zap.String("outcome", string(out)), zap.Int64("watermark", rep.Watermark),
+			zap.Int64("observed_rows", rep.ObservedRows), zap.Int("round", rep.Rounds))
+		if out != storage.Stale {
+			return rep, nil
+		}
+	}
+	return rep, nil
+}
+
+// backfillFull projects every current source row; the watermark moves to
+// pin with the last batch (the projection reflects every source commit up
+// to pin only once the pass is complete).
+func (e *Engine) backfillFull(ctx context.Context, spec BackfillSpec, src, dst *schema.Table, rep *BackfillReport, pin int64) error {
+	var after *string
+	for batch := 0; ; batch++ {
+		rows, err := e.cfg.Store.ScanRows(ctx, spec.Partition, storage.RowQuery{Table: src, Scopes: map[string][]string{}, AfterRowID: after, Limit: spec.BatchSize + 1})
+		if err != nil {
+			return err
+		}
+		last := len(rows) <= spec.BatchSize
+		if !last {
+			rows = rows[:spec.BatchSize]
+		}
+		writes := make([]backfillWrite, len(rows))
+		for i := range rows {
+			writes[i] = backfillWrite{src: &rows[i], srcID: rows[i].RowID}
+		}
+		wm := rep.Watermark
+		if last {
+			wm = pin
+		}
+		ccid := fmt.Sprintf("%d:full:%d:%d", rep.OwnerEpoch, pin, batch)
+		if err := e.backfillCommit(ctx, spec, dst, rep.OwnerEpoch, ccid, writes, wm, rep.ObservedRows+int64(len(rows))); err != nil {
+			return err
+		}
+		rep.Watermark, rep.ObservedRows = wm, rep.ObservedRows+int64(len(rows))
+		if len(rows) > 0 {
+			id := rows[len(rows)-1].RowID
+			after = &id
+		}
+		if last {
+			return nil
+		}
+	}
+}
+
+// backfillSince replays only the source changes in (watermark, pin].
+func (e *Engine) backfillSince(ctx context.Context, spec BackfillSpec, src, dst *schema.Table, rep *BackfillReport, pin int64) error {
+	if pin <= rep.Watermark {
+		return nil
+	}
+	scan, err := e.cfg.Store.ScanChanges(ctx, spec.Partition, storage.ChangeQuery{Table: src.Name, Scopes: map[string][]string{}, AfterSeq: rep.Watermark, UpToSeq: pin, LimitChanges: 1 << 30})
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	var order []string // source rows changed since the watermark
+	for _, c := range scan.Commits {
+		for _, ch := range c.Changes {
+			if !seen[ch.RowID] {
+				seen[ch.RowID] = true
+				order = append(order, ch.RowID)
+			}
+		}
+	}
+	writes := make([]backfillWrite, len(order))
+	for i, id := range order {
+		writes[i] = backfillWrite{srcID: id} // read and projected inside the transaction
+	}
+	ccid := fmt.Sprintf("%d:since:%d:%d", rep.OwnerEpoch, rep.Watermark, pin)
+	if err := e.backfillCommit(ctx, spec, dst, rep.OwnerEpoch, ccid, writes, pin, rep.ObservedRows+int64(len(order))); err != nil {
+		return err
+	}
+	rep.Watermark, rep.ObservedRows = pin, rep.ObservedRows+int64(len(order))
+	return nil
+}
+
+// backfillWrite is one source row to project: given (full pass) or to be
+// read inside the batch's transaction by id (catch-up pass).
+type backfillWrite struct {
+	src   *storage.RowRecord
+	srcID string
+}
+
+// projection resolves a write to the target row to store (or delete).
+func projection(spec *BackfillSpec, dst *schema.Table, src *storage.RowRecord, srcID string) (id string, row ssp2.Row, del bool) {
+	if src == nil {
+		return spec.TargetID(srcID), nil, true
+	}
+	row, ok := spec.Project(*src)
+	if !ok {
+		return spec.TargetID(srcID), nil, true
+	}
+	id, _ = row[dst.PK].(string)
+	return id, row, false
+}
+
+// backfillCommit writes one batch through the partition actor.
+func (e *Engine) backfillCommit(ctx context.Context, spec BackfillSpec, dst *schema.Table, epoch int64, ccid string, writes []backfillWrite, watermark, observed int64) error {
+	j := &backfillJob{ctx: ctx, spec: &spec, table: dst, ccid: ccid, writes: writes, watermark: watermark, observed: observed, epoch: epoch, done: make(chan error, 1)}
+	start := time.Now()
+	e.manager.Submit(spec.Partition, j)
+	select {
+	case err := <-j.done:
+		e.cfg.Logger.Debug("backfill batch", zap.String("checkpoint", spec.Name), zap.Int("rows", len(writes)),
+			zap.Int64("watermark", watermark), zap.Duration("took", time.Since(start)), zap.Error(err))
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// backfillJob is one backfill batch for a partition actor.
+type backfillJob struct {
+	ctx       context.Context
+	spec      *BackfillSpec
+	table     *schema.Table
+	ccid      string
+	writes    []backfillWrite
+	watermark int64
+	observed  int64
+	epoch     int64
+	done      chan error
+}
+
+func (*backfillJob) Batchable() bool  { return false }
+func (j *backfillJob) Fail(err error) { j.done <- err }
+
+// backfillClientID is the clientId under which backfill commits are logged.
+const backfillClientID = "synclane-backfill"
+
+// handleBackfill applies one backfill batch as one commit: projection
+// writes, the checkpoint advance (compare-and-set on the owner epoch) and
+// the commit append in one transaction under the partition lock.
+func (w *worker) handleBackfill(ctx context.Context, j *backfillJob) error {
+	tx, err := w.e.cfg.Store.BeginPush(ctx, w.partition)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	g, err := tx.ReadServeGate(ctx, w.e.cfg.Schema.Version)
+	if err != nil {
+		return err
+	}
+	if r := partition.GateRefusal(g, w.e.cfg.Schema.Version, w.e.cfg.Checkpoints); r != nil {
+		return r.Error()
+	}
+	ccid := j.spec.Name + "/" + j.ccid
+	if rec, err := tx.LookupIdempotency(ctx, backfillClientID, ccid); err != nil || rec != nil {
+		return err // already applied by an earlier attempt
+	}
+	codec := w.e.codecs[j.table.Name]
+	srcTable := w.e.cfg.Schema.Table(j.spec.Source)
+	changes := make([]storage.ChangeRecord, 0, len(j.writes))
+	for _, wr := range j.writes {
+		src := wr.src
+		if src == nil {
+			if src, err = tx.GetRow(ctx, srcTable, wr.srcID); err != nil {
+				return err
+			}
+		}
+		id, row, del := projection(j.spec, j.table, src, wr.srcID)
+		existing, err := tx.GetRow(ctx, j.table, id)
+		if err != nil {
+			return err
+		}
+		if del {
+			if existing == nil {
+				continue
+			}
+			scopes, serr := partition.ExtractScopes(j.table, existing.Values)
+			if serr != nil {
+				return serr
+			}
+			if err := tx.DeleteRow(ctx, j.table, id); err != nil {
+				return err
+			}
+			changes = append(changes, storage.ChangeRecord{Table: j.table.Name, RowID: id, Op: ssp2.OpDelete, Scopes: scopes})
+			continue
+		}
+		scopes, serr := partition.ExtractScopes(j.table, row)
+		if serr != nil {
+			return serr
+		}
+		payload, err := codec.Append(nil, row)
+		if err != nil {
+			return syncerr.Wrap(syncerr.InvalidRequest, err, "backfill projection row %q does not fit table %q", id, j.table.Name)
+		}
+		version := int64(1)
+		if existing != nil {
+			version = existing.Version + 1
+		}
+		if err := tx.PutRow(ctx, j.table, storage.RowRecord{RowID: id, Version: version, Values: row}); err != nil {
+			return err
+		}
+		changes = append(changes, storage.ChangeRecord{Table: j.table.Name, RowID: id, Op: ssp2.OpUpsert, RowVersion: version, Scopes: scopes, Row: payload})
+	}
+	ok, err := tx.AdvanceCheckpoint(ctx, j.spec.Name, j.epoch, j.watermark, j.observed)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return ErrBackfillSuperseded
+	}
+	seq := tx.Partition().MaxCommitSeq + 1
+	if err := tx.AppendCommit(ctx, storage.CommitRecord{Seq: seq, CreatedAtMs: w.e.cfg.Now().UnixMilli(), ActorID: backfillClientID,
+		ClientID: backfillClientID, ClientCommitID: ccid, Changes: changes}); err != nil {
+		return err
+	}
+	if err := tx.PutIdempotency(ctx, storage.IdempotencyRecord{ClientID: backfillClientID, ClientCommitID: ccid,
+		Status: ssp2.CommitApplied, CommitSeq: seq, Result: encodeApplied(max(len(changes), 1))}); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	w.knownSeq = max(w.knownSeq, seq)
+	if w.e.cfg.OnCommit != nil {
+		w.e.cfg.OnCommit(w.partition, seq)
+	}
+	return nil
+}

@@ -1,0 +1,52 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/engine/syncerr"
+	"github.com/synclane/synclane/storage"
+)
+
+// Readiness phases reported by EnsureReady.
+const (
+	PhaseSchemaCompile    = "schema_compile"
+	PhaseStorageMigration = "storage_migration"
+)
+
+// ReadinessError says why a server is not ready to serve: its schema does
+// not compile, or storage could not be made current for it. Its code is
+// sync.schema_not_ready.
+type ReadinessError struct {
+	Phase         string
+	SchemaVersion int32
+	Cause         error
+}
+
+func (e *ReadinessError) Error() string {
+	return fmt.Sprintf("%s: not ready (phase %s, schema version %d): %v", syncerr.SchemaNotReady, e.Phase, e.SchemaVersion, e.Cause)
+}
+
+// Unwrap returns the cause.
+func (e *ReadinessError) Unwrap() error { return e.Cause }
+
+// Gated reports whether the only problem is a pending checkpoint this
+// process did not declare: the process can run, and its serve gate refuses
+// requests until the checkpoint is activated.
+func (e *ReadinessError) Gated() bool { return errors.Is(e.Cause, storage.ErrCheckpointIncomplete) }
+
+// EnsureReady is startup readiness: it compiles the schema source and makes
+// storage current for it, installing decls with a schema bump. Failures are
+// *ReadinessError with the phase that failed.
+func EnsureReady(ctx context.Context, source []byte, st storage.Store, decls []storage.CheckpointDeclaration) (*schema.Schema, error) {
+	s, err := schema.Parse(source)
+	if err != nil {
+		return nil, &ReadinessError{Phase: PhaseSchemaCompile, Cause: err}
+	}
+	if err := st.EnsureSchema(ctx, s, decls...); err != nil {
+		return s, &ReadinessError{Phase: PhaseStorageMigration, SchemaVersion: s.Version, Cause: err}
+	}
+	return s, nil
+}
