@@ -42,8 +42,18 @@ func checkpointCmd(ctx context.Context, args []string, getenv func(string) strin
 	sources := fs.String("sources", "", "comma-separated source tables whose changes above the watermark make activation stale")
 	epoch := fs.Int64("epoch", -1, "owner epoch to activate with (default: the stored one)")
 	watermark := fs.Int64("watermark", -1, "watermark to activate at (default: the stored one)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+	// Flags may come before or after the PARTITION/NAME argument.
+	var positional []string
+	rest := args[1:]
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		rest = fs.Args()[1:]
 	}
 	if err := applyEnv(fs, getenv); err != nil {
 		fmt.Fprintln(stderr, "synclane:", err)
@@ -70,10 +80,10 @@ func checkpointCmd(ctx context.Context, args []string, getenv func(string) strin
 	}
 	now := time.Now().UnixMilli()
 	ref := func() (storage.CheckpointRef, error) {
-		if fs.NArg() != 1 {
+		if len(positional) != 1 {
 			return storage.CheckpointRef{}, errors.New("want exactly one PARTITION/NAME")
 		}
-		return parseCheckpointRef(fs.Arg(0))
+		return parseCheckpointRef(positional[0])
 	}
 	ver := int32(*version)
 	if ver == 0 {

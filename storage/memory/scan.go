@@ -22,10 +22,11 @@ func (s *Store) ScanChanges(ctx context.Context, partition string, q storage.Cha
 	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	upTo := min(q.UpToSeq, int64(len(p.commits)))
+	base := p.info.HorizonSeq // commits up to the horizon are pruned
+	upTo := min(q.UpToSeq, base+int64(len(p.commits)))
 	var seqs []int64
 	if len(q.Scopes) == 0 {
-		for seq := q.AfterSeq + 1; seq <= upTo; seq++ {
+		for seq := max(q.AfterSeq, base) + 1; seq <= upTo; seq++ {
 			seqs = append(seqs, seq)
 		}
 	} else {
@@ -46,10 +47,10 @@ func (s *Store) ScanChanges(ctx context.Context, partition string, q storage.Cha
 	var out storage.ChangeScan
 	n := 0
 	for i, seq := range seqs {
-		if seq <= q.AfterSeq || seq > upTo {
+		if seq <= q.AfterSeq || seq <= base || seq > upTo {
 			continue
 		}
-		c := p.commits[seq-1]
+		c := p.commits[seq-base-1]
 		var chs []storage.ChangeRecord
 		for _, ch := range c.Changes {
 			if ch.Table == q.Table && storage.MatchScopes(ch.Scopes, q.Scopes) {

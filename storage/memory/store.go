@@ -7,6 +7,36 @@
 // A PushTx stages its writes in an overlay with an undo log (for
 // savepoints) and publishes them atomically on Commit; readers only ever
 // see committed state.
+//
+// Share returns a second handle on the same data with its own running
+// schema version, standing in for a second process. The writer fence is
+// simulated in Go: AppendCommit fails with storage.ErrWriterFenced when the
+// partition's fence is above the handle's running version (0 before
+// EnsureSchema), and Commit checks again under the database lock.
+// AdvanceCheckpoint checks the owner epoch when called and publishes with
+// Commit (undone by Rollback and RollbackToSavepoint).
+//
+// Backfill checkpoints (RFC 0007), readings chosen where the notes leave
+// questions open (the safe answer each time):
+//   - EnsureSchema has no memoized fast path: every call, including a
+//     same-version restart, re-checks for checkpoints at the running
+//     version that are neither activated nor declared by the caller
+//     (storage.ErrCheckpointIncomplete, after the schema is made current).
+//     The check, like the serve gate's pending list, is database-wide.
+//   - Declarations are validated (non-empty partition and name, schema
+//     version >= 1) before anything is written, on every EnsureSchema call,
+//     so an invalid one fails a bump without touching marker or rows.
+//   - A stored marker above the running version is storage.ErrSchemaNewer
+//     (a sentinel the engine can map to sync.schema_not_ready, not a plain
+//     error).
+//   - AdvanceCheckpoint has no state check (as the contract says) and,
+//     having no clock argument, stamps updated_at_ms from the wall clock.
+//     ClaimCheckpoint overwrites schema_version; a claim above the fence
+//     makes activation fail with storage.ErrCheckpointFenceMissing.
+//   - After Unverifiable the runner re-activates with a watermark at or
+//     above the partition's horizon (the stored history is gone).
+//   - Checkpoint calls, ReadServeGate and PruneThrough need EnsureSchema
+//     first, like every other call.
 package memory
 
 import (
@@ -20,18 +50,55 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-// Store is an in-memory storage.Store. The zero value is not usable; call New.
+// Store is an in-memory storage.Store handle. The zero value is not usable;
+// call New. Handles made by Share see the same data (like two processes on
+// one database) but each has its own running schema version.
 type Store struct {
-	mu     sync.Mutex
+	d *db
+
+	mu     sync.Mutex // guards sch and closed
 	sch    *schema.Schema
-	parts  map[string]*part
 	closed bool
+}
+
+// db is the state shared by every handle of one in-memory database. Lock
+// order: db.mu before part.mu; neither is held while waiting for a
+// partition's write lock.
+type db struct {
+	mu     sync.Mutex
+	parts  map[string]*part
+	marker int32 // stored schema version, 0 before the first EnsureSchema
+	cps    map[storage.CheckpointRef]*storage.Checkpoint
+	fences map[string]int32 // partition -> required writer version
 }
 
 var _ storage.Store = (*Store)(nil)
 
 // New returns an empty store. EnsureSchema must run before anything else.
-func New() *Store { return &Store{parts: map[string]*part{}} }
+func New() *Store {
+	return &Store{d: &db{
+		parts:  map[string]*part{},
+		cps:    map[storage.CheckpointRef]*storage.Checkpoint{},
+		fences: map[string]int32{},
+	}}
+}
+
+// Share returns a second handle on the same data with its own running
+// schema version (EnsureSchema has not run on it), standing in for a
+// second process on one database. Closing one handle does not close the
+// other.
+func (s *Store) Share() *Store { return &Store{d: s.d} }
+
+// running returns the handle's running schema version (0 before
+// EnsureSchema).
+func (s *Store) running() int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sch == nil {
+		return 0
+	}
+	return s.sch.Version
+}
 
 type idemKey struct{ client, commit string }
 
@@ -66,34 +133,22 @@ func newPart(name string) *part {
 // allocating the (not yet existing) partition state on first use.
 func (s *Store) schemaAndPart(name string) (*schema.Schema, *part, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	closed, sch := s.closed, s.sch
+	s.mu.Unlock()
+	if closed {
 		return nil, nil, fmt.Errorf("memory: store is closed")
 	}
-	if s.sch == nil {
+	if sch == nil {
 		return nil, nil, storage.ErrSchemaNotEnsured
 	}
-	p := s.parts[name]
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	p := s.d.parts[name]
 	if p == nil {
 		p = newPart(name)
-		s.parts[name] = p
+		s.d.parts[name] = p
 	}
-	return s.sch, p, nil
-}
-
-// EnsureSchema records s as the running schema. Rows written under an
-// older schema read back padded with NULLs for columns added since.
-func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.sch != nil && s.sch.Version > sch.Version {
-		return fmt.Errorf("memory: stored v%d, running v%d: %w", s.sch.Version, sch.Version, storage.ErrSchemaNewer)
-	}
-	s.sch = sch
-	return nil
+	return sch, p, nil
 }
 
 // create makes the partition exist with a fresh epoch; p.mu must be held.

@@ -9,5 +9,10 @@ import (
 )
 
 func TestContract(t *testing.T) {
-	storagetest.Run(t, func(t *testing.T) storage.Store { return memory.New() })
+	storagetest.RunShared(t, func(t *testing.T) storage.Store { return memory.New() },
+		func(t *testing.T, s storage.Store) storage.Store {
+			h := s.(*memory.Store).Share()
+			t.Cleanup(func() { _ = h.Close() })
+			return h
+		})
 }

@@ -11,10 +11,16 @@ import (
 // pushTx stages writes in overlays; undo holds one closure per write so
 // RollbackToSavepoint can revert to undo[:sp].
 type pushTx struct {
-	sch  *schema.Schema
-	p    *part
-	info storage.PartitionInfo
-	done bool
+	s   *Store
+	sch *schema.Schema
+	p   *part
+	// running is the handle's running schema version at BeginPush, the
+	// writer version of every commit this transaction appends.
+	running int32
+	// advances are the staged AdvanceCheckpoint writes, applied on Commit.
+	advances []advance
+	info     storage.PartitionInfo
+	done     bool
 
 	rows    map[string]map[string]*storage.RowRecord // table -> id -> row (nil: deleted)
 	commits []storage.CommitRecord
@@ -42,7 +48,7 @@ func (s *Store) BeginPush(ctx context.Context, partition string) (storage.PushTx
 		p.release()
 		return nil, fmt.Errorf("memory: begin push on %q: %w", partition, err)
 	}
-	return &pushTx{sch: sch, p: p, info: info, rows: map[string]map[string]*storage.RowRecord{},
+	return &pushTx{s: s, sch: sch, p: p, running: sch.Version, info: info, rows: map[string]map[string]*storage.RowRecord{},
 		idem: map[idemKey]storage.IdempotencyRecord{}, sp: -1}, nil
 }
 
@@ -255,6 +261,9 @@ func (tx *pushTx) AppendCommit(ctx context.Context, c storage.CommitRecord) erro
 	if c.Seq != tx.info.MaxCommitSeq+1 {
 		return fmt.Errorf("memory: append commit seq %d to max %d: %w", c.Seq, tx.info.MaxCommitSeq, storage.ErrConflictingSeq)
 	}
+	if err := tx.checkFence(); err != nil {
+		return fmt.Errorf("memory: append commit seq %d: %w", c.Seq, err)
+	}
 	tx.commits = append(tx.commits, copyCommit(c))
 	tx.info.MaxCommitSeq = c.Seq
 	tx.undo = append(tx.undo, func() {
@@ -287,7 +296,21 @@ func (tx *pushTx) Commit(ctx context.Context) error {
 		return err
 	}
 	p := tx.p
+	// The fence is checked again at publication under the database lock,
+	// so a bump between AppendCommit and Commit still rejects the commit
+	// (as the trigger would on a backend whose append waits for the bump).
+	d := tx.s.d
+	d.mu.Lock()
+	if len(tx.commits) > 0 {
+		if f := d.fences[p.info.Partition]; f > tx.running {
+			d.mu.Unlock()
+			tx.finish()
+			return fmt.Errorf("memory: commit: fence %d above writer version %d: %w", f, tx.running, storage.ErrWriterFenced)
+		}
+	}
+	tx.applyAdvances(d)
 	p.mu.Lock()
+	defer d.mu.Unlock()
 	for table, m := range tx.rows {
 		rows := p.rows[table]
 		if rows == nil {
@@ -303,7 +326,7 @@ func (tx *pushTx) Commit(ctx context.Context) error {
 		}
 	}
 	for _, c := range tx.commits {
-		p.commits = append(p.commits, c)
+		p.commits = append(p.commits, c) // p.commits[i].Seq == p.info.HorizonSeq+i+1
 		p.index(c)
 	}
 	for k, v := range tx.idem {
@@ -344,6 +367,6 @@ func (tx *pushTx) Rollback(ctx context.Context) error {
 
 func (tx *pushTx) finish() {
 	tx.done = true
-	tx.rows, tx.commits, tx.idem, tx.undo = nil, nil, nil, nil
+	tx.rows, tx.commits, tx.idem, tx.undo, tx.advances = nil, nil, nil, nil, nil
 	tx.p.release()
 }

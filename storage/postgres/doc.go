@@ -32,4 +32,41 @@
 // exceptions on row writes) wrap storage.ErrConstraint; serialization
 // failures, deadlocks and connection loss are reported as retryable (see
 // IsRetryable); idempotent operations retry them a bounded number of times.
+//
+// Writer fence. sync_commits.writer_version records the store's running
+// schema version on every append; the BEFORE INSERT trigger
+// sync_commits_writer_fence rejects an append (SQLSTATE SL001, message
+// sync.storage.writer_fence_rejected, classified as storage.ErrWriterFenced)
+// when sync_writer_fence holds a higher required version for the partition,
+// or writer_version is NULL. Log writes go with COMMIT, so pushes see the
+// rejection from PushTx.Commit. A schema bump runs in a transaction whose
+// first statement is LOCK TABLE sync_partitions IN EXCLUSIVE MODE (see
+// EnsureSchema). ActivateCheckpoint takes the partition row lock like
+// BeginPush, creating the registry row if needed; ReadServeGate is one
+// statement (one snapshot). Upgrading an existing database adds the
+// writer_version column and the trigger once (a brief ACCESS EXCLUSIVE lock
+// on sync_commits); later EnsureSchema calls check the catalog first and
+// take no lock on it.
+//
+// Backfill checkpoints (RFC 0007), readings chosen where the notes leave
+// questions open (the safe answer each time):
+//   - EnsureSchema has no memoized fast path: every call, including a
+//     same-version restart, re-checks for checkpoints at the running
+//     version that are neither activated nor declared by the caller
+//     (storage.ErrCheckpointIncomplete, after the schema is made current).
+//     The check, like the serve gate's pending list, is database-wide.
+//   - Declarations are validated (non-empty partition and name, schema
+//     version >= 1) before anything is written, on every EnsureSchema call,
+//     so an invalid one fails a bump without touching marker or rows.
+//   - A stored marker above the running version is storage.ErrSchemaNewer
+//     (a sentinel the engine can map to sync.schema_not_ready, not a plain
+//     error).
+//   - AdvanceCheckpoint has no state check (as the contract says) and,
+//     having no clock argument, stamps updated_at_ms from the wall clock.
+//     ClaimCheckpoint overwrites schema_version; a claim above the fence
+//     makes activation fail with storage.ErrCheckpointFenceMissing.
+//   - After Unverifiable the runner re-activates with a watermark at or
+//     above the partition's horizon (the stored history is gone).
+//   - Checkpoint calls, ReadServeGate and PruneThrough need EnsureSchema
+//     first, like every other call.
 package postgres

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -15,40 +16,87 @@ import (
 const storageVersion = 1
 
 // EnsureSchema creates or migrates the system tables and one row table per
-// table of sch in a single transaction, after taking a transaction-level
-// advisory lock keyed by the schema name so processes starting together do
-// not race on DDL. It adds missing tables, columns (a NOT NULL column added
-// to a table with rows is filled with its type's zero value) and indexes,
-// and never drops anything. A stored schema version above sch.Version fails
-// with storage.ErrSchemaNewer and changes nothing. Serialization failures and
-// deadlocks are retried.
-func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema) error {
+// table of sch. It adds missing tables, columns (a NOT NULL column added to
+// a table with rows is filled with its type's zero value) and indexes, and
+// never drops anything. A stored schema version above sch.Version fails
+// with storage.ErrSchemaNewer and changes nothing. Serialization failures
+// and deadlocks are retried.
+//
+// It runs in up to two transactions, each serialized against other
+// processes' EnsureSchema by a transaction-level advisory lock keyed by the
+// schema name:
+//
+//  1. The setup transaction creates the system tables, the writer fence
+//     (function and trigger) and, when the stored marker equals
+//     sch.Version, checks the row tables' physical layout.
+//  2. When the marker is absent or lower, the bump transaction's first
+//     statement is LOCK TABLE sync_partitions IN EXCLUSIVE MODE: writers
+//     (whose first statement is SELECT … FOR UPDATE on their partition
+//     row, or an INSERT into it) wait from then on, while plain reads go
+//     on. It then takes the advisory lock, re-reads the marker, migrates
+//     the row tables, raises the marker and installs every declaration
+//     (checkpoint row and fence) and commits all of it at once. A writer
+//     that waited then appends under the new fence, and an old one is
+//     rejected by the trigger.
+//
+// Lock order: the bump takes the partitions lock before the advisory lock;
+// the setup transaction takes the advisory lock but never locks
+// sync_partitions (CREATE TABLE IF NOT EXISTS of an existing table takes no
+// lock on it), and every writer takes its partition row lock before
+// touching any other sync table. So no cycle can form: while the bump holds
+// the partitions lock no writer holds locks on other sync tables that a
+// setup transaction could wait for.
+//
+// Afterwards (the schema being current and memoized as the running
+// version, which every commit append writes as its writer_version), a
+// checkpoint at sch.Version that is neither activated nor in decls makes
+// it fail with storage.ErrCheckpointIncomplete.
+func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema, decls ...storage.CheckpointDeclaration) error {
 	s.mu.RLock()
 	closed := s.closed
 	s.mu.RUnlock()
 	if closed {
 		return errClosed
 	}
+	for _, d := range decls {
+		if err := validDecl(d); err != nil {
+			return fmt.Errorf("postgres: EnsureSchema v%d: %w", sch.Version, err)
+		}
+	}
 	tables := make(map[string]*tableSQL, len(sch.Tables))
 	for _, t := range sch.Tables {
 		tables[t.Name] = newTableSQL(s.schema, t)
 	}
+	var bump bool
 	err := retry(ctx, "EnsureSchema", func() error {
 		return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-			return s.migrate(ctx, tx, sch, tables)
+			var err error
+			bump, err = s.setup(ctx, tx, sch, tables)
+			return err
 		})
 	})
 	if err != nil {
 		return err
 	}
+	if bump {
+		err := retry(ctx, "EnsureSchema", func() error {
+			return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+				return s.bump(ctx, tx, sch, tables, decls)
+			})
+		})
+		if err != nil {
+			return err
+		}
+	}
 	s.mu.Lock()
 	s.tables = tables
 	s.ensured = true
+	s.running = sch.Version
 	s.mu.Unlock()
-	return nil
+	return s.checkIncomplete(ctx, sch.Version, decls)
 }
 
-func (s *Store) migrate(ctx context.Context, tx pgx.Tx, sch *schema.Schema, tables map[string]*tableSQL) error {
+func (s *Store) advisoryLock(ctx context.Context, tx pgx.Tx) error {
 	var schemaArg any
 	if s.schema != "" {
 		schemaArg = s.schema
@@ -56,35 +104,93 @@ func (s *Store) migrate(ctx context.Context, tx pgx.Tx, sch *schema.Schema, tabl
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('synclane.ensure_schema:' || coalesce($1::text, current_schema()::text), 0))`, schemaArg); err != nil {
 		return fmt.Errorf("advisory lock: %w", err)
 	}
-	if s.q.schemaIdent != "" {
-		if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+s.q.schemaIdent); err != nil {
-			return fmt.Errorf("create schema: %w", err)
-		}
-	}
-	for _, stmt := range s.q.systemDDL() {
-		if _, err := tx.Exec(ctx, stmt); err != nil {
-			return fmt.Errorf("system tables: %w", err)
-		}
-	}
+	return nil
+}
+
+// readMarker returns the stored schema version (0 when absent), failing
+// with storage.ErrSchemaNewer when it is above running.
+func (s *Store) readMarker(ctx context.Context, tx pgx.Tx, running int32) (int32, error) {
 	var stored int32
 	err := tx.QueryRow(ctx, `SELECT schema_version FROM `+s.q.meta+` WHERE id = 1`).Scan(&stored)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
+		return 0, nil
 	case err != nil:
-		return fmt.Errorf("read schema version: %w", err)
-	case stored > sch.Version:
-		return fmt.Errorf("postgres: stored schema version %d, running %d: %w", stored, sch.Version, storage.ErrSchemaNewer)
+		return 0, fmt.Errorf("read schema version: %w", err)
+	case stored > running:
+		return stored, fmt.Errorf("postgres: stored schema version %d, running %d: %w", stored, running, storage.ErrSchemaNewer)
+	}
+	return stored, nil
+}
+
+// setup is the first transaction of EnsureSchema; it reports whether the
+// marker needs a bump.
+func (s *Store) setup(ctx context.Context, tx pgx.Tx, sch *schema.Schema, tables map[string]*tableSQL) (bool, error) {
+	if err := s.advisoryLock(ctx, tx); err != nil {
+		return false, err
+	}
+	if s.q.schemaIdent != "" {
+		if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+s.q.schemaIdent); err != nil {
+			return false, fmt.Errorf("create schema: %w", err)
+		}
+	}
+	for _, stmt := range s.q.systemDDL() {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return false, fmt.Errorf("system tables: %w", err)
+		}
+	}
+	if err := s.ensureFence(ctx, tx); err != nil {
+		return false, fmt.Errorf("writer fence: %w", err)
+	}
+	stored, err := s.readMarker(ctx, tx, sch.Version)
+	if err != nil {
+		return false, err
+	}
+	if stored < sch.Version {
+		return true, nil
+	}
+	for _, t := range sch.Tables {
+		if err := ensureTable(ctx, tx, tables[t.Name]); err != nil {
+			return false, fmt.Errorf("table %q: %w", t.Name, err)
+		}
+	}
+	return false, nil
+}
+
+// bump is the marker-raising transaction (see EnsureSchema).
+func (s *Store) bump(ctx context.Context, tx pgx.Tx, sch *schema.Schema, tables map[string]*tableSQL, decls []storage.CheckpointDeclaration) error {
+	if _, err := tx.Exec(ctx, `LOCK TABLE `+s.q.partitions+` IN EXCLUSIVE MODE`); err != nil {
+		return fmt.Errorf("lock partitions: %w", err)
+	}
+	if err := s.advisoryLock(ctx, tx); err != nil {
+		return err
+	}
+	stored, err := s.readMarker(ctx, tx, sch.Version)
+	if err != nil {
+		return err
 	}
 	for _, t := range sch.Tables {
 		if err := ensureTable(ctx, tx, tables[t.Name]); err != nil {
 			return fmt.Errorf("table %q: %w", t.Name, err)
 		}
 	}
+	if stored == sch.Version {
+		return nil // another process bumped meanwhile: install nothing
+	}
 	_, err = tx.Exec(ctx, `INSERT INTO `+s.q.meta+` (id, schema_version, storage_version) VALUES (1, $1, $2)
 ON CONFLICT (id) DO UPDATE SET schema_version = GREATEST(`+s.q.meta+`.schema_version, EXCLUDED.schema_version),
 storage_version = EXCLUDED.storage_version`, sch.Version, storageVersion)
 	if err != nil {
 		return fmt.Errorf("write schema version: %w", err)
+	}
+	now := time.Now().UnixMilli()
+	for _, d := range decls {
+		if err := s.declareIn(ctx, tx, d, now); err != nil {
+			return fmt.Errorf("install checkpoint %s/%s: %w", d.Partition, d.Name, err)
+		}
+	}
+	if h := s.bumpHook; h != nil {
+		h(ctx)
 	}
 	return nil
 }

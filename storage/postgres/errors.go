@@ -92,7 +92,8 @@ func transient(err error) bool {
 }
 
 // classify wraps err from operation op into an *Error. Class 23 SQLSTATEs
-// additionally wrap storage.ErrConstraint.
+// additionally wrap storage.ErrConstraint, and the writer fence trigger's
+// writerFenceSQLState wraps storage.ErrWriterFenced.
 func classify(op string, err error) error {
 	if err == nil {
 		return nil
@@ -105,7 +106,10 @@ func classify(op string, err error) error {
 	var pg *pgconn.PgError
 	if errors.As(err, &pg) {
 		e.Code = pg.Code
-		if len(pg.Code) == 5 && pg.Code[:2] == "23" {
+		switch {
+		case pg.Code == writerFenceSQLState:
+			e.err = fmt.Errorf("%w: %w", storage.ErrWriterFenced, err)
+		case len(pg.Code) == 5 && pg.Code[:2] == "23":
 			e.err = fmt.Errorf("%w: %w", storage.ErrConstraint, err)
 		}
 	}

@@ -1,6 +1,10 @@
 package postgres
 
-import "github.com/synclane/synclane/storage"
+import (
+	"context"
+
+	"github.com/synclane/synclane/storage"
+)
 
 // NotifierPID returns the backend PID of the notifier's current listener
 // connection (0 while reconnecting).
@@ -22,3 +26,7 @@ func SetReconnectHook(n *Notifier, fn func()) {
 
 // PushTxPID returns the backend PID of a PushTx's connection.
 func PushTxPID(tx storage.PushTx) uint32 { return tx.(*pushTx).conn.Conn().PgConn().PID() }
+
+// SetBumpHook makes EnsureSchema's bump transaction call fn just before it
+// commits, while it holds the EXCLUSIVE lock on sync_partitions.
+func SetBumpHook(s *Store, fn func(ctx context.Context)) { s.bumpHook = fn }

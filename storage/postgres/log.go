@@ -71,7 +71,7 @@ func cloneIdem(r storage.IdempotencyRecord) *storage.IdempotencyRecord {
 // queue adds the buffered writes to b as a few set-based INSERTs (one per
 // table, whatever the number of commits), the max_commit_seq update and
 // the notification.
-func (l *log) queue(b *pgx.Batch, s *Store, partition string) {
+func (l *log) queue(b *pgx.Batch, s *Store, partition string, writerVersion int32) {
 	if len(l.commits) > 0 {
 		n := len(l.commits)
 		seqs, created := make([]int64, n), make([]int64, n)
@@ -108,7 +108,7 @@ func (l *log) queue(b *pgx.Batch, s *Store, partition string) {
 				}
 			}
 		}
-		b.Queue(s.q.insertCommits, partition, seqs, created, actors, clients, ccids)
+		b.Queue(s.q.insertCommits, partition, seqs, created, actors, clients, ccids, writerVersion)
 		if len(chSeq) > 0 {
 			b.Queue(s.q.insertChanges, partition, chSeq, chIdx, chTable, chRow, chOp, chVer, chScop, chData)
 		}

@@ -26,7 +26,10 @@ func (s *Store) BeginPush(ctx context.Context, partition string) (storage.PushTx
 	if err != nil {
 		return nil, classify("BeginPush", err)
 	}
-	tx := &pushTx{s: s, conn: conn, partition: partition}
+	s.mu.RLock()
+	running := s.running
+	s.mu.RUnlock()
+	tx := &pushTx{s: s, conn: conn, partition: partition, running: running}
 	if err := tx.begin(ctx); err != nil {
 		tx.abandon(ctx)
 		return nil, classify("BeginPush", err)
@@ -42,6 +45,9 @@ type pushTx struct {
 	partition string
 	info      storage.PartitionInfo
 	done      bool
+	// running is the store's running schema version at BeginPush, written
+	// as every appended commit's writer_version.
+	running int32
 
 	pending log
 
@@ -285,13 +291,15 @@ func (tx *pushTx) PutIdempotency(ctx context.Context, rec storage.IdempotencyRec
 // idempotency records, max_commit_seq) and the change notification and
 // commits, all in one round trip, then releases the connection. A failed
 // Commit leaves nothing written; its error reports IsRetryable for
-// transient failures (the caller re-runs the whole push).
+// transient failures (the caller re-runs the whole push). Because the log
+// is written here, a commit rejected by the writer fence fails here (not
+// in AppendCommit) with an error wrapping storage.ErrWriterFenced.
 func (tx *pushTx) Commit(ctx context.Context) error {
 	if err := tx.check(); err != nil {
 		return err
 	}
 	b := &pgx.Batch{}
-	tx.pending.queue(b, tx.s, tx.partition)
+	tx.pending.queue(b, tx.s, tx.partition, tx.running)
 	var tag string
 	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
 		tag = ct.String()

@@ -53,9 +53,15 @@ type Store struct {
 
 	mu        sync.RWMutex
 	ensured   bool
+	running   int32                // schema version of the last EnsureSchema, 0 before
 	tables    map[string]*tableSQL // by table name, built by EnsureSchema
 	closed    bool
 	notifiers map[*Notifier]struct{}
+
+	// bumpHook, when set (tests only), runs inside EnsureSchema's bump
+	// transaction just before it commits, while it holds the EXCLUSIVE
+	// lock on sync_partitions.
+	bumpHook func(ctx context.Context)
 }
 
 var _ storage.Store = (*Store)(nil)

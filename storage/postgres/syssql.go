@@ -12,6 +12,7 @@ type sysSQL struct {
 	schemaIdent string // quoted schema, "" when unqualified
 
 	meta, partitions, commits, changes, changeScopes, idempotency, clients string
+	checkpoints, fence, fenceFunc                                          string
 
 	readPartition, lockPartition, insertPartition string
 	rotate, deleteClients, setMaxSeq              string
@@ -38,6 +39,9 @@ func newSysSQL(schema string) sysSQL {
 		changeScopes: qualify(schema, "sync_change_scopes"),
 		idempotency:  qualify(schema, "sync_idempotency"),
 		clients:      qualify(schema, "sync_clients"),
+		checkpoints:  qualify(schema, "sync_backfill_checkpoints"),
+		fence:        qualify(schema, "sync_writer_fence"),
+		fenceFunc:    qualify(schema, "sync_writer_fence_check"),
 	}
 	if schema != "" {
 		q.schemaIdent = pgx.Identifier{schema}.Sanitize()
@@ -63,8 +67,8 @@ WHERE partition = $1 AND client_id = $2`)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (partition, client_id) DO UPDATE SET actor_id = EXCLUDED.actor_id, subscriptions = EXCLUDED.subscriptions,
 cursor = EXCLUDED.cursor, wire_version = EXCLUDED.wire_version, updated_at_ms = EXCLUDED.updated_at_ms`)
-	q.insertCommits = r.Replace(`INSERT INTO {commits} (partition, seq, created_at_ms, actor_id, client_id, client_commit_id)
-SELECT $1, * FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[])`)
+	q.insertCommits = r.Replace(`INSERT INTO {commits} (partition, seq, created_at_ms, actor_id, client_id, client_commit_id, writer_version)
+SELECT $1, u.*, $7::integer FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[]) AS u`)
 	q.insertChanges = r.Replace(`INSERT INTO {changes} (partition, seq, idx, table_name, row_id, op, row_version, scopes, row_data)
 SELECT $1, * FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::smallint[], $7::bigint[], $8::text[], $9::bytea[])`)
 	q.insertScopes = r.Replace(`INSERT INTO {change_scopes} (partition, table_name, var, value, seq, idx)
@@ -84,6 +88,7 @@ func (q sysSQL) systemDDL() []string {
 		"{meta}", q.meta, "{partitions}", q.partitions, "{commits}", q.commits,
 		"{changes}", q.changes, "{change_scopes}", q.changeScopes,
 		"{idempotency}", q.idempotency, "{clients}", q.clients,
+		"{checkpoints}", q.checkpoints, "{fence}", q.fence,
 	)
 	stmts := []string{
 		`CREATE TABLE IF NOT EXISTS {meta} (
@@ -148,6 +153,21 @@ func (q sysSQL) systemDDL() []string {
 	wire_version integer NOT NULL,
 	updated_at_ms bigint NOT NULL,
 	PRIMARY KEY (partition, client_id)
+)`,
+		`CREATE TABLE IF NOT EXISTS {checkpoints} (
+	partition text COLLATE "C" NOT NULL,
+	name text COLLATE "C" NOT NULL,
+	schema_version integer NOT NULL,
+	state text NOT NULL CHECK (state IN ('declared', 'backfilling', 'activated')),
+	watermark bigint NOT NULL DEFAULT 0,
+	owner_epoch bigint NOT NULL DEFAULT 0,
+	observed_rows bigint NOT NULL DEFAULT 0,
+	updated_at_ms bigint NOT NULL,
+	PRIMARY KEY (partition, name)
+)`,
+		`CREATE TABLE IF NOT EXISTS {fence} (
+	partition text COLLATE "C" PRIMARY KEY,
+	required_writer_version integer NOT NULL
 )`,
 	}
 	for i := range stmts {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -37,6 +38,7 @@ var systemDDL = []string{
 		actor_id TEXT NOT NULL,
 		client_id TEXT NOT NULL,
 		client_commit_id TEXT NOT NULL,
+		writer_version INTEGER,
 		PRIMARY KEY (partition_id, seq)
 	) WITHOUT ROWID`,
 	`CREATE TABLE IF NOT EXISTS sync_changes (
@@ -77,6 +79,8 @@ var systemDDL = []string{
 		updated_at_ms INTEGER NOT NULL,
 		PRIMARY KEY (partition_id, client_id)
 	) WITHOUT ROWID`,
+	checkpointDDL,
+	fenceDDL,
 }
 
 func (s *Store) createSystemTables(ctx context.Context) error {
@@ -90,7 +94,7 @@ func (s *Store) createSystemTables(ctx context.Context) error {
 				return err
 			}
 		}
-		return nil
+		return s.installFence(ctx)
 	})
 }
 
@@ -175,18 +179,34 @@ func createIndexSQL(t *schema.Table, ix schema.Index) string {
 
 // EnsureSchema creates the row tables of sch, or migrates them by adding
 // missing tables, columns and indexes (never dropping anything), in one
-// write transaction, records sch.Version, and prepares the push
-// statements. A stored version above sch.Version fails with
-// storage.ErrSchemaNewer. A column added to an existing table is created
-// nullable even when the schema declares it NOT NULL (SQLite cannot add a
-// NOT NULL column without a default; existing rows read NULL there).
-func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema) error {
+// write transaction (BEGIN IMMEDIATE under the write lock), records
+// sch.Version, and prepares the push statements. A stored version above
+// sch.Version fails with storage.ErrSchemaNewer. A column added to an
+// existing table is created nullable even when the schema declares it NOT
+// NULL (SQLite cannot add a NOT NULL column without a default; existing
+// rows read NULL there).
+//
+// When the stored marker is absent or below sch.Version, the same
+// transaction installs every declaration (checkpoint row and fence), so a
+// failed bump leaves neither marker nor rows behind. Declarations are
+// validated before anything is written. Afterwards (the schema being
+// current and memoized as the running version) a checkpoint at
+// sch.Version that is neither activated nor in decls makes it fail with
+// storage.ErrCheckpointIncomplete. There is no memoized fast path: every
+// call checks the checkpoints.
+func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema, decls ...storage.CheckpointDeclaration) error {
+	for _, d := range decls {
+		if err := validDecl(d); err != nil {
+			return fmt.Errorf("sqlite: ensure schema v%d: %w", sch.Version, err)
+		}
+	}
 	if err := s.lock(ctx); err != nil {
 		return fmt.Errorf("sqlite: ensure schema: %w", err)
 	}
 	defer s.unlock()
 	err := s.inWriteTx(ctx, "ensure schema", func(ctx context.Context) error {
 		var stored string
+		bump := true
 		err := s.conn.QueryRowContext(ctx, `SELECT value FROM sync_meta WHERE key = 'schema_version'`).Scan(&stored)
 		if err == nil {
 			v, perr := strconv.ParseInt(stored, 10, 32)
@@ -196,6 +216,7 @@ func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema) error {
 			if v > int64(sch.Version) {
 				return fmt.Errorf("stored v%d, running v%d: %w", v, sch.Version, storage.ErrSchemaNewer)
 			}
+			bump = v < int64(sch.Version)
 		} else if !isNoRows(err) {
 			return fmt.Errorf("read schema version: %w", err)
 		}
@@ -204,9 +225,23 @@ func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema) error {
 				return fmt.Errorf("table %s: %w", t.Name, err)
 			}
 		}
-		_, err = s.conn.ExecContext(ctx, `INSERT INTO sync_meta(key, value) VALUES('schema_version', ?)
-			ON CONFLICT(key) DO UPDATE SET value = excluded.value`, strconv.Itoa(int(sch.Version)))
-		return err
+		if !bump {
+			return nil
+		}
+		if _, err = s.conn.ExecContext(ctx, `INSERT INTO sync_meta(key, value) VALUES('schema_version', ?)
+			ON CONFLICT(key) DO UPDATE SET value = excluded.value`, strconv.Itoa(int(sch.Version))); err != nil {
+			return err
+		}
+		now := time.Now().UnixMilli()
+		for _, d := range decls {
+			if err := declareIn(ctx, s.conn, d, now); err != nil {
+				return fmt.Errorf("install checkpoint %s/%s: %w", d.Partition, d.Name, err)
+			}
+		}
+		if len(decls) > 0 {
+			s.log.Info("sqlite: installed checkpoint declarations with schema bump", zap.Int32("version", sch.Version), zap.Int("declarations", len(decls)))
+		}
+		return nil
 	})
 	if err != nil {
 		return err
@@ -228,7 +263,7 @@ func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema) error {
 	closeStmts(s.stmts, s.tables)
 	s.sch, s.tables, s.stmts = sch, tables, sys
 	s.mu.Unlock()
-	return nil
+	return s.checkIncomplete(ctx, sch.Version, decls)
 }
 
 func (s *Store) migrateTable(ctx context.Context, t *schema.Table) error {

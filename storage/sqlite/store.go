@@ -14,6 +14,35 @@
 // (ReadPartition, LookupIdempotency, ScanChanges, ScanRows, GetClient) run
 // on a separate pool of read-only connections and see the last committed
 // state.
+//
+// Writer fence and checkpoints: see checkpoint.go. System tables use
+// partition_id like the rest of this backend's tables. ActivateCheckpoint
+// and PruneThrough run under the process write lock and BEGIN IMMEDIATE
+// (the lock pushes hold); ReadServeGate reads in one read transaction (one
+// WAL snapshot); PushTx.ReadServeGate reads on the writer connection
+// inside the push.
+//
+// Backfill checkpoints (RFC 0007), readings chosen where the notes leave
+// questions open (the safe answer each time):
+//   - EnsureSchema has no memoized fast path: every call, including a
+//     same-version restart, re-checks for checkpoints at the running
+//     version that are neither activated nor declared by the caller
+//     (storage.ErrCheckpointIncomplete, after the schema is made current).
+//     The check, like the serve gate's pending list, is database-wide.
+//   - Declarations are validated (non-empty partition and name, schema
+//     version >= 1) before anything is written, on every EnsureSchema call,
+//     so an invalid one fails a bump without touching marker or rows.
+//   - A stored marker above the running version is storage.ErrSchemaNewer
+//     (a sentinel the engine can map to sync.schema_not_ready, not a plain
+//     error).
+//   - AdvanceCheckpoint has no state check (as the contract says) and,
+//     having no clock argument, stamps updated_at_ms from the wall clock.
+//     ClaimCheckpoint overwrites schema_version; a claim above the fence
+//     makes activation fail with storage.ErrCheckpointFenceMissing.
+//   - After Unverifiable the runner re-activates with a watermark at or
+//     above the partition's horizon (the stored history is gone).
+//   - Checkpoint calls, ReadServeGate and PruneThrough need EnsureSchema
+//     first, like every other call.
 package sqlite
 
 import (

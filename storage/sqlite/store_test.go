@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/synclane/synclane/storage"
@@ -19,5 +20,27 @@ func openTemp(t testing.TB) *sqlite.Store {
 }
 
 func TestContract(t *testing.T) {
-	storagetest.Run(t, func(t *testing.T) storage.Store { return openTemp(t) })
+	var mu sync.Mutex
+	paths := map[storage.Store]string{}
+	storagetest.RunShared(t, func(t *testing.T) storage.Store {
+		path := filepath.Join(t.TempDir(), "sync.db")
+		s, err := sqlite.Open(t.Context(), path, sqlite.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		paths[s] = path
+		mu.Unlock()
+		return s
+	}, func(t *testing.T, s storage.Store) storage.Store {
+		mu.Lock()
+		path := paths[s]
+		mu.Unlock()
+		h, err := sqlite.Open(t.Context(), path, sqlite.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = h.Close() })
+		return h
+	})
 }

@@ -17,6 +17,9 @@ type pushTx struct {
 	sys    *sysStmts
 	tables map[string]*tableStmts
 	info   storage.PartitionInfo
+	// running is the store's running schema version at BeginPush, written
+	// as every appended commit's writer_version.
+	running int32
 	// startMax is MaxCommitSeq when the transaction began; Commit writes
 	// info.MaxCommitSeq back when it moved.
 	startMax int64
@@ -34,7 +37,7 @@ type pushTx struct {
 // ctx ends), begins an IMMEDIATE transaction and reads (creating if
 // needed) the partition under it. A creation is undone by Rollback.
 func (s *Store) BeginPush(ctx context.Context, partition string) (storage.PushTx, error) {
-	_, tables, sys, err := s.current()
+	sch, tables, sys, err := s.current()
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: begin push on %q: %w", partition, err)
 	}
@@ -51,7 +54,7 @@ func (s *Store) BeginPush(ctx context.Context, partition string) (storage.PushTx
 		s.unlock()
 		return nil, fmt.Errorf("sqlite: begin push on %q: %w", partition, err)
 	}
-	return &pushTx{s: s, sys: sys, tables: tables, info: info, startMax: info.MaxCommitSeq, keys: map[string]struct{}{}}, nil
+	return &pushTx{s: s, sys: sys, tables: tables, info: info, running: sch.Version, startMax: info.MaxCommitSeq, keys: map[string]struct{}{}}, nil
 }
 
 // check fails once the transaction finished or ctx ended. Statements then
@@ -236,8 +239,8 @@ func (tx *pushTx) AppendCommit(ctx context.Context, c storage.CommitRecord) erro
 	if c.Seq != tx.info.MaxCommitSeq+1 {
 		return fmt.Errorf("sqlite: append commit seq %d to max %d: %w", c.Seq, tx.info.MaxCommitSeq, storage.ErrConflictingSeq)
 	}
-	if _, err := tx.sys.insCommit.ExecContext(ctx, p, c.Seq, c.CreatedAtMs, c.ActorID, c.ClientID, c.ClientCommitID); err != nil {
-		return fmt.Errorf("sqlite: append commit %d: %w", c.Seq, err)
+	if _, err := tx.sys.insCommit.ExecContext(ctx, p, c.Seq, c.CreatedAtMs, c.ActorID, c.ClientID, c.ClientCommitID, tx.running); err != nil {
+		return classifyAppend(err, c.Seq)
 	}
 	clear(tx.keys)
 	for i, ch := range c.Changes {

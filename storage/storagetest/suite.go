@@ -21,6 +21,11 @@
 //     decimal strings; a value that is not the canonical decimal form of an
 //     int64 matches nothing (and is no error).
 //   - A commit may have zero changes; ScanChanges never returns it.
+//   - Checkpoint operations and ReadServeGate, like every other call, need
+//     EnsureSchema first. Checkpoint states, watermarks and epochs are
+//     compared exactly; UpdatedAtMs is not (AdvanceCheckpoint takes no
+//     clock argument and stamps the wall clock).
+//   - PruneThrough of a never-created partition is a no-op.
 //   - Truncated is true when the scan stopped on the limit and more matching
 //     commits exist up to UpToSeq, false when the last returned commit is
 //     UpToSeq or the range was exhausted below the limit. (When the limit is
@@ -144,7 +149,26 @@ func MustParse(src string) *schema.Schema {
 // on which EnsureSchema has not run; each subtest opens its own store and
 // closes it once when the subtest ends (open may register t.Cleanup for
 // further teardown, which runs after that Close).
+//
+// Run skips the cases that need two handles on one database; backends
+// that can open one call RunShared instead.
 func Run(t *testing.T, open func(t *testing.T) storage.Store) {
+	t.Helper()
+	run(t, open, nil)
+}
+
+// RunShared runs the whole suite like Run plus the cases that need two
+// handles on one database (two processes running different schema
+// versions: the writer fence, the serve gate seen by an old process).
+// share must return a second handle on the database of s, on which
+// EnsureSchema has not run, with its own running schema version; the
+// suite does not close it (share registers t.Cleanup for that).
+func RunShared(t *testing.T, open func(t *testing.T) storage.Store, share func(t *testing.T, s storage.Store) storage.Store) {
+	t.Helper()
+	run(t, open, share)
+}
+
+func run(t *testing.T, open func(t *testing.T) storage.Store, share func(t *testing.T, s storage.Store) storage.Store) {
 	t.Helper()
 	groups := []struct {
 		name  string
@@ -160,13 +184,21 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 		{"ScanRows", scanRowsTests},
 		{"Clients", clientTests},
 		{"Concurrency", concurrencyTests},
+		{"Checkpoint", checkpointTests},
+		{"SharedCheckpoint", sharedCheckpointTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
 			for _, tc := range g.tests {
 				t.Run(tc.name, func(t *testing.T) {
+					if tc.shared && share == nil {
+						t.Skip("needs two handles on one database (storagetest.RunShared)")
+					}
 					s := open(t)
 					e := &env{t: t, s: s, ctx: t.Context()}
+					if share != nil {
+						e.share = func() storage.Store { return share(t, s) }
+					}
 					if !tc.raw {
 						e.ensure(MustParse(SchemaV1))
 					}
@@ -184,9 +216,10 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 
 // test is one contract case. raw cases get a store without EnsureSchema.
 type test struct {
-	name string
-	raw  bool
-	fn   func(e *env)
+	name   string
+	raw    bool
+	shared bool // needs env.share (RunShared)
+	fn     func(e *env)
 }
 
 // env bundles a store under test with the schema it was ensured with.
@@ -197,6 +230,12 @@ type env struct {
 	sch   *schema.Schema
 	items *schema.Table
 	notes *schema.Table
+	// share opens a second, not yet ensured handle on the same database
+	// (nil under Run).
+	share func() storage.Store
+	// schemas records the schema each handle was last ensured with by the
+	// checkpoint cases (ensureWith); handles absent from it run e.sch.
+	schemas map[storage.Store]*schema.Schema
 }
 
 func (e *env) ensure(s *schema.Schema) {

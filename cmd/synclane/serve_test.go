@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/engine/ssp2"
+	"github.com/synclane/synclane/engine/syncerr"
+	"github.com/synclane/synclane/storage/postgres/pgtest"
+	"github.com/synclane/synclane/transport/httpsync"
+)
+
+var todoCodec = ssp2.NewRowCodec(schema.MustDemo().Table("todos").Columns)
+
+func pushTodo(t *testing.T, base, actor, id string) (*ssp2.PushResult, error) {
+	t.Helper()
+	row, err := todoCodec.Append(nil, ssp2.Row{id, "L", "title " + id, false, int64(1), int64(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &httpsync.Client{URL: base + "/sync", ClientID: "client-" + actor, Header: http.Header{"X-Actor": {actor}}}
+	rs, err := c.Push(context.Background(), &ssp2.PushCommit{ClientCommitID: id,
+		Operations: []ssp2.Operation{{Table: "todos", RowID: id, Op: ssp2.OpUpsert, Payload: row}}})
+	if err != nil {
+		return nil, err
+	}
+	return rs[0], nil
+}
+
+func pullTodos(t *testing.T, base, actor string) (map[string]httpsync.ReplicaRow, error) {
+	t.Helper()
+	c := &httpsync.Client{URL: base + "/sync", ClientID: "reader-" + actor, Header: http.Header{"X-Actor": {actor}}}
+	r := httpsync.NewReplica(c, schema.MustDemo())
+	r.Subscribe("todos", "todos", map[string][]string{"list_id": {"L"}})
+	if err := r.SyncUntilIdle(context.Background(), 10); err != nil {
+		return nil, err
+	}
+	return r.Rows["todos"], nil
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+func TestServeDefaultsDrainAndRestart(t *testing.T) {
+	data := t.TempDir()
+	base, stop := startServeStoppable(t, "--data", data)
+	if pr, err := pushTodo(t, base, "ada", "t1"); err != nil || pr.Status != ssp2.CommitApplied {
+		t.Fatalf("push: %+v %v", pr, err)
+	}
+	if code, body := get(t, base+"/readyz"); code != 200 {
+		t.Fatalf("/readyz = %d %s", code, body)
+	}
+	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "synclane_commits_applied_total 1") {
+		t.Fatalf("/metrics = %d\n%s", code, body)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("serve exited %d on shutdown", code)
+	}
+	if _, err := os.Stat(filepath.Join(data, "synclane.db")); err != nil {
+		t.Fatalf("no SQLite database in the data dir: %v", err)
+	}
+	base = startServe(t, "--data", data)
+	rows, err := pullTodos(t, base, "bob")
+	if err != nil || len(rows) != 1 || rows["t1"].Values[2] != "title t1" {
+		t.Fatalf("after restart: %v %v", rows, err)
+	}
+}
+
+func TestServeRejectsBadSchemaAndFlags(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "schema.json")
+	os.WriteFile(bad, []byte(`{"version":1,"tables":[{"name":"t","columns":[{"name":"id","type":"uuid"}],"primaryKey":"id","scopes":["x:{id}"]}]}`), 0o600)
+	code, _, stderr := runCmd(t, "serve", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--schema", bad)
+	if code != 1 || !strings.Contains(stderr, `unknown type \"uuid\"`) || !strings.Contains(stderr, "schema_compile") {
+		t.Fatalf("bad schema: exit %d, stderr %s", code, stderr)
+	}
+	if code, _, _ := runCmd(t, "serve", "--no-such-flag"); code != 2 {
+		t.Fatalf("unknown flag: exit %d", code)
+	}
+	if code, _, _ := runCmd(t, "frobnicate"); code != 2 {
+		t.Fatalf("unknown command: exit %d", code)
+	}
+}
+
+// storeFlags returns flags for one shared database: a SQLite data dir, or
+// a PostgreSQL schema.
+func sharedStores(t *testing.T) map[string][]string {
+	out := map[string][]string{"sqlite": {"--data", t.TempDir()}}
+	if os.Getenv("SYNCLANE_TEST_POSTGRES") != "" || os.Getenv("SYNCLANE_REQUIRE_POSTGRES") == "1" {
+		u := pgtest.URL(t)
+		name := pgtest.NewSchema(t)
+		sep := "?"
+		if strings.Contains(u, "?") {
+			sep = "&"
+		}
+		out["postgres"] = []string{"--postgres", u + sep + "search_path=" + name}
+	}
+	return out
+}
+
+func notReady(t *testing.T, err error) map[string]any {
+	t.Helper()
+	var e *syncerr.Error
+	if err == nil || syncerr.CodeOf(err) != syncerr.SchemaNotReady {
+		t.Fatalf("got %v, want 503 sync.schema_not_ready", err)
+	}
+	e = syncerr.As(err)
+	if !strings.Contains(fmt.Sprint(e.Err), "503") {
+		t.Fatalf("not an HTTP 503: %v", e.Err)
+	}
+	var d map[string]any
+	if err := json.Unmarshal(e.Details, &d); err != nil {
+		t.Fatalf("details %q: %v", e.Details, err)
+	}
+	return d
+}
+
+func TestServeTwoProcessesCheckpointGate(t *testing.T) {
+	for name, store := range sharedStores(t) {
+		t.Run(name, func(t *testing.T) {
+			a := startServe(t, append([]string{"--checkpoint", "default/todo_search"}, store...)...)
+			b := startServe(t, store...)
+			if pr, err := pushTodo(t, a, "ada", "t1"); err != nil || pr.Status != ssp2.CommitApplied {
+				t.Fatalf("declaring process push: %+v %v", pr, err)
+			}
+			_, err := pushTodo(t, b, "bob", "t2")
+			if d := notReady(t, err); d["partition"] != "default" || d["projection"] != "todo_search" {
+				t.Fatalf("refusal details %v", d)
+			}
+			if code, _ := get(t, b+"/readyz"); code != 503 {
+				t.Fatalf("/readyz of the gated process = %d, want 503", code)
+			}
+			code, out, _ := runCmd(t, append([]string{"checkpoint", "list"}, store...)...)
+			if code != 0 || !strings.Contains(out, "todo_search") || !strings.Contains(out, "declared") {
+				t.Fatalf("checkpoint list: %d\n%s", code, out)
+			}
+			// A source write above the stored watermark makes activation stale.
+			code, out, errOut := runCmd(t, append([]string{"checkpoint", "activate", "--sources", "todos", "default/todo_search"}, store...)...)
+			if code != 1 || !strings.Contains(out, "stale") {
+				t.Fatalf("stale activation: exit %d\n%s\n%s", code, out, errOut)
+			}
+			code, out, _ = runCmd(t, append([]string{"checkpoint", "activate", "--sources", "todos", "--watermark", "1", "default/todo_search"}, store...)...)
+			if code != 0 || !strings.Contains(out, "activated") {
+				t.Fatalf("activation: exit %d\n%s", code, out)
+			}
+			if pr, err := pushTodo(t, b, "bob", "t2"); err != nil || pr.Status != ssp2.CommitApplied {
+				t.Fatalf("after activation the other process serves: %+v %v", pr, err)
+			}
+			for _, base := range []string{a, b} {
+				if rows, err := pullTodos(t, base, "carol"); err != nil || len(rows) != 2 {
+					t.Fatalf("pull from %s: %d rows, %v", base, len(rows), err)
+				}
+			}
+		})
+	}
+}
+
+func TestServeSchemaBumpStopsOldProcess(t *testing.T) {
+	v2 := filepath.Join(t.TempDir(), "v2.json")
+	src := strings.Replace(schema.Demo, `"version": 1`, `"version": 2`, 1)
+	src = strings.Replace(src, `{"name": "updated_at_ms", "type": "integer", "nullable": false}`,
+		`{"name": "updated_at_ms", "type": "integer", "nullable": false},
+        {"name": "note", "type": "string", "nullable": true}`, 1)
+	if err := os.WriteFile(v2, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, store := range sharedStores(t) {
+		t.Run(name, func(t *testing.T) {
+			old := startServe(t, store...)
+			if pr, err := pushTodo(t, old, "ada", "t1"); err != nil || pr.Status != ssp2.CommitApplied {
+				t.Fatalf("v1 push: %+v %v", pr, err)
+			}
+			startServe(t, append([]string{"--schema", v2}, store...)...) // migrates to v2
+			_, err := pushTodo(t, old, "ada", "t2")
+			if d := notReady(t, err); d["storedSchemaVersion"] != float64(2) || d["runningSchemaVersion"] != float64(1) {
+				t.Fatalf("refusal details %v", d)
+			}
+			code, out, _ := runCmd(t, append([]string{"checkpoint", "list", "--schema", v2}, store...)...)
+			if code != 0 {
+				t.Fatalf("checkpoint list: %d %s", code, out)
+			}
+		})
+	}
+}

@@ -1,0 +1,428 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/synclane/synclane/storage"
+)
+
+// Backfill checkpoints and the writer fence (RFC 0007).
+//
+// sync_backfill_checkpoints holds one row per (partition_id, name);
+// sync_writer_fence the partition's required writer version. Every commit
+// append writes the store's running schema version into
+// sync_commits.writer_version, and the BEFORE INSERT trigger
+// sync_commits_writer_fence aborts (RAISE(ABORT), extended result code
+// SQLITE_CONSTRAINT_TRIGGER) an append whose writer_version is NULL or
+// below the partition's fence. The error is classified from that code,
+// never from its text, as storage.ErrWriterFenced. Writers that predate
+// the column (NULL) are rejected once a fence exists, without their
+// cooperation.
+
+const checkpointDDL = `CREATE TABLE IF NOT EXISTS sync_backfill_checkpoints (
+	partition_id TEXT NOT NULL,
+	name TEXT NOT NULL,
+	schema_version INTEGER NOT NULL,
+	state TEXT NOT NULL CHECK (state IN ('declared', 'backfilling', 'activated')),
+	watermark INTEGER NOT NULL DEFAULT 0,
+	owner_epoch INTEGER NOT NULL DEFAULT 0,
+	observed_rows INTEGER NOT NULL DEFAULT 0,
+	updated_at_ms INTEGER NOT NULL,
+	PRIMARY KEY (partition_id, name)
+) WITHOUT ROWID`
+
+const fenceDDL = `CREATE TABLE IF NOT EXISTS sync_writer_fence (
+	partition_id TEXT PRIMARY KEY,
+	required_writer_version INTEGER NOT NULL
+) WITHOUT ROWID`
+
+const fenceTriggerDDL = `CREATE TRIGGER IF NOT EXISTS sync_commits_writer_fence
+BEFORE INSERT ON sync_commits
+WHEN EXISTS (SELECT 1 FROM sync_writer_fence f WHERE f.partition_id = NEW.partition_id
+	AND (NEW.writer_version IS NULL OR NEW.writer_version < f.required_writer_version))
+BEGIN
+	SELECT RAISE(ABORT, 'sync.storage.writer_fence_rejected');
+END`
+
+// installFence adds sync_commits.writer_version to a database created
+// before it existed and creates the fence trigger; inside the open
+// transaction on the writer connection.
+func (s *Store) installFence(ctx context.Context) error {
+	var n int
+	if err := s.conn.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('sync_commits') WHERE name = 'writer_version'`).Scan(&n); err != nil {
+		return fmt.Errorf("read sync_commits columns: %w", err)
+	}
+	if n == 0 {
+		if _, err := s.conn.ExecContext(ctx, `ALTER TABLE sync_commits ADD COLUMN writer_version INTEGER`); err != nil {
+			return fmt.Errorf("add sync_commits.writer_version: %w", err)
+		}
+	}
+	if _, err := s.conn.ExecContext(ctx, fenceTriggerDDL); err != nil {
+		return fmt.Errorf("create writer fence trigger: %w", err)
+	}
+	return nil
+}
+
+// classifyAppend maps the fence trigger's abort (by its extended result
+// code) to storage.ErrWriterFenced. Only sync_commits carries a trigger,
+// so the code identifies it.
+func classifyAppend(err error, seq int64) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_TRIGGER {
+		return fmt.Errorf("sqlite: append commit %d: %w: %w", seq, storage.ErrWriterFenced, err)
+	}
+	return fmt.Errorf("sqlite: append commit %d: %w", seq, err)
+}
+
+// validDecl rejects declarations no backend could store.
+func validDecl(d storage.CheckpointDeclaration) error {
+	if d.Partition == "" || d.Name == "" {
+		return fmt.Errorf("invalid checkpoint declaration %q/%q: empty partition or name", d.Partition, d.Name)
+	}
+	if d.SchemaVersion < 1 {
+		return fmt.Errorf("invalid checkpoint declaration %s/%s: schema version %d < 1", d.Partition, d.Name, d.SchemaVersion)
+	}
+	return nil
+}
+
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+const cpCols = `partition_id, name, schema_version, state, watermark, owner_epoch, observed_rows, updated_at_ms`
+
+func scanCheckpoint(r rowScanner) (storage.Checkpoint, error) {
+	var c storage.Checkpoint
+	var state string
+	err := r.Scan(&c.Partition, &c.Name, &c.SchemaVersion, &state, &c.Watermark, &c.OwnerEpoch, &c.ObservedRows, &c.UpdatedAtMs)
+	c.State = storage.CheckpointState(state)
+	return c, err
+}
+
+// declareIn inserts the checkpoint if absent and raises the fence, inside
+// the caller's write transaction.
+func declareIn(ctx context.Context, q execer, d storage.CheckpointDeclaration, nowMs int64) error {
+	if _, err := q.ExecContext(ctx, `INSERT INTO sync_backfill_checkpoints(partition_id, name, schema_version, state, updated_at_ms)
+		VALUES(?, ?, ?, 'declared', ?) ON CONFLICT(partition_id, name) DO NOTHING`, d.Partition, d.Name, d.SchemaVersion, nowMs); err != nil {
+		return err
+	}
+	_, err := q.ExecContext(ctx, `INSERT INTO sync_writer_fence(partition_id, required_writer_version) VALUES(?, ?)
+		ON CONFLICT(partition_id) DO UPDATE SET required_writer_version = max(required_writer_version, excluded.required_writer_version)`,
+		d.Partition, d.SchemaVersion)
+	return err
+}
+
+// DeclareCheckpoint inserts the checkpoint (if absent) and raises the
+// fence in one write transaction, then returns the stored row.
+func (s *Store) DeclareCheckpoint(ctx context.Context, d storage.CheckpointDeclaration, nowMs int64) (storage.Checkpoint, error) {
+	if _, _, _, err := s.current(); err != nil {
+		return storage.Checkpoint{}, fmt.Errorf("sqlite: declare checkpoint: %w", err)
+	}
+	if err := validDecl(d); err != nil {
+		return storage.Checkpoint{}, fmt.Errorf("sqlite: declare checkpoint: %w", err)
+	}
+	if err := s.lock(ctx); err != nil {
+		return storage.Checkpoint{}, fmt.Errorf("sqlite: declare checkpoint: %w", err)
+	}
+	defer s.unlock()
+	var c storage.Checkpoint
+	err := s.inWriteTx(ctx, "declare checkpoint "+d.Partition+"/"+d.Name, func(ctx context.Context) error {
+		if err := declareIn(ctx, s.conn, d, nowMs); err != nil {
+			return err
+		}
+		var err error
+		c, err = scanCheckpoint(s.conn.QueryRowContext(ctx, `SELECT `+cpCols+` FROM sync_backfill_checkpoints WHERE partition_id = ? AND name = ?`, d.Partition, d.Name))
+		if isNoRows(err) {
+			return storage.ErrCheckpointNotDeclared
+		}
+		return err
+	})
+	return c, err
+}
+
+// ClaimCheckpoint is one UPDATE … RETURNING under the write lock.
+func (s *Store) ClaimCheckpoint(ctx context.Context, d storage.CheckpointDeclaration, nowMs int64) (storage.Checkpoint, error) {
+	if _, _, _, err := s.current(); err != nil {
+		return storage.Checkpoint{}, fmt.Errorf("sqlite: claim checkpoint: %w", err)
+	}
+	if err := s.lock(ctx); err != nil {
+		return storage.Checkpoint{}, fmt.Errorf("sqlite: claim checkpoint: %w", err)
+	}
+	defer s.unlock()
+	var c storage.Checkpoint
+	err := s.inWriteTx(ctx, "claim checkpoint "+d.Partition+"/"+d.Name, func(ctx context.Context) error {
+		var err error
+		c, err = scanCheckpoint(s.conn.QueryRowContext(ctx, `UPDATE sync_backfill_checkpoints
+			SET owner_epoch = owner_epoch + 1,
+				state = CASE WHEN state = 'declared' THEN 'backfilling' ELSE state END,
+				schema_version = ?, updated_at_ms = ?
+			WHERE partition_id = ? AND name = ? AND state <> 'activated'
+			RETURNING `+cpCols, d.SchemaVersion, nowMs, d.Partition, d.Name))
+		if isNoRows(err) {
+			return storage.ErrCheckpointNotDeclared
+		}
+		return err
+	})
+	return c, err
+}
+
+// ActivateCheckpoint decides under the process write lock and BEGIN
+// IMMEDIATE (the lock every push holds), so no commit lands between the
+// coverage check and the update.
+func (s *Store) ActivateCheckpoint(ctx context.Context, partition, name string, epoch, watermark int64, sources []string, nowMs int64) (storage.ActivationOutcome, error) {
+	if _, _, _, err := s.current(); err != nil {
+		return "", fmt.Errorf("sqlite: activate checkpoint: %w", err)
+	}
+	if err := s.lock(ctx); err != nil {
+		return "", fmt.Errorf("sqlite: activate checkpoint: %w", err)
+	}
+	defer s.unlock()
+	var out storage.ActivationOutcome
+	err := s.inWriteTx(ctx, "activate checkpoint "+partition+"/"+name, func(ctx context.Context) error {
+		var err error
+		out, err = activateIn(ctx, s.conn, partition, name, epoch, watermark, sources, nowMs)
+		return err
+	})
+	return out, err
+}
+
+func activateIn(ctx context.Context, q execer, partition, name string, epoch, watermark int64, sources []string, nowMs int64) (storage.ActivationOutcome, error) {
+	var ver int32
+	var fence sql.NullInt32
+	err := q.QueryRowContext(ctx, `SELECT c.schema_version, f.required_writer_version FROM sync_backfill_checkpoints c
+		LEFT JOIN sync_writer_fence f ON f.partition_id = c.partition_id
+		WHERE c.partition_id = ? AND c.name = ?`, partition, name).Scan(&ver, &fence)
+	if isNoRows(err) || (err == nil && (!fence.Valid || fence.Int32 < ver)) {
+		return "", storage.ErrCheckpointFenceMissing
+	}
+	if err != nil {
+		return "", err
+	}
+	if len(sources) > 0 {
+		var horizon int64
+		if err := q.QueryRowContext(ctx, `SELECT horizon_seq FROM sync_partitions WHERE partition_id = ?`, partition).Scan(&horizon); err != nil && !isNoRows(err) {
+			return "", fmt.Errorf("read horizon: %w", err)
+		}
+		changed, err := changesAbove(ctx, q, partition, sources, watermark)
+		if err != nil {
+			return "", err
+		}
+		if changed {
+			return storage.Stale, nil
+		}
+		if horizon > watermark {
+			return storage.Unverifiable, nil
+		}
+	}
+	res, err := q.ExecContext(ctx, `UPDATE sync_backfill_checkpoints SET state = 'activated', watermark = ?, updated_at_ms = ?
+		WHERE partition_id = ? AND name = ? AND owner_epoch = ? AND state <> 'activated'`, watermark, nowMs, partition, name, epoch)
+	if err != nil {
+		return "", err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return "", err
+	} else if n == 1 {
+		return storage.Activated, nil
+	}
+	return storage.Stale, nil
+}
+
+// changesAbove reports whether the partition has a change of a table in
+// sources with commit_seq > seq (a range scan of the changes' primary key).
+func changesAbove(ctx context.Context, q execer, partition string, sources []string, seq int64) (bool, error) {
+	args := []any{partition, seq}
+	for _, t := range sources {
+		args = append(args, t)
+	}
+	var found int
+	err := q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sync_changes WHERE partition_id = ? AND commit_seq > ?
+		AND table_name IN (?`+strings.Repeat(", ?", len(sources)-1)+`))`, args...).Scan(&found)
+	if err != nil {
+		return false, fmt.Errorf("check source changes: %w", err)
+	}
+	return found != 0, nil
+}
+
+// ReadCheckpoints reads every checkpoint from a read connection.
+func (s *Store) ReadCheckpoints(ctx context.Context) ([]storage.Checkpoint, error) {
+	if _, _, _, err := s.current(); err != nil {
+		return nil, fmt.Errorf("sqlite: read checkpoints: %w", err)
+	}
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+cpCols+` FROM sync_backfill_checkpoints ORDER BY partition_id, name`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: read checkpoints: %w", err)
+	}
+	defer rows.Close()
+	var out []storage.Checkpoint
+	for rows.Next() {
+		c, err := scanCheckpoint(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: read checkpoints: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: read checkpoints: %w", err)
+	}
+	return out, nil
+}
+
+// ReadServeGate reads marker, epoch and pending checkpoints in one read
+// transaction (one WAL snapshot) on a read connection.
+func (s *Store) ReadServeGate(ctx context.Context, partition string, running int32) (storage.ServeGate, error) {
+	if _, _, _, err := s.current(); err != nil {
+		return storage.ServeGate{}, fmt.Errorf("sqlite: read serve gate: %w", err)
+	}
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return storage.ServeGate{}, fmt.Errorf("sqlite: read serve gate: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	g, err := readGate(ctx, tx, partition, running)
+	if err != nil {
+		return g, fmt.Errorf("sqlite: read serve gate: %w", err)
+	}
+	return g, nil
+}
+
+func readGate(ctx context.Context, q execer, partition string, running int32) (storage.ServeGate, error) {
+	var g storage.ServeGate
+	var marker string
+	err := q.QueryRowContext(ctx, `SELECT value FROM sync_meta WHERE key = 'schema_version'`).Scan(&marker)
+	switch {
+	case isNoRows(err):
+	case err != nil:
+		return g, err
+	default:
+		var v int32
+		if _, err := fmt.Sscanf(marker, "%d", &v); err != nil {
+			return g, fmt.Errorf("stored schema version %q: %w", marker, err)
+		}
+		g.StoredSchemaVersion = v
+	}
+	if err := q.QueryRowContext(ctx, `SELECT log_epoch FROM sync_partitions WHERE partition_id = ?`, partition).Scan(&g.LogEpoch); err != nil && !isNoRows(err) {
+		return g, err
+	}
+	rows, err := q.QueryContext(ctx, `SELECT partition_id, name FROM sync_backfill_checkpoints
+		WHERE schema_version = ? AND state <> 'activated' ORDER BY partition_id, name`, running)
+	if err != nil {
+		return g, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r storage.CheckpointRef
+		if err := rows.Scan(&r.Partition, &r.Name); err != nil {
+			return g, err
+		}
+		g.Pending = append(g.Pending, r)
+	}
+	return g, rows.Err()
+}
+
+// checkIncomplete fails with storage.ErrCheckpointIncomplete when a
+// checkpoint at version is neither activated nor in decls.
+func (s *Store) checkIncomplete(ctx context.Context, version int32, decls []storage.CheckpointDeclaration) error {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT partition_id, name FROM sync_backfill_checkpoints
+		WHERE schema_version = ? AND state <> 'activated' ORDER BY partition_id, name`, version)
+	if err != nil {
+		return fmt.Errorf("sqlite: ensure schema: read checkpoints: %w", err)
+	}
+	defer rows.Close()
+	var missing []string
+	for rows.Next() {
+		var p, n string
+		if err := rows.Scan(&p, &n); err != nil {
+			return fmt.Errorf("sqlite: ensure schema: read checkpoints: %w", err)
+		}
+		if !slices.ContainsFunc(decls, func(d storage.CheckpointDeclaration) bool { return d.Partition == p && d.Name == n }) {
+			missing = append(missing, p+"/"+n)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sqlite: ensure schema: read checkpoints: %w", err)
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("sqlite: ensure schema v%d: undeclared checkpoints %s: %w", version, strings.Join(missing, ", "), storage.ErrCheckpointIncomplete)
+	}
+	return nil
+}
+
+// PruneThrough deletes commits, changes and scope index entries with seq
+// <= min(seq, max commit seq) and raises the horizon, under the write lock.
+func (s *Store) PruneThrough(ctx context.Context, partition string, seq int64) error {
+	if _, _, _, err := s.current(); err != nil {
+		return fmt.Errorf("sqlite: prune: %w", err)
+	}
+	if err := s.lock(ctx); err != nil {
+		return fmt.Errorf("sqlite: prune %q: %w", partition, err)
+	}
+	defer s.unlock()
+	return s.inWriteTx(ctx, "prune "+partition, func(ctx context.Context) error {
+		var maxSeq, horizon int64
+		err := s.conn.QueryRowContext(ctx, `SELECT max_commit_seq, horizon_seq FROM sync_partitions WHERE partition_id = ?`, partition).Scan(&maxSeq, &horizon)
+		if isNoRows(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		seq = min(seq, maxSeq)
+		if seq <= horizon {
+			return nil
+		}
+		for _, q := range []string{
+			`DELETE FROM sync_change_scopes WHERE partition_id = ? AND commit_seq <= ?`,
+			`DELETE FROM sync_changes WHERE partition_id = ? AND commit_seq <= ?`,
+			`DELETE FROM sync_commits WHERE partition_id = ? AND seq <= ?`,
+			`UPDATE sync_partitions SET horizon_seq = ?2 WHERE partition_id = ?1`,
+		} {
+			if _, err := s.conn.ExecContext(ctx, q, partition, seq); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// AdvanceCheckpoint compares-and-sets on owner_epoch inside the push
+// transaction.
+func (tx *pushTx) AdvanceCheckpoint(ctx context.Context, name string, epoch, watermark, observedRows int64) (bool, error) {
+	ctx, err := tx.check(ctx, "advance checkpoint")
+	if err != nil {
+		return false, err
+	}
+	res, err := tx.s.conn.ExecContext(ctx, `UPDATE sync_backfill_checkpoints SET watermark = ?, observed_rows = ?, updated_at_ms = ?
+		WHERE partition_id = ? AND name = ? AND owner_epoch = ?`, watermark, observedRows, time.Now().UnixMilli(), tx.info.Partition, name, epoch)
+	if err != nil {
+		return false, fmt.Errorf("sqlite: advance checkpoint %s: %w", name, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("sqlite: advance checkpoint %s: %w", name, err)
+	}
+	return n == 1, nil
+}
+
+// ReadServeGate reads the gate on the transaction's connection.
+func (tx *pushTx) ReadServeGate(ctx context.Context, running int32) (storage.ServeGate, error) {
+	ctx, err := tx.check(ctx, "read serve gate")
+	if err != nil {
+		return storage.ServeGate{}, err
+	}
+	g, err := readGate(ctx, tx.s.conn, tx.info.Partition, running)
+	if err != nil {
+		return g, fmt.Errorf("sqlite: read serve gate: %w", err)
+	}
+	return g, nil
+}
