@@ -239,7 +239,9 @@ func TestPullModeAndToken(t *testing.T) {
 }
 
 func TestServeGate(t *testing.T) {
-	p := func(part, name string) storage.CheckpointRef { return storage.CheckpointRef{Partition: part, Name: name} }
+	p := func(part, name string) storage.CheckpointRef {
+		return storage.CheckpointRef{Partition: part, Name: name}
+	}
 	decl := []storage.CheckpointDeclaration{{Partition: "a", Name: "proj", SchemaVersion: 2}}
 	cases := []struct {
 		name string
