@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // Backfill checkpoints, the writer fence and the serve gate (RFC 0007).
@@ -51,6 +52,18 @@ type CheckpointDeclaration struct {
 	Partition     string
 	Name          string
 	SchemaVersion int32
+}
+
+// Validate rejects declarations no backend could store: an empty partition
+// or name, or a schema version below 1.
+func (d CheckpointDeclaration) Validate() error {
+	if d.Partition == "" || d.Name == "" {
+		return fmt.Errorf("invalid checkpoint declaration %q/%q: empty partition or name", d.Partition, d.Name)
+	}
+	if d.SchemaVersion < 1 {
+		return fmt.Errorf("invalid checkpoint declaration %s/%s: schema version %d < 1", d.Partition, d.Name, d.SchemaVersion)
+	}
+	return nil
 }
 
 // Checkpoint is a stored checkpoint.

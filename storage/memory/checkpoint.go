@@ -36,7 +36,7 @@ func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema, decls ...s
 	}
 	if d.marker < sch.Version {
 		for _, dc := range decls {
-			if err := validDecl(dc); err != nil {
+			if err := dc.Validate(); err != nil {
 				d.mu.Unlock()
 				return fmt.Errorf("memory: ensure schema v%d: %w", sch.Version, err)
 			}
@@ -59,16 +59,6 @@ func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema, decls ...s
 	return nil
 }
 
-// validDecl rejects declarations no backend could store.
-func validDecl(d storage.CheckpointDeclaration) error {
-	if d.Partition == "" || d.Name == "" {
-		return fmt.Errorf("invalid checkpoint declaration %q/%q: empty partition or name", d.Partition, d.Name)
-	}
-	if d.SchemaVersion < 1 {
-		return fmt.Errorf("invalid checkpoint declaration %s/%s: schema version %d < 1", d.Partition, d.Name, d.SchemaVersion)
-	}
-	return nil
-}
 
 // incomplete names the checkpoints at version that are neither activated
 // nor declared in decls; d.mu must be held.
@@ -126,7 +116,7 @@ func (s *Store) DeclareCheckpoint(ctx context.Context, dc storage.CheckpointDecl
 	if err := s.open(); err != nil {
 		return storage.Checkpoint{}, err
 	}
-	if err := validDecl(dc); err != nil {
+	if err := dc.Validate(); err != nil {
 		return storage.Checkpoint{}, fmt.Errorf("memory: declare checkpoint: %w", err)
 	}
 	s.d.mu.Lock()

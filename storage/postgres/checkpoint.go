@@ -71,16 +71,6 @@ FOR EACH ROW EXECUTE FUNCTION `+s.q.fenceFunc+`()`)
 	return nil
 }
 
-// validDecl rejects declarations no backend could store.
-func validDecl(d storage.CheckpointDeclaration) error {
-	if d.Partition == "" || d.Name == "" {
-		return fmt.Errorf("invalid checkpoint declaration %q/%q: empty partition or name", d.Partition, d.Name)
-	}
-	if d.SchemaVersion < 1 {
-		return fmt.Errorf("invalid checkpoint declaration %s/%s: schema version %d < 1", d.Partition, d.Name, d.SchemaVersion)
-	}
-	return nil
-}
 
 const cpCols = `partition, name, schema_version, state, watermark, owner_epoch, observed_rows, updated_at_ms`
 
@@ -153,7 +143,7 @@ func (s *Store) DeclareCheckpoint(ctx context.Context, d storage.CheckpointDecla
 	if err := s.ready(); err != nil {
 		return storage.Checkpoint{}, err
 	}
-	if err := validDecl(d); err != nil {
+	if err := d.Validate(); err != nil {
 		return storage.Checkpoint{}, fmt.Errorf("postgres: DeclareCheckpoint: %w", err)
 	}
 	var c storage.Checkpoint

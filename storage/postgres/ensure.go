@@ -59,7 +59,7 @@ func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema, decls ...s
 		return errClosed
 	}
 	for _, d := range decls {
-		if err := validDecl(d); err != nil {
+		if err := d.Validate(); err != nil {
 			return fmt.Errorf("postgres: EnsureSchema v%d: %w", sch.Version, err)
 		}
 	}

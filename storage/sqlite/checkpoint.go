@@ -83,16 +83,6 @@ func classifyAppend(err error, seq int64) error {
 	return fmt.Errorf("sqlite: append commit %d: %w", seq, err)
 }
 
-// validDecl rejects declarations no backend could store.
-func validDecl(d storage.CheckpointDeclaration) error {
-	if d.Partition == "" || d.Name == "" {
-		return fmt.Errorf("invalid checkpoint declaration %q/%q: empty partition or name", d.Partition, d.Name)
-	}
-	if d.SchemaVersion < 1 {
-		return fmt.Errorf("invalid checkpoint declaration %s/%s: schema version %d < 1", d.Partition, d.Name, d.SchemaVersion)
-	}
-	return nil
-}
 
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
@@ -129,7 +119,7 @@ func (s *Store) DeclareCheckpoint(ctx context.Context, d storage.CheckpointDecla
 	if _, _, _, err := s.current(); err != nil {
 		return storage.Checkpoint{}, fmt.Errorf("sqlite: declare checkpoint: %w", err)
 	}
-	if err := validDecl(d); err != nil {
+	if err := d.Validate(); err != nil {
 		return storage.Checkpoint{}, fmt.Errorf("sqlite: declare checkpoint: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {

@@ -196,7 +196,7 @@ func createIndexSQL(t *schema.Table, ix schema.Index) string {
 // call checks the checkpoints.
 func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema, decls ...storage.CheckpointDeclaration) error {
 	for _, d := range decls {
-		if err := validDecl(d); err != nil {
+		if err := d.Validate(); err != nil {
 			return fmt.Errorf("sqlite: ensure schema v%d: %w", sch.Version, err)
 		}
 	}
