@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"testing"
+	"time"
+)
+
+// TestQuickSuite runs every workload with tiny sizes in-process and over
+// loopback HTTP, and checks only that each completes with sane non-zero
+// counts. No timing is asserted.
+func TestQuickSuite(t *testing.T) {
+	stores := "sqlite,memory"
+	if os.Getenv("SYNCLANE_TEST_POSTGRES") != "" {
+		stores += ",postgres"
+	}
+	args := []string{"all", "--quick", "--inproc", "--http", "--json", "--quiet", "--store", stores,
+		"--data-dir", t.TempDir(), "--duration", "300ms", "--warmup", "50ms", "--writers", "4",
+		"--partitions", "1,3", "--clients", "5", "--rows", "1500", "--page-rows", "500", "--pages", "2",
+		"--idle-partitions", "20", "--idle-timeout", "300ms", "--timeout", "90s"}
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if code := run(ctx, args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, errb.String())
+	}
+	var rep Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("bad JSON: %v\n%s", err, out.String())
+	}
+	seen := map[string]int{}
+	for _, s := range rep.Summaries {
+		seen[s.Workload]++
+		positive := map[string][]string{
+			"push":       {"commits", "commits/s"},
+			"partitions": {"commits/s", "pulls/s"},
+			"pull":       {"pulls/s", "commits/s", "deliveries"},
+			"bootstrap":  {"rows/s", "requests"},
+			"idle":       {"wake time"},
+		}[s.Workload]
+		for _, name := range positive {
+			m := s.Metric(name)
+			if m == nil || !(m.Median > 0) {
+				t.Errorf("%s / %s [%s %s]: %s = %v, want > 0", s.Workload, s.Case, s.Store, s.Mode, name, m)
+			}
+		}
+		if m := s.Metric("errors"); m != nil && m.Max != 0 {
+			t.Errorf("%s / %s [%s %s]: %v errors; notes %v", s.Workload, s.Case, s.Store, s.Mode, m.Max, s.Notes)
+		}
+	}
+	nStores := len(splitList(stores))
+	want := map[string]int{"push": 2 * 2 * nStores, "partitions": 2 * 2 * nStores, "pull": 2 * nStores,
+		"bootstrap": 2 * nStores, "idle": nStores}
+	for w, n := range want {
+		if seen[w] != n {
+			t.Errorf("%s: %d summaries, want %d", w, seen[w], n)
+		}
+	}
+	if rep.Machine.CPUs < 1 || rep.Machine.GoVersion == "" {
+		t.Errorf("machine not reported: %+v", rep.Machine)
+	}
+}
+
+// TestHist checks the histogram's quantiles against exact ranks.
+func TestHist(t *testing.T) {
+	var h Hist
+	for i := 1; i <= 10000; i++ {
+		h.Record(time.Duration(i) * time.Microsecond)
+	}
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 5000 * time.Microsecond}, {0.99, 9900 * time.Microsecond}, {1, 10000 * time.Microsecond}} {
+		got := h.Quantile(c.q)
+		if got < c.want || float64(got) > float64(c.want)*1.01 {
+			t.Errorf("q%.2f = %v, want %v (+1%%)", c.q, got, c.want)
+		}
+	}
+	var small Hist
+	small.Record(3)
+	small.Merge(&h)
+	if small.Count() != 10001 || small.Quantile(0.00001) != 3 {
+		t.Errorf("merge: count %d, min %v", small.Count(), small.Quantile(0.00001))
+	}
+}
+
+// TestSummarizeMedian checks the median and spread over runs.
+func TestSummarizeMedian(t *testing.T) {
+	var rs []Result
+	for _, v := range []float64{5, 1, 3, 4, 2} {
+		r := Result{Workload: "push", Case: "c"}
+		r.add("commits/s", "1/s", v)
+		rs = append(rs, r)
+	}
+	s := summarize(rs)
+	if len(s) != 1 || s[0].Runs != 5 {
+		t.Fatalf("summaries %+v", s)
+	}
+	m := s[0].Metric("commits/s")
+	if m.Median != 3 || m.Min != 1 || m.Max != 5 {
+		t.Errorf("median %v min %v max %v", m.Median, m.Min, m.Max)
+	}
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Check is one issue target evaluated against the summaries of a report.
+type Check struct {
+	Target string `json:"target"`
+	Pass   bool   `json:"pass"`
+	Detail string `json:"detail"`
+}
+
+func (c Check) status() string {
+	if c.Pass {
+		return "PASS"
+	}
+	return "MISS"
+}
+
+// checkTargets evaluates the targets of the benchmark issue (SQLite, 2-core
+// machine) whose cases the report holds. Figures are medians.
+func checkTargets(ss []Summary) []Check {
+	var out []Check
+	find := func(workload, mode, store string, match func(*Summary) bool) *Summary {
+		for i := range ss {
+			s := &ss[i]
+			if s.Workload == workload && s.Mode == mode && s.Store == store && match(s) {
+				return s
+			}
+		}
+		return nil
+	}
+	med := func(s *Summary, m string) float64 {
+		if x := s.Metric(m); x != nil {
+			return x.Median
+		}
+		return 0
+	}
+	isGC := func(s *Summary) bool { return !strings.Contains(s.Case, "baseline") }
+	isBase := func(s *Summary) bool { return strings.Contains(s.Case, "baseline") }
+	if gc := find("push", "inproc", "sqlite", isGC); gc != nil {
+		cps, p99 := med(gc, "commits/s"), med(gc, "p99")
+		out = append(out,
+			Check{"push in-process ≥ 10,000 commits/s", cps >= 10000, fmt.Sprintf("%.0f commits/s (%s)", cps, gc.Case)},
+			Check{"push in-process p99 < 20 ms", p99 < 20, fmt.Sprintf("p99 %.2f ms", p99)})
+		if b := find("push", "inproc", "sqlite", isBase); b != nil && med(b, "commits/s") > 0 {
+			ratio := cps / med(b, "commits/s")
+			out = append(out, Check{"push in-process ≥ 5× no-group-commit baseline", ratio >= 5,
+				fmt.Sprintf("%.1f× (%.0f vs %.0f commits/s)", ratio, cps, med(b, "commits/s"))})
+		}
+	}
+	if gc := find("push", "http", "sqlite", isGC); gc != nil {
+		cps := med(gc, "commits/s")
+		out = append(out, Check{"push over loopback HTTP ≥ 5,000 commits/s", cps >= 5000, fmt.Sprintf("%.0f commits/s", cps)})
+	}
+	for _, mode := range []string{"inproc", "http"} {
+		one := find("partitions", mode, "sqlite", func(s *Summary) bool { return s.Params["partitions"] == 1 })
+		k := find("partitions", mode, "sqlite", func(s *Summary) bool { return s.Params["partitions"] == 1000 })
+		if one != nil && k != nil {
+			a, b := med(one, "commits/s"), med(k, "commits/s")
+			out = append(out, Check{"partitions (" + mode + "): 1,000 partitions aggregate ≥ 1 partition", b >= a,
+				fmt.Sprintf("%.0f vs %.0f commits/s", b, a)})
+		}
+	}
+	if b := find("bootstrap", "http", "sqlite", func(s *Summary) bool { return s.Params["rows"] == 100000 }); b != nil {
+		rps := med(b, "rows/s")
+		out = append(out, Check{"bootstrap 100,000 rows over loopback HTTP ≥ 500,000 rows/s", rps >= 500000, fmt.Sprintf("%.0f rows/s", rps)})
+	}
+	if s := find("idle", "inproc", "sqlite", func(*Summary) bool { return true }); s != nil {
+		live, pass := med(s, "heap/live partition"), med(s, "heap/passivated partition")
+		gl, gp := med(s, "goroutines/live partition"), med(s, "goroutines/passivated partition")
+		out = append(out,
+			Check{"idle: ≤ 2 KiB per live idle partition actor", live <= 2048, fmt.Sprintf("%.0f B", live)},
+			Check{"idle: < 256 B per passivated partition", pass < 256, fmt.Sprintf("%.0f B", pass)},
+			Check{"idle: no goroutine held by idle or passivated partitions", gl < 0.01 && gp < 0.01,
+				fmt.Sprintf("%.3f per live, %.3f per passivated partition", gl, gp)})
+	}
+	return out
+}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/ssp2"
+	"github.com/synclane/synclane/engine/syncerr"
+	"github.com/synclane/synclane/transport/httpsync"
+)
+
+// roundTripper carries one encoded SSP2 request for an identity and returns
+// the encoded response body.
+type roundTripper interface {
+	roundTrip(ctx context.Context, id engine.Identity, body []byte) ([]byte, error)
+}
+
+// errReset is returned by Client.Do when the server answered with a wire-v2
+// epoch reset; the client has adopted the new epoch.
+var errReset = errors.New("bench: server requires a reset (log epoch acquired or changed)")
+
+// Client is one logical SSP2 client (one clientId in one partition) of the
+// benchmark. It speaks wire version 2 and acquires the partition's log
+// epoch on first use. It is not safe for concurrent use.
+type Client struct {
+	rt       roundTripper
+	id       engine.Identity
+	clientID string
+	epoch    string
+	// BytesIn counts response bytes received.
+	BytesIn int64
+}
+
+// Do sends frames after a REQ_HEADER (acquiring the epoch first when the
+// client has none) and returns the decoded response.
+func (c *Client) Do(ctx context.Context, frames ...ssp2.Frame) (*ssp2.Message, error) {
+	if c.epoch == "" {
+		if err := c.Handshake(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return c.do(ctx, frames)
+}
+
+// Handshake acquires the partition's log epoch with an epoch-less pull.
+func (c *Client) Handshake(ctx context.Context) error {
+	c.epoch = ""
+	_, err := c.do(ctx, []ssp2.Frame{&ssp2.PullHeader{Accept: ssp2.AcceptInlineRows}})
+	if errors.Is(err, errReset) {
+		return nil
+	}
+	if err == nil {
+		return errors.New("bench: epoch acquisition was not answered with resetRequired")
+	}
+	return err
+}
+
+func (c *Client) do(ctx context.Context, frames []ssp2.Frame) (*ssp2.Message, error) {
+	h := &ssp2.ReqHeader{ClientID: c.clientID, SchemaVersion: 1}
+	if c.epoch != "" {
+		e := c.epoch
+		h.LogEpoch = &e
+	}
+	all := make([]ssp2.Frame, 0, len(frames)+1)
+	all = append(append(all, h), frames...)
+	body, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV2, Kind: ssp2.KindRequest, Frames: all})
+	if err != nil {
+		return nil, fmt.Errorf("bench: encode request: %w", err)
+	}
+	data, err := c.rt.roundTrip(ctx, c.id, body)
+	if err != nil {
+		return nil, err
+	}
+	c.BytesIn += int64(len(data))
+	msg, err := ssp2.DecodeResponse(data)
+	if err != nil {
+		return nil, fmt.Errorf("bench: decode response: %w", err)
+	}
+	hdr, _ := firstFrame(msg).(*ssp2.RespHeader)
+	if hdr == nil {
+		return nil, errors.New("bench: response has no RESP_HEADER")
+	}
+	if hdr.ResetRequired {
+		c.epoch = hdr.LogEpoch
+		return msg, errReset
+	}
+	if hdr.RequiredSchemaVersion != nil {
+		return msg, fmt.Errorf("bench: schema version 1 not served (required %d)", *hdr.RequiredSchemaVersion)
+	}
+	if hdr.LogEpoch != "" {
+		c.epoch = hdr.LogEpoch
+	}
+	for _, f := range msg.Frames {
+		if ef, ok := f.(*ssp2.ErrorFrame); ok {
+			return msg, &syncerr.Error{Code: syncerr.Code(ef.Code), Message: ef.Message}
+		}
+	}
+	return msg, nil
+}
+
+func firstFrame(m *ssp2.Message) ssp2.Frame {
+	if len(m.Frames) == 0 {
+		return nil
+	}
+	return m.Frames[0]
+}
+
+// inprocRT drives Engine.Sync directly. The request is decoded from its
+// encoded form and the reply encoded, as a transport would, so in-process
+// figures include the SSP2 codec but no network or HTTP.
+type inprocRT struct{ eng *engine.Engine }
+
+func (r inprocRT) roundTrip(ctx context.Context, id engine.Identity, body []byte) ([]byte, error) {
+	msg, err := ssp2.ReadRequest(bytes.NewReader(body), httpsync.DefaultMaxBodyBytes)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := r.eng.Sync(ctx, id, msg)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if _, err := rep.WriteTo(&buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// httpRT posts requests to an SSP2 HTTP endpoint with the development
+// authentication headers.
+type httpRT struct {
+	url string
+	hc  *http.Client
+}
+
+func newHTTPClient() *http.Client {
+	tr := &http.Transport{
+		MaxIdleConns:        4096,
+		MaxIdleConnsPerHost: 4096,
+		MaxConnsPerHost:     0,
+		DisableCompression:  true, // identity responses; see RESULTS.md
+		ForceAttemptHTTP2:   false,
+	}
+	return &http.Client{Transport: tr}
+}
+
+func (r httpRT) roundTrip(ctx context.Context, id engine.Identity, body []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", httpsync.ContentType)
+	req.Header.Set("x-actor", id.ActorID)
+	req.Header.Set("x-partition", id.Partition)
+	res, err := r.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, fmt.Errorf("bench: read response: %w", err)
+	}
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("bench: HTTP %d: %s", res.StatusCode, bytes.TrimSpace(data))
+	}
+	return data, nil
+}

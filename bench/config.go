@@ -1,0 +1,184 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the harness configuration from the command line.
+type Config struct {
+	Workload string
+	Args     []string // the command line after "go run ./bench"
+	Modes    []Mode
+	Mode     Mode // the mode of the case being run
+	URL      string
+
+	Stores      []string
+	PostgresURL string
+	PGMaxConns  int
+	DataDir     string
+
+	JSON, Quick, Quiet, Baseline bool
+	Runs                         int
+	Duration, Warmup, Timeout    time.Duration
+	MaxOps                       int64
+
+	Writers    int
+	Partitions []int
+	PullEvery  int
+
+	Clients      int
+	PullWriters  int
+	Rate         int
+	PullInterval time.Duration
+
+	Rows     []int
+	PageRows int
+	Pages    int
+
+	IdlePartitions int
+	IdleTimeout    time.Duration
+
+	CPUProfile, MemProfile string
+}
+
+var errUsage = errors.New("usage")
+
+const usage = `usage: go run ./bench <push|partitions|pull|bootstrap|idle|all> [flags]
+
+Modes (several may be combined; default --inproc):
+  --inproc          drive engine.Engine.Sync in this process
+  --http            serve the engine on a 127.0.0.1 listener and drive it over HTTP
+  --url URL         drive an external SSP2 server (wire v2, x-actor/x-partition auth, demo todos schema)
+
+Flags:
+`
+
+func parseConfig(args []string, stderr io.Writer) (*Config, error) {
+	cfg := &Config{Args: args}
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprint(stderr, usage)
+		return nil, errUsage
+	}
+	cfg.Workload = args[0]
+	known := cfg.Workload == "all"
+	for _, w := range workloads {
+		known = known || w.name == cfg.Workload
+	}
+	if !known {
+		return nil, fmt.Errorf("unknown workload %q", cfg.Workload)
+	}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	var inproc, http bool
+	var stores, parts, rows string
+	fs.BoolVar(&inproc, "inproc", false, "drive the engine in-process (default mode)")
+	fs.BoolVar(&http, "http", false, "drive the engine over HTTP on a loopback listener started by the harness")
+	fs.StringVar(&cfg.URL, "url", "", "drive the SSP2 server at this base or /sync URL")
+	fs.StringVar(&stores, "store", "sqlite", "storage backends, comma-separated: sqlite, postgres, memory")
+	fs.StringVar(&cfg.PostgresURL, "postgres", os.Getenv("SYNCLANE_TEST_POSTGRES"), "PostgreSQL URL for --store postgres (default $SYNCLANE_TEST_POSTGRES)")
+	fs.IntVar(&cfg.PGMaxConns, "pg-max-conns", 16, "PostgreSQL pool size")
+	fs.StringVar(&cfg.DataDir, "data-dir", "", "parent directory of the temporary SQLite databases (default: the system temp dir)")
+	fs.BoolVar(&cfg.JSON, "json", false, "print the report as JSON")
+	fs.BoolVar(&cfg.Quick, "quick", false, "small sizes and short runs (the CI smoke test)")
+	fs.BoolVar(&cfg.Quiet, "quiet", false, "no progress lines on stderr")
+	fs.BoolVar(&cfg.Baseline, "baseline", true, "also run the push cases with group commit disabled")
+	fs.IntVar(&cfg.Runs, "runs", 1, "repeat every case this many times and report medians")
+	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "measured time of each load case")
+	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unmeasured warm-up before each load case")
+	fs.DurationVar(&cfg.Timeout, "timeout", time.Hour, "abort the whole invocation after this long")
+	fs.Int64Var(&cfg.MaxOps, "max-ops", 5_000_000, "stop a load case after this many operations")
+	fs.IntVar(&cfg.Writers, "writers", 64, "push/partitions: concurrent writers")
+	fs.StringVar(&parts, "partitions", "1,10,100,1000", "partitions: partition counts to compare")
+	fs.IntVar(&cfg.PullEvery, "pull-every", 4, "partitions: every Nth operation of a writer is an incremental pull")
+	fs.IntVar(&cfg.Clients, "clients", 1000, "pull: clients pulling incrementally")
+	fs.IntVar(&cfg.PullWriters, "pull-writers", 4, "pull: writers pushing meanwhile")
+	fs.IntVar(&cfg.Rate, "rate", 500, "pull: total push rate in commits/s")
+	fs.DurationVar(&cfg.PullInterval, "pull-interval", time.Second, "pull: pause between a client's pulls")
+	fs.StringVar(&rows, "rows", "10000,100000", "bootstrap: row counts")
+	fs.IntVar(&cfg.PageRows, "page-rows", 10000, "bootstrap: limitSnapshotRows per page")
+	fs.IntVar(&cfg.Pages, "pages", 10, "bootstrap: maxSnapshotPages per request")
+	fs.IntVar(&cfg.IdlePartitions, "idle-partitions", 1000, "idle: partitions woken once")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 10*time.Second, "idle: engine IdleTimeout (passivation delay)")
+	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole invocation")
+	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write a heap profile at the end")
+	if err := fs.Parse(args[1:]); err != nil {
+		return nil, errUsage
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if cfg.Quick {
+		quick := map[string]string{"duration": "1s", "warmup": "200ms", "partitions": "1,10", "clients": "20",
+			"rows": "2000", "idle-partitions": "50", "writers": "16", "idle-timeout": "200ms", "pull-interval": "50ms",
+			"rate": "200", "page-rows": "1000", "pages": "4"}
+		for name, v := range quick {
+			if !set[name] {
+				if err := fs.Set(name, v); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	if inproc {
+		cfg.Modes = append(cfg.Modes, ModeInproc)
+	}
+	if http {
+		cfg.Modes = append(cfg.Modes, ModeLoopback)
+	}
+	if cfg.URL != "" {
+		cfg.Modes = append(cfg.Modes, ModeURL)
+	}
+	if len(cfg.Modes) == 0 {
+		cfg.Modes = []Mode{ModeInproc}
+	}
+	cfg.Stores = splitList(stores)
+	var err error
+	if cfg.Partitions, err = intList(parts); err != nil {
+		return nil, fmt.Errorf("--partitions: %w", err)
+	}
+	if cfg.Rows, err = intList(rows); err != nil {
+		return nil, fmt.Errorf("--rows: %w", err)
+	}
+	switch {
+	case cfg.Runs < 1, cfg.Writers < 1, cfg.Clients < 1, cfg.PullWriters < 1, cfg.Rate < 1, cfg.IdlePartitions < 1, cfg.PullEvery < 1:
+		return nil, errors.New("--runs, --writers, --clients, --pull-writers, --rate, --pull-every and --idle-partitions must be positive")
+	case cfg.Duration <= 0 || cfg.Warmup < 0:
+		return nil, errors.New("--duration must be positive and --warmup non-negative")
+	}
+	return cfg, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func intList(s string) ([]int, error) {
+	var out []int
+	for _, p := range splitList(s) {
+		n, err := strconv.Atoi(strings.ReplaceAll(p, "_", ""))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad count %q", p)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("empty list")
+	}
+	return out, nil
+}

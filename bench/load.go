@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/engine/ssp2"
+)
+
+// todoCodec encodes rows of the demo schema's todos table.
+var todoCodec = func() *ssp2.RowCodec {
+	return ssp2.NewRowCodec(schema.MustDemo().Table("todos").Columns)
+}()
+
+// todoUpsert returns a one-operation upsert of todo id in list.
+func todoUpsert(id, list string, n int64) ssp2.Operation {
+	row, err := todoCodec.Append(nil, ssp2.Row{id, list, "todo " + id + " #" + strconv.FormatInt(n, 10), n%2 == 0, n, time.Now().UnixMilli()})
+	if err != nil {
+		panic(err)
+	}
+	return ssp2.Operation{Table: "todos", RowID: id, Op: ssp2.OpUpsert, Payload: row}
+}
+
+// pushOne pushes one commit and reports its commit sequence.
+func pushOne(ctx context.Context, c *Client, commitID string, ops ...ssp2.Operation) (int64, error) {
+	resp, err := c.Do(ctx, &ssp2.PushCommit{ClientCommitID: commitID, Operations: ops})
+	if err != nil {
+		return 0, err
+	}
+	for _, f := range resp.Frames {
+		if pr, ok := f.(*ssp2.PushResult); ok {
+			if pr.Status == ssp2.CommitRejected || pr.CommitSeq == nil {
+				msg := ""
+				if len(pr.Results) > 0 {
+					msg = pr.Results[0].Code + ": " + pr.Results[0].Message
+				}
+				return 0, fmt.Errorf("commit %s rejected: %s", commitID, msg)
+			}
+			return *pr.CommitSeq, nil
+		}
+	}
+	return 0, fmt.Errorf("commit %s: no PUSH_RESULT", commitID)
+}
+
+// numLists is how many todo lists the workloads spread rows over; rows of
+// list i belong to list "list-<i>".
+const numLists = 8
+
+// listID names list i mod numLists.
+func listID(i int) string { return "list-" + strconv.Itoa(i%numLists) }
+
+// allLists are the scope values of every list (requested scopes may not
+// use the wildcard).
+var allLists = func() []string {
+	out := make([]string, numLists)
+	for i := range out {
+		out[i] = listID(i)
+	}
+	return out
+}()
+
+// allTodos is the subscription to every todos row of the workloads.
+func allTodos(id string, cursor int64, state []byte) *ssp2.Subscription {
+	return &ssp2.Subscription{ID: id, Table: "todos", Scopes: map[string][]string{"list_id": allLists}, Cursor: cursor, BootstrapState: state}
+}
+
+// pullCommits pulls incrementally after cursor and returns the new cursor
+// and the commit sequences seen.
+func pullCommits(ctx context.Context, c *Client, cursor int64, seqs []int64) (int64, []int64, error) {
+	resp, err := c.Do(ctx, &ssp2.PullHeader{Accept: ssp2.AcceptInlineRows, LimitCommits: 1000}, allTodos("s", cursor, nil))
+	if err != nil {
+		return cursor, seqs, err
+	}
+	for _, f := range resp.Frames {
+		switch x := f.(type) {
+		case *ssp2.Commit:
+			seqs = append(seqs, x.CommitSeq)
+		case *ssp2.SubStart:
+			if x.Bootstrap || x.Status != ssp2.SubActive {
+				return cursor, seqs, fmt.Errorf("pull: unexpected section status=%d bootstrap=%v", x.Status, x.Bootstrap)
+			}
+		case *ssp2.SubEnd:
+			cursor = x.NextCursor
+		}
+	}
+	return cursor, seqs, nil
+}
+
+// Phase bounds a load loop by time and count. Samples are recorded only
+// after the warm-up.
+type Phase struct {
+	start, measureFrom, end time.Time
+	maxOps                  int64
+	ops                     atomic.Int64
+}
+
+func newPhase(warmup, dur time.Duration, maxOps int64) *Phase {
+	now := time.Now()
+	return &Phase{start: now, measureFrom: now.Add(warmup), end: now.Add(warmup + dur), maxOps: maxOps}
+}
+
+// next reserves one operation; false means the loop must stop.
+func (p *Phase) next() bool {
+	if time.Now().After(p.end) {
+		return false
+	}
+	return p.maxOps <= 0 || p.ops.Add(1) <= p.maxOps
+}
+
+// measuring reports whether t is inside the measurement window.
+func (p *Phase) measuring(t time.Time) bool { return !t.Before(p.measureFrom) }
+
+// worker is the per-goroutine tally of a load loop.
+type tally struct {
+	lat    Hist
+	ok     int64
+	errs   int64
+	first  error
+	lastOK time.Time
+}
+
+func (t *tally) fail(err error) {
+	t.errs++
+	if t.first == nil {
+		t.first = err
+	}
+}
+
+// runWorkers runs n goroutines of fn and waits for them.
+func runWorkers(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// mergeTallies sums the tallies and returns the first error seen.
+func mergeTallies(ts []tally) (tally, error) {
+	var out tally
+	for i := range ts {
+		out.lat.Merge(&ts[i].lat)
+		out.ok += ts[i].ok
+		out.errs += ts[i].errs
+		if out.first == nil {
+			out.first = ts[i].first
+		}
+		if ts[i].lastOK.After(out.lastOK) {
+			out.lastOK = ts[i].lastOK
+		}
+	}
+	return out, out.first
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// pullAll is the PULL_HEADER of bootstrap pulls in setup.
+var pullAll = ssp2.PullHeader{Accept: ssp2.AcceptInlineRows, LimitSnapshotRows: 10000, MaxSnapshotPages: 10}
+
+// subEnd returns the last SUB_END of a response.
+func subEnd(m *ssp2.Message) *ssp2.SubEnd {
+	var e *ssp2.SubEnd
+	for _, f := range m.Frames {
+		if x, ok := f.(*ssp2.SubEnd); ok {
+			e = x
+		}
+	}
+	return e
+}

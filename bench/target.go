@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/storage"
+	"github.com/synclane/synclane/storage/memory"
+	"github.com/synclane/synclane/storage/postgres"
+	"github.com/synclane/synclane/storage/sqlite"
+	"github.com/synclane/synclane/transport/httpsync"
+)
+
+// Mode is how the harness reaches the server under test.
+type Mode string
+
+// Modes.
+const (
+	// ModeInproc calls engine.Engine.Sync directly.
+	ModeInproc Mode = "inproc"
+	// ModeLoopback serves the engine over HTTP on 127.0.0.1 inside the
+	// harness and drives it through real sockets.
+	ModeLoopback Mode = "http"
+	// ModeURL drives an external SSP2 server at --url.
+	ModeURL Mode = "url"
+)
+
+// EngineOpts are the engine settings a case varies.
+type EngineOpts struct {
+	DisableGroupCommit bool
+	IdleTimeout        time.Duration
+}
+
+// Target is one system under test: a fresh store and engine (in-process or
+// loopback HTTP), or an external server.
+type Target struct {
+	Mode   Mode
+	Store  string
+	Engine *engine.Engine // nil in ModeURL
+	// Prefix makes partition names unique to this target, so runs against a
+	// long-lived external server never see each other's data.
+	Prefix string
+
+	rt      roundTripper
+	cleanup []func()
+}
+
+// Client returns a new logical client.
+func (t *Target) Client(actor, partition, clientID string) *Client {
+	return &Client{rt: t.rt, id: engine.Identity{ActorID: actor, Partition: t.Prefix + partition}, clientID: clientID}
+}
+
+// Close stops the engine, the HTTP server and the store and deletes the
+// store's data, in reverse order of creation.
+func (t *Target) Close() {
+	for i := len(t.cleanup) - 1; i >= 0; i-- {
+		t.cleanup[i]()
+	}
+	t.cleanup = nil
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// openTarget builds a target for cfg's mode on the named store backend.
+func openTarget(ctx context.Context, cfg *Config, store string, eo EngineOpts) (*Target, error) {
+	t := &Target{Mode: cfg.Mode, Store: store, Prefix: "bench-" + randHex(4) + "-"}
+	if cfg.Mode == ModeURL {
+		t.Store = "remote"
+		t.rt = httpRT{url: syncURL(cfg.URL), hc: newHTTPClient()}
+		return t, nil
+	}
+	st, err := openStore(ctx, cfg, store, t)
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	ecfg := engine.Config{Schema: schema.MustDemo(), Store: st, DisableGroupCommit: eo.DisableGroupCommit,
+		IdleTimeout: eo.IdleTimeout}
+	ecfg.Resolver = engine.AllowAll(ecfg.Schema)
+	eng, err := engine.New(ctx, ecfg)
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	t.Engine = eng
+	t.cleanup = append(t.cleanup, func() { _ = eng.Close() })
+	if cfg.Mode == ModeInproc {
+		t.rt = inprocRT{eng: eng}
+		return t, nil
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	srv := &http.Server{Handler: httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: httpsync.DevAuth{}}}),
+		ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	hc := newHTTPClient()
+	t.cleanup = append(t.cleanup, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		hc.CloseIdleConnections()
+	})
+	t.rt = httpRT{url: "http://" + ln.Addr().String() + "/sync", hc: hc}
+	return t, nil
+}
+
+// syncURL accepts a server base URL or the full sync endpoint.
+func syncURL(u string) string {
+	u = strings.TrimRight(u, "/")
+	if strings.HasSuffix(u, "/sync") {
+		return u
+	}
+	return u + "/sync"
+}
+
+// openStore opens a fresh, empty store and registers its removal.
+func openStore(ctx context.Context, cfg *Config, kind string, t *Target) (storage.Store, error) {
+	switch kind {
+	case "memory":
+		st := memory.New()
+		t.cleanup = append(t.cleanup, func() { _ = st.Close() })
+		return st, nil
+	case "sqlite":
+		dir, err := os.MkdirTemp(cfg.DataDir, "synclane-bench-")
+		if err != nil {
+			return nil, err
+		}
+		t.cleanup = append(t.cleanup, func() { _ = os.RemoveAll(dir) })
+		st, err := sqlite.Open(ctx, filepath.Join(dir, "synclane.db"), sqlite.Options{})
+		if err != nil {
+			return nil, err
+		}
+		t.cleanup = append(t.cleanup, func() { _ = st.Close() })
+		return st, nil
+	case "postgres":
+		url := cfg.PostgresURL
+		if url == "" {
+			return nil, errors.New("--store postgres needs --postgres URL or SYNCLANE_TEST_POSTGRES")
+		}
+		name := "synclane_bench_" + randHex(8)
+		if err := pgExec(ctx, url, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
+			return nil, err
+		}
+		t.cleanup = append(t.cleanup, func() {
+			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := pgExec(dctx, url, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
+				fmt.Fprintf(os.Stderr, "bench: drop schema %s: %v\n", name, err)
+			}
+		})
+		st, err := postgres.Open(ctx, url, postgres.Options{Schema: name, MaxConns: int32(cfg.PGMaxConns), NotifyChannel: name})
+		if err != nil {
+			return nil, err
+		}
+		t.cleanup = append(t.cleanup, func() { _ = st.Close() })
+		return st, nil
+	}
+	return nil, fmt.Errorf("unknown store %q (sqlite, postgres, memory)", kind)
+}
+
+func pgExec(ctx context.Context, url, sql string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return fmt.Errorf("postgres: connect: %w", err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("postgres: %s: %w", sql, err)
+	}
+	return nil
+}
