@@ -321,6 +321,7 @@ func (w *worker) handleBackfill(ctx context.Context, j *backfillJob) error {
 		return err
 	}
 	w.knownSeq = max(w.knownSeq, seq)
+	w.tail.reset() // backfill commits are not kept in the tail
 	if w.e.cfg.OnCommit != nil {
 		w.e.cfg.OnCommit(w.partition, seq)
 	}

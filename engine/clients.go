@@ -18,24 +18,52 @@ type registeredSub struct {
 	Cursor int64               `json:"cursor"`
 }
 
-// boundActor returns the actor a clientId is bound to in this partition
-// ("" when unbound), from the worker's cache or storage.
-func (w *worker) boundActor(ctx context.Context, clientID string) (string, error) {
-	if a, ok := w.bindings[clientID]; ok {
-		return a, nil
+// clientEntry is a cached client record; dirty ones await write-back.
+type clientEntry struct {
+	rec   storage.ClientRecord
+	dirty bool
+}
+
+// maxCachedClients bounds the per-partition client cache; past it, clean
+// entries are dropped (they are re-read from storage on demand).
+const maxCachedClients = 50_000
+
+// client returns the cached record of clientID, reading it from storage
+// on a miss; nil when the client has no record.
+func (w *worker) client(ctx context.Context, clientID string) (*clientEntry, error) {
+	if ce, ok := w.clients[clientID]; ok {
+		return ce, nil
 	}
 	rec, err := w.e.cfg.Store.GetClient(ctx, w.partition, clientID)
-	if err != nil {
+	if err != nil || rec == nil {
+		return nil, err
+	}
+	return w.cache(&clientEntry{rec: *rec}), nil
+}
+
+func (w *worker) cache(ce *clientEntry) *clientEntry {
+	if w.clients == nil {
+		w.clients = map[string]*clientEntry{}
+	}
+	if len(w.clients) >= maxCachedClients {
+		for id, c := range w.clients {
+			if !c.dirty {
+				delete(w.clients, id)
+			}
+		}
+	}
+	w.clients[ce.rec.ClientID] = ce
+	return ce
+}
+
+// boundActor returns the actor a clientId is bound to in this partition
+// ("" when unbound).
+func (w *worker) boundActor(ctx context.Context, clientID string) (string, error) {
+	ce, err := w.client(ctx, clientID)
+	if err != nil || ce == nil {
 		return "", err
 	}
-	if rec == nil {
-		return "", nil
-	}
-	if len(w.bindings) >= 100_000 {
-		clear(w.bindings)
-	}
-	w.bindings[clientID] = rec.ActorID
-	return rec.ActorID, nil
+	return ce.rec.ActorID, nil
 }
 
 // recordClient buffers the client's record after a served request: its
@@ -44,14 +72,13 @@ func (w *worker) boundActor(ctx context.Context, clientID string) (string, error
 // (minimum nextCursor over active subscriptions; kept when none is active).
 func (w *worker) recordClient(j *syncJob, rep *Reply) {
 	cid := j.req.Header.ClientID
-	w.bindings[cid] = j.id.ActorID
-	rec, ok := w.dirty[cid]
-	if !ok {
-		rec = storage.ClientRecord{ClientID: cid, ActorID: j.id.ActorID, Cursor: -1}
-		if prev, err := w.e.cfg.Store.GetClient(context.Background(), w.partition, cid); err == nil && prev != nil {
-			rec = *prev
-		}
+	ce, err := w.client(context.Background(), cid)
+	if err != nil || ce == nil {
+		// Unknown (or unreadable) record: start a fresh one; a later flush
+		// writes it.
+		ce = w.cache(&clientEntry{rec: storage.ClientRecord{ClientID: cid, Cursor: -1}})
 	}
+	rec := &ce.rec
 	rec.ActorID = j.id.ActorID
 	rec.WireVersion = j.req.WireVersion
 	rec.UpdatedAtMs = w.e.cfg.Now().UnixMilli()
@@ -72,45 +99,58 @@ func (w *worker) recordClient(j *syncJob, rep *Reply) {
 			}
 		}
 		watermark := int64(-1)
-		any := false
+		anyActive := false
 		for _, s := range j.req.Subscriptions {
 			subs = append(subs, registeredSub{ID: s.ID, Table: s.Table, Scopes: s.Scopes, Cursor: cursors[s.ID]})
 			if active[s.ID] {
-				if !any || cursors[s.ID] < watermark {
+				if !anyActive || cursors[s.ID] < watermark {
 					watermark = cursors[s.ID]
 				}
-				any = true
+				anyActive = true
 			}
 		}
 		if b, err := json.Marshal(subs); err == nil {
 			rec.Subscriptions = b
 		}
-		if any {
+		if anyActive {
 			rec.Cursor = watermark
 		}
 	}
-	w.dirty[cid] = rec
+	if !ce.dirty {
+		ce.dirty = true
+		w.dirty++
+	}
 }
 
 func (w *worker) maybeFlushClients(ctx context.Context) {
-	if len(w.dirty) == 0 {
+	if w.dirty == 0 {
 		return
 	}
-	if len(w.dirty) < 512 && w.e.cfg.Now().Sub(w.lastFlush) < w.e.cfg.ClientFlushInterval {
+	if w.dirty < 512 && w.e.cfg.Now().Sub(w.lastFlush) < w.e.cfg.ClientFlushInterval {
 		return
 	}
 	w.flushClients(ctx)
 }
 
-// flushClients writes buffered client records back to storage. A failed
-// write keeps the record buffered for the next flush.
+// flushClients writes buffered client records back to storage in one
+// transaction. A failed write keeps them buffered for the next flush.
 func (w *worker) flushClients(ctx context.Context) {
 	w.lastFlush = w.e.cfg.Now()
-	for cid, rec := range w.dirty {
-		if err := w.e.cfg.Store.PutClient(ctx, w.partition, rec); err != nil {
-			w.log.Warn("client record write failed; will retry", zap.String("client_id", cid), zap.Error(err))
-			continue
-		}
-		delete(w.dirty, cid)
+	if w.dirty == 0 {
+		return
 	}
+	recs := make([]storage.ClientRecord, 0, w.dirty)
+	for _, ce := range w.clients {
+		if ce.dirty {
+			recs = append(recs, ce.rec)
+		}
+	}
+	if err := w.e.cfg.Store.PutClient(ctx, w.partition, recs...); err != nil {
+		w.log().Warn("client records write failed; will retry", zap.Int("clients", len(recs)), zap.Error(err))
+		return
+	}
+	for _, ce := range w.clients {
+		ce.dirty = false
+	}
+	w.dirty = 0
 }

@@ -136,6 +136,15 @@ func (h *hookStore) ScanChanges(ctx context.Context, p string, q storage.ChangeQ
 	return h.Store.ScanChanges(ctx, p, q)
 }
 
+// ScanRows is always a storage read (incremental pulls may be answered
+// from the actor's in-memory log tail), so bootstrap pulls drive the hook.
+func (h *hookStore) ScanRows(ctx context.Context, p string, q storage.RowQuery) ([]storage.RowRecord, error) {
+	if h.mid != nil {
+		h.mid()
+	}
+	return h.Store.ScanRows(ctx, p, q)
+}
+
 func TestGateEpochRotationDuringBuildIsRefused(t *testing.T) {
 	hs := &hookStore{Store: openShared(t, filepath.Join(t.TempDir(), "db.sqlite"))}
 	f := newFixture(t, hs)
@@ -153,7 +162,7 @@ func TestGateEpochRotationDuringBuildIsRefused(t *testing.T) {
 	}
 	// Mixed push + pull: the push is durable, the reply is refused.
 	_, err := a.sync(&ssp2.PushCommit{ClientCommitID: "c2", Operations: []ssp2.Operation{upsert("tasks", "t2", f.row("t2", "P", "y"), nil)}},
-		&ssp2.PullHeader{Accept: 1}, sub("s", 0, "P"))
+		&ssp2.PullHeader{Accept: 1}, sub("s", -1, "P"))
 	wantNotReady(t, err, `{"logEpochChanged":true}`)
 	// The retry is told to reset, and after the handshake the push replays as cached.
 	rep, err := a.sync(&ssp2.PullHeader{Accept: 1})
@@ -209,8 +218,9 @@ func TestGateRaceRotationsAndMigrationAgainstTraffic(t *testing.T) {
 					c.epoch = &rep.Header().LogEpoch
 				}
 				id := fmt.Sprintf("w%d-%d", w, i)
+				// A bootstrap (one page: one ScanRows call) is built per request.
 				rep, err := c.sync(&ssp2.PushCommit{ClientCommitID: id, Operations: []ssp2.Operation{upsert("tasks", id, f.row(id, "P", "x"), nil)}},
-					&ssp2.PullHeader{Accept: 1}, sub("s", 0, "P"))
+					&ssp2.PullHeader{Accept: 1, MaxSnapshotPages: 1, LimitSnapshotRows: 50000}, sub("s", -1, "P"))
 				var e *syncerr.Error
 				switch {
 				case errors.As(err, &e) && e.Code == syncerr.SchemaNotReady:
@@ -258,7 +268,7 @@ func TestGateRaceRotationsAndMigrationAgainstTraffic(t *testing.T) {
 		}
 	}
 	c := f.client("late", "late")
-	_, err = c.sync(&ssp2.PullHeader{Accept: 1}, sub("s", 0, "P"))
+	_, err = c.sync(&ssp2.PullHeader{Accept: 1}, sub("s", -1, "P"))
 	wantNotReady(t, err, `{"runningSchemaVersion":1,"storedSchemaVersion":2}`)
 	_, err = c.sync(&ssp2.PullHeader{Accept: 1}, sub("s", 0, "P"))
 	wantNotReady(t, err, `{"runningSchemaVersion":1,"storedSchemaVersion":2}`)

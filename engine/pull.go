@@ -42,11 +42,15 @@ func (w *worker) serveSubscription(ctx context.Context, j *syncJob, info storage
 	case partition.Bootstrap:
 		return w.bootstrap(ctx, info, lim, sub, eff, rep)
 	}
-	scan, err := w.e.cfg.Store.ScanChanges(ctx, w.partition, storage.ChangeQuery{
-		Table: t.Name, Scopes: eff, AfterSeq: sub.Cursor, UpToSeq: info.MaxCommitSeq, LimitChanges: int(lim.LimitCommits),
-	})
-	if err != nil {
-		return err
+	q := storage.ChangeQuery{Table: t.Name, Scopes: eff, AfterSeq: sub.Cursor, UpToSeq: info.MaxCommitSeq, LimitChanges: int(lim.LimitCommits)}
+	var scan storage.ChangeScan
+	if w.tail.covers(q.AfterSeq, q.UpToSeq) {
+		scan = w.tail.scan(q)
+	} else {
+		var err error
+		if scan, err = w.e.cfg.Store.ScanChanges(ctx, w.partition, q); err != nil {
+			return err
+		}
 	}
 	rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive, EffectiveScopes: eff})
 	tables := []string{t.Name}

@@ -27,6 +27,7 @@ func (w *worker) handlePushes(ctx context.Context, jobs []*syncJob) {
 		return
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after Commit
+	w.staged = w.staged[:0]
 	info := tx.Partition()
 	w.observeEpoch(info.LogEpoch)
 	// The gate is checked inside the transaction, under the partition lock,
@@ -69,9 +70,13 @@ func (w *worker) handlePushes(ctx context.Context, jobs []*syncJob) {
 		for _, s := range ready {
 			s.j.answer(nil, storageErr(err))
 		}
-		w.log.Error("push transaction failed to commit", zap.Error(err), zap.Int("requests", len(ready)))
+		w.log().Error("push transaction failed to commit", zap.Error(err), zap.Int("requests", len(ready)))
 		return
 	}
+	for _, c := range w.staged {
+		w.tail.append(c)
+	}
+	w.staged = w.staged[:0]
 	if seq := tx.Partition().MaxCommitSeq; seq > info.MaxCommitSeq {
 		w.knownSeq = max(w.knownSeq, seq)
 		if w.e.cfg.OnCommit != nil {
@@ -115,7 +120,7 @@ func (w *worker) handlePushes(ctx context.Context, jobs []*syncJob) {
 }
 
 func (w *worker) failAll(jobs []*syncJob, err error) {
-	w.log.Warn("push batch failed", zap.Error(err), zap.Int("requests", len(jobs)))
+	w.log().Warn("push batch failed", zap.Error(err), zap.Int("requests", len(jobs)))
 	for _, j := range jobs {
 		j.answer(nil, storageErr(err))
 	}
@@ -183,11 +188,11 @@ func (w *worker) applyCommit(ctx context.Context, tx storage.PushTx, j *syncJob,
 		}
 	}
 	seq := tx.Partition().MaxCommitSeq + 1
-	err := tx.AppendCommit(ctx, storage.CommitRecord{
+	rec := storage.CommitRecord{
 		Seq: seq, CreatedAtMs: w.e.cfg.Now().UnixMilli(), ActorID: j.id.ActorID,
 		ClientID: j.req.Header.ClientID, ClientCommitID: c.ClientCommitID, Changes: changes,
-	})
-	if err != nil {
+	}
+	if err := tx.AppendCommit(ctx, rec); err != nil {
 		return nil, err
 	}
 	n := len(c.Operations)
@@ -200,6 +205,7 @@ func (w *worker) applyCommit(ctx context.Context, tx storage.PushTx, j *syncJob,
 	if err := tx.ReleaseSavepoint(ctx); err != nil {
 		return nil, err
 	}
+	w.staged = append(w.staged, rec) // joins the log tail once the transaction commits
 	return &ssp2.PushResult{ClientCommitID: c.ClientCommitID, Status: ssp2.CommitApplied, CommitSeq: &seq, Results: appliedResults(n)}, nil
 }
 

@@ -1,9 +1,9 @@
 package engine
 
 import (
-	"bufio"
 	"errors"
 	"io"
+	"sync"
 
 	"github.com/synclane/synclane/engine/ssp2"
 	"github.com/synclane/synclane/engine/syncerr"
@@ -35,8 +35,14 @@ func (r *Reply) Header() *ssp2.RespHeader {
 // the bytes written and the first write error.
 func (r *Reply) WriteTo(w io.Writer) (int64, error) {
 	cw := &countingWriter{w: w}
-	bw := bufio.NewWriterSize(cw, 32<<10)
-	enc := ssp2.NewEncoder(bw, r.WireVersion, ssp2.KindResponse)
+	// The encoder buffers up to 32 KiB itself; encoders are pooled so a
+	// reply costs no buffer allocation.
+	enc := encoderPool.Get().(*ssp2.Encoder)
+	enc.Reset(cw, r.WireVersion, ssp2.KindResponse)
+	defer func() {
+		enc.Reset(io.Discard, r.WireVersion, ssp2.KindResponse)
+		encoderPool.Put(enc)
+	}()
 	for _, f := range r.Frames {
 		if err := enc.WriteFrame(f); err != nil {
 			if cw.err != nil {
@@ -52,11 +58,10 @@ func (r *Reply) WriteTo(w io.Writer) (int64, error) {
 	if err := enc.Close(); err != nil {
 		return cw.n, err
 	}
-	if err := bw.Flush(); err != nil {
-		return cw.n, err
-	}
 	return cw.n, cw.err
 }
+
+var encoderPool = sync.Pool{New: func() any { return ssp2.NewEncoder(io.Discard, ssp2.WireV2, ssp2.KindResponse) }}
 
 // errorFrame renders an error as an in-band ERROR frame.
 func errorFrame(e *syncerr.Error) *ssp2.ErrorFrame {

@@ -20,28 +20,37 @@ import (
 type worker struct {
 	e         *Engine
 	partition string
-	log       *zap.Logger
 
-	epoch     string
-	bindings  map[string]string // clientId → actorId
-	dirty     map[string]storage.ClientRecord
+	epoch string
+	// clients caches the partition's client records this actor has seen:
+	// the clientId → actor binding and the record to write back (dirty).
+	// Allocated on first use, so an idle actor costs little.
+	clients   map[string]*clientEntry
+	dirty     int
 	lastFlush time.Time
 	// knownSeq is the highest commit seq this worker knows of, from its own
 	// commits, its reads and other processes' notifications.
 	knownSeq int64
+	// tail is the newest part of the log this actor committed itself;
+	// staged holds the commits of the open push transaction.
+	tail   logTail
+	staged []storage.CommitRecord
 	// token is the serve-gate token (stored schema version, log epoch) as
 	// last read; replies are only released under an unchanged token.
 	token partition.GateToken
 }
 
 func (e *Engine) newWorker(p string) actors.Worker {
-	return &worker{e: e, partition: p, log: e.cfg.Logger.With(zap.String("partition", p))}
+	return &worker{e: e, partition: p}
 }
+
+// log returns the worker's logger (built on use: idle actors keep none).
+func (w *worker) log() *zap.Logger { return w.e.cfg.Logger.With(zap.String("partition", w.partition)) }
 
 // Start reloads the partition from storage (first start and every restart).
 func (w *worker) Start(ctx context.Context) error {
-	w.bindings = map[string]string{}
-	w.dirty = map[string]storage.ClientRecord{}
+	w.clients, w.dirty = nil, 0
+	w.tail.reset()
 	w.lastFlush = w.e.cfg.Now()
 	info, err := w.e.cfg.Store.TouchPartition(ctx, w.partition, w.e.cfg.Now().UnixMilli())
 	if err != nil {
@@ -104,11 +113,11 @@ func (w *worker) load(ctx context.Context) (storage.PartitionInfo, error) {
 func (w *worker) observeEpoch(epoch string) {
 	if epoch != w.epoch {
 		if w.epoch != "" {
-			w.log.Info("partition log epoch changed", zap.String("old_epoch", w.epoch), zap.String("epoch", epoch))
+			w.log().Info("partition log epoch changed", zap.String("old_epoch", w.epoch), zap.String("epoch", epoch))
 		}
 		w.epoch = epoch
-		clear(w.bindings)
-		clear(w.dirty)
+		w.clients, w.dirty = nil, 0
+		w.tail.reset()
 	}
 }
 

@@ -104,8 +104,9 @@ type Store interface {
 	// GetClient returns the client record, or nil.
 	GetClient(ctx context.Context, partition, clientID string) (*ClientRecord, error)
 
-	// PutClient creates or replaces the client record.
-	PutClient(ctx context.Context, partition string, rec ClientRecord) error
+	// PutClient creates or replaces client records, all in one transaction
+	// (the engine writes buffered records back in batches).
+	PutClient(ctx context.Context, partition string, recs ...ClientRecord) error
 
 	// Close releases the backend's resources. It does not wait for open
 	// PushTx: callers finish them first.

@@ -59,7 +59,6 @@ func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema, decls ...s
 	return nil
 }
 
-
 // incomplete names the checkpoints at version that are neither activated
 // nor declared in decls; d.mu must be held.
 func (d *db) incomplete(version int32, decls []storage.CheckpointDeclaration) []string {

@@ -276,7 +276,7 @@ func (s *Store) GetClient(ctx context.Context, partition, clientID string) (*sto
 }
 
 // PutClient stores a copy of rec, replacing any previous record.
-func (s *Store) PutClient(ctx context.Context, partition string, rec storage.ClientRecord) error {
+func (s *Store) PutClient(ctx context.Context, partition string, recs ...storage.ClientRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -284,10 +284,12 @@ func (s *Store) PutClient(ctx context.Context, partition string, rec storage.Cli
 	if err != nil {
 		return fmt.Errorf("memory: put client: %w", err)
 	}
-	rec.Subscriptions = cloneBytes(rec.Subscriptions)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.clients[rec.ClientID] = rec
+	for _, rec := range recs {
+		rec.Subscriptions = cloneBytes(rec.Subscriptions)
+		p.clients[rec.ClientID] = rec
+	}
 	return nil
 }
 

@@ -71,7 +71,6 @@ FOR EACH ROW EXECUTE FUNCTION `+s.q.fenceFunc+`()`)
 	return nil
 }
 
-
 const cpCols = `partition, name, schema_version, state, watermark, owner_epoch, observed_rows, updated_at_ms`
 
 func scanCheckpoint(row pgx.Row) (storage.Checkpoint, error) {

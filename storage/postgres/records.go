@@ -71,16 +71,30 @@ func (s *Store) GetClient(ctx context.Context, partition, clientID string) (*sto
 }
 
 // PutClient creates or replaces the client record.
-func (s *Store) PutClient(ctx context.Context, partition string, rec storage.ClientRecord) error {
+func (s *Store) PutClient(ctx context.Context, partition string, recs ...storage.ClientRecord) error {
 	if err := s.ready(); err != nil {
 		return err
 	}
-	var subs any
-	if rec.Subscriptions != nil {
-		subs = string(rec.Subscriptions)
+	if len(recs) == 0 {
+		return nil
 	}
 	return retry(ctx, "PutClient", func() error {
-		_, err := s.pool.Exec(ctx, s.q.putClient, partition, rec.ClientID, rec.ActorID, subs, rec.Cursor, int32(rec.WireVersion), rec.UpdatedAtMs)
-		return err
+		b := &pgx.Batch{}
+		for _, rec := range recs {
+			var subs any
+			if rec.Subscriptions != nil {
+				subs = string(rec.Subscriptions)
+			}
+			b.Queue(s.q.putClient, partition, rec.ClientID, rec.ActorID, subs, rec.Cursor, int32(rec.WireVersion), rec.UpdatedAtMs)
+		}
+		tx, err := s.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // no-op after Commit
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
 	})
 }

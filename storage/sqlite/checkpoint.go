@@ -83,7 +83,6 @@ func classifyAppend(err error, seq int64) error {
 	return fmt.Errorf("sqlite: append commit %d: %w", seq, err)
 }
 
-
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)

@@ -167,7 +167,10 @@ func (s *Store) GetClient(ctx context.Context, partition, clientID string) (*sto
 
 // PutClient creates or replaces the record (one write transaction under
 // the write lock).
-func (s *Store) PutClient(ctx context.Context, partition string, rec storage.ClientRecord) error {
+func (s *Store) PutClient(ctx context.Context, partition string, recs ...storage.ClientRecord) error {
+	if len(recs) == 0 {
+		return nil
+	}
 	if _, _, _, err := s.current(); err != nil {
 		return fmt.Errorf("sqlite: put client: %w", err)
 	}
@@ -175,17 +178,21 @@ func (s *Store) PutClient(ctx context.Context, partition string, rec storage.Cli
 		return fmt.Errorf("sqlite: put client: %w", err)
 	}
 	defer s.unlock()
-	var subs any
-	if rec.Subscriptions != nil {
-		subs = []byte(rec.Subscriptions)
-	}
-	_, err := s.conn.ExecContext(ctx, `INSERT INTO sync_clients(partition_id, client_id, actor_id, subscriptions, cursor, wire_version, updated_at_ms)
+	return s.inWriteTx(ctx, "put client", func(ctx context.Context) error {
+		for _, rec := range recs {
+			var subs any
+			if rec.Subscriptions != nil {
+				subs = []byte(rec.Subscriptions)
+			}
+			_, err := s.conn.ExecContext(ctx, `INSERT INTO sync_clients(partition_id, client_id, actor_id, subscriptions, cursor, wire_version, updated_at_ms)
 		VALUES(?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(partition_id, client_id) DO UPDATE SET actor_id = excluded.actor_id, subscriptions = excluded.subscriptions,
 			cursor = excluded.cursor, wire_version = excluded.wire_version, updated_at_ms = excluded.updated_at_ms`,
-		partition, rec.ClientID, rec.ActorID, subs, rec.Cursor, int64(rec.WireVersion), rec.UpdatedAtMs)
-	if err != nil {
-		return fmt.Errorf("sqlite: put client %q: %w", rec.ClientID, err)
-	}
-	return nil
+				partition, rec.ClientID, rec.ActorID, subs, rec.Cursor, int64(rec.WireVersion), rec.UpdatedAtMs)
+			if err != nil {
+				return fmt.Errorf("client %q: %w", rec.ClientID, err)
+			}
+		}
+		return nil
+	})
 }

@@ -1,0 +1,75 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/engine/ssp2"
+	"github.com/synclane/synclane/storage"
+	"github.com/synclane/synclane/storage/memory"
+)
+
+// The in-memory tail answers incremental scans exactly as storage does.
+func TestLogTailMatchesStorageScan(t *testing.T) {
+	ctx := context.Background()
+	s := schema.MustDemo()
+	st := memory.New()
+	if err := st.EnsureSchema(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var tail logTail
+	lists := []string{"a", "b", "c"}
+	for seq := int64(1); seq <= 300; seq++ {
+		tx, err := st.BeginPush(ctx, "p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var changes []storage.ChangeRecord
+		for range rng.IntN(4) { // some commits have no change at all
+			changes = append(changes, storage.ChangeRecord{Table: "todos", RowID: fmt.Sprint(rng.IntN(50)), Op: ssp2.OpDelete,
+				Scopes: map[string]string{"list_id": lists[rng.IntN(3)]}})
+		}
+		c := storage.CommitRecord{Seq: seq, ActorID: "x", ClientID: "c", ClientCommitID: fmt.Sprint(seq), Changes: changes}
+		if err := tx.AppendCommit(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		tail.append(c)
+	}
+	if tail.start != 300-maxTailCommits+1 && tail.start != 1 {
+		t.Fatalf("tail start %d", tail.start)
+	}
+	for i := range 500 {
+		q := storage.ChangeQuery{Table: "todos", Scopes: map[string][]string{"list_id": lists[:1+rng.IntN(3)]},
+			AfterSeq: int64(rng.IntN(300)), UpToSeq: 300, LimitChanges: 1 + rng.IntN(40)}
+		if !tail.covers(q.AfterSeq, q.UpToSeq) {
+			t.Fatalf("query %d: tail does not cover (%d, %d]", i, q.AfterSeq, q.UpToSeq)
+		}
+		want, err := st.ScanChanges(ctx, "p", q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := tail.scan(q)
+		if !reflect.DeepEqual(got.Commits, want.Commits) && !(len(got.Commits) == 0 && len(want.Commits) == 0) {
+			t.Fatalf("query %d %+v:\n tail %+v\n store %+v", i, q, got.Commits, want.Commits)
+		}
+		if want.Truncated && !got.Truncated {
+			t.Fatalf("query %d: storage truncated but the tail did not (cursor would skip commits)", i)
+		}
+	}
+	if tail.covers(0, 301) || (&logTail{}).covers(0, 0) {
+		t.Fatal("tail claims a window it does not hold")
+	}
+	// A gap (another process committed) restarts the tail.
+	tail.append(storage.CommitRecord{Seq: 305})
+	if tail.start != 305 || len(tail.commits) != 1 {
+		t.Fatalf("tail after a gap: start %d len %d", tail.start, len(tail.commits))
+	}
+}
