@@ -51,6 +51,7 @@ import (
 	"fmt"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -79,6 +80,13 @@ type Store struct {
 	rdb    *sql.DB   // read-only pool
 	wlock  chan struct{}
 	closed chan struct{}
+	// group is the open cross-partition commit group (under wlock);
+	// pushWaiters counts BeginPush calls waiting for wlock (group.go).
+	group       *commitGroup
+	pushWaiters atomic.Int32
+	// groupCommits and groupMembers count COMMITs of push groups and the
+	// push transactions they carried.
+	groupCommits, groupMembers atomic.Uint64
 
 	mu     sync.RWMutex // guards sch, tables and stmts (replaced by EnsureSchema)
 	sch    *schema.Schema
@@ -140,30 +148,6 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.log.Info("sqlite store opened", zap.String("path", path))
 	return s, nil
 }
-
-// lock takes the process-wide write lock, waiting until it is free, ctx
-// ends or the store closes.
-func (s *Store) lock(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	select {
-	case s.wlock <- struct{}{}:
-		select {
-		case <-s.closed:
-			<-s.wlock
-			return errClosed
-		default:
-			return nil
-		}
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.closed:
-		return errClosed
-	}
-}
-
-func (s *Store) unlock() { <-s.wlock }
 
 var errClosed = fmt.Errorf("sqlite: store is closed")
 

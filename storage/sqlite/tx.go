@@ -41,17 +41,19 @@ func (s *Store) BeginPush(ctx context.Context, partition string) (storage.PushTx
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: begin push on %q: %w", partition, err)
 	}
-	if err := s.lock(ctx); err != nil {
+	s.pushWaiters.Add(1)
+	err = s.acquire(ctx)
+	s.pushWaiters.Add(-1)
+	if err != nil {
 		return nil, fmt.Errorf("sqlite: begin push on %q: %w", partition, err)
 	}
-	if _, err := s.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+	if err := s.beginMember(ctx); err != nil {
 		s.unlock()
 		return nil, fmt.Errorf("sqlite: begin push on %q: %w", partition, err)
 	}
 	info, err := s.ensurePartition(context.WithoutCancel(ctx), sys, partition, 0)
 	if err != nil {
-		s.rollbackQuietly()
-		s.unlock()
+		s.abortMember()
 		return nil, fmt.Errorf("sqlite: begin push on %q: %w", partition, err)
 	}
 	return &pushTx{s: s, sys: sys, tables: tables, info: info, running: sch.Version, startMax: info.MaxCommitSeq, keys: map[string]struct{}{}}, nil
@@ -282,25 +284,27 @@ func (tx *pushTx) PutIdempotency(ctx context.Context, rec storage.IdempotencyRec
 	return nil
 }
 
-// Commit records the new MaxCommitSeq, commits durably (WAL fsync) and
-// releases the write lock. On failure everything is rolled back.
+// Commit records the new MaxCommitSeq and returns once the transaction is
+// durable: its writes commit in one fsync'd COMMIT together with the push
+// transactions of other partitions that were waiting for the writer
+// (group.go). On failure nothing of it is kept.
 func (tx *pushTx) Commit(ctx context.Context) error {
 	ctx, err := tx.check(ctx, "commit")
 	if err != nil {
 		return err
 	}
-	defer tx.finish()
+	tx.done = true
 	if tx.info.MaxCommitSeq != tx.startMax {
 		if _, err := tx.sys.setMax.ExecContext(ctx, tx.info.MaxCommitSeq, tx.info.Partition); err != nil {
-			tx.s.rollbackQuietly()
+			tx.s.abortMember()
 			return fmt.Errorf("sqlite: commit: record max seq: %w", err)
 		}
 	}
-	if _, err := tx.s.conn.ExecContext(ctx, "COMMIT"); err != nil {
-		tx.s.rollbackQuietly()
+	if _, err := tx.s.conn.ExecContext(ctx, "RELEASE ptx"); err != nil {
+		tx.s.abortMember()
 		return fmt.Errorf("sqlite: commit: %w", err)
 	}
-	return nil
+	return tx.s.endMember(true)
 }
 
 // Rollback discards the transaction and releases the lock; a no-op once
@@ -309,14 +313,30 @@ func (tx *pushTx) Rollback(ctx context.Context) error {
 	if tx.done {
 		return nil
 	}
-	defer tx.finish()
-	if _, err := tx.s.conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
-		return fmt.Errorf("sqlite: rollback: %w", err)
-	}
+	tx.done = true
+	tx.s.abortMember()
 	return nil
 }
 
-func (tx *pushTx) finish() {
-	tx.done = true
-	tx.s.unlock()
+// abortMember rolls the caller's member savepoint back and ends its part
+// in the group; the group's other members still commit. If the savepoint
+// is gone (SQLite rolled the whole transaction back after an I/O error),
+// the group is failed as a whole, so no member reports lost writes as
+// durable.
+func (s *Store) abortMember() {
+	ctx := context.Background()
+	_, err := s.conn.ExecContext(ctx, "ROLLBACK TO ptx")
+	if err == nil {
+		_, err = s.conn.ExecContext(ctx, "RELEASE ptx")
+	}
+	if err != nil {
+		g := s.group
+		s.group = nil
+		s.rollbackQuietly()
+		g.err = fmt.Errorf("sqlite: commit group aborted: %w", err)
+		close(g.done)
+		s.unlock()
+		return
+	}
+	_ = s.endMember(false)
 }

@@ -1,0 +1,136 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+)
+
+// Group commit across partitions.
+//
+// SQLite has one writer, so the push transactions of all partitions take
+// turns on the writer connection, and each used to pay its own fsync. Now a
+// push transaction is a savepoint ("ptx") inside an outer BEGIN IMMEDIATE
+// transaction that several consecutive push transactions share: when a
+// PushTx commits while other BeginPush calls are waiting for the writer, it
+// releases its savepoint, hands the writer to the next one and waits; the
+// last member of the group (no one waiting, or the group full) COMMITs once
+// for everyone and wakes them. Every member's Commit returns only after
+// that COMMIT, with its result, so no caller ever reports a write that is
+// not durable, and readers (other connections) never see one either.
+//
+// Invariants, all under the write lock:
+//   - s.group is non-nil exactly while the outer transaction is open;
+//   - every member of an open group is either holding the write lock or
+//     waiting in Commit to get it back, so some member always finishes the
+//     group even if a waiter it handed off to gave up;
+//   - any other writer (lock) finishes an open group before it begins its
+//     own transaction.
+
+// maxGroupMembers bounds how many push transactions share one COMMIT.
+const maxGroupMembers = 256
+
+type commitGroup struct {
+	members int
+	done    chan struct{}
+	err     error
+}
+
+// acquire takes the process-wide write lock, waiting until it is free, ctx
+// ends or the store closes.
+func (s *Store) acquire(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case s.wlock <- struct{}{}:
+		select {
+		case <-s.closed:
+			<-s.wlock
+			return errClosed
+		default:
+			return nil
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.closed:
+		return errClosed
+	}
+}
+
+// lock takes the write lock for a writer that runs its own transaction:
+// an open commit group is finished (committed) first.
+func (s *Store) lock(ctx context.Context) error {
+	if err := s.acquire(ctx); err != nil {
+		return err
+	}
+	if s.group != nil {
+		s.finishGroup()
+	}
+	return nil
+}
+
+func (s *Store) unlock() { <-s.wlock }
+
+// beginMember starts a push transaction: it joins the open group or opens
+// one, then sets the member savepoint. The caller holds the lock.
+func (s *Store) beginMember(ctx context.Context) error {
+	if s.group == nil {
+		if _, err := s.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+			return err
+		}
+		s.group = &commitGroup{done: make(chan struct{})}
+	}
+	if _, err := s.conn.ExecContext(context.WithoutCancel(ctx), "SAVEPOINT ptx"); err != nil {
+		if s.group.members == 0 {
+			s.finishGroup()
+		}
+		return err
+	}
+	return nil
+}
+
+// endMember ends the caller's push transaction (its savepoint already
+// released or rolled back) and returns when its group is durable: it hands
+// the writer on to a waiting BeginPush, or commits the group itself. The
+// caller holds the lock; endMember releases it.
+func (s *Store) endMember(joined bool) error {
+	g := s.group
+	if joined {
+		g.members++
+	}
+	if s.pushWaiters.Load() == 0 || g.members >= maxGroupMembers {
+		s.finishGroup()
+		s.unlock()
+		return g.err
+	}
+	s.unlock()
+	// The next member holds the writer now. Either someone commits the
+	// group, or the writer comes back to us (the waiter gave up or handed
+	// on): then we finish the group if it is still open.
+	select {
+	case <-g.done:
+		return g.err
+	case s.wlock <- struct{}{}:
+		if s.group == g {
+			s.finishGroup()
+		}
+		s.unlock()
+		<-g.done
+		return g.err
+	}
+}
+
+// finishGroup commits the open outer transaction (rolling back on
+// failure) and wakes every member with the result. The caller holds the
+// lock.
+func (s *Store) finishGroup() {
+	g := s.group
+	s.group = nil
+	s.groupCommits.Add(1)
+	s.groupMembers.Add(uint64(g.members))
+	if _, err := s.conn.ExecContext(context.Background(), "COMMIT"); err != nil {
+		s.rollbackQuietly()
+		g.err = fmt.Errorf("sqlite: commit: %w", err)
+	}
+	close(g.done)
+}
