@@ -174,25 +174,37 @@ func (s *Store) PutClient(ctx context.Context, partition string, recs ...storage
 	if _, _, _, err := s.current(); err != nil {
 		return fmt.Errorf("sqlite: put client: %w", err)
 	}
-	if err := s.lock(ctx); err != nil {
+	// Client records ride in the push commit group like a push transaction
+	// (group.go), so write-backs from many partitions share fsyncs too.
+	s.pushWaiters.Add(1)
+	err := s.acquire(ctx)
+	s.pushWaiters.Add(-1)
+	if err != nil {
 		return fmt.Errorf("sqlite: put client: %w", err)
 	}
-	defer s.unlock()
-	return s.inWriteTx(ctx, "put client", func(ctx context.Context) error {
-		for _, rec := range recs {
-			var subs any
-			if rec.Subscriptions != nil {
-				subs = []byte(rec.Subscriptions)
-			}
-			_, err := s.conn.ExecContext(ctx, `INSERT INTO sync_clients(partition_id, client_id, actor_id, subscriptions, cursor, wire_version, updated_at_ms)
+	if err := s.beginMember(ctx); err != nil {
+		s.unlock()
+		return fmt.Errorf("sqlite: put client: %w", err)
+	}
+	wctx := context.WithoutCancel(ctx)
+	for _, rec := range recs {
+		var subs any
+		if rec.Subscriptions != nil {
+			subs = []byte(rec.Subscriptions)
+		}
+		_, err := s.conn.ExecContext(wctx, `INSERT INTO sync_clients(partition_id, client_id, actor_id, subscriptions, cursor, wire_version, updated_at_ms)
 		VALUES(?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(partition_id, client_id) DO UPDATE SET actor_id = excluded.actor_id, subscriptions = excluded.subscriptions,
 			cursor = excluded.cursor, wire_version = excluded.wire_version, updated_at_ms = excluded.updated_at_ms`,
-				partition, rec.ClientID, rec.ActorID, subs, rec.Cursor, int64(rec.WireVersion), rec.UpdatedAtMs)
-			if err != nil {
-				return fmt.Errorf("client %q: %w", rec.ClientID, err)
-			}
+			partition, rec.ClientID, rec.ActorID, subs, rec.Cursor, int64(rec.WireVersion), rec.UpdatedAtMs)
+		if err != nil {
+			s.abortMember()
+			return fmt.Errorf("sqlite: put client %q: %w", rec.ClientID, err)
 		}
-		return nil
-	})
+	}
+	if _, err := s.conn.ExecContext(wctx, "RELEASE ptx"); err != nil {
+		s.abortMember()
+		return fmt.Errorf("sqlite: put client: %w", err)
+	}
+	return s.endMember(true)
 }
