@@ -3,9 +3,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -267,18 +269,27 @@ func (s *Store) ReadCheckpoints(ctx context.Context) ([]storage.Checkpoint, erro
 	return out, nil
 }
 
-// ReadServeGate reads marker, epoch and pending checkpoints in one read
-// transaction (one WAL snapshot) on a read connection.
+// gateSQL reads the whole serve gate in one statement (one WAL snapshot):
+// the schema marker, the partition's epoch and the pending checkpoints at
+// the running version as a JSON array of [partition, name], ordered.
+const gateSQL = `SELECT
+	(SELECT value FROM sync_meta WHERE key = 'schema_version'),
+	(SELECT log_epoch FROM sync_partitions WHERE partition_id = ?1),
+	(SELECT json_group_array(json_array(partition_id, name)) FROM
+		(SELECT partition_id, name FROM sync_backfill_checkpoints
+		 WHERE schema_version = ?2 AND state <> 'activated' ORDER BY partition_id, name))`
+
+// ReadServeGate reads marker, epoch and pending checkpoints in one
+// statement on a read connection (prepared once per connection).
 func (s *Store) ReadServeGate(ctx context.Context, partition string, running int32) (storage.ServeGate, error) {
 	if _, _, _, err := s.current(); err != nil {
 		return storage.ServeGate{}, fmt.Errorf("sqlite: read serve gate: %w", err)
 	}
-	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return storage.ServeGate{}, fmt.Errorf("sqlite: read serve gate: %w", err)
+	s.gateOnce.Do(func() { s.gateStmt, s.gateErr = s.rdb.PrepareContext(context.Background(), gateSQL) })
+	if s.gateErr != nil {
+		return storage.ServeGate{}, fmt.Errorf("sqlite: read serve gate: %w", s.gateErr)
 	}
-	defer func() { _ = tx.Rollback() }()
-	g, err := readGate(ctx, tx, partition, running)
+	g, err := scanGate(s.gateStmt.QueryRowContext(ctx, partition, running))
 	if err != nil {
 		return g, fmt.Errorf("sqlite: read serve gate: %w", err)
 	}
@@ -286,37 +297,33 @@ func (s *Store) ReadServeGate(ctx context.Context, partition string, running int
 }
 
 func readGate(ctx context.Context, q execer, partition string, running int32) (storage.ServeGate, error) {
+	return scanGate(q.QueryRowContext(ctx, gateSQL, partition, running))
+}
+
+func scanGate(row *sql.Row) (storage.ServeGate, error) {
 	var g storage.ServeGate
-	var marker string
-	err := q.QueryRowContext(ctx, `SELECT value FROM sync_meta WHERE key = 'schema_version'`).Scan(&marker)
-	switch {
-	case isNoRows(err):
-	case err != nil:
+	var marker, epoch, pending sql.NullString
+	if err := row.Scan(&marker, &epoch, &pending); err != nil {
 		return g, err
-	default:
-		var v int32
-		if _, err := fmt.Sscanf(marker, "%d", &v); err != nil {
-			return g, fmt.Errorf("stored schema version %q: %w", marker, err)
+	}
+	if marker.Valid {
+		v, err := strconv.ParseInt(marker.String, 10, 32)
+		if err != nil {
+			return g, fmt.Errorf("stored schema version %q: %w", marker.String, err)
 		}
-		g.StoredSchemaVersion = v
+		g.StoredSchemaVersion = int32(v)
 	}
-	if err := q.QueryRowContext(ctx, `SELECT log_epoch FROM sync_partitions WHERE partition_id = ?`, partition).Scan(&g.LogEpoch); err != nil && !isNoRows(err) {
-		return g, err
-	}
-	rows, err := q.QueryContext(ctx, `SELECT partition_id, name FROM sync_backfill_checkpoints
-		WHERE schema_version = ? AND state <> 'activated' ORDER BY partition_id, name`, running)
-	if err != nil {
-		return g, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var r storage.CheckpointRef
-		if err := rows.Scan(&r.Partition, &r.Name); err != nil {
-			return g, err
+	g.LogEpoch = epoch.String
+	if pending.Valid && pending.String != "[]" {
+		var pairs [][2]string
+		if err := json.Unmarshal([]byte(pending.String), &pairs); err != nil {
+			return g, fmt.Errorf("pending checkpoints: %w", err)
 		}
-		g.Pending = append(g.Pending, r)
+		for _, p := range pairs {
+			g.Pending = append(g.Pending, storage.CheckpointRef{Partition: p[0], Name: p[1]})
+		}
 	}
-	return g, rows.Err()
+	return g, nil
 }
 
 // checkIncomplete fails with storage.ErrCheckpointIncomplete when a

@@ -95,6 +95,10 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	gateOnce sync.Once
+	gateStmt *sql.Stmt
+	gateErr  error
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -171,6 +175,9 @@ func (s *Store) Close() error {
 		s.stmts, s.tables, s.sch = nil, nil, nil
 		s.mu.Unlock()
 		var errs []error
+		if s.gateStmt != nil {
+			_ = s.gateStmt.Close()
+		}
 		if err := s.conn.Close(); err != nil {
 			errs = append(errs, err)
 		}
