@@ -296,9 +296,6 @@ func (s *Store) ReadServeGate(ctx context.Context, partition string, running int
 	return g, nil
 }
 
-func readGate(ctx context.Context, q execer, partition string, running int32) (storage.ServeGate, error) {
-	return scanGate(q.QueryRowContext(ctx, gateSQL, partition, running))
-}
 
 func scanGate(row *sql.Row) (storage.ServeGate, error) {
 	var g storage.ServeGate
@@ -416,7 +413,12 @@ func (tx *pushTx) ReadServeGate(ctx context.Context, running int32) (storage.Ser
 	if err != nil {
 		return storage.ServeGate{}, err
 	}
-	g, err := readGate(ctx, tx.s.conn, tx.info.Partition, running)
+	if tx.s.txGateStmt == nil { // prepared once on the writer connection (we hold the lock)
+		if tx.s.txGateStmt, err = tx.s.conn.PrepareContext(ctx, gateSQL); err != nil {
+			return storage.ServeGate{}, fmt.Errorf("sqlite: read serve gate: %w", err)
+		}
+	}
+	g, err := scanGate(tx.s.txGateStmt.QueryRowContext(ctx, tx.info.Partition, running))
 	if err != nil {
 		return g, fmt.Errorf("sqlite: read serve gate: %w", err)
 	}

@@ -99,6 +99,8 @@ type Store struct {
 	gateOnce sync.Once
 	gateStmt *sql.Stmt
 	gateErr  error
+	// txGateStmt is the gate statement on the writer connection (under wlock).
+	txGateStmt *sql.Stmt
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -175,8 +177,10 @@ func (s *Store) Close() error {
 		s.stmts, s.tables, s.sch = nil, nil, nil
 		s.mu.Unlock()
 		var errs []error
-		if s.gateStmt != nil {
-			_ = s.gateStmt.Close()
+		for _, st := range []*sql.Stmt{s.gateStmt, s.txGateStmt} {
+			if st != nil {
+				_ = st.Close()
+			}
 		}
 		if err := s.conn.Close(); err != nil {
 			errs = append(errs, err)
