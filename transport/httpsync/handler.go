@@ -15,6 +15,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
@@ -187,8 +188,10 @@ func pickEncoding(accept string) string {
 	has := map[string]bool{}
 	for _, part := range strings.Split(accept, ",") {
 		name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
-		if strings.Contains(strings.ReplaceAll(params, " ", ""), "q=0") && !strings.Contains(params, "q=0.") {
-			continue
+		if q, ok := strings.CutPrefix(strings.ReplaceAll(params, " ", ""), "q="); ok {
+			if v, err := strconv.ParseFloat(q, 64); err == nil && v == 0 {
+				continue // explicitly refused
+			}
 		}
 		has[strings.ToLower(strings.TrimSpace(name))] = true
 	}

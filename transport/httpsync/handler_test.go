@@ -1,0 +1,135 @@
+package httpsync_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/engine/ssp2"
+	"github.com/synclane/synclane/storage/memory"
+	"github.com/synclane/synclane/transport/httpsync"
+)
+
+func newMemoryServer(t *testing.T, maxBody int64) *httptest.Server {
+	t.Helper()
+	s := schema.MustDemo()
+	eng, err := engine.New(context.Background(), engine.Config{Schema: s, Store: memory.New(), Resolver: engine.AllowAll(s)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	srv := httptest.NewServer(httpsync.NewHandler(eng, httpsync.Options{Auth: httpsync.DevAuth{}, MaxBodyBytes: maxBody}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func handshakeBody(t *testing.T) []byte {
+	b, err := ssp2.Encode(&ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+		&ssp2.ReqHeader{ClientID: "c", SchemaVersion: 1}, &ssp2.PullHeader{Accept: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// rawPost sends body with the given encodings, without Go's transparent
+// gzip handling, and returns status, response Content-Encoding and body.
+func rawPost(t *testing.T, url string, body []byte, contentEncoding, acceptEncoding string) (int, string, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", httpsync.ContentType)
+	req.Header.Set("X-Actor", "ada")
+	if contentEncoding != "" {
+		req.Header.Set("Content-Encoding", contentEncoding)
+	}
+	req.Header.Set("Accept-Encoding", acceptEncoding) // set explicitly: no transparent decompression
+	res, err := (&http.Client{Transport: &http.Transport{DisableCompression: true}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, res.Header.Get("Content-Encoding"), b
+}
+
+func TestCompressionBothWays(t *testing.T) {
+	srv := newMemoryServer(t, 1<<20)
+	plain := handshakeBody(t)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(plain)
+	zw.Close()
+	zenc, _ := zstd.NewWriter(nil)
+	zs := zenc.EncodeAll(plain, nil)
+	cases := []struct {
+		name, ce, ae, wantCE string
+		body                 []byte
+	}{
+		{"identity", "", "identity", "", plain},
+		{"gzip request, gzip response", "gzip", "gzip", "gzip", gz.Bytes()},
+		{"zstd request, zstd response", "zstd", "zstd, gzip", "zstd", zs},
+		{"zstd refused by q=0", "", "zstd;q=0, gzip", "gzip", plain},
+		{"zstd refused by q=0.0", "", "zstd; q=0.0, gzip;q=0.5", "gzip", plain},
+	}
+	for _, c := range cases {
+		status, ce, b := rawPost(t, srv.URL, c.body, c.ce, c.ae)
+		if status != 200 || ce != c.wantCE {
+			t.Fatalf("%s: HTTP %d, Content-Encoding %q (want %q): %s", c.name, status, ce, c.wantCE, b)
+		}
+		switch ce {
+		case "gzip":
+			zr, err := gzip.NewReader(bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ = io.ReadAll(zr)
+		case "zstd":
+			zr, _ := zstd.NewReader(nil)
+			out, err := zr.DecodeAll(b, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = out
+		}
+		m, err := ssp2.DecodeResponse(b)
+		if err != nil || !m.Frames[0].(*ssp2.RespHeader).ResetRequired {
+			t.Fatalf("%s: response %v %+v", c.name, err, m)
+		}
+	}
+}
+
+func TestDecompressionBombIsRefused(t *testing.T) {
+	srv := newMemoryServer(t, 64<<10)
+	var gz bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	zw.Write(bytes.Repeat([]byte{0}, 16<<20)) // 16 MiB of zeros, ~16 KiB compressed
+	zw.Close()
+	status, _, b := rawPost(t, srv.URL, gz.Bytes(), "gzip", "identity")
+	if status != http.StatusRequestEntityTooLarge || !bytes.Contains(b, []byte("sync.invalid_request")) {
+		t.Fatalf("bomb: HTTP %d %s", status, b)
+	}
+	// The server keeps serving.
+	if status, _, b := rawPost(t, srv.URL, handshakeBody(t), "", "identity"); status != 200 {
+		t.Fatalf("after the bomb: HTTP %d %s", status, b)
+	}
+}
+
+func TestMethodAndAuthRefusals(t *testing.T) {
+	srv := newMemoryServer(t, 1<<20)
+	res, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusMethodNotAllowed || res.Header.Get("Allow") != "POST" {
+		t.Fatalf("GET /sync: %d", res.StatusCode)
+	}
+}
