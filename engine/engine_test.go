@@ -446,8 +446,10 @@ func TestRequestLevelRefusals(t *testing.T) {
 	}
 	_, err := a.sync(&ssp2.PushCommit{ClientCommitID: "big", Operations: ops})
 	wantCode(t, err, syncerr.TooManyOperations)
-	_, err = a.sync(&ssp2.PullHeader{Accept: 1}, &ssp2.Subscription{ID: "s", Table: "nope", Scopes: map[string][]string{}, Cursor: -1})
-	wantCode(t, err, syncerr.UnknownTable)
+	for _, table := range []string{"nope", "sync_backfill_checkpoints", "sync_writer_fence", "sync_commits"} {
+		_, err = a.sync(&ssp2.PullHeader{Accept: 1}, &ssp2.Subscription{ID: "s", Table: table, Scopes: map[string][]string{}, Cursor: -1})
+		wantCode(t, err, syncerr.UnknownTable)
+	}
 	_, err = a.sync(&ssp2.PullHeader{Accept: 1}, sub("s", -1, "P"), sub("s", -1, "P"))
 	wantCode(t, err, syncerr.InvalidSubscription)
 	_, err = a.sync(&ssp2.PullHeader{Accept: 1}, &ssp2.Subscription{ID: "s", Table: "tasks", Scopes: map[string][]string{"nope": {"x"}}, Cursor: -1})
@@ -484,6 +486,9 @@ func TestCommitLevelRejections(t *testing.T) {
 		code string
 	}{
 		{"unknown table", upsert("nope", "x", f.row("x", "P", "x"), nil), "sync.unknown_table"},
+		// System tables (checkpoints, fence, log) are never synced.
+		{"checkpoint table", upsert("sync_backfill_checkpoints", "x", f.row("x", "P", "x"), nil), "sync.unknown_table"},
+		{"fence table", ssp2.Operation{Table: "sync_writer_fence", RowID: "p1", Op: ssp2.OpDelete}, "sync.unknown_table"},
 		{"payload fails the row codec", upsert("tasks", "x", []byte{0xff, 1, 2}, nil), "sync.invalid_request"},
 		{"rowId differs from primary key", upsert("tasks", "x", f.row("y", "P", "x"), nil), "sync.invalid_request"},
 	}
