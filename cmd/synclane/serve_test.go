@@ -145,6 +145,9 @@ func TestServeTwoProcessesCheckpointGate(t *testing.T) {
 			if code, _ := get(t, b+"/readyz"); code != 503 {
 				t.Fatalf("/readyz of the gated process = %d, want 503", code)
 			}
+			if _, body := get(t, b+"/metrics"); !strings.Contains(body, `synclane_checkpoint_activated{partition="default",name="todo_search",schema_version="1"} 0`) {
+				t.Fatalf("/metrics lacks the pending checkpoint:\n%s", body)
+			}
 			code, out, _ := runCmd(t, append([]string{"checkpoint", "list"}, store...)...)
 			if code != 0 || !strings.Contains(out, "todo_search") || !strings.Contains(out, "declared") {
 				t.Fatalf("checkpoint list: %d\n%s", code, out)
@@ -160,6 +163,10 @@ func TestServeTwoProcessesCheckpointGate(t *testing.T) {
 			}
 			if pr, err := pushTodo(t, b, "bob", "t2"); err != nil || pr.Status != ssp2.CommitApplied {
 				t.Fatalf("after activation the other process serves: %+v %v", pr, err)
+			}
+			if _, body := get(t, a+"/metrics"); !strings.Contains(body, `synclane_checkpoint_activated{partition="default",name="todo_search",schema_version="1"} 1`) ||
+				!strings.Contains(body, `synclane_checkpoint_watermark{partition="default",name="todo_search"} 1`) {
+				t.Fatalf("/metrics after activation:\n%s", body)
 			}
 			for _, base := range []string{a, b} {
 				if rows, err := pullTodos(t, base, "carol"); err != nil || len(rows) != 2 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/storage"
 )
 
 // MuxOptions configure NewMux.
@@ -55,8 +56,8 @@ func NewMux(eng *engine.Engine, opts MuxOptions) *Mux {
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
-	m.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
-		writeMetrics(w, eng)
+	m.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		writeMetrics(r.Context(), w, eng)
 	})
 	return m
 }
@@ -66,7 +67,7 @@ func NewMux(eng *engine.Engine, opts MuxOptions) *Mux {
 func (m *Mux) Drain() { m.draining.Store(true) }
 
 // writeMetrics renders the engine's counters in the Prometheus text format.
-func writeMetrics(w http.ResponseWriter, eng *engine.Engine) {
+func writeMetrics(ctx context.Context, w http.ResponseWriter, eng *engine.Engine) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	s := eng.Metrics()
 	a := eng.ActorStats()
@@ -93,5 +94,29 @@ func writeMetrics(w http.ResponseWriter, eng *engine.Engine) {
 	sort.Strings(codes)
 	for _, c := range codes {
 		_, _ = fmt.Fprintf(w, "synclane_request_errors_total{code=%q} %d\n", c, s.Errors[c])
+	}
+	// Backfill progress, read from storage so every process reports every
+	// runner's progress.
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	cps, err := eng.Store().ReadCheckpoints(cctx)
+	if err != nil || len(cps) == 0 {
+		return
+	}
+	_, _ = fmt.Fprintf(w, "# HELP synclane_checkpoint_watermark Highest source commit seq a backfill projection reflects.\n# TYPE synclane_checkpoint_watermark gauge\n")
+	for _, c := range cps {
+		_, _ = fmt.Fprintf(w, "synclane_checkpoint_watermark{partition=%q,name=%q} %d\n", c.Partition, c.Name, c.Watermark)
+	}
+	_, _ = fmt.Fprintf(w, "# HELP synclane_checkpoint_observed_rows Source rows a backfill has projected.\n# TYPE synclane_checkpoint_observed_rows gauge\n")
+	for _, c := range cps {
+		_, _ = fmt.Fprintf(w, "synclane_checkpoint_observed_rows{partition=%q,name=%q} %d\n", c.Partition, c.Name, c.ObservedRows)
+	}
+	_, _ = fmt.Fprintf(w, "# HELP synclane_checkpoint_activated Whether a backfill checkpoint is activated (1) or pending (0).\n# TYPE synclane_checkpoint_activated gauge\n")
+	for _, c := range cps {
+		v := 0
+		if c.State == storage.CheckpointActivated {
+			v = 1
+		}
+		_, _ = fmt.Fprintf(w, "synclane_checkpoint_activated{partition=%q,name=%q,schema_version=\"%d\"} %d\n", c.Partition, c.Name, c.SchemaVersion, v)
 	}
 }
