@@ -296,7 +296,6 @@ func (s *Store) ReadServeGate(ctx context.Context, partition string, running int
 	return g, nil
 }
 
-
 func scanGate(row *sql.Row) (storage.ServeGate, error) {
 	var g storage.ServeGate
 	var marker, epoch, pending sql.NullString
