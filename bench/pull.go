@@ -133,7 +133,9 @@ func pullCase(ctx context.Context, cfg *Config, store string) (Result, error) {
 	})
 	close(stop)
 	wwg.Wait()
-	elapsed := time.Since(ph.measureFrom)
+	// Pulls are counted when they start inside the window, so the rate is
+	// over the window, not over the clients' trailing sleeps after it.
+	elapsed := min(time.Since(ph.measureFrom), ph.end.Sub(ph.measureFrom))
 	pulls, perr := mergeTallies(pt)
 	pushes, werr := mergeTallies(wt)
 	var prop Hist

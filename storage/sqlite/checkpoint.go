@@ -250,7 +250,7 @@ func (s *Store) ReadCheckpoints(ctx context.Context) ([]storage.Checkpoint, erro
 	if _, _, _, err := s.current(); err != nil {
 		return nil, fmt.Errorf("sqlite: read checkpoints: %w", err)
 	}
-	rows, err := s.rdb.QueryContext(ctx, `SELECT `+cpCols+` FROM sync_backfill_checkpoints ORDER BY partition_id, name`)
+	rows, err := s.readQuery(ctx, `SELECT `+cpCols+` FROM sync_backfill_checkpoints ORDER BY partition_id, name`)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read checkpoints: %w", err)
 	}
@@ -325,7 +325,7 @@ func scanGate(row *sql.Row) (storage.ServeGate, error) {
 // checkIncomplete fails with storage.ErrCheckpointIncomplete when a
 // checkpoint at version is neither activated nor in decls.
 func (s *Store) checkIncomplete(ctx context.Context, version int32, decls []storage.CheckpointDeclaration) error {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT partition_id, name FROM sync_backfill_checkpoints
+	rows, err := s.readQuery(ctx, `SELECT partition_id, name FROM sync_backfill_checkpoints
 		WHERE schema_version = ? AND state <> 'activated' ORDER BY partition_id, name`, version)
 	if err != nil {
 		return fmt.Errorf("sqlite: ensure schema: read checkpoints: %w", err)

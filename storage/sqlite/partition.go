@@ -42,7 +42,7 @@ func (s *Store) ReadPartition(ctx context.Context, partition string) (storage.Pa
 	if _, _, _, err := s.current(); err != nil {
 		return storage.PartitionInfo{}, fmt.Errorf("sqlite: read partition %q: %w", partition, err)
 	}
-	p, err := scanPartition(s.rdb.QueryRowContext(ctx, readPartSQL, partition), partition)
+	p, err := scanPartition(s.readQueryRow(ctx, readPartSQL, partition), partition)
 	if err != nil {
 		return p, fmt.Errorf("sqlite: read partition %q: %w", partition, err)
 	}
@@ -124,7 +124,7 @@ func (s *Store) LookupIdempotency(ctx context.Context, partition, clientID, clie
 	if _, _, _, err := s.current(); err != nil {
 		return nil, fmt.Errorf("sqlite: lookup idempotency: %w", err)
 	}
-	rec, err := scanIdem(s.rdb.QueryRowContext(ctx, sysSQL["lookupIdem"], partition, clientID, clientCommitID), clientID, clientCommitID)
+	rec, err := scanIdem(s.readQueryRow(ctx, sysSQL["lookupIdem"], partition, clientID, clientCommitID), clientID, clientCommitID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: lookup idempotency: %w", err)
 	}
@@ -153,7 +153,7 @@ func (s *Store) GetClient(ctx context.Context, partition, clientID string) (*sto
 	rec := &storage.ClientRecord{ClientID: clientID}
 	var subs []byte
 	var wire int64
-	err := s.rdb.QueryRowContext(ctx, `SELECT actor_id, subscriptions, cursor, wire_version, updated_at_ms FROM sync_clients
+	err := s.readQueryRow(ctx, `SELECT actor_id, subscriptions, cursor, wire_version, updated_at_ms FROM sync_clients
 		WHERE partition_id = ? AND client_id = ?`, partition, clientID).Scan(&rec.ActorID, &subs, &rec.Cursor, &wire, &rec.UpdatedAtMs)
 	if isNoRows(err) {
 		return nil, nil

@@ -78,7 +78,7 @@ func (s *Store) ScanRows(ctx context.Context, partition string, q storage.RowQue
 		query += " LIMIT ?"
 		args = append(args, q.Limit)
 	}
-	rows, err := s.rdb.QueryContext(ctx, query, args...)
+	rows, err := s.readQuery(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: scan rows of %s: %w", t.Name, err)
 	}
@@ -148,7 +148,7 @@ func (s *Store) ScanChanges(ctx context.Context, partition string, q storage.Cha
 	full := false // the limit was reached; look for one more matching commit
 	after := q.AfterSeq
 	for {
-		seqs, err := querySeqs(ctx, rtx, candSQL, append(candArgs, after, q.UpToSeq, page)...)
+		seqs, err := s.querySeqs(ctx, rtx, candSQL, append(candArgs, after, q.UpToSeq, page)...)
 		if err != nil {
 			return storage.ChangeScan{}, fmt.Errorf("sqlite: scan changes: candidates: %w", err)
 		}
@@ -177,8 +177,14 @@ func (s *Store) ScanChanges(ctx context.Context, partition string, q storage.Cha
 	}
 }
 
-func querySeqs(ctx context.Context, rtx *sql.Tx, query string, args ...any) ([]int64, error) {
-	rows, err := rtx.QueryContext(ctx, query, args...)
+func (s *Store) querySeqs(ctx context.Context, rtx *sql.Tx, query string, args ...any) ([]int64, error) {
+	var rows *sql.Rows
+	var err error
+	if st := s.readStmt(ctx, query); st != nil {
+		rows, err = rtx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	} else {
+		rows, err = rtx.QueryContext(ctx, query, args...)
+	}
 	if err != nil {
 		return nil, err
 	}

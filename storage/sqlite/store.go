@@ -101,6 +101,50 @@ type Store struct {
 	gateErr  error
 	// txGateStmt is the gate statement on the writer connection (under wlock).
 	txGateStmt *sql.Stmt
+	// rstmts caches read statements prepared on the read pool, by SQL text
+	// (readStmt); nread counts them to bound the cache.
+	rstmts sync.Map
+	nread  atomic.Int32
+}
+
+// maxReadStmts bounds the read statement cache; queries past it (rare
+// shapes of dynamic IN lists) run unprepared.
+const maxReadStmts = 256
+
+// readQuery runs a read on the read pool through a cached prepared
+// statement (SQLite re-parses unprepared SQL on every call).
+func (s *Store) readQuery(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if st := s.readStmt(ctx, q); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return s.rdb.QueryContext(ctx, q, args...)
+}
+
+// readQueryRow is readQuery for one row.
+func (s *Store) readQueryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	if st := s.readStmt(ctx, q); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return s.rdb.QueryRowContext(ctx, q, args...)
+}
+
+func (s *Store) readStmt(ctx context.Context, q string) *sql.Stmt {
+	if st, ok := s.rstmts.Load(q); ok {
+		return st.(*sql.Stmt)
+	}
+	if s.nread.Load() >= maxReadStmts {
+		return nil
+	}
+	st, err := s.rdb.PrepareContext(ctx, q)
+	if err != nil {
+		return nil // the unprepared path reports the error
+	}
+	if prev, loaded := s.rstmts.LoadOrStore(q, st); loaded {
+		_ = st.Close()
+		return prev.(*sql.Stmt)
+	}
+	s.nread.Add(1)
+	return st
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -182,6 +226,7 @@ func (s *Store) Close() error {
 				_ = st.Close()
 			}
 		}
+		s.rstmts.Range(func(_, v any) bool { _ = v.(*sql.Stmt).Close(); return true })
 		if err := s.conn.Close(); err != nil {
 			errs = append(errs, err)
 		}
