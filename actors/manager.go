@@ -148,7 +148,13 @@ func (a *managerActor) Receive(ctx actor.Context) {
 			return
 		}
 		if !ok {
-			c = &child{pid: ctx.Spawn(a.props(msg.partition))}
+			// Spawned from the root, not as children of the manager:
+			// protoactor's child PIDSet keeps stale PIDs (and through them
+			// whole stopped actors) in its backing array after removal, a
+			// per-partition leak at high churn. Root-level actors get the
+			// same default supervision (restart on panic); the manager
+			// tracks them itself and stops them on Stop.
+			c = &child{pid: ctx.ActorSystem().Root.Spawn(a.props(msg.partition))}
 			a.children[msg.partition] = c
 			a.stats.spawned.Add(1)
 		}
