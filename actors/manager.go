@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,7 @@ type managerActor struct {
 	opts     *Options
 	stats    *managerCounters
 	children map[string]*child
+	peak     int // high-water len(children) since the map was last rebuilt
 	props    func(partition string) *actor.Props
 }
 
@@ -156,6 +158,7 @@ func (a *managerActor) Receive(ctx actor.Context) {
 			// tracks them itself and stops them on Stop.
 			c = &child{pid: ctx.ActorSystem().Root.Spawn(a.props(msg.partition))}
 			a.children[msg.partition] = c
+			a.peak = max(a.peak, len(a.children))
 			a.stats.spawned.Add(1)
 		}
 		if a.opts.IdleTimeout > 0 {
@@ -170,6 +173,13 @@ func (a *managerActor) Receive(ctx actor.Context) {
 				ctx.Poison(c.pid)
 				a.opts.Logger.Debug("partition passivated", zap.String("partition", p))
 			}
+		}
+		// Go maps never shrink: after a large wave of passivations, copy the
+		// survivors into a fresh map so idle partitions cost nothing here.
+		if a.peak > 1024 && len(a.children) < a.peak/4 {
+			fresh := make(map[string]*child, len(a.children))
+			maps.Copy(fresh, a.children)
+			a.children, a.peak = fresh, len(fresh)
 		}
 	case statsQuery:
 		msg.reply <- Stats{LiveActors: len(a.children)}
