@@ -51,7 +51,7 @@ func NewManager(system *actor.ActorSystem, factory Factory, opts Options) *Manag
 	props := func(partition string) *actor.Props {
 		return actor.PropsFromProducer(func() actor.Actor {
 			return &partitionActor{partition: partition, worker: factory(partition), opts: o, stats: stats}
-		})
+		}, actor.WithMailbox(actor.UnboundedLockfree())) // no preallocated ring per idle actor
 	}
 	m.pid = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &managerActor{factory: factory, opts: o, stats: stats, children: map[string]*child{}, props: props}
