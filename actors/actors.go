@@ -87,6 +87,7 @@ func (o *Options) defaults() {
 // PanicError is the error jobs fail with when their Worker panicked.
 type PanicError struct{ Value any }
 
+// Error implements error.
 func (e *PanicError) Error() string { return fmt.Sprintf("partition worker panicked: %v", e.Value) }
 
 // ErrStopped is the error jobs fail with when they reach a stopped manager.

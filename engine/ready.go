@@ -25,6 +25,7 @@ type ReadinessError struct {
 	Cause         error
 }
 
+// Error implements error.
 func (e *ReadinessError) Error() string {
 	return fmt.Sprintf("%s: not ready (phase %s, schema version %d): %v", syncerr.SchemaNotReady, e.Phase, e.SchemaVersion, e.Cause)
 }

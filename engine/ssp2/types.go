@@ -286,6 +286,8 @@ type ErrorFrame struct {
 	Details json.RawMessage
 }
 
+// FrameType implements Frame for every frame type: the registered type
+// byte, or the preserved byte of an unknown frame.
 func (f *UnknownFrame) FrameType() FrameType    { return f.Type }
 func (*ReqHeader) FrameType() FrameType         { return FrameReqHeader }
 func (*PushCommit) FrameType() FrameType        { return FramePushCommit }
