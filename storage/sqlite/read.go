@@ -15,12 +15,27 @@ import (
 
 // scanRow decodes one row selected with tableStmts.selectCols.
 func scanRow(rows *sql.Rows, t *schema.Table) (storage.RowRecord, error) {
-	raw := make([]any, len(t.Columns)+1)
-	ptrs := make([]any, len(raw))
-	for i := range raw {
-		ptrs[i] = &raw[i]
+	return newRowBuf(t).scan(rows)
+}
+
+// rowBuf reuses its scan buffers across the rows of one query.
+type rowBuf struct {
+	t         *schema.Table
+	raw, ptrs []any
+}
+
+func newRowBuf(t *schema.Table) *rowBuf {
+	sc := &rowBuf{t: t, raw: make([]any, len(t.Columns)+1), ptrs: make([]any, len(t.Columns)+1)}
+	for i := range sc.raw {
+		sc.ptrs[i] = &sc.raw[i]
 	}
-	if err := rows.Scan(ptrs...); err != nil {
+	return sc
+}
+
+func (sc *rowBuf) scan(rows *sql.Rows) (storage.RowRecord, error) {
+	t, raw := sc.t, sc.raw
+	clear(raw)
+	if err := rows.Scan(sc.ptrs...); err != nil {
 		return storage.RowRecord{}, err
 	}
 	rec := storage.RowRecord{Values: make(ssp2.Row, len(t.Columns))}
@@ -84,8 +99,12 @@ func (s *Store) ScanRows(ctx context.Context, partition string, q storage.RowQue
 	}
 	defer rows.Close()
 	var out []storage.RowRecord
+	if q.Limit > 0 {
+		out = make([]storage.RowRecord, 0, min(q.Limit, 4096))
+	}
+	sc := newRowBuf(t)
 	for rows.Next() {
-		rec, err := scanRow(rows, t)
+		rec, err := sc.scan(rows)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: scan rows of %s: %w", t.Name, err)
 		}
