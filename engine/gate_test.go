@@ -273,3 +273,43 @@ func TestGateRaceRotationsAndMigrationAgainstTraffic(t *testing.T) {
 	_, err = c.sync(&ssp2.PullHeader{Accept: 1}, sub("s", 0, "P"))
 	wantNotReady(t, err, `{"runningSchemaVersion":1,"storedSchemaVersion":2}`)
 }
+
+// panicStore panics inside the partition actor once.
+type panicStore struct {
+	storage.Store
+	armed atomic.Bool
+}
+
+func (p *panicStore) ScanRows(ctx context.Context, part string, q storage.RowQuery) ([]storage.RowRecord, error) {
+	if p.armed.CompareAndSwap(true, false) {
+		panic("storage driver bug")
+	}
+	return p.Store.ScanRows(ctx, part, q)
+}
+
+// A request that crashes its partition actor fails with a retryable
+// sync.internal_error; the process and the partition keep serving, and
+// nothing committed is lost.
+func TestCrashingRequestFailsAloneAndActorRestarts(t *testing.T) {
+	ps := &panicStore{Store: openShared(t, filepath.Join(t.TempDir(), "db.sqlite"))}
+	f := newFixture(t, ps)
+	a := f.client("alice", "ca")
+	a.push("c1", upsert("tasks", "t1", f.row("t1", "P", "x"), nil))
+	ps.armed.Store(true)
+	_, err := a.sync(&ssp2.PullHeader{Accept: 1}, sub("s", -1, "P"))
+	var e *syncerr.Error
+	if !errors.As(err, &e) || e.Code != syncerr.InternalError || !e.Spec().Retryable {
+		t.Fatalf("crashing request answered %v, want retryable sync.internal_error", err)
+	}
+	// The retry is served by the restarted actor, with everything committed.
+	s := a.pull(ssp2.PullHeader{Accept: 1}, sub("s", -1, "P"))["s"]
+	if len(s.rows) != 1 || s.end.NextCursor != 1 {
+		t.Fatalf("after the restart: %d rows, cursor %d", len(s.rows), s.end.NextCursor)
+	}
+	if pr := a.push("c2", upsert("tasks", "t2", f.row("t2", "P", "y"), nil)); pr.Status != ssp2.CommitApplied || *pr.CommitSeq != 2 {
+		t.Fatalf("push after the restart: %+v", pr)
+	}
+	if f.eng.ActorStats().Restarts == 0 {
+		t.Fatal("no actor restart was recorded")
+	}
+}
