@@ -91,24 +91,14 @@ func (r *rd) f64(what string) float64 {
 	return v
 }
 
-func (r *rd) boolean(what string) bool {
-	if !r.need(1, what) {
-		return false
-	}
-	switch r.b[r.off] {
-	case 0:
-		r.off++
-		return false
-	case 1:
-		r.off++
-		return true
-	}
-	r.fail("%s: bool byte 0x%02x", what, r.b[r.off])
-	return false
-}
+func (r *rd) boolean(what string) bool { return r.zeroOne(what, "bool") }
 
 // opt reads a presence byte.
-func (r *rd) opt(what string) bool {
+func (r *rd) opt(what string) bool { return r.zeroOne(what, "presence") }
+
+// zeroOne reads a byte that must be 0x00 or 0x01 (a bool or an opt
+// presence byte); anything else is a decode error.
+func (r *rd) zeroOne(what, kind string) bool {
 	if !r.need(1, what) {
 		return false
 	}
@@ -120,7 +110,7 @@ func (r *rd) opt(what string) bool {
 		r.off++
 		return true
 	}
-	r.fail("%s: presence byte 0x%02x", what, r.b[r.off])
+	r.fail("%s: %s byte 0x%02x", what, kind, r.b[r.off])
 	return false
 }
 
