@@ -47,6 +47,10 @@ func checkpointCmd(ctx context.Context, args []string, getenv func(string) strin
 	rest := args[1:]
 	for {
 		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(stderr, checkpointUsage)
+				return 0
+			}
 			return 2
 		}
 		if fs.NArg() == 0 {

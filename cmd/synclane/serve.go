@@ -109,6 +109,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.SetOutput(stderr)
 	serveFlags(fs, &c)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if err := applyEnv(fs, getenv); err != nil {

@@ -92,6 +92,9 @@ func TestServeRejectsBadSchemaAndFlags(t *testing.T) {
 	if code, _, _ := runCmd(t, "serve", "--no-such-flag"); code != 2 {
 		t.Fatalf("unknown flag: exit %d", code)
 	}
+	if code, _, stderr := runCmd(t, "serve", "-h"); code != 0 || !strings.Contains(stderr, "-jwt-secret") {
+		t.Fatalf("serve -h: exit %d\n%s", code, stderr)
+	}
 	if code, _, _ := runCmd(t, "frobnicate"); code != 2 {
 		t.Fatalf("unknown command: exit %d", code)
 	}
