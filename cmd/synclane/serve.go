@@ -108,6 +108,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs := flag.NewFlagSet("synclane serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	serveFlags(fs, &c)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: synclane serve [flags]\n\nEvery flag can also be set as SYNCLANE_<FLAG> (upper case, dashes as underscores), e.g. SYNCLANE_JWT_SECRET; flags win.\n\n")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
