@@ -30,12 +30,16 @@ type checkpointFlags []storage.CheckpointRef
 
 func (c *checkpointFlags) String() string { return fmt.Sprint(*c) }
 
+// Set adds one PARTITION/NAME, or several separated by commas (the form
+// SYNCLANE_CHECKPOINT takes).
 func (c *checkpointFlags) Set(v string) error {
-	ref, err := parseCheckpointRef(v)
-	if err != nil {
-		return err
+	for _, part := range strings.Split(v, ",") {
+		ref, err := parseCheckpointRef(strings.TrimSpace(part))
+		if err != nil {
+			return err
+		}
+		*c = append(*c, ref)
 	}
-	*c = append(*c, ref)
 	return nil
 }
 
@@ -70,7 +74,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", 2*time.Minute, "passivate partition actors idle this long")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight requests")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.Var(&c.checkpoints, "checkpoint", "PARTITION/NAME of a backfill checkpoint this process declares at its schema version (repeatable)")
+	fs.Var(&c.checkpoints, "checkpoint", "PARTITION/NAME of a backfill checkpoint this process declares at its schema version (repeatable, or comma-separated)")
 }
 
 // applyEnv sets every flag not given on the command line from SYNCLANE_<NAME>.

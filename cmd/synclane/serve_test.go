@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -205,5 +206,34 @@ func TestServeSchemaBumpStopsOldProcess(t *testing.T) {
 				t.Fatalf("checkpoint list: %d %s", code, out)
 			}
 		})
+	}
+}
+
+func TestCheckpointFlagsAndEnv(t *testing.T) {
+	var c checkpointFlags
+	if err := c.Set("p1/a, p2/b"); err != nil || len(c) != 2 || c[1].Partition != "p2" || c[1].Name != "b" {
+		t.Fatalf("comma-separated: %v %+v", err, c)
+	}
+	if err := c.Set("nope"); err == nil {
+		t.Fatal("a value without PARTITION/NAME was accepted")
+	}
+	var sc serveConfig
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	serveFlags(fs, &sc)
+	if err := fs.Parse([]string{"--listen", "127.0.0.1:1"}); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"SYNCLANE_LISTEN": "127.0.0.1:2", "SYNCLANE_JWT_SECRET": "s", "SYNCLANE_CHECKPOINT": "p/x,q/y", "SYNCLANE_PG_MAX_CONNS": "3"}
+	if err := applyEnv(fs, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if sc.listen != "127.0.0.1:1" || sc.jwtSecret != "s" || len(sc.checkpoints) != 2 || sc.pgMaxConns != 3 {
+		t.Fatalf("flags must win over env, env fills the rest: %+v", sc)
+	}
+	env["SYNCLANE_PG_MAX_CONNS"] = "many"
+	fs2 := flag.NewFlagSet("y", flag.ContinueOnError)
+	serveFlags(fs2, &serveConfig{})
+	if err := applyEnv(fs2, func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "SYNCLANE_PG_MAX_CONNS") {
+		t.Fatalf("a bad env value must name its variable: %v", err)
 	}
 }
