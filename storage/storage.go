@@ -254,6 +254,34 @@ type ClientRecord struct {
 	UpdatedAtMs   int64
 }
 
+// ValueFits reports whether v has the Go type ssp2.Row documents for a
+// non-NULL value of column c (string for string and blob_ref, int64, float64,
+// bool, json.RawMessage for json, []byte for bytes and crdt). Backends check
+// row values with it before storing them.
+func ValueFits(c ssp2.Column, v any) bool {
+	switch c.Type {
+	case ssp2.TypeString, ssp2.TypeBlobRef:
+		_, ok := v.(string)
+		return ok
+	case ssp2.TypeInteger:
+		_, ok := v.(int64)
+		return ok
+	case ssp2.TypeFloat:
+		_, ok := v.(float64)
+		return ok
+	case ssp2.TypeBoolean:
+		_, ok := v.(bool)
+		return ok
+	case ssp2.TypeJSON:
+		_, ok := v.(json.RawMessage)
+		return ok
+	case ssp2.TypeBytes, ssp2.TypeCRDT:
+		_, ok := v.([]byte)
+		return ok
+	}
+	return false
+}
+
 // MatchScopes reports whether stored change scopes match an effective scope
 // map. Backends that filter in Go use it so every backend agrees.
 func MatchScopes(stored map[string]string, effective map[string][]string) bool {

@@ -78,21 +78,7 @@ func checkRow(t *schema.Table, rec storage.RowRecord) error {
 			}
 			continue
 		}
-		ok := false
-		switch c.Type {
-		case ssp2.TypeString, ssp2.TypeBlobRef:
-			_, ok = v.(string)
-		case ssp2.TypeInteger:
-			_, ok = v.(int64)
-		case ssp2.TypeFloat:
-			_, ok = v.(float64)
-		case ssp2.TypeBoolean:
-			_, ok = v.(bool)
-		case ssp2.TypeJSON:
-			_, ok = v.(json.RawMessage)
-		case ssp2.TypeBytes, ssp2.TypeCRDT:
-			_, ok = v.([]byte)
-		}
+		ok := storage.ValueFits(c, v)
 		if !ok {
 			return fmt.Errorf("memory: table %s column %s: value of Go type %T does not fit type tag %d", t.Name, c.Name, v, c.Type)
 		}

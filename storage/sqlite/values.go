@@ -30,33 +30,21 @@ func bindValue(c ssp2.Column, v any) (any, error) {
 	if v == nil {
 		return nil, nil
 	}
-	ok := false
-	switch c.Type {
-	case ssp2.TypeString, ssp2.TypeBlobRef:
-		_, ok = v.(string)
-	case ssp2.TypeInteger:
-		_, ok = v.(int64)
-	case ssp2.TypeFloat:
-		_, ok = v.(float64)
-	case ssp2.TypeBoolean:
-		if b, isBool := v.(bool); isBool {
-			if b {
-				return int64(1), nil
-			}
-			return int64(0), nil
+	if !storage.ValueFits(c, v) {
+		return nil, fmt.Errorf("column %s: value of Go type %T does not fit type tag %d", c.Name, v, c.Type)
+	}
+	switch x := v.(type) {
+	case bool:
+		if x {
+			return int64(1), nil
 		}
-	case ssp2.TypeJSON:
-		if j, isJSON := v.(json.RawMessage); isJSON {
-			return string(j), nil
-		}
-	case ssp2.TypeBytes, ssp2.TypeCRDT:
-		var b []byte
-		if b, ok = v.([]byte); ok && b == nil {
+		return int64(0), nil
+	case json.RawMessage:
+		return string(x), nil
+	case []byte:
+		if x == nil {
 			return nil, nil
 		}
-	}
-	if !ok {
-		return nil, fmt.Errorf("column %s: value of Go type %T does not fit type tag %d", c.Name, v, c.Type)
 	}
 	return v, nil
 }
