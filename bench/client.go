@@ -9,8 +9,8 @@ import (
 	"net/http"
 
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/engine/ssp2"
-	"github.com/synclane/synclane/engine/syncerr"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 

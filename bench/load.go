@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/synclane/synclane/engine/schema"
-	"github.com/synclane/synclane/engine/ssp2"
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
 )
 
 // todoCodec encodes rows of the demo schema's todos table.

@@ -8,9 +8,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/synclane/synclane/engine/ssp2"
-	"github.com/synclane/synclane/engine/syncerr"
 	"github.com/synclane/synclane/partition"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
 )
 

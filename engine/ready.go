@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/synclane/synclane/engine/schema"
-	"github.com/synclane/synclane/engine/syncerr"
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
 )
 

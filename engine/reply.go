@@ -5,8 +5,8 @@ import (
 	"io"
 	"sync"
 
-	"github.com/synclane/synclane/engine/ssp2"
-	"github.com/synclane/synclane/engine/syncerr"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
 )
 
 // Reply is a built SSP2 response: the frames a request earned, in grammar

@@ -3,7 +3,7 @@ package partition
 import (
 	"fmt"
 
-	"github.com/synclane/synclane/engine/syncerr"
+	"github.com/synclane/synclane/protocol/syncerr"
 )
 
 // UpsertVerdict is the outcome of the version check of one upsert.

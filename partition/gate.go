@@ -1,7 +1,7 @@
 package partition
 
 import (
-	"github.com/synclane/synclane/engine/syncerr"
+	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
 )
 

@@ -5,9 +5,9 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/synclane/synclane/engine/schema"
-	"github.com/synclane/synclane/engine/ssp2"
-	"github.com/synclane/synclane/engine/syncerr"
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
 )
 

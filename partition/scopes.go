@@ -9,9 +9,9 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/synclane/synclane/engine/schema"
-	"github.com/synclane/synclane/engine/ssp2"
-	"github.com/synclane/synclane/engine/syncerr"
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
 )
 
 // Wildcard in an allowed-scope list means "any value".

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synclane/synclane/engine/ssp2"
-	"github.com/synclane/synclane/engine/ssp2/ssp2test"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/ssp2/ssp2test"
 )
 
 func jsonEqual(t *testing.T, a, b []byte) bool {

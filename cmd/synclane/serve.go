@@ -17,8 +17,8 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/engine/schema"
 	"github.com/synclane/synclane/partition"
+	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/sqlite"

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synclane/synclane/engine/schema"
-	"github.com/synclane/synclane/engine/ssp2"
-	"github.com/synclane/synclane/engine/syncerr"
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage/postgres/pgtest"
 	"github.com/synclane/synclane/transport/httpsync"
 )

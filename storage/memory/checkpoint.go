@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage"
 )
 

@@ -46,7 +46,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage"
 )
 

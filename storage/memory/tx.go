@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synclane/synclane/engine/ssp2"
+	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/postgres/pgtest"

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage"
 )
 

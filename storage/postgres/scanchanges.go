@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/synclane/synclane/engine/ssp2"
+	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/synclane/synclane/engine/ssp2"
+	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 )
 

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/synclane/synclane/engine/schema"
+	"github.com/synclane/synclane/protocol/schema"
 )
 
 // sysStmts are the prepared hot-path statements on the writer connection.

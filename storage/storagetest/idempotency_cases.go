@@ -3,7 +3,7 @@ package storagetest
 import (
 	"bytes"
 
-	"github.com/synclane/synclane/engine/ssp2"
+	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/engine/syncerr"
+	"github.com/synclane/synclane/protocol/syncerr"
 )
 
 // DefaultPartition is the partition of requests that name none.

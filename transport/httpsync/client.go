@@ -10,8 +10,8 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/synclane/synclane/engine/ssp2"
-	"github.com/synclane/synclane/engine/syncerr"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
 )
 
 // ErrResetRequired is returned by Client calls whose answer was a wire-v2

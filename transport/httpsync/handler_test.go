@@ -12,8 +12,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/engine/schema"
-	"github.com/synclane/synclane/engine/ssp2"
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage/memory"
 	"github.com/synclane/synclane/transport/httpsync"
 )

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/synclane/synclane/engine/schema"
-	"github.com/synclane/synclane/engine/ssp2"
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
 )
 
 // ReplicaRow is one row held by a Replica.

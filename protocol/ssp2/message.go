@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/synclane/synclane/engine/syncerr"
+	"github.com/synclane/synclane/protocol/syncerr"
 )
 
 // HeaderSize is the size of the SSP2 envelope header.

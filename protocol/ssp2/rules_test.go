@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synclane/synclane/engine/syncerr"
+	"github.com/synclane/synclane/protocol/syncerr"
 )
 
 // raw message builders for hand-crafted inputs.

@@ -1,7 +1,7 @@
 package ssp2
 
 import (
-	"github.com/synclane/synclane/engine/syncerr"
+	"github.com/synclane/synclane/protocol/syncerr"
 )
 
 func (d *dec) reqHeader(r *rd) *ReqHeader {

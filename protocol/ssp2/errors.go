@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/synclane/synclane/engine/syncerr"
+	"github.com/synclane/synclane/protocol/syncerr"
 )
 
 // DecodeError describes why and where a decode failed. Offset is the byte

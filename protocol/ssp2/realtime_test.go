@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/synclane/synclane/engine/ssp2/ssp2test"
+	"github.com/synclane/synclane/protocol/ssp2/ssp2test"
 )
 
 // Direction of each realtime vector (the manifest does not say).

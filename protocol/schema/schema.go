@@ -11,7 +11,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/synclane/synclane/engine/ssp2"
+	"github.com/synclane/synclane/protocol/ssp2"
 )
 
 // Source is the JSON form of a schema, as written by hosts.

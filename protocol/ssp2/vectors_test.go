@@ -6,8 +6,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/synclane/synclane/engine/ssp2/ssp2test"
-	"github.com/synclane/synclane/engine/syncerr"
+	"github.com/synclane/synclane/protocol/ssp2/ssp2test"
+	"github.com/synclane/synclane/protocol/syncerr"
 )
 
 // compactMessageJSON compacts every json-typed field of m in place and

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synclane/synclane/engine/ssp2"
+	"github.com/synclane/synclane/protocol/ssp2"
 )
 
 func TestDemoCompiles(t *testing.T) {
