@@ -1,22 +1,26 @@
-// Package actors runs synclane's partition actors on protoactor-go.
+// Package actors runs synclane's partition actors on protoactor-go; it is
+// the only package that imports protoactor.
 //
 // Each partition is one actor, spawned on first use and passivated when
-// idle. Every job for a partition (a push, a pull, an administrative call)
-// is a message to that actor, so jobs of one partition are serialized and
-// run on the actor's goroutine; different partitions run in parallel.
+// idle. Every job for a partition (a push, a pull, a backfill batch) is a
+// message to that actor, so jobs of one partition are serialized and run
+// on the actor's goroutine; different partitions run in parallel.
 //
-// The actor owns a Worker (the engine's per-partition state and logic).
-// Batchable jobs that queue up while the actor is busy are handed to the
-// Worker together, which lets it apply them in one storage transaction
-// (group commit). Replies travel on channels carried inside jobs, never
-// through protoactor futures.
+// The actor owns a Worker (the partition's state and behaviour, package
+// partition). Batchable jobs that queue up while the actor is busy are
+// handed to the Worker together, which lets it apply them in one storage
+// transaction (group commit). Replies travel on channels carried inside
+// jobs, never through protoactor futures.
 //
-// Passivation is owned by the Manager, which routes every job and so knows
-// when each partition last had one: a periodic sweep removes idle actors
-// from the routing map first and then sends each a PoisonPill, which queues
-// behind every job already routed to it, so no job is ever dropped on a
-// stopping actor. (protoactor's ReceiveTimeout is not used: its timer races
-// with message processing under the race detector.)
+// Routing is direct: Submit looks the partition's actor up in a sharded
+// map and sends the job to its mailbox from the caller's goroutine (no
+// router actor in between). Passivation is owned by the Runtime: a
+// periodic sweep removes an idle actor from the map and sends it a
+// PoisonPill under the same shard lock that every Submit holds while it
+// sends, so the pill queues behind every job already routed to the actor
+// and no job is ever dropped on a stopping actor. (protoactor's
+// ReceiveTimeout is not used: its timer races with message processing
+// under the race detector.)
 package actors
 
 import (
@@ -28,9 +32,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// Job is one unit of work for a partition. The actor guarantees that
-// exactly one of the Worker's Handle (which must answer the job) or Fail is
-// called for every submitted job.
+// Job is one unit of work for a partition. The runtime guarantees that
+// every submitted job is either handed to its Worker's Handle (which must
+// answer it) or failed with Fail.
 type Job interface {
 	// Batchable reports whether the job may be grouped with other batchable
 	// jobs into one Handle call.
@@ -41,21 +45,21 @@ type Job interface {
 
 // Worker is a partition's state and logic, used only on its actor's
 // goroutine.
-type Worker interface {
+type Worker[J Job] interface {
 	// Start loads the partition's state from storage; it runs when the actor
 	// starts and again after every restart.
 	Start(ctx context.Context) error
 	// Handle processes jobs (one non-batchable job, or one or more batchable
 	// jobs in arrival order) and answers every one of them.
-	Handle(ctx context.Context, jobs []Job)
+	Handle(ctx context.Context, jobs []J)
 	// Stop flushes anything the Worker buffers; it runs when the actor stops.
 	Stop(ctx context.Context)
 }
 
 // Factory creates the Worker of a partition.
-type Factory func(partition string) Worker
+type Factory[J Job] func(partition string) Worker[J]
 
-// Options configure a Manager.
+// Options configure a Runtime.
 type Options struct {
 	// IdleTimeout after which an idle partition actor is passivated
 	// (default 2 minutes; negative disables passivation).
@@ -65,7 +69,8 @@ type Options struct {
 	// MaxBatch caps how many batchable jobs one Handle call receives
 	// (default 256; 1 disables group commit).
 	MaxBatch int
-	// Logger receives lifecycle logs (default: no-op).
+	// Logger receives lifecycle logs and protoactor's own logs
+	// (default: no-op).
 	Logger *zap.Logger
 }
 
@@ -90,23 +95,21 @@ type PanicError struct{ Value any }
 // Error implements error.
 func (e *PanicError) Error() string { return fmt.Sprintf("partition worker panicked: %v", e.Value) }
 
-// ErrStopped is the error jobs fail with when they reach a stopped manager.
-var ErrStopped = fmt.Errorf("actors: manager stopped")
+// stoppedError is ErrStopped's type.
+type stoppedError struct{}
 
-// messages -----------------------------------------------------------------
+func (stoppedError) Error() string { return "actors: runtime stopped" }
 
-type route struct {
-	partition string
-	job       Job
-	ifLive    bool
-}
+// ShuttingDown reports true: jobs failed with it may be retried elsewhere
+// or later.
+func (stoppedError) ShuttingDown() bool { return true }
 
-type flush struct{}
+// ErrStopped is the error jobs fail with when they reach a stopped
+// runtime. It has a ShuttingDown() bool method returning true, so callers
+// can recognise it without importing this package.
+var ErrStopped error = stoppedError{}
 
-// sweep asks the manager to passivate the actors idle since before cutoff.
-type sweep struct{ cutoff time.Time }
-
-// Stats is a snapshot of the manager's counters.
+// Stats is a snapshot of the runtime's counters.
 type Stats struct {
 	LiveActors  int
 	Spawned     uint64
@@ -116,27 +119,27 @@ type Stats struct {
 	Batches     uint64
 }
 
-type statsQuery struct{ reply chan Stats }
+// flush tells a partition actor to serve its pending batch.
+type flush struct{}
 
-// partitionActor -----------------------------------------------------------
+// partitionActor ----------------------------------------------------------
 
-type partitionActor struct {
+type partitionActor[J Job] struct {
 	partition string
-	worker    Worker
+	worker    Worker[J]
 	opts      *Options
-	pending   []Job
+	pending   []J
 	scheduled bool
-	stats     *managerCounters
-	restarted bool
+	stats     *counters
 }
 
-func (a *partitionActor) Receive(ctx actor.Context) {
+func (a *partitionActor[J]) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.start()
 	case *actor.Restarting:
 		a.stats.restarts.Add(1)
-	case Job:
+	case J:
 		if m.Batchable() && a.opts.MaxBatch > 1 {
 			a.pending = append(a.pending, m)
 			if !a.scheduled {
@@ -145,10 +148,14 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 			}
 			return
 		}
-		a.run([]Job{m})
+		a.run([]J{m})
 	case flush:
 		a.scheduled = false
-		a.drain(ctx)
+		a.drainOnce()
+		if len(a.pending) > 0 && !a.scheduled {
+			a.scheduled = true
+			ctx.Send(ctx.Self(), flush{})
+		}
 	case *actor.Stopping:
 		// Jobs queued for a flush that will never be delivered are served now.
 		for len(a.pending) > 0 {
@@ -160,7 +167,7 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 	}
 }
 
-func (a *partitionActor) start() {
+func (a *partitionActor[J]) start() {
 	jctx, cancel := context.WithTimeout(context.Background(), a.opts.JobTimeout)
 	defer cancel()
 	if err := a.worker.Start(jctx); err != nil {
@@ -169,15 +176,7 @@ func (a *partitionActor) start() {
 	}
 }
 
-func (a *partitionActor) drain(ctx actor.Context) {
-	a.drainOnce()
-	if len(a.pending) > 0 && !a.scheduled {
-		a.scheduled = true
-		ctx.Send(ctx.Self(), flush{})
-	}
-}
-
-func (a *partitionActor) drainOnce() {
+func (a *partitionActor[J]) drainOnce() {
 	n := min(len(a.pending), a.opts.MaxBatch)
 	batch := a.pending[:n:n]
 	a.pending = a.pending[n:]
@@ -192,7 +191,7 @@ func (a *partitionActor) drainOnce() {
 // run hands jobs to the worker; a panic fails every job of the call (and
 // every pending job, which the restart would otherwise lose) before it is
 // re-raised to the supervisor, which restarts the actor from storage.
-func (a *partitionActor) run(jobs []Job) {
+func (a *partitionActor[J]) run(jobs []J) {
 	defer func() {
 		if r := recover(); r != nil {
 			perr := &PanicError{Value: r}

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
 )
 
 type testJob struct {
@@ -37,14 +34,13 @@ type testWorker struct {
 
 func (w *testWorker) Start(context.Context) error { w.starts.Add(1); return nil }
 func (w *testWorker) Stop(context.Context)        { w.stops.Add(1) }
-func (w *testWorker) Handle(_ context.Context, jobs []Job) {
+func (w *testWorker) Handle(_ context.Context, jobs []*testJob) {
 	w.mu.Lock()
 	*w.active++
 	*w.maxActive = max(*w.maxActive, *w.active)
 	*w.batches = append(*w.batches, len(jobs))
 	w.mu.Unlock()
-	for _, j := range jobs {
-		tj := j.(*testJob)
+	for _, tj := range jobs {
 		if tj.block != nil {
 			<-tj.block
 		}
@@ -56,12 +52,12 @@ func (w *testWorker) Handle(_ context.Context, jobs []Job) {
 	*w.active--
 	w.mu.Unlock()
 	for _, j := range jobs {
-		j.(*testJob).done <- nil
+		j.done <- nil
 	}
 }
 
 type harness struct {
-	m                 *Manager
+	m                 *Runtime[*testJob]
 	starts, stops     atomic.Int64
 	mu                sync.Mutex
 	active, maxActive int
@@ -70,10 +66,7 @@ type harness struct {
 
 func newHarness(t *testing.T, opts Options) *harness {
 	h := &harness{}
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.DiscardHandler)
-	}))
-	h.m = NewManager(sys, func(p string) Worker {
+	h.m = New(func(p string) Worker[*testJob] {
 		return &testWorker{partition: p, starts: &h.starts, stops: &h.stops, mu: &h.mu, active: &h.active, maxActive: &h.maxActive, batches: &h.batches}
 	}, opts)
 	t.Cleanup(h.m.Stop)
@@ -210,11 +203,13 @@ func TestPassivationLosesNoJobs(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	// Every partition goes idle: all of them are passivated.
+	// Every partition goes idle: all of them are passivated, and each
+	// passivated actor runs its Worker's Stop (asynchronously, after the
+	// PoisonPill reaches it).
 	deadline := time.Now().Add(10 * time.Second)
-	for h.m.Stats().LiveActors > 0 {
+	for h.m.Stats().LiveActors > 0 || h.stops.Load() < 3 {
 		if time.Now().After(deadline) {
-			t.Fatalf("idle actors were not passivated: %+v", h.m.Stats())
+			t.Fatalf("idle actors were not passivated and stopped: %+v, worker stops %d", h.m.Stats(), h.stops.Load())
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
-	"github.com/synclane/synclane/transport/httpsync"
+	"github.com/synclane/synclane/transport/httpsync/httpsynctest"
 )
 
 // seedRows writes n todos into partition with 500-operation commits from
@@ -55,7 +55,7 @@ func bootstrapCase(ctx context.Context, cfg *Config, store string, n int) (Resul
 	}
 	sch := schema.MustDemo()
 	c := t.Client("reader", "boot", "boot-reader")
-	rep := httpsync.NewReplica(nil, sch)
+	rep := httpsynctest.NewReplica(nil, sch)
 	rep.Subscribe("s", "todos", map[string][]string{"list_id": allLists})
 	ph := &ssp2.PullHeader{Accept: ssp2.AcceptInlineRows, LimitSnapshotRows: int32(cfg.PageRows), MaxSnapshotPages: int32(cfg.Pages)}
 

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
-	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
 )
 
@@ -50,7 +48,7 @@ type BackfillReport struct {
 
 // ErrBackfillSuperseded reports that another runner claimed the checkpoint
 // (a newer owner epoch) while this one was writing.
-var ErrBackfillSuperseded = errors.New("engine: backfill superseded by a newer owner")
+var ErrBackfillSuperseded = partition.ErrBackfillSuperseded
 
 // Backfill runs a checkpoint's backfill to activation: it claims the
 // checkpoint (owner epoch +1), projects every source row in batches, each
@@ -127,16 +125,16 @@ func (e *Engine) backfillFull(ctx context.Context, spec BackfillSpec, src, dst *
 		if !last {
 			rows = rows[:spec.BatchSize]
 		}
-		writes := make([]backfillWrite, len(rows))
+		writes := make([]partition.BackfillWrite, len(rows))
 		for i := range rows {
-			writes[i] = backfillWrite{src: &rows[i], srcID: rows[i].RowID}
+			writes[i] = partition.BackfillWrite{Src: &rows[i], SrcID: rows[i].RowID}
 		}
 		wm := rep.Watermark
 		if last {
 			wm = pin
 		}
 		ccid := fmt.Sprintf("%d:full:%d:%d", rep.OwnerEpoch, pin, batch)
-		if err := e.backfillCommit(ctx, spec, dst, rep.OwnerEpoch, ccid, writes, wm, rep.ObservedRows+int64(len(rows))); err != nil {
+		if err := e.backfillCommit(ctx, spec, src, dst, rep.OwnerEpoch, ccid, writes, wm, rep.ObservedRows+int64(len(rows))); err != nil {
 			return err
 		}
 		rep.Watermark, rep.ObservedRows = wm, rep.ObservedRows+int64(len(rows))
@@ -169,161 +167,44 @@ func (e *Engine) backfillSince(ctx context.Context, spec BackfillSpec, src, dst 
 			}
 		}
 	}
-	writes := make([]backfillWrite, len(order))
+	writes := make([]partition.BackfillWrite, len(order))
 	for i, id := range order {
-		writes[i] = backfillWrite{srcID: id} // read and projected inside the transaction
+		writes[i] = partition.BackfillWrite{SrcID: id} // read and projected inside the transaction
 	}
 	ccid := fmt.Sprintf("%d:since:%d:%d", rep.OwnerEpoch, rep.Watermark, pin)
-	if err := e.backfillCommit(ctx, spec, dst, rep.OwnerEpoch, ccid, writes, pin, rep.ObservedRows+int64(len(order))); err != nil {
+	if err := e.backfillCommit(ctx, spec, src, dst, rep.OwnerEpoch, ccid, writes, pin, rep.ObservedRows+int64(len(order))); err != nil {
 		return err
 	}
 	rep.Watermark, rep.ObservedRows = pin, rep.ObservedRows+int64(len(order))
 	return nil
 }
 
-// backfillWrite is one source row to project: given (full pass) or to be
-// read inside the batch's transaction by id (catch-up pass).
-type backfillWrite struct {
-	src   *storage.RowRecord
-	srcID string
-}
-
-// projection resolves a write to the target row to store (or delete).
-func projection(spec *BackfillSpec, dst *schema.Table, src *storage.RowRecord, srcID string) (id string, row ssp2.Row, del bool) {
-	if src == nil {
-		return spec.TargetID(srcID), nil, true
-	}
-	row, ok := spec.Project(*src)
-	if !ok {
-		return spec.TargetID(srcID), nil, true
-	}
-	id, _ = row[dst.PK].(string)
-	return id, row, false
-}
-
-// backfillCommit writes one batch through the partition actor.
-func (e *Engine) backfillCommit(ctx context.Context, spec BackfillSpec, dst *schema.Table, epoch int64, ccid string, writes []backfillWrite, watermark, observed int64) error {
-	j := &backfillJob{ctx: ctx, spec: &spec, table: dst, ccid: ccid, writes: writes, watermark: watermark, observed: observed, epoch: epoch, done: make(chan error, 1)}
-	start := time.Now()
-	e.manager.Submit(spec.Partition, j)
-	select {
-	case err := <-j.done:
-		e.cfg.Logger.Debug("backfill batch", zap.String("checkpoint", spec.Name), zap.Int("rows", len(writes)),
-			zap.Int64("watermark", watermark), zap.Duration("took", time.Since(start)), zap.Error(err))
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// backfillJob is one backfill batch for a partition actor.
-type backfillJob struct {
-	ctx       context.Context
-	spec      *BackfillSpec
-	table     *schema.Table
-	ccid      string
-	writes    []backfillWrite
-	watermark int64
-	observed  int64
-	epoch     int64
-	done      chan error
-}
-
-func (*backfillJob) Batchable() bool  { return false }
-func (j *backfillJob) Fail(err error) { j.done <- err }
-
-// backfillClientID is the clientId under which backfill commits are logged.
-const backfillClientID = "synclane-backfill"
-
-// handleBackfill applies one backfill batch as one commit: projection
-// writes, the checkpoint advance (compare-and-set on the owner epoch) and
-// the commit append in one transaction under the partition lock.
-func (w *worker) handleBackfill(ctx context.Context, j *backfillJob) error {
-	tx, err := w.e.cfg.Store.BeginPush(ctx, w.partition)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck
-	g, err := tx.ReadServeGate(ctx, w.e.cfg.Schema.Version)
-	if err != nil {
-		return err
-	}
-	if r := partition.GateRefusal(g, w.e.cfg.Schema.Version, w.e.cfg.Checkpoints); r != nil {
-		return r.Error()
-	}
-	ccid := j.spec.Name + "/" + j.ccid
-	if rec, err := tx.LookupIdempotency(ctx, backfillClientID, ccid); err != nil || rec != nil {
-		return err // already applied by an earlier attempt
-	}
-	codec := w.e.codecs[j.table.Name]
-	srcTable := w.e.cfg.Schema.Table(j.spec.Source)
-	changes := make([]storage.ChangeRecord, 0, len(j.writes))
-	for _, wr := range j.writes {
-		src := wr.src
+// projection returns the partition-side projection of spec: the target
+// row (and its id) a source row projects to, or a delete.
+func projection(spec *BackfillSpec, dst *schema.Table) partition.Projection {
+	return func(src *storage.RowRecord, srcID string) (string, ssp2.Row, bool) {
 		if src == nil {
-			if src, err = tx.GetRow(ctx, srcTable, wr.srcID); err != nil {
-				return err
-			}
+			return spec.TargetID(srcID), nil, true
 		}
-		id, row, del := projection(j.spec, j.table, src, wr.srcID)
-		existing, err := tx.GetRow(ctx, j.table, id)
-		if err != nil {
-			return err
+		row, ok := spec.Project(*src)
+		if !ok {
+			return spec.TargetID(srcID), nil, true
 		}
-		if del {
-			if existing == nil {
-				continue
-			}
-			scopes, serr := partition.ExtractScopes(j.table, existing.Values)
-			if serr != nil {
-				return serr
-			}
-			if err := tx.DeleteRow(ctx, j.table, id); err != nil {
-				return err
-			}
-			changes = append(changes, storage.ChangeRecord{Table: j.table.Name, RowID: id, Op: ssp2.OpDelete, Scopes: scopes})
-			continue
-		}
-		scopes, serr := partition.ExtractScopes(j.table, row)
-		if serr != nil {
-			return serr
-		}
-		payload, err := codec.Append(nil, row)
-		if err != nil {
-			return syncerr.Wrap(syncerr.InvalidRequest, err, "backfill projection row %q does not fit table %q", id, j.table.Name)
-		}
-		version := int64(1)
-		if existing != nil {
-			version = existing.Version + 1
-		}
-		if err := tx.PutRow(ctx, j.table, storage.RowRecord{RowID: id, Version: version, Values: row}); err != nil {
-			return err
-		}
-		changes = append(changes, storage.ChangeRecord{Table: j.table.Name, RowID: id, Op: ssp2.OpUpsert, RowVersion: version, Scopes: scopes, Row: payload})
+		id, _ := row[dst.PK].(string)
+		return id, row, false
 	}
-	ok, err := tx.AdvanceCheckpoint(ctx, j.spec.Name, j.epoch, j.watermark, j.observed)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return ErrBackfillSuperseded
-	}
-	seq := tx.Partition().MaxCommitSeq + 1
-	if err := tx.AppendCommit(ctx, storage.CommitRecord{Seq: seq, CreatedAtMs: w.e.cfg.Now().UnixMilli(), ActorID: backfillClientID,
-		ClientID: backfillClientID, ClientCommitID: ccid, Changes: changes}); err != nil {
-		return err
-	}
-	if err := tx.PutIdempotency(ctx, storage.IdempotencyRecord{ClientID: backfillClientID, ClientCommitID: ccid,
-		Status: ssp2.CommitApplied, CommitSeq: seq, Result: encodeApplied(max(len(changes), 1))}); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return err
-	}
-	w.knownSeq = max(w.knownSeq, seq)
-	w.tail.reset() // backfill commits are not kept in the tail
-	if w.e.cfg.OnCommit != nil {
-		w.e.cfg.OnCommit(w.partition, seq)
-	}
-	return nil
+}
+
+// backfillCommit writes one batch through the partition's actor.
+func (e *Engine) backfillCommit(ctx context.Context, spec BackfillSpec, src, dst *schema.Table, epoch int64, ccid string, writes []partition.BackfillWrite, watermark, observed int64) error {
+	j := partition.NewBackfillJob(ctx)
+	j.Checkpoint, j.OwnerEpoch, j.CommitID = spec.Name, epoch, ccid
+	j.Source, j.Target, j.Project, j.Writes = src, dst, projection(&spec, dst), writes
+	j.Watermark, j.Observed = watermark, observed
+	start := time.Now()
+	e.runtime.Submit(spec.Partition, j)
+	err := j.Wait(ctx)
+	e.cfg.Logger.Debug("backfill batch", zap.String("checkpoint", spec.Name), zap.Int("rows", len(writes)),
+		zap.Int64("watermark", watermark), zap.Duration("took", time.Since(start)), zap.Error(err))
+	return err
 }

@@ -1,9 +1,10 @@
 // Package engine is synclane's transport-independent sync entry point.
 //
 // A transport authenticates a request (yielding an Identity), decodes the
-// SSP2 envelope and calls Engine.Sync. The engine validates the request,
-// routes it to its partition's actor (package actors), where pushes are
-// applied and pulls are read from storage, and returns a Reply that the
+// SSP2 envelope and calls Engine.Sync. The engine resolves the caller's
+// scopes and routes the request to its partition's actor (package actors
+// runs it; package partition is what the actor owns and does), where
+// pushes are applied and pulls are read from storage, and returns a Reply that the
 // transport streams with Reply.WriteTo. Sync returns an error only before
 // any response byte exists; such errors carry a protocol code
 // (syncerr.CodeOf) and belong in the transport's pre-stream error form
@@ -15,13 +16,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
-	"go.uber.org/zap/exp/zapslog"
 
 	"github.com/synclane/synclane/actors"
 	"github.com/synclane/synclane/partition"
@@ -128,9 +126,8 @@ type CommitFeed interface {
 // Engine serves SSP2 requests. It is safe for concurrent use.
 type Engine struct {
 	cfg     Config
-	system  *actor.ActorSystem
-	manager *actors.Manager
-	codecs  map[string]*ssp2.RowCodec
+	pcfg    *partition.Config
+	runtime *actors.Runtime[partition.Job]
 	metrics *Metrics
 
 	closeOnce sync.Once
@@ -138,8 +135,12 @@ type Engine struct {
 	feedDone  chan struct{}
 }
 
+// Reply is a built SSP2 response, ready to stream with WriteTo (see
+// partition.Reply).
+type Reply = partition.Reply
+
 // New validates cfg, ensures the storage schema and starts the partition
-// actor system.
+// actor runtime.
 func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Schema == nil || cfg.Store == nil || cfg.Resolver == nil {
 		return nil, errors.New("engine: Schema, Store and Resolver are required")
@@ -167,19 +168,17 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		// sync.schema_not_ready until the checkpoint is activated.
 		cfg.Logger.Warn("a backfill checkpoint at the running schema version is pending and not declared by this process; requests are refused until it is activated", zap.Error(err))
 	}
-	e := &Engine{cfg: cfg, codecs: map[string]*ssp2.RowCodec{}, metrics: newMetrics()}
-	for _, t := range cfg.Schema.Tables {
-		e.codecs[t.Name] = ssp2.NewRowCodec(t.Columns)
-	}
-	h := zapslog.NewHandler(cfg.Logger.Core(), zapslog.WithName("protoactor"))
-	e.system = actor.NewActorSystem(actor.WithLoggerFactory(func(s *actor.ActorSystem) *slog.Logger {
-		return slog.New(h).With("lib", "protoactor", "system", s.ID)
-	}))
+	e := &Engine{cfg: cfg, metrics: newMetrics()}
+	pc := partition.NewConfig(cfg.Schema, cfg.Store, partition.Gate{Running: cfg.Schema.Version, Declared: cfg.Checkpoints})
+	pc.Logger, pc.Now = cfg.Logger, cfg.Now
+	pc.MaxOperations, pc.MinSchemaVersion, pc.ClientFlushInterval = cfg.MaxOperations, cfg.MinSchemaVersion, cfg.ClientFlushInterval
+	pc.OnCommit = cfg.OnCommit
+	e.pcfg = pc
 	maxBatch := cfg.MaxBatch
 	if cfg.DisableGroupCommit {
 		maxBatch = 1
 	}
-	e.manager = actors.NewManager(e.system, e.newWorker, actors.Options{
+	e.runtime = actors.New(func(name string) actors.Worker[partition.Job] { return partition.New(name, pc) }, actors.Options{
 		IdleTimeout: cfg.IdleTimeout,
 		JobTimeout:  cfg.StorageTimeout,
 		MaxBatch:    maxBatch,
@@ -213,21 +212,16 @@ func (e *Engine) runFeed(ctx context.Context) {
 	}
 }
 
-// observeRemoteCommit tells a live partition actor about a commit another
-// process made (it updates its view of the partition) and calls OnCommit.
+// observeRemoteCommit counts a commit another process made and calls
+// OnCommit. Partition actors need no notice: each pull reads the
+// partition's max seq, and their log tail never covers a window that ends
+// past their own last commit.
 func (e *Engine) observeRemoteCommit(partition string, maxSeq int64) {
 	e.metrics.remoteCommits.Add(1)
-	e.manager.SubmitIfLive(partition, &observeJob{seq: maxSeq})
 	if e.cfg.OnCommit != nil {
 		e.cfg.OnCommit(partition, maxSeq)
 	}
 }
-
-// observeJob carries a commit notification to a partition actor.
-type observeJob struct{ seq int64 }
-
-func (*observeJob) Batchable() bool { return false }
-func (*observeJob) Fail(error)      {}
 
 // Schema returns the served schema.
 func (e *Engine) Schema() *schema.Schema { return e.cfg.Schema }
@@ -235,8 +229,8 @@ func (e *Engine) Schema() *schema.Schema { return e.cfg.Schema }
 // Store returns the storage backend.
 func (e *Engine) Store() storage.Store { return e.cfg.Store }
 
-// ActorStats reports the partition actor manager's counters.
-func (e *Engine) ActorStats() actors.Stats { return e.manager.Stats() }
+// ActorStats reports the partition actor runtime's counters.
+func (e *Engine) ActorStats() actors.Stats { return e.runtime.Stats() }
 
 // Close stops every partition actor after the jobs already routed to it and
 // writes back buffered client records. It does not close the Store.
@@ -246,8 +240,7 @@ func (e *Engine) Close() error {
 			e.stopFeed()
 			<-e.feedDone
 		}
-		e.manager.Stop()
-		e.system.Shutdown()
+		e.runtime.Stop()
 	})
 	return nil
 }
@@ -274,56 +267,18 @@ func (e *Engine) sync(ctx context.Context, id Identity, msg *ssp2.Message) (*Rep
 	if err != nil {
 		return nil, err
 	}
-	job := &syncJob{ctx: ctx, id: id, req: req, done: make(chan jobResult, 1)}
+	var allowed partition.Allowed
+	resolved := false
 	if len(req.Commits) > 0 || len(req.Subscriptions) > 0 {
-		allowed, rerr := e.cfg.Resolver.ResolveScopes(ctx, id)
+		grants, rerr := e.cfg.Resolver.ResolveScopes(ctx, id)
 		if rerr != nil {
 			e.cfg.Logger.Warn("scope resolver failed", zap.String("actor", id.ActorID),
 				zap.String("partition", id.Partition), zap.Error(rerr))
 		} else {
-			job.allowed, job.resolved = partition.Allowed(allowed), true
+			allowed, resolved = partition.Allowed(grants), true
 		}
 	}
-	e.manager.Submit(id.Partition, job)
-	select {
-	case r := <-job.done:
-		return r.reply, r.err
-	case <-ctx.Done():
-		return nil, syncerr.Wrap(syncerr.InternalError, ctx.Err(), "request abandoned before the partition answered")
-	}
-}
-
-// syncJob is one Sync call traveling to its partition actor.
-type syncJob struct {
-	ctx      context.Context
-	id       Identity
-	req      *ssp2.Request
-	allowed  partition.Allowed
-	resolved bool
-	done     chan jobResult
-}
-
-type jobResult struct {
-	reply *Reply
-	err   error
-}
-
-func (j *syncJob) Batchable() bool { return len(j.req.Commits) > 0 }
-
-func (j *syncJob) Fail(err error) {
-	var perr *actors.PanicError
-	switch {
-	case errors.As(err, &perr):
-		err = syncerr.Wrap(syncerr.InternalError, err, "the partition failed while serving this request; retry")
-	case errors.Is(err, actors.ErrStopped):
-		err = syncerr.Wrap(syncerr.InternalError, err, "the server is shutting down; retry")
-	}
-	j.answer(nil, err)
-}
-
-func (j *syncJob) answer(r *Reply, err error) {
-	select {
-	case j.done <- jobResult{reply: r, err: err}:
-	default: // already answered; never block the actor
-	}
+	job := partition.NewSyncJob(ctx, id.ActorID, req, allowed, resolved)
+	e.runtime.Submit(id.Partition, job)
+	return job.Wait(ctx)
 }

@@ -51,3 +51,12 @@ func EnsureReady(ctx context.Context, source []byte, st storage.Store, decls []s
 	}
 	return s, nil
 }
+
+// Ready reports whether this engine may serve now: nil when the serve gate
+// is open, otherwise the refusal (sync.schema_not_ready, with the details
+// clients get) or the storage failure that kept it from reading the gate.
+// It applies the same gate as every request; use it for readiness probes.
+func (e *Engine) Ready(ctx context.Context) error {
+	_, err := e.pcfg.Gate.Open(ctx, e.cfg.Store, "")
+	return err
+}

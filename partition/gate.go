@@ -1,6 +1,8 @@
 package partition
 
 import (
+	"context"
+
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
 )
@@ -92,4 +94,69 @@ func (r *Refusal) Error() *syncerr.Error {
 		e.Message = "the partition changed while the response was being built; retry"
 		return e.WithDetails(map[string]any{"logEpochChanged": true})
 	}
+}
+
+// Gate is one process's serve gate: the schema version it runs and the
+// backfill checkpoints it declared. Pull, push, backfill and readiness all
+// decide through it, so the rule is spelled once.
+type Gate struct {
+	// Running is the schema version this process serves.
+	Running int32
+	// Declared are the checkpoints this process declared (it serves while
+	// they are pending).
+	Declared []storage.CheckpointDeclaration
+}
+
+// GateReader reads a partition's serve gate in one consistent read;
+// storage.Store implements it.
+type GateReader interface {
+	ReadServeGate(ctx context.Context, partition string, running int32) (storage.ServeGate, error)
+}
+
+// TxGateReader reads the serve gate inside a push transaction, under the
+// partition lock; storage.PushTx implements it.
+type TxGateReader interface {
+	ReadServeGate(ctx context.Context, running int32) (storage.ServeGate, error)
+}
+
+// Open reads the gate of partition and applies the rules: it returns the
+// token a reply is built under, or an error: the refusal
+// (sync.schema_not_ready) or the read's failure as a protocol error.
+func (g Gate) Open(ctx context.Context, r GateReader, partition string) (GateToken, error) {
+	read, err := r.ReadServeGate(ctx, partition, g.Running)
+	if err != nil {
+		return GateToken{}, storageErr(err)
+	}
+	return g.open(read)
+}
+
+// OpenTx is Open inside a push transaction.
+func (g Gate) OpenTx(ctx context.Context, tx TxGateReader) (GateToken, error) {
+	read, err := tx.ReadServeGate(ctx, g.Running)
+	if err != nil {
+		return GateToken{}, storageErr(err)
+	}
+	return g.open(read)
+}
+
+func (g Gate) open(read storage.ServeGate) (GateToken, error) {
+	if ref := GateRefusal(read, g.Running, g.Declared); ref != nil {
+		return TokenOf(read), ref.Error()
+	}
+	return TokenOf(read), nil
+}
+
+// Verify re-reads the gate after a reply was built under before and
+// returns nil only when the gate is still open with the same token: the
+// reply may then be released. Otherwise the reply must be dropped and the
+// error (sync.schema_not_ready, or the read's failure) answered instead.
+func (g Gate) Verify(ctx context.Context, r GateReader, partition string, before GateToken) (GateToken, error) {
+	read, err := r.ReadServeGate(ctx, partition, g.Running)
+	if err != nil {
+		return before, storageErr(err)
+	}
+	if ref := VerifyGate(before, read, g.Running, g.Declared); ref != nil {
+		return TokenOf(read), ref.Error()
+	}
+	return before, nil
 }

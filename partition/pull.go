@@ -1,64 +1,179 @@
 package partition
 
 import (
-	"encoding/json"
-	"slices"
+	"context"
+
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/storage"
 )
 
-// PullMode is how one active subscription is served (SPEC §4.5-§4.7).
-type PullMode int
-
-// Pull modes.
-const (
-	// Incremental: send commits in (cursor, max].
-	Incremental PullMode = iota
-	// Bootstrap: send rows segments at a pinned asOfCommitSeq.
-	Bootstrap
-	// Reset: status reset with sync.cursor_expired (cursor below the horizon).
-	Reset
-)
-
-// ChoosePullMode applies the bootstrap triggers and the horizon rule: a
-// resume token, a negative cursor or a cursor past max bootstraps; a cursor
-// in [0, horizon) without a token resets; anything else is incremental.
-func ChoosePullMode(cursor int64, hasToken bool, horizon, max int64) PullMode {
-	switch {
-	case hasToken, cursor < 0, cursor > max:
-		return Bootstrap
-	case cursor < horizon:
-		return Reset
-	default:
-		return Incremental
+// pull serves a request without commits in the partition's order of steps:
+// open the gate (the token the reply is built under), read the partition,
+// run the request checks, build the reply, verify the gate, and only then
+// record the client and release the reply.
+func (p *Partition) pull(ctx context.Context, j *SyncJob) {
+	if j.abandoned() {
+		return
 	}
+	token, err := p.cfg.Gate.Open(ctx, p.cfg.Store, p.name)
+	if err != nil {
+		j.answer(nil, err)
+		return
+	}
+	info, err := p.read(ctx)
+	if err != nil {
+		j.answer(nil, storageErr(err))
+		return
+	}
+	if token.LogEpoch != "" && info.LogEpoch != token.LogEpoch {
+		// Rotated between the two reads: the reply would not be built
+		// under the token it is verified against.
+		j.answer(nil, (&Refusal{Kind: RefuseEpoch}).Error())
+		return
+	}
+	rep, stop, err := p.precheck(ctx, j, info)
+	if err != nil {
+		j.answer(nil, err)
+		return
+	}
+	if !stop {
+		if err := p.servePulls(ctx, j, info, rep); err != nil {
+			j.answer(nil, err)
+			return
+		}
+	}
+	if !p.verified(ctx, token, []*SyncJob{j}) {
+		return
+	}
+	if !stop {
+		p.recordClient(j, rep)
+	}
+	j.answer(rep, nil)
 }
 
-// BootstrapToken is synclane's bootstrapState JSON. Only the server
-// interprets it; clients echo it byte-exact.
-type BootstrapToken struct {
-	AsOfCommitSeq int64    `json:"asOfCommitSeq"`
-	Tables        []string `json:"tables"`
-	TableIndex    int      `json:"tableIndex"`
-	RowCursor     *string  `json:"rowCursor"`
+// verified re-reads the gate after replies were built under token. When
+// it is closed or the token changed, every job is answered with the
+// refusal and false is returned: no byte built under the old token leaves.
+func (p *Partition) verified(ctx context.Context, token GateToken, jobs []*SyncJob) bool {
+	now, err := p.cfg.Gate.Verify(ctx, p.cfg.Store, p.name, token)
+	if err != nil {
+		for _, j := range jobs {
+			j.answer(nil, err)
+		}
+		return false
+	}
+	p.adopt(now)
+	return true
 }
 
-// ResumeToken decides whether a received token can be resumed for a
-// subscription of table: it must parse, name exactly [table] at index 0 and
-// pin at or above the horizon and at or below max. Otherwise the bootstrap
-// restarts silently with a fresh pin (SPEC §4.7).
-func ResumeToken(raw json.RawMessage, table string, horizon, max int64) (BootstrapToken, bool) {
-	var tok BootstrapToken
-	if len(raw) == 0 || json.Unmarshal(raw, &tok) != nil {
-		return BootstrapToken{}, false
+// servePulls appends one section per subscription, in request order, to
+// rep: revoked, reset, incremental commits or bootstrap segments.
+func (p *Partition) servePulls(ctx context.Context, j *SyncJob, info storage.PartitionInfo, rep *Reply) error {
+	if j.req.Pull == nil {
+		return nil
 	}
-	if !slices.Equal(tok.Tables, []string{table}) || tok.TableIndex != 0 ||
-		tok.AsOfCommitSeq < horizon || tok.AsOfCommitSeq > max || tok.AsOfCommitSeq < 0 {
-		return BootstrapToken{}, false
+	lim := j.req.Pull.Clamped()
+	for _, sub := range j.req.Subscriptions {
+		if err := p.serveSubscription(ctx, j, info, lim, sub, rep); err != nil {
+			return storageErr(err)
+		}
 	}
-	return tok, true
+	return nil
 }
 
-// Encode renders the token as compact JSON.
-func (t BootstrapToken) Encode() json.RawMessage {
-	b, _ := json.Marshal(t) // cannot fail: plain fields
-	return b
+func (p *Partition) serveSubscription(ctx context.Context, j *SyncJob, info storage.PartitionInfo, lim ssp2.PullHeader, sub *ssp2.Subscription, rep *Reply) error {
+	t := p.cfg.Schema.Table(sub.Table)
+	eff, revoked := Effective(sub.Scopes, j.allowed, j.resolved)
+	if revoked {
+		rep.Frames = append(rep.Frames,
+			&ssp2.SubStart{ID: sub.ID, Status: ssp2.SubRevoked, ReasonCode: string(syncerr.ScopeRevoked), EffectiveScopes: map[string][]string{}},
+			&ssp2.SubEnd{NextCursor: sub.Cursor})
+		return nil
+	}
+	switch ChoosePullMode(sub.Cursor, sub.BootstrapState != nil, info.HorizonSeq, info.MaxCommitSeq) {
+	case Reset:
+		rep.Frames = append(rep.Frames,
+			&ssp2.SubStart{ID: sub.ID, Status: ssp2.SubReset, ReasonCode: string(syncerr.CursorExpired), EffectiveScopes: map[string][]string{}},
+			&ssp2.SubEnd{NextCursor: sub.Cursor})
+		return nil
+	case Bootstrap:
+		return p.bootstrap(ctx, info, lim, sub, eff, rep)
+	}
+	q := storage.ChangeQuery{Table: t.Name, Scopes: eff, AfterSeq: sub.Cursor, UpToSeq: info.MaxCommitSeq, LimitChanges: int(lim.LimitCommits)}
+	var scan storage.ChangeScan
+	if p.tail.covers(q.AfterSeq, q.UpToSeq) {
+		scan = p.tail.scan(q)
+	} else {
+		var err error
+		if scan, err = p.cfg.Store.ScanChanges(ctx, p.name, q); err != nil {
+			return err
+		}
+	}
+	rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive, EffectiveScopes: eff})
+	tables := []string{t.Name}
+	next := max(sub.Cursor, info.MaxCommitSeq)
+	for _, c := range scan.Commits {
+		changes := make([]ssp2.Change, len(c.Changes))
+		for i := range c.Changes {
+			ch := &c.Changes[i]
+			changes[i] = ssp2.Change{RowID: ch.RowID, Op: ch.Op, Scopes: ch.Scopes}
+			if ch.Op == ssp2.OpUpsert {
+				v := ch.RowVersion
+				changes[i].RowVersion = &v
+				changes[i].Row = ch.Row
+			}
+		}
+		rep.Frames = append(rep.Frames, &ssp2.Commit{CommitSeq: c.Seq, CreatedAtMs: c.CreatedAtMs, ActorID: c.ActorID, Tables: tables, Changes: changes})
+	}
+	if scan.Truncated && len(scan.Commits) > 0 {
+		next = scan.Commits[len(scan.Commits)-1].Seq
+	}
+	rep.Frames = append(rep.Frames, &ssp2.SubEnd{NextCursor: next})
+	return nil
+}
+
+// bootstrap serves up to maxSnapshotPages pages of the table's in-scope rows
+// at a pinned asOfCommitSeq, as inline SSG2 rows segments, and a resume
+// token while rows remain. A token that cannot be resumed restarts silently
+// with a fresh pin.
+func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, lim ssp2.PullHeader, sub *ssp2.Subscription, eff map[string][]string, rep *Reply) error {
+	t := p.cfg.Schema.Table(sub.Table)
+	tok, ok := ResumeToken(sub.BootstrapState, t.Name, info.HorizonSeq, info.MaxCommitSeq)
+	if !ok {
+		tok = BootstrapToken{AsOfCommitSeq: info.MaxCommitSeq, Tables: []string{t.Name}}
+	}
+	rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive, EffectiveScopes: eff, Bootstrap: true})
+	pageRows := int(lim.LimitSnapshotRows)
+	done := false
+	for page := 0; page < int(lim.MaxSnapshotPages) && !done; page++ {
+		rows, err := p.cfg.Store.ScanRows(ctx, p.name, storage.RowQuery{
+			Table: t, Scopes: eff, AfterRowID: tok.RowCursor, Limit: pageRows + 1,
+		})
+		if err != nil {
+			return err
+		}
+		if len(rows) <= pageRows {
+			done = true
+		} else {
+			rows = rows[:pageRows]
+		}
+		sb := ssp2.NewSegmentBuilder(t.Name, p.cfg.Schema.Version, t.Columns)
+		for i := range rows {
+			if err := sb.AddRow(rows[i].Version, rows[i].Values); err != nil {
+				return err
+			}
+		}
+		rep.Frames = append(rep.Frames, &ssp2.SegmentInline{Payload: sb.Finish()})
+		if len(rows) > 0 {
+			last := rows[len(rows)-1].RowID
+			tok.RowCursor = &last
+		}
+	}
+	end := &ssp2.SubEnd{NextCursor: tok.AsOfCommitSeq}
+	if !done {
+		end.BootstrapState = tok.Encode()
+	}
+	rep.Frames = append(rep.Frames, end)
+	return nil
 }

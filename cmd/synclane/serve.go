@@ -17,7 +17,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/postgres"
@@ -211,16 +210,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	mux := httpsync.NewMux(eng, httpsync.MuxOptions{
 		Options: httpsync.Options{Auth: auth, MaxBodyBytes: c.maxBody, Logger: log},
 		Mount:   c.mount,
-		Ready: func(ctx context.Context) error {
-			g, err := st.ReadServeGate(ctx, httpsync.DefaultPartition, sch.Version)
-			if err != nil {
-				return err
-			}
-			if r := partition.GateRefusal(g, sch.Version, decls); r != nil {
-				return r.Error()
-			}
-			return nil
-		},
+		Ready:   eng.Ready,
 	})
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage/postgres/pgtest"
 	"github.com/synclane/synclane/transport/httpsync"
+	"github.com/synclane/synclane/transport/httpsync/httpsynctest"
 )
 
 var todoCodec = ssp2.NewRowCodec(schema.MustDemo().Table("todos").Columns)
@@ -36,10 +37,10 @@ func pushTodo(t *testing.T, base, actor, id string) (*ssp2.PushResult, error) {
 	return rs[0], nil
 }
 
-func pullTodos(t *testing.T, base, actor string) (map[string]httpsync.ReplicaRow, error) {
+func pullTodos(t *testing.T, base, actor string) (map[string]httpsynctest.ReplicaRow, error) {
 	t.Helper()
 	c := &httpsync.Client{URL: base + "/sync", ClientID: "reader-" + actor, Header: http.Header{"X-Actor": {actor}}}
-	r := httpsync.NewReplica(c, schema.MustDemo())
+	r := httpsynctest.NewReplica(c, schema.MustDemo())
 	r.Subscribe("todos", "todos", map[string][]string{"list_id": {"L"}})
 	if err := r.SyncUntilIdle(context.Background(), 10); err != nil {
 		return nil, err

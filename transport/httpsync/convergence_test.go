@@ -16,6 +16,7 @@ import (
 	"github.com/synclane/synclane/storage/memory"
 	"github.com/synclane/synclane/storage/sqlite"
 	"github.com/synclane/synclane/transport/httpsync"
+	"github.com/synclane/synclane/transport/httpsync/httpsynctest"
 )
 
 // Randomized convergence (Appendix B scenario 1): several clients with
@@ -51,10 +52,10 @@ func convergeOnce(t *testing.T, seed uint64, st storage.Store) {
 
 	rng := rand.New(rand.NewPCG(seed, 99))
 	const clients = 4
-	reps := make([]*httpsync.Replica, clients)
+	reps := make([]*httpsynctest.Replica, clients)
 	for i := range reps {
 		c := &httpsync.Client{URL: srv.URL + "/sync", ClientID: fmt.Sprintf("c%d", i), Header: http.Header{"X-Actor": {fmt.Sprintf("a%d", i)}}}
-		reps[i] = httpsync.NewReplica(c, s)
+		reps[i] = httpsynctest.NewReplica(c, s)
 		reps[i].Limits = ssp2.PullHeader{Accept: ssp2.AcceptInlineRows, LimitCommits: int32(1 + rng.IntN(5)), LimitSnapshotRows: int32(1 + rng.IntN(7)), MaxSnapshotPages: 1}
 		reps[i].Subscribe("todos", "todos", map[string][]string{"list_id": {"L"}})
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/synclane/synclane/storage/postgres/pgtest"
 	"github.com/synclane/synclane/storage/sqlite"
 	"github.com/synclane/synclane/transport/httpsync"
+	"github.com/synclane/synclane/transport/httpsync/httpsynctest"
 )
 
 // backend opens the same database again and again (a "restart").
@@ -131,8 +132,8 @@ func (s *server) client(actor, clientID string) *httpsync.Client {
 	return &httpsync.Client{URL: s.url, ClientID: clientID, Header: http.Header{"X-Actor": {actor}, "X-Partition": {"team"}}}
 }
 
-func (s *server) replica(actor, clientID string, lists ...string) *httpsync.Replica {
-	r := httpsync.NewReplica(s.client(actor, clientID), s.schema)
+func (s *server) replica(actor, clientID string, lists ...string) *httpsynctest.Replica {
+	r := httpsynctest.NewReplica(s.client(actor, clientID), s.schema)
 	r.Subscribe("todos", "todos", map[string][]string{"list_id": lists})
 	return r
 }
@@ -164,7 +165,7 @@ func push1(t *testing.T, c *httpsync.Client, cm *ssp2.PushCommit) *ssp2.PushResu
 	return rs[0]
 }
 
-func sameRows(t *testing.T, a, b *httpsync.Replica) {
+func sameRows(t *testing.T, a, b *httpsynctest.Replica) {
 	t.Helper()
 	ra, rb := a.Rows["todos"], b.Rows["todos"]
 	if len(ra) != len(rb) {
@@ -209,7 +210,7 @@ func TestE2EConvergenceOfflineReplayAndRestart(t *testing.T) {
 		// Interleaved writes from both sides.
 		push1(t, b.Client, commit("b1", upsert(t, "t0", "L1", "bob was here", nil)))
 		push1(t, a.Client, commit("a9", ssp2.Operation{Table: "todos", RowID: "t1", Op: ssp2.OpDelete}))
-		for _, r := range []*httpsync.Replica{a, b} {
+		for _, r := range []*httpsynctest.Replica{a, b} {
 			if err := r.SyncUntilIdle(ctx, 10); err != nil {
 				t.Fatal(err)
 			}
@@ -227,7 +228,7 @@ func TestE2EConvergenceOfflineReplayAndRestart(t *testing.T) {
 		if pr := push1(t, a.Client, commit("a0", upsert(t, "t0", "L1", "v0", nil))); pr.Status != ssp2.CommitCached || *pr.CommitSeq != 1 {
 			t.Fatalf("replay after restart: %+v", pr)
 		}
-		for _, r := range []*httpsync.Replica{a, b} {
+		for _, r := range []*httpsynctest.Replica{a, b} {
 			if err := r.SyncUntilIdle(ctx, 10); err != nil {
 				t.Fatal(err)
 			}
@@ -287,7 +288,7 @@ func TestE2ERevocationAndEpochReset(t *testing.T) {
 		w := s.client("writer", "cw")
 		push1(t, w, commit("w1", upsert(t, "t1", "L1", "x", nil), upsert(t, "t2", "L2", "y", nil)))
 		s.grant("eve", "L1", "L2")
-		r := httpsync.NewReplica(s.client("eve", "ce"), s.schema)
+		r := httpsynctest.NewReplica(s.client("eve", "ce"), s.schema)
 		r.Subscribe("l1", "todos", map[string][]string{"list_id": {"L1"}})
 		r.Subscribe("l2", "todos", map[string][]string{"list_id": {"L2"}})
 		if err := r.SyncUntilIdle(ctx, 5); err != nil {
@@ -384,7 +385,7 @@ func framesToCommits(fs []ssp2.Frame) []*ssp2.PushCommit {
 // cutResponse sends the replica's next pull and reads only half of the
 // response body before dropping the connection; it returns the decoded
 // message if (wrongly) the half decodes.
-func cutResponse(t *testing.T, s *server, r *httpsync.Replica, token []byte) *ssp2.Message {
+func cutResponse(t *testing.T, s *server, r *httpsynctest.Replica, token []byte) *ssp2.Message {
 	epoch := r.Client.Epoch
 	h := &ssp2.ReqHeader{ClientID: r.Client.ClientID, SchemaVersion: 1, LogEpoch: &epoch}
 	sub := &ssp2.Subscription{ID: "todos", Table: "todos", Scopes: map[string][]string{"list_id": {"L"}}, Cursor: r.Subs[0].Cursor, BootstrapState: token}

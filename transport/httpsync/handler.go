@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/google/uuid"
 	"github.com/klauspost/compress/zstd"
 	"go.uber.org/zap"
 
@@ -75,8 +76,24 @@ func NewHandler(eng *engine.Engine, opts Options) *Handler {
 	return &Handler{eng: eng, opts: opts}
 }
 
+// RequestIDHeader carries a request's id: a caller's own (1-128 of
+// A-Z a-z 0-9 . _ -) is kept, anything else is replaced by a fresh UUID.
+// The response echoes it and every log line of the request carries it as
+// field request_id.
+const RequestIDHeader = "X-Request-Id"
+
+// requestID returns the id of r (see RequestIDHeader).
+func requestID(r *http.Request) string {
+	if v := r.Header.Get(RequestIDHeader); len(v) > 0 && len(v) <= 128 && strings.Trim(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == "" {
+		return v
+	}
+	return uuid.NewString()
+}
+
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rid := requestID(r)
+	w.Header().Set(RequestIDHeader, rid)
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeError(w, http.StatusMethodNotAllowed, syncerr.New(syncerr.InvalidRequest, "use POST for /sync"))
@@ -118,7 +135,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		e := syncerr.As(err)
 		if e.Code == syncerr.InternalError {
-			h.opts.Logger.Warn("sync request failed", zap.String("partition", id.Partition),
+			h.opts.Logger.Warn("sync request failed", zap.String("request_id", rid), zap.String("partition", id.Partition),
 				zap.String("actor", id.ActorID), zap.Error(err))
 		}
 		writeError(w, 0, e)
@@ -131,10 +148,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	out, closeOut := compressor(w, r.Header.Get("Accept-Encoding"))
 	w.WriteHeader(http.StatusOK)
 	if _, err := rep.WriteTo(out); err != nil {
-		h.opts.Logger.Debug("response stream aborted", zap.String("partition", id.Partition), zap.Error(err))
+		h.opts.Logger.Debug("response stream aborted", zap.String("request_id", rid), zap.String("partition", id.Partition), zap.Error(err))
 	}
 	if err := closeOut(); err != nil {
-		h.opts.Logger.Debug("response stream close failed", zap.Error(err))
+		h.opts.Logger.Debug("response stream close failed", zap.String("request_id", rid), zap.Error(err))
 	}
 }
 

@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/synclane/synclane/engine"
@@ -131,5 +133,48 @@ func TestMethodAndAuthRefusals(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusMethodNotAllowed || res.Header.Get("Allow") != "POST" {
 		t.Fatalf("GET /sync: %d", res.StatusCode)
+	}
+}
+
+// Every response carries a request id: the caller's own when it is a
+// plain token, a fresh UUID otherwise (also on refusals before the engine).
+func TestRequestID(t *testing.T) {
+	srv := newMemoryServer(t, 0)
+	cases := []struct {
+		name, sent, contentType string
+		keep                    bool
+	}{
+		{"minted", "", httpsync.ContentType, false},
+		{"kept", "trace-42.a_b", httpsync.ContentType, true},
+		{"hostile replaced", "<script>alert(1)</script> x", httpsync.ContentType, false},
+		{"too long replaced", strings.Repeat("a", 129), httpsync.ContentType, false},
+		{"refusal still has one", "", "text/plain", false},
+	}
+	seen := map[string]bool{}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(handshakeBody(t)))
+			req.Header.Set("Content-Type", tc.contentType)
+			req.Header.Set("X-Actor", "ada")
+			if tc.sent != "" {
+				req.Header[httpsync.RequestIDHeader] = []string{tc.sent}
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			got := res.Header.Get(httpsync.RequestIDHeader)
+			if tc.keep {
+				if got != tc.sent {
+					t.Fatalf("request id %q, want the caller's %q", got, tc.sent)
+				}
+				return
+			}
+			if _, err := uuid.Parse(got); err != nil || seen[got] {
+				t.Fatalf("request id %q is not a fresh UUID (err %v)", got, err)
+			}
+			seen[got] = true
+		})
 	}
 }

@@ -1,8 +1,9 @@
-package engine
+package partition
 
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -24,42 +25,57 @@ type clientEntry struct {
 	dirty bool
 }
 
+// clientCache holds the client records a partition actor has seen: the
+// clientId → actor binding and the records waiting to be written back.
+// The map is allocated on first use, so an idle actor costs little.
+type clientCache struct {
+	entries   map[string]*clientEntry
+	dirty     int
+	lastFlush time.Time
+}
+
+// reset forgets every cached record (dirty ones included: called when the
+// records are void, after a log epoch change, or before a reload).
+func (c *clientCache) reset(now time.Time) {
+	c.entries, c.dirty, c.lastFlush = nil, 0, now
+}
+
 // maxCachedClients bounds the per-partition client cache; past it, clean
 // entries are dropped (they are re-read from storage on demand).
 const maxCachedClients = 50_000
 
 // client returns the cached record of clientID, reading it from storage
 // on a miss; nil when the client has no record.
-func (w *worker) client(ctx context.Context, clientID string) (*clientEntry, error) {
-	if ce, ok := w.clients[clientID]; ok {
+func (p *Partition) client(ctx context.Context, clientID string) (*clientEntry, error) {
+	if ce, ok := p.clients.entries[clientID]; ok {
 		return ce, nil
 	}
-	rec, err := w.e.cfg.Store.GetClient(ctx, w.partition, clientID)
+	rec, err := p.cfg.Store.GetClient(ctx, p.name, clientID)
 	if err != nil || rec == nil {
 		return nil, err
 	}
-	return w.cache(&clientEntry{rec: *rec}), nil
+	return p.cache(&clientEntry{rec: *rec}), nil
 }
 
-func (w *worker) cache(ce *clientEntry) *clientEntry {
-	if w.clients == nil {
-		w.clients = map[string]*clientEntry{}
+func (p *Partition) cache(ce *clientEntry) *clientEntry {
+	if p.clients.entries == nil {
+		p.clients.entries = map[string]*clientEntry{}
 	}
-	if len(w.clients) >= maxCachedClients {
-		for id, c := range w.clients {
+	if len(p.clients.entries) >= maxCachedClients {
+		for id, c := range p.clients.entries {
 			if !c.dirty {
-				delete(w.clients, id)
+				delete(p.clients.entries, id)
 			}
 		}
 	}
-	w.clients[ce.rec.ClientID] = ce
+	p.clients.entries[ce.rec.ClientID] = ce
 	return ce
 }
 
 // boundActor returns the actor a clientId is bound to in this partition
 // ("" when unbound).
-func (w *worker) boundActor(ctx context.Context, clientID string) (string, error) {
-	ce, err := w.client(ctx, clientID)
+func (p *Partition) boundActor(ctx context.Context, clientID string) (string, error) {
+	ce, err := p.client(ctx, clientID)
 	if err != nil || ce == nil {
 		return "", err
 	}
@@ -70,18 +86,18 @@ func (w *worker) boundActor(ctx context.Context, clientID string) (string, error
 // actor binding, wire version and, for pulls, the registered subscriptions
 // (the request's list replaces the stored one) and the cursor watermark
 // (minimum nextCursor over active subscriptions; kept when none is active).
-func (w *worker) recordClient(j *syncJob, rep *Reply) {
+func (p *Partition) recordClient(j *SyncJob, rep *Reply) {
 	cid := j.req.Header.ClientID
-	ce, err := w.client(context.Background(), cid)
+	ce, err := p.client(context.Background(), cid)
 	if err != nil || ce == nil {
 		// Unknown (or unreadable) record: start a fresh one; a later flush
 		// writes it.
-		ce = w.cache(&clientEntry{rec: storage.ClientRecord{ClientID: cid, Cursor: -1}})
+		ce = p.cache(&clientEntry{rec: storage.ClientRecord{ClientID: cid, Cursor: -1}})
 	}
 	rec := &ce.rec
-	rec.ActorID = j.id.ActorID
+	rec.ActorID = j.actorID
 	rec.WireVersion = j.req.WireVersion
-	rec.UpdatedAtMs = w.e.cfg.Now().UnixMilli()
+	rec.UpdatedAtMs = p.cfg.Now().UnixMilli()
 	if j.req.Pull != nil {
 		subs := make([]registeredSub, 0, len(j.req.Subscriptions))
 		cursors := map[string]int64{}
@@ -118,39 +134,39 @@ func (w *worker) recordClient(j *syncJob, rep *Reply) {
 	}
 	if !ce.dirty {
 		ce.dirty = true
-		w.dirty++
+		p.clients.dirty++
 	}
 }
 
-func (w *worker) maybeFlushClients(ctx context.Context) {
-	if w.dirty == 0 {
+func (p *Partition) maybeFlushClients(ctx context.Context) {
+	if p.clients.dirty == 0 {
 		return
 	}
-	if w.dirty < 512 && w.e.cfg.Now().Sub(w.lastFlush) < w.e.cfg.ClientFlushInterval {
+	if p.clients.dirty < 512 && p.cfg.Now().Sub(p.clients.lastFlush) < p.cfg.ClientFlushInterval {
 		return
 	}
-	w.flushClients(ctx)
+	p.flushClients(ctx)
 }
 
 // flushClients writes buffered client records back to storage in one
 // transaction. A failed write keeps them buffered for the next flush.
-func (w *worker) flushClients(ctx context.Context) {
-	w.lastFlush = w.e.cfg.Now()
-	if w.dirty == 0 {
+func (p *Partition) flushClients(ctx context.Context) {
+	p.clients.lastFlush = p.cfg.Now()
+	if p.clients.dirty == 0 {
 		return
 	}
-	recs := make([]storage.ClientRecord, 0, w.dirty)
-	for _, ce := range w.clients {
+	recs := make([]storage.ClientRecord, 0, p.clients.dirty)
+	for _, ce := range p.clients.entries {
 		if ce.dirty {
 			recs = append(recs, ce.rec)
 		}
 	}
-	if err := w.e.cfg.Store.PutClient(ctx, w.partition, recs...); err != nil {
-		w.log().Warn("client records write failed; will retry", zap.Int("clients", len(recs)), zap.Error(err))
+	if err := p.cfg.Store.PutClient(ctx, p.name, recs...); err != nil {
+		p.log().Warn("client records write failed; will retry", zap.Int("clients", len(recs)), zap.Error(err))
 		return
 	}
-	for _, ce := range w.clients {
+	for _, ce := range p.clients.entries {
 		ce.dirty = false
 	}
-	w.dirty = 0
+	p.clients.dirty = 0
 }

@@ -1,134 +1,177 @@
-package engine
+package partition
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"go.uber.org/zap"
 
-	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
 )
 
-// handlePushes applies the commits of every job in one storage transaction
-// under the partition's write lock, then serves the jobs' pulls (so a client
-// sees its own writes) and answers each job. A rejected commit is rolled
-// back to its savepoint and never takes its neighbours down; a storage
-// failure fails every job of the batch with a retryable internal error
-// (their commits were not made durable, and retries are idempotent).
-func (w *worker) handlePushes(ctx context.Context, jobs []*syncJob) {
-	tx, err := w.e.cfg.Store.BeginPush(ctx, w.partition)
-	if err != nil {
-		w.failAll(jobs, err)
+// push serves requests that carry commits, all in one storage transaction
+// under the partition's write lock (group commit), in five steps:
+//
+//  1. open: begin the transaction and open the gate inside it;
+//  2. apply: per request, the request checks and its commits, each commit
+//     under its own savepoint (a rejected commit never takes its
+//     neighbours down);
+//  3. commit: make the whole group durable at once;
+//  4. answer: build each request's pull part (so a client sees its own
+//     writes);
+//  5. verify: re-read the gate; only under an unchanged token are the
+//     replies released and the clients recorded.
+//
+// A storage failure fails every request of the group with a retryable
+// internal error: nothing of theirs was made durable, and retries are
+// idempotent. A refusal at verify comes after the commits are durable;
+// the retried push replays them as cached.
+func (p *Partition) push(ctx context.Context, jobs []*SyncJob) {
+	live := jobs[:0:0]
+	for _, j := range jobs {
+		if !j.abandoned() {
+			live = append(live, j)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	tx, token, info, ok := p.openPush(ctx, live)
+	if !ok {
 		return
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after Commit
-	w.staged = w.staged[:0]
-	info := tx.Partition()
-	w.observeEpoch(info.LogEpoch)
-	// The gate is checked inside the transaction, under the partition lock,
-	// before anything is read or written.
-	g, err := tx.ReadServeGate(ctx, w.e.cfg.Schema.Version)
-	if err != nil {
-		w.failAll(jobs, err)
+	applied, ok := p.applyGroup(ctx, tx, info, live)
+	if !ok || !p.commitGroup(ctx, tx, info, applied) {
 		return
 	}
-	token := partition.TokenOf(g)
-	w.token = token
-	if r := partition.GateRefusal(g, w.e.cfg.Schema.Version, w.e.cfg.Checkpoints); r != nil {
-		for _, j := range jobs {
-			j.answer(nil, r.Error())
-		}
+	applied = p.answerPulls(ctx, applied)
+	if !p.verified(ctx, token, requestsOf(applied)) {
 		return
 	}
+	for _, a := range applied {
+		p.recordClient(a.job, a.rep)
+		a.job.answer(a.rep, nil)
+	}
+}
 
-	type started struct {
-		j   *syncJob
-		rep *Reply
+// started is a request of a push group whose commits were applied and
+// whose reply is being built.
+type started struct {
+	job *SyncJob
+	rep *Reply
+}
+
+func requestsOf(s []started) []*SyncJob {
+	jobs := make([]*SyncJob, len(s))
+	for i := range s {
+		jobs[i] = s[i].job
 	}
-	ready := make([]started, 0, len(jobs))
+	return jobs
+}
+
+// openPush begins the push transaction and opens the gate inside it, under
+// the partition lock, before anything is read or written. On failure every
+// job is answered and ok is false.
+func (p *Partition) openPush(ctx context.Context, jobs []*SyncJob) (tx storage.PushTx, token GateToken, info storage.PartitionInfo, ok bool) {
+	tx, err := p.cfg.Store.BeginPush(ctx, p.name)
+	if err != nil {
+		p.failGroup(jobs, storageErr(err))
+		return nil, token, info, false
+	}
+	info = tx.Partition()
+	p.adoptEpoch(info.LogEpoch)
+	p.staged = p.staged[:0]
+	if token, err = p.cfg.Gate.OpenTx(ctx, tx); err != nil {
+		tx.Rollback(ctx) //nolint:errcheck // the refusal or read failure is the answer
+		p.failGroup(jobs, err)
+		return nil, token, info, false
+	}
+	p.adopt(token)
+	return tx, token, info, true
+}
+
+// applyGroup checks each request and applies its commits. Requests failing
+// their checks are answered at once; ok is false (every request answered)
+// when storage failed.
+func (p *Partition) applyGroup(ctx context.Context, tx storage.PushTx, info storage.PartitionInfo, jobs []*SyncJob) ([]started, bool) {
+	applied := make([]started, 0, len(jobs))
 	for i, j := range jobs {
-		rep, stop, verr := w.precheck(ctx, j, info)
-		if verr != nil || stop {
-			j.answer(rep, verr)
+		rep, stop, err := p.precheck(ctx, j, info)
+		if err != nil || stop {
+			j.answer(rep, err)
 			continue
 		}
-		if err := w.applyCommits(ctx, tx, j, rep); err != nil {
-			for _, s := range ready {
-				s.j.answer(nil, storageErr(err))
-			}
-			w.failAll(jobs[i:], err)
-			return
+		if err := p.applyCommits(ctx, tx, j, rep); err != nil {
+			p.failGroup(append(requestsOf(applied), jobs[i:]...), storageErr(err))
+			return nil, false
 		}
-		ready = append(ready, started{j, rep})
+		applied = append(applied, started{j, rep})
 	}
+	return applied, true
+}
+
+// commitGroup makes the group durable, then moves its commits into the
+// log tail and reports the new max seq.
+func (p *Partition) commitGroup(ctx context.Context, tx storage.PushTx, info storage.PartitionInfo, applied []started) bool {
 	if err := tx.Commit(ctx); err != nil {
-		for _, s := range ready {
-			s.j.answer(nil, storageErr(err))
-		}
-		w.log().Error("push transaction failed to commit", zap.Error(err), zap.Int("requests", len(ready)))
-		return
+		p.failGroup(requestsOf(applied), storageErr(err))
+		return false
 	}
-	for _, c := range w.staged {
-		w.tail.append(c)
+	for _, c := range p.staged {
+		p.tail.append(c)
 	}
-	w.staged = w.staged[:0]
+	p.staged = p.staged[:0]
 	if seq := tx.Partition().MaxCommitSeq; seq > info.MaxCommitSeq {
-		w.knownSeq = max(w.knownSeq, seq)
-		if w.e.cfg.OnCommit != nil {
-			w.e.cfg.OnCommit(w.partition, seq)
-		}
+		p.commitDurable(seq)
 	}
+	return true
+}
+
+// answerPulls builds the pull part of each request that has one, reading
+// the partition once after the commit. A request whose pull fails is
+// answered with that error (its pushes are durable and replay as cached)
+// and leaves the group.
+func (p *Partition) answerPulls(ctx context.Context, applied []started) []started {
 	var fresh *storage.PartitionInfo
-	for i := 0; i < len(ready); i++ {
-		s := ready[i]
-		if s.j.req.Pull != nil {
+	kept := applied[:0]
+	for _, a := range applied {
+		if a.job.req.Pull != nil {
 			if fresh == nil {
-				inf, err := w.load(ctx)
+				inf, err := p.read(ctx)
 				if err != nil {
-					// The pushes are durable; the pull part fails retryably and
-					// the retried push replays as cached.
-					s.j.answer(nil, storageErr(err))
+					a.job.answer(nil, storageErr(err))
 					continue
 				}
 				fresh = &inf
 			}
-			if err := w.servePulls(ctx, s.j, *fresh, s.rep); err != nil {
-				s.j.answer(nil, err)
-				ready = append(ready[:i], ready[i+1:]...)
-				i--
+			if err := p.servePulls(ctx, a.job, *fresh, a.rep); err != nil {
+				a.job.answer(nil, err)
 				continue
 			}
 		}
+		kept = append(kept, a)
 	}
-	// Verify before releasing any byte. A refused push is already durable
-	// and replays as cached when the client retries.
-	if r, err := w.verifyGate(ctx, token); err != nil || r != nil {
-		for _, s := range ready {
-			s.j.answer(nil, gateErr(r, err))
-		}
-		return
-	}
-	for _, s := range ready {
-		w.recordClient(s.j, s.rep)
-		s.j.answer(s.rep, nil)
-	}
+	return kept
 }
 
-func (w *worker) failAll(jobs []*syncJob, err error) {
-	w.log().Warn("push batch failed", zap.Error(err), zap.Int("requests", len(jobs)))
+// failGroup answers every job with err.
+func (p *Partition) failGroup(jobs []*SyncJob, err error) {
+	if len(jobs) == 0 {
+		return
+	}
+	p.log().Warn("push group failed", zap.Error(err), zap.Int("requests", len(jobs)))
 	for _, j := range jobs {
-		j.answer(nil, storageErr(err))
+		j.answer(nil, err)
 	}
 }
 
 // applyCommits applies one request's commits in frame order, appending a
 // PUSH_RESULT per commit to rep. Only storage failures are returned.
-func (w *worker) applyCommits(ctx context.Context, tx storage.PushTx, j *syncJob, rep *Reply) error {
+func (p *Partition) applyCommits(ctx context.Context, tx storage.PushTx, j *SyncJob, rep *Reply) error {
 	cid := j.req.Header.ClientID
 	var seen map[string]*ssp2.PushResult
 	for _, c := range j.req.Commits {
@@ -138,7 +181,7 @@ func (w *worker) applyCommits(ctx context.Context, tx storage.PushTx, j *syncJob
 			if dup.Status == ssp2.CommitApplied {
 				dup.Status = ssp2.CommitCached
 			}
-			w.addResult(rep, &dup)
+			rep.addResult(&dup)
 			continue
 		}
 		rec, err := tx.LookupIdempotency(ctx, cid, c.ClientCommitID)
@@ -148,70 +191,49 @@ func (w *worker) applyCommits(ctx context.Context, tx storage.PushTx, j *syncJob
 		var pr *ssp2.PushResult
 		if rec != nil {
 			pr = replay(rec, len(c.Operations))
-		} else if pr, err = w.applyCommit(ctx, tx, j, c); err != nil {
+		} else if pr, err = p.applyCommit(ctx, tx, j, c); err != nil {
 			return err
 		}
 		if seen == nil {
 			seen = map[string]*ssp2.PushResult{}
 		}
 		seen[c.ClientCommitID] = pr
-		w.addResult(rep, pr)
+		rep.addResult(pr)
 	}
 	return nil
 }
 
-func (w *worker) addResult(rep *Reply, pr *ssp2.PushResult) {
-	rep.Frames = append(rep.Frames, pr)
-	switch pr.Status {
-	case ssp2.CommitApplied:
-		rep.Applied++
-	case ssp2.CommitCached:
-		rep.Cached++
-	default:
-		rep.Rejected++
-	}
-}
-
 // applyCommit applies one commit atomically under a savepoint.
-func (w *worker) applyCommit(ctx context.Context, tx storage.PushTx, j *syncJob, c *ssp2.PushCommit) (*ssp2.PushResult, error) {
+func (p *Partition) applyCommit(ctx context.Context, tx storage.PushTx, j *SyncJob, c *ssp2.PushCommit) (*ssp2.PushResult, error) {
 	if err := tx.Savepoint(ctx); err != nil {
 		return nil, err
 	}
 	changes := make([]storage.ChangeRecord, 0, len(c.Operations))
 	for i := range c.Operations {
-		rej, err := w.applyOp(ctx, tx, j, int32(i), &c.Operations[i], &changes)
+		rej, err := p.applyOp(ctx, tx, j, int32(i), &c.Operations[i], &changes)
 		if err != nil {
 			return nil, err
 		}
 		if rej != nil {
-			return w.reject(ctx, tx, j, c, rej)
+			return p.reject(ctx, tx, j, c, rej)
 		}
 	}
-	seq := tx.Partition().MaxCommitSeq + 1
-	rec := storage.CommitRecord{
-		Seq: seq, CreatedAtMs: w.e.cfg.Now().UnixMilli(), ActorID: j.id.ActorID,
-		ClientID: j.req.Header.ClientID, ClientCommitID: c.ClientCommitID, Changes: changes,
-	}
-	if err := tx.AppendCommit(ctx, rec); err != nil {
-		return nil, err
-	}
 	n := len(c.Operations)
-	if err := tx.PutIdempotency(ctx, storage.IdempotencyRecord{
-		ClientID: j.req.Header.ClientID, ClientCommitID: c.ClientCommitID,
-		Status: ssp2.CommitApplied, CommitSeq: seq, Result: encodeApplied(n),
-	}); err != nil {
+	rec, err := p.appendCommit(ctx, tx, j.actorID, j.req.Header.ClientID, c.ClientCommitID, changes, n)
+	if err != nil {
 		return nil, err
 	}
 	if err := tx.ReleaseSavepoint(ctx); err != nil {
 		return nil, err
 	}
-	w.staged = append(w.staged, rec) // joins the log tail once the transaction commits
+	p.staged = append(p.staged, rec) // joins the log tail once the transaction commits
+	seq := rec.Seq
 	return &ssp2.PushResult{ClientCommitID: c.ClientCommitID, Status: ssp2.CommitApplied, CommitSeq: &seq, Results: appliedResults(n)}, nil
 }
 
 // reject rolls the commit back to its savepoint and durably records the
 // rejection, so a replay answers the same.
-func (w *worker) reject(ctx context.Context, tx storage.PushTx, j *syncJob, c *ssp2.PushCommit, rej *ssp2.OpResult) (*ssp2.PushResult, error) {
+func (p *Partition) reject(ctx context.Context, tx storage.PushTx, j *SyncJob, c *ssp2.PushCommit, rej *ssp2.OpResult) (*ssp2.PushResult, error) {
 	if err := tx.RollbackToSavepoint(ctx); err != nil {
 		return nil, err
 	}
@@ -229,12 +251,12 @@ func (w *worker) reject(ctx context.Context, tx storage.PushTx, j *syncJob, c *s
 
 // applyOp applies one operation. It returns a rejection record (the commit
 // is then rolled back) or a storage error.
-func (w *worker) applyOp(ctx context.Context, tx storage.PushTx, j *syncJob, i int32, op *ssp2.Operation, changes *[]storage.ChangeRecord) (*ssp2.OpResult, error) {
-	t := w.e.cfg.Schema.Table(op.Table)
+func (p *Partition) applyOp(ctx context.Context, tx storage.PushTx, j *SyncJob, i int32, op *ssp2.Operation, changes *[]storage.ChangeRecord) (*ssp2.OpResult, error) {
+	t := p.cfg.Schema.Table(op.Table)
 	if t == nil {
 		return opError(i, syncerr.New(syncerr.UnknownTable, "operation %d names unknown table %q", i, op.Table)), nil
 	}
-	codec := w.e.codecs[t.Name]
+	codec := p.cfg.Codecs[t.Name]
 	existing, err := tx.GetRow(ctx, t, op.RowID)
 	if err != nil {
 		return nil, err
@@ -243,17 +265,14 @@ func (w *worker) applyOp(ctx context.Context, tx storage.PushTx, j *syncJob, i i
 		if existing == nil {
 			return nil, nil // deleting an absent row is applied and emits nothing
 		}
-		if aerr := partition.AuthorizeRow(t, existing.Values, j.allowed, j.resolved); aerr != nil {
+		if aerr := AuthorizeRow(t, existing.Values, j.allowed, j.resolved); aerr != nil {
 			return opError(i, aerr), nil
 		}
-		scopes, serr := partition.ExtractScopes(t, existing.Values)
-		if serr != nil {
-			return opError(i, serr), nil
+		ch, rej, err := deleteRow(ctx, tx, t, existing)
+		if err != nil || rej != nil {
+			return writeRejection(i, rej), err
 		}
-		if err := tx.DeleteRow(ctx, t, op.RowID); err != nil {
-			return nil, err
-		}
-		*changes = append(*changes, storage.ChangeRecord{Table: t.Name, RowID: op.RowID, Op: ssp2.OpDelete, Scopes: scopes})
+		*changes = append(*changes, ch)
 		return nil, nil
 	}
 
@@ -268,53 +287,57 @@ func (w *worker) applyOp(ctx context.Context, tx storage.PushTx, j *syncJob, i i
 	if existing != nil {
 		stored = existing.Version
 	}
-	verdict := partition.DecideUpsert(existing != nil, stored, op.BaseVersion)
+	verdict := DecideUpsert(existing != nil, stored, op.BaseVersion)
 	authRow := row
 	if existing != nil {
 		authRow = existing.Values // existing rows are authorized as stored, never by payload
 	}
-	if aerr := partition.AuthorizeRow(t, authRow, j.allowed, j.resolved); aerr != nil {
+	if aerr := AuthorizeRow(t, authRow, j.allowed, j.resolved); aerr != nil {
 		return opError(i, aerr), nil
 	}
 	switch verdict {
-	case partition.Conflict:
+	case Conflict:
 		serverRow, err := codec.Append(nil, existing.Values)
 		if err != nil {
 			return nil, fmt.Errorf("encode stored row %s/%s: %w", t.Name, op.RowID, err)
 		}
-		e := partition.VerdictError(verdict, stored, op.BaseVersion)
+		e := VerdictError(verdict, stored, op.BaseVersion)
 		return &ssp2.OpResult{OpIndex: i, Status: ssp2.OpConflict, Code: string(e.Code), Message: e.Message,
 			ServerVersion: existing.Version, ServerRow: serverRow}, nil
-	case partition.Missing:
-		return opError(i, partition.VerdictError(verdict, stored, op.BaseVersion)), nil
+	case Missing:
+		return opError(i, VerdictError(verdict, stored, op.BaseVersion)), nil
 	}
 	payload := op.Payload
-	version := int64(1)
 	if existing != nil {
-		version = existing.Version + 1
 		var changed bool
-		if row, changed = partition.KeepStoredScopes(t, existing.Values, row); changed {
+		if row, changed = KeepStoredScopes(t, existing.Values, row); changed {
 			if payload, err = codec.Append(nil, row); err != nil {
 				return nil, fmt.Errorf("re-encode %s/%s: %w", t.Name, op.RowID, err)
 			}
 		}
 	}
-	scopes, serr := partition.ExtractScopes(t, row)
-	if serr != nil {
-		return opError(i, serr), nil
+	ch, rej, err := putRow(ctx, tx, t, op.RowID, existing, row, payload)
+	if err != nil || rej != nil {
+		return writeRejection(i, rej), err
 	}
-	if err := tx.PutRow(ctx, t, storage.RowRecord{RowID: op.RowID, Version: version, Values: row}); err != nil {
-		if errors.Is(err, storage.ErrConstraint) {
-			return opError(i, syncerr.New(syncerr.ConstraintViolation, "operation %d on %q row %q violates a constraint of the table", i, t.Name, op.RowID)), nil
-		}
-		return nil, err
-	}
-	*changes = append(*changes, storage.ChangeRecord{Table: t.Name, RowID: op.RowID, Op: ssp2.OpUpsert, RowVersion: version, Scopes: scopes, Row: payload})
+	*changes = append(*changes, ch)
 	return nil, nil
 }
 
+// opError renders a rejection of operation i.
 func opError(i int32, e *syncerr.Error) *ssp2.OpResult {
 	return &ssp2.OpResult{OpIndex: i, Status: ssp2.OpError, Code: string(e.Code), Message: e.Message, Retryable: e.Spec().Retryable}
+}
+
+// writeRejection renders a rejection by a write helper (nil when rej is
+// nil), naming the operation.
+func writeRejection(i int32, rej *syncerr.Error) *ssp2.OpResult {
+	if rej == nil {
+		return nil
+	}
+	e := *rej
+	e.Message = fmt.Sprintf("operation %d: %s", i, rej.Message)
+	return opError(i, &e)
 }
 
 func appliedResults(n int) []ssp2.OpResult {

@@ -1,4 +1,4 @@
-package engine
+package partition
 
 import (
 	"github.com/synclane/synclane/storage"

@@ -1,4 +1,4 @@
-package engine
+package partition
 
 import (
 	"errors"
@@ -85,4 +85,17 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 		c.err = err
 	}
 	return n, err
+}
+
+// addResult appends a PUSH_RESULT and counts it.
+func (r *Reply) addResult(pr *ssp2.PushResult) {
+	r.Frames = append(r.Frames, pr)
+	switch pr.Status {
+	case ssp2.CommitApplied:
+		r.Applied++
+	case ssp2.CommitCached:
+		r.Cached++
+	default:
+		r.Rejected++
+	}
 }

@@ -1,4 +1,7 @@
-package httpsync
+// Package httpsynctest holds test support for code that syncs over
+// package httpsync: a minimal in-memory client database (Replica) that
+// applies pull responses, for convergence tests and benchmarks.
+package httpsynctest
 
 import (
 	"context"
@@ -8,6 +11,7 @@ import (
 
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/transport/httpsync"
 )
 
 // ReplicaRow is one row held by a Replica.
@@ -32,7 +36,7 @@ type ReplicaSub struct {
 // (bootstrap segments, commits, revocations, resets) to in-memory tables.
 // It applies whole sections only after their SUB_END, like a real client.
 type Replica struct {
-	Client *Client
+	Client *httpsync.Client
 	Schema *schema.Schema
 	Limits ssp2.PullHeader
 	Subs   []*ReplicaSub
@@ -41,7 +45,7 @@ type Replica struct {
 }
 
 // NewReplica returns an empty replica syncing through c.
-func NewReplica(c *Client, s *schema.Schema) *Replica {
+func NewReplica(c *httpsync.Client, s *schema.Schema) *Replica {
 	r := &Replica{Client: c, Schema: s, Rows: map[string]map[string]ReplicaRow{}, codecs: map[string]*ssp2.RowCodec{},
 		Limits: ssp2.PullHeader{Accept: ssp2.AcceptInlineRows | ssp2.AcceptRefRows}}
 	for _, t := range s.Tables {
@@ -70,7 +74,7 @@ func (r *Replica) Pull(ctx context.Context) (PullStats, error) {
 		subs[i] = &ssp2.Subscription{ID: s.ID, Table: s.Table, Scopes: s.Scopes, Cursor: s.Cursor, BootstrapState: s.Token}
 	}
 	resp, err := r.Client.Pull(ctx, r.Limits, subs...)
-	if errors.Is(err, ErrResetRequired) {
+	if errors.Is(err, httpsync.ErrResetRequired) {
 		r.Reset()
 		return PullStats{Incomplete: true}, nil
 	}

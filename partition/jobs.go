@@ -1,0 +1,110 @@
+package partition
+
+import (
+	"context"
+	"errors"
+
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
+)
+
+// Job is one unit of work for a partition's actor. Each kind serves itself
+// on the partition's state; pushes may instead be served together with
+// other pushes in one storage transaction. The actor guarantees that every
+// job is either served (and answered) by Handle or failed with Fail.
+type Job interface {
+	// Batchable reports whether the job may join a group commit.
+	Batchable() bool
+	// Fail answers the job with err without serving it; it never blocks.
+	Fail(err error)
+	// run serves the job alone.
+	run(ctx context.Context, p *Partition)
+	// push returns the job as a push that may be grouped, or nil.
+	push() *SyncJob
+}
+
+// SyncJob is one Sync request travelling to its partition's actor: a
+// decoded request of an authenticated actor with its resolved scopes.
+type SyncJob struct {
+	ctx      context.Context
+	actorID  string
+	req      *ssp2.Request
+	allowed  Allowed
+	resolved bool
+	done     chan syncResult
+}
+
+type syncResult struct {
+	reply *Reply
+	err   error
+}
+
+// NewSyncJob returns the job for req from actorID. allowed holds the scope
+// grants the resolver returned; resolved is false when the resolver failed
+// or was not asked (every subscription is then revoked and every write
+// forbidden).
+func NewSyncJob(ctx context.Context, actorID string, req *ssp2.Request, allowed Allowed, resolved bool) *SyncJob {
+	return &SyncJob{ctx: ctx, actorID: actorID, req: req, allowed: allowed, resolved: resolved, done: make(chan syncResult, 1)}
+}
+
+// Wait returns the job's reply or its request-level error, or an
+// internal error when ctx ends first (the actor still serves the job).
+func (j *SyncJob) Wait(ctx context.Context) (*Reply, error) {
+	select {
+	case r := <-j.done:
+		return r.reply, r.err
+	case <-ctx.Done():
+		return nil, syncerr.Wrap(syncerr.InternalError, ctx.Err(), "request abandoned before the partition answered")
+	}
+}
+
+// Batchable reports whether the request pushes commits.
+func (j *SyncJob) Batchable() bool { return len(j.req.Commits) > 0 }
+
+// Fail answers the job with err. A coded error passes through; the
+// runtime's own failures (shutting down: an error with a ShuttingDown()
+// bool method reporting true; a panic while serving; anything else) become
+// retryable sync.internal_error, whose message never carries the cause.
+func (j *SyncJob) Fail(err error) {
+	var coded *syncerr.Error
+	var sd interface{ ShuttingDown() bool }
+	switch {
+	case errors.As(err, &coded):
+	case errors.As(err, &sd) && sd.ShuttingDown():
+		err = syncerr.Wrap(syncerr.InternalError, err, "the server is shutting down; retry")
+	default:
+		err = syncerr.Wrap(syncerr.InternalError, err, "the partition failed while serving this request; retry")
+	}
+	j.answer(nil, err)
+}
+
+func (j *SyncJob) push() *SyncJob {
+	if j.Batchable() {
+		return j
+	}
+	return nil
+}
+
+func (j *SyncJob) run(ctx context.Context, p *Partition) {
+	if j.Batchable() {
+		p.push(ctx, []*SyncJob{j})
+		return
+	}
+	p.pull(ctx, j)
+}
+
+// abandoned answers the job when its caller has gone; true when it did.
+func (j *SyncJob) abandoned() bool {
+	if err := j.ctx.Err(); err != nil {
+		j.answer(nil, syncerr.Wrap(syncerr.InternalError, err, "request abandoned"))
+		return true
+	}
+	return false
+}
+
+func (j *SyncJob) answer(r *Reply, err error) {
+	select {
+	case j.done <- syncResult{reply: r, err: err}:
+	default: // already answered; never block the actor
+	}
+}

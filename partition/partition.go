@@ -1,0 +1,206 @@
+// Package partition is one partition of a synclane server: the state its
+// actor owns and everything the actor does with it, next to the pure rules
+// (scopes, conflicts, epochs, pull modes, the serve gate) those steps apply.
+//
+// A Partition is owned by exactly one actor (package actors runs it): every
+// push, pull, bootstrap and backfill batch of the partition is a Job handed
+// to Partition.Handle on the actor's goroutine, so the partition has one
+// writer and its state needs no locks. The state is
+//
+//   - the serve-gate token it last verified (stored schema version and the
+//     partition's log epoch): per-epoch state is dropped when it changes;
+//   - the client records it has seen (clientId → actor binding, registered
+//     subscriptions, cursor watermark) and those waiting to be written back;
+//   - the in-memory tail of the log it committed itself, which answers
+//     incremental pulls without a storage scan.
+//
+// The actor reads storage, builds the reply, re-reads the gate and only
+// then releases the reply (read, verify, refuse): a reply built under a
+// token that changed meanwhile is refused with sync.schema_not_ready.
+package partition
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/storage"
+)
+
+// Store is the part of storage.Store a partition actor uses.
+type Store interface {
+	TouchPartition(ctx context.Context, partition string, nowMs int64) (storage.PartitionInfo, error)
+	ReadPartition(ctx context.Context, partition string) (storage.PartitionInfo, error)
+	ReadServeGate(ctx context.Context, partition string, running int32) (storage.ServeGate, error)
+	BeginPush(ctx context.Context, partition string) (storage.PushTx, error)
+	ScanChanges(ctx context.Context, partition string, q storage.ChangeQuery) (storage.ChangeScan, error)
+	ScanRows(ctx context.Context, partition string, q storage.RowQuery) ([]storage.RowRecord, error)
+	GetClient(ctx context.Context, partition, clientID string) (*storage.ClientRecord, error)
+	PutClient(ctx context.Context, partition string, recs ...storage.ClientRecord) error
+}
+
+// Config is what every partition of one server shares. It is read-only
+// once the first Partition exists; build it with NewConfig.
+type Config struct {
+	// Schema is the served schema; Codecs holds one row codec per table.
+	Schema *schema.Schema
+	Codecs map[string]*ssp2.RowCodec
+	// Store is the storage backend.
+	Store Store
+	// Gate applies the serve-gate rules for this process.
+	Gate Gate
+	// Logger receives the partition's logs (never nil).
+	Logger *zap.Logger
+	// Now is the clock every timestamp reads.
+	Now func() time.Time
+	// MaxOperations caps push operations per request.
+	MaxOperations int
+	// MinSchemaVersion is the oldest client schema version served.
+	MinSchemaVersion int32
+	// ClientFlushInterval is how long a dirty client record may wait in
+	// memory before it is written back.
+	ClientFlushInterval time.Duration
+	// OnCommit, when set, is called after commits become durable with the
+	// partition's highest commit seq; it must not block.
+	OnCommit func(partition string, maxSeq int64)
+}
+
+// NewConfig returns a Config for s and st with the row codecs built and
+// the defaults the engine documents (no-op logger, wall clock).
+func NewConfig(s *schema.Schema, st Store, gate Gate) *Config {
+	c := &Config{Schema: s, Store: st, Gate: gate, Codecs: make(map[string]*ssp2.RowCodec, len(s.Tables)),
+		Logger: zap.NewNop(), Now: time.Now, MaxOperations: 500, MinSchemaVersion: s.Version, ClientFlushInterval: time.Second}
+	for _, t := range s.Tables {
+		c.Codecs[t.Name] = ssp2.NewRowCodec(t.Columns)
+	}
+	return c
+}
+
+// Partition is one partition's state, owned by its actor. Its methods run
+// on the actor's goroutine only.
+type Partition struct {
+	name string
+	cfg  *Config
+
+	// token is the serve-gate token last read (and verified): the stored
+	// schema version and the partition's log epoch. A new epoch voids the
+	// client bindings and the log tail.
+	token GateToken
+	// clients caches client records (bindings, subscriptions, cursors).
+	clients clientCache
+	// tail is the newest stretch of the log this actor committed itself;
+	// staged holds the commits of the open push transaction until it commits.
+	tail   logTail
+	staged []storage.CommitRecord
+}
+
+// New returns the state of partition name; Start loads it.
+func New(name string, cfg *Config) *Partition {
+	return &Partition{name: name, cfg: cfg}
+}
+
+// Name returns the partition's name.
+func (p *Partition) Name() string { return p.name }
+
+// log returns the partition's logger (built on use: idle actors keep none).
+func (p *Partition) log() *zap.Logger { return p.cfg.Logger.With(zap.String("partition", p.name)) }
+
+// Start loads the partition from storage, registering it on first contact;
+// it runs when the actor starts and after every restart.
+func (p *Partition) Start(ctx context.Context) error {
+	p.clients.reset(p.cfg.Now())
+	p.tail.reset()
+	p.token = GateToken{}
+	info, err := p.cfg.Store.TouchPartition(ctx, p.name, p.cfg.Now().UnixMilli())
+	if err != nil {
+		return err
+	}
+	p.token.LogEpoch = info.LogEpoch
+	return nil
+}
+
+// Stop writes back buffered client records; it runs when the actor stops.
+func (p *Partition) Stop(ctx context.Context) { p.flushClients(ctx) }
+
+// Handle serves jobs: one job alone, or several pushes together in one
+// storage transaction (group commit). Every job is answered.
+func (p *Partition) Handle(ctx context.Context, jobs []Job) {
+	if len(jobs) == 1 {
+		jobs[0].run(ctx, p)
+	} else {
+		group := make([]*SyncJob, 0, len(jobs))
+		for _, j := range jobs {
+			if s := j.push(); s != nil {
+				group = append(group, s)
+			} else {
+				j.run(ctx, p)
+			}
+		}
+		p.push(ctx, group)
+	}
+	p.maybeFlushClients(ctx)
+}
+
+// read returns the partition's registry entry, creating it on first
+// contact, and adopts its log epoch.
+func (p *Partition) read(ctx context.Context) (storage.PartitionInfo, error) {
+	info, err := p.cfg.Store.ReadPartition(ctx, p.name)
+	if err == nil && !info.Exists {
+		info, err = p.cfg.Store.TouchPartition(ctx, p.name, p.cfg.Now().UnixMilli())
+	}
+	if err != nil {
+		return info, err
+	}
+	p.adoptEpoch(info.LogEpoch)
+	return info, nil
+}
+
+// adopt records a gate token as read; a changed log epoch drops the
+// per-epoch state.
+func (p *Partition) adopt(t GateToken) {
+	p.adoptEpoch(t.LogEpoch)
+	p.token.StoredVersion = t.StoredVersion
+}
+
+// adoptEpoch drops per-epoch state when the log epoch changed (a rotation
+// deletes client records, so cached bindings are void, and the log the
+// tail mirrors is gone).
+func (p *Partition) adoptEpoch(epoch string) {
+	if epoch == p.token.LogEpoch {
+		return
+	}
+	if p.token.LogEpoch != "" {
+		p.log().Info("partition log epoch changed", zap.String("old_epoch", p.token.LogEpoch), zap.String("epoch", epoch))
+	}
+	p.token.LogEpoch = epoch
+	p.clients.reset(p.cfg.Now())
+	p.tail.reset()
+}
+
+// commitDurable is called once commits up to maxSeq are durable.
+func (p *Partition) commitDurable(maxSeq int64) {
+	if p.cfg.OnCommit != nil {
+		p.cfg.OnCommit(p.name, maxSeq)
+	}
+}
+
+// storageErr maps a storage failure to a protocol error: a writer-fence
+// rejection (this process runs an older schema than the database requires)
+// is sync.schema_not_ready; a coded error passes through; anything else is
+// a retryable internal error.
+func storageErr(err error) error {
+	var coded *syncerr.Error
+	if errors.As(err, &coded) {
+		return err
+	}
+	if errors.Is(err, storage.ErrWriterFenced) {
+		return syncerr.Wrap(syncerr.SchemaNotReady, err, "the database requires a newer schema version than this server runs; retry later").
+			WithDetails(map[string]any{"writerFenced": true})
+	}
+	return syncerr.Wrap(syncerr.InternalError, err, "storage is unavailable; retry")
+}
