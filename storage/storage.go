@@ -64,17 +64,17 @@ type Store interface {
 	Checkpoints
 
 	// TouchPartition returns the partition's registry entry, creating it on
-	// first contact with a fresh unpredictable log epoch.
+	// first contact with a fresh unpredictable log epoch (NewLogEpoch).
 	TouchPartition(ctx context.Context, partition string, nowMs int64) (PartitionInfo, error)
 
 	// ReadPartition returns the partition's registry entry without creating
 	// it; a never-touched partition is returned with Exists == false.
 	ReadPartition(ctx context.Context, partition string) (PartitionInfo, error)
 
-	// RotateLogEpoch gives the partition a new unpredictable log epoch, marks
-	// the epoch required (wire v1 refused from then on) and deletes the
-	// partition's client records, under the partition write lock. It returns
-	// the new epoch.
+	// RotateLogEpoch gives the partition a new unpredictable log epoch
+	// (NewLogEpoch), marks the epoch required (wire v1 refused from then on)
+	// and deletes the partition's client records, under the partition write
+	// lock. It returns the new epoch.
 	RotateLogEpoch(ctx context.Context, partition string, nowMs int64) (string, error)
 
 	// BeginPush opens a write transaction holding the partition's write lock
@@ -252,54 +252,4 @@ type ClientRecord struct {
 	Cursor        int64
 	WireVersion   uint16
 	UpdatedAtMs   int64
-}
-
-// ValueFits reports whether v has the Go type ssp2.Row documents for a
-// non-NULL value of column c (string for string and blob_ref, int64, float64,
-// bool, json.RawMessage for json, []byte for bytes and crdt). Backends check
-// row values with it before storing them.
-func ValueFits(c ssp2.Column, v any) bool {
-	switch c.Type {
-	case ssp2.TypeString, ssp2.TypeBlobRef:
-		_, ok := v.(string)
-		return ok
-	case ssp2.TypeInteger:
-		_, ok := v.(int64)
-		return ok
-	case ssp2.TypeFloat:
-		_, ok := v.(float64)
-		return ok
-	case ssp2.TypeBoolean:
-		_, ok := v.(bool)
-		return ok
-	case ssp2.TypeJSON:
-		_, ok := v.(json.RawMessage)
-		return ok
-	case ssp2.TypeBytes, ssp2.TypeCRDT:
-		_, ok := v.([]byte)
-		return ok
-	}
-	return false
-}
-
-// MatchScopes reports whether stored change scopes match an effective scope
-// map. Backends that filter in Go use it so every backend agrees.
-func MatchScopes(stored map[string]string, effective map[string][]string) bool {
-	for k, vals := range effective {
-		v, ok := stored[k]
-		if !ok {
-			return false
-		}
-		found := false
-		for _, x := range vals {
-			if x == v {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
 }

@@ -1,81 +1,15 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
-	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage"
 )
-
-// EnsureSchema records sch as this handle's running schema. When the shared
-// marker is below sch.Version it validates and installs every declaration
-// (checkpoint row and fence) and raises the marker, all under the database
-// lock, so a failed bump leaves nothing behind. Rows written under an older
-// schema read back padded with NULLs for columns added since.
-func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema, decls ...storage.CheckpointDeclaration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
-		return fmt.Errorf("memory: store is closed")
-	}
-	d := s.d
-	d.mu.Lock()
-	if d.marker > sch.Version {
-		m := d.marker
-		d.mu.Unlock()
-		return fmt.Errorf("memory: stored v%d, running v%d: %w", m, sch.Version, storage.ErrSchemaNewer)
-	}
-	if d.marker < sch.Version {
-		for _, dc := range decls {
-			if err := dc.Validate(); err != nil {
-				d.mu.Unlock()
-				return fmt.Errorf("memory: ensure schema v%d: %w", sch.Version, err)
-			}
-		}
-		now := time.Now().UnixMilli()
-		for _, dc := range decls {
-			d.declare(dc, now)
-		}
-		d.marker = sch.Version
-	}
-	incomplete := d.incomplete(sch.Version, decls)
-	d.mu.Unlock()
-
-	s.mu.Lock()
-	s.sch = sch
-	s.mu.Unlock()
-	if len(incomplete) > 0 {
-		return fmt.Errorf("memory: ensure schema v%d: undeclared checkpoints %s: %w", sch.Version, strings.Join(incomplete, ", "), storage.ErrCheckpointIncomplete)
-	}
-	return nil
-}
-
-// incomplete names the checkpoints at version that are neither activated
-// nor declared in decls; d.mu must be held.
-func (d *db) incomplete(version int32, decls []storage.CheckpointDeclaration) []string {
-	var out []string
-	for ref, c := range d.cps {
-		if c.SchemaVersion != version || c.State == storage.CheckpointActivated {
-			continue
-		}
-		if !slices.ContainsFunc(decls, func(dc storage.CheckpointDeclaration) bool {
-			return dc.Partition == ref.Partition && dc.Name == ref.Name
-		}) {
-			out = append(out, ref.Partition+"/"+ref.Name)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
 
 // declare inserts the checkpoint if absent and raises the fence; d.mu
 // must be held.
@@ -91,19 +25,6 @@ func (d *db) declare(dc storage.CheckpointDeclaration, nowMs int64) storage.Chec
 		d.fences[dc.Partition] = dc.SchemaVersion
 	}
 	return *c
-}
-
-// open fails after Close and before EnsureSchema.
-func (s *Store) open() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return fmt.Errorf("memory: store is closed")
-	}
-	if s.sch == nil {
-		return fmt.Errorf("memory: %w", storage.ErrSchemaNotEnsured)
-	}
-	return nil
 }
 
 // DeclareCheckpoint inserts the checkpoint as declared if absent and raises
@@ -209,11 +130,8 @@ func (s *Store) ReadCheckpoints(ctx context.Context) ([]storage.Checkpoint, erro
 	for _, c := range s.d.cps {
 		out = append(out, *c)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Partition != out[j].Partition {
-			return out[i].Partition < out[j].Partition
-		}
-		return out[i].Name < out[j].Name
+	slices.SortFunc(out, func(a, b storage.Checkpoint) int {
+		return compareRefs(storage.CheckpointRef{Partition: a.Partition, Name: a.Name}, storage.CheckpointRef{Partition: b.Partition, Name: b.Name})
 	})
 	return out, nil
 }
@@ -241,19 +159,27 @@ func (d *db) gate(partition string, running int32) storage.ServeGate {
 		}
 		p.mu.RUnlock()
 	}
+	g.Pending = d.pending(running)
+	return g
+}
+
+// pending lists the checkpoints at version that are not activated,
+// ordered by (partition, name); d.mu must be held.
+func (d *db) pending(version int32) []storage.CheckpointRef {
+	var out []storage.CheckpointRef
 	for ref, c := range d.cps {
-		if c.SchemaVersion == running && c.State != storage.CheckpointActivated {
-			g.Pending = append(g.Pending, ref)
+		if c.SchemaVersion == version && c.State != storage.CheckpointActivated {
+			out = append(out, ref)
 		}
 	}
-	sort.Slice(g.Pending, func(i, j int) bool {
-		a, b := g.Pending[i], g.Pending[j]
-		if a.Partition != b.Partition {
-			return a.Partition < b.Partition
-		}
-		return a.Name < b.Name
-	})
-	return g
+	slices.SortFunc(out, compareRefs)
+	return out
+}
+
+// compareRefs orders checkpoint references by (partition, name), the order
+// the SQL backends read them in.
+func compareRefs(a, b storage.CheckpointRef) int {
+	return cmp.Or(strings.Compare(a.Partition, b.Partition), strings.Compare(a.Name, b.Name))
 }
 
 // PruneThrough drops the partition's commits with seq <= seq (at most its

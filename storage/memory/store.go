@@ -40,9 +40,7 @@
 package memory
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -74,6 +72,9 @@ type db struct {
 
 var _ storage.Store = (*Store)(nil)
 
+// errClosed reports use of a closed Store.
+var errClosed = errors.New("memory: store is closed")
+
 // New returns an empty store. EnsureSchema must run before anything else.
 func New() *Store {
 	return &Store{d: &db{
@@ -89,44 +90,17 @@ func New() *Store {
 // other.
 func (s *Store) Share() *Store { return &Store{d: s.d} }
 
-// running returns the handle's running schema version (0 before
-// EnsureSchema).
-func (s *Store) running() int32 {
+// open fails after Close and before EnsureSchema.
+func (s *Store) open() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return errClosed
+	}
 	if s.sch == nil {
-		return 0
+		return fmt.Errorf("memory: %w", storage.ErrSchemaNotEnsured)
 	}
-	return s.sch.Version
-}
-
-type idemKey struct{ client, commit string }
-
-// part is one partition. lock is its write lock (a one-slot semaphore so
-// waiting honours context cancellation); mu guards the committed state.
-type part struct {
-	lock chan struct{}
-
-	mu      sync.RWMutex
-	info    storage.PartitionInfo
-	rows    map[string]map[string]storage.RowRecord // table -> rowID -> row
-	commits []storage.CommitRecord                  // commits[i].Seq == i+1
-	// scopeIdx maps table -> "var\x00value" -> ascending seqs of commits
-	// with at least one change of table carrying that scope value.
-	scopeIdx map[string]map[string][]int64
-	idem     map[idemKey]storage.IdempotencyRecord
-	clients  map[string]storage.ClientRecord
-}
-
-func newPart(name string) *part {
-	return &part{
-		lock:     make(chan struct{}, 1),
-		info:     storage.PartitionInfo{Partition: name},
-		rows:     map[string]map[string]storage.RowRecord{},
-		scopeIdx: map[string]map[string][]int64{},
-		idem:     map[idemKey]storage.IdempotencyRecord{},
-		clients:  map[string]storage.ClientRecord{},
-	}
+	return nil
 }
 
 // schemaAndPart returns the ensured schema and the partition's state,
@@ -136,7 +110,7 @@ func (s *Store) schemaAndPart(name string) (*schema.Schema, *part, error) {
 	closed, sch := s.closed, s.sch
 	s.mu.Unlock()
 	if closed {
-		return nil, nil, fmt.Errorf("memory: store is closed")
+		return nil, nil, errClosed
 	}
 	if sch == nil {
 		return nil, nil, storage.ErrSchemaNotEnsured
@@ -151,160 +125,10 @@ func (s *Store) schemaAndPart(name string) (*schema.Schema, *part, error) {
 	return sch, p, nil
 }
 
-// create makes the partition exist with a fresh epoch; p.mu must be held.
-func (p *part) create() error {
-	if p.info.Exists {
-		return nil
-	}
-	ep, err := newEpoch()
-	if err != nil {
-		return err
-	}
-	p.info.Exists = true
-	p.info.LogEpoch = ep
-	return nil
-}
-
-// TouchPartition returns the partition's entry, creating it on first
-// contact with a random 128-bit epoch.
-func (s *Store) TouchPartition(ctx context.Context, partition string, nowMs int64) (storage.PartitionInfo, error) {
-	if err := ctx.Err(); err != nil {
-		return storage.PartitionInfo{}, err
-	}
-	_, p, err := s.schemaAndPart(partition)
-	if err != nil {
-		return storage.PartitionInfo{}, fmt.Errorf("memory: touch partition %q: %w", partition, err)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err := p.create(); err != nil {
-		return storage.PartitionInfo{}, fmt.Errorf("memory: touch partition %q: %w", partition, err)
-	}
-	return p.info, nil
-}
-
-// ReadPartition returns the committed entry; Exists is false if the
-// partition was never created.
-func (s *Store) ReadPartition(ctx context.Context, partition string) (storage.PartitionInfo, error) {
-	if err := ctx.Err(); err != nil {
-		return storage.PartitionInfo{}, err
-	}
-	_, p, err := s.schemaAndPart(partition)
-	if err != nil {
-		return storage.PartitionInfo{}, fmt.Errorf("memory: read partition %q: %w", partition, err)
-	}
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	return p.info, nil
-}
-
-// RotateLogEpoch takes the partition's write lock (honouring ctx while
-// waiting), creates the partition if needed, sets a new epoch, marks it
-// required and deletes the partition's client records.
-func (s *Store) RotateLogEpoch(ctx context.Context, partition string, nowMs int64) (string, error) {
-	_, p, err := s.schemaAndPart(partition)
-	if err != nil {
-		return "", fmt.Errorf("memory: rotate epoch of %q: %w", partition, err)
-	}
-	if err := p.acquire(ctx); err != nil {
-		return "", fmt.Errorf("memory: rotate epoch of %q: %w", partition, err)
-	}
-	defer p.release()
-	ep, err := newEpoch()
-	if err != nil {
-		return "", fmt.Errorf("memory: rotate epoch of %q: %w", partition, err)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.info.Exists = true
-	p.info.LogEpoch = ep
-	p.info.EpochRequired = true
-	p.clients = map[string]storage.ClientRecord{}
-	return ep, nil
-}
-
-func (p *part) acquire(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	select {
-	case p.lock <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (p *part) release() { <-p.lock }
-
-// LookupIdempotency returns the committed record, or nil.
-func (s *Store) LookupIdempotency(ctx context.Context, partition, clientID, clientCommitID string) (*storage.IdempotencyRecord, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	_, p, err := s.schemaAndPart(partition)
-	if err != nil {
-		return nil, fmt.Errorf("memory: lookup idempotency: %w", err)
-	}
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	rec, ok := p.idem[idemKey{clientID, clientCommitID}]
-	if !ok {
-		return nil, nil
-	}
-	rec = copyIdem(rec)
-	return &rec, nil
-}
-
-// GetClient returns a copy of the client record, or nil.
-func (s *Store) GetClient(ctx context.Context, partition, clientID string) (*storage.ClientRecord, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	_, p, err := s.schemaAndPart(partition)
-	if err != nil {
-		return nil, fmt.Errorf("memory: get client: %w", err)
-	}
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	rec, ok := p.clients[clientID]
-	if !ok {
-		return nil, nil
-	}
-	rec.Subscriptions = cloneBytes(rec.Subscriptions)
-	return &rec, nil
-}
-
-// PutClient stores a copy of rec, replacing any previous record.
-func (s *Store) PutClient(ctx context.Context, partition string, recs ...storage.ClientRecord) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	_, p, err := s.schemaAndPart(partition)
-	if err != nil {
-		return fmt.Errorf("memory: put client: %w", err)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, rec := range recs {
-		rec.Subscriptions = cloneBytes(rec.Subscriptions)
-		p.clients[rec.ClientID] = rec
-	}
-	return nil
-}
-
 // Close marks the store closed; later calls fail.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
 	return nil
-}
-
-func newEpoch() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("random epoch: %w", err)
-	}
-	return hex.EncodeToString(b[:]), nil
 }

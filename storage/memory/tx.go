@@ -41,13 +41,9 @@ func (s *Store) BeginPush(ctx context.Context, partition string) (storage.PushTx
 		return nil, fmt.Errorf("memory: begin push on %q: %w", partition, err)
 	}
 	p.mu.Lock()
-	err = p.create()
+	p.create()
 	info := p.info
 	p.mu.Unlock()
-	if err != nil {
-		p.release()
-		return nil, fmt.Errorf("memory: begin push on %q: %w", partition, err)
-	}
 	return &pushTx{s: s, sch: sch, p: p, running: sch.Version, info: info, rows: map[string]map[string]*storage.RowRecord{},
 		idem: map[idemKey]storage.IdempotencyRecord{}, sp: -1}, nil
 }
@@ -71,8 +67,12 @@ func (tx *pushTx) table(t *schema.Table) (*schema.Table, error) {
 	return st, nil
 }
 
+// Partition returns the entry read under the lock, MaxCommitSeq following
+// this transaction's appends.
 func (tx *pushTx) Partition() storage.PartitionInfo { return tx.info }
 
+// LookupIdempotency returns a copy of the record staged by this
+// transaction or, failing that, the committed one, or nil.
 func (tx *pushTx) LookupIdempotency(ctx context.Context, clientID, clientCommitID string) (*storage.IdempotencyRecord, error) {
 	if err := tx.check(ctx, "lookup idempotency"); err != nil {
 		return nil, err
@@ -105,6 +105,8 @@ func (tx *pushTx) current(table, id string) (storage.RowRecord, bool) {
 	return r, ok
 }
 
+// GetRow returns a copy of the row as this transaction sees it (its own
+// staged writes first), padded to the ensured schema's columns, or nil.
 func (tx *pushTx) GetRow(ctx context.Context, t *schema.Table, rowID string) (*storage.RowRecord, error) {
 	if err := tx.check(ctx, "get row"); err != nil {
 		return nil, err
@@ -121,6 +123,8 @@ func (tx *pushTx) GetRow(ctx context.Context, t *schema.Table, rowID string) (*s
 	return &r, nil
 }
 
+// Savepoint marks the current point of the undo log, replacing any
+// previous savepoint.
 func (tx *pushTx) Savepoint(ctx context.Context) error {
 	if err := tx.check(ctx, "savepoint"); err != nil {
 		return err
@@ -129,6 +133,8 @@ func (tx *pushTx) Savepoint(ctx context.Context) error {
 	return nil
 }
 
+// RollbackToSavepoint undoes, newest first, every staged write since
+// Savepoint; the savepoint stays set.
 func (tx *pushTx) RollbackToSavepoint(ctx context.Context) error {
 	if err := tx.check(ctx, "rollback to savepoint"); err != nil {
 		return err
@@ -143,6 +149,7 @@ func (tx *pushTx) RollbackToSavepoint(ctx context.Context) error {
 	return nil
 }
 
+// ReleaseSavepoint keeps the writes since Savepoint and clears it.
 func (tx *pushTx) ReleaseSavepoint(ctx context.Context) error {
 	if err := tx.check(ctx, "release savepoint"); err != nil {
 		return err
@@ -172,6 +179,8 @@ func (tx *pushTx) stage(table, id string, r *storage.RowRecord) {
 	m[id] = r
 }
 
+// PutRow validates rec against the ensured table (NOT NULL and unique
+// indexes fail with storage.ErrConstraint) and stages a copy of it.
 func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRecord) error {
 	if err := tx.check(ctx, "put row"); err != nil {
 		return err
@@ -240,6 +249,7 @@ func hasNull(vals []any, cols []int) bool {
 	return false
 }
 
+// DeleteRow stages the deletion of the row if this transaction sees it.
 func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string) error {
 	if err := tx.check(ctx, "delete row"); err != nil {
 		return err
@@ -254,6 +264,9 @@ func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string) 
 	return nil
 }
 
+// AppendCommit stages a copy of c; c.Seq must be MaxCommitSeq+1, and the
+// partition's fence must not be above the handle's running version
+// (storage.ErrWriterFenced; Commit checks the fence again).
 func (tx *pushTx) AppendCommit(ctx context.Context, c storage.CommitRecord) error {
 	if err := tx.check(ctx, "append commit"); err != nil {
 		return err
@@ -273,6 +286,7 @@ func (tx *pushTx) AppendCommit(ctx context.Context, c storage.CommitRecord) erro
 	return nil
 }
 
+// PutIdempotency stages a copy of rec, replacing a record for the same key.
 func (tx *pushTx) PutIdempotency(ctx context.Context, rec storage.IdempotencyRecord) error {
 	if err := tx.check(ctx, "put idempotency"); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/synclane/synclane/protocol/schema"
@@ -118,17 +119,7 @@ func rowMatches(t *schema.Table, row ssp2.Row, scopes map[string][]string) bool 
 			return false
 		}
 		s, ok := scopeString(row[sv.Column])
-		if !ok {
-			return false
-		}
-		found := false
-		for _, x := range vals {
-			if x == s {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if !ok || !slices.Contains(vals, s) {
 			return false
 		}
 	}

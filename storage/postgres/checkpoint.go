@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -92,47 +90,6 @@ VALUES ($1, $2, $3, 'declared', $4) ON CONFLICT (partition, name) DO NOTHING`, d
 ON CONFLICT (partition) DO UPDATE SET required_writer_version = GREATEST(`+s.q.fence+`.required_writer_version, EXCLUDED.required_writer_version)`,
 		d.Partition, d.SchemaVersion)
 	return err
-}
-
-// checkIncomplete fails with storage.ErrCheckpointIncomplete when a
-// checkpoint at version is neither activated nor in decls.
-func (s *Store) checkIncomplete(ctx context.Context, version int32, decls []storage.CheckpointDeclaration) error {
-	var refs []storage.CheckpointRef
-	err := retry(ctx, "EnsureSchema", func() error {
-		var err error
-		refs, err = s.pending(ctx, s.pool, version)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	var missing []string
-	for _, r := range refs {
-		if !slices.ContainsFunc(decls, func(d storage.CheckpointDeclaration) bool { return d.Partition == r.Partition && d.Name == r.Name }) {
-			missing = append(missing, r.Partition+"/"+r.Name)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("postgres: EnsureSchema v%d: undeclared checkpoints %s: %w", version, strings.Join(missing, ", "), storage.ErrCheckpointIncomplete)
-	}
-	return nil
-}
-
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-func (s *Store) pending(ctx context.Context, q querier, version int32) ([]storage.CheckpointRef, error) {
-	rows, err := q.Query(ctx, `SELECT partition, name FROM `+s.q.checkpoints+`
-WHERE schema_version = $1 AND state <> 'activated' ORDER BY partition, name`, version)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (storage.CheckpointRef, error) {
-		var c storage.CheckpointRef
-		err := r.Scan(&c.Partition, &c.Name)
-		return c, err
-	})
 }
 
 // DeclareCheckpoint inserts the checkpoint (if absent) and raises the

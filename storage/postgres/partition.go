@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -11,18 +9,6 @@ import (
 
 	"github.com/synclane/synclane/storage"
 )
-
-// newEpoch returns a fresh unpredictable log epoch: 128 random bits in hex.
-func newEpoch() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return hex.EncodeToString(b[:])
-}
-
-// queryer is what pgx.Tx, *pgxpool.Conn and *pgxpool.Pool share.
-type queryer interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
 
 func scanPartition(row pgx.Row, partition string) (storage.PartitionInfo, error) {
 	p := storage.PartitionInfo{Partition: partition}
@@ -35,8 +21,9 @@ func scanPartition(row pgx.Row, partition string) (storage.PartitionInfo, error)
 }
 
 // TouchPartition returns the partition's registry entry, creating it with a
-// fresh random log epoch if needed. Concurrent first contacts agree on one
-// epoch (INSERT ... ON CONFLICT DO NOTHING, then a read in a new snapshot).
+// fresh log epoch (storage.NewLogEpoch) if needed. Concurrent first
+// contacts agree on one epoch (INSERT ... ON CONFLICT DO NOTHING, then a
+// read in a new snapshot).
 func (s *Store) TouchPartition(ctx context.Context, partition string, nowMs int64) (storage.PartitionInfo, error) {
 	if err := s.ready(); err != nil {
 		return storage.PartitionInfo{}, err
@@ -44,7 +31,7 @@ func (s *Store) TouchPartition(ctx context.Context, partition string, nowMs int6
 	var p storage.PartitionInfo
 	err := retry(ctx, "TouchPartition", func() error {
 		var err error
-		p, err = scanPartition(s.pool.QueryRow(ctx, s.q.insertPartition, partition, newEpoch(), nowMs), partition)
+		p, err = scanPartition(s.pool.QueryRow(ctx, s.q.insertPartition, partition, storage.NewLogEpoch(), nowMs), partition)
 		if errors.Is(err, pgx.ErrNoRows) { // it existed
 			p, err = scanPartition(s.pool.QueryRow(ctx, s.q.readPartition, partition), partition)
 		}
@@ -78,7 +65,7 @@ func (s *Store) lockPartition(ctx context.Context, tx queryer, partition string,
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return p, err
 	}
-	p, err = scanPartition(tx.QueryRow(ctx, s.q.insertPartition, partition, newEpoch(), nowMs), partition)
+	p, err = scanPartition(tx.QueryRow(ctx, s.q.insertPartition, partition, storage.NewLogEpoch(), nowMs), partition)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return p, err
 	}
@@ -87,10 +74,10 @@ func (s *Store) lockPartition(ctx context.Context, tx queryer, partition string,
 	return scanPartition(tx.QueryRow(ctx, s.q.lockPartition, partition), partition)
 }
 
-// RotateLogEpoch sets a fresh random epoch, marks it required and deletes
-// the partition's client records, holding the partition's write lock. The
-// partition is created if needed. Rows, commits and idempotency records
-// are kept.
+// RotateLogEpoch sets a fresh epoch (storage.NewLogEpoch), marks it
+// required and deletes the partition's client records, holding the
+// partition's write lock. The partition is created if needed. Rows, commits
+// and idempotency records are kept.
 func (s *Store) RotateLogEpoch(ctx context.Context, partition string, nowMs int64) (string, error) {
 	if err := s.ready(); err != nil {
 		return "", err
@@ -101,7 +88,7 @@ func (s *Store) RotateLogEpoch(ctx context.Context, partition string, nowMs int6
 			if _, err := s.lockPartition(ctx, tx, partition, nowMs); err != nil {
 				return fmt.Errorf("lock partition: %w", err)
 			}
-			epoch = newEpoch()
+			epoch = storage.NewLogEpoch()
 			if _, err := tx.Exec(ctx, s.q.rotate, partition, epoch); err != nil {
 				return err
 			}

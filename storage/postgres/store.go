@@ -186,3 +186,9 @@ func (s *Store) table(name string) (*tableSQL, error) {
 	}
 	return t, nil
 }
+
+// queryer is what pgx.Tx, *pgxpool.Conn and *pgxpool.Pool share.
+type queryer interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}

@@ -4,15 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/synclane/synclane/storage"
 )
@@ -72,23 +67,6 @@ func (s *Store) installFence(ctx context.Context) error {
 		return fmt.Errorf("create writer fence trigger: %w", err)
 	}
 	return nil
-}
-
-// classifyAppend maps the fence trigger's abort (by its extended result
-// code) to storage.ErrWriterFenced. Only sync_commits carries a trigger,
-// so the code identifies it.
-func classifyAppend(err error, seq int64) error {
-	var se *sqlite.Error
-	if errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_TRIGGER {
-		return fmt.Errorf("sqlite: append commit %d: %w: %w", seq, storage.ErrWriterFenced, err)
-	}
-	return fmt.Errorf("sqlite: append commit %d: %w", seq, err)
-}
-
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 const cpCols = `partition_id, name, schema_version, state, watermark, owner_epoch, observed_rows, updated_at_ms`
@@ -320,34 +298,6 @@ func scanGate(row *sql.Row) (storage.ServeGate, error) {
 		}
 	}
 	return g, nil
-}
-
-// checkIncomplete fails with storage.ErrCheckpointIncomplete when a
-// checkpoint at version is neither activated nor in decls.
-func (s *Store) checkIncomplete(ctx context.Context, version int32, decls []storage.CheckpointDeclaration) error {
-	rows, err := s.readQuery(ctx, `SELECT partition_id, name FROM sync_backfill_checkpoints
-		WHERE schema_version = ? AND state <> 'activated' ORDER BY partition_id, name`, version)
-	if err != nil {
-		return fmt.Errorf("sqlite: ensure schema: read checkpoints: %w", err)
-	}
-	defer rows.Close()
-	var missing []string
-	for rows.Next() {
-		var p, n string
-		if err := rows.Scan(&p, &n); err != nil {
-			return fmt.Errorf("sqlite: ensure schema: read checkpoints: %w", err)
-		}
-		if !slices.ContainsFunc(decls, func(d storage.CheckpointDeclaration) bool { return d.Partition == p && d.Name == n }) {
-			missing = append(missing, p+"/"+n)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("sqlite: ensure schema: read checkpoints: %w", err)
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("sqlite: ensure schema v%d: undeclared checkpoints %s: %w", version, strings.Join(missing, ", "), storage.ErrCheckpointIncomplete)
-	}
-	return nil
 }
 
 // PruneThrough deletes commits, changes and scope index entries with seq

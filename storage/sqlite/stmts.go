@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -107,5 +106,3 @@ func closeStmts(sys *sysStmts, tables map[string]*tableStmts) {
 		}
 	}
 }
-
-func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

@@ -50,6 +50,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,46 +108,6 @@ type Store struct {
 	nread  atomic.Int32
 }
 
-// maxReadStmts bounds the read statement cache; queries past it (rare
-// shapes of dynamic IN lists) run unprepared.
-const maxReadStmts = 256
-
-// readQuery runs a read on the read pool through a cached prepared
-// statement (SQLite re-parses unprepared SQL on every call).
-func (s *Store) readQuery(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	if st := s.readStmt(ctx, q); st != nil {
-		return st.QueryContext(ctx, args...)
-	}
-	return s.rdb.QueryContext(ctx, q, args...)
-}
-
-// readQueryRow is readQuery for one row.
-func (s *Store) readQueryRow(ctx context.Context, q string, args ...any) *sql.Row {
-	if st := s.readStmt(ctx, q); st != nil {
-		return st.QueryRowContext(ctx, args...)
-	}
-	return s.rdb.QueryRowContext(ctx, q, args...)
-}
-
-func (s *Store) readStmt(ctx context.Context, q string) *sql.Stmt {
-	if st, ok := s.rstmts.Load(q); ok {
-		return st.(*sql.Stmt)
-	}
-	if s.nread.Load() >= maxReadStmts {
-		return nil
-	}
-	st, err := s.rdb.PrepareContext(ctx, q)
-	if err != nil {
-		return nil // the unprepared path reports the error
-	}
-	if prev, loaded := s.rstmts.LoadOrStore(q, st); loaded {
-		_ = st.Close()
-		return prev.(*sql.Stmt)
-	}
-	s.nread.Add(1)
-	return st
-}
-
 var _ storage.Store = (*Store)(nil)
 
 // Open opens (creating if missing) the database file at path. path names
@@ -199,6 +160,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// errClosed reports use of a closed Store.
 var errClosed = fmt.Errorf("sqlite: store is closed")
 
 // current returns the ensured schema with its statements.
@@ -241,4 +203,85 @@ func (s *Store) Close() error {
 		}
 	})
 	return s.closeErr
+}
+
+// maxReadStmts bounds the read statement cache; queries past it (rare
+// shapes of dynamic IN lists) run unprepared.
+const maxReadStmts = 256
+
+// readQuery runs a read on the read pool through a cached prepared
+// statement (SQLite re-parses unprepared SQL on every call).
+func (s *Store) readQuery(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if st := s.readStmt(ctx, q); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return s.rdb.QueryContext(ctx, q, args...)
+}
+
+// readQueryRow is readQuery for one row.
+func (s *Store) readQueryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	if st := s.readStmt(ctx, q); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return s.rdb.QueryRowContext(ctx, q, args...)
+}
+
+// readStmt returns the cached read statement for q, preparing it on first
+// use, or nil when the cache is full or q does not prepare.
+func (s *Store) readStmt(ctx context.Context, q string) *sql.Stmt {
+	if st, ok := s.rstmts.Load(q); ok {
+		return st.(*sql.Stmt)
+	}
+	if s.nread.Load() >= maxReadStmts {
+		return nil
+	}
+	st, err := s.rdb.PrepareContext(ctx, q)
+	if err != nil {
+		return nil // the unprepared path reports the error
+	}
+	if prev, loaded := s.rstmts.LoadOrStore(q, st); loaded {
+		_ = st.Close()
+		return prev.(*sql.Stmt)
+	}
+	s.nread.Add(1)
+	return st
+}
+
+// inWriteTx runs fn inside BEGIN IMMEDIATE ... COMMIT on the writer
+// connection; the caller holds the write lock.
+// Only BEGIN honours ctx's cancellation: interrupting a write inside the
+// transaction would silently roll it back and leave later statements in
+// autocommit mode.
+func (s *Store) inWriteTx(ctx context.Context, what string, fn func(ctx context.Context) error) error {
+	if _, err := s.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("sqlite: %s: begin: %w", what, err)
+	}
+	ctx = context.WithoutCancel(ctx)
+	if err := fn(ctx); err != nil {
+		s.rollbackQuietly()
+		return fmt.Errorf("sqlite: %s: %w", what, err)
+	}
+	if _, err := s.conn.ExecContext(ctx, "COMMIT"); err != nil {
+		s.rollbackQuietly()
+		return fmt.Errorf("sqlite: %s: commit: %w", what, err)
+	}
+	return nil
+}
+
+// rollbackQuietly ends the writer's transaction, if any, ignoring ctx so
+// a cancelled caller still leaves the connection clean.
+func (s *Store) rollbackQuietly() {
+	if _, err := s.conn.ExecContext(context.Background(), "ROLLBACK"); err != nil && !strings.Contains(err.Error(), "no transaction is active") {
+		s.log.Warn("sqlite rollback failed", zap.Error(err))
+	}
+}
+
+// rowScanner is what *sql.Row and *sql.Rows share.
+type rowScanner interface{ Scan(dest ...any) error }
+
+// execer is what *sql.Conn and *sql.Tx share.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }

@@ -317,26 +317,3 @@ func (tx *pushTx) Rollback(ctx context.Context) error {
 	tx.s.abortMember()
 	return nil
 }
-
-// abortMember rolls the caller's member savepoint back and ends its part
-// in the group; the group's other members still commit. If the savepoint
-// is gone (SQLite rolled the whole transaction back after an I/O error),
-// the group is failed as a whole, so no member reports lost writes as
-// durable.
-func (s *Store) abortMember() {
-	ctx := context.Background()
-	_, err := s.conn.ExecContext(ctx, "ROLLBACK TO ptx")
-	if err == nil {
-		_, err = s.conn.ExecContext(ctx, "RELEASE ptx")
-	}
-	if err != nil {
-		g := s.group
-		s.group = nil
-		s.rollbackQuietly()
-		g.err = fmt.Errorf("sqlite: commit group aborted: %w", err)
-		close(g.done)
-		s.unlock()
-		return
-	}
-	_ = s.endMember(false)
-}

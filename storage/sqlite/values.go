@@ -1,28 +1,14 @@
 package sqlite
 
 import (
+	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strconv"
-
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 )
-
-// classify wraps err with storage.ErrConstraint when the driver reports a
-// result code of the SQLITE_CONSTRAINT family.
-func classify(err error, what string) error {
-	var se *sqlite.Error
-	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT {
-		return fmt.Errorf("sqlite: %s: %w: %w", what, storage.ErrConstraint, err)
-	}
-	return fmt.Errorf("sqlite: %s: %w", what, err)
-}
 
 // bindValue converts a row value to its SQLite form, checking its Go type
 // against the column type. Booleans become 0/1, JSON its verbatim text.
@@ -97,19 +83,60 @@ func decodeValue(c ssp2.Column, v any) (any, error) {
 
 // scopeArgs turns the values of scope var sv into bind arguments for its
 // column: strings as they are, integers only in canonical decimal form
-// (anything else cannot equal a stored int64 and is dropped).
+// (storage.CanonicalInts: anything else cannot equal a stored int64 and is
+// dropped).
 func scopeArgs(t *schema.Table, sv *schema.ScopeVar, vals []string) []any {
 	out := make([]any, 0, len(vals))
-	for _, v := range vals {
-		if t.Columns[sv.Column].Type == ssp2.TypeInteger {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || strconv.FormatInt(n, 10) != v {
-				continue
-			}
+	if t.Columns[sv.Column].Type == ssp2.TypeInteger {
+		for _, n := range storage.CanonicalInts(vals) {
 			out = append(out, n)
-			continue
 		}
+		return out
+	}
+	for _, v := range vals {
 		out = append(out, v)
 	}
 	return out
+}
+
+// scanRow decodes one row selected with tableStmts.selectCols.
+func scanRow(rows *sql.Rows, t *schema.Table) (storage.RowRecord, error) {
+	return newRowBuf(t).scan(rows)
+}
+
+// rowBuf reuses its scan buffers across the rows of one query.
+type rowBuf struct {
+	t         *schema.Table
+	raw, ptrs []any
+}
+
+func newRowBuf(t *schema.Table) *rowBuf {
+	sc := &rowBuf{t: t, raw: make([]any, len(t.Columns)+1), ptrs: make([]any, len(t.Columns)+1)}
+	for i := range sc.raw {
+		sc.ptrs[i] = &sc.raw[i]
+	}
+	return sc
+}
+
+func (sc *rowBuf) scan(rows *sql.Rows) (storage.RowRecord, error) {
+	t, raw := sc.t, sc.raw
+	clear(raw)
+	if err := rows.Scan(sc.ptrs...); err != nil {
+		return storage.RowRecord{}, err
+	}
+	rec := storage.RowRecord{Values: make(ssp2.Row, len(t.Columns))}
+	for i, c := range t.Columns {
+		v, err := decodeValue(c, raw[i])
+		if err != nil {
+			return rec, err
+		}
+		rec.Values[i] = v
+	}
+	ver, ok := raw[len(t.Columns)].(int64)
+	if !ok {
+		return rec, fmt.Errorf("_sync_version of Go type %T", raw[len(t.Columns)])
+	}
+	rec.Version = ver
+	rec.RowID, _ = rec.Values[t.PK].(string)
+	return rec, nil
 }

@@ -5,55 +5,13 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
-	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 )
-
-// scanRow decodes one row selected with tableStmts.selectCols.
-func scanRow(rows *sql.Rows, t *schema.Table) (storage.RowRecord, error) {
-	return newRowBuf(t).scan(rows)
-}
-
-// rowBuf reuses its scan buffers across the rows of one query.
-type rowBuf struct {
-	t         *schema.Table
-	raw, ptrs []any
-}
-
-func newRowBuf(t *schema.Table) *rowBuf {
-	sc := &rowBuf{t: t, raw: make([]any, len(t.Columns)+1), ptrs: make([]any, len(t.Columns)+1)}
-	for i := range sc.raw {
-		sc.ptrs[i] = &sc.raw[i]
-	}
-	return sc
-}
-
-func (sc *rowBuf) scan(rows *sql.Rows) (storage.RowRecord, error) {
-	t, raw := sc.t, sc.raw
-	clear(raw)
-	if err := rows.Scan(sc.ptrs...); err != nil {
-		return storage.RowRecord{}, err
-	}
-	rec := storage.RowRecord{Values: make(ssp2.Row, len(t.Columns))}
-	for i, c := range t.Columns {
-		v, err := decodeValue(c, raw[i])
-		if err != nil {
-			return rec, err
-		}
-		rec.Values[i] = v
-	}
-	ver, ok := raw[len(t.Columns)].(int64)
-	if !ok {
-		return rec, fmt.Errorf("_sync_version of Go type %T", raw[len(t.Columns)])
-	}
-	rec.Version = ver
-	rec.RowID, _ = rec.Values[t.PK].(string)
-	return rec, nil
-}
 
 // ScanRows selects committed rows by (partition_id, pk) order on the
 // primary key index (BINARY collation, i.e. byte order), filtering scope
@@ -76,7 +34,7 @@ func (s *Store) ScanRows(ctx context.Context, partition string, q storage.RowQue
 		where.WriteString(" AND " + pk + " > ?")
 		args = append(args, *q.AfterRowID)
 	}
-	for _, v := range sortedKeys(q.Scopes) {
+	for _, v := range slices.Sorted(maps.Keys(q.Scopes)) {
 		sv := t.ScopeVar(v)
 		if sv == nil {
 			return nil, nil // an undeclared var matches no row
@@ -116,15 +74,6 @@ func (s *Store) ScanRows(ctx context.Context, partition string, q storage.RowQue
 	return out, nil
 }
 
-func sortedKeys(m map[string][]string) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
-}
-
 // ScanChanges pages through candidate commit seqs from the scope index
 // (sync_change_scopes, keyed by the first effective var in name order),
 // loads those commits' changes of q.Table and keeps the ones whose stored
@@ -146,7 +95,7 @@ func (s *Store) ScanChanges(ctx context.Context, partition string, q storage.Cha
 	if len(q.Scopes) == 0 {
 		candSQL = `SELECT DISTINCT commit_seq FROM sync_changes WHERE partition_id = ? AND table_name = ? AND commit_seq > ? AND commit_seq <= ? ORDER BY commit_seq LIMIT ?`
 	} else {
-		v := sortedKeys(q.Scopes)[0]
+		v := slices.Sorted(maps.Keys(q.Scopes))[0]
 		vals := q.Scopes[v]
 		if len(vals) == 0 {
 			return storage.ChangeScan{}, nil

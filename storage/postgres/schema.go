@@ -2,13 +2,17 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 )
 
@@ -252,4 +256,244 @@ WHERE i.indrelid = to_regclass($1)`, ts.regclass)
 		}
 	}
 	return nil
+}
+
+// checkIncomplete fails with storage.ErrCheckpointIncomplete when a
+// checkpoint at version is neither activated nor in decls.
+func (s *Store) checkIncomplete(ctx context.Context, version int32, decls []storage.CheckpointDeclaration) error {
+	var refs []storage.CheckpointRef
+	err := retry(ctx, "EnsureSchema", func() error {
+		var err error
+		refs, err = s.pending(ctx, s.pool, version)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := storage.CheckIncomplete(refs, decls); err != nil {
+		return fmt.Errorf("postgres: EnsureSchema v%d: %w", version, err)
+	}
+	return nil
+}
+
+// pending lists the checkpoints at version that are not activated, ordered
+// by (partition, name).
+func (s *Store) pending(ctx context.Context, q queryer, version int32) ([]storage.CheckpointRef, error) {
+	rows, err := q.Query(ctx, `SELECT partition, name FROM `+s.q.checkpoints+`
+WHERE schema_version = $1 AND state <> 'activated' ORDER BY partition, name`, version)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (storage.CheckpointRef, error) {
+		var c storage.CheckpointRef
+		err := r.Scan(&c.Partition, &c.Name)
+		return c, err
+	})
+}
+
+// systemDDL returns the statements creating the system tables (storage
+// layout version 1). Each is idempotent.
+func (q sysSQL) systemDDL() []string {
+	r := strings.NewReplacer(
+		"{meta}", q.meta, "{partitions}", q.partitions, "{commits}", q.commits,
+		"{changes}", q.changes, "{change_scopes}", q.changeScopes,
+		"{idempotency}", q.idempotency, "{clients}", q.clients,
+		"{checkpoints}", q.checkpoints, "{fence}", q.fence,
+	)
+	stmts := []string{
+		`CREATE TABLE IF NOT EXISTS {meta} (
+	id integer PRIMARY KEY CHECK (id = 1),
+	schema_version integer NOT NULL,
+	storage_version integer NOT NULL
+)`,
+		`CREATE TABLE IF NOT EXISTS {partitions} (
+	partition text COLLATE "C" PRIMARY KEY,
+	log_epoch text NOT NULL,
+	epoch_required boolean NOT NULL DEFAULT false,
+	max_commit_seq bigint NOT NULL DEFAULT 0,
+	horizon_seq bigint NOT NULL DEFAULT 0,
+	created_at_ms bigint NOT NULL
+)`,
+		`CREATE TABLE IF NOT EXISTS {commits} (
+	partition text COLLATE "C" NOT NULL,
+	seq bigint NOT NULL,
+	created_at_ms bigint NOT NULL,
+	actor_id text NOT NULL,
+	client_id text NOT NULL,
+	client_commit_id text NOT NULL,
+	PRIMARY KEY (partition, seq)
+)`,
+		`CREATE TABLE IF NOT EXISTS {changes} (
+	partition text COLLATE "C" NOT NULL,
+	seq bigint NOT NULL,
+	idx integer NOT NULL,
+	table_name text COLLATE "C" NOT NULL,
+	row_id text NOT NULL,
+	op smallint NOT NULL,
+	row_version bigint NOT NULL,
+	scopes text NOT NULL,
+	row_data bytea,
+	PRIMARY KEY (partition, seq, idx)
+)`,
+		`CREATE INDEX IF NOT EXISTS sync_changes_by_table ON {changes} (partition, table_name, seq, idx)`,
+		`CREATE TABLE IF NOT EXISTS {change_scopes} (
+	partition text COLLATE "C" NOT NULL,
+	table_name text COLLATE "C" NOT NULL,
+	var text COLLATE "C" NOT NULL,
+	value text COLLATE "C" NOT NULL,
+	seq bigint NOT NULL,
+	idx integer NOT NULL,
+	PRIMARY KEY (partition, table_name, var, value, seq, idx)
+)`,
+		`CREATE TABLE IF NOT EXISTS {idempotency} (
+	partition text COLLATE "C" NOT NULL,
+	client_id text COLLATE "C" NOT NULL,
+	client_commit_id text COLLATE "C" NOT NULL,
+	status smallint NOT NULL,
+	commit_seq bigint NOT NULL,
+	result bytea,
+	PRIMARY KEY (partition, client_id, client_commit_id)
+)`,
+		`CREATE TABLE IF NOT EXISTS {clients} (
+	partition text COLLATE "C" NOT NULL,
+	client_id text COLLATE "C" NOT NULL,
+	actor_id text NOT NULL,
+	subscriptions text,
+	cursor bigint NOT NULL,
+	wire_version integer NOT NULL,
+	updated_at_ms bigint NOT NULL,
+	PRIMARY KEY (partition, client_id)
+)`,
+		`CREATE TABLE IF NOT EXISTS {checkpoints} (
+	partition text COLLATE "C" NOT NULL,
+	name text COLLATE "C" NOT NULL,
+	schema_version integer NOT NULL,
+	state text NOT NULL CHECK (state IN ('declared', 'backfilling', 'activated')),
+	watermark bigint NOT NULL DEFAULT 0,
+	owner_epoch bigint NOT NULL DEFAULT 0,
+	observed_rows bigint NOT NULL DEFAULT 0,
+	updated_at_ms bigint NOT NULL,
+	PRIMARY KEY (partition, name)
+)`,
+		`CREATE TABLE IF NOT EXISTS {fence} (
+	partition text COLLATE "C" PRIMARY KEY,
+	required_writer_version integer NOT NULL
+)`,
+	}
+	for i := range stmts {
+		stmts[i] = r.Replace(stmts[i])
+	}
+	return stmts
+}
+
+// pgType maps a row-codec type to its PostgreSQL column type. json is text
+// (not jsonb) so the raw text is kept byte for byte.
+func pgType(t ssp2.ColumnType) string {
+	switch t {
+	case ssp2.TypeInteger:
+		return "bigint"
+	case ssp2.TypeFloat:
+		return "double precision"
+	case ssp2.TypeBoolean:
+		return "boolean"
+	case ssp2.TypeBytes, ssp2.TypeCRDT:
+		return "bytea"
+	default: // string, json, blob_ref
+		return "text"
+	}
+}
+
+// zeroLiteral is the value existing rows get when a migration adds a NOT
+// NULL column to a table that already holds rows.
+func zeroLiteral(t ssp2.ColumnType) string {
+	switch t {
+	case ssp2.TypeInteger, ssp2.TypeFloat:
+		return "0"
+	case ssp2.TypeBoolean:
+		return "false"
+	case ssp2.TypeBytes, ssp2.TypeCRDT:
+		return `'\x'::bytea`
+	case ssp2.TypeJSON:
+		return `'null'`
+	default:
+		return `''`
+	}
+}
+
+// columnDef is the DDL of column i in CREATE TABLE.
+func (ts *tableSQL) columnDef(i int) string {
+	c := ts.t.Columns[i]
+	def := ts.cols[i] + " " + pgType(c.Type)
+	if i == ts.t.PK {
+		def += ` COLLATE "C"`
+	}
+	if !c.Nullable {
+		def += " NOT NULL"
+	}
+	return def
+}
+
+// createTable is the CREATE TABLE statement of a table that does not exist.
+func (ts *tableSQL) createTable() string {
+	defs := []string{`partition_id text COLLATE "C" NOT NULL`}
+	for i := range ts.cols {
+		defs = append(defs, ts.columnDef(i))
+	}
+	defs = append(defs, "_sync_version bigint NOT NULL",
+		fmt.Sprintf("PRIMARY KEY (partition_id, %s)", ts.cols[ts.t.PK]))
+	return fmt.Sprintf("CREATE TABLE %s (\n\t%s\n)", ts.ident, strings.Join(defs, ",\n\t"))
+}
+
+// addColumn returns the statements adding column i to an existing table.
+// A NOT NULL column is filled with its type's zero value in existing rows.
+func (ts *tableSQL) addColumn(i int) []string {
+	c := ts.t.Columns[i]
+	if c.Nullable {
+		return []string{fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s", ts.ident, ts.columnDef(i))}
+	}
+	return []string{
+		fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s DEFAULT %s", ts.ident, ts.columnDef(i), zeroLiteral(c.Type)),
+		fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s DROP DEFAULT", ts.ident, ts.cols[i]),
+	}
+}
+
+// indexName derives a schema-unique index name of at most 63 bytes.
+func indexName(table, kind, name string) string {
+	n := table + "__" + kind + "_" + name
+	if len(n) <= 63 {
+		return n
+	}
+	sum := sha256.Sum256([]byte(n))
+	return n[:50] + "_" + hex.EncodeToString(sum[:6])
+}
+
+// wantedIndexes returns index name -> CREATE INDEX statement for the
+// table's declared indexes (on (partition_id, cols...)) and one index per
+// scope column (on (partition_id, col, pk)) for scoped bootstrap scans.
+func (ts *tableSQL) wantedIndexes() map[string]string {
+	out := map[string]string{}
+	for _, ix := range ts.t.Indexes {
+		name := indexName(ts.t.Name, "i", ix.Name)
+		cols := []string{"partition_id"}
+		for _, c := range ix.Columns {
+			cols = append(cols, ts.cols[c])
+		}
+		unique := ""
+		if ix.Unique {
+			unique = "UNIQUE "
+		}
+		out[name] = fmt.Sprintf("CREATE %sINDEX %s ON %s (%s)", unique,
+			pgx.Identifier{name}.Sanitize(), ts.ident, strings.Join(cols, ", "))
+	}
+	seen := map[int]bool{}
+	for _, sv := range ts.t.Scopes {
+		if seen[sv.Column] || sv.Column == ts.t.PK {
+			continue
+		}
+		seen[sv.Column] = true
+		name := indexName(ts.t.Name, "s", ts.t.Columns[sv.Column].Name)
+		out[name] = fmt.Sprintf("CREATE INDEX %s ON %s (partition_id, %s, %s)",
+			pgx.Identifier{name}.Sanitize(), ts.ident, ts.cols[sv.Column], ts.cols[ts.t.PK])
+	}
+	return out
 }

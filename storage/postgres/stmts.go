@@ -1,9 +1,12 @@
 package postgres
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/synclane/synclane/protocol/schema"
 )
 
 // sysSQL holds the statements on the system tables, with table names
@@ -81,97 +84,41 @@ commit_seq = EXCLUDED.commit_seq, result = EXCLUDED.result`)
 	return q
 }
 
-// systemDDL returns the statements creating the system tables (storage
-// layout version 1). Each is idempotent.
-func (q sysSQL) systemDDL() []string {
-	r := strings.NewReplacer(
-		"{meta}", q.meta, "{partitions}", q.partitions, "{commits}", q.commits,
-		"{changes}", q.changes, "{change_scopes}", q.changeScopes,
-		"{idempotency}", q.idempotency, "{clients}", q.clients,
-		"{checkpoints}", q.checkpoints, "{fence}", q.fence,
-	)
-	stmts := []string{
-		`CREATE TABLE IF NOT EXISTS {meta} (
-	id integer PRIMARY KEY CHECK (id = 1),
-	schema_version integer NOT NULL,
-	storage_version integer NOT NULL
-)`,
-		`CREATE TABLE IF NOT EXISTS {partitions} (
-	partition text COLLATE "C" PRIMARY KEY,
-	log_epoch text NOT NULL,
-	epoch_required boolean NOT NULL DEFAULT false,
-	max_commit_seq bigint NOT NULL DEFAULT 0,
-	horizon_seq bigint NOT NULL DEFAULT 0,
-	created_at_ms bigint NOT NULL
-)`,
-		`CREATE TABLE IF NOT EXISTS {commits} (
-	partition text COLLATE "C" NOT NULL,
-	seq bigint NOT NULL,
-	created_at_ms bigint NOT NULL,
-	actor_id text NOT NULL,
-	client_id text NOT NULL,
-	client_commit_id text NOT NULL,
-	PRIMARY KEY (partition, seq)
-)`,
-		`CREATE TABLE IF NOT EXISTS {changes} (
-	partition text COLLATE "C" NOT NULL,
-	seq bigint NOT NULL,
-	idx integer NOT NULL,
-	table_name text COLLATE "C" NOT NULL,
-	row_id text NOT NULL,
-	op smallint NOT NULL,
-	row_version bigint NOT NULL,
-	scopes text NOT NULL,
-	row_data bytea,
-	PRIMARY KEY (partition, seq, idx)
-)`,
-		`CREATE INDEX IF NOT EXISTS sync_changes_by_table ON {changes} (partition, table_name, seq, idx)`,
-		`CREATE TABLE IF NOT EXISTS {change_scopes} (
-	partition text COLLATE "C" NOT NULL,
-	table_name text COLLATE "C" NOT NULL,
-	var text COLLATE "C" NOT NULL,
-	value text COLLATE "C" NOT NULL,
-	seq bigint NOT NULL,
-	idx integer NOT NULL,
-	PRIMARY KEY (partition, table_name, var, value, seq, idx)
-)`,
-		`CREATE TABLE IF NOT EXISTS {idempotency} (
-	partition text COLLATE "C" NOT NULL,
-	client_id text COLLATE "C" NOT NULL,
-	client_commit_id text COLLATE "C" NOT NULL,
-	status smallint NOT NULL,
-	commit_seq bigint NOT NULL,
-	result bytea,
-	PRIMARY KEY (partition, client_id, client_commit_id)
-)`,
-		`CREATE TABLE IF NOT EXISTS {clients} (
-	partition text COLLATE "C" NOT NULL,
-	client_id text COLLATE "C" NOT NULL,
-	actor_id text NOT NULL,
-	subscriptions text,
-	cursor bigint NOT NULL,
-	wire_version integer NOT NULL,
-	updated_at_ms bigint NOT NULL,
-	PRIMARY KEY (partition, client_id)
-)`,
-		`CREATE TABLE IF NOT EXISTS {checkpoints} (
-	partition text COLLATE "C" NOT NULL,
-	name text COLLATE "C" NOT NULL,
-	schema_version integer NOT NULL,
-	state text NOT NULL CHECK (state IN ('declared', 'backfilling', 'activated')),
-	watermark bigint NOT NULL DEFAULT 0,
-	owner_epoch bigint NOT NULL DEFAULT 0,
-	observed_rows bigint NOT NULL DEFAULT 0,
-	updated_at_ms bigint NOT NULL,
-	PRIMARY KEY (partition, name)
-)`,
-		`CREATE TABLE IF NOT EXISTS {fence} (
-	partition text COLLATE "C" PRIMARY KEY,
-	required_writer_version integer NOT NULL
-)`,
+// tableSQL holds the statements on one synced table's row table.
+type tableSQL struct {
+	t          *schema.Table
+	ident      string   // schema-qualified quoted table name
+	regclass   string   // the same, as text for to_regclass
+	cols       []string // quoted column names in schema order
+	selectList string   // cols..., _sync_version
+	get        string   // $1 partition, $2 row id
+	upsert     string   // $1 partition, $2.. values, $n+2 version
+	del        string   // $1 partition, $2 row id
+}
+
+func newTableSQL(schemaName string, t *schema.Table) *tableSQL {
+	ts := &tableSQL{t: t, ident: qualify(schemaName, t.Name)}
+	ts.regclass = ts.ident
+	for _, c := range t.Columns {
+		ts.cols = append(ts.cols, pgx.Identifier{c.Name}.Sanitize())
 	}
-	for i := range stmts {
-		stmts[i] = r.Replace(stmts[i])
+	pk := ts.cols[t.PK]
+	ts.selectList = strings.Join(ts.cols, ", ") + ", _sync_version"
+	ts.get = fmt.Sprintf(`SELECT %s FROM %s WHERE partition_id = $1 AND %s = $2`, ts.selectList, ts.ident, pk)
+	ts.del = fmt.Sprintf(`DELETE FROM %s WHERE partition_id = $1 AND %s = $2`, ts.ident, pk)
+
+	var vals, sets []string
+	vals = append(vals, "$1")
+	for i, c := range ts.cols {
+		vals = append(vals, fmt.Sprintf("$%d", i+2))
+		if i != t.PK {
+			sets = append(sets, fmt.Sprintf("%s = EXCLUDED.%s", c, c))
+		}
 	}
-	return stmts
+	vals = append(vals, fmt.Sprintf("$%d", len(ts.cols)+2))
+	sets = append(sets, "_sync_version = EXCLUDED._sync_version")
+	ts.upsert = fmt.Sprintf(`INSERT INTO %s (partition_id, %s, _sync_version) VALUES (%s)
+ON CONFLICT (partition_id, %s) DO UPDATE SET %s`,
+		ts.ident, strings.Join(ts.cols, ", "), strings.Join(vals, ", "), pk, strings.Join(sets, ", "))
+	return ts
 }

@@ -98,85 +98,6 @@ func (s *Store) createSystemTables(ctx context.Context) error {
 	})
 }
 
-// inWriteTx runs fn inside BEGIN IMMEDIATE ... COMMIT on the writer
-// connection; the caller holds the write lock.
-// Only BEGIN honours ctx's cancellation: interrupting a write inside the
-// transaction would silently roll it back and leave later statements in
-// autocommit mode.
-func (s *Store) inWriteTx(ctx context.Context, what string, fn func(ctx context.Context) error) error {
-	if _, err := s.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return fmt.Errorf("sqlite: %s: begin: %w", what, err)
-	}
-	ctx = context.WithoutCancel(ctx)
-	if err := fn(ctx); err != nil {
-		s.rollbackQuietly()
-		return fmt.Errorf("sqlite: %s: %w", what, err)
-	}
-	if _, err := s.conn.ExecContext(ctx, "COMMIT"); err != nil {
-		s.rollbackQuietly()
-		return fmt.Errorf("sqlite: %s: commit: %w", what, err)
-	}
-	return nil
-}
-
-// rollbackQuietly ends the writer's transaction, if any, ignoring ctx so
-// a cancelled caller still leaves the connection clean.
-func (s *Store) rollbackQuietly() {
-	if _, err := s.conn.ExecContext(context.Background(), "ROLLBACK"); err != nil && !strings.Contains(err.Error(), "no transaction is active") {
-		s.log.Warn("sqlite rollback failed", zap.Error(err))
-	}
-}
-
-// quote quotes an SQL identifier.
-func quote(id string) string { return `"` + strings.ReplaceAll(id, `"`, `""`) + `"` }
-
-// affinity is the SQLite column type of a schema column type.
-func affinity(t ssp2.ColumnType) string {
-	switch t {
-	case ssp2.TypeInteger, ssp2.TypeBoolean:
-		return "INTEGER"
-	case ssp2.TypeFloat:
-		return "REAL"
-	case ssp2.TypeBytes, ssp2.TypeCRDT:
-		return "BLOB"
-	default: // string, json, blob_ref
-		return "TEXT"
-	}
-}
-
-func columnDef(c ssp2.Column) string {
-	d := quote(c.Name) + " " + affinity(c.Type)
-	if !c.Nullable {
-		d += " NOT NULL"
-	}
-	return d
-}
-
-func createTableSQL(t *schema.Table) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "CREATE TABLE %s (\n\tpartition_id TEXT NOT NULL", quote(t.Name))
-	for _, c := range t.Columns {
-		b.WriteString(",\n\t" + columnDef(c))
-	}
-	fmt.Fprintf(&b, ",\n\t_sync_version INTEGER NOT NULL,\n\tPRIMARY KEY (partition_id, %s)\n) WITHOUT ROWID", quote(t.Columns[t.PK].Name))
-	return b.String()
-}
-
-// indexName is the database-wide name of a per-table index.
-func indexName(t *schema.Table, ix schema.Index) string { return t.Name + "__" + ix.Name }
-
-func createIndexSQL(t *schema.Table, ix schema.Index) string {
-	cols := []string{"partition_id"}
-	for _, c := range ix.Columns {
-		cols = append(cols, quote(t.Columns[c].Name))
-	}
-	u := ""
-	if ix.Unique {
-		u = "UNIQUE "
-	}
-	return fmt.Sprintf("CREATE %sINDEX IF NOT EXISTS %s ON %s (%s)", u, quote(indexName(t, ix)), quote(t.Name), strings.Join(cols, ", "))
-}
-
 // EnsureSchema creates the row tables of sch, or migrates them by adding
 // missing tables, columns and indexes (never dropping anything), in one
 // write transaction (BEGIN IMMEDIATE under the write lock), records
@@ -307,4 +228,80 @@ func (s *Store) migrateTable(ctx context.Context, t *schema.Table) error {
 		}
 	}
 	return nil
+}
+
+// checkIncomplete fails with storage.ErrCheckpointIncomplete when a
+// checkpoint at version is neither activated nor in decls.
+func (s *Store) checkIncomplete(ctx context.Context, version int32, decls []storage.CheckpointDeclaration) error {
+	rows, err := s.readQuery(ctx, `SELECT partition_id, name FROM sync_backfill_checkpoints
+		WHERE schema_version = ? AND state <> 'activated' ORDER BY partition_id, name`, version)
+	if err != nil {
+		return fmt.Errorf("sqlite: ensure schema: read checkpoints: %w", err)
+	}
+	defer rows.Close()
+	var pending []storage.CheckpointRef
+	for rows.Next() {
+		var r storage.CheckpointRef
+		if err := rows.Scan(&r.Partition, &r.Name); err != nil {
+			return fmt.Errorf("sqlite: ensure schema: read checkpoints: %w", err)
+		}
+		pending = append(pending, r)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sqlite: ensure schema: read checkpoints: %w", err)
+	}
+	if err := storage.CheckIncomplete(pending, decls); err != nil {
+		return fmt.Errorf("sqlite: ensure schema v%d: %w", version, err)
+	}
+	return nil
+}
+
+// quote quotes an SQL identifier.
+func quote(id string) string { return `"` + strings.ReplaceAll(id, `"`, `""`) + `"` }
+
+// affinity is the SQLite column type of a schema column type.
+func affinity(t ssp2.ColumnType) string {
+	switch t {
+	case ssp2.TypeInteger, ssp2.TypeBoolean:
+		return "INTEGER"
+	case ssp2.TypeFloat:
+		return "REAL"
+	case ssp2.TypeBytes, ssp2.TypeCRDT:
+		return "BLOB"
+	default: // string, json, blob_ref
+		return "TEXT"
+	}
+}
+
+func columnDef(c ssp2.Column) string {
+	d := quote(c.Name) + " " + affinity(c.Type)
+	if !c.Nullable {
+		d += " NOT NULL"
+	}
+	return d
+}
+
+func createTableSQL(t *schema.Table) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "CREATE TABLE %s (\n\tpartition_id TEXT NOT NULL", quote(t.Name))
+	for _, c := range t.Columns {
+		b.WriteString(",\n\t" + columnDef(c))
+	}
+	fmt.Fprintf(&b, ",\n\t_sync_version INTEGER NOT NULL,\n\tPRIMARY KEY (partition_id, %s)\n) WITHOUT ROWID", quote(t.Columns[t.PK].Name))
+	return b.String()
+}
+
+// indexName is the database-wide name of a per-table index.
+func indexName(t *schema.Table, ix schema.Index) string { return t.Name + "__" + ix.Name }
+
+func createIndexSQL(t *schema.Table, ix schema.Index) string {
+	cols := []string{"partition_id"}
+	for _, c := range ix.Columns {
+		cols = append(cols, quote(t.Columns[c].Name))
+	}
+	u := ""
+	if ix.Unique {
+		u = "UNIQUE "
+	}
+	return fmt.Sprintf("CREATE %sINDEX IF NOT EXISTS %s ON %s (%s)", u, quote(indexName(t, ix)), quote(t.Name), strings.Join(cols, ", "))
 }
