@@ -22,6 +22,7 @@ import (
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/sqlite"
 	"github.com/synclane/synclane/transport/httpsync"
+	"github.com/synclane/synclane/transport/testcontrol"
 )
 
 // checkpointFlags collects repeatable --checkpoint PARTITION/NAME flags.
@@ -57,6 +58,14 @@ type serveConfig struct {
 	pgMaxConns                                                        int
 	pgStatementTimeout, shutdownTimeout, idleTimeout                  time.Duration
 	maxOps                                                            int
+
+	// Test-control surface (--test-control) and its start options.
+	testControl bool
+	clockMs     int64
+	// Options of features that are not implemented yet: accepted and
+	// validated so a harness can pass them, without effect (logged).
+	inlineSegmentMaxBytes, maxDeltaBytes, maxPresenceBytes int64
+	segmentTTL, signedURLTTL, leaseTTL                     time.Duration
 }
 
 func serveFlags(fs *flag.FlagSet, c *serveConfig) {
@@ -74,6 +83,65 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight requests")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.Var(&c.checkpoints, "checkpoint", "PARTITION/NAME of a backfill checkpoint this process declares at its schema version (repeatable, or comma-separated)")
+	fs.BoolVar(&c.testControl, "test-control", false, "serve the test-only control surface under /_test/ (only with development auth on a loopback address)")
+	fs.Int64Var(&c.clockMs, "clock-ms", -1, "with --test-control: run on a virtual clock starting at this Unix time in ms, moved only by POST /_test/clock/advance")
+	fs.Int64Var(&c.inlineSegmentMaxBytes, "inline-segment-max-bytes", 256<<10, "largest rows segment sent inline (segments by reference: not implemented yet, no effect)")
+	fs.Int64Var(&c.maxDeltaBytes, "max-delta-bytes", 0, "largest realtime delta (realtime: not implemented yet, no effect)")
+	fs.Int64Var(&c.maxPresenceBytes, "max-presence-bytes", 16<<10, "largest presence payload (realtime: not implemented yet, no effect)")
+	fs.DurationVar(&c.segmentTTL, "segment-ttl", 24*time.Hour, "segment lifetime (segments by reference: not implemented yet, no effect)")
+	fs.DurationVar(&c.signedURLTTL, "signed-url-ttl", 0, "enable signed segment URLs with this lifetime (not implemented yet, no effect)")
+	fs.DurationVar(&c.leaseTTL, "lease-ttl", 0, "enable auth leases with this lifetime (not implemented yet, no effect)")
+}
+
+// validate checks the configuration before anything touches storage.
+func (c *serveConfig) validate() error {
+	if c.testControl {
+		if c.jwtSecret != "" {
+			return errors.New("--test-control needs development authentication: it cannot be combined with --jwt-secret")
+		}
+		if !loopback(c.listen) {
+			return fmt.Errorf("--test-control needs a loopback --listen address (127.0.0.1, [::1] or localhost), got %q", c.listen)
+		}
+	} else if c.clockMs >= 0 {
+		return errors.New("--clock-ms needs --test-control")
+	}
+	for name, v := range map[string]int64{"inline-segment-max-bytes": c.inlineSegmentMaxBytes, "max-delta-bytes": c.maxDeltaBytes, "max-presence-bytes": c.maxPresenceBytes} {
+		if v < 0 {
+			return fmt.Errorf("--%s must not be negative", name)
+		}
+	}
+	for name, v := range map[string]time.Duration{"segment-ttl": c.segmentTTL, "signed-url-ttl": c.signedURLTTL, "lease-ttl": c.leaseTTL} {
+		if v < 0 {
+			return fmt.Errorf("--%s must not be negative", name)
+		}
+	}
+	return nil
+}
+
+// unimplemented lists the options given that have no effect yet.
+func (c *serveConfig) unimplemented(fs *flag.FlagSet) []string {
+	var out []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "inline-segment-max-bytes", "max-delta-bytes", "max-presence-bytes", "segment-ttl", "signed-url-ttl", "lease-ttl":
+			out = append(out, "--"+f.Name)
+		}
+	})
+	return out
+}
+
+// loopback reports whether a listen address binds only a loopback
+// interface.
+func loopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // applyEnv sets every flag not given on the command line from SYNCLANE_<NAME>.
@@ -125,12 +193,19 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		fmt.Fprintln(stderr, "synclane:", err)
 		return 2
 	}
+	if err := c.validate(); err != nil {
+		fmt.Fprintln(stderr, "synclane:", err)
+		return 2
+	}
 	log, err := newLogger(c.logLevel, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "synclane: --log-level:", err)
 		return 2
 	}
 	defer log.Sync() //nolint:errcheck
+	if names := c.unimplemented(fs); len(names) > 0 {
+		log.Warn("options accepted without effect: their features are not implemented yet", zap.Strings("options", names))
+	}
 	if err := runServer(ctx, c, log, stdout); err != nil {
 		log.Error("synclane stopped with an error", zap.Error(err))
 		return 1
@@ -166,15 +241,17 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	if err != nil {
 		return err
 	}
+	// The schema is compiled before storage is touched: a bad schema leaves
+	// no database behind.
+	probe, err := schema.Parse(src)
+	if err != nil {
+		return &engine.ReadinessError{Phase: engine.PhaseSchemaCompile, Cause: fmt.Errorf("%s: %w", c.schemaFile, err)}
+	}
 	st, backend, err := openStore(ctx, c, log)
 	if err != nil {
 		return fmt.Errorf("open storage: %w", err)
 	}
 	defer st.Close()
-	probe, err := schema.Parse(src)
-	if err != nil {
-		return &engine.ReadinessError{Phase: engine.PhaseSchemaCompile, Cause: fmt.Errorf("%s: %w", c.schemaFile, err)}
-	}
 	decls := make([]storage.CheckpointDeclaration, len(c.checkpoints))
 	for i, ref := range c.checkpoints {
 		decls[i] = storage.CheckpointDeclaration{Partition: ref.Partition, Name: ref.Name, SchemaVersion: probe.Version}
@@ -190,28 +267,43 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 
 	var auth httpsync.Authenticator
 	var resolver engine.ScopeResolver
-	if c.jwtSecret != "" {
-		auth, resolver = httpsync.JWTAuth{Secret: []byte(c.jwtSecret)}, httpsync.GrantsResolver
-	} else {
-		auth, resolver = httpsync.DevAuth{}, engine.AllowAll(sch)
-		log.Warn("development authentication: the actor comes from header x-actor and every scope is allowed; pass --jwt-secret in production")
-	}
-	cfg := engine.Config{Schema: sch, Store: st, Resolver: resolver, Logger: log,
+	var controls testcontrol.Controls
+	cfg := engine.Config{Schema: sch, Store: st, Logger: log,
 		MaxOperations: c.maxOps, IdleTimeout: c.idleTimeout, Checkpoints: decls}
 	if feed, ok := st.(engine.CommitFeed); ok {
 		cfg.Feed = feed // other processes' commits (PostgreSQL LISTEN/NOTIFY)
 	}
+	switch {
+	case c.jwtSecret != "":
+		auth, resolver = httpsync.JWTAuth{Secret: []byte(c.jwtSecret)}, httpsync.GrantsResolver
+	case c.testControl:
+		controls = testcontrol.Controls{Store: testcontrol.WrapStore(st), Resolver: testcontrol.NewResolver()}
+		if c.clockMs >= 0 {
+			controls.Clock = testcontrol.NewClock(c.clockMs)
+			cfg.Now = controls.Clock.Now
+		}
+		auth, resolver, cfg.Store = httpsync.DevAuth{}, controls.Resolver, controls.Store
+		log.Warn("test-control surface enabled under /_test/: development authentication, and no actor holds any scope until PUT /_test/allowed-scopes sets it")
+	default:
+		auth, resolver = httpsync.DevAuth{}, engine.AllowAll(sch)
+		log.Warn("development authentication: the actor comes from header x-actor and every scope is allowed; pass --jwt-secret in production")
+	}
+	cfg.Resolver = resolver
 	eng, err := engine.New(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
+	controls.Engine = eng
 
 	mux := httpsync.NewMux(eng, httpsync.MuxOptions{
 		Options: httpsync.Options{Auth: auth, MaxBodyBytes: c.maxBody, Logger: log},
 		Mount:   c.mount,
 		Ready:   eng.Ready,
 	})
+	if c.testControl {
+		mux.Handle("/_test/", testcontrol.Handler(controls))
+	}
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		return err
@@ -221,7 +313,9 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	mount := strings.TrimRight(c.mount, "/")
 	log.Info("synclane serving", zap.String("addr", ln.Addr().String()), zap.String("sync", mount+"/sync"),
 		zap.String("storage", backend), zap.Int32("schema_version", sch.Version), zap.Int("tables", len(sch.Tables)))
-	fmt.Fprintf(stdout, "synclane listening on http://%s%s/sync\n", ln.Addr(), mount)
+	// The first stdout line is machine-readable: harnesses started with
+	// --listen 127.0.0.1:0 read the real port from it. Logs go to stderr.
+	fmt.Fprintf(stdout, "{\"listening\":%q}\n", "http://"+ln.Addr().String())
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -29,11 +29,28 @@ type TableSource struct {
 	Indexes    []IndexSource     `json:"indexes"`
 }
 
-// ColumnSource is the JSON form of a column.
+// ColumnSource is the JSON form of a column. CrdtType, Encrypted and
+// DeclaredType are IR-only metadata: they never go on the wire.
 type ColumnSource struct {
 	Name     string `json:"name"`
 	Type     string `json:"type"`
 	Nullable bool   `json:"nullable"`
+	// CrdtType names the merge of a crdt column (e.g. "yjs-doc"); only crdt
+	// columns may set it.
+	CrdtType string `json:"crdtType,omitempty"`
+	// Encrypted marks a column whose values are client-side ciphertext
+	// (opaque to the server); never the primary key, a scope or a crdt column.
+	Encrypted bool `json:"encrypted,omitempty"`
+	// DeclaredType is the host's own type name for the column (for code
+	// generators); informational.
+	DeclaredType string `json:"declaredType,omitempty"`
+}
+
+// ColumnMeta is a column's IR-only metadata (see ColumnSource).
+type ColumnMeta struct {
+	CrdtType     string
+	Encrypted    bool
+	DeclaredType string
 }
 
 // IndexSource is the JSON form of a secondary index.
@@ -60,6 +77,8 @@ type Table struct {
 	PK      int
 	Scopes  []ScopeVar
 	Indexes []Index
+	// Meta holds each column's IR-only metadata, parallel to Columns.
+	Meta    []ColumnMeta
 	colIdx  map[string]int
 	scopeOf map[string]*ScopeVar
 }
@@ -161,8 +180,18 @@ func compileTable(ts TableSource) (*Table, error) {
 		if _, dup := t.colIdx[strings.ToLower(cs.Name)]; dup {
 			return nil, fmt.Errorf("columns[%d] %q: declared twice", i, cs.Name)
 		}
+		if cs.CrdtType != "" && typ != ssp2.TypeCRDT {
+			return nil, fmt.Errorf("columns[%d] %q: crdtType is only for crdt columns", i, cs.Name)
+		}
+		if cs.Encrypted && typ == ssp2.TypeCRDT {
+			return nil, fmt.Errorf("columns[%d] %q: a crdt column cannot be encrypted", i, cs.Name)
+		}
+		if len(cs.CrdtType) > 64 || len(cs.DeclaredType) > 256 {
+			return nil, fmt.Errorf("columns[%d] %q: crdtType is at most 64 bytes and declaredType at most 256", i, cs.Name)
+		}
 		t.colIdx[strings.ToLower(cs.Name)] = i
 		t.Columns = append(t.Columns, ssp2.Column{Name: cs.Name, Type: typ, Nullable: cs.Nullable})
+		t.Meta = append(t.Meta, ColumnMeta{CrdtType: cs.CrdtType, Encrypted: cs.Encrypted, DeclaredType: cs.DeclaredType})
 	}
 	pk, err := primaryKey(ts.PrimaryKey)
 	if err != nil {
@@ -174,6 +203,9 @@ func compileTable(ts TableSource) (*Table, error) {
 	}
 	if c := t.Columns[pki]; c.Type != ssp2.TypeString || c.Nullable {
 		return nil, fmt.Errorf("primaryKey %q: must be a non-nullable string column", pk)
+	}
+	if t.Meta[pki].Encrypted {
+		return nil, fmt.Errorf("primaryKey %q: cannot be encrypted", pk)
 	}
 	t.PK = pki
 	if len(ts.Scopes) == 0 {
@@ -197,6 +229,9 @@ func compileTable(ts TableSource) (*Table, error) {
 		}
 		if ct := t.Columns[ci].Type; ct != ssp2.TypeString && ct != ssp2.TypeInteger {
 			return nil, fmt.Errorf("scopes[%d] %q: column %q must be string or integer", i, pattern, column)
+		}
+		if t.Meta[ci].Encrypted {
+			return nil, fmt.Errorf("scopes[%d] %q: column %q is encrypted; scope columns cannot be", i, pattern, column)
 		}
 		if _, dup := t.scopeOf[m[2]]; dup {
 			return nil, fmt.Errorf("scopes[%d] %q: variable %q declared twice", i, pattern, m[2])
@@ -262,6 +297,17 @@ func scopeSource(raw json.RawMessage) (pattern, column string, err error) {
 		return "", "", fmt.Errorf("must be a pattern string or {\"pattern\",\"column\"}")
 	}
 	return obj.Pattern, obj.Column, nil
+}
+
+// HasEncrypted reports whether any column of t is encrypted (such tables
+// never get SQLite segment images).
+func (t *Table) HasEncrypted() bool {
+	for _, m := range t.Meta {
+		if m.Encrypted {
+			return true
+		}
+	}
+	return false
 }
 
 // Table returns the table named name, or nil.

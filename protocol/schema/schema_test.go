@@ -41,6 +41,10 @@ func TestCompileErrorsNameTableAndField(t *testing.T) {
 		{"scope column missing", table(`{"name":"t","columns":[{"name":"id","type":"string"}],"primaryKey":"id","scopes":["p:{project_id}"]}`), `column "project_id" does not exist`},
 		{"scope column type", table(`{"name":"t","columns":[{"name":"id","type":"string"},{"name":"f","type":"float"}],"primaryKey":"id","scopes":["p:{f}"]}`), "must be string or integer"},
 		{"index column", table(`{"name":"t","columns":[{"name":"id","type":"string"}],"primaryKey":"id","scopes":["a:{id}"],"indexes":[{"name":"i","columns":["z"]}]}`), `indexes[0] "i": column "z"`},
+		{"crdtType on a string", table(`{"name":"t","columns":[{"name":"id","type":"string"},{"name":"x","type":"string","crdtType":"yjs-doc"}],"primaryKey":"id","scopes":["a:{id}"]}`), `columns[1] "x": crdtType is only for crdt columns`},
+		{"encrypted crdt", table(`{"name":"t","columns":[{"name":"id","type":"string"},{"name":"d","type":"crdt","encrypted":true}],"primaryKey":"id","scopes":["a:{id}"]}`), "crdt column cannot be encrypted"},
+		{"encrypted pk", table(`{"name":"t","columns":[{"name":"id","type":"string","encrypted":true},{"name":"p","type":"string"}],"primaryKey":"id","scopes":["a:{p}"]}`), `primaryKey "id": cannot be encrypted`},
+		{"encrypted scope", table(`{"name":"t","columns":[{"name":"id","type":"string"},{"name":"p","type":"string","encrypted":true}],"primaryKey":"id","scopes":["a:{p}"]}`), `column "p" is encrypted`},
 		{"duplicate table", table(`{"name":"t","columns":[{"name":"id","type":"string"}],"primaryKey":"id","scopes":["a:{id}"]},{"name":"t","columns":[{"name":"id","type":"string"}],"primaryKey":"id","scopes":["a:{id}"]}`), "declared twice"},
 	}
 	for _, c := range cases {
@@ -63,5 +67,31 @@ func TestScopeObjectFormAndIndexes(t *testing.T) {
 	}
 	if len(tb.Indexes) != 1 || !tb.Indexes[0].Unique || tb.Indexes[0].Columns[0] != 2 || tb.Column("CODE") != 2 || tb.Column("x") != -1 {
 		t.Fatalf("indexes: %+v", tb.Indexes)
+	}
+}
+
+// IR-only column metadata is kept on the compiled table and never changes
+// the wire columns.
+func TestColumnMetadata(t *testing.T) {
+	s, err := Parse([]byte(`{"version":1,"tables":[{"name":"t","columns":[
+	 {"name":"id","type":"string","declaredType":"TaskId"},{"name":"p","type":"string"},
+	 {"name":"secret","type":"bytes","nullable":true,"encrypted":true},
+	 {"name":"doc","type":"crdt","nullable":true,"crdtType":"yjs-doc"}],
+	 "primaryKey":"id","scopes":["a:{p}"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := s.Table("t")
+	want := []ColumnMeta{{DeclaredType: "TaskId"}, {}, {Encrypted: true}, {CrdtType: "yjs-doc"}}
+	if len(tb.Meta) != len(want) {
+		t.Fatalf("meta %+v", tb.Meta)
+	}
+	for i := range want {
+		if tb.Meta[i] != want[i] {
+			t.Fatalf("meta[%d] = %+v, want %+v", i, tb.Meta[i], want[i])
+		}
+	}
+	if !tb.HasEncrypted() || MustDemo().Table("todos").HasEncrypted() {
+		t.Fatal("HasEncrypted is wrong")
 	}
 }

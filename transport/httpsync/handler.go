@@ -251,3 +251,7 @@ func writeError(w http.ResponseWriter, status int, err error) {
 // status of its code; other transports and routes of the host use it to
 // answer pre-stream errors the same way.
 func WriteError(w http.ResponseWriter, err error) { writeError(w, 0, err) }
+
+// WriteErrorStatus is WriteError with an explicit HTTP status (0 takes the
+// catalog's status for the code).
+func WriteErrorStatus(w http.ResponseWriter, status int, err error) { writeError(w, status, err) }

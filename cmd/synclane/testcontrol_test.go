@@ -1,0 +1,397 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/httpsync"
+)
+
+// allTypesSchema has one column of every type (and the IR-only fields).
+const allTypesSchema = `{"version":1,"tables":[{"name":"things","columns":[
+ {"name":"id","type":"string"},
+ {"name":"project_id","type":"string","declaredType":"ProjectId"},
+ {"name":"n","type":"integer","nullable":true},
+ {"name":"f","type":"float","nullable":true},
+ {"name":"b","type":"boolean","nullable":true},
+ {"name":"j","type":"json","nullable":true},
+ {"name":"raw","type":"bytes","nullable":true,"encrypted":true},
+ {"name":"blob","type":"blob_ref","nullable":true},
+ {"name":"doc","type":"crdt","nullable":true,"crdtType":"yjs-doc"}],
+ "primaryKey":"id","scopes":["project:{project_id}"]}]}`
+
+// startTestControl runs `synclane serve --test-control` on port 0 with the
+// all-types schema, reads the real address from the first stdout line and
+// returns the base URL. The server stops (exit 0 expected) at cleanup.
+func startTestControl(t *testing.T, flags ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	sf := filepath.Join(dir, "schema.json")
+	if err := os.WriteFile(sf, []byte(allTypesSchema), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr lockedBuffer
+	done := make(chan int, 1)
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data", dir, "--schema", sf, "--log-level", "warn", "--test-control"}, flags...)
+	go func() { done <- run(ctx, args, func(string) string { return "" }, &stdout, &stderr) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("serve exited %d\n%s", code, stderr.String())
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("serve did not stop")
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if line, _, ok := strings.Cut(stdout.String(), "\n"); ok {
+			var first struct {
+				Listening string `json:"listening"`
+			}
+			if err := json.Unmarshal([]byte(line), &first); err != nil || !strings.HasPrefix(first.Listening, "http://127.0.0.1:") || strings.HasSuffix(first.Listening, ":0") {
+				t.Fatalf("first stdout line %q is not {\"listening\":\"http://127.0.0.1:PORT\"} (%v)", line, err)
+			}
+			return first.Listening
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d before listening\n%s", code, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve printed nothing on stdout\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// control sends a control request and decodes the JSON answer into out
+// (when non-nil); it returns the status.
+func control(t *testing.T, method, url, body string, out any) int {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: answer %q is not JSON: %v", method, url, b, err)
+		}
+	}
+	return res.StatusCode
+}
+
+func TestTestControlRefusedOutsideTestMode(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"jwt auth", []string{"--test-control", "--jwt-secret", strings.Repeat("s", 32)}, "--jwt-secret"},
+		{"all interfaces", []string{"--test-control", "--listen", "0.0.0.0:0"}, "loopback"},
+		{"no host", []string{"--test-control", "--listen", ":0"}, "loopback"},
+		{"clock without test mode", []string{"--clock-ms", "5"}, "--clock-ms needs --test-control"},
+		{"negative ttl", []string{"--segment-ttl", "-1s"}, "must not be negative"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data", dir}, tc.args...)
+			code, _, stderr := runCmd(t, args...)
+			if code == 0 || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want a non-zero exit naming %q", code, stderr, tc.want)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Fatalf("a refused start touched storage: %v", entries)
+			}
+		})
+	}
+	// A normal server has no control surface.
+	base := startServe(t, "--data", t.TempDir())
+	if code, _ := get(t, base+"/_test/clock"); code != http.StatusNotFound {
+		t.Fatalf("GET /_test/clock without --test-control: %d, want 404", code)
+	}
+}
+
+func TestTestControlClockAndSeqs(t *testing.T) {
+	base := startTestControl(t, "--clock-ms", "1700000000000")
+	var clk struct {
+		NowMs int64 `json:"nowMs"`
+	}
+	if code := control(t, "GET", base+"/_test/clock", "", &clk); code != 200 || clk.NowMs != 1700000000000 {
+		t.Fatalf("clock: %d %+v", code, clk)
+	}
+	if code := control(t, "POST", base+"/_test/clock/advance", `{"ms":2500}`, &clk); code != 200 || clk.NowMs != 1700000002500 {
+		t.Fatalf("advance: %d %+v", code, clk)
+	}
+	for _, bad := range []string{`{"ms":-1}`, `{}`, `{"ms":"x"}`, `{"ms":1,"extra":2}`, `[`} {
+		if code := control(t, "POST", base+"/_test/clock/advance", bad, nil); code != http.StatusBadRequest {
+			t.Fatalf("advance %s: %d, want 400", bad, code)
+		}
+	}
+
+	// The virtual clock stamps commits: createdAtMs of a pulled commit is
+	// the clock's time when it was pushed.
+	control(t, "PUT", base+"/_test/allowed-scopes/ada", `{"project_id":["p1"]}`, nil)
+	c := newThingsClient(base, "ada", "c-ada")
+	pr := pushThing(t, c, "t1", "p1", "c1")
+	if pr.Status != ssp2.CommitApplied {
+		t.Fatalf("push: %+v", pr)
+	}
+	msg, err := c.Pull(context.Background(), ssp2.PullHeader{LimitCommits: 100, LimitSnapshotRows: 100, MaxSnapshotPages: 1, Accept: ssp2.AcceptInlineRows},
+		&ssp2.Subscription{ID: "s", Table: "things", Scopes: map[string][]string{"project_id": {"p1"}}, Cursor: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created int64 = -1
+	for _, f := range msg.Frames {
+		if cm, ok := f.(*ssp2.Commit); ok {
+			created = cm.CreatedAtMs
+		}
+	}
+	if created != 1700000002500 {
+		t.Fatalf("commit createdAtMs %d, want the virtual clock's 1700000002500", created)
+	}
+
+	var seq struct {
+		MaxCommitSeq int64 `json:"maxCommitSeq"`
+	}
+	if code := control(t, "GET", base+"/_test/max-commit-seq", "", &seq); code != 200 || seq.MaxCommitSeq != 1 {
+		t.Fatalf("max-commit-seq: %d %+v", code, seq)
+	}
+	req, _ := http.NewRequest("GET", base+"/_test/max-commit-seq", nil)
+	req.Header.Set("x-partition", "elsewhere")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(res.Body).Decode(&seq)
+	res.Body.Close()
+	if seq.MaxCommitSeq != 0 {
+		t.Fatalf("another partition's max seq %d, want 0", seq.MaxCommitSeq)
+	}
+	var hz struct {
+		HorizonSeq *int64 `json:"horizonSeq"`
+	}
+	if code := control(t, "GET", base+"/_test/horizon-seq", "", &hz); code != 200 || hz.HorizonSeq == nil || *hz.HorizonSeq != 0 {
+		t.Fatalf("horizon-seq: %d %+v", code, hz)
+	}
+}
+
+func TestTestControlWallClockRefusesAdvance(t *testing.T) {
+	base := startTestControl(t)
+	var clk struct {
+		NowMs int64 `json:"nowMs"`
+	}
+	before := time.Now().UnixMilli()
+	if code := control(t, "GET", base+"/_test/clock", "", &clk); code != 200 || clk.NowMs < before {
+		t.Fatalf("wall clock: %d %+v (before %d)", code, clk, before)
+	}
+	if code := control(t, "POST", base+"/_test/clock/advance", `{"ms":1}`, nil); code != http.StatusConflict {
+		t.Fatalf("advancing wall time: %d, want 409", code)
+	}
+}
+
+func TestTestControlScopesAndResolver(t *testing.T) {
+	base := startTestControl(t)
+	c := newThingsClient(base, "bob", "c-bob")
+	sub := &ssp2.Subscription{ID: "s", Table: "things", Scopes: map[string][]string{"project_id": {"p1"}}, Cursor: -1}
+	status := func() ssp2.SubStatus {
+		t.Helper()
+		msg, err := c.Pull(context.Background(), ssp2.PullHeader{LimitCommits: 10, LimitSnapshotRows: 10, MaxSnapshotPages: 1, Accept: ssp2.AcceptInlineRows}, sub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range msg.Frames {
+			if s, ok := f.(*ssp2.SubStart); ok {
+				return s.Status
+			}
+		}
+		t.Fatal("no SUB_START")
+		return 0
+	}
+	// An actor never set holds nothing: revoked, and writes are forbidden.
+	if s := status(); s != ssp2.SubRevoked {
+		t.Fatalf("unset actor: status %v, want revoked", s)
+	}
+	if pr := pushThing(t, c, "x1", "p1", "k1"); pr.Status != ssp2.CommitRejected || pr.Results[0].Code != string(syncerr.Forbidden) {
+		t.Fatalf("unset actor's write: %+v", pr)
+	}
+	if code := control(t, "PUT", base+"/_test/allowed-scopes/bob", `{"project_id":["*"]}`, nil); code != 200 {
+		t.Fatalf("set scopes: %d", code)
+	}
+	if s := status(); s != ssp2.SubActive {
+		t.Fatalf("wildcard: status %v, want active", s)
+	}
+	control(t, "PUT", base+"/_test/allowed-scopes/bob", `{"project_id":["p2"]}`, nil)
+	if s := status(); s != ssp2.SubRevoked {
+		t.Fatalf("other value only: status %v, want revoked", s)
+	}
+	control(t, "PUT", base+"/_test/allowed-scopes/bob", `{"project_id":["p1","p2"]}`, nil)
+	if s := status(); s != ssp2.SubActive {
+		t.Fatalf("listed value: status %v, want active", s)
+	}
+	// A failing resolver revokes everything; recovering restores it.
+	if code := control(t, "POST", base+"/_test/resolver", `{"failing":true}`, nil); code != 200 {
+		t.Fatalf("resolver failing: %d", code)
+	}
+	if s := status(); s != ssp2.SubRevoked {
+		t.Fatalf("failing resolver: status %v, want revoked", s)
+	}
+	control(t, "POST", base+"/_test/resolver", `{"failing":false}`, nil)
+	if s := status(); s != ssp2.SubActive {
+		t.Fatalf("recovered resolver: status %v, want active", s)
+	}
+	control(t, "PUT", base+"/_test/allowed-scopes/bob", `{}`, nil)
+	if s := status(); s != ssp2.SubRevoked {
+		t.Fatalf("emptied scopes: status %v, want revoked", s)
+	}
+	// Bad input: an undeclared variable, a non-object body, an empty value.
+	for _, bad := range []string{`{"nope":["x"]}`, `["x"]`, `{"project_id":[""]}`, `null`} {
+		var e httpsync.ErrorBody
+		if code := control(t, "PUT", base+"/_test/allowed-scopes/bob", bad, &e); code != http.StatusBadRequest || e.Code != string(syncerr.InvalidRequest) {
+			t.Fatalf("scopes %s: %d %+v", bad, code, e)
+		}
+	}
+	var un map[string]string
+	if code := control(t, "POST", base+"/_test/resolver", `{"outage":true}`, &un); code != http.StatusNotImplemented || un["code"] != "test.unsupported" {
+		t.Fatalf("outage: %d %v", code, un)
+	}
+}
+
+func TestTestControlRowsEveryType(t *testing.T) {
+	base := startTestControl(t)
+	control(t, "PUT", base+"/_test/allowed-scopes/ada", `{"project_id":["*"]}`, nil)
+	c := newThingsClient(base, "ada", "c-ada")
+	blobRef := `{"blobId":"sha256:` + strings.Repeat("0", 64) + `","byteLength":3}`
+	full := ssp2.Row{"a1", "p1", int64(-42), 1.5, true, json.RawMessage(`{"k":[1,2]}`), []byte{0xde, 0xad}, blobRef, []byte{0x01, 0x02}}
+	nulls := ssp2.Row{"a0", "p2", nil, nil, nil, nil, nil, nil, nil}
+	for _, r := range []ssp2.Row{full, nulls} {
+		if pr := pushRow(t, c, r, "cc-"+r[0].(string)); pr.Status != ssp2.CommitApplied {
+			t.Fatalf("push %v: %+v", r[0], pr)
+		}
+	}
+	var rows []map[string]any
+	if code := control(t, "GET", base+"/_test/rows/things", "", &rows); code != 200 || len(rows) != 2 {
+		t.Fatalf("rows: %d %v", code, rows)
+	}
+	want := []string{
+		`{"rowId":"a0","scopes":{"project_id":"p2"},"values":{"b":null,"blob":null,"doc":null,"f":null,"id":"a0","j":null,"n":null,"project_id":"p2","raw":null},"version":1}`,
+		`{"rowId":"a1","scopes":{"project_id":"p1"},"values":{"b":true,"blob":` + mustJSON(blobRef) + `,"doc":{"$bytes":"0102"},"f":1.5,"id":"a1","j":"{\"k\":[1,2]}","n":-42,"project_id":"p1","raw":{"$bytes":"dead"}},"version":1}`,
+	}
+	for i, r := range rows {
+		got, _ := json.Marshal(r)
+		if string(got) != want[i] {
+			t.Fatalf("row %d:\n got %s\nwant %s", i, got, want[i])
+		}
+	}
+	var e httpsync.ErrorBody
+	if code := control(t, "GET", base+"/_test/rows/nope", "", &e); code != http.StatusBadRequest || e.Code != string(syncerr.UnknownTable) {
+		t.Fatalf("unknown table: %d %+v", code, e)
+	}
+}
+
+func TestTestControlFailNextIdempotencyLookup(t *testing.T) {
+	base := startTestControl(t)
+	control(t, "PUT", base+"/_test/allowed-scopes/ada", `{"project_id":["p1"]}`, nil)
+	c := newThingsClient(base, "ada", "c-ada")
+	if pr := pushThing(t, c, "i1", "p1", "commit-1"); pr.Status != ssp2.CommitApplied {
+		t.Fatalf("first push: %+v", pr)
+	}
+	if code := control(t, "POST", base+"/_test/fail-next-idempotency-lookup", "", nil); code != 200 {
+		t.Fatalf("arm: %d", code)
+	}
+	pr := pushThing(t, c, "i1", "p1", "commit-1")
+	if pr.Status != ssp2.CommitRejected || pr.CommitSeq != nil || len(pr.Results) != 1 || pr.Results[0].Code != string(syncerr.IdempotencyCacheMiss) || !pr.Results[0].Retryable || pr.Results[0].OpIndex != 0 {
+		t.Fatalf("armed replay: %+v", pr)
+	}
+	// One read only, and the miss was not persisted: the retry replays the
+	// original outcome.
+	pr = pushThing(t, c, "i1", "p1", "commit-1")
+	if pr.Status != ssp2.CommitCached || pr.CommitSeq == nil || *pr.CommitSeq != 1 {
+		t.Fatalf("retry after the miss: %+v", pr)
+	}
+}
+
+func TestTestControlUnsupportedAndUnknown(t *testing.T) {
+	base := startTestControl(t)
+	for _, ep := range []struct{ method, path string }{
+		{"POST", "/_test/prune"}, {"POST", "/_test/backup/capture"}, {"POST", "/_test/backup/restore"},
+		{"PUT", "/_test/validators"}, {"PUT", "/_test/commit-validator"}, {"POST", "/_test/signed-url-ttl"},
+		{"POST", "/_test/blob-presign"}, {"POST", "/_test/leases/l1/revoke"},
+	} {
+		var body map[string]string
+		if code := control(t, ep.method, base+ep.path, "{}", &body); code != http.StatusNotImplemented || body["code"] != "test.unsupported" || body["message"] == "" {
+			t.Fatalf("%s %s: %d %v, want 501 test.unsupported", ep.method, ep.path, code, body)
+		}
+	}
+	var e httpsync.ErrorBody
+	if code := control(t, "GET", base+"/_test/nothing-here", "", &e); code != http.StatusNotFound || e.Code != string(syncerr.NotFound) {
+		t.Fatalf("unknown endpoint: %d %+v", code, e)
+	}
+}
+
+func newThingsClient(base, actor, clientID string) *httpsync.Client {
+	return &httpsync.Client{URL: base + "/sync", ClientID: clientID, Header: http.Header{"X-Actor": {actor}}}
+}
+
+var thingsCodec = func() *ssp2.RowCodec {
+	s, err := schema.Parse([]byte(allTypesSchema))
+	if err != nil {
+		panic(err)
+	}
+	return ssp2.NewRowCodec(s.Table("things").Columns)
+}()
+
+func pushThing(t *testing.T, c *httpsync.Client, id, project, ccid string) *ssp2.PushResult {
+	t.Helper()
+	return pushRow(t, c, ssp2.Row{id, project, nil, nil, nil, nil, nil, nil, nil}, ccid)
+}
+
+func pushRow(t *testing.T, c *httpsync.Client, row ssp2.Row, ccid string) *ssp2.PushResult {
+	t.Helper()
+	payload, err := thingsCodec.Append(nil, row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := c.Push(context.Background(), &ssp2.PushCommit{ClientCommitID: ccid,
+		Operations: []ssp2.Operation{{Table: "things", RowID: row[0].(string), Op: ssp2.OpUpsert, Payload: payload}}})
+	var se *syncerr.Error
+	if errors.As(err, &se) {
+		t.Fatalf("push answered %s: %s", se.Code, se.Message)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs[0]
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,280 @@
+package testcontrol
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/partition"
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/storage"
+	"github.com/synclane/synclane/transport/httpsync"
+)
+
+// Limits of the control surface's inputs.
+const (
+	// MaxBodyBytes bounds a control request body.
+	MaxBodyBytes = 1 << 20
+	// rowsPage is the page size /_test/rows reads storage with.
+	rowsPage = 1000
+)
+
+// UnsupportedCode is the code of the 501 answer of endpoints whose feature
+// synclane does not have yet.
+const UnsupportedCode = "test.unsupported"
+
+// Controls are the hooks the control surface drives.
+type Controls struct {
+	// Engine is the engine under test (schema and storage reads).
+	Engine *engine.Engine
+	// Store is the engine's store wrapper (fail-next-idempotency-lookup).
+	Store *Store
+	// Resolver holds the per-actor grants.
+	Resolver *Resolver
+	// Clock is the virtual clock; nil when the server runs on wall time
+	// (then /_test/clock reads wall time and advancing it is refused).
+	Clock *Clock
+}
+
+// Handler returns the control surface: every route under /_test/.
+func Handler(c Controls) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /_test/clock", c.clock)
+	mux.HandleFunc("POST /_test/clock/advance", c.advance)
+	mux.HandleFunc("PUT /_test/allowed-scopes/{actorId}", c.allowedScopes)
+	mux.HandleFunc("POST /_test/resolver", c.resolver)
+	mux.HandleFunc("GET /_test/max-commit-seq", c.maxCommitSeq)
+	mux.HandleFunc("GET /_test/horizon-seq", c.horizonSeq)
+	mux.HandleFunc("GET /_test/rows/{table}", c.rows)
+	mux.HandleFunc("POST /_test/fail-next-idempotency-lookup", func(w http.ResponseWriter, _ *http.Request) {
+		c.Store.FailNextIdempotencyLookup()
+		writeJSON(w, struct{}{})
+	})
+	for route, feature := range map[string]string{
+		"POST /_test/prune":                   "retention (pruning policies)",
+		"POST /_test/backup/capture":          "backup and restore",
+		"POST /_test/backup/restore":          "backup and restore",
+		"PUT /_test/validators":               "host validators",
+		"PUT /_test/commit-validator":         "host commit validators",
+		"POST /_test/signed-url-ttl":          "signed segment URLs",
+		"POST /_test/blob-presign":            "blobs",
+		"POST /_test/leases/{leaseId}/revoke": "auth leases",
+	} {
+		mux.HandleFunc(route, func(w http.ResponseWriter, _ *http.Request) { unsupported(w, feature) })
+	}
+	mux.HandleFunc("/_test/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, syncerr.New(syncerr.NotFound, "no test-control endpoint %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+func (c Controls) now() time.Time {
+	if c.Clock == nil {
+		return time.Now()
+	}
+	return c.Clock.Now()
+}
+
+func (c Controls) clock(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, map[string]int64{"nowMs": c.now().UnixMilli()})
+}
+
+func (c Controls) advance(w http.ResponseWriter, r *http.Request) {
+	if c.Clock == nil {
+		writeError(w, http.StatusConflict, syncerr.New(syncerr.InvalidRequest, "the server runs on wall time; start it with --clock-ms to use a virtual clock"))
+		return
+	}
+	var body struct {
+		Ms *int64 `json:"ms"`
+	}
+	if !readJSON(w, r, &body) {
+		return
+	}
+	if body.Ms == nil || *body.Ms < 0 {
+		writeError(w, http.StatusBadRequest, syncerr.New(syncerr.InvalidRequest, `body must be {"ms": n} with n >= 0`))
+		return
+	}
+	writeJSON(w, map[string]int64{"nowMs": c.Clock.Advance(time.Duration(*body.Ms) * time.Millisecond).UnixMilli()})
+}
+
+func (c Controls) allowedScopes(w http.ResponseWriter, r *http.Request) {
+	actor := r.PathValue("actorId")
+	var grants map[string][]string
+	if !readJSON(w, r, &grants) {
+		return
+	}
+	if grants == nil {
+		writeError(w, http.StatusBadRequest, syncerr.New(syncerr.InvalidRequest, `body must be an object {"variable": ["value", ...]}`))
+		return
+	}
+	s := c.Engine.Schema()
+	for k, vals := range grants {
+		if !s.DeclaresVar(k) {
+			writeError(w, http.StatusBadRequest, syncerr.New(syncerr.InvalidRequest, "scope variable %q is not declared by the schema", k))
+			return
+		}
+		for _, v := range vals {
+			if v == "" {
+				writeError(w, http.StatusBadRequest, syncerr.New(syncerr.InvalidRequest, "scope variable %q: values must be non-empty strings", k))
+				return
+			}
+		}
+	}
+	c.Resolver.Set(actor, grants)
+	writeJSON(w, struct{}{})
+}
+
+func (c Controls) resolver(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Failing *bool `json:"failing"`
+		Outage  *bool `json:"outage"`
+	}
+	if !readJSON(w, r, &body) {
+		return
+	}
+	if body.Outage != nil {
+		unsupported(w, "auth leases (the outage signal)")
+		return
+	}
+	if body.Failing == nil {
+		writeError(w, http.StatusBadRequest, syncerr.New(syncerr.InvalidRequest, `body must set "failing" (bool) and/or "outage" (bool)`))
+		return
+	}
+	c.Resolver.SetFailing(*body.Failing)
+	writeJSON(w, struct{}{})
+}
+
+func (c Controls) partitionInfo(w http.ResponseWriter, r *http.Request) (storage.PartitionInfo, bool) {
+	info, err := c.Engine.Store().ReadPartition(r.Context(), partitionOf(r))
+	if err != nil {
+		writeError(w, 0, syncerr.Wrap(syncerr.InternalError, err, "read the partition: %v", err))
+		return info, false
+	}
+	return info, true
+}
+
+func (c Controls) maxCommitSeq(w http.ResponseWriter, r *http.Request) {
+	if info, ok := c.partitionInfo(w, r); ok {
+		writeJSON(w, map[string]int64{"maxCommitSeq": info.MaxCommitSeq})
+	}
+}
+
+func (c Controls) horizonSeq(w http.ResponseWriter, r *http.Request) {
+	if info, ok := c.partitionInfo(w, r); ok {
+		writeJSON(w, map[string]int64{"horizonSeq": info.HorizonSeq})
+	}
+}
+
+// Row is one row as /_test/rows renders it.
+type Row struct {
+	RowID   string            `json:"rowId"`
+	Version int64             `json:"version"`
+	Values  map[string]any    `json:"values"`
+	Scopes  map[string]string `json:"scopes"`
+}
+
+func (c Controls) rows(w http.ResponseWriter, r *http.Request) {
+	t := c.Engine.Schema().Table(r.PathValue("table"))
+	if t == nil {
+		writeError(w, 0, syncerr.New(syncerr.UnknownTable, "unknown table %q", r.PathValue("table")))
+		return
+	}
+	out := []Row{}
+	var after *string
+	for {
+		page, err := c.Engine.Store().ScanRows(r.Context(), partitionOf(r), storage.RowQuery{Table: t, Scopes: map[string][]string{}, AfterRowID: after, Limit: rowsPage})
+		if err != nil {
+			writeError(w, 0, syncerr.Wrap(syncerr.InternalError, err, "scan rows: %v", err))
+			return
+		}
+		for _, rec := range page {
+			out = append(out, renderRow(t, rec))
+		}
+		if len(page) < rowsPage {
+			break
+		}
+		last := page[len(page)-1].RowID
+		after = &last
+	}
+	writeJSON(w, out)
+}
+
+// renderRow renders a stored row: bytes and crdt values as
+// {"$bytes":"<lowercase hex>"}, json values as their raw text (a string),
+// every other value as its JSON form; scopes as variable → stored value.
+func renderRow(t *schema.Table, rec storage.RowRecord) Row {
+	row := Row{RowID: rec.RowID, Version: rec.Version, Values: make(map[string]any, len(t.Columns)), Scopes: map[string]string{}}
+	for i, col := range t.Columns {
+		var v any
+		if i < len(rec.Values) {
+			v = rec.Values[i]
+		}
+		switch x := v.(type) {
+		case []byte:
+			v = map[string]string{"$bytes": hex.EncodeToString(x)}
+		case json.RawMessage:
+			v = string(x)
+		}
+		row.Values[col.Name] = v
+	}
+	if scopes, err := partition.ExtractScopes(t, ssp2.Row(rec.Values)); err == nil {
+		row.Scopes = scopes
+	}
+	return row
+}
+
+func partitionOf(r *http.Request) string {
+	if p := strings.TrimSpace(r.Header.Get("x-partition")); p != "" {
+		return p
+	}
+	return httpsync.DefaultPartition
+}
+
+// readJSON decodes a bounded JSON body into v, answering 400 on bad input.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(io.LimitReader(r.Body, MaxBodyBytes+1))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("trailing data after the JSON value")
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, syncerr.New(syncerr.InvalidRequest, "bad JSON body: %v", err))
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, 0, syncerr.Wrap(syncerr.InternalError, err, "encode the answer"))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, status int, e *syncerr.Error) {
+	if status == 0 {
+		httpsync.WriteError(w, e)
+		return
+	}
+	httpsync.WriteErrorStatus(w, status, e)
+}
+
+func unsupported(w http.ResponseWriter, feature string) {
+	b, _ := json.Marshal(map[string]string{"code": UnsupportedCode, "message": fmt.Sprintf("synclane does not implement %s yet", feature)})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusNotImplemented)
+	_, _ = w.Write(append(b, '\n'))
+}

@@ -1,0 +1,132 @@
+// Package testcontrol is the test-only control surface of `synclane serve
+// --test-control`: a few HTTP endpoints under /_test/ that let an external
+// conformance harness set up and inspect a server it drives through the
+// real protocol surface (POST /sync and the rest). No production client
+// can reach it: the server refuses to start it unless authentication is
+// development auth and it listens on a loopback address.
+//
+// The surface owns three hooks the server is built with: a virtual Clock
+// (every timestamp the engine writes reads it), a Resolver whose allowed
+// scopes the harness sets per actor (an actor it never set holds nothing),
+// and a Store wrapper that can make the next idempotency read unreadable.
+// Endpoints of features synclane does not have yet answer 501 with
+// {"code":"test.unsupported"}.
+package testcontrol
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/storage"
+)
+
+// Clock is a virtual clock: it starts at a given instant and moves only
+// when Advance is called. It is safe for concurrent use.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a clock reading startMs (Unix milliseconds).
+func NewClock(startMs int64) *Clock { return &Clock{now: time.UnixMilli(startMs)} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward by d (d must not be negative) and returns
+// the new time.
+func (c *Clock) Advance(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	return c.now
+}
+
+// ErrResolverFailing is what the Resolver returns while it is set to fail.
+var ErrResolverFailing = errors.New("testcontrol: the scope resolver is set to fail")
+
+// Resolver is an engine.ScopeResolver whose grants a harness sets per
+// actor: an actor never set holds no scope (its subscriptions are revoked
+// and its writes forbidden). It is safe for concurrent use.
+type Resolver struct {
+	mu      sync.RWMutex
+	grants  map[string]map[string][]string
+	failing atomic.Bool
+}
+
+// NewResolver returns a resolver that grants nothing to anyone.
+func NewResolver() *Resolver { return &Resolver{grants: map[string]map[string][]string{}} }
+
+// Set replaces actor's grants (scope variable → values, "*" = any value;
+// an empty map grants nothing).
+func (r *Resolver) Set(actor string, grants map[string][]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.grants[actor] = grants
+}
+
+// SetFailing makes every resolution fail (true) or succeed again (false).
+func (r *Resolver) SetFailing(failing bool) { r.failing.Store(failing) }
+
+// ResolveScopes implements engine.ScopeResolver.
+func (r *Resolver) ResolveScopes(_ context.Context, id engine.Identity) (map[string][]string, error) {
+	if r.failing.Load() {
+		return nil, ErrResolverFailing
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	g := r.grants[id.ActorID]
+	out := make(map[string][]string, len(g))
+	for k, v := range g {
+		out[k] = append([]string(nil), v...)
+	}
+	return out, nil
+}
+
+// Store wraps a storage.Store so a harness can make the next idempotency
+// read of a push transaction behave as an unreadable record (the engine
+// then answers the commit with the retryable sync.idempotency_cache_miss
+// and persists nothing). Everything else passes through.
+type Store struct {
+	storage.Store
+	failNext atomic.Bool
+}
+
+// WrapStore returns st wrapped.
+func WrapStore(st storage.Store) *Store { return &Store{Store: st} }
+
+// FailNextIdempotencyLookup arms the failure for the next idempotency read
+// (one read; arming twice before it is used still fails one read).
+func (s *Store) FailNextIdempotencyLookup() { s.failNext.Store(true) }
+
+// BeginPush implements storage.Store.
+func (s *Store) BeginPush(ctx context.Context, partition string) (storage.PushTx, error) {
+	tx, err := s.Store.BeginPush(ctx, partition)
+	if err != nil {
+		return nil, err
+	}
+	return &pushTx{PushTx: tx, s: s}, nil
+}
+
+type pushTx struct {
+	storage.PushTx
+	s *Store
+}
+
+// LookupIdempotency returns an unreadable record when the failure is armed.
+func (t *pushTx) LookupIdempotency(ctx context.Context, clientID, clientCommitID string) (*storage.IdempotencyRecord, error) {
+	if t.s.failNext.CompareAndSwap(true, false) {
+		return &storage.IdempotencyRecord{ClientID: clientID, ClientCommitID: clientCommitID,
+			Status: ssp2.CommitApplied, Result: []byte("\x00unreadable")}, nil
+	}
+	return t.PushTx.LookupIdempotency(ctx, clientID, clientCommitID)
+}
