@@ -72,6 +72,16 @@ type Options struct {
 	// Logger receives lifecycle logs and protoactor's own logs
 	// (default: no-op).
 	Logger *zap.Logger
+	// TickInterval, when positive, makes every live actor whose Worker
+	// implements Ticker run Tick that often (a tick never keeps an idle
+	// actor from being passivated).
+	TickInterval time.Duration
+}
+
+// Ticker is implemented by Workers that do periodic work (for example
+// writing back buffered state of a partition that has gone quiet).
+type Ticker interface {
+	Tick(ctx context.Context)
 }
 
 func (o *Options) defaults() {
@@ -122,6 +132,9 @@ type Stats struct {
 // flush tells a partition actor to serve its pending batch.
 type flush struct{}
 
+// tick asks a partition actor to run its Worker's Tick.
+type tick struct{}
+
 // partitionActor ----------------------------------------------------------
 
 type partitionActor[J Job] struct {
@@ -156,6 +169,10 @@ func (a *partitionActor[J]) Receive(ctx actor.Context) {
 			a.scheduled = true
 			ctx.Send(ctx.Self(), flush{})
 		}
+	case tick:
+		if t, ok := a.worker.(Ticker); ok {
+			a.tick(t)
+		}
 	case *actor.Stopping:
 		// Jobs queued for a flush that will never be delivered are served now.
 		for len(a.pending) > 0 {
@@ -174,6 +191,21 @@ func (a *partitionActor[J]) start() {
 		// The worker reloads lazily on its next job; log and keep going.
 		a.opts.Logger.Warn("partition worker start failed", zap.String("partition", a.partition), zap.Error(err))
 	}
+}
+
+// tick runs the worker's Tick; a panic there is logged and re-raised to
+// the supervisor like a panic while serving jobs.
+func (a *partitionActor[J]) tick(t Ticker) {
+	defer func() {
+		if r := recover(); r != nil {
+			a.opts.Logger.Error("partition worker tick panicked; restarting actor",
+				zap.String("partition", a.partition), zap.Any("panic", r), zap.Stack("stack"))
+			panic(r)
+		}
+	}()
+	jctx, cancel := context.WithTimeout(context.Background(), a.opts.JobTimeout)
+	defer cancel()
+	t.Tick(jctx)
 }
 
 func (a *partitionActor[J]) drainOnce() {

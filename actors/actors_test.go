@@ -247,3 +247,50 @@ func TestStopRunsWorkerStopAndRefusesLaterJobs(t *testing.T) {
 		t.Fatalf("job after Stop answered %v, want ErrStopped", err)
 	}
 }
+
+type tickWorker struct {
+	testWorker
+	ticks *atomic.Int64
+}
+
+func (w *tickWorker) Tick(context.Context) { w.ticks.Add(1) }
+
+// Live actors whose Worker implements Ticker are ticked periodically, and
+// ticks do not keep an idle actor from being passivated.
+func TestTicksReachLiveWorkersAndDoNotPreventPassivation(t *testing.T) {
+	var ticks, starts, stops atomic.Int64
+	var mu sync.Mutex
+	var active, maxActive int
+	var batches []int
+	r := New(func(p string) Worker[*testJob] {
+		return &tickWorker{testWorker: testWorker{partition: p, starts: &starts, stops: &stops, mu: &mu, active: &active, maxActive: &maxActive, batches: &batches}, ticks: &ticks}
+	}, Options{TickInterval: 2 * time.Millisecond, IdleTimeout: 100 * time.Millisecond})
+	t.Cleanup(r.Stop)
+	j := newJob(false)
+	r.Submit("p", j)
+	if err := wait(t, j); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for ticks.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("worker ticked %d times", ticks.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for r.Stats().LiveActors > 0 || stops.Load() < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a ticked idle actor was not passivated: %+v", r.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Once passivated, it is ticked no more.
+	n := ticks.Load()
+	later := time.Now().Add(20 * time.Millisecond)
+	for time.Now().Before(later) {
+		time.Sleep(2 * time.Millisecond)
+	}
+	if got := ticks.Load(); got != n {
+		t.Fatalf("a passivated actor was ticked: %d → %d", n, got)
+	}
+}

@@ -71,9 +71,9 @@ func New[J Job](factory Factory[J], opts Options) *Runtime[J] {
 			return &partitionActor[J]{partition: partition, worker: factory(partition), opts: o, stats: stats}
 		}, actor.WithMailbox(actor.UnboundedLockfree())) // no preallocated ring per idle actor
 	}
-	if o.IdleTimeout > 0 {
+	if o.IdleTimeout > 0 || o.TickInterval > 0 {
 		r.swept.Add(1)
-		go r.sweepLoop(o.IdleTimeout)
+		go r.sweepLoop(o.IdleTimeout, o.TickInterval)
 	}
 	return r
 }
@@ -114,19 +114,42 @@ func (r *Runtime[J]) Submit(partition string, job J) {
 	s.mu.Unlock()
 }
 
-// sweepLoop passivates idle partitions a few times per idle timeout until
-// Stop.
-func (r *Runtime[J]) sweepLoop(idle time.Duration) {
+// sweepLoop passivates idle partitions a few times per idle timeout and
+// ticks the live ones every tick interval, until Stop.
+func (r *Runtime[J]) sweepLoop(idle, every time.Duration) {
 	defer r.swept.Done()
-	t := time.NewTicker(max(idle/4, time.Millisecond))
-	defer t.Stop()
+	var sweepC, tickC <-chan time.Time
+	if idle > 0 {
+		t := time.NewTicker(max(idle/4, time.Millisecond))
+		defer t.Stop()
+		sweepC = t.C
+	}
+	if every > 0 {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		tickC = t.C
+	}
 	for {
 		select {
 		case <-r.quit:
 			return
-		case now := <-t.C:
+		case now := <-sweepC:
 			r.sweep(now.Add(-idle))
+		case <-tickC:
+			r.tickAll()
 		}
+	}
+}
+
+// tickAll sends a tick to every live actor (without touching lastSeen).
+func (r *Runtime[J]) tickAll() {
+	for i := range r.shards {
+		s := &r.shards[i]
+		s.mu.Lock()
+		for _, c := range s.children {
+			r.system.Root.Send(c.pid, tick{})
+		}
+		s.mu.Unlock()
 	}
 }
 

@@ -80,6 +80,10 @@ type Config struct {
 	Logger *zap.Logger
 	// MaxOperations caps push operations per request (default 500).
 	MaxOperations int
+	// Limits bound subscriptions and scope values per request and the bytes
+	// one reply builds (see partition.Limits for defaults and answers).
+	// Identifiers are always limited to partition.MaxIdentifierBytes.
+	Limits partition.Limits
 	// MinSchemaVersion is the oldest client schema version served (default:
 	// Schema.Version, the only one this engine can codec).
 	MinSchemaVersion int32
@@ -173,16 +177,18 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	pc.Logger, pc.Now = cfg.Logger, cfg.Now
 	pc.MaxOperations, pc.MinSchemaVersion, pc.ClientFlushInterval = cfg.MaxOperations, cfg.MinSchemaVersion, cfg.ClientFlushInterval
 	pc.OnCommit = cfg.OnCommit
+	pc.Limits = cfg.Limits.WithDefaults()
 	e.pcfg = pc
 	maxBatch := cfg.MaxBatch
 	if cfg.DisableGroupCommit {
 		maxBatch = 1
 	}
 	e.runtime = actors.New(func(name string) actors.Worker[partition.Job] { return partition.New(name, pc) }, actors.Options{
-		IdleTimeout: cfg.IdleTimeout,
-		JobTimeout:  cfg.StorageTimeout,
-		MaxBatch:    maxBatch,
-		Logger:      cfg.Logger,
+		IdleTimeout:  cfg.IdleTimeout,
+		JobTimeout:   cfg.StorageTimeout,
+		MaxBatch:     maxBatch,
+		Logger:       cfg.Logger,
+		TickInterval: cfg.ClientFlushInterval,
 	})
 	if cfg.Feed != nil {
 		fctx, cancel := context.WithCancel(context.Background())
@@ -263,9 +269,15 @@ func (e *Engine) sync(ctx context.Context, id Identity, msg *ssp2.Message) (*Rep
 	if msg == nil || msg.Kind != ssp2.KindRequest {
 		return nil, syncerr.New(syncerr.InvalidRequest, "not an SSP2 request")
 	}
+	if verr := partition.ValidateIdentity(id.ActorID, id.Partition); verr != nil {
+		return nil, verr
+	}
 	req, err := msg.Request()
 	if err != nil {
 		return nil, err
+	}
+	if verr := partition.ValidateRequest(req, e.pcfg.Limits); verr != nil {
+		return nil, verr
 	}
 	var allowed partition.Allowed
 	resolved := false

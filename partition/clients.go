@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"go.uber.org/zap"
@@ -70,6 +71,38 @@ func (p *Partition) cache(ce *clientEntry) *clientEntry {
 	}
 	p.clients.entries[ce.rec.ClientID] = ce
 	return ce
+}
+
+// bind makes j's clientId binding durable before any reply relies on it: a
+// clientId with no binding yet is bound to j's actor in storage (first
+// binding wins, also across processes sharing the store). Requests that
+// only acquire the epoch, and reserved clientIds (refused by precheck),
+// bind nothing. It runs outside push transactions.
+func (p *Partition) bind(ctx context.Context, j *SyncJob) error {
+	h := j.req.Header
+	if j.req.WireVersion >= ssp2.WireV2 && h.LogEpoch == nil {
+		return nil
+	}
+	if CheckClientID(h.ClientID, j.actorID, "") != nil {
+		return nil
+	}
+	ce, err := p.client(ctx, h.ClientID)
+	if err != nil {
+		return err
+	}
+	if ce != nil && ce.rec.ActorID != "" {
+		return nil
+	}
+	bound, err := p.cfg.Store.BindClient(ctx, p.name, h.ClientID, j.actorID, p.cfg.Now().UnixMilli())
+	if err != nil {
+		return err
+	}
+	if ce != nil {
+		ce.rec.ActorID = bound
+		return nil
+	}
+	_, err = p.client(ctx, h.ClientID) // cache the stored record
+	return err
 }
 
 // boundActor returns the actor a clientId is bound to in this partition
@@ -162,8 +195,12 @@ func (p *Partition) flushClients(ctx context.Context) {
 		}
 	}
 	if err := p.cfg.Store.PutClient(ctx, p.name, recs...); err != nil {
-		p.log().Warn("client records write failed; will retry", zap.Int("clients", len(recs)), zap.Error(err))
-		return
+		if !errors.Is(err, storage.ErrUnstorable) {
+			p.log().Warn("client records write failed; will retry", zap.Int("clients", len(recs)), zap.Error(err))
+			return
+		}
+		// The storable records were written; the others never can be.
+		p.log().Warn("client records dropped: the store cannot hold them", zap.Error(err))
 	}
 	for _, ce := range p.clients.entries {
 		ce.dirty = false

@@ -42,6 +42,7 @@ type Store interface {
 	ScanRows(ctx context.Context, partition string, q storage.RowQuery) ([]storage.RowRecord, error)
 	GetClient(ctx context.Context, partition, clientID string) (*storage.ClientRecord, error)
 	PutClient(ctx context.Context, partition string, recs ...storage.ClientRecord) error
+	BindClient(ctx context.Context, partition, clientID, actorID string, nowMs int64) (string, error)
 }
 
 // Config is what every partition of one server shares. It is read-only
@@ -60,6 +61,8 @@ type Config struct {
 	Now func() time.Time
 	// MaxOperations caps push operations per request.
 	MaxOperations int
+	// Limits bound requests and replies (defaults applied by NewConfig).
+	Limits Limits
 	// MinSchemaVersion is the oldest client schema version served.
 	MinSchemaVersion int32
 	// ClientFlushInterval is how long a dirty client record may wait in
@@ -74,7 +77,7 @@ type Config struct {
 // the defaults the engine documents (no-op logger, wall clock).
 func NewConfig(s *schema.Schema, st Store, gate Gate) *Config {
 	c := &Config{Schema: s, Store: st, Gate: gate, Codecs: make(map[string]*ssp2.RowCodec, len(s.Tables)),
-		Logger: zap.NewNop(), Now: time.Now, MaxOperations: 500, MinSchemaVersion: s.Version, ClientFlushInterval: time.Second}
+		Logger: zap.NewNop(), Now: time.Now, MaxOperations: 500, MinSchemaVersion: s.Version, ClientFlushInterval: time.Second, Limits: Limits{}.WithDefaults()}
 	for _, t := range s.Tables {
 		c.Codecs[t.Name] = ssp2.NewRowCodec(t.Columns)
 	}
@@ -123,6 +126,11 @@ func (p *Partition) Start(ctx context.Context) error {
 	p.token.LogEpoch = info.LogEpoch
 	return nil
 }
+
+// Tick writes back client records that have waited longer than the flush
+// interval, so a partition gone quiet does not hold them; the runtime
+// calls it periodically.
+func (p *Partition) Tick(ctx context.Context) { p.maybeFlushClients(ctx) }
 
 // Stop writes back buffered client records; it runs when the actor stops.
 func (p *Partition) Stop(ctx context.Context) { p.flushClients(ctx) }
@@ -197,6 +205,9 @@ func storageErr(err error) error {
 	var coded *syncerr.Error
 	if errors.As(err, &coded) {
 		return err
+	}
+	if errors.Is(err, storage.ErrUnstorable) {
+		return syncerr.Wrap(syncerr.InvalidRequest, err, "the request holds a value synclane cannot store")
 	}
 	if errors.Is(err, storage.ErrWriterFenced) {
 		return syncerr.Wrap(syncerr.SchemaNotReady, err, "the database requires a newer schema version than this server runs; retry later").

@@ -31,8 +31,8 @@ func TestEffective(t *testing.T) {
 		want      map[string][]string
 		revoked   bool
 	}{
-		{"intersect", map[string][]string{"project_id": {"p2", "p1", "p1"}}, Allowed{"project_id": {"p1", "p3"}}, true, map[string][]string{"project_id": {"p1"}}, false},
-		{"wildcard keeps requested sorted", map[string][]string{"project_id": {"b", "a"}}, Allowed{"project_id": {"*"}}, true, map[string][]string{"project_id": {"a", "b"}}, false},
+		{"intersect", map[string][]string{"project_id": {"p2", "p1", "p3"}}, Allowed{"project_id": {"p3", "p1"}}, true, map[string][]string{"project_id": {"p1", "p3"}}, false},
+		{"wildcard passes requested through in order", map[string][]string{"project_id": {"b", "a"}}, Allowed{"project_id": {"*"}}, true, map[string][]string{"project_id": {"b", "a"}}, false},
 		{"empty intersection revokes", map[string][]string{"project_id": {"p2"}}, Allowed{"project_id": {"p1"}}, true, map[string][]string{}, true},
 		{"key not allowed revokes", map[string][]string{"project_id": {"p1"}, "team_id": {"t"}}, Allowed{"project_id": {"p1"}}, true, map[string][]string{}, true},
 		{"resolver failure revokes", map[string][]string{"project_id": {"p1"}}, Allowed{"project_id": {"p1"}}, false, map[string][]string{}, true},

@@ -39,12 +39,14 @@ func (p *Partition) precheck(ctx context.Context, j *SyncJob, info storage.Parti
 		v := s.Version
 		rh := &ssp2.RespHeader{RequiredSchemaVersion: &v, LatestSchemaVersion: &v}
 		if wire >= ssp2.WireV2 {
-			rh.LogEpoch = info.LogEpoch
+			// A v2 floor reply still carries the epoch verdict (SPEC §1.6).
+			rh.LogEpoch, rh.ResetRequired = info.LogEpoch, verdict == EpochReset
 		}
 		return &Reply{WireVersion: wire, Frames: []ssp2.Frame{rh}, Reset: true}, true, nil
 	}
 	if verdict == EpochReset {
-		rh := &ssp2.RespHeader{LogEpoch: info.LogEpoch, ResetRequired: true}
+		latest := s.Version
+		rh := &ssp2.RespHeader{LogEpoch: info.LogEpoch, ResetRequired: true, LatestSchemaVersion: &latest}
 		return &Reply{WireVersion: wire, Frames: []ssp2.Frame{rh}, Reset: true}, true, nil
 	}
 	bound, err := p.boundActor(ctx, h.ClientID)

@@ -32,6 +32,10 @@ func (p *Partition) pull(ctx context.Context, j *SyncJob) {
 		j.answer(nil, (&Refusal{Kind: RefuseEpoch}).Error())
 		return
 	}
+	if err := p.bind(ctx, j); err != nil {
+		j.answer(nil, storageErr(err))
+		return
+	}
 	rep, stop, err := p.precheck(ctx, j, info)
 	if err != nil {
 		j.answer(nil, err)
@@ -91,7 +95,14 @@ func (p *Partition) serveSubscription(ctx context.Context, j *SyncJob, info stor
 			&ssp2.SubEnd{NextCursor: sub.Cursor})
 		return nil
 	}
-	switch ChoosePullMode(sub.Cursor, sub.BootstrapState != nil, info.HorizonSeq, info.MaxCommitSeq) {
+	mode := ChoosePullMode(sub.Cursor, sub.BootstrapState != nil, info.HorizonSeq, info.MaxCommitSeq)
+	if mode != Reset && rep.built > 0 && rep.full(p.cfg.Limits.MaxResponseBytes) {
+		// Earlier sections filled the reply: this one makes no progress now
+		// and the client's next pull continues it.
+		p.deferSection(info, sub, eff, mode, rep)
+		return nil
+	}
+	switch mode {
 	case Reset:
 		rep.Frames = append(rep.Frames,
 			&ssp2.SubStart{ID: sub.ID, Status: ssp2.SubReset, ReasonCode: string(syncerr.CursorExpired), EffectiveScopes: map[string][]string{}},
@@ -113,7 +124,13 @@ func (p *Partition) serveSubscription(ctx context.Context, j *SyncJob, info stor
 	rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive, EffectiveScopes: eff})
 	tables := []string{t.Name}
 	next := max(sub.Cursor, info.MaxCommitSeq)
-	for _, c := range scan.Commits {
+	for n, c := range scan.Commits {
+		if n > 0 && rep.full(p.cfg.Limits.MaxResponseBytes) {
+			// The reply is full: the client resumes after the last commit sent.
+			scan.Truncated, scan.Commits = true, scan.Commits[:n]
+			break
+		}
+		rep.built += commitSize(&c)
 		changes := make([]ssp2.Change, len(c.Changes))
 		for i := range c.Changes {
 			ch := &c.Changes[i]
@@ -139,14 +156,14 @@ func (p *Partition) serveSubscription(ctx context.Context, j *SyncJob, info stor
 // with a fresh pin.
 func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, lim ssp2.PullHeader, sub *ssp2.Subscription, eff map[string][]string, rep *Reply) error {
 	t := p.cfg.Schema.Table(sub.Table)
-	tok, ok := ResumeToken(sub.BootstrapState, t.Name, info.HorizonSeq, info.MaxCommitSeq)
-	if !ok {
-		tok = BootstrapToken{AsOfCommitSeq: info.MaxCommitSeq, Tables: []string{t.Name}}
-	}
+	tok := bootstrapToken(sub, t.Name, info)
 	rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive, EffectiveScopes: eff, Bootstrap: true})
 	pageRows := int(lim.LimitSnapshotRows)
 	done := false
 	for page := 0; page < int(lim.MaxSnapshotPages) && !done; page++ {
+		if page > 0 && rep.full(p.cfg.Limits.MaxResponseBytes) {
+			break // the reply is full: the resume token carries on
+		}
 		rows, err := p.cfg.Store.ScanRows(ctx, p.name, storage.RowQuery{
 			Table: t, Scopes: eff, AfterRowID: tok.RowCursor, Limit: pageRows + 1,
 		})
@@ -164,7 +181,9 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 				return err
 			}
 		}
-		rep.Frames = append(rep.Frames, &ssp2.SegmentInline{Payload: sb.Finish()})
+		seg := sb.Finish()
+		rep.built += len(seg)
+		rep.Frames = append(rep.Frames, &ssp2.SegmentInline{Payload: seg})
 		if len(rows) > 0 {
 			last := rows[len(rows)-1].RowID
 			tok.RowCursor = &last
@@ -176,4 +195,41 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 	}
 	rep.Frames = append(rep.Frames, end)
 	return nil
+}
+
+// bootstrapToken resumes sub's bootstrap token, or starts a fresh one
+// pinned at the partition's max seq when it cannot be resumed.
+func bootstrapToken(sub *ssp2.Subscription, table string, info storage.PartitionInfo) BootstrapToken {
+	tok, ok := ResumeToken(sub.BootstrapState, table, info.HorizonSeq, info.MaxCommitSeq)
+	if !ok {
+		tok = BootstrapToken{AsOfCommitSeq: info.MaxCommitSeq, Tables: []string{table}}
+	}
+	return tok
+}
+
+// deferSection answers a subscription that no longer fits in the reply
+// with a section that makes no progress: an incremental one keeps its
+// cursor; a bootstrap one sends no page and hands back its token.
+func (p *Partition) deferSection(info storage.PartitionInfo, sub *ssp2.Subscription, eff map[string][]string, mode PullMode, rep *Reply) {
+	if mode != Bootstrap {
+		rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive, EffectiveScopes: eff},
+			&ssp2.SubEnd{NextCursor: sub.Cursor})
+		return
+	}
+	tok := bootstrapToken(sub, sub.Table, info)
+	rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive, EffectiveScopes: eff, Bootstrap: true},
+		&ssp2.SubEnd{NextCursor: tok.AsOfCommitSeq, BootstrapState: tok.Encode()})
+}
+
+// commitSize estimates the encoded size of a commit frame.
+func commitSize(c *storage.CommitChanges) int {
+	n := 64 + len(c.ActorID)
+	for i := range c.Changes {
+		ch := &c.Changes[i]
+		n += 24 + len(ch.RowID) + len(ch.Row)
+		for k, v := range ch.Scopes {
+			n += 4 + len(k) + len(v)
+		}
+	}
+	return n
 }

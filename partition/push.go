@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"go.uber.org/zap"
@@ -32,9 +33,16 @@ import (
 func (p *Partition) push(ctx context.Context, jobs []*SyncJob) {
 	live := jobs[:0:0]
 	for _, j := range jobs {
-		if !j.abandoned() {
-			live = append(live, j)
+		if j.abandoned() {
+			continue
 		}
+		// Bindings are written before the transaction opens (a store
+		// may serialize writers, and the transaction holds the lock).
+		if err := p.bind(ctx, j); err != nil {
+			j.answer(nil, storageErr(err))
+			continue
+		}
+		live = append(live, j)
 	}
 	if len(live) == 0 {
 		return
@@ -220,6 +228,10 @@ func (p *Partition) applyCommit(ctx context.Context, tx storage.PushTx, j *SyncJ
 	}
 	n := len(c.Operations)
 	rec, err := p.appendCommit(ctx, tx, j.actorID, j.req.Header.ClientID, c.ClientCommitID, changes, n)
+	if errors.Is(err, storage.ErrUnstorable) {
+		// The store refused this commit before writing it: reject it alone.
+		return p.reject(ctx, tx, j, c, opError(0, syncerr.Wrap(syncerr.InvalidRequest, err, "the commit holds a value synclane cannot store")))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -240,8 +252,8 @@ func (p *Partition) reject(ctx context.Context, tx storage.PushTx, j *SyncJob, c
 	if err := tx.PutIdempotency(ctx, storage.IdempotencyRecord{
 		ClientID: j.req.Header.ClientID, ClientCommitID: c.ClientCommitID,
 		Status: ssp2.CommitRejected, Result: encodeRejected(rej),
-	}); err != nil {
-		return nil, err
+	}); err != nil && !errors.Is(err, storage.ErrUnstorable) {
+		return nil, err // (an unstorable key is answered, not persisted)
 	}
 	if err := tx.ReleaseSavepoint(ctx); err != nil {
 		return nil, err
@@ -279,6 +291,9 @@ func (p *Partition) applyOp(ctx context.Context, tx storage.PushTx, j *SyncJob, 
 	row, derr := codec.Decode(op.Payload)
 	if derr != nil {
 		return opError(i, syncerr.New(syncerr.InvalidRequest, "operation %d: payload is not a valid %q row: %v", i, t.Name, derr)), nil
+	}
+	if rej := checkRowStrings(t.Columns, row); rej != nil {
+		return writeRejection(i, rej), nil
 	}
 	if pk, _ := row[t.PK].(string); pk != op.RowID {
 		return opError(i, syncerr.New(syncerr.InvalidRequest, "operation %d: rowId %q differs from the payload's primary key %q", i, op.RowID, pk)), nil

@@ -18,7 +18,13 @@ type Reply struct {
 	Applied, Cached, Rejected int
 	// Reset reports an epoch-reset or schema-floor reply.
 	Reset bool
+
+	// built estimates the bytes of commits and segments added so far.
+	built int
 }
+
+// full reports whether the reply has reached its byte budget.
+func (r *Reply) full(budget int) bool { return r.built >= budget }
 
 // Header returns the reply's RESP_HEADER.
 func (r *Reply) Header() *ssp2.RespHeader {

@@ -63,6 +63,8 @@ func Effective(requested map[string][]string, allowed Allowed, resolved bool) (e
 		if !ok {
 			return map[string][]string{}, true
 		}
+		// Requested values pass through in the order the client sent them
+		// (SPEC §3.2); canonical forms (the scope digest) sort for themselves.
 		var out []string
 		if slices.Contains(al, Wildcard) {
 			out = slices.Clone(req)
@@ -73,8 +75,6 @@ func Effective(requested map[string][]string, allowed Allowed, resolved bool) (e
 				}
 			}
 		}
-		slices.Sort(out)
-		out = slices.Compact(out)
 		if len(out) == 0 {
 			return map[string][]string{}, true
 		}

@@ -12,6 +12,13 @@
 // Rollback, so two PushTx for one partition never overlap, in one process
 // or (for shared backends) across processes. Readers never see a commit
 // before its PushTx committed.
+//
+// Unstorable values (limits.go): every backend refuses the same writes no
+// backend can store (ErrUnstorable, checked before anything is written:
+// CheckPartition, CheckCommit, CheckIdempotency, CheckRow, CheckClient),
+// so one client's bad data never fails another's commit in a group
+// commit. Reads treat a key or scope value that is not Storable as absent:
+// it matches nothing and is never sent to the database.
 package storage
 
 import (
@@ -27,8 +34,10 @@ import (
 var (
 	// ErrConstraint reports a relational constraint violation (unique index,
 	// NOT NULL, ...) on a row write, classified from the driver's structured
-	// error code (never from message text). The caller rolls back to its
-	// savepoint and rejects the commit with sync.constraint_violation.
+	// error code (never from message text). PutRow also wraps it, together
+	// with ErrUnstorable, around a row no backend can store (CheckRow). The
+	// caller rolls back to its savepoint and rejects the commit with
+	// sync.constraint_violation.
 	ErrConstraint = errors.New("storage: constraint violation")
 	// ErrConflictingSeq reports that AppendCommit was given a seq other than
 	// MaxCommitSeq+1 for the transaction's partition.
@@ -64,7 +73,9 @@ type Store interface {
 	Checkpoints
 
 	// TouchPartition returns the partition's registry entry, creating it on
-	// first contact with a fresh unpredictable log epoch (NewLogEpoch).
+	// first contact with a fresh unpredictable log epoch (NewLogEpoch). A
+	// partition name CheckPartition refuses fails with ErrUnstorable (as in
+	// RotateLogEpoch and BeginPush).
 	TouchPartition(ctx context.Context, partition string, nowMs int64) (PartitionInfo, error)
 
 	// ReadPartition returns the partition's registry entry without creating
@@ -105,8 +116,29 @@ type Store interface {
 	GetClient(ctx context.Context, partition, clientID string) (*ClientRecord, error)
 
 	// PutClient creates or replaces client records, all in one transaction
-	// (the engine writes buffered records back in batches).
+	// (the engine writes buffered records back in batches). Replacing a
+	// record never changes its ActorID: the binding of a clientID to its
+	// actor is immutable (see BindClient); only RotateLogEpoch, which
+	// deletes the client records, resets it.
+	//
+	// A record no backend can store (CheckClient) is skipped, not written,
+	// and does not keep the others from being stored: PutClient then
+	// commits all the storable records and returns an error wrapping
+	// ErrUnstorable that names every skipped clientID (QuoteID). Any other
+	// error means the storable records were not (or not certainly)
+	// written; writing them again is safe.
 	PutClient(ctx context.Context, partition string, recs ...ClientRecord) error
+
+	// BindClient binds clientID to actorID in partition unless it is already
+	// bound, durably and atomically across processes sharing the store (the
+	// first binding wins), and returns the actor the clientID is bound to
+	// after the call. It creates a minimal client record (cursor -1, no
+	// subscriptions) when none exists; an existing record is left unchanged.
+	//
+	// The created record has UpdatedAtMs nowMs and WireVersion 0. A
+	// clientID or actorID no backend can store (CheckClient) fails with an
+	// error wrapping ErrUnstorable and binds nothing.
+	BindClient(ctx context.Context, partition, clientID, actorID string, nowMs int64) (boundActor string, err error)
 
 	// Close releases the backend's resources. It does not wait for open
 	// PushTx: callers finish them first.
@@ -135,7 +167,8 @@ type PushTx interface {
 	// LookupIdempotency is the authoritative idempotency check under the lock.
 	LookupIdempotency(ctx context.Context, clientID, clientCommitID string) (*IdempotencyRecord, error)
 
-	// GetRow returns the current row (as seen by this transaction), or nil.
+	// GetRow returns the current row (as seen by this transaction), or nil
+	// (also for a rowID that is not Storable, without asking the database).
 	GetRow(ctx context.Context, t *schema.Table, rowID string) (*RowRecord, error)
 
 	// Savepoint marks a point RollbackToSavepoint returns to. Savepoints do
@@ -149,7 +182,9 @@ type PushTx interface {
 
 	// PutRow inserts or replaces the row rec.RowID of t with rec.Values and
 	// rec.Version. A violated constraint returns an error wrapping
-	// ErrConstraint; the caller must then RollbackToSavepoint.
+	// ErrConstraint; the caller must then RollbackToSavepoint. A row no
+	// backend can store (CheckRow) returns an error wrapping ErrUnstorable
+	// and ErrConstraint before anything is written.
 	PutRow(ctx context.Context, t *schema.Table, rec RowRecord) error
 	// DeleteRow deletes the row if it exists.
 	DeleteRow(ctx context.Context, t *schema.Table, rowID string) error
@@ -158,8 +193,16 @@ type PushTx interface {
 	// commit rejected by the partition's writer fence fails with an error
 	// wrapping ErrWriterFenced (possibly only at Commit on backends that
 	// defer log writes); the transaction must then be rolled back.
+	//
+	// A commit no backend can store (CheckCommit) fails here, on every
+	// backend, with an error wrapping ErrUnstorable and nothing of it
+	// appended: after RollbackToSavepoint the other commits of the
+	// transaction commit normally. Backends that defer log writes to Commit
+	// never fail Commit because of one commit's data.
 	AppendCommit(ctx context.Context, c CommitRecord) error
 	// PutIdempotency stores the outcome of a commit (applied or rejected).
+	// A record no backend can store (CheckIdempotency) fails with an error
+	// wrapping ErrUnstorable and nothing written.
 	PutIdempotency(ctx context.Context, rec IdempotencyRecord) error
 
 	// Commit makes every write durable at once and releases the lock.

@@ -7,7 +7,9 @@
 //	    reads a rendering and writes canonical bytes to stdout.
 //
 // Invalid input exits 1 with the error code and message on stderr; usage
-// errors exit 2.
+// errors exit 2; ssp2 -h prints the usage and exits 0. A server's JSON
+// error body given to decode (what curl prints for a refused request) is
+// shown as such, indented on stdout with a note on stderr, and exits 1.
 package main
 
 import (
@@ -27,7 +29,18 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-const usage = "usage: ssp2 decode|encode [--kind request|response|segment] FILE|-\n"
+const usage = `usage: ssp2 decode|encode [--kind request|response|segment] FILE|-
+
+  decode  reads SSP2 bytes (FILE, or - for stdin) and prints the canonical JSON
+          rendering; the kind comes from the envelope unless given (segments
+          need --kind segment). A JSON error body from the server is printed
+          as such and exits 1.
+  encode  reads a JSON rendering and writes the canonical bytes to stdout.
+
+Examples:
+  go run ./cmd/ssp2 encode examples/curl/pull.json > pull.bin
+  curl -sS ... --data-binary @pull.bin http://127.0.0.1:8787/sync | go run ./cmd/ssp2 decode -
+`
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) < 1 {
@@ -35,10 +48,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cmd := args[0]
+	switch cmd {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
 	fs := flag.NewFlagSet("ssp2 "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	kind := fs.String("kind", "", "request, response or segment")
 	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if fs.NArg() != 1 || (cmd != "decode" && cmd != "encode") {
@@ -57,6 +79,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	var out []byte
+	if cmd == "decode" && looksLikeJSON(in) {
+		return jsonErrorBody(in, stdout, stderr)
+	}
 	if cmd == "decode" {
 		out, err = decode(*kind, in)
 	} else {
@@ -71,6 +96,37 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// looksLikeJSON reports whether in is a JSON object rather than SSP2
+// bytes (which start with the magic "SSP2" or "SSG2").
+func looksLikeJSON(in []byte) bool {
+	t := bytes.TrimLeft(in, " \t\r\n")
+	return len(t) > 0 && t[0] == '{'
+}
+
+// jsonErrorBody reports a JSON body given to decode: the server answered a
+// request with its JSON error (HTTP 4xx/5xx) instead of SSP2 bytes.
+func jsonErrorBody(in []byte, stdout, stderr io.Writer) int {
+	var e struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(in, &e) != nil {
+		fmt.Fprintln(stderr, "ssp2: input starts with '{' but is neither SSP2 bytes nor valid JSON")
+		return 1
+	}
+	var buf bytes.Buffer
+	if json.Indent(&buf, bytes.TrimSpace(in), "", "  ") == nil {
+		buf.WriteByte('\n')
+		_, _ = stdout.Write(buf.Bytes())
+	}
+	if e.Code != "" {
+		fmt.Fprintf(stderr, "ssp2: input is a JSON error body, not SSP2 bytes: the server refused the request: %s: %s\n", e.Code, e.Message)
+	} else {
+		fmt.Fprintln(stderr, "ssp2: input is JSON, not SSP2 bytes (to turn a JSON rendering into bytes, use ssp2 encode)")
+	}
+	return 1
 }
 
 func readInput(name string, stdin io.Reader) ([]byte, error) {

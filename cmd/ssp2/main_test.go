@@ -135,3 +135,37 @@ func TestRunUsage(t *testing.T) {
 		t.Fatalf("kind mismatch: exit %d", code)
 	}
 }
+
+func TestRunHelp(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}, {"decode", "-h"}} {
+		var out, errb bytes.Buffer
+		if code := run(args, nil, &out, &errb); code != 0 || !strings.Contains(out.String()+errb.String(), "usage: ssp2 decode|encode") {
+			t.Fatalf("%v: exit %d\nstdout %q\nstderr %q", args, code, out.String(), errb.String())
+		}
+	}
+}
+
+// curl | ssp2 decode - on a refused request: the JSON error body is shown
+// as such (not "bad magic"), and decode exits non-zero.
+func TestDecodeJSONErrorBody(t *testing.T) {
+	body := `{"code":"sync.unknown_table","category":"schema-mismatch","retryable":false,"recommendedAction":"regenerateClient","message":"subscription \"sub-notes\" names unknown table \"notes\""}` + "\n"
+	var out, errb bytes.Buffer
+	code := run([]string{"decode", "-"}, strings.NewReader(body), &out, &errb)
+	if code != 1 || strings.Contains(errb.String(), "bad magic") ||
+		!strings.Contains(errb.String(), "JSON error body") || !strings.Contains(errb.String(), "sync.unknown_table: subscription") {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+	if !jsonEqual(t, out.Bytes(), []byte(body)) || !strings.Contains(out.String(), "\n  \"code\": \"sync.unknown_table\"") {
+		t.Fatalf("stdout is not the indented error body: %q", out.String())
+	}
+	// A rendering given to decode instead of encode.
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"decode", "-"}, strings.NewReader(`{"magic":"SSP2"}`), &out, &errb); code != 1 || !strings.Contains(errb.String(), "ssp2 encode") {
+		t.Fatalf("rendering to decode: exit %d, stderr %q", code, errb.String())
+	}
+	errb.Reset()
+	if code := run([]string{"decode", "-"}, strings.NewReader(`{"code":`), &out, &errb); code != 1 || !strings.Contains(errb.String(), "neither") {
+		t.Fatalf("broken JSON: exit %d, stderr %q", code, errb.String())
+	}
+}

@@ -19,36 +19,67 @@ import (
 const checkpointUsage = `Usage:
   synclane checkpoint list     [store flags]
   synclane checkpoint declare  [store flags] [--version N] PARTITION/NAME
-  synclane checkpoint claim    [store flags] PARTITION/NAME
+  synclane checkpoint claim    [store flags] [--version N] PARTITION/NAME
   synclane checkpoint activate [store flags] --sources t1,t2 [--epoch N] [--watermark W] PARTITION/NAME
 
-Store flags (as for serve): --data DIR | --postgres URL, --schema FILE.
+Store flags (as for serve, and their SYNCLANE_* variables): --data DIR | --postgres URL,
+--schema FILE, --pg-max-conns, --pg-statement-timeout.
+synclane checkpoint CMD -h lists the flags of CMD.
 activate exits 1 unless the outcome is "activated".
 `
 
 // checkpointCmd administers backfill checkpoints in the same database the
 // servers use.
-func checkpointCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func checkpointCmd(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, checkpointUsage)
 		return 2
 	}
 	sub := args[0]
+	var synopsis string
+	switch sub {
+	case "list":
+		synopsis = "synclane checkpoint list [flags]"
+	case "declare", "claim":
+		synopsis = "synclane checkpoint " + sub + " [flags] PARTITION/NAME"
+	case "activate":
+		synopsis = "synclane checkpoint activate [flags] --sources t1,t2 PARTITION/NAME"
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, checkpointUsage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "synclane checkpoint: unknown subcommand %q\n\n%s", sub, checkpointUsage)
+		return 2
+	}
 	var c serveConfig
 	fs := flag.NewFlagSet("synclane checkpoint "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	serveFlags(fs, &c)
-	version := fs.Int("version", 0, "schema version of the checkpoint (default: the schema's)")
-	sources := fs.String("sources", "", "comma-separated source tables whose changes above the watermark make activation stale")
-	epoch := fs.Int64("epoch", -1, "owner epoch to activate with (default: the stored one)")
-	watermark := fs.Int64("watermark", -1, "watermark to activate at (default: the stored one)")
+	storeFlags(fs, &c)
+	// Each subcommand has only the flags it reads.
+	version, sources, epoch, watermark := new(int), new(string), new(int64), new(int64)
+	*epoch, *watermark = -1, -1
+	switch sub {
+	case "declare", "claim":
+		fs.IntVar(version, "version", 0, "schema version of the checkpoint (default: the schema's)")
+	case "activate":
+		fs.StringVar(sources, "sources", "", "comma-separated source tables whose changes above the watermark make activation stale (required)")
+		fs.Int64Var(epoch, "epoch", -1, "owner epoch to activate with (default: the stored one)")
+		fs.Int64Var(watermark, "watermark", -1, "watermark to activate at (default: the stored one)")
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: %s\n\n", synopsis)
+		if sub != "list" {
+			fmt.Fprint(stderr, "Flags may come before or after PARTITION/NAME.\n")
+		}
+		fmt.Fprint(stderr, "Every flag can also be set through the environment variable shown under it; flags win.\n\n")
+		printFlags(stderr, fs)
+	}
 	// Flags may come before or after the PARTITION/NAME argument.
 	var positional []string
 	rest := args[1:]
 	for {
 		if err := fs.Parse(rest); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprint(stderr, checkpointUsage)
 				return 0
 			}
 			return 2
@@ -59,7 +90,7 @@ func checkpointCmd(ctx context.Context, args []string, getenv func(string) strin
 		positional = append(positional, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
-	if err := applyEnv(fs, getenv); err != nil {
+	if err := applyEnv(fs, lookup); err != nil {
 		fmt.Fprintln(stderr, "synclane:", err)
 		return 2
 	}
@@ -149,10 +180,8 @@ func checkpointCmd(ctx context.Context, args []string, getenv func(string) strin
 			return 1
 		}
 		return 0
-	default:
-		fmt.Fprintf(stderr, "synclane checkpoint: unknown subcommand %q\n\n%s", sub, checkpointUsage)
-		return 2
 	}
+	return 2 // unreachable: sub was checked above
 }
 
 func findCheckpoint(ctx context.Context, st storage.Store, r storage.CheckpointRef) (storage.Checkpoint, error) {

@@ -23,9 +23,40 @@ func startServe(t *testing.T, flags ...string) string {
 	return base
 }
 
-// startServeStoppable is startServe whose stop the caller controls; stop
-// returns the exit code.
-func startServeStoppable(t *testing.T, flags ...string) (string, func() int) {
+// noEnv is an empty environment.
+func noEnv(string) (string, bool) { return "", false }
+
+// envOf is an environment holding exactly env.
+func envOf(env map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+}
+
+// serveProc is an in-process `synclane serve`.
+type serveProc struct {
+	base   string
+	cancel context.CancelFunc // SIGTERM
+	done   chan int
+	stderr *lockedBuffer
+}
+
+// wait returns the exit code once serve has stopped (-1 after 15s).
+func (p *serveProc) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case code := <-p.done:
+		if code != 0 {
+			t.Logf("server log:\n%s", p.stderr.String())
+		}
+		return code
+	case <-time.After(15 * time.Second):
+		t.Error("synclane serve did not stop within 15s")
+		return -1
+	}
+}
+
+// startServeProc runs `synclane serve` with env on a free loopback port and
+// waits for /healthz. The drain delay is 0 unless flags set one.
+func startServeProc(t *testing.T, env map[string]string, flags ...string) *serveProc {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -35,33 +66,13 @@ func startServeStoppable(t *testing.T, flags ...string) (string, func() int) {
 	ln.Close()
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr lockedBuffer
-	done := make(chan int, 1)
-	args := append([]string{"serve", "--listen", addr, "--log-level", "warn"}, flags...)
-	go func() { done <- run(ctx, args, func(string) string { return "" }, &stdout, &stderr) }()
-	stopped := false
-	code := 0
-	stop := func() int {
-		if stopped {
-			return code
-		}
-		stopped = true
-		cancel()
-		select {
-		case code = <-done:
-		case <-time.After(15 * time.Second):
-			t.Error("synclane serve did not stop within 15s")
-			code = -1
-		}
-		if code != 0 {
-			t.Logf("server log:\n%s", stderr.String())
-		}
-		return code
-	}
-	base := "http://" + addr
+	var stdout lockedBuffer
+	p := &serveProc{base: "http://" + addr, cancel: cancel, done: make(chan int, 1), stderr: &lockedBuffer{}}
+	args := append([]string{"serve", "--listen", addr, "--log-level", "warn", "--drain-delay", "0"}, flags...)
+	go func() { p.done <- run(ctx, args, envOf(env), &stdout, p.stderr) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		resp, err := http.Get(base + "/healthz")
+		resp, err := http.Get(p.base + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -69,19 +80,38 @@ func startServeStoppable(t *testing.T, flags ...string) (string, func() int) {
 			}
 		}
 		select {
-		case c := <-done:
-			t.Fatalf("synclane serve exited %d before it was ready\n%s", c, stderr.String())
+		case c := <-p.done:
+			cancel()
+			t.Fatalf("synclane serve exited %d before it was ready\n%s", c, p.stderr.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("synclane serve not ready at %s: %v\n%s", base, err, stderr.String())
+			cancel()
+			t.Fatalf("synclane serve not ready at %s: %v\n%s", p.base, err, p.stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	if !strings.Contains(stdout.String(), addr) {
+		cancel()
 		t.Fatalf("serve did not announce its address: %q", stdout.String())
 	}
-	return base, stop
+	return p
+}
+
+// startServeStoppable is startServe whose stop the caller controls; stop
+// returns the exit code.
+func startServeStoppable(t *testing.T, flags ...string) (string, func() int) {
+	t.Helper()
+	p := startServeProc(t, nil, flags...)
+	stopped, code := false, 0
+	return p.base, func() int {
+		if !stopped {
+			stopped = true
+			p.cancel()
+			code = p.wait(t)
+		}
+		return code
+	}
 }
 
 // runCmd runs a synclane subcommand in-process and returns its exit code
@@ -89,6 +119,21 @@ func startServeStoppable(t *testing.T, flags ...string) (string, func() int) {
 func runCmd(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr lockedBuffer
-	code := run(context.Background(), args, func(string) string { return "" }, &stdout, &stderr)
+	code := run(context.Background(), args, noEnv, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// runCmdEnv is runCmd with an environment, for commands expected to stop
+// by themselves: a server that starts instead is stopped (SIGTERM) after
+// 10s and the test fails.
+func runCmdEnv(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr lockedBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	code := run(ctx, args, envOf(env), &stdout, &stderr)
+	if ctx.Err() != nil {
+		t.Errorf("%v kept running until stopped after 10s (exit %d)", args, code)
+	}
 	return code, stdout.String(), stderr.String()
 }

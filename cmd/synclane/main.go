@@ -4,7 +4,8 @@
 //
 // With no flags it serves the built-in demo schema (table todos) on
 // 127.0.0.1:8787 with data in ./synclane-data (embedded SQLite) and
-// development authentication (x-actor / x-partition headers). Every flag
+// development authentication (x-actor / x-partition headers, loopback
+// addresses only; --jwt-secret for real authentication). Every flag
 // can also be set through a SYNCLANE_* environment variable (flag name in
 // upper case, dashes as underscores), flags winning.
 package main
@@ -21,7 +22,13 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+	go func() {
+		// After the first signal starts the drain, a second one ends the
+		// process at once (the default action).
+		<-ctx.Done()
+		stop()
+	}()
+	os.Exit(run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
 }
 
 const usage = `synclane: a Go sync server for the Syncular sync protocol (SSP2)
@@ -35,16 +42,18 @@ Usage:
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+// run executes the command line args; lookup reads the environment (as
+// os.LookupEnv: a variable set but empty is not an unset one).
+func run(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
 	switch args[0] {
 	case "serve":
-		return serve(ctx, args[1:], getenv, stdout, stderr)
+		return serve(ctx, args[1:], lookup, stdout, stderr)
 	case "checkpoint":
-		return checkpointCmd(ctx, args[1:], getenv, stdout, stderr)
+		return checkpointCmd(ctx, args[1:], lookup, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "synclane", version)
 		return 0

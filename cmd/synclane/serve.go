@@ -59,6 +59,13 @@ type serveConfig struct {
 	pgStatementTimeout, shutdownTimeout, idleTimeout                  time.Duration
 	maxOps                                                            int
 
+	// Authentication: --jwt-secret, or development headers (--dev-auth, or
+	// no auth flag at all) on a loopback address unless overridden.
+	devAuth, devAuthNonLoopback, jwtAllowNoExp bool
+
+	// HTTP connection limits and the drain on SIGTERM.
+	readTimeout, writeTimeout, httpIdleTimeout, drainDelay time.Duration
+
 	// Test-control surface (--test-control) and its start options.
 	testControl bool
 	clockMs     int64
@@ -68,19 +75,36 @@ type serveConfig struct {
 	segmentTTL, signedURLTTL, leaseTTL                     time.Duration
 }
 
-func serveFlags(fs *flag.FlagSet, c *serveConfig) {
-	fs.StringVar(&c.listen, "listen", "127.0.0.1:8787", "address to listen on")
+// minJWTSecret is the shortest HS256 secret serve accepts (256 bits, the
+// hash's size).
+const minJWTSecret = 32
+
+// storeFlags are the flags naming the database and its schema, shared by
+// serve and the checkpoint commands.
+func storeFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.StringVar(&c.data, "data", "./synclane-data", "data directory of the embedded SQLite database")
 	fs.StringVar(&c.schemaFile, "schema", "", "schema JSON file (default: the built-in demo schema, table todos)")
-	fs.StringVar(&c.mount, "mount", "/", "path prefix of the sync routes")
-	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "HS256 secret: authenticate with JWTs (sub, partition, scopes claims) instead of development headers")
 	fs.StringVar(&c.postgresURL, "postgres", "", "PostgreSQL URL: store data in PostgreSQL instead of embedded SQLite")
 	fs.IntVar(&c.pgMaxConns, "pg-max-conns", 16, "PostgreSQL connection pool size")
 	fs.DurationVar(&c.pgStatementTimeout, "pg-statement-timeout", 30*time.Second, "PostgreSQL statement timeout")
+}
+
+func serveFlags(fs *flag.FlagSet, c *serveConfig) {
+	storeFlags(fs, c)
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:8787", "address to listen on")
+	fs.StringVar(&c.mount, "mount", "/", "path prefix of the sync routes")
+	fs.StringVar(&c.jwtSecret, "jwt-secret", "", fmt.Sprintf("HS256 secret of at least %d bytes: authenticate with JWTs (sub, partition, scopes, exp claims) instead of development headers; given but empty is an error", minJWTSecret))
+	fs.BoolVar(&c.jwtAllowNoExp, "jwt-allow-no-exp", false, "with --jwt-secret: accept tokens without an exp claim (by default they are refused with 401 sync.auth_required)")
+	fs.BoolVar(&c.devAuth, "dev-auth", false, "development authentication: the actor from header x-actor, every scope allowed (the default when no --jwt-secret is given); loopback --listen only")
+	fs.BoolVar(&c.devAuthNonLoopback, "dev-auth-non-loopback", false, "allow development authentication on a non-loopback --listen address (anyone who reaches the port is any actor)")
 	fs.Int64Var(&c.maxBody, "max-body", httpsync.DefaultMaxBodyBytes, "maximum decompressed request body in bytes")
 	fs.IntVar(&c.maxOps, "max-operations", 500, "maximum push operations per request")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", 2*time.Minute, "passivate partition actors idle this long")
-	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight requests")
+	fs.DurationVar(&c.readTimeout, "read-timeout", 30*time.Second, "time to read a whole request, headers and body; a slower client's connection is closed (408 when the body is late)")
+	fs.DurationVar(&c.writeTimeout, "write-timeout", 60*time.Second, "a response must make progress within this long (renewed as bytes flow); a client that stops reading is disconnected")
+	fs.DurationVar(&c.httpIdleTimeout, "http-idle-timeout", 2*time.Minute, "close keep-alive connections idle this long")
+	fs.DurationVar(&c.drainDelay, "drain-delay", 5*time.Second, "on SIGTERM, answer /readyz 503 but keep serving this long before closing the listener")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "after the drain delay, how long in-flight requests get to finish before their connections are closed")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.Var(&c.checkpoints, "checkpoint", "PARTITION/NAME of a backfill checkpoint this process declares at its schema version (repeatable, or comma-separated)")
 	fs.BoolVar(&c.testControl, "test-control", false, "serve the test-only control surface under /_test/ (only with development auth on a loopback address)")
@@ -93,10 +117,40 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", 0, "enable auth leases with this lifetime (not implemented yet, no effect)")
 }
 
-// validate checks the configuration before anything touches storage.
-func (c *serveConfig) validate() error {
+// useDevAuth reports whether the server authenticates with development
+// headers: chosen with --dev-auth, or no authentication flag given at all.
+func (c *serveConfig) useDevAuth(given map[string]bool) bool {
+	return c.devAuth || !given["jwt-secret"] && !given["dev-auth"]
+}
+
+// validate checks the configuration before anything touches storage; given
+// holds the flags set on the command line or through the environment
+// (set but empty counts).
+func (c *serveConfig) validate(given map[string]bool) error {
+	if c.listen == "" {
+		return errors.New("--listen is empty: want host:port")
+	}
+	switch {
+	case given["jwt-secret"] && c.devAuth:
+		return errors.New("--dev-auth and --jwt-secret exclude each other")
+	case given["jwt-secret"] && c.jwtSecret == "":
+		return errors.New("--jwt-secret (or SYNCLANE_JWT_SECRET) is set but empty: refusing to start without authentication; pass a secret of at least 32 bytes, or --dev-auth for development")
+	case given["jwt-secret"] && len(c.jwtSecret) < minJWTSecret:
+		return fmt.Errorf("--jwt-secret is %d bytes: an HS256 secret needs at least %d (e.g. openssl rand -hex 32)", len(c.jwtSecret), minJWTSecret)
+	case !c.useDevAuth(given):
+		if !given["jwt-secret"] {
+			return errors.New("no authentication: --dev-auth=false needs --jwt-secret")
+		}
+		if c.devAuthNonLoopback {
+			return errors.New("--dev-auth-non-loopback applies only to development authentication, not with --jwt-secret")
+		}
+	case c.jwtAllowNoExp:
+		return errors.New("--jwt-allow-no-exp needs --jwt-secret")
+	case !loopback(c.listen) && !c.devAuthNonLoopback && !c.testControl:
+		return fmt.Errorf("development authentication (anyone is any actor with every scope) listens only on a loopback address (127.0.0.1, [::1] or localhost), got --listen %q: pass --jwt-secret, or --dev-auth-non-loopback to accept the risk", c.listen)
+	}
 	if c.testControl {
-		if c.jwtSecret != "" {
+		if given["jwt-secret"] {
 			return errors.New("--test-control needs development authentication: it cannot be combined with --jwt-secret")
 		}
 		if !loopback(c.listen) {
@@ -110,9 +164,15 @@ func (c *serveConfig) validate() error {
 			return fmt.Errorf("--%s must not be negative", name)
 		}
 	}
-	for name, v := range map[string]time.Duration{"segment-ttl": c.segmentTTL, "signed-url-ttl": c.signedURLTTL, "lease-ttl": c.leaseTTL} {
+	for name, v := range map[string]time.Duration{"segment-ttl": c.segmentTTL, "signed-url-ttl": c.signedURLTTL, "lease-ttl": c.leaseTTL,
+		"drain-delay": c.drainDelay, "shutdown-timeout": c.shutdownTimeout} {
 		if v < 0 {
 			return fmt.Errorf("--%s must not be negative", name)
+		}
+	}
+	for name, v := range map[string]time.Duration{"read-timeout": c.readTimeout, "write-timeout": c.writeTimeout, "http-idle-timeout": c.httpIdleTimeout} {
+		if v <= 0 {
+			return fmt.Errorf("--%s must be positive", name)
 		}
 	}
 	return nil
@@ -144,8 +204,17 @@ func loopback(listen string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// applyEnv sets every flag not given on the command line from SYNCLANE_<NAME>.
-func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
+// envName is the environment variable of a flag: SYNCLANE_<NAME>, upper
+// case, dashes as underscores.
+func envName(flagName string) string {
+	return "SYNCLANE_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// applyEnv sets every flag not given on the command line from
+// SYNCLANE_<NAME>. A variable that is set but empty counts as given, with
+// the empty value (as `--flag ""` would): SYNCLANE_JWT_SECRET= is refused
+// rather than taken for "no secret", and an empty number is an error.
+func applyEnv(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var err error
@@ -153,14 +222,45 @@ func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
 		if set[f.Name] || err != nil {
 			return
 		}
-		key := "SYNCLANE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(key); v != "" {
+		key := envName(f.Name)
+		if v, ok := lookup(key); ok {
 			if e := fs.Set(f.Name, v); e != nil {
 				err = fmt.Errorf("%s: %w", key, e)
 			}
 		}
 	})
 	return err
+}
+
+// givenFlags returns the flags set on the command line or through the
+// environment.
+func givenFlags(fs *flag.FlagSet) map[string]bool {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	return given
+}
+
+// printFlags lists fs's flags like flag.PrintDefaults, each with its
+// environment variable.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		typ, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if typ != "" {
+			line += " " + typ
+		}
+		fmt.Fprintf(w, "%s\n    \t%s", line, strings.ReplaceAll(usage, "\n", "\n    \t"))
+		switch f.DefValue {
+		case "", "0", "false", "0s", "[]":
+		default:
+			if typ == "string" {
+				fmt.Fprintf(w, " (default %q)", f.DefValue)
+			} else {
+				fmt.Fprintf(w, " (default %v)", f.DefValue)
+			}
+		}
+		fmt.Fprintf(w, "\n    \tenv %s\n", envName(f.Name))
+	})
 }
 
 func newLogger(level string, w io.Writer) (*zap.Logger, error) {
@@ -174,14 +274,17 @@ func newLogger(level string, w io.Writer) (*zap.Logger, error) {
 	return zap.New(core), nil
 }
 
-func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func serve(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
 	var c serveConfig
 	fs := flag.NewFlagSet("synclane serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	serveFlags(fs, &c)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: synclane serve [flags]\n\nEvery flag can also be set as SYNCLANE_<FLAG> (upper case, dashes as underscores), e.g. SYNCLANE_JWT_SECRET; flags win.\n\n")
-		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "Usage: synclane serve [flags]\n\n"+
+			"Every flag can also be set through the environment variable shown under it\n"+
+			"(SYNCLANE_<FLAG>, upper case, dashes as underscores); flags win. A variable\n"+
+			"that is set but empty counts as given with an empty value.\n\n")
+		printFlags(stderr, fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -189,14 +292,20 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		}
 		return 2
 	}
-	if err := applyEnv(fs, getenv); err != nil {
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "synclane serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if err := applyEnv(fs, lookup); err != nil {
 		fmt.Fprintln(stderr, "synclane:", err)
 		return 2
 	}
-	if err := c.validate(); err != nil {
+	given := givenFlags(fs)
+	if err := c.validate(given); err != nil {
 		fmt.Fprintln(stderr, "synclane:", err)
 		return 2
 	}
+	c.devAuth = c.useDevAuth(given)
 	log, err := newLogger(c.logLevel, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "synclane: --log-level:", err)
@@ -274,8 +383,11 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		cfg.Feed = feed // other processes' commits (PostgreSQL LISTEN/NOTIFY)
 	}
 	switch {
-	case c.jwtSecret != "":
-		auth, resolver = httpsync.JWTAuth{Secret: []byte(c.jwtSecret)}, httpsync.GrantsResolver
+	case !c.devAuth:
+		auth, resolver = httpsync.JWTAuth{Secret: []byte(c.jwtSecret), AllowNoExp: c.jwtAllowNoExp}, httpsync.GrantsResolver
+		if c.jwtAllowNoExp {
+			log.Warn("--jwt-allow-no-exp: tokens without an exp claim are accepted and never expire")
+		}
 	case c.testControl:
 		controls = testcontrol.Controls{Store: testcontrol.WrapStore(st), Resolver: testcontrol.NewResolver()}
 		if c.clockMs >= 0 {
@@ -288,6 +400,9 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		auth, resolver = httpsync.DevAuth{}, engine.AllowAll(sch)
 		log.Warn("development authentication: the actor comes from header x-actor and every scope is allowed; pass --jwt-secret in production")
 	}
+	if c.devAuth && !loopback(c.listen) {
+		log.Warn("--dev-auth-non-loopback: development authentication on a non-loopback address; anyone who reaches it is any actor", zap.String("listen", c.listen))
+	}
 	cfg.Resolver = resolver
 	eng, err := engine.New(ctx, cfg)
 	if err != nil {
@@ -297,7 +412,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	controls.Engine = eng
 
 	mux := httpsync.NewMux(eng, httpsync.MuxOptions{
-		Options: httpsync.Options{Auth: auth, MaxBodyBytes: c.maxBody, Logger: log},
+		Options: httpsync.Options{Auth: auth, MaxBodyBytes: c.maxBody, Logger: log, WriteTimeout: c.writeTimeout},
 		Mount:   c.mount,
 		Ready:   eng.Ready,
 	})
@@ -308,7 +423,13 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	srv := &http.Server{Handler: mux,
+		// A request must arrive whole within ReadTimeout (headers within
+		// at most 10s of it); an answer must keep flowing (the sync
+		// handler renews its deadline as bytes go out, every other route
+		// has WriteTimeout in all).
+		ReadHeaderTimeout: min(10*time.Second, c.readTimeout), ReadTimeout: c.readTimeout,
+		WriteTimeout: c.writeTimeout, IdleTimeout: c.httpIdleTimeout,
 		ErrorLog: zap.NewStdLog(log.Named("http"))}
 	mount := strings.TrimRight(c.mount, "/")
 	log.Info("synclane serving", zap.String("addr", ln.Addr().String()), zap.String("sync", mount+"/sync"),
@@ -324,12 +445,21 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: draining in-flight requests", zap.Duration("timeout", c.shutdownTimeout))
+	// Drain: first unready (load balancers stop sending) while still
+	// serving, then stop accepting and let in-flight requests finish.
 	mux.Drain()
+	log.Info("draining: /readyz answers 503, still serving until the drain delay ends", zap.Duration("drain_delay", c.drainDelay))
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(c.drainDelay):
+	}
+	log.Info("shutting down: listener closed, waiting for in-flight requests", zap.Duration("timeout", c.shutdownTimeout))
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("shutdown deadline passed with requests in flight", zap.Error(err))
+		log.Warn("shutdown timeout passed with requests in flight: closing their connections", zap.Error(err))
+		_ = srv.Close()
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err

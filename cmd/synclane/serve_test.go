@@ -225,7 +225,7 @@ func TestCheckpointFlagsAndEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := map[string]string{"SYNCLANE_LISTEN": "127.0.0.1:2", "SYNCLANE_JWT_SECRET": "s", "SYNCLANE_CHECKPOINT": "p/x,q/y", "SYNCLANE_PG_MAX_CONNS": "3"}
-	if err := applyEnv(fs, func(k string) string { return env[k] }); err != nil {
+	if err := applyEnv(fs, envOf(env)); err != nil {
 		t.Fatal(err)
 	}
 	if sc.listen != "127.0.0.1:1" || sc.jwtSecret != "s" || len(sc.checkpoints) != 2 || sc.pgMaxConns != 3 {
@@ -234,7 +234,7 @@ func TestCheckpointFlagsAndEnv(t *testing.T) {
 	env["SYNCLANE_PG_MAX_CONNS"] = "many"
 	fs2 := flag.NewFlagSet("y", flag.ContinueOnError)
 	serveFlags(fs2, &serveConfig{})
-	if err := applyEnv(fs2, func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "SYNCLANE_PG_MAX_CONNS") {
+	if err := applyEnv(fs2, envOf(env)); err == nil || !strings.Contains(err.Error(), "SYNCLANE_PG_MAX_CONNS") {
 		t.Fatalf("a bad env value must name its variable: %v", err)
 	}
 }

@@ -44,8 +44,8 @@ func startTestControl(t *testing.T, flags ...string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	var stdout, stderr lockedBuffer
 	done := make(chan int, 1)
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data", dir, "--schema", sf, "--log-level", "warn", "--test-control"}, flags...)
-	go func() { done <- run(ctx, args, func(string) string { return "" }, &stdout, &stderr) }()
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data", dir, "--schema", sf, "--log-level", "warn", "--drain-delay", "0", "--test-control"}, flags...)
+	go func() { done <- run(ctx, args, noEnv, &stdout, &stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

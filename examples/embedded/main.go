@@ -66,6 +66,9 @@ func newMux(eng *engine.Engine, logger *zap.Logger) *http.ServeMux {
 	mux.Handle("POST /api/sync", httpsync.NewHandler(eng, httpsync.Options{
 		Auth:   httpsync.AuthenticatorFunc(authenticate),
 		Logger: logger,
+		// A client that stops reading its answer is cut off after 60s
+		// without progress.
+		WriteTimeout: 60 * time.Second,
 	}))
 	return mux
 }
@@ -96,7 +99,11 @@ func main() {
 	}
 	defer eng.Close()
 
-	srv := &http.Server{Addr: "127.0.0.1:8080", Handler: newMux(eng, logger), ReadHeaderTimeout: 10 * time.Second}
+	// Timeouts keep slow or stuck clients from holding connections: a
+	// whole request within 30s, answers within 60s (the sync handler renews
+	// its own deadline as bytes flow), idle keep-alives closed after 2m.
+	srv := &http.Server{Addr: "127.0.0.1:8080", Handler: newMux(eng, logger), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

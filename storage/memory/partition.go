@@ -45,10 +45,14 @@ func (p *part) create() {
 }
 
 // TouchPartition returns the partition's entry, creating it on first
-// contact with a fresh epoch (storage.NewLogEpoch).
+// contact with a fresh epoch (storage.NewLogEpoch). A name
+// storage.CheckPartition refuses is not created.
 func (s *Store) TouchPartition(ctx context.Context, partition string, nowMs int64) (storage.PartitionInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return storage.PartitionInfo{}, err
+	}
+	if err := storage.CheckPartition(partition); err != nil {
+		return storage.PartitionInfo{}, fmt.Errorf("memory: touch partition: %w", err)
 	}
 	_, p, err := s.schemaAndPart(partition)
 	if err != nil {
@@ -77,8 +81,12 @@ func (s *Store) ReadPartition(ctx context.Context, partition string) (storage.Pa
 
 // RotateLogEpoch takes the partition's write lock (honouring ctx while
 // waiting), creates the partition if needed, sets a new epoch, marks it
-// required and deletes the partition's client records.
+// required and deletes the partition's client records (and with them the
+// clientID bindings). A name storage.CheckPartition refuses is refused.
 func (s *Store) RotateLogEpoch(ctx context.Context, partition string, nowMs int64) (string, error) {
+	if err := storage.CheckPartition(partition); err != nil {
+		return "", fmt.Errorf("memory: rotate epoch: %w", err)
+	}
 	_, p, err := s.schemaAndPart(partition)
 	if err != nil {
 		return "", fmt.Errorf("memory: rotate epoch of %q: %w", partition, err)

@@ -48,7 +48,10 @@ func (s *Store) GetClient(ctx context.Context, partition, clientID string) (*sto
 	return &rec, nil
 }
 
-// PutClient stores a copy of rec, replacing any previous record.
+// PutClient stores a copy of each record storage.StorableClients keeps,
+// replacing any previous record but keeping its ActorID, all at once under
+// the partition's state lock. Skipped records are named by the returned
+// error (storage.ErrUnstorable).
 func (s *Store) PutClient(ctx context.Context, partition string, recs ...storage.ClientRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -57,11 +60,42 @@ func (s *Store) PutClient(ctx context.Context, partition string, recs ...storage
 	if err != nil {
 		return fmt.Errorf("memory: put client: %w", err)
 	}
+	keep, skipErr := storage.StorableClients(partition, recs)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, rec := range recs {
+	for _, rec := range keep {
 		rec.Subscriptions = cloneBytes(rec.Subscriptions)
+		if old, ok := p.clients[rec.ClientID]; ok {
+			rec.ActorID = old.ActorID
+		}
 		p.clients[rec.ClientID] = rec
 	}
+	if skipErr != nil {
+		return fmt.Errorf("memory: put client: %w", skipErr)
+	}
 	return nil
+}
+
+// BindClient returns the actor of the existing record of clientID or, when
+// there is none, creates one bound to actorID (cursor -1, no
+// subscriptions), under the partition's state lock, which every handle
+// sharing the database (Share) takes.
+func (s *Store) BindClient(ctx context.Context, partition, clientID, actorID string, nowMs int64) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if err := storage.CheckClient(partition, storage.ClientRecord{ClientID: clientID, ActorID: actorID}); err != nil {
+		return "", fmt.Errorf("memory: bind client: %w", err)
+	}
+	_, p, err := s.schemaAndPart(partition)
+	if err != nil {
+		return "", fmt.Errorf("memory: bind client: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if old, ok := p.clients[clientID]; ok {
+		return old.ActorID, nil
+	}
+	p.clients[clientID] = storage.ClientRecord{ClientID: clientID, ActorID: actorID, Cursor: -1, UpdatedAtMs: nowMs}
+	return actorID, nil
 }

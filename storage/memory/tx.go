@@ -31,8 +31,11 @@ type pushTx struct {
 
 // BeginPush takes the partition's write lock, waiting until it is free or
 // ctx ends, and creates the partition if needed (that creation is not
-// undone by Rollback).
+// undone by Rollback). A name storage.CheckPartition refuses is refused.
 func (s *Store) BeginPush(ctx context.Context, partition string) (storage.PushTx, error) {
+	if err := storage.CheckPartition(partition); err != nil {
+		return nil, fmt.Errorf("memory: begin push: %w", err)
+	}
 	sch, p, err := s.schemaAndPart(partition)
 	if err != nil {
 		return nil, fmt.Errorf("memory: begin push on %q: %w", partition, err)
@@ -179,8 +182,9 @@ func (tx *pushTx) stage(table, id string, r *storage.RowRecord) {
 	m[id] = r
 }
 
-// PutRow validates rec against the ensured table (NOT NULL and unique
-// indexes fail with storage.ErrConstraint) and stages a copy of it.
+// PutRow validates rec against the ensured table (storage.CheckRow; NOT
+// NULL and unique indexes fail with storage.ErrConstraint) and stages a
+// copy of it.
 func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRecord) error {
 	if err := tx.check(ctx, "put row"); err != nil {
 		return err
@@ -188,6 +192,12 @@ func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRe
 	st, err := tx.table(t)
 	if err != nil {
 		return err
+	}
+	if err := checkShape(st, rec); err != nil {
+		return err
+	}
+	if err := storage.CheckRow(tx.info.Partition, st, rec); err != nil {
+		return fmt.Errorf("memory: put row %s: %w", st.Name, err)
 	}
 	if err := checkRow(st, rec); err != nil {
 		return err
@@ -264,15 +274,19 @@ func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string) 
 	return nil
 }
 
-// AppendCommit stages a copy of c; c.Seq must be MaxCommitSeq+1, and the
-// partition's fence must not be above the handle's running version
-// (storage.ErrWriterFenced; Commit checks the fence again).
+// AppendCommit stages a copy of c; c.Seq must be MaxCommitSeq+1, c must
+// pass storage.CheckCommit (else storage.ErrUnstorable, nothing staged),
+// and the partition's fence must not be above the handle's running
+// version (storage.ErrWriterFenced; Commit checks the fence again).
 func (tx *pushTx) AppendCommit(ctx context.Context, c storage.CommitRecord) error {
 	if err := tx.check(ctx, "append commit"); err != nil {
 		return err
 	}
 	if c.Seq != tx.info.MaxCommitSeq+1 {
 		return fmt.Errorf("memory: append commit seq %d to max %d: %w", c.Seq, tx.info.MaxCommitSeq, storage.ErrConflictingSeq)
+	}
+	if err := storage.CheckCommit(tx.info.Partition, c); err != nil {
+		return fmt.Errorf("memory: append commit seq %d: %w", c.Seq, err)
 	}
 	if err := tx.checkFence(); err != nil {
 		return fmt.Errorf("memory: append commit seq %d: %w", c.Seq, err)
@@ -286,10 +300,14 @@ func (tx *pushTx) AppendCommit(ctx context.Context, c storage.CommitRecord) erro
 	return nil
 }
 
-// PutIdempotency stages a copy of rec, replacing a record for the same key.
+// PutIdempotency stages a copy of rec, replacing a record for the same
+// key; a record storage.CheckIdempotency refuses is not staged.
 func (tx *pushTx) PutIdempotency(ctx context.Context, rec storage.IdempotencyRecord) error {
 	if err := tx.check(ctx, "put idempotency"); err != nil {
 		return err
+	}
+	if err := storage.CheckIdempotency(tx.info.Partition, rec); err != nil {
+		return fmt.Errorf("memory: put idempotency: %w", err)
 	}
 	k := idemKey{rec.ClientID, rec.ClientCommitID}
 	prev, had := tx.idem[k]

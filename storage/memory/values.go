@@ -61,16 +61,22 @@ func copyIdem(r storage.IdempotencyRecord) storage.IdempotencyRecord {
 	return r
 }
 
-// checkRow validates rec against t: Go types per column type (a
-// programming error otherwise), the primary key, and NOT NULL (reported as
-// storage.ErrConstraint like a SQL backend would).
-func checkRow(t *schema.Table, rec storage.RowRecord) error {
+// checkShape validates the arity of rec and its primary key against t
+// (programming errors).
+func checkShape(t *schema.Table, rec storage.RowRecord) error {
 	if len(rec.Values) != len(t.Columns) {
 		return fmt.Errorf("memory: table %s: row has %d values, schema has %d columns", t.Name, len(rec.Values), len(t.Columns))
 	}
 	if pk, _ := rec.Values[t.PK].(string); pk != rec.RowID {
 		return fmt.Errorf("memory: table %s: primary key value %v does not match rowID %q", t.Name, rec.Values[t.PK], rec.RowID)
 	}
+	return nil
+}
+
+// checkRow validates rec (of the shape checkShape accepts) against t: Go
+// types per column type (a programming error otherwise) and NOT NULL
+// (reported as storage.ErrConstraint like a SQL backend would).
+func checkRow(t *schema.Table, rec storage.RowRecord) error {
 	for i, c := range t.Columns {
 		v := rec.Values[i]
 		if v == nil {

@@ -21,7 +21,20 @@
 // idempotency records, the registry's max_commit_seq and the change
 // notification) are buffered in the transaction and sent with COMMIT as one
 // pipelined batch; row writes run immediately so constraint violations are
-// reported by PutRow.
+// reported by PutRow. Since one value PostgreSQL refuses would fail that
+// whole batch, and with it every client commit of the transaction,
+// AppendCommit and PutIdempotency check each commit first
+// (storage.CheckCommit, storage.CheckIdempotency: no U+0000 or invalid
+// UTF-8 in text, identifiers and index keys within storage's limits) and
+// refuse a bad one with storage.ErrUnstorable before buffering it; PutRow
+// checks rows (storage.CheckRow) before sending them, and reads never send
+// keys that are not storage.Storable, so no statement error aborts the
+// transaction outside a commit's savepoint.
+//
+// Client records. PutClient skips the records storage.CheckClient refuses
+// and writes the others; it never changes a record's actor_id. BindClient
+// is one round trip: INSERT … ON CONFLICT DO NOTHING, then SELECT, so
+// concurrent binders in any process agree on the first binding.
 //
 // Notification. Commit sends pg_notify on Options.NotifyChannel (default
 // "synclane_commits") with payload "<partition>\t<maxSeq>", delivered when
@@ -29,7 +42,8 @@
 // notifications in other processes.
 //
 // Errors. Server errors are classified by SQLSTATE only: class 23 (and data
-// exceptions on row writes) wrap storage.ErrConstraint; serialization
+// exceptions on row writes) wrap storage.ErrConstraint (22021 and 54000 on
+// row writes also storage.ErrUnstorable); serialization
 // failures, deadlocks and connection loss are reported as retryable (see
 // IsRetryable); idempotent operations retry them a bounded number of times.
 //

@@ -118,11 +118,19 @@ func classify(op string, err error) error {
 
 // classifyRowWrite is classify for row writes: data exceptions (class 22,
 // e.g. a NUL character PostgreSQL text cannot hold) make the row
-// unstorable, so they are reported as constraint violations too.
+// unstorable, so they are reported as constraint violations too; an
+// untranslatable character (22021) or an over-long index row (54000) also
+// wraps storage.ErrUnstorable. (storage.CheckRow refuses such rows before
+// they are sent; this is the backstop.)
 func classifyRowWrite(op string, err error) error {
 	var pg *pgconn.PgError
-	if errors.As(err, &pg) && len(pg.Code) == 5 && pg.Code[:2] == "22" {
-		return &Error{Op: op, Code: pg.Code, err: fmt.Errorf("%w: %w", storage.ErrConstraint, err)}
+	if errors.As(err, &pg) {
+		switch {
+		case pg.Code == "22021" || pg.Code == "54000":
+			return &Error{Op: op, Code: pg.Code, err: fmt.Errorf("%w: %w: %w", storage.ErrUnstorable, storage.ErrConstraint, err)}
+		case len(pg.Code) == 5 && pg.Code[:2] == "22":
+			return &Error{Op: op, Code: pg.Code, err: fmt.Errorf("%w: %w", storage.ErrConstraint, err)}
+		}
 	}
 	return classify(op, err)
 }

@@ -44,8 +44,14 @@ func TestClassify(t *testing.T) {
 			t.Errorf("%v: Retryable() interface does not agree", c.err)
 		}
 	}
-	if err := classifyRowWrite("PutRow", &pgconn.PgError{Code: "22021"}); !errors.Is(err, storage.ErrConstraint) {
-		t.Errorf("row write data exception: %v, want ErrConstraint", err)
+	if err := classifyRowWrite("PutRow", &pgconn.PgError{Code: "22021"}); !errors.Is(err, storage.ErrConstraint) || !errors.Is(err, storage.ErrUnstorable) {
+		t.Errorf("row write untranslatable character: %v, want ErrConstraint and ErrUnstorable", err)
+	}
+	if err := classifyRowWrite("PutRow", &pgconn.PgError{Code: "54000"}); !errors.Is(err, storage.ErrConstraint) || !errors.Is(err, storage.ErrUnstorable) {
+		t.Errorf("row write over-long index row: %v, want ErrConstraint and ErrUnstorable", err)
+	}
+	if err := classifyRowWrite("PutRow", &pgconn.PgError{Code: "22003"}); !errors.Is(err, storage.ErrConstraint) || errors.Is(err, storage.ErrUnstorable) {
+		t.Errorf("row write numeric out of range: %v, want ErrConstraint only", err)
 	}
 	if IsRetryable(nil) || classify("op", nil) != nil {
 		t.Error("nil error classified as an error")

@@ -23,10 +23,14 @@ func scanPartition(row pgx.Row, partition string) (storage.PartitionInfo, error)
 // TouchPartition returns the partition's registry entry, creating it with a
 // fresh log epoch (storage.NewLogEpoch) if needed. Concurrent first
 // contacts agree on one epoch (INSERT ... ON CONFLICT DO NOTHING, then a
-// read in a new snapshot).
+// read in a new snapshot). A name storage.CheckPartition refuses is
+// refused before anything is sent.
 func (s *Store) TouchPartition(ctx context.Context, partition string, nowMs int64) (storage.PartitionInfo, error) {
 	if err := s.ready(); err != nil {
 		return storage.PartitionInfo{}, err
+	}
+	if err := storage.CheckPartition(partition); err != nil {
+		return storage.PartitionInfo{}, fmt.Errorf("postgres: TouchPartition: %w", err)
 	}
 	var p storage.PartitionInfo
 	err := retry(ctx, "TouchPartition", func() error {
@@ -41,10 +45,14 @@ func (s *Store) TouchPartition(ctx context.Context, partition string, nowMs int6
 }
 
 // ReadPartition returns the registry entry, or one with only Partition set
-// (Exists false) when the partition was never touched.
+// (Exists false) when the partition was never touched (or its name is not
+// storage.Storable, so it cannot have been).
 func (s *Store) ReadPartition(ctx context.Context, partition string) (storage.PartitionInfo, error) {
 	if err := s.ready(); err != nil {
 		return storage.PartitionInfo{}, err
+	}
+	if !storage.Storable(partition) {
+		return storage.PartitionInfo{Partition: partition}, nil
 	}
 	var p storage.PartitionInfo
 	err := retry(ctx, "ReadPartition", func() error {
@@ -77,10 +85,15 @@ func (s *Store) lockPartition(ctx context.Context, tx queryer, partition string,
 // RotateLogEpoch sets a fresh epoch (storage.NewLogEpoch), marks it
 // required and deletes the partition's client records, holding the
 // partition's write lock. The partition is created if needed. Rows, commits
-// and idempotency records are kept.
+// and idempotency records are kept; the deleted client records take their
+// clientID bindings with them. A name storage.CheckPartition refuses is
+// refused before anything is sent.
 func (s *Store) RotateLogEpoch(ctx context.Context, partition string, nowMs int64) (string, error) {
 	if err := s.ready(); err != nil {
 		return "", err
+	}
+	if err := storage.CheckPartition(partition); err != nil {
+		return "", fmt.Errorf("postgres: RotateLogEpoch: %w", err)
 	}
 	var epoch string
 	err := retry(ctx, "RotateLogEpoch", func() error {

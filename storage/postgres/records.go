@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -27,10 +28,14 @@ func lookupIdempotency(ctx context.Context, q queryer, sql, partition, clientID,
 }
 
 // LookupIdempotency returns the committed record for the key, or nil. It
-// takes no lock (the optimistic check before BeginPush).
+// takes no lock (the optimistic check before BeginPush). A key that is not
+// storage.Storable is never stored and is not sent.
 func (s *Store) LookupIdempotency(ctx context.Context, partition, clientID, clientCommitID string) (*storage.IdempotencyRecord, error) {
 	if err := s.ready(); err != nil {
 		return nil, err
+	}
+	if !storage.Storable(partition) || !storage.Storable(clientID) || !storage.Storable(clientCommitID) {
+		return nil, nil
 	}
 	var rec *storage.IdempotencyRecord
 	err := retry(ctx, "LookupIdempotency", func() error {
@@ -41,11 +46,15 @@ func (s *Store) LookupIdempotency(ctx context.Context, partition, clientID, clie
 	return rec, err
 }
 
-// GetClient returns the client record, or nil. Subscriptions come back
-// byte for byte as stored (nil when stored nil).
+// GetClient returns the client record, or nil (also, without asking the
+// database, for a key that is not storage.Storable). Subscriptions come
+// back byte for byte as stored (nil when stored nil).
 func (s *Store) GetClient(ctx context.Context, partition, clientID string) (*storage.ClientRecord, error) {
 	if err := s.ready(); err != nil {
 		return nil, err
+	}
+	if !storage.Storable(partition) || !storage.Storable(clientID) {
+		return nil, nil
 	}
 	var rec *storage.ClientRecord
 	err := retry(ctx, "GetClient", func() error {
@@ -70,17 +79,25 @@ func (s *Store) GetClient(ctx context.Context, partition, clientID string) (*sto
 	return rec, err
 }
 
-// PutClient creates or replaces the client record.
+// PutClient creates or replaces the records storage.StorableClients keeps,
+// in one transaction (one pipelined batch), never changing the actor_id of
+// an existing record. Records it skips are never sent, so they cannot fail
+// the batch (an over-long client_id would exceed the primary key's index
+// row size); the returned error names them (storage.ErrUnstorable).
 func (s *Store) PutClient(ctx context.Context, partition string, recs ...storage.ClientRecord) error {
 	if err := s.ready(); err != nil {
 		return err
 	}
-	if len(recs) == 0 {
-		return nil
+	keep, skipErr := storage.StorableClients(partition, recs)
+	if skipErr != nil {
+		skipErr = fmt.Errorf("postgres: PutClient: %w", skipErr)
 	}
-	return retry(ctx, "PutClient", func() error {
+	if len(keep) == 0 {
+		return skipErr
+	}
+	err := retry(ctx, "PutClient", func() error {
 		b := &pgx.Batch{}
-		for _, rec := range recs {
+		for _, rec := range keep {
 			var subs any
 			if rec.Subscriptions != nil {
 				subs = string(rec.Subscriptions)
@@ -97,4 +114,58 @@ func (s *Store) PutClient(ctx context.Context, partition string, recs ...storage
 		}
 		return tx.Commit(ctx)
 	})
+	if err != nil {
+		return err
+	}
+	return skipErr
+}
+
+// bindAttempts bounds BindClient's rounds: a round finds no record only
+// when RotateLogEpoch deleted it between the round's two statements.
+const bindAttempts = 8
+
+// BindClient sends, in one round trip (one pipelined batch), INSERT … ON
+// CONFLICT DO NOTHING of a minimal record bound to actorID and a SELECT of
+// the record's actor_id. A concurrent insert of the same key, in any
+// process, makes the INSERT wait until it commits and then do nothing, and
+// the SELECT (a new snapshot, READ COMMITTED) then reads the winner's
+// binding, so every caller gets the first binding. Rebinding an existing
+// record writes nothing.
+func (s *Store) BindClient(ctx context.Context, partition, clientID, actorID string, nowMs int64) (string, error) {
+	if err := s.ready(); err != nil {
+		return "", err
+	}
+	if err := storage.CheckClient(partition, storage.ClientRecord{ClientID: clientID, ActorID: actorID}); err != nil {
+		return "", fmt.Errorf("postgres: BindClient: %w", err)
+	}
+	var bound string
+	err := retry(ctx, "BindClient", func() error {
+		for range bindAttempts {
+			b := &pgx.Batch{}
+			b.Queue(s.q.bindClient, partition, clientID, actorID, nowMs)
+			found := false
+			b.Queue(s.q.getClient, partition, clientID).QueryRow(func(row pgx.Row) error {
+				var subs pgtype.Text
+				var cursor, updated int64
+				var wire int32
+				err := row.Scan(&bound, &subs, &cursor, &wire, &updated)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return nil
+				}
+				found = err == nil
+				return err
+			})
+			if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+				return err
+			}
+			if found {
+				return nil
+			}
+		}
+		return fmt.Errorf("client %s: record deleted under %d binding attempts", storage.QuoteID(clientID), bindAttempts)
+	})
+	if err != nil {
+		return "", err
+	}
+	return bound, nil
 }

@@ -19,18 +19,27 @@ import (
 // by the scope index (sync_change_scopes) for the first scope var; with no
 // scope vars it walks the (partition, table, seq) index of the table's
 // changes. It reads at most LimitChanges changes plus the rest of the last
-// commit.
+// commit. Each var's values are bound as one text[] parameter (= ANY), so
+// the statement's parameters do not grow with the number of values;
+// values that are not storage.Storable match nothing stored and are not
+// sent (PostgreSQL would refuse them).
 func (s *Store) ScanChanges(ctx context.Context, partition string, q storage.ChangeQuery) (storage.ChangeScan, error) {
 	if err := s.ready(); err != nil {
 		return storage.ChangeScan{}, err
 	}
-	if q.UpToSeq <= q.AfterSeq {
+	if q.UpToSeq <= q.AfterSeq || !storage.Storable(partition) || !storage.Storable(q.Table) {
 		return storage.ChangeScan{}, nil
 	}
 	vars := slices.Sorted(maps.Keys(q.Scopes))
-	if slices.ContainsFunc(vars, func(v string) bool { return len(q.Scopes[v]) == 0 }) {
-		return storage.ChangeScan{}, nil // an empty value list matches nothing
+	scopes := make(map[string][]string, len(vars))
+	for _, v := range vars {
+		vals := storage.StorableValues(q.Scopes[v])
+		if len(vals) == 0 || !storage.Storable(v) {
+			return storage.ChangeScan{}, nil // an empty value list matches nothing
+		}
+		scopes[v] = vals
 	}
+	q.Scopes = scopes
 
 	var out storage.ChangeScan
 	err := retry(ctx, "ScanChanges", func() error {
@@ -144,10 +153,16 @@ WHERE c.partition = $1 AND c.table_name = $2`, s.q.changes, s.q.commits)
 // (COLLATE "C"), strictly after q.AfterRowID when set. Values for integer
 // scope columns match only in canonical decimal form. A scope var the table
 // does not declare, or an empty value list, matches nothing. Limit <= 0
-// returns no rows.
+// returns no rows. Each var's values are bound as one array parameter
+// (= ANY), and values that are not storage.Storable (they match nothing
+// stored) are not sent; an AfterRowID is cut at its first U+0000, which
+// selects the same stored rows (none holds U+0000).
 func (s *Store) ScanRows(ctx context.Context, partition string, q storage.RowQuery) ([]storage.RowRecord, error) {
 	if err := s.ready(); err != nil {
 		return nil, err
+	}
+	if !storage.Storable(partition) {
+		return nil, nil
 	}
 	if q.Table == nil {
 		return nil, fmt.Errorf("postgres: ScanRows: nil table")
@@ -177,16 +192,18 @@ func (s *Store) ScanRows(ctx context.Context, partition string, q storage.RowQue
 			args = append(args, ns)
 			fmt.Fprintf(&sb, " AND %s = ANY($%d::bigint[])", ts.cols[sv.Column], len(args))
 		} else {
-			if len(q.Scopes[v]) == 0 {
+			vals := storage.StorableValues(q.Scopes[v])
+			if len(vals) == 0 {
 				return nil, nil
 			}
-			args = append(args, q.Scopes[v])
+			args = append(args, vals)
 			fmt.Fprintf(&sb, " AND %s = ANY($%d::text[])", ts.cols[sv.Column], len(args))
 		}
 	}
 	pk := ts.cols[ts.t.PK]
 	if q.AfterRowID != nil {
-		args = append(args, *q.AfterRowID)
+		after, _, _ := strings.Cut(*q.AfterRowID, "\x00")
+		args = append(args, after)
 		fmt.Fprintf(&sb, ` AND %s > $%d COLLATE "C"`, pk, len(args))
 	}
 	args = append(args, q.Limit)

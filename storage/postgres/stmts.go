@@ -19,7 +19,7 @@ type sysSQL struct {
 
 	readPartition, lockPartition, insertPartition string
 	rotate, deleteClients, setMaxSeq              string
-	getIdem, getClient, putClient                 string
+	getIdem, getClient, putClient, bindClient     string
 	insertCommits, insertChanges, insertScopes    string
 	putIdems                                      string
 	listPartitions                                string
@@ -68,8 +68,10 @@ WHERE partition = $1 AND client_id = $2 AND client_commit_id = $3`)
 WHERE partition = $1 AND client_id = $2`)
 	q.putClient = r.Replace(`INSERT INTO {clients} (partition, client_id, actor_id, subscriptions, cursor, wire_version, updated_at_ms)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (partition, client_id) DO UPDATE SET actor_id = EXCLUDED.actor_id, subscriptions = EXCLUDED.subscriptions,
-cursor = EXCLUDED.cursor, wire_version = EXCLUDED.wire_version, updated_at_ms = EXCLUDED.updated_at_ms`)
+ON CONFLICT (partition, client_id) DO UPDATE SET subscriptions = EXCLUDED.subscriptions,
+cursor = EXCLUDED.cursor, wire_version = EXCLUDED.wire_version, updated_at_ms = EXCLUDED.updated_at_ms`) // actor_id is immutable
+	q.bindClient = r.Replace(`INSERT INTO {clients} (partition, client_id, actor_id, subscriptions, cursor, wire_version, updated_at_ms)
+VALUES ($1, $2, $3, NULL, -1, 0, $4) ON CONFLICT (partition, client_id) DO NOTHING`)
 	q.insertCommits = r.Replace(`INSERT INTO {commits} (partition, seq, created_at_ms, actor_id, client_id, client_commit_id, writer_version)
 SELECT $1, u.*, $7::integer FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[]) AS u`)
 	q.insertChanges = r.Replace(`INSERT INTO {changes} (partition, seq, idx, table_name, row_id, op, row_version, scopes, row_data)

@@ -17,10 +17,14 @@ import (
 // BeginPush acquires a connection, starts a READ COMMITTED transaction and
 // takes the partition's row lock (SELECT ... FOR UPDATE, creating the
 // registry row first if needed) before anything else is read. The lock is
-// held until Commit or Rollback; the caller must call one of them.
+// held until Commit or Rollback; the caller must call one of them. A name
+// storage.CheckPartition refuses is refused before anything is sent.
 func (s *Store) BeginPush(ctx context.Context, partition string) (storage.PushTx, error) {
 	if err := s.ready(); err != nil {
 		return nil, err
+	}
+	if err := storage.CheckPartition(partition); err != nil {
+		return nil, fmt.Errorf("postgres: BeginPush: %w", err)
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -191,10 +195,15 @@ func (tx *pushTx) exec(ctx context.Context, sql string, args ...any) error {
 }
 
 // LookupIdempotency returns the record stored for the key in this
-// partition, including records put earlier in this transaction, or nil.
+// partition, including records put earlier in this transaction, or nil. A
+// key that is not storage.Storable is never stored: it is not sent (a
+// statement error would abort the transaction).
 func (tx *pushTx) LookupIdempotency(ctx context.Context, clientID, clientCommitID string) (*storage.IdempotencyRecord, error) {
 	if err := tx.check(); err != nil {
 		return nil, err
+	}
+	if !storage.Storable(clientID) || !storage.Storable(clientCommitID) {
+		return nil, nil
 	}
 	if rec := tx.pending.idempotency(clientID, clientCommitID); rec != nil {
 		return rec, nil
@@ -203,7 +212,9 @@ func (tx *pushTx) LookupIdempotency(ctx context.Context, clientID, clientCommitI
 	return rec, classify("LookupIdempotency", err)
 }
 
-// GetRow returns the row as seen by this transaction, or nil.
+// GetRow returns the row as seen by this transaction, or nil. A rowID
+// that is not storage.Storable is never stored: it is not sent (a
+// statement error would abort the transaction).
 func (tx *pushTx) GetRow(ctx context.Context, t *schema.Table, rowID string) (*storage.RowRecord, error) {
 	if err := tx.check(); err != nil {
 		return nil, err
@@ -211,6 +222,9 @@ func (tx *pushTx) GetRow(ctx context.Context, t *schema.Table, rowID string) (*s
 	ts, err := tx.s.table(t.Name)
 	if err != nil {
 		return nil, err
+	}
+	if !storage.Storable(rowID) {
+		return nil, nil
 	}
 	rs := newRowScanner(ts.t)
 	err = tx.conn.QueryRow(ctx, ts.get, tx.partition, rowID).Scan(rs.targets...)
@@ -224,9 +238,12 @@ func (tx *pushTx) GetRow(ctx context.Context, t *schema.Table, rowID string) (*s
 	return &rec, nil
 }
 
-// PutRow inserts or replaces the row. A violated constraint (or a value
-// PostgreSQL cannot store) returns an error wrapping storage.ErrConstraint;
-// the transaction is then unusable until RollbackToSavepoint.
+// PutRow inserts or replaces the row. A row storage.CheckRow refuses is
+// not sent and returns an error wrapping storage.ErrUnstorable and
+// storage.ErrConstraint (the transaction stays usable). A violated
+// constraint (or a value PostgreSQL cannot store after all) returns an
+// error wrapping storage.ErrConstraint; the transaction is then unusable
+// until RollbackToSavepoint.
 func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRecord) error {
 	if err := tx.check(); err != nil {
 		return err
@@ -241,6 +258,9 @@ func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRe
 	if pk, ok := rec.Values[ts.t.PK].(string); !ok || pk != rec.RowID {
 		return fmt.Errorf("postgres: PutRow %s: primary key value %v does not match RowID %q", t.Name, rec.Values[ts.t.PK], rec.RowID)
 	}
+	if err := storage.CheckRow(tx.partition, ts.t, rec); err != nil {
+		return fmt.Errorf("postgres: PutRow %s: %w", t.Name, err)
+	}
 	args := make([]any, 0, len(rec.Values)+2)
 	args = append(args, tx.partition)
 	for i, v := range rec.Values {
@@ -254,7 +274,8 @@ func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRe
 	return classifyRowWrite("PutRow", tx.exec(ctx, ts.upsert, args...))
 }
 
-// DeleteRow deletes the row if it exists.
+// DeleteRow deletes the row if it exists (a rowID that is not
+// storage.Storable never does, and is not sent).
 func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string) error {
 	if err := tx.check(); err != nil {
 		return err
@@ -263,10 +284,17 @@ func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string) 
 	if err != nil {
 		return err
 	}
+	if !storage.Storable(rowID) {
+		return nil
+	}
 	return classifyRowWrite("DeleteRow", tx.exec(ctx, ts.del, tx.partition, rowID))
 }
 
-// AppendCommit buffers c for the log; c.Seq must be MaxCommitSeq+1.
+// AppendCommit buffers c for the log; c.Seq must be MaxCommitSeq+1. The
+// buffer is written with COMMIT in one batch, where one bad value would
+// fail every commit of the transaction, so c is checked here first: a
+// commit storage.CheckCommit refuses is not buffered and returns an error
+// wrapping storage.ErrUnstorable.
 func (tx *pushTx) AppendCommit(ctx context.Context, c storage.CommitRecord) error {
 	if err := tx.check(); err != nil {
 		return err
@@ -274,14 +302,21 @@ func (tx *pushTx) AppendCommit(ctx context.Context, c storage.CommitRecord) erro
 	if want := tx.Partition().MaxCommitSeq + 1; c.Seq != want {
 		return fmt.Errorf("postgres: AppendCommit seq %d, want %d: %w", c.Seq, want, storage.ErrConflictingSeq)
 	}
+	if err := storage.CheckCommit(tx.partition, c); err != nil {
+		return fmt.Errorf("postgres: AppendCommit seq %d: %w", c.Seq, err)
+	}
 	return tx.pending.appendCommit(c)
 }
 
 // PutIdempotency buffers the record; it is written with the commit and
-// replaces an existing record for the same key.
+// replaces an existing record for the same key. A record
+// storage.CheckIdempotency refuses is not buffered (storage.ErrUnstorable).
 func (tx *pushTx) PutIdempotency(ctx context.Context, rec storage.IdempotencyRecord) error {
 	if err := tx.check(); err != nil {
 		return err
+	}
+	if err := storage.CheckIdempotency(tx.partition, rec); err != nil {
+		return fmt.Errorf("postgres: PutIdempotency: %w", err)
 	}
 	tx.pending.putIdempotency(rec)
 	return nil
@@ -293,7 +328,9 @@ func (tx *pushTx) PutIdempotency(ctx context.Context, rec storage.IdempotencyRec
 // Commit leaves nothing written; its error reports IsRetryable for
 // transient failures (the caller re-runs the whole push). Because the log
 // is written here, a commit rejected by the writer fence fails here (not
-// in AppendCommit) with an error wrapping storage.ErrWriterFenced.
+// in AppendCommit) with an error wrapping storage.ErrWriterFenced. A
+// commit's unstorable data never fails it: AppendCommit and
+// PutIdempotency refuse such data before buffering it.
 func (tx *pushTx) Commit(ctx context.Context) error {
 	if err := tx.check(); err != nil {
 		return err

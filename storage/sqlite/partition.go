@@ -37,8 +37,12 @@ func (s *Store) ReadPartition(ctx context.Context, partition string) (storage.Pa
 }
 
 // TouchPartition reads the entry and, only if it is missing, creates it
-// under the write lock with a fresh epoch (storage.NewLogEpoch).
+// under the write lock with a fresh epoch (storage.NewLogEpoch). A name
+// storage.CheckPartition refuses is not created.
 func (s *Store) TouchPartition(ctx context.Context, partition string, nowMs int64) (storage.PartitionInfo, error) {
+	if err := storage.CheckPartition(partition); err != nil {
+		return storage.PartitionInfo{}, fmt.Errorf("sqlite: touch partition: %w", err)
+	}
 	p, err := s.ReadPartition(ctx, partition)
 	if err != nil || p.Exists {
 		return p, err
@@ -74,8 +78,12 @@ func (s *Store) ensurePartition(ctx context.Context, sys *sysStmts, partition st
 
 // RotateLogEpoch, under the write lock and in one transaction, creates the
 // partition if needed, gives it a new epoch (storage.NewLogEpoch), marks it
-// required and deletes its client records.
+// required and deletes its client records (and with them the clientID
+// bindings). A name storage.CheckPartition refuses is refused.
 func (s *Store) RotateLogEpoch(ctx context.Context, partition string, nowMs int64) (string, error) {
+	if err := storage.CheckPartition(partition); err != nil {
+		return "", fmt.Errorf("sqlite: rotate epoch: %w", err)
+	}
 	if _, _, _, err := s.current(); err != nil {
 		return "", fmt.Errorf("sqlite: rotate epoch of %q: %w", partition, err)
 	}

@@ -54,8 +54,18 @@ func (s *Store) GetClient(ctx context.Context, partition, clientID string) (*sto
 	return rec, nil
 }
 
-// PutClient creates or replaces the record (one write transaction under
-// the write lock).
+// putClientSQL upserts a client record; an existing record keeps its
+// actor_id (the binding is immutable).
+const putClientSQL = `INSERT INTO sync_clients(partition_id, client_id, actor_id, subscriptions, cursor, wire_version, updated_at_ms)
+	VALUES(?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT(partition_id, client_id) DO UPDATE SET subscriptions = excluded.subscriptions,
+		cursor = excluded.cursor, wire_version = excluded.wire_version, updated_at_ms = excluded.updated_at_ms`
+
+// PutClient creates or replaces the records storage.StorableClients keeps
+// (one write transaction under the write lock, in the push commit group),
+// never changing the actor_id of an existing record. Skipped records are
+// named by the returned error (storage.ErrUnstorable); when every record
+// is skipped nothing is written.
 func (s *Store) PutClient(ctx context.Context, partition string, recs ...storage.ClientRecord) error {
 	if len(recs) == 0 {
 		return nil
@@ -63,37 +73,89 @@ func (s *Store) PutClient(ctx context.Context, partition string, recs ...storage
 	if _, _, _, err := s.current(); err != nil {
 		return fmt.Errorf("sqlite: put client: %w", err)
 	}
-	// Client records ride in the push commit group like a push transaction
-	// (group.go), so write-backs from many partitions share fsyncs too.
+	keep, skipErr := storage.StorableClients(partition, recs)
+	if skipErr != nil {
+		skipErr = fmt.Errorf("sqlite: put client: %w", skipErr)
+	}
+	if len(keep) == 0 {
+		return skipErr
+	}
+	err := s.writeMember(ctx, "put client", func(ctx context.Context) error {
+		for _, rec := range keep {
+			var subs any
+			if rec.Subscriptions != nil {
+				subs = []byte(rec.Subscriptions)
+			}
+			if _, err := s.conn.ExecContext(ctx, putClientSQL, partition, rec.ClientID, rec.ActorID, subs, rec.Cursor, int64(rec.WireVersion), rec.UpdatedAtMs); err != nil {
+				return fmt.Errorf("client %s: %w", storage.QuoteID(rec.ClientID), err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return skipErr
+}
+
+// BindClient returns the actor of the committed record of clientID, read
+// from a read connection; only when there is none does it take the write
+// lock and, in one write transaction (in the push commit group; BEGIN
+// IMMEDIATE excludes other processes on the file), insert a minimal record
+// bound to actorID unless one exists by then, and read the binding back.
+func (s *Store) BindClient(ctx context.Context, partition, clientID, actorID string, nowMs int64) (string, error) {
+	if _, _, _, err := s.current(); err != nil {
+		return "", fmt.Errorf("sqlite: bind client: %w", err)
+	}
+	if err := storage.CheckClient(partition, storage.ClientRecord{ClientID: clientID, ActorID: actorID}); err != nil {
+		return "", fmt.Errorf("sqlite: bind client: %w", err)
+	}
+	var bound string
+	err := s.readQueryRow(ctx, `SELECT actor_id FROM sync_clients WHERE partition_id = ? AND client_id = ?`, partition, clientID).Scan(&bound)
+	if err == nil {
+		return bound, nil
+	}
+	if !isNoRows(err) {
+		return "", fmt.Errorf("sqlite: bind client %s: %w", storage.QuoteID(clientID), err)
+	}
+	err = s.writeMember(ctx, "bind client", func(ctx context.Context) error {
+		if _, err := s.conn.ExecContext(ctx, `INSERT INTO sync_clients(partition_id, client_id, actor_id, subscriptions, cursor, wire_version, updated_at_ms)
+			VALUES(?, ?, ?, NULL, -1, 0, ?) ON CONFLICT(partition_id, client_id) DO NOTHING`, partition, clientID, actorID, nowMs); err != nil {
+			return err
+		}
+		return s.conn.QueryRowContext(ctx, `SELECT actor_id FROM sync_clients WHERE partition_id = ? AND client_id = ?`, partition, clientID).Scan(&bound)
+	})
+	if err != nil {
+		return "", err
+	}
+	return bound, nil
+}
+
+// writeMember runs fn as a member of the push commit group (group.go),
+// like a push transaction, so client write-backs from many partitions
+// share fsyncs too: it takes the write lock, opens the member savepoint,
+// runs fn (with a context that is not cancelled: cancellation is honoured
+// only while waiting for the lock) and returns once the group is durable,
+// or with fn's error and nothing of fn kept.
+func (s *Store) writeMember(ctx context.Context, what string, fn func(ctx context.Context) error) error {
 	s.pushWaiters.Add(1)
 	err := s.acquire(ctx)
 	s.pushWaiters.Add(-1)
 	if err != nil {
-		return fmt.Errorf("sqlite: put client: %w", err)
+		return fmt.Errorf("sqlite: %s: %w", what, err)
 	}
 	if err := s.beginMember(ctx); err != nil {
 		s.unlock()
-		return fmt.Errorf("sqlite: put client: %w", err)
+		return fmt.Errorf("sqlite: %s: %w", what, err)
 	}
 	wctx := context.WithoutCancel(ctx)
-	for _, rec := range recs {
-		var subs any
-		if rec.Subscriptions != nil {
-			subs = []byte(rec.Subscriptions)
-		}
-		_, err := s.conn.ExecContext(wctx, `INSERT INTO sync_clients(partition_id, client_id, actor_id, subscriptions, cursor, wire_version, updated_at_ms)
-		VALUES(?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT(partition_id, client_id) DO UPDATE SET actor_id = excluded.actor_id, subscriptions = excluded.subscriptions,
-			cursor = excluded.cursor, wire_version = excluded.wire_version, updated_at_ms = excluded.updated_at_ms`,
-			partition, rec.ClientID, rec.ActorID, subs, rec.Cursor, int64(rec.WireVersion), rec.UpdatedAtMs)
-		if err != nil {
-			s.abortMember()
-			return fmt.Errorf("sqlite: put client %q: %w", rec.ClientID, err)
-		}
+	if err := fn(wctx); err != nil {
+		s.abortMember()
+		return fmt.Errorf("sqlite: %s: %w", what, err)
 	}
 	if _, err := s.conn.ExecContext(wctx, "RELEASE ptx"); err != nil {
 		s.abortMember()
-		return fmt.Errorf("sqlite: put client: %w", err)
+		return fmt.Errorf("sqlite: %s: %w", what, err)
 	}
 	return s.endMember(true)
 }

@@ -15,7 +15,10 @@ import (
 
 // ScanRows selects committed rows by (partition_id, pk) order on the
 // primary key index (BINARY collation, i.e. byte order), filtering scope
-// columns in SQL.
+// columns in SQL. Each var's values are bound as one JSON array parameter
+// (col IN (SELECT value FROM json_each(?))), so the number of bind
+// parameters does not grow with the number of values. Values that are not
+// storage.Storable are dropped (they match nothing stored).
 func (s *Store) ScanRows(ctx context.Context, partition string, q storage.RowQuery) ([]storage.RowRecord, error) {
 	_, tables, _, err := s.current()
 	if err != nil {
@@ -26,30 +29,9 @@ func (s *Store) ScanRows(ctx context.Context, partition string, q storage.RowQue
 		return nil, fmt.Errorf("sqlite: scan rows: table %q is not in the ensured schema", q.Table.Name)
 	}
 	t := ts.t
-	pk := quote(t.Columns[t.PK].Name)
-	var where strings.Builder
-	args := []any{partition}
-	where.WriteString("partition_id = ?")
-	if q.AfterRowID != nil {
-		where.WriteString(" AND " + pk + " > ?")
-		args = append(args, *q.AfterRowID)
-	}
-	for _, v := range slices.Sorted(maps.Keys(q.Scopes)) {
-		sv := t.ScopeVar(v)
-		if sv == nil {
-			return nil, nil // an undeclared var matches no row
-		}
-		vals := scopeArgs(t, sv, q.Scopes[v])
-		if len(vals) == 0 {
-			return nil, nil
-		}
-		fmt.Fprintf(&where, " AND %s IN (?%s)", quote(t.Columns[sv.Column].Name), strings.Repeat(", ?", len(vals)-1))
-		args = append(args, vals...)
-	}
-	query := fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s", ts.selectCols, quote(t.Name), where.String(), pk)
-	if q.Limit > 0 {
-		query += " LIMIT ?"
-		args = append(args, q.Limit)
+	query, args, none, err := rowsQuery(ts, partition, q)
+	if err != nil || none {
+		return nil, err
 	}
 	rows, err := s.readQuery(ctx, query, args...)
 	if err != nil {
@@ -74,15 +56,85 @@ func (s *Store) ScanRows(ctx context.Context, partition string, q storage.RowQue
 	return out, nil
 }
 
+// Candidate queries of ScanChanges. The scope-index one binds the var's
+// prefix ("var\x00") and its values as one JSON array, so its number of
+// bind parameters is fixed whatever the number of values; it is answered
+// from sync_change_scopes' primary key (TestScanChangesUsesScopeIndex).
+const (
+	candScopesSQL = `SELECT DISTINCT commit_seq FROM sync_change_scopes
+		WHERE partition_id = ? AND table_name = ? AND scope_key IN (SELECT ? || value FROM json_each(?))
+		AND commit_seq > ? AND commit_seq <= ? ORDER BY commit_seq LIMIT ?`
+	candTableSQL = `SELECT DISTINCT commit_seq FROM sync_changes WHERE partition_id = ? AND table_name = ?
+		AND commit_seq > ? AND commit_seq <= ? ORDER BY commit_seq LIMIT ?`
+	// loadCommitsSQL binds the candidate seqs as one JSON array.
+	loadCommitsSQL = `SELECT ch.commit_seq, cm.created_at_ms, cm.actor_id, ch.row_id, ch.op, ch.row_version, ch.scopes, ch.row
+		FROM sync_changes ch JOIN sync_commits cm ON cm.partition_id = ch.partition_id AND cm.seq = ch.commit_seq
+		WHERE ch.partition_id = ? AND ch.table_name = ? AND ch.commit_seq IN (SELECT value FROM json_each(?))
+		ORDER BY ch.commit_seq, ch.idx`
+)
+
+// rowsQuery builds the ScanRows statement of q on ts and its arguments, or
+// reports none when q matches no row (an undeclared var, or no value left
+// for a var).
+func rowsQuery(ts *tableStmts, partition string, q storage.RowQuery) (query string, args []any, none bool, err error) {
+	t := ts.t
+	pk := quote(t.Columns[t.PK].Name)
+	var where strings.Builder
+	args = []any{partition}
+	where.WriteString("partition_id = ?")
+	if q.AfterRowID != nil {
+		where.WriteString(" AND " + pk + " > ?")
+		args = append(args, *q.AfterRowID)
+	}
+	for _, v := range slices.Sorted(maps.Keys(q.Scopes)) {
+		sv := t.ScopeVar(v)
+		if sv == nil {
+			return "", nil, true, nil // an undeclared var matches no row
+		}
+		vals, n, err := scopeArray(t, sv, q.Scopes[v])
+		if err != nil {
+			return "", nil, false, fmt.Errorf("sqlite: scan rows of %s: %w", t.Name, err)
+		}
+		if n == 0 {
+			return "", nil, true, nil
+		}
+		fmt.Fprintf(&where, " AND %s IN (SELECT value FROM json_each(?))", quote(t.Columns[sv.Column].Name))
+		args = append(args, vals)
+	}
+	query = fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s", ts.selectCols, quote(t.Name), where.String(), pk)
+	if q.Limit > 0 {
+		query += " LIMIT ?"
+		args = append(args, q.Limit)
+	}
+	return query, args, false, nil
+}
+
 // ScanChanges pages through candidate commit seqs from the scope index
 // (sync_change_scopes, keyed by the first effective var in name order),
 // loads those commits' changes of q.Table and keeps the ones whose stored
 // scopes match every var. With no effective scopes it pages through the
 // table's changes directly. All reads run in one read transaction, so
-// the answer is a consistent snapshot.
+// the answer is a consistent snapshot. Every statement has a fixed number
+// of bind parameters: value and seq lists are bound as JSON arrays.
+// Values that are not storage.Storable are dropped (they match nothing).
 func (s *Store) ScanChanges(ctx context.Context, partition string, q storage.ChangeQuery) (storage.ChangeScan, error) {
 	if _, _, _, err := s.current(); err != nil {
 		return storage.ChangeScan{}, fmt.Errorf("sqlite: scan changes: %w", err)
+	}
+	candSQL := candTableSQL
+	candArgs := []any{partition, q.Table}
+	if len(q.Scopes) > 0 {
+		v := slices.Sorted(maps.Keys(q.Scopes))[0]
+		vals := storage.StorableValues(q.Scopes[v])
+		if len(vals) == 0 || !storage.Storable(v) {
+			return storage.ChangeScan{}, nil // matches nothing stored
+		}
+		arr, err := json.Marshal(vals)
+		if err != nil {
+			return storage.ChangeScan{}, fmt.Errorf("sqlite: scan changes: %w", err)
+		}
+		candSQL = candScopesSQL
+		candArgs = append(candArgs, v+"\x00", string(arr))
 	}
 	rtx, err := s.rdb.BeginTx(ctx, nil)
 	if err != nil {
@@ -90,22 +142,6 @@ func (s *Store) ScanChanges(ctx context.Context, partition string, q storage.Cha
 	}
 	defer func() { _ = rtx.Rollback() }()
 
-	var candSQL string
-	candArgs := []any{partition, q.Table}
-	if len(q.Scopes) == 0 {
-		candSQL = `SELECT DISTINCT commit_seq FROM sync_changes WHERE partition_id = ? AND table_name = ? AND commit_seq > ? AND commit_seq <= ? ORDER BY commit_seq LIMIT ?`
-	} else {
-		v := slices.Sorted(maps.Keys(q.Scopes))[0]
-		vals := q.Scopes[v]
-		if len(vals) == 0 {
-			return storage.ChangeScan{}, nil
-		}
-		for _, val := range vals {
-			candArgs = append(candArgs, v+"\x00"+val)
-		}
-		candSQL = fmt.Sprintf(`SELECT DISTINCT commit_seq FROM sync_change_scopes WHERE partition_id = ? AND table_name = ? AND scope_key IN (?%s)
-			AND commit_seq > ? AND commit_seq <= ? ORDER BY commit_seq LIMIT ?`, strings.Repeat(", ?", len(vals)-1))
-	}
 	page := 256
 	if q.LimitChanges > 0 && q.LimitChanges+1 < page {
 		page = q.LimitChanges + 1
@@ -123,7 +159,7 @@ func (s *Store) ScanChanges(ctx context.Context, partition string, q storage.Cha
 		if len(seqs) == 0 {
 			return out, nil
 		}
-		commits, err := loadCommits(ctx, rtx, partition, q, seqs)
+		commits, err := s.loadCommits(ctx, rtx, partition, q, seqs)
 		if err != nil {
 			return storage.ChangeScan{}, fmt.Errorf("sqlite: scan changes: %w", err)
 		}
@@ -145,14 +181,17 @@ func (s *Store) ScanChanges(ctx context.Context, partition string, q storage.Cha
 	}
 }
 
-func (s *Store) querySeqs(ctx context.Context, rtx *sql.Tx, query string, args ...any) ([]int64, error) {
-	var rows *sql.Rows
-	var err error
+// txQuery runs a read inside rtx through the cached prepared statement of
+// query (readStmt) when there is one.
+func (s *Store) txQuery(ctx context.Context, rtx *sql.Tx, query string, args ...any) (*sql.Rows, error) {
 	if st := s.readStmt(ctx, query); st != nil {
-		rows, err = rtx.StmtContext(ctx, st).QueryContext(ctx, args...)
-	} else {
-		rows, err = rtx.QueryContext(ctx, query, args...)
+		return rtx.StmtContext(ctx, st).QueryContext(ctx, args...)
 	}
+	return rtx.QueryContext(ctx, query, args...)
+}
+
+func (s *Store) querySeqs(ctx context.Context, rtx *sql.Tx, query string, args ...any) ([]int64, error) {
+	rows, err := s.txQuery(ctx, rtx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -170,15 +209,12 @@ func (s *Store) querySeqs(ctx context.Context, rtx *sql.Tx, query string, args .
 
 // loadCommits returns, in seq order, the commits among seqs with at least
 // one change of q.Table matching q.Scopes, each with only those changes.
-func loadCommits(ctx context.Context, rtx *sql.Tx, partition string, q storage.ChangeQuery, seqs []int64) ([]storage.CommitChanges, error) {
-	args := []any{partition, q.Table}
-	for _, s := range seqs {
-		args = append(args, s)
+func (s *Store) loadCommits(ctx context.Context, rtx *sql.Tx, partition string, q storage.ChangeQuery, seqs []int64) ([]storage.CommitChanges, error) {
+	arr, err := json.Marshal(seqs)
+	if err != nil {
+		return nil, err
 	}
-	rows, err := rtx.QueryContext(ctx, fmt.Sprintf(`SELECT ch.commit_seq, cm.created_at_ms, cm.actor_id, ch.row_id, ch.op, ch.row_version, ch.scopes, ch.row
-		FROM sync_changes ch JOIN sync_commits cm ON cm.partition_id = ch.partition_id AND cm.seq = ch.commit_seq
-		WHERE ch.partition_id = ? AND ch.table_name = ? AND ch.commit_seq IN (?%s)
-		ORDER BY ch.commit_seq, ch.idx`, strings.Repeat(", ?", len(seqs)-1)), args...)
+	rows, err := s.txQuery(ctx, rtx, loadCommitsSQL, partition, q.Table, string(arr))
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,10 @@
 package sqlite
 
 import (
+	"encoding/json"
 	"errors"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -53,17 +55,10 @@ func TestDurabilitySettings(t *testing.T) {
 	}
 }
 
-// TestScanChangesUsesScopeIndex checks the candidate query is answered
-// from sync_change_scopes' primary key, never by scanning sync_changes.
-func TestScanChangesUsesScopeIndex(t *testing.T) {
-	ctx := t.Context()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "sync.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	rows, err := s.rdb.QueryContext(ctx, `EXPLAIN QUERY PLAN SELECT DISTINCT commit_seq FROM sync_change_scopes WHERE partition_id = ? AND table_name = ? AND scope_key IN (?, ?)
-		AND commit_seq > ? AND commit_seq <= ? ORDER BY commit_seq LIMIT ?`, "p", "items", "a", "b", 0, 10, 10)
+// queryPlan returns the EXPLAIN QUERY PLAN details of q, joined by "; ".
+func queryPlan(t *testing.T, s *Store, q string, args ...any) string {
+	t.Helper()
+	rows, err := s.rdb.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +72,78 @@ func TestScanChangesUsesScopeIndex(t *testing.T) {
 		}
 		plan = append(plan, detail)
 	}
-	joined := strings.Join(plan, "; ")
-	if !strings.Contains(joined, "SEARCH sync_change_scopes USING PRIMARY KEY") || strings.Contains(joined, "SCAN ") {
-		t.Fatalf("candidate query plan does not use the scope index: %s", joined)
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(plan, "; ")
+}
+
+// TestScanChangesUsesScopeIndex checks the candidate query ScanChanges
+// runs is answered from sync_change_scopes' primary key, never by scanning
+// sync_change_scopes or sync_changes (the only SCAN allowed is the one of
+// the bound JSON array of values), for a few values as for many, and that
+// loading the candidate commits searches sync_changes by primary key.
+func TestScanChangesUsesScopeIndex(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "sync.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	many := make([]string, 40_000)
+	for i := range many {
+		many[i] = "v" + strconv.Itoa(i)
+	}
+	manyJSON, err := json.Marshal(many)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, vals := range []string{`["a","b"]`, string(manyJSON)} {
+		joined := queryPlan(t, s, candScopesSQL, "p", "items", "project\x00", vals, 0, 10, 10)
+		if !strings.Contains(joined, "SEARCH sync_change_scopes USING PRIMARY KEY (partition_id=? AND table_name=? AND scope_key=?") ||
+			strings.Contains(strings.ReplaceAll(joined, "SCAN json_each VIRTUAL TABLE", ""), "SCAN ") {
+			t.Fatalf("candidate query plan does not use the scope index: %s", joined)
+		}
+	}
+	joined := queryPlan(t, s, loadCommitsSQL, "p", "items", "[1,2,3]")
+	if !strings.Contains(joined, "SEARCH ch USING PRIMARY KEY (partition_id=? AND commit_seq=?)") ||
+		strings.Contains(strings.ReplaceAll(joined, "SCAN json_each VIRTUAL TABLE", ""), "SCAN ") {
+		t.Fatalf("commit load plan does not search sync_changes by primary key: %s", joined)
+	}
+}
+
+// TestScanRowsUsesPrimaryKey checks the statement ScanRows builds, with
+// its JSON-array scope filters, searches the row table by an index (never
+// scans it; the only SCAN allowed is the one of the bound JSON array).
+func TestScanRowsUsesPrimaryKey(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "sync.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.EnsureSchema(ctx, storagetest.MustParse(storagetest.SchemaV1)); err != nil {
+		t.Fatal(err)
+	}
+	_, tables, _, err := s.current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, scopes := range []map[string][]string{
+		{"project": {"p1", "p2"}},
+		{"project": {"p1"}, "owner": {"1", "2"}},
+	} {
+		q, args, none, err := rowsQuery(tables["items"], "p", storage.RowQuery{Scopes: scopes, AfterRowID: new("a"), Limit: 10})
+		if err != nil || none {
+			t.Fatalf("rowsQuery: none %v, err %v", none, err)
+		}
+		if n := strings.Count(q, "?"); n != len(args) || n > 5 {
+			t.Fatalf("rowsQuery: %d placeholders for %d args: %s", n, len(args), q)
+		}
+		joined := queryPlan(t, s, q, args...)
+		if !strings.Contains(joined, "SEARCH items USING") || strings.Contains(strings.ReplaceAll(joined, "SCAN json_each VIRTUAL TABLE", ""), "SCAN ") {
+			t.Fatalf("ScanRows plan scans: %s", joined)
+		}
+		t.Logf("%v: %s", scopes, joined)
 	}
 }

@@ -35,8 +35,12 @@ type pushTx struct {
 
 // BeginPush takes the process-wide write lock (waiting until it is free or
 // ctx ends), begins an IMMEDIATE transaction and reads (creating if
-// needed) the partition under it. A creation is undone by Rollback.
+// needed) the partition under it. A creation is undone by Rollback. A
+// name storage.CheckPartition refuses is refused.
 func (s *Store) BeginPush(ctx context.Context, partition string) (storage.PushTx, error) {
+	if err := storage.CheckPartition(partition); err != nil {
+		return nil, fmt.Errorf("sqlite: begin push: %w", err)
+	}
 	sch, tables, sys, err := s.current()
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: begin push on %q: %w", partition, err)
@@ -179,7 +183,8 @@ func (tx *pushTx) ReleaseSavepoint(ctx context.Context) error {
 }
 
 // PutRow upserts the row; a violated UNIQUE or NOT NULL constraint wraps
-// storage.ErrConstraint.
+// storage.ErrConstraint, and a row storage.CheckRow refuses is not written
+// (storage.ErrUnstorable).
 func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRecord) error {
 	ctx, err := tx.check(ctx, "put row")
 	if err != nil {
@@ -195,6 +200,9 @@ func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRe
 	}
 	if pk, _ := rec.Values[ts.t.PK].(string); pk != rec.RowID {
 		return fmt.Errorf("sqlite: put row %s/%q: primary key value %v differs", t.Name, rec.RowID, rec.Values[ts.t.PK])
+	}
+	if err := storage.CheckRow(tx.info.Partition, ts.t, rec); err != nil {
+		return fmt.Errorf("sqlite: put row %s: %w", t.Name, err)
 	}
 	args := append(tx.args[:0], tx.info.Partition)
 	for i, c := range cols {
@@ -231,7 +239,8 @@ func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string) 
 }
 
 // AppendCommit inserts the commit, its changes (scopes as JSON) and one
-// scope-index entry per distinct (table, var, value) of the commit.
+// scope-index entry per distinct (table, var, value) of the commit. A
+// commit storage.CheckCommit refuses is not written (storage.ErrUnstorable).
 func (tx *pushTx) AppendCommit(ctx context.Context, c storage.CommitRecord) error {
 	ctx, err := tx.check(ctx, "append commit")
 	if err != nil {
@@ -240,6 +249,9 @@ func (tx *pushTx) AppendCommit(ctx context.Context, c storage.CommitRecord) erro
 	p := tx.info.Partition
 	if c.Seq != tx.info.MaxCommitSeq+1 {
 		return fmt.Errorf("sqlite: append commit seq %d to max %d: %w", c.Seq, tx.info.MaxCommitSeq, storage.ErrConflictingSeq)
+	}
+	if err := storage.CheckCommit(p, c); err != nil {
+		return fmt.Errorf("sqlite: append commit %d: %w", c.Seq, err)
 	}
 	if _, err := tx.sys.insCommit.ExecContext(ctx, p, c.Seq, c.CreatedAtMs, c.ActorID, c.ClientID, c.ClientCommitID, tx.running); err != nil {
 		return classifyAppend(err, c.Seq)
@@ -272,11 +284,15 @@ func (tx *pushTx) AppendCommit(ctx context.Context, c storage.CommitRecord) erro
 	return nil
 }
 
-// PutIdempotency stores (or replaces) the outcome record.
+// PutIdempotency stores (or replaces) the outcome record; a record
+// storage.CheckIdempotency refuses is not written.
 func (tx *pushTx) PutIdempotency(ctx context.Context, rec storage.IdempotencyRecord) error {
 	ctx, err := tx.check(ctx, "put idempotency")
 	if err != nil {
 		return err
+	}
+	if err := storage.CheckIdempotency(tx.info.Partition, rec); err != nil {
+		return fmt.Errorf("sqlite: put idempotency: %w", err)
 	}
 	if _, err := tx.sys.putIdem.ExecContext(ctx, tx.info.Partition, rec.ClientID, rec.ClientCommitID, int64(rec.Status), rec.CommitSeq, rec.Result); err != nil {
 		return fmt.Errorf("sqlite: put idempotency: %w", err)

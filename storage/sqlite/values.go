@@ -81,22 +81,24 @@ func decodeValue(c ssp2.Column, v any) (any, error) {
 	return nil, fmt.Errorf("column %s: stored value of Go type %T does not fit type tag %d", c.Name, v, c.Type)
 }
 
-// scopeArgs turns the values of scope var sv into bind arguments for its
-// column: strings as they are, integers only in canonical decimal form
-// (storage.CanonicalInts: anything else cannot equal a stored int64 and is
-// dropped).
-func scopeArgs(t *schema.Table, sv *schema.ScopeVar, vals []string) []any {
-	out := make([]any, 0, len(vals))
+// scopeArray renders the values of scope var sv as the JSON array ScanRows
+// binds for its column, and returns how many it holds: strings that are
+// storage.Storable as JSON strings, and, for an integer column, only the
+// canonical decimal forms (storage.CanonicalInts: anything else cannot
+// equal a stored int64) as JSON integers. The others match no row and are
+// dropped.
+func scopeArray(t *schema.Table, sv *schema.ScopeVar, vals []string) (string, int, error) {
+	var v any
+	var n int
 	if t.Columns[sv.Column].Type == ssp2.TypeInteger {
-		for _, n := range storage.CanonicalInts(vals) {
-			out = append(out, n)
-		}
-		return out
+		ns := storage.CanonicalInts(vals)
+		v, n = ns, len(ns)
+	} else {
+		ss := storage.StorableValues(vals)
+		v, n = ss, len(ss)
 	}
-	for _, v := range vals {
-		out = append(out, v)
-	}
-	return out
+	b, err := json.Marshal(v)
+	return string(b), n, err
 }
 
 // scanRow decodes one row selected with tableStmts.selectCols.

@@ -1,8 +1,28 @@
 package storagetest
 
 import (
+	"strconv"
+
 	"github.com/synclane/synclane/storage"
 )
+
+// manyValues returns 40,000 distinct scope values (decimal numbers from
+// 100000 up, and words) with the matches spread among them.
+func manyValues(matches ...string) []string {
+	const n = 40_000
+	vals := make([]string, 0, n)
+	for i := range n - len(matches) {
+		if i%2 == 0 {
+			vals = append(vals, strconv.Itoa(100_000+i))
+		} else {
+			vals = append(vals, "v"+strconv.Itoa(i))
+		}
+		if j := i / (n / (len(matches) + 1)); i%(n/(len(matches)+1)) == 0 && j >= 1 && j <= len(matches) {
+			vals = append(vals, matches[len(matches)-j]) // in reverse order
+		}
+	}
+	return vals
+}
 
 // changeLog is the fixture ScanChanges cases query, on partition "p":
 //
@@ -88,6 +108,37 @@ var scanChangesTests = []test{
 		}
 		e.wantScan("other partition", e.scanChanges("other", q("items", 0, 7, 100, p1)), f,
 			cc(1, upsert("items", "i1", 1, sc("project", "p1", "owner", "1"))))
+	}},
+	{name: "ManyScopeValues", fn: func(e *env) {
+		l := e.changeFixture()
+		// 40,000 values per var (more than SQLite's default bound-parameter
+		// limit of 32,766), one of them matching.
+		cases := []struct {
+			name string
+			q    storage.ChangeQuery
+			want []storage.CommitChanges
+		}{
+			{"string var", q("items", 0, 7, 100, map[string][]string{"project": manyValues("p1")}),
+				[]storage.CommitChanges{cc(1, l.i1), cc(3, l.i3), cc(5, l.i5, l.i7), cc(7, l.d1)}},
+			{"integer var", q("items", 0, 7, 100, map[string][]string{"owner": manyValues("2")}),
+				[]storage.CommitChanges{cc(3, l.i3), cc(5, l.i6, l.i7)}},
+			{"two vars", q("items", 0, 7, 100, map[string][]string{"project": manyValues("p1"), "owner": manyValues("1")}),
+				[]storage.CommitChanges{cc(1, l.i1), cc(5, l.i5), cc(7, l.d1)}},
+			{"limit", q("items", 0, 7, 2, map[string][]string{"project": manyValues("p1")}),
+				[]storage.CommitChanges{cc(1, l.i1), cc(3, l.i3)}},
+			{"two matching values", q("items", 0, 7, 100, map[string][]string{"project": manyValues("p1", "p2")}),
+				[]storage.CommitChanges{cc(1, l.i1), cc(2, l.i2), cc(3, l.i3), cc(5, l.i5, l.i6, l.i7), cc(7, l.d1)}},
+			{"two matching values, limit", q("items", 0, 7, 2, map[string][]string{"project": manyValues("p1", "p2")}),
+				[]storage.CommitChanges{cc(1, l.i1), cc(2, l.i2)}},
+			{"none matching", q("items", 0, 7, 100, map[string][]string{"project": manyValues("zzz")}), nil},
+		}
+		for _, c := range cases {
+			got, err := e.s.ScanChanges(e.ctx, "p", c.q)
+			if err != nil {
+				e.t.Fatalf("%s: ScanChanges: %v", c.name, err)
+			}
+			e.wantScan(c.name, got, nil, c.want...)
+		}
 	}},
 	{name: "Limit", fn: func(e *env) {
 		l := e.changeFixture()

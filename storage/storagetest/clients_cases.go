@@ -3,6 +3,9 @@ package storagetest
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/synclane/synclane/storage"
 )
@@ -43,8 +46,172 @@ var clientTests = []test{
 		if err := e.s.PutClient(e.ctx, "p", c1b); err != nil {
 			e.t.Fatal(err)
 		}
+		// Everything is replaced but the actor: the binding is immutable.
+		c1b.ActorID = c1.ActorID
 		e.wantClient("c1 replaced", "p", "c1", &c1b)
 		e.wantClient("c2 untouched", "p", "c2", &c2)
 		e.wantClient("other partition", "q", "c1", nil)
+	}},
+}
+
+func (e *env) bind(s storage.Store, partition, clientID, actorID string, nowMs int64) string {
+	e.t.Helper()
+	got, err := s.BindClient(e.ctx, partition, clientID, actorID, nowMs)
+	if err != nil {
+		e.t.Fatalf("BindClient(%q, %q, %q): %v", partition, clientID, actorID, err)
+	}
+	return got
+}
+
+// bindRace binds each of the clientIDs to 16 different actors from 16
+// goroutines started at once (spread over stores) and checks that every
+// call of a clientID returned the same actor, one of the 16, which is the
+// stored binding.
+func (e *env) bindRace(stores []storage.Store, clientIDs []string) {
+	e.t.Helper()
+	const racers = 16
+	for _, id := range clientIDs {
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		got := make([]string, racers)
+		errs := make([]error, racers)
+		for i := range racers {
+			wg.Go(func() {
+				<-start
+				got[i], errs[i] = stores[i%len(stores)].BindClient(e.ctx, "p", id, "actor-"+strconv.Itoa(i), int64(i))
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				e.t.Fatalf("%s: racer %d: BindClient: %v", id, i, err)
+			}
+		}
+		winner := got[0]
+		if !strings.HasPrefix(winner, "actor-") {
+			e.t.Fatalf("%s: BindClient returned %q, not one of the racing actors", id, winner)
+		}
+		for i, a := range got {
+			if a != winner {
+				e.t.Fatalf("%s: racer %d got %q, racer 0 got %q: two bindings won", id, i, a, winner)
+			}
+		}
+		for _, s := range stores {
+			rec, err := s.GetClient(e.ctx, "p", id)
+			if err != nil || rec == nil || rec.ActorID != winner || rec.Cursor != -1 {
+				e.t.Fatalf("%s: stored record %+v, %v; want actor %q, cursor -1", id, rec, err, winner)
+			}
+		}
+	}
+}
+
+var bindTests = []test{
+	{name: "BindClient", fn: func(e *env) {
+		if got := e.bind(e.s, "p", "c1", "alice", 100); got != "alice" {
+			e.t.Fatalf("first BindClient returned %q, want alice", got)
+		}
+		e.wantClient("minimal record", "p", "c1", &storage.ClientRecord{ClientID: "c1", ActorID: "alice", Cursor: -1, UpdatedAtMs: 100})
+		if got := e.bind(e.s, "p", "c1", "alice", 200); got != "alice" {
+			e.t.Fatalf("rebinding to the same actor returned %q", got)
+		}
+		if got := e.bind(e.s, "p", "c1", "mallory", 300); got != "alice" {
+			e.t.Fatalf("binding to another actor returned %q, want the first binding alice", got)
+		}
+		e.wantClient("record unchanged by rebinding", "p", "c1", &storage.ClientRecord{ClientID: "c1", ActorID: "alice", Cursor: -1, UpdatedAtMs: 100})
+
+		// PutClient updates the record but never the binding.
+		upd := storage.ClientRecord{ClientID: "c1", ActorID: "mallory", Subscriptions: json.RawMessage(`[1]`), Cursor: 5, WireVersion: 2, UpdatedAtMs: 400}
+		if err := e.s.PutClient(e.ctx, "p", upd); err != nil {
+			e.t.Fatal(err)
+		}
+		upd.ActorID = "alice"
+		e.wantClient("PutClient with another actor", "p", "c1", &upd)
+		if got := e.bind(e.s, "p", "c1", "mallory", 500); got != "alice" {
+			e.t.Fatalf("BindClient after PutClient returned %q, want alice", got)
+		}
+		e.wantClient("existing record left unchanged", "p", "c1", &upd)
+
+		// A record PutClient created is a binding too.
+		c2 := storage.ClientRecord{ClientID: "c2", ActorID: "bob", Cursor: 3, UpdatedAtMs: 7}
+		if err := e.s.PutClient(e.ctx, "p", c2); err != nil {
+			e.t.Fatal(err)
+		}
+		if got := e.bind(e.s, "p", "c2", "carol", 8); got != "bob" {
+			e.t.Fatalf("BindClient of a PutClient record returned %q, want bob", got)
+		}
+		e.wantClient("PutClient record unchanged", "p", "c2", &c2)
+
+		// Bindings are per partition.
+		if got := e.bind(e.s, "q", "c1", "mallory", 600); got != "mallory" {
+			e.t.Fatalf("BindClient in another partition returned %q", got)
+		}
+
+		// RotateLogEpoch deletes client records, and with them the bindings.
+		if _, err := e.s.RotateLogEpoch(e.ctx, "p", 700); err != nil {
+			e.t.Fatal(err)
+		}
+		e.wantClient("after RotateLogEpoch", "p", "c1", nil)
+		if got := e.bind(e.s, "p", "c1", "mallory", 800); got != "mallory" {
+			e.t.Fatalf("BindClient after RotateLogEpoch returned %q, want mallory", got)
+		}
+		e.wantClient("rebound after RotateLogEpoch", "p", "c1", &storage.ClientRecord{ClientID: "c1", ActorID: "mallory", Cursor: -1, UpdatedAtMs: 800})
+		if got := e.bind(e.s, "q", "c1", "alice", 900); got != "mallory" {
+			e.t.Fatalf("RotateLogEpoch of p touched q's binding: %q", got)
+		}
+
+		// A clientID or actor no backend stores is refused, and not bound.
+		for _, c := range [][2]string{{"c\x00", "alice"}, {noise(5, 8192), "alice"}, {"c3", "al\x00ice"}, {"c\xff", "alice"}} {
+			_, err := e.s.BindClient(e.ctx, "p", c[0], c[1], 1)
+			wantErrIs(e, "BindClient of unstorable values", err, storage.ErrUnstorable)
+		}
+		e.wantClient("c3 not bound", "p", "c3", nil)
+	}},
+	{name: "BindClientConcurrent", fn: func(e *env) {
+		e.bindRace([]storage.Store{e.s}, []string{"c1", "c2", "c3", "c4"})
+	}},
+	{name: "BindClientTwoHandles", shared: true, fn: func(e *env) {
+		b := e.share()
+		if err := b.EnsureSchema(e.ctx, e.sch); err != nil {
+			e.t.Fatal(err)
+		}
+		e.bindRace([]storage.Store{e.s, b}, []string{"c1", "c2", "c3", "c4"})
+	}},
+}
+
+var putClientUnstorableTests = []test{
+	{name: "PutClientSkipsUnstorable", fn: func(e *env) {
+		good1 := storage.ClientRecord{ClientID: "good1", ActorID: "a1", Subscriptions: json.RawMessage(`[]`), Cursor: 1, WireVersion: 2, UpdatedAtMs: 3}
+		good2 := storage.ClientRecord{ClientID: "good2", ActorID: "a2", Cursor: 4, WireVersion: 2, UpdatedAtMs: 5}
+		bad := []storage.ClientRecord{
+			{ClientID: "bad\x00nul", ActorID: "a"},
+			{ClientID: noise(6, 8192), ActorID: "a"},
+			{ClientID: "bad\xffutf8", ActorID: "a"},
+			{ClientID: "bad-actor", ActorID: "a\x00"},
+			{ClientID: "bad-subs", ActorID: "a", Subscriptions: json.RawMessage("[\"\x00\"]")},
+		}
+		recs := []storage.ClientRecord{good1, bad[0], bad[1], bad[2], good2, bad[3], bad[4]}
+		err := e.s.PutClient(e.ctx, "p", recs...)
+		wantErrIs(e, "PutClient with unstorable records", err, storage.ErrUnstorable)
+		for _, b := range bad {
+			name := strconv.Quote(b.ClientID[:min(len(b.ClientID), 64)])
+			if !strings.Contains(err.Error(), name) {
+				e.t.Errorf("PutClient error does not name skipped client %s: %v", name, err)
+			}
+			e.wantClient("skipped record", "p", b.ClientID, nil)
+		}
+		if strings.Contains(err.Error(), "good") {
+			e.t.Errorf("PutClient error names a stored client: %v", err)
+		}
+		e.wantClient("good1 stored", "p", "good1", &good1)
+		e.wantClient("good2 stored", "p", "good2", &good2)
+
+		// The partition's later write-backs are not blocked.
+		good1.Cursor, good2.Cursor = 10, 11
+		if err := e.s.PutClient(e.ctx, "p", good1, good2); err != nil {
+			e.t.Fatalf("PutClient of storable records: %v", err)
+		}
+		e.wantClient("good1 updated", "p", "good1", &good1)
+		e.wantClient("good2 updated", "p", "good2", &good2)
 	}},
 }

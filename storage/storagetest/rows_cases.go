@@ -114,6 +114,30 @@ var scanRowsTests = []test{
 			e.t.Fatalf("untouched partition: got %s", ids(got))
 		}
 	}},
+	{name: "ManyScopeValues", fn: func(e *env) {
+		e.rowFixture()
+		cases := []struct {
+			name   string
+			scopes map[string][]string
+			limit  int
+			want   string
+		}{
+			{"string var", map[string][]string{"project": manyValues("p2")}, 100, "x-p2"},
+			{"integer var", map[string][]string{"owner": manyValues("1")}, 100, "10,B,Z,x-p2,ü"},
+			{"two vars", map[string][]string{"project": manyValues("p1"), "owner": manyValues("1")}, 100, "10,B,Z,ü"},
+			{"limit", map[string][]string{"project": manyValues("p1")}, 2, "10,9"},
+			{"none matching", map[string][]string{"project": manyValues("zzz")}, 100, ""},
+		}
+		for _, c := range cases {
+			got, err := e.s.ScanRows(e.ctx, "p", storage.RowQuery{Table: e.items, Scopes: c.scopes, Limit: c.limit})
+			if err != nil {
+				e.t.Fatalf("%s: ScanRows: %v", c.name, err)
+			}
+			if ids(got) != c.want {
+				e.t.Fatalf("%s: got %s, want %s", c.name, ids(got), c.want)
+			}
+		}
+	}},
 	{name: "SeesOnlyCommitted", fn: func(e *env) {
 		e.rowFixture()
 		tx := e.begin("p")

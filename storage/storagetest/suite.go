@@ -26,6 +26,11 @@
 //     compared exactly; UpdatedAtMs is not (AdvanceCheckpoint takes no
 //     clock argument and stamps the wall clock).
 //   - PruneThrough of a never-created partition is a no-op.
+//   - Writes no backend can store fail with ErrUnstorable on every backend
+//     alike (PutRow's also wrap ErrConstraint), before anything is written,
+//     and RollbackToSavepoint then lets the transaction's other commits
+//     commit; reads treat keys and scope values that are not Storable as
+//     absent (no error). PutClient never changes a record's ActorID.
 //   - Truncated is true when the scan stopped on the limit and more matching
 //     commits exist up to UpToSeq, false when the last returned commit is
 //     UpToSeq or the range was exhausted below the limit. (When the limit is
@@ -34,6 +39,7 @@ package storagetest
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/synclane/synclane/protocol/schema"
@@ -179,10 +185,11 @@ func run(t *testing.T, open func(t *testing.T) storage.Store, share func(t *test
 		{"PushTx", pushTxTests},
 		{"Values", valueTests},
 		{"Constraint", constraintTests},
+		{"Unstorable", unstorableTests},
 		{"Idempotency", idempotencyTests},
 		{"ScanChanges", scanChangesTests},
 		{"ScanRows", scanRowsTests},
-		{"Clients", clientTests},
+		{"Clients", slices.Concat(clientTests, putClientUnstorableTests, bindTests)},
 		{"Concurrency", concurrencyTests},
 		{"Checkpoint", checkpointTests},
 		{"SharedCheckpoint", sharedCheckpointTests},

@@ -36,16 +36,35 @@ func (DevAuth) Authenticate(r *http.Request) (engine.Identity, error) {
 }
 
 // JWTAuth authenticates HS256 JSON Web Tokens from the Authorization
-// header (Bearer) or, for WebSocket upgrades, the access_token query
+// header (Bearer) or, only for WebSocket upgrades (GET with Upgrade:
+// websocket, where browsers cannot set headers), the access_token query
 // parameter. Claims: sub → actor, partition → partition (default
-// "default"), scopes {variable: [values]} → Identity.Grants; exp and nbf
-// are enforced when present.
+// "default"), scopes {variable: [values]} → Identity.Grants. exp is
+// required (unless AllowNoExp) and enforced; nbf is enforced when present.
 type JWTAuth struct {
 	Secret []byte
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Leeway tolerates clock skew on exp/nbf (default 30s).
 	Leeway time.Duration
+	// AllowNoExp accepts tokens without an exp claim (they never expire).
+	// By default they are refused with sync.auth_required.
+	AllowNoExp bool
+}
+
+// isWebSocketUpgrade reports whether r asks for a WebSocket upgrade.
+func isWebSocketUpgrade(r *http.Request) bool {
+	if r.Method != http.MethodGet {
+		return false
+	}
+	for _, v := range r.Header.Values("Upgrade") {
+		for _, tok := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "websocket") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 type jwtClaims struct {
@@ -62,6 +81,9 @@ func (a JWTAuth) Authenticate(r *http.Request) (engine.Identity, error) {
 	if h := r.Header.Get("Authorization"); len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
 		tok = strings.TrimSpace(h[7:])
 	} else if q := r.URL.Query().Get("access_token"); q != "" {
+		if !isWebSocketUpgrade(r) {
+			return engine.Identity{}, syncerr.New(syncerr.AuthRequired, "the access_token query parameter is accepted only on WebSocket upgrades: send the token in the Authorization: Bearer header")
+		}
 		tok = q
 	}
 	if tok == "" {
@@ -119,6 +141,9 @@ func (a JWTAuth) verify(tok string) (*jwtClaims, error) {
 		leeway = 30 * time.Second
 	}
 	t := float64(now().Add(-leeway).Unix())
+	if c.Exp == nil && !a.AllowNoExp {
+		return nil, syncerr.New(syncerr.AuthRequired, "token has no exp claim")
+	}
 	if c.Exp != nil && *c.Exp < t {
 		return nil, syncerr.New(syncerr.AuthRequired, "token expired")
 	}

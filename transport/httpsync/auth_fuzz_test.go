@@ -36,7 +36,8 @@ func TestJWTAuth(t *testing.T) {
 		failed bool
 	}{
 		{"valid", SignJWT(secret, map[string]any{"sub": "ada", "partition": "p1", "scopes": map[string][]string{"list_id": {"a"}}, "exp": now.Unix() + 60}), "ada", false},
-		{"default partition", SignJWT(secret, map[string]any{"sub": "bob"}), "bob", false},
+		{"default partition", SignJWT(secret, map[string]any{"sub": "bob", "exp": now.Unix() + 60}), "bob", false},
+		{"no exp", SignJWT(secret, map[string]any{"sub": "bob"}), "", true},
 		{"wrong secret", SignJWT([]byte("other"), map[string]any{"sub": "ada"}), "", true},
 		{"expired", SignJWT(secret, map[string]any{"sub": "ada", "exp": now.Unix() - 3600}), "", true},
 		{"not yet valid", SignJWT(secret, map[string]any{"sub": "ada", "nbf": now.Unix() + 3600}), "", true},

@@ -15,8 +15,10 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/klauspost/compress/zstd"
@@ -55,6 +57,13 @@ type Options struct {
 	MaxBodyBytes int64
 	// Logger receives request-level logs (default: no-op).
 	Logger *zap.Logger
+	// WriteTimeout cuts off a client that stops reading its answer: each
+	// write of the response must make progress within it (the deadline is
+	// renewed as bytes flow), so a slow but reading client may take longer
+	// in total while one that never reads is disconnected and the reply's
+	// memory freed. 0 disables it. Set http.Server.WriteTimeout too: it
+	// resets the connection's write deadline for every request.
+	WriteTimeout time.Duration
 }
 
 // Handler serves POST /sync. Mount it under any prefix with
@@ -125,13 +134,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	msg, err := ssp2.ReadRequest(body, h.opts.MaxBodyBytes)
 	if err != nil {
 		status := 0
-		if errors.Is(err, ssp2.ErrTooLarge) {
+		switch {
+		case errors.Is(err, ssp2.ErrTooLarge):
 			status = http.StatusRequestEntityTooLarge
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// The server's read timeout passed before the body arrived.
+			status = http.StatusRequestTimeout
+			err = syncerr.Wrap(syncerr.InvalidRequest, err, "request body not received within the server's read timeout")
 		}
 		writeError(w, status, err)
 		return
 	}
+	noteKind(w, RequestKind(msg))
 	rep, err := h.eng.Sync(r.Context(), id, msg)
+	if h.opts.WriteTimeout > 0 {
+		// The answer's write deadline starts now, however long the engine
+		// took (http.Server.WriteTimeout counts from the request's start).
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
+	}
 	if err != nil {
 		e := syncerr.As(err)
 		if e.Code == syncerr.InternalError {
@@ -145,7 +165,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr.Set("Content-Type", ContentType)
 	hdr.Set("Cache-Control", "no-store")
 	hdr.Add("Vary", "Accept-Encoding")
-	out, closeOut := compressor(w, r.Header.Get("Accept-Encoding"))
+	var dst io.Writer = w
+	if h.opts.WriteTimeout > 0 {
+		dst = newStallWriter(w, h.opts.WriteTimeout)
+	}
+	out, closeOut := compressor(w, dst, r.Header.Get("Accept-Encoding"))
 	w.WriteHeader(http.StatusOK)
 	if _, err := rep.WriteTo(out); err != nil {
 		h.opts.Logger.Debug("response stream aborted", zap.String("request_id", rid), zap.String("partition", id.Partition), zap.Error(err))
@@ -184,21 +208,66 @@ func decodedBody(r *http.Request) (io.ReadCloser, error) {
 	}
 }
 
-// compressor wraps w by the client's Accept-Encoding preference.
-func compressor(w http.ResponseWriter, accept string) (io.Writer, func() error) {
+// compressor wraps dst (the body of w) by the client's Accept-Encoding
+// preference.
+func compressor(w http.ResponseWriter, dst io.Writer, accept string) (io.Writer, func() error) {
 	switch pickEncoding(accept) {
 	case "zstd":
-		zw, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+		zw, err := zstd.NewWriter(dst, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
 		if err == nil {
 			w.Header().Set("Content-Encoding", "zstd")
 			return zw, zw.Close
 		}
 	case "gzip":
-		zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+		zw, _ := gzip.NewWriterLevel(dst, gzip.BestSpeed)
 		w.Header().Set("Content-Encoding", "gzip")
 		return zw, zw.Close
 	}
-	return w, func() error { return nil }
+	return dst, func() error { return nil }
+}
+
+// stallWriter renews the connection's write deadline as the response
+// makes progress (see Options.WriteTimeout).
+type stallWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	renewed time.Time
+	ok      bool // the connection supports write deadlines
+}
+
+func newStallWriter(w http.ResponseWriter, timeout time.Duration) *stallWriter {
+	s := &stallWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
+	s.ok = s.renew(time.Now())
+	return s
+}
+
+func (s *stallWriter) renew(now time.Time) bool {
+	s.renewed = now
+	return s.rc.SetWriteDeadline(now.Add(s.timeout)) == nil
+}
+
+// stallChunk bounds one write, so a large frame renews the deadline as
+// its bytes flow rather than having to go out whole within one timeout.
+const stallChunk = 64 << 10
+
+func (s *stallWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		// Renewing costs a timer update: do it once an eighth of the
+		// timeout has passed, so a write still gets at least 7/8 of it.
+		if now := time.Now(); s.ok && now.Sub(s.renewed) >= s.timeout/8 {
+			s.renew(now)
+		}
+		c := p[:min(len(p), stallChunk)]
+		m, err := s.w.Write(c)
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[len(c):]
+	}
+	return n, nil
 }
 
 func pickEncoding(accept string) string {
@@ -241,6 +310,7 @@ func writeError(w http.ResponseWriter, status int, err error) {
 	}
 	b, _ := json.Marshal(ErrorBody{Code: string(e.Code), Category: spec.Category, Retryable: spec.Retryable,
 		RecommendedAction: spec.RecommendedAction, Message: e.Message, Details: e.Details})
+	noteCode(w, string(e.Code))
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)

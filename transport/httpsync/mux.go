@@ -23,16 +23,25 @@ type MuxOptions struct {
 }
 
 // Mux is the standalone server's router: POST <mount>/sync, GET /healthz,
-// GET /readyz and GET /metrics.
+// GET /readyz and GET /metrics. Every request it answers, including those
+// refused before the engine and those of routes added with Handle, is
+// counted in synclane_http_requests_total.
 type Mux struct {
 	*http.ServeMux
 	draining atomic.Bool
+	metrics  *httpMetrics
+	routes   map[string]string // ServeMux pattern → route label
 }
 
 // NewMux returns the router for eng.
 func NewMux(eng *engine.Engine, opts MuxOptions) *Mux {
 	mount := strings.TrimRight(opts.Mount, "/")
-	m := &Mux{ServeMux: http.NewServeMux()}
+	m := &Mux{ServeMux: http.NewServeMux(), metrics: newHTTPMetrics(), routes: map[string]string{
+		mount + "/sync": RouteSync,
+		"GET /healthz":  RouteHealthz,
+		"GET /readyz":   RouteReadyz,
+		"GET /metrics":  RouteMetrics,
+	}}
 	m.Handle(mount+"/sync", NewHandler(eng, opts.Options))
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -57,24 +66,67 @@ func NewMux(eng *engine.Engine, opts MuxOptions) *Mux {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	m.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		m.metrics.write(w)
+		d := 0
+		if m.draining.Load() {
+			d = 1
+		}
+		_, _ = fmt.Fprintf(w, "# HELP synclane_draining Whether the server is draining (1: /readyz answers 503, shutdown under way).\n# TYPE synclane_draining gauge\nsynclane_draining %d\n", d)
+		writeRuntimeMetrics(w)
 		writeMetrics(r.Context(), w, eng)
 	})
 	return m
 }
 
-// Drain makes /readyz answer 503 so load balancers stop sending traffic
-// while in-flight requests finish.
+// ServeHTTP routes the request and records it in the HTTP metrics.
+func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &recorder{ResponseWriter: w}
+	m.metrics.inFlight.Add(1)
+	done := false
+	defer func() {
+		m.metrics.inFlight.Add(-1)
+		status := rec.status
+		switch {
+		case status != 0:
+		case done:
+			status = http.StatusOK // the handler wrote nothing
+		default:
+			status = http.StatusInternalServerError // the handler panicked
+		}
+		route := m.routes[r.Pattern]
+		if route == "" {
+			route = RouteOther
+		}
+		kind := ""
+		if route == RouteSync {
+			kind = rec.kind
+			if kind == "" {
+				kind = KindOther // refused before the request was decoded
+			}
+		}
+		m.metrics.observe(route, status, rec.code, kind, time.Since(start))
+	}()
+	m.ServeMux.ServeHTTP(rec, r)
+	done = true
+}
+
+// Drain makes /readyz answer 503 "draining" so load balancers stop sending
+// traffic while in-flight requests finish; every other route keeps serving.
 func (m *Mux) Drain() { m.draining.Store(true) }
+
+// Draining reports whether Drain was called.
+func (m *Mux) Draining() bool { return m.draining.Load() }
 
 // writeMetrics renders the engine's counters in the Prometheus text format.
 func writeMetrics(ctx context.Context, w http.ResponseWriter, eng *engine.Engine) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	s := eng.Metrics()
 	a := eng.ActorStats()
 	p := func(name, help string, v any) {
 		_, _ = fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %v\n", name, help, name, name, v)
 	}
-	p("synclane_requests_total", "Sync requests served (including refused ones).", s.Requests)
+	p("synclane_requests_total", "Sync requests that reached the engine (synclane_http_requests_total counts every HTTP request).", s.Requests)
 	p("synclane_commits_applied_total", "Pushed commits applied.", s.CommitsApplied)
 	p("synclane_commits_cached_total", "Pushed commits answered from the idempotency cache.", s.CommitsCached)
 	p("synclane_commits_rejected_total", "Pushed commits rejected.", s.CommitsRejected)

@@ -1,0 +1,294 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/httpsync"
+)
+
+var secret32 = strings.Repeat("k", 32)
+
+// Authentication fails closed: an empty or short secret, development auth
+// off loopback, and contradictory auth flags stop startup (exit 2) before
+// storage is touched.
+func TestServeAuthFailsClosed(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"empty --jwt-secret", nil, []string{"--jwt-secret", ""}, "set but empty"},
+		{"empty --jwt-secret=", nil, []string{"--jwt-secret="}, "set but empty"},
+		{"SYNCLANE_JWT_SECRET set but empty", map[string]string{"SYNCLANE_JWT_SECRET": ""}, nil, "set but empty"},
+		{"short secret", nil, []string{"--jwt-secret", "hunter2"}, "at least 32"},
+		{"short secret from env", map[string]string{"SYNCLANE_JWT_SECRET": strings.Repeat("k", 31)}, nil, "at least 32"},
+		{"dev auth off", nil, []string{"--dev-auth=false"}, "no authentication"},
+		{"dev auth and jwt", nil, []string{"--dev-auth", "--jwt-secret", secret32}, "exclude each other"},
+		{"default dev auth on all interfaces", nil, []string{"--listen", "0.0.0.0:0"}, "loopback"},
+		{"default dev auth without a host", nil, []string{"--listen", ":0"}, "loopback"},
+		{"explicit dev auth on all interfaces", nil, []string{"--dev-auth", "--listen", "0.0.0.0:0"}, "loopback"},
+		{"dev auth on a LAN address from env", map[string]string{"SYNCLANE_LISTEN": "192.0.2.1:0"}, nil, "loopback"},
+		{"allow no exp without jwt", nil, []string{"--jwt-allow-no-exp"}, "--jwt-allow-no-exp needs --jwt-secret"},
+		{"non-loopback override with jwt", nil, []string{"--jwt-secret", secret32, "--dev-auth-non-loopback"}, "only to development"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := []string{"serve", "--data", dir}
+			if tc.env["SYNCLANE_LISTEN"] == "" {
+				args = append(args, "--listen", "127.0.0.1:0")
+			}
+			code, _, stderr := runCmdEnv(t, tc.env, append(args, tc.args...)...)
+			if code != 2 || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want exit 2 naming %q", code, stderr, tc.want)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Fatalf("a refused start touched storage: %v", entries)
+			}
+		})
+	}
+}
+
+// parseServe parses serve's flags and environment as serve does.
+func parseServe(t *testing.T, env map[string]string, args ...string) (serveConfig, map[string]bool) {
+	t.Helper()
+	var c serveConfig
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	serveFlags(fs, &c)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyEnv(fs, envOf(env)); err != nil {
+		t.Fatal(err)
+	}
+	return c, givenFlags(fs)
+}
+
+func TestServeAuthChoices(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		args []string
+		dev  bool
+	}{
+		{"no auth flag: dev auth on loopback", nil, nil, true},
+		{"explicit dev auth on localhost", nil, []string{"--dev-auth", "--listen", "localhost:9"}, true},
+		{"explicit dev auth on IPv6 loopback", nil, []string{"--dev-auth", "--listen", "[::1]:9"}, true},
+		{"dev auth off loopback with the override", nil, []string{"--listen", "0.0.0.0:9", "--dev-auth-non-loopback"}, true},
+		{"jwt on all interfaces", nil, []string{"--listen", "0.0.0.0:9", "--jwt-secret", secret32}, false},
+		{"jwt from env", map[string]string{"SYNCLANE_JWT_SECRET": secret32, "SYNCLANE_LISTEN": "0.0.0.0:9"}, nil, false},
+		{"jwt allowing no exp", nil, []string{"--jwt-secret", secret32, "--jwt-allow-no-exp"}, false},
+	}
+	for _, tc := range cases {
+		c, given := parseServe(t, tc.env, tc.args...)
+		if err := c.validate(given); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if c.useDevAuth(given) != tc.dev {
+			t.Errorf("%s: development auth %v, want %v", tc.name, c.useDevAuth(given), tc.dev)
+		}
+	}
+}
+
+// An empty environment variable is a given empty value, not an unset one:
+// for a number that is an error naming the variable.
+func TestEnvSetButEmpty(t *testing.T) {
+	var c serveConfig
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	serveFlags(fs, &c)
+	err := applyEnv(fs, envOf(map[string]string{"SYNCLANE_PG_MAX_CONNS": ""}))
+	if err == nil || !strings.Contains(err.Error(), "SYNCLANE_PG_MAX_CONNS") {
+		t.Fatalf("empty SYNCLANE_PG_MAX_CONNS: %v", err)
+	}
+	c, given := parseServe(t, map[string]string{"SYNCLANE_POSTGRES": ""})
+	if !given["postgres"] || given["jwt-secret"] || c.postgresURL != "" {
+		t.Fatalf("given %v, postgres %q", given, c.postgresURL)
+	}
+}
+
+func jwtClient(base, token string) *httpsync.Client {
+	return &httpsync.Client{URL: base + "/sync", ClientID: "jwt-client", Header: http.Header{"Authorization": {"Bearer " + token}}}
+}
+
+// A JWT server refuses tokens without exp (unless --jwt-allow-no-exp) and
+// ?access_token= on POST /sync, with 401 sync.auth_required.
+func TestServeJWT(t *testing.T) {
+	ctx := context.Background()
+	exp := time.Now().Add(time.Hour).Unix()
+	withExp := httpsync.SignJWT([]byte(secret32), map[string]any{"sub": "ada", "exp": exp})
+	noExp := httpsync.SignJWT([]byte(secret32), map[string]any{"sub": "ada"})
+	unauthorized := func(t *testing.T, what string, err error) {
+		t.Helper()
+		if syncerr.CodeOf(err) != syncerr.AuthRequired || !strings.Contains(fmt.Sprint(syncerr.As(err).Err), "401") {
+			t.Fatalf("%s: %v, want HTTP 401 sync.auth_required", what, err)
+		}
+	}
+
+	base := startServe(t, "--data", t.TempDir(), "--jwt-secret", secret32)
+	if err := jwtClient(base, withExp).Handshake(ctx); err != nil {
+		t.Fatalf("token with exp: %v", err)
+	}
+	unauthorized(t, "token without exp", jwtClient(base, noExp).Handshake(ctx))
+	unauthorized(t, "development headers", (&httpsync.Client{URL: base + "/sync", ClientID: "c", Header: http.Header{"X-Actor": {"ada"}}}).Handshake(ctx))
+	q := &httpsync.Client{URL: base + "/sync?access_token=" + url.QueryEscape(withExp), ClientID: "c"}
+	unauthorized(t, "access_token on POST /sync", q.Handshake(ctx))
+
+	lax := startServe(t, "--data", t.TempDir(), "--jwt-secret", secret32, "--jwt-allow-no-exp")
+	if err := jwtClient(lax, noExp).Handshake(ctx); err != nil {
+		t.Fatalf("token without exp with --jwt-allow-no-exp: %v", err)
+	}
+}
+
+// A body trickled slowly or never sent is cut off at --read-timeout with
+// 408, and the connection closed.
+func TestServeReadTimeout(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	base := startServe(t, "--data", t.TempDir(), "--read-timeout", timeout.String())
+	addr := strings.TrimPrefix(base, "http://")
+	head := "POST /sync HTTP/1.1\r\nHost: x\r\nContent-Type: " + httpsync.ContentType + "\r\nX-Actor: ada\r\nContent-Length: 1000\r\n\r\n"
+	for _, trickle := range []bool{false, true} {
+		name := map[bool]string{false: "never sent", true: "trickled"}[trickle]
+		t.Run(name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			start := time.Now()
+			if _, err := io.WriteString(conn, head+"SSP2"); err != nil {
+				t.Fatal(err)
+			}
+			stop := make(chan struct{})
+			defer close(stop)
+			if trickle {
+				// One byte every 50ms: always making progress, never done.
+				go func() {
+					tick := time.NewTicker(50 * time.Millisecond)
+					defer tick.Stop()
+					for {
+						select {
+						case <-stop:
+							return
+						case <-tick.C:
+							if _, err := conn.Write([]byte{0}); err != nil {
+								return
+							}
+						}
+					}
+				}()
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			br := bufio.NewReader(conn)
+			res, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("no answer within 10s of a %v read timeout: %v", timeout, err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			elapsed := time.Since(start)
+			if res.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "sync.invalid_request") {
+				t.Fatalf("answer %d %s, want 408 sync.invalid_request", res.StatusCode, body)
+			}
+			if elapsed < timeout {
+				t.Fatalf("cut off after %v, before the %v read timeout", elapsed, timeout)
+			}
+			// The server closes the connection.
+			if _, err := br.ReadByte(); err == nil {
+				t.Fatal("the connection is still open after the read timeout")
+			}
+		})
+	}
+	// A prompt client is unaffected.
+	if pr, err := pushTodo(t, base, "ada", "t1"); err != nil || pr.Status != ssp2.CommitApplied {
+		t.Fatalf("push: %+v %v", pr, err)
+	}
+}
+
+// On SIGTERM the server first turns unready while still serving for
+// --drain-delay, then stops accepting and exits 0.
+func TestServeDrainIsObservable(t *testing.T) {
+	const delay = 3 * time.Second
+	p := startServeProc(t, nil, "--data", t.TempDir(), "--drain-delay", delay.String())
+	if code, body := get(t, p.base+"/readyz"); code != 200 {
+		t.Fatalf("/readyz before the drain: %d %s", code, body)
+	}
+	p.cancel() // SIGTERM
+	sigterm := time.Now()
+	deadline := sigterm.Add(delay)
+	for {
+		code, body := get(t, p.base+"/readyz")
+		if code == http.StatusServiceUnavailable && strings.Contains(body, "draining") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz still %d %q after SIGTERM", code, body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Still serving sync requests, health and metrics during the delay.
+	if pr, err := pushTodo(t, p.base, "ada", "during-drain"); err != nil || pr.Status != ssp2.CommitApplied {
+		t.Fatalf("push during the drain delay: %+v %v", pr, err)
+	}
+	if rows, err := pullTodos(t, p.base, "bob"); err != nil || len(rows) != 1 {
+		t.Fatalf("pull during the drain delay: %v %v", rows, err)
+	}
+	if code, body := get(t, p.base+"/metrics"); code != 200 || !strings.Contains(body, "synclane_draining 1") {
+		t.Fatalf("/metrics during the drain: %d\n%s", code, body)
+	}
+	if time.Since(sigterm) >= delay {
+		t.Fatalf("the checks took longer than the %v drain delay; the test proves nothing", delay)
+	}
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("exit %d after the drain", code)
+	}
+	if d := time.Since(sigterm); d < delay {
+		t.Fatalf("exited %v after SIGTERM, before the %v drain delay", d, delay)
+	}
+	if _, err := http.Get(p.base + "/healthz"); err == nil {
+		t.Fatal("still accepting connections after exit")
+	}
+}
+
+// Help lists each command's own flags, with their environment variables.
+func TestHelp(t *testing.T) {
+	code, _, stderr := runCmd(t, "serve", "-h")
+	for _, want := range []string{"--jwt-secret", "SYNCLANE_JWT_SECRET", "SYNCLANE_DATA", "SYNCLANE_PG_STATEMENT_TIMEOUT",
+		"--read-timeout", "SYNCLANE_READ_TIMEOUT", "SYNCLANE_WRITE_TIMEOUT", "SYNCLANE_HTTP_IDLE_TIMEOUT", "SYNCLANE_DRAIN_DELAY",
+		"SYNCLANE_DEV_AUTH", "SYNCLANE_DEV_AUTH_NON_LOOPBACK", "SYNCLANE_JWT_ALLOW_NO_EXP"} {
+		if code != 0 || !strings.Contains(stderr, want) {
+			t.Fatalf("serve -h: exit %d, lacks %q:\n%s", code, want, stderr)
+		}
+	}
+	code, _, stderr = runCmd(t, "checkpoint", "list", "-h")
+	if code != 0 || !strings.Contains(stderr, "--data") || !strings.Contains(stderr, "SYNCLANE_POSTGRES") || !strings.Contains(stderr, "checkpoint list") {
+		t.Fatalf("checkpoint list -h: exit %d\n%s", code, stderr)
+	}
+	for _, not := range []string{"jwt-secret", "listen", "drain-delay", "sources", "test-control"} {
+		if strings.Contains(stderr, not) {
+			t.Fatalf("checkpoint list -h lists serve's or activate's flag %q:\n%s", not, stderr)
+		}
+	}
+	code, _, stderr = runCmd(t, "checkpoint", "activate", "-h")
+	if code != 0 || !strings.Contains(stderr, "--sources") || strings.Contains(stderr, "jwt-secret") {
+		t.Fatalf("checkpoint activate -h: exit %d\n%s", code, stderr)
+	}
+	if code, _, _ := runCmd(t, "checkpoint", "list", "--listen", "x"); code != 2 {
+		t.Fatalf("checkpoint list with a serve flag: exit %d, want 2", code)
+	}
+}
