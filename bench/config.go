@@ -45,12 +45,15 @@ type Config struct {
 	IdlePartitions int
 	IdleTimeout    time.Duration
 
+	VUs       int
+	ServerPID int
+
 	CPUProfile, MemProfile string
 }
 
 var errUsage = errors.New("usage")
 
-const usage = `usage: go run ./bench <push|partitions|pull|bootstrap|idle|all> [flags]
+const usage = `usage: go run ./bench <push|partitions|pull|bootstrap|idle|pushpull|all> [flags]
 
 Modes (several may be combined; default --inproc):
   --inproc          drive engine.Engine.Sync in this process
@@ -107,6 +110,8 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	fs.IntVar(&cfg.Pages, "pages", 10, "bootstrap: maxSnapshotPages per request")
 	fs.IntVar(&cfg.IdlePartitions, "idle-partitions", 1000, "idle: partitions woken once")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 10*time.Second, "idle: engine IdleTimeout (passivation delay)")
+	fs.IntVar(&cfg.VUs, "vus", 50, "pushpull: virtual clients, one project each")
+	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "pushpull with --url: pid of the server, for its CPU time and peak RSS")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole invocation")
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write a heap profile at the end")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -150,7 +155,7 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 		return nil, fmt.Errorf("--rows: %w", err)
 	}
 	switch {
-	case cfg.Runs < 1, cfg.Writers < 1, cfg.Clients < 1, cfg.PullWriters < 1, cfg.Rate < 1, cfg.IdlePartitions < 1, cfg.PullEvery < 1:
+	case cfg.Runs < 1, cfg.Writers < 1, cfg.Clients < 1, cfg.PullWriters < 1, cfg.Rate < 1, cfg.IdlePartitions < 1, cfg.PullEvery < 1, cfg.VUs < 1:
 		return nil, errors.New("--runs, --writers, --clients, --pull-writers, --rate, --pull-every and --idle-partitions must be positive")
 	case cfg.Duration <= 0 || cfg.Warmup < 0:
 		return nil, errors.New("--duration must be positive and --warmup non-negative")

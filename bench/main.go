@@ -2,7 +2,7 @@
 //
 //	go run ./bench <workload> [flags]
 //
-// Workloads: push, partitions, pull, bootstrap, idle, all. The harness
+// Workloads: push, partitions, pull, bootstrap, idle, pushpull, all. The harness
 // drives the engine in-process (--inproc, the default), over HTTP on a
 // loopback listener it starts itself (--http), or any SSP2 server speaking
 // wire v2 with development auth headers and the demo todos schema (--url).
@@ -38,6 +38,7 @@ var workloads = []struct {
 	{"pull", runPull},
 	{"bootstrap", runBootstrap},
 	{"idle", runIdle},
+	{"pushpull", runPushpull},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -42,6 +42,8 @@ const (
 type EngineOpts struct {
 	DisableGroupCommit bool
 	IdleTimeout        time.Duration
+	// Schema is the served schema (default: the demo todos schema).
+	Schema *schema.Schema
 }
 
 // Target is one system under test: a fresh store and engine (in-process or
@@ -91,7 +93,11 @@ func openTarget(ctx context.Context, cfg *Config, store string, eo EngineOpts) (
 		t.Close()
 		return nil, err
 	}
-	ecfg := engine.Config{Schema: schema.MustDemo(), Store: st, DisableGroupCommit: eo.DisableGroupCommit,
+	sch := eo.Schema
+	if sch == nil {
+		sch = schema.MustDemo()
+	}
+	ecfg := engine.Config{Schema: sch, Store: st, DisableGroupCommit: eo.DisableGroupCommit,
 		IdleTimeout: eo.IdleTimeout}
 	ecfg.Resolver = engine.AllowAll(ecfg.Schema)
 	eng, err := engine.New(ctx, ecfg)

@@ -66,6 +66,9 @@ type serveConfig struct {
 	// HTTP connection limits and the drain on SIGTERM.
 	readTimeout, writeTimeout, httpIdleTimeout, drainDelay time.Duration
 
+	// debugListen serves net/http/pprof (loopback only; off when empty).
+	debugListen string
+
 	// Test-control surface (--test-control) and its start options.
 	testControl bool
 	clockMs     int64
@@ -103,6 +106,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.DurationVar(&c.readTimeout, "read-timeout", 30*time.Second, "time to read a whole request, headers and body; a slower client's connection is closed (408 when the body is late)")
 	fs.DurationVar(&c.writeTimeout, "write-timeout", 60*time.Second, "a response must make progress within this long (renewed as bytes flow); a client that stops reading is disconnected")
 	fs.DurationVar(&c.httpIdleTimeout, "http-idle-timeout", 2*time.Minute, "close keep-alive connections idle this long")
+	fs.StringVar(&c.debugListen, "debug-listen", "", "serve net/http/pprof (/debug/pprof/) on this loopback address, e.g. 127.0.0.1:6060 (off when empty)")
 	fs.DurationVar(&c.drainDelay, "drain-delay", 5*time.Second, "on SIGTERM, answer /readyz 503 but keep serving this long before closing the listener")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "after the drain delay, how long in-flight requests get to finish before their connections are closed")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -129,6 +133,9 @@ func (c *serveConfig) useDevAuth(given map[string]bool) bool {
 func (c *serveConfig) validate(given map[string]bool) error {
 	if c.listen == "" {
 		return errors.New("--listen is empty: want host:port")
+	}
+	if c.debugListen != "" && !loopback(c.debugListen) {
+		return fmt.Errorf("--debug-listen must be a loopback address (it exposes profiles and goroutine dumps), got %q", c.debugListen)
 	}
 	switch {
 	case given["jwt-secret"] && c.devAuth:
@@ -422,6 +429,13 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		return err
+	}
+	if c.debugListen != "" {
+		stop, err := serveDebug(c.debugListen, log)
+		if err != nil {
+			return fmt.Errorf("--debug-listen: %w", err)
+		}
+		defer stop()
 	}
 	srv := &http.Server{Handler: mux,
 		// A request must arrive whole within ReadTimeout (headers within

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -394,4 +395,23 @@ func mustJSON(v any) string {
 		panic(err)
 	}
 	return string(b)
+}
+
+// --debug-listen serves pprof on loopback only.
+func TestDebugListen(t *testing.T) {
+	code, _, stderr := runCmd(t, "serve", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--debug-listen", "0.0.0.0:6060")
+	if code != 2 || !strings.Contains(stderr, "--debug-listen must be a loopback address") {
+		t.Fatalf("non-loopback debug listener: exit %d, %s", code, stderr)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	startServe(t, "--data", t.TempDir(), "--debug-listen", addr)
+	status, body := get(t, "http://"+addr+"/debug/pprof/")
+	if status != http.StatusOK || !strings.Contains(body, "goroutine") {
+		t.Fatalf("pprof index: %d %.200s", status, body)
+	}
 }

@@ -10,7 +10,6 @@
 package httpsync
 
 import (
-	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"io"
@@ -21,7 +20,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/klauspost/compress/zstd"
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine"
@@ -55,6 +53,11 @@ type Options struct {
 	// MaxBodyBytes limits the decompressed request body
 	// (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
+	// CompressMinBytes is the answer size from which answers are
+	// compressed (default DefaultCompressMinBytes; negative compresses
+	// every answer the client accepts compressed). See the policy in
+	// compress.go.
+	CompressMinBytes int
 	// Logger receives request-level logs (default: no-op).
 	Logger *zap.Logger
 	// WriteTimeout cuts off a client that stops reading its answer: each
@@ -78,6 +81,9 @@ type Handler struct {
 func NewHandler(eng *engine.Engine, opts Options) *Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.CompressMinBytes == 0 {
+		opts.CompressMinBytes = DefaultCompressMinBytes
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
@@ -169,12 +175,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.opts.WriteTimeout > 0 {
 		dst = newStallWriter(w, h.opts.WriteTimeout)
 	}
-	out, closeOut := compressor(w, dst, r.Header.Get("Accept-Encoding"))
-	w.WriteHeader(http.StatusOK)
+	out := newAnswerWriter(w, dst, r.Header.Get("Accept-Encoding"), h.opts.CompressMinBytes)
 	if _, err := rep.WriteTo(out); err != nil {
 		h.opts.Logger.Debug("response stream aborted", zap.String("request_id", rid), zap.String("partition", id.Partition), zap.Error(err))
 	}
-	if err := closeOut(); err != nil {
+	if err := out.Close(); err != nil {
 		h.opts.Logger.Debug("response stream close failed", zap.String("request_id", rid), zap.Error(err))
 	}
 }
@@ -192,38 +197,20 @@ func decodedBody(r *http.Request) (io.ReadCloser, error) {
 	case "", "identity":
 		return r.Body, nil
 	case "gzip", "x-gzip":
-		zr, err := gzip.NewReader(r.Body)
+		zr, err := pooledGzipReader(r.Body)
 		if err != nil {
 			return nil, syncerr.Wrap(syncerr.InvalidRequest, err, "request body is not valid gzip")
 		}
 		return zr, nil
 	case "zstd":
-		zr, err := zstd.NewReader(r.Body, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(64<<20))
+		zr, err := pooledZstdReader(r.Body)
 		if err != nil {
 			return nil, syncerr.Wrap(syncerr.InvalidRequest, err, "request body is not valid zstd")
 		}
-		return zr.IOReadCloser(), nil
+		return zr, nil
 	default:
 		return nil, syncerr.New(syncerr.InvalidRequest, "unsupported Content-Encoding %q (use gzip, zstd or identity)", enc)
 	}
-}
-
-// compressor wraps dst (the body of w) by the client's Accept-Encoding
-// preference.
-func compressor(w http.ResponseWriter, dst io.Writer, accept string) (io.Writer, func() error) {
-	switch pickEncoding(accept) {
-	case "zstd":
-		zw, err := zstd.NewWriter(dst, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
-		if err == nil {
-			w.Header().Set("Content-Encoding", "zstd")
-			return zw, zw.Close
-		}
-	case "gzip":
-		zw, _ := gzip.NewWriterLevel(dst, gzip.BestSpeed)
-		w.Header().Set("Content-Encoding", "gzip")
-		return zw, zw.Close
-	}
-	return dst, func() error { return nil }
 }
 
 // stallWriter renews the connection's write deadline as the response

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -22,13 +23,23 @@ import (
 
 func newMemoryServer(t *testing.T, maxBody int64) *httptest.Server {
 	t.Helper()
+	return newMemoryServerOpts(t, httpsync.Options{MaxBodyBytes: maxBody})
+}
+
+// newMemoryServerOpts serves a memory-backed engine with opts (development
+// auth unless opts.Auth is set).
+func newMemoryServerOpts(t *testing.T, opts httpsync.Options) *httptest.Server {
+	t.Helper()
 	s := schema.MustDemo()
 	eng, err := engine.New(context.Background(), engine.Config{Schema: s, Store: memory.New(), Resolver: engine.AllowAll(s)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	srv := httptest.NewServer(httpsync.NewHandler(eng, httpsync.Options{Auth: httpsync.DevAuth{}, MaxBodyBytes: maxBody}))
+	if opts.Auth == nil {
+		opts.Auth = httpsync.DevAuth{}
+	}
+	srv := httptest.NewServer(httpsync.NewHandler(eng, opts))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -63,7 +74,8 @@ func rawPost(t *testing.T, url string, body []byte, contentEncoding, acceptEncod
 }
 
 func TestCompressionBothWays(t *testing.T) {
-	srv := newMemoryServer(t, 1<<20)
+	// Compress every answer, however small, to see both directions work.
+	srv := newMemoryServerOpts(t, httpsync.Options{MaxBodyBytes: 1 << 20, CompressMinBytes: -1})
 	plain := handshakeBody(t)
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
@@ -176,5 +188,81 @@ func TestRequestID(t *testing.T) {
 			}
 			seen[got] = true
 		})
+	}
+}
+
+// Under the default policy a small answer goes out uncompressed with a
+// Content-Length even when the client accepts zstd, and an answer above
+// the threshold is compressed; pooled encoders never leak one answer's
+// bytes into another's.
+func TestCompressionThreshold(t *testing.T) {
+	srv := newMemoryServerOpts(t, httpsync.Options{})
+	for range 3 { // pooled encoders are reused across requests
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(handshakeBody(t)))
+		req.Header.Set("Content-Type", httpsync.ContentType)
+		req.Header.Set("X-Actor", "ada")
+		req.Header.Set("Accept-Encoding", "gzip, deflate, br, zstd")
+		res, err := (&http.Client{Transport: &http.Transport{DisableCompression: true}}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if ce := res.Header.Get("Content-Encoding"); ce != "" || res.ContentLength != int64(len(b)) || len(b) >= httpsync.DefaultCompressMinBytes {
+			t.Fatalf("small answer: Content-Encoding %q, Content-Length %d, %d bytes", ce, res.ContentLength, len(b))
+		}
+		if _, err := ssp2.DecodeResponse(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A large answer: a bootstrap of many rows, compressed with zstd.
+	s := schema.MustDemo()
+	codec := ssp2.NewRowCodec(s.Table("todos").Columns)
+	c := &httpsync.Client{URL: srv.URL, ClientID: "big", Header: http.Header{"X-Actor": {"ada"}}}
+	var ops []ssp2.Operation
+	for i := range 200 {
+		id := fmt.Sprintf("row-%03d", i)
+		row, _ := codec.Append(nil, ssp2.Row{id, "L", strings.Repeat("title ", 10), false, int64(i), int64(i)})
+		ops = append(ops, ssp2.Operation{Table: "todos", RowID: id, Op: ssp2.OpUpsert, Payload: row})
+	}
+	if _, err := c.Push(context.Background(), &ssp2.PushCommit{ClientCommitID: "seed", Operations: ops}); err != nil {
+		t.Fatal(err)
+	}
+	body, err := ssp2.Encode(&ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+		&ssp2.ReqHeader{ClientID: "big", SchemaVersion: 1, LogEpoch: &c.Epoch},
+		&ssp2.PullHeader{LimitSnapshotRows: 1000, MaxSnapshotPages: 1, Accept: 1},
+		&ssp2.Subscription{ID: "s", Table: "todos", Scopes: map[string][]string{"list_id": {"L"}}, Cursor: -1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		status, ce, b := rawPost(t, srv.URL, body, "", "gzip, deflate, br, zstd")
+		if status != 200 || ce != "zstd" {
+			t.Fatalf("large answer: HTTP %d, Content-Encoding %q", status, ce)
+		}
+		zr, _ := zstd.NewReader(nil)
+		plain, err := zr.DecodeAll(b, nil)
+		if err != nil || len(plain) < httpsync.DefaultCompressMinBytes {
+			t.Fatalf("large answer decodes to %d bytes: %v", len(plain), err)
+		}
+		m, err := ssp2.DecodeResponse(plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := 0
+		for _, f := range m.Frames {
+			if seg, ok := f.(*ssp2.SegmentInline); ok {
+				sg, err := ssp2.DecodeSegment(seg.Payload)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, blk := range sg.Blocks {
+					rows += len(blk)
+				}
+			}
+		}
+		if rows != 200 {
+			t.Fatalf("large answer carries %d rows, want 200", rows)
+		}
 	}
 }
