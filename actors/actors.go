@@ -144,6 +144,9 @@ type partitionActor[J Job] struct {
 	pending   []J
 	scheduled bool
 	stats     *counters
+	// stopped runs once the actor has terminated (its registry name is
+	// free again).
+	stopped func()
 }
 
 func (a *partitionActor[J]) Receive(ctx actor.Context) {
@@ -168,6 +171,10 @@ func (a *partitionActor[J]) Receive(ctx actor.Context) {
 		if len(a.pending) > 0 && !a.scheduled {
 			a.scheduled = true
 			ctx.Send(ctx.Self(), flush{})
+		}
+	case *actor.Stopped:
+		if a.stopped != nil {
+			a.stopped()
 		}
 	case tick:
 		if t, ok := a.worker.(Ticker); ok {

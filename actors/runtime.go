@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"maps"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +26,8 @@ type counters struct {
 // passivating it when idle. It is safe for concurrent use.
 type Runtime[J Job] struct {
 	system *actor.ActorSystem
-	props  func(partition string) *actor.Props
+	props  func(partition string, slot uint32) *actor.Props
+	names  nameSlots
 	opts   Options
 	stats  *counters
 	seed   maphash.Seed
@@ -65,10 +67,11 @@ func New[J Job](factory Factory[J], opts Options) *Runtime[J] {
 		quit:  make(chan struct{}),
 		opts:  opts,
 	}
-	o, stats := &r.opts, r.stats
-	r.props = func(partition string) *actor.Props {
+	o, stats, names := &r.opts, r.stats, &r.names
+	r.props = func(partition string, slot uint32) *actor.Props {
 		return actor.PropsFromProducer(func() actor.Actor {
-			return &partitionActor[J]{partition: partition, worker: factory(partition), opts: o, stats: stats}
+			return &partitionActor[J]{partition: partition, worker: factory(partition), opts: o, stats: stats,
+				stopped: func() { names.put(slot) }}
 		}, actor.WithMailbox(actor.UnboundedLockfree())) // no preallocated ring per idle actor
 	}
 	if o.IdleTimeout > 0 || o.TickInterval > 0 {
@@ -99,7 +102,7 @@ func (r *Runtime[J]) Submit(partition string, job J) {
 		// whole stopped actors) after removal, a per-partition leak at high
 		// churn. Root-level actors get the default supervision (restart on
 		// panic); the runtime tracks them itself and stops them on Stop.
-		c = &child{pid: r.system.Root.Spawn(r.props(partition))}
+		c = &child{pid: r.spawn(partition)}
 		if s.children == nil {
 			s.children = map[string]*child{}
 		}
@@ -112,6 +115,50 @@ func (r *Runtime[J]) Submit(partition string, job J) {
 	}
 	r.system.Root.Send(c.pid, job)
 	s.mu.Unlock()
+}
+
+// spawn starts partition's actor under a recycled registry name: names of
+// terminated actors are reused (an actor gives its name back only once
+// protoactor has removed it from the process registry), so the registry's
+// map stays as large as the most actors ever live at once instead of
+// growing with every partition ever passivated.
+func (r *Runtime[J]) spawn(partition string) *actor.PID {
+	for {
+		slot, name := r.names.get()
+		pid, err := r.system.Root.SpawnNamed(r.props(partition, slot), name)
+		if err == nil {
+			return pid
+		}
+		// Only ErrNameExists is possible for a recycled name, which the
+		// release order rules out; never reuse a name that failed.
+		r.opts.Logger.Warn("partition actor name taken; using a fresh one", zap.String("name", name), zap.Error(err))
+	}
+}
+
+// nameSlots hands out registry names "p<slot>", reusing released slots.
+type nameSlots struct {
+	mu   sync.Mutex
+	free []uint32
+	next uint32
+}
+
+func (n *nameSlots) get() (uint32, string) {
+	n.mu.Lock()
+	var slot uint32
+	if k := len(n.free); k > 0 {
+		slot, n.free = n.free[k-1], n.free[:k-1]
+	} else {
+		slot = n.next
+		n.next++
+	}
+	n.mu.Unlock()
+	return slot, "p" + strconv.FormatUint(uint64(slot), 36)
+}
+
+func (n *nameSlots) put(slot uint32) {
+	n.mu.Lock()
+	n.free = append(n.free, slot)
+	n.mu.Unlock()
 }
 
 // sweepLoop passivates idle partitions a few times per idle timeout and

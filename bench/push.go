@@ -82,6 +82,20 @@ func runPush(ctx context.Context, cfg *Config, store string) ([]Result, error) {
 		return out, err
 	}
 	out = append(out, r)
+	if store == "sqlite" && cfg.Mode == ModeInproc {
+		// The ceiling in the same run, with the batch size group commit reached.
+		batch := 32
+		for _, m := range r.Metrics {
+			if m.Name == "avg batch" && m.Value >= 1 {
+				batch = int(m.Value + 0.5)
+			}
+		}
+		c, err := ceilingCase(ctx, cfg, batch)
+		if err != nil {
+			return out, fmt.Errorf("ceiling: %w", err)
+		}
+		out = append(out, c)
+	}
 	if cfg.Baseline && cfg.Mode != ModeURL {
 		b, err := pushCase(ctx, cfg, store, label+", baseline (group commit disabled)", EngineOpts{DisableGroupCommit: true})
 		if err != nil {
