@@ -117,6 +117,12 @@ type Config struct {
 	// reported by Feed. maxSeq is the partition's highest commit seq. It
 	// must not block; realtime fan-out hooks in here.
 	OnCommit func(partition string, maxSeq int64)
+	// OnRegistration, when set, is called from the partition's actor after
+	// each served round of a client is recorded: its wire version and, for
+	// rounds carrying a pull, its new registered subscriptions (see
+	// partition.Registration). It must not block; realtime sockets follow
+	// their client's registrations through it.
+	OnRegistration func(partition string, r partition.Registration)
 }
 
 // CommitFeed reports commits made to a shared store by any process.
@@ -176,7 +182,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	pc := partition.NewConfig(cfg.Schema, cfg.Store, partition.Gate{Running: cfg.Schema.Version, Declared: cfg.Checkpoints})
 	pc.Logger, pc.Now = cfg.Logger, cfg.Now
 	pc.MaxOperations, pc.MinSchemaVersion, pc.ClientFlushInterval = cfg.MaxOperations, cfg.MinSchemaVersion, cfg.ClientFlushInterval
-	pc.OnCommit = cfg.OnCommit
+	pc.OnCommit, pc.OnRegistration = cfg.OnCommit, cfg.OnRegistration
 	pc.Limits = cfg.Limits.WithDefaults()
 	e.pcfg = pc
 	maxBatch := cfg.MaxBatch

@@ -13,11 +13,16 @@ import (
 )
 
 // registeredSub is the stored form of one registered subscription.
+// Pending marks a subscription realtime deltas must not continue: it was
+// not active at its last pull (revoked or reset) or its bootstrap is
+// incomplete (records written before the field existed read as not
+// pending).
 type registeredSub struct {
-	ID     string              `json:"id"`
-	Table  string              `json:"table"`
-	Scopes map[string][]string `json:"scopes"`
-	Cursor int64               `json:"cursor"`
+	ID      string              `json:"id"`
+	Table   string              `json:"table"`
+	Scopes  map[string][]string `json:"scopes"`
+	Cursor  int64               `json:"cursor"`
+	Pending bool                `json:"pending,omitempty"`
 }
 
 // clientEntry is a cached client record; dirty ones await write-back.
@@ -131,10 +136,13 @@ func (p *Partition) recordClient(j *SyncJob, rep *Reply) {
 	rec.ActorID = j.actorID
 	rec.WireVersion = j.req.WireVersion
 	rec.UpdatedAtMs = p.cfg.Now().UnixMilli()
+	reg := Registration{ClientID: cid, ActorID: j.actorID, WireVersion: j.req.WireVersion, LogEpoch: p.token.LogEpoch, Pulled: j.req.Pull != nil}
 	if j.req.Pull != nil {
 		subs := make([]registeredSub, 0, len(j.req.Subscriptions))
 		cursors := map[string]int64{}
 		active := map[string]bool{}
+		pending := map[string]bool{}
+		effective := map[string]map[string][]string{}
 		var cur *ssp2.SubStart
 		for _, f := range rep.Frames {
 			switch x := f.(type) {
@@ -144,13 +152,20 @@ func (p *Partition) recordClient(j *SyncJob, rep *Reply) {
 				if cur != nil {
 					cursors[cur.ID] = x.NextCursor
 					active[cur.ID] = cur.Status == ssp2.SubActive
+					pending[cur.ID] = cur.Status != ssp2.SubActive || x.BootstrapState != nil
+					effective[cur.ID] = cur.EffectiveScopes
 				}
 			}
 		}
 		watermark := int64(-1)
 		anyActive := false
 		for _, s := range j.req.Subscriptions {
-			subs = append(subs, registeredSub{ID: s.ID, Table: s.Table, Scopes: s.Scopes, Cursor: cursors[s.ID]})
+			subs = append(subs, registeredSub{ID: s.ID, Table: s.Table, Scopes: s.Scopes, Cursor: cursors[s.ID], Pending: pending[s.ID]})
+			rs := RegisteredSubscription{ID: s.ID, Table: s.Table, Cursor: cursors[s.ID], Active: active[s.ID], Ready: active[s.ID] && !pending[s.ID]}
+			if rs.Active {
+				rs.Effective = effective[s.ID]
+			}
+			reg.Subscriptions = append(reg.Subscriptions, rs)
 			if active[s.ID] {
 				if !anyActive || cursors[s.ID] < watermark {
 					watermark = cursors[s.ID]
@@ -165,6 +180,14 @@ func (p *Partition) recordClient(j *SyncJob, rep *Reply) {
 			rec.Cursor = watermark
 		}
 	}
+	p.markDirty(ce)
+	if p.cfg.OnRegistration != nil {
+		p.cfg.OnRegistration(p.name, reg)
+	}
+}
+
+// markDirty queues a cached record for write-back.
+func (p *Partition) markDirty(ce *clientEntry) {
 	if !ce.dirty {
 		ce.dirty = true
 		p.clients.dirty++

@@ -149,3 +149,9 @@ func checkRowStrings(cols []ssp2.Column, row ssp2.Row) *syncerr.Error {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// ValidateClientID checks a clientId given outside an SSP2 request (the
+// realtime connect's query parameter) against the identifier limits.
+func ValidateClientID(clientID string) *syncerr.Error {
+	return checkIdent("clientId", clientID, false)
+}

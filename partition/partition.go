@@ -71,6 +71,9 @@ type Config struct {
 	// OnCommit, when set, is called after commits become durable with the
 	// partition's highest commit seq; it must not block.
 	OnCommit func(partition string, maxSeq int64)
+	// OnRegistration, when set, is called after each served round of a
+	// client is recorded (see Registration); it must not block.
+	OnRegistration func(partition string, r Registration)
 }
 
 // NewConfig returns a Config for s and st with the row codecs built and

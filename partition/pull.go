@@ -112,25 +112,42 @@ func (p *Partition) serveSubscription(ctx context.Context, j *SyncJob, info stor
 		return p.bootstrap(ctx, info, lim, sub, eff, rep)
 	}
 	q := storage.ChangeQuery{Table: t.Name, Scopes: eff, AfterSeq: sub.Cursor, UpToSeq: info.MaxCommitSeq, LimitChanges: int(lim.LimitCommits)}
-	var scan storage.ChangeScan
-	if p.tail.covers(q.AfterSeq, q.UpToSeq) {
-		scan = p.tail.scan(q)
-	} else {
-		var err error
-		if scan, err = p.cfg.Store.ScanChanges(ctx, p.name, q); err != nil {
-			return err
-		}
+	scan, err := p.scanChanges(ctx, q)
+	if err != nil {
+		return err
 	}
 	rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive, EffectiveScopes: eff})
-	tables := []string{t.Name}
 	next := max(sub.Cursor, info.MaxCommitSeq)
+	rep.Frames, rep.built, scan = appendCommits(rep.Frames, rep.built, p.cfg.Limits.MaxResponseBytes, t.Name, scan)
+	if scan.Truncated && len(scan.Commits) > 0 {
+		next = scan.Commits[len(scan.Commits)-1].Seq
+	}
+	rep.Frames = append(rep.Frames, &ssp2.SubEnd{NextCursor: next})
+	return nil
+}
+
+// scanChanges answers q from the log tail when it covers the window, from
+// storage otherwise.
+func (p *Partition) scanChanges(ctx context.Context, q storage.ChangeQuery) (storage.ChangeScan, error) {
+	if p.tail.covers(q.AfterSeq, q.UpToSeq) {
+		return p.tail.scan(q), nil
+	}
+	return p.cfg.Store.ScanChanges(ctx, p.name, q)
+}
+
+// appendCommits appends one COMMIT frame per scanned commit (each with the
+// one table of its section) while the estimated bytes built stay under
+// budget (the first commit always goes). A scan cut short by the budget is
+// returned truncated to the commits sent.
+func appendCommits(frames []ssp2.Frame, built, budget int, table string, scan storage.ChangeScan) ([]ssp2.Frame, int, storage.ChangeScan) {
+	tables := []string{table}
 	for n, c := range scan.Commits {
-		if n > 0 && rep.full(p.cfg.Limits.MaxResponseBytes) {
+		if n > 0 && built >= budget {
 			// The reply is full: the client resumes after the last commit sent.
 			scan.Truncated, scan.Commits = true, scan.Commits[:n]
 			break
 		}
-		rep.built += commitSize(&c)
+		built += commitSize(&c)
 		changes := make([]ssp2.Change, len(c.Changes))
 		for i := range c.Changes {
 			ch := &c.Changes[i]
@@ -141,13 +158,9 @@ func (p *Partition) serveSubscription(ctx context.Context, j *SyncJob, info stor
 				changes[i].Row = ch.Row
 			}
 		}
-		rep.Frames = append(rep.Frames, &ssp2.Commit{CommitSeq: c.Seq, CreatedAtMs: c.CreatedAtMs, ActorID: c.ActorID, Tables: tables, Changes: changes})
+		frames = append(frames, &ssp2.Commit{CommitSeq: c.Seq, CreatedAtMs: c.CreatedAtMs, ActorID: c.ActorID, Tables: tables, Changes: changes})
 	}
-	if scan.Truncated && len(scan.Commits) > 0 {
-		next = scan.Commits[len(scan.Commits)-1].Seq
-	}
-	rep.Frames = append(rep.Frames, &ssp2.SubEnd{NextCursor: next})
-	return nil
+	return frames, built, scan
 }
 
 // bootstrap serves up to maxSnapshotPages pages of the table's in-scope rows

@@ -22,6 +22,7 @@ import (
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/sqlite"
 	"github.com/synclane/synclane/transport/httpsync"
+	"github.com/synclane/synclane/transport/realtime"
 	"github.com/synclane/synclane/transport/testcontrol"
 )
 
@@ -72,10 +73,14 @@ type serveConfig struct {
 	// Test-control surface (--test-control) and its start options.
 	testControl bool
 	clockMs     int64
+	// Realtime (GET <mount>/realtime) limits.
+	maxDeltaBytes, maxPresenceBytes int64
+	maxWebsockets                   int
+
 	// Options of features that are not implemented yet: accepted and
 	// validated so a harness can pass them, without effect (logged).
-	inlineSegmentMaxBytes, maxDeltaBytes, maxPresenceBytes int64
-	segmentTTL, signedURLTTL, leaseTTL                     time.Duration
+	inlineSegmentMaxBytes              int64
+	segmentTTL, signedURLTTL, leaseTTL time.Duration
 }
 
 // minJWTSecret is the shortest HS256 secret serve accepts (256 bits, the
@@ -114,8 +119,9 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.BoolVar(&c.testControl, "test-control", false, "serve the test-only control surface under /_test/ (only with development auth on a loopback address)")
 	fs.Int64Var(&c.clockMs, "clock-ms", -1, "with --test-control: run on a virtual clock starting at this Unix time in ms, moved only by POST /_test/clock/advance")
 	fs.Int64Var(&c.inlineSegmentMaxBytes, "inline-segment-max-bytes", 256<<10, "largest rows segment sent inline (segments by reference: not implemented yet, no effect)")
-	fs.Int64Var(&c.maxDeltaBytes, "max-delta-bytes", 0, "largest realtime delta (realtime: not implemented yet, no effect)")
-	fs.Int64Var(&c.maxPresenceBytes, "max-presence-bytes", 16<<10, "largest presence payload (realtime: not implemented yet, no effect)")
+	fs.Int64Var(&c.maxDeltaBytes, "max-delta-bytes", realtime.DefaultMaxDeltaBytes, "largest realtime delta in bytes; a larger one is sent as a delta-too-large wake-up (0: the default)")
+	fs.Int64Var(&c.maxPresenceBytes, "max-presence-bytes", realtime.DefaultMaxPresenceBytes, "largest realtime presence document in bytes; a larger one is refused with presence.too_large (0: the default)")
+	fs.IntVar(&c.maxWebsockets, "max-websockets", realtime.DefaultMaxConnections, "most realtime sockets this process holds; more upgrades get 429 sync.websocket_connection_limit")
 	fs.DurationVar(&c.segmentTTL, "segment-ttl", 24*time.Hour, "segment lifetime (segments by reference: not implemented yet, no effect)")
 	fs.DurationVar(&c.signedURLTTL, "signed-url-ttl", 0, "enable signed segment URLs with this lifetime (not implemented yet, no effect)")
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", 0, "enable auth leases with this lifetime (not implemented yet, no effect)")
@@ -171,6 +177,9 @@ func (c *serveConfig) validate(given map[string]bool) error {
 			return fmt.Errorf("--%s must not be negative", name)
 		}
 	}
+	if c.maxWebsockets < 1 {
+		return errors.New("--max-websockets must be positive")
+	}
 	for name, v := range map[string]time.Duration{"segment-ttl": c.segmentTTL, "signed-url-ttl": c.signedURLTTL, "lease-ttl": c.leaseTTL,
 		"drain-delay": c.drainDelay, "shutdown-timeout": c.shutdownTimeout} {
 		if v < 0 {
@@ -190,7 +199,7 @@ func (c *serveConfig) unimplemented(fs *flag.FlagSet) []string {
 	var out []string
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "inline-segment-max-bytes", "max-delta-bytes", "max-presence-bytes", "segment-ttl", "signed-url-ttl", "lease-ttl":
+		case "inline-segment-max-bytes", "segment-ttl", "signed-url-ttl", "lease-ttl":
 			out = append(out, "--"+f.Name)
 		}
 	})
@@ -411,17 +420,24 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		log.Warn("--dev-auth-non-loopback: development authentication on a non-loopback address; anyone who reaches it is any actor", zap.String("listen", c.listen))
 	}
 	cfg.Resolver = resolver
+	hub := realtime.New(realtime.Options{Auth: auth, Logger: log.Named("realtime"), MaxConnections: c.maxWebsockets,
+		MaxDeltaBytes: int(c.maxDeltaBytes), MaxPresenceBytes: int(c.maxPresenceBytes), MaxRequestBytes: c.maxBody})
+	hub.Hooks(&cfg) // commits (this process's and, on PostgreSQL, the others') fan out to sockets
 	eng, err := engine.New(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
+	hub.Start(eng)
+	defer hub.Close() // (runs before eng.Close)
 	controls.Engine = eng
 
 	mux := httpsync.NewMux(eng, httpsync.MuxOptions{
-		Options: httpsync.Options{Auth: auth, MaxBodyBytes: c.maxBody, Logger: log, WriteTimeout: c.writeTimeout},
-		Mount:   c.mount,
-		Ready:   eng.Ready,
+		Options:  httpsync.Options{Auth: auth, MaxBodyBytes: c.maxBody, Logger: log, WriteTimeout: c.writeTimeout},
+		Mount:    c.mount,
+		Ready:    eng.Ready,
+		Realtime: hub,
+		Metrics:  []func(io.Writer){hub.WriteMetrics},
 	})
 	if c.testControl {
 		mux.Handle("/_test/", testcontrol.Handler(controls))
@@ -446,7 +462,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		WriteTimeout: c.writeTimeout, IdleTimeout: c.httpIdleTimeout,
 		ErrorLog: zap.NewStdLog(log.Named("http"))}
 	mount := strings.TrimRight(c.mount, "/")
-	log.Info("synclane serving", zap.String("addr", ln.Addr().String()), zap.String("sync", mount+"/sync"),
+	log.Info("synclane serving", zap.String("addr", ln.Addr().String()), zap.String("sync", mount+"/sync"), zap.String("realtime", mount+"/realtime"),
 		zap.String("storage", backend), zap.Int32("schema_version", sch.Version), zap.Int("tables", len(sch.Tables)))
 	// The first stdout line is machine-readable: harnesses started with
 	// --listen 127.0.0.1:0 read the real port from it. Logs go to stderr.
@@ -475,6 +491,8 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		log.Warn("shutdown timeout passed with requests in flight: closing their connections", zap.Error(err))
 		_ = srv.Close()
 	}
+	// Realtime sockets are not HTTP requests any more: close them (1001).
+	hub.Close()
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -42,6 +42,15 @@ type Client struct {
 	Epoch string
 	// GzipRequests compresses request bodies.
 	GzipRequests bool
+	// Rounds, when set, carries every request instead of HTTP (a realtime
+	// socket's rounds: realtime.Client implements it).
+	Rounds RoundTripper
+}
+
+// RoundTripper carries one encoded SSP2 request and returns the encoded
+// response (errors in-band as ERROR frames).
+type RoundTripper interface {
+	RoundTrip(ctx context.Context, request []byte) ([]byte, error)
 }
 
 // Do sends one request made of frames (the REQ_HEADER is added) and returns
@@ -63,7 +72,12 @@ func (c *Client) Do(ctx context.Context, frames ...ssp2.Frame) (*ssp2.Message, e
 	if err != nil {
 		return nil, fmt.Errorf("httpsync: encode request: %w", err)
 	}
-	resp, err := c.post(ctx, body)
+	var resp *ssp2.Message
+	if c.Rounds != nil {
+		resp, err = c.round(ctx, body)
+	} else {
+		resp, err = c.post(ctx, body)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +164,21 @@ func PushResults(m *ssp2.Message) []*ssp2.PushResult {
 		}
 	}
 	return out
+}
+
+func (c *Client) round(ctx context.Context, body []byte) (*ssp2.Message, error) {
+	data, err := c.Rounds.RoundTrip(ctx, body)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := ssp2.DecodeResponse(data)
+	if err != nil {
+		return nil, fmt.Errorf("httpsync: decode response: %w", err)
+	}
+	if len(msg.Frames) == 0 {
+		return nil, errors.New("httpsync: empty response")
+	}
+	return msg, nil
 }
 
 func (c *Client) post(ctx context.Context, body []byte) (*ssp2.Message, error) {

@@ -21,7 +21,10 @@ const (
 	RouteHealthz = "healthz"
 	RouteReadyz  = "readyz"
 	RouteMetrics = "metrics"
-	RouteOther   = "other"
+	// RouteRealtime is GET <mount>/realtime (counted when the upgrade is
+	// answered: 101 once the socket is open).
+	RouteRealtime = "realtime"
+	RouteOther    = "other"
 )
 
 // Kind labels of synclane_sync_request_duration_seconds (see RequestKind).
@@ -148,7 +151,7 @@ func (m *httpMetrics) write(w io.Writer) {
 		}
 		return a.code < b.code
 	})
-	_, _ = fmt.Fprintf(w, "# HELP synclane_http_requests_total HTTP requests answered, by route (sync, healthz, readyz, metrics, other), status and protocol error code (none when the answer carries none).\n# TYPE synclane_http_requests_total counter\n")
+	_, _ = fmt.Fprintf(w, "# HELP synclane_http_requests_total HTTP requests answered, by route (sync, realtime, healthz, readyz, metrics, other), status and protocol error code (none when the answer carries none).\n# TYPE synclane_http_requests_total counter\n")
 	for _, k := range keys {
 		_, _ = fmt.Fprintf(w, "synclane_http_requests_total{route=%q,status=\"%d\",code=%q} %d\n", k.route, k.status, k.code, reqs[k])
 	}
@@ -211,7 +214,7 @@ type recorder struct {
 }
 
 func (r *recorder) WriteHeader(status int) {
-	if r.status == 0 && status >= 200 {
+	if r.status == 0 && (status >= 200 || status == http.StatusSwitchingProtocols) {
 		r.status = status
 	}
 	r.ResponseWriter.WriteHeader(status)

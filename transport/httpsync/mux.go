@@ -3,6 +3,7 @@ package httpsync
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -20,9 +21,14 @@ type MuxOptions struct {
 	Mount string
 	// Ready reports readiness for GET /readyz (default: always ready).
 	Ready func(ctx context.Context) error
+	// Realtime, when set, serves GET <mount>/realtime (a realtime.Hub).
+	Realtime http.Handler
+	// Metrics, when set, add their lines to GET /metrics.
+	Metrics []func(io.Writer)
 }
 
-// Mux is the standalone server's router: POST <mount>/sync, GET /healthz,
+// Mux is the standalone server's router: POST <mount>/sync, GET
+// <mount>/realtime (when MuxOptions.Realtime is set), GET /healthz,
 // GET /readyz and GET /metrics. Every request it answers, including those
 // refused before the engine and those of routes added with Handle, is
 // counted in synclane_http_requests_total.
@@ -43,6 +49,10 @@ func NewMux(eng *engine.Engine, opts MuxOptions) *Mux {
 		"GET /metrics":  RouteMetrics,
 	}}
 	m.Handle(mount+"/sync", NewHandler(eng, opts.Options))
+	if opts.Realtime != nil {
+		m.routes["GET "+mount+"/realtime"] = RouteRealtime
+		m.Handle("GET "+mount+"/realtime", opts.Realtime)
+	}
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -75,6 +85,9 @@ func NewMux(eng *engine.Engine, opts MuxOptions) *Mux {
 		_, _ = fmt.Fprintf(w, "# HELP synclane_draining Whether the server is draining (1: /readyz answers 503, shutdown under way).\n# TYPE synclane_draining gauge\nsynclane_draining %d\n", d)
 		writeRuntimeMetrics(w)
 		writeMetrics(r.Context(), w, eng)
+		for _, f := range opts.Metrics {
+			f(w)
+		}
 	})
 	return m
 }

@@ -222,3 +222,36 @@ func (r *Replica) SyncUntilIdle(ctx context.Context, maxRounds int) error {
 	}
 	return fmt.Errorf("replica: not idle after %d rounds", maxRounds)
 }
+
+// The methods below make a Replica a realtime.Follower.
+
+// ApplyDelta applies a realtime delta (a whole SSP2 response).
+func (r *Replica) ApplyDelta(msg *ssp2.Message) error {
+	_, err := r.Apply(msg)
+	return err
+}
+
+// CatchUp pulls until idle (at most 100 rounds).
+func (r *Replica) CatchUp(ctx context.Context) error { return r.SyncUntilIdle(ctx, 100) }
+
+// Cursor returns the lowest cursor of the active subscriptions (-1 when
+// none has synced).
+func (r *Replica) Cursor() int64 {
+	c, any := int64(-1), false
+	for _, s := range r.Subs {
+		if s.Status != ssp2.SubActive || s.Cursor < 0 {
+			continue
+		}
+		if !any || s.Cursor < c {
+			c = s.Cursor
+		}
+		any = true
+	}
+	return c
+}
+
+// ResetEpoch drops the synced state and re-acquires the log epoch.
+func (r *Replica) ResetEpoch(ctx context.Context) error {
+	r.Reset()
+	return r.Client.Handshake(ctx)
+}

@@ -1,0 +1,386 @@
+package partition
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/storage"
+)
+
+// Realtime (§8) asks three things of a partition's actor, each a job so
+// that only the actor reads its client records and log tail and writes
+// client records: the state a connecting socket starts from (ClientJob),
+// the sections of realtime deltas built from the log (DeltaJob), and
+// cursor acknowledgements (AckJob). Everything about sockets lives in
+// package transport/realtime.
+
+// Registration is what a served round recorded for its client, reported
+// through Config.OnRegistration: the wire version, and, when the round
+// carried a pull (Pulled), the registered subscription list that replaced
+// the previous one, with each subscription's nextCursor.
+type Registration struct {
+	ClientID    string
+	ActorID     string
+	WireVersion uint16
+	// LogEpoch is the partition's epoch the round was served under.
+	LogEpoch string
+	// Pulled reports that the round carried a PULL_HEADER; Subscriptions
+	// is then the new registered list (in request order).
+	Pulled        bool
+	Subscriptions []RegisteredSubscription
+}
+
+// RegisteredSubscription is one registered subscription of a client.
+type RegisteredSubscription struct {
+	ID    string
+	Table string
+	// Effective holds the effective scopes of an active subscription (nil
+	// when it is revoked or reset).
+	Effective map[string][]string
+	// Cursor is the subscription's cursor: its last nextCursor.
+	Cursor int64
+	// Active reports SUB_START status active at the last pull.
+	Active bool
+	// Ready reports that deltas may continue the subscription from Cursor:
+	// it is active and its bootstrap is complete.
+	Ready bool
+}
+
+// StoredSubscription is a registered subscription as loaded from a client
+// record: requested scopes (effective scopes are resolved again on every
+// connect) and its cursor. Pending marks one deltas must not continue.
+type StoredSubscription struct {
+	ID      string
+	Table   string
+	Scopes  map[string][]string
+	Cursor  int64
+	Pending bool
+}
+
+// ClientState is what a connecting socket starts from: the partition's
+// registry entry and the client's record.
+type ClientState struct {
+	Info storage.PartitionInfo
+	// Exists reports that the client has a record.
+	Exists bool
+	// ActorID is the actor the clientId is bound to ("" when unbound).
+	ActorID       string
+	Cursor        int64
+	WireVersion   uint16
+	Subscriptions []StoredSubscription
+}
+
+// ClientJob reads a client's state for a connecting realtime socket.
+type ClientJob struct {
+	ctx      context.Context
+	clientID string
+	done     chan clientResult
+}
+
+type clientResult struct {
+	st  ClientState
+	err error
+}
+
+// NewClientJob returns the job reading clientID's state.
+func NewClientJob(ctx context.Context, clientID string) *ClientJob {
+	return &ClientJob{ctx: ctx, clientID: clientID, done: make(chan clientResult, 1)}
+}
+
+// Wait returns the state, or the job's error, or ctx's end.
+func (j *ClientJob) Wait(ctx context.Context) (ClientState, error) {
+	select {
+	case r := <-j.done:
+		return r.st, r.err
+	case <-ctx.Done():
+		return ClientState{}, ctx.Err()
+	}
+}
+
+// Batchable is false: the job runs alone.
+func (j *ClientJob) Batchable() bool { return false }
+
+// Fail answers the job with err.
+func (j *ClientJob) Fail(err error) { j.answer(ClientState{}, err) }
+
+func (j *ClientJob) push() *SyncJob { return nil }
+
+func (j *ClientJob) answer(st ClientState, err error) {
+	select {
+	case j.done <- clientResult{st, err}:
+	default:
+	}
+}
+
+func (j *ClientJob) run(ctx context.Context, p *Partition) {
+	if err := j.ctx.Err(); err != nil {
+		j.Fail(err)
+		return
+	}
+	if _, err := p.cfg.Gate.Open(ctx, p.cfg.Store, p.name); err != nil {
+		j.Fail(err)
+		return
+	}
+	info, err := p.read(ctx)
+	if err != nil {
+		j.Fail(storageErr(err))
+		return
+	}
+	st := ClientState{Info: info, Cursor: -1}
+	ce, err := p.client(ctx, j.clientID)
+	if err != nil {
+		j.Fail(storageErr(err))
+		return
+	}
+	if ce != nil {
+		st.Exists, st.ActorID, st.Cursor, st.WireVersion = true, ce.rec.ActorID, ce.rec.Cursor, ce.rec.WireVersion
+		var subs []registeredSub
+		if len(ce.rec.Subscriptions) > 0 && json.Unmarshal(ce.rec.Subscriptions, &subs) == nil {
+			for _, s := range subs {
+				st.Subscriptions = append(st.Subscriptions, StoredSubscription{ID: s.ID, Table: s.Table, Scopes: s.Scopes, Cursor: s.Cursor, Pending: s.Pending})
+			}
+		}
+	}
+	j.answer(st, nil)
+}
+
+// DeltaSub is one subscription a delta continues: its table, effective
+// scopes and cursor.
+type DeltaSub struct {
+	ID        string
+	Table     string
+	Effective map[string][]string
+	Cursor    int64
+}
+
+// DeltaGroup is the subscription set of one or more sockets that share
+// it (same subscriptions, scopes and cursors): its sections are built once.
+type DeltaGroup struct {
+	Subs []DeltaSub
+}
+
+// DeltaRequest asks for the sections of every group's delta up to the
+// partition's newest commit.
+type DeltaRequest struct {
+	Groups []DeltaGroup
+	// LimitChanges caps the changes of one subscription's section (default
+	// 1000); MaxBytes the estimated bytes of one group's commits (default
+	// 1 MiB). A group beyond either is answered Incomplete or TooLarge.
+	LimitChanges int
+	MaxBytes     int
+}
+
+// DeltaSections is one group's answer: per subscription SUB_START (active,
+// not bootstrap), its COMMITs after the cursor and SUB_END at UpTo.
+type DeltaSections struct {
+	Frames []ssp2.Frame
+	// Commits counts the COMMIT frames (0: nothing for these sockets).
+	Commits int
+	// Incomplete: the window cannot be sent whole as a delta (a cursor
+	// outside the incremental range, or more changes than LimitChanges).
+	Incomplete bool
+	// TooLarge: the commits exceed MaxBytes.
+	TooLarge bool
+}
+
+// DeltaResult answers a DeltaRequest.
+type DeltaResult struct {
+	// LogEpoch and UpTo are the partition's epoch and newest commit seq the
+	// sections were built under.
+	LogEpoch string
+	UpTo     int64
+	Groups   []DeltaSections
+}
+
+// DeltaJob builds realtime delta sections from the partition's log (its
+// in-memory tail when it covers the window, storage otherwise), under an
+// open serve gate; it writes nothing.
+type DeltaJob struct {
+	ctx  context.Context
+	req  DeltaRequest
+	done chan deltaResult
+}
+
+type deltaResult struct {
+	res *DeltaResult
+	err error
+}
+
+// NewDeltaJob returns the job for req.
+func NewDeltaJob(ctx context.Context, req DeltaRequest) *DeltaJob {
+	return &DeltaJob{ctx: ctx, req: req, done: make(chan deltaResult, 1)}
+}
+
+// Wait returns the result, or the job's error, or ctx's end.
+func (j *DeltaJob) Wait(ctx context.Context) (*DeltaResult, error) {
+	select {
+	case r := <-j.done:
+		return r.res, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Batchable is false: the job runs alone.
+func (j *DeltaJob) Batchable() bool { return false }
+
+// Fail answers the job with err.
+func (j *DeltaJob) Fail(err error) { j.answer(nil, err) }
+
+func (j *DeltaJob) push() *SyncJob { return nil }
+
+func (j *DeltaJob) answer(r *DeltaResult, err error) {
+	select {
+	case j.done <- deltaResult{r, err}:
+	default:
+	}
+}
+
+func (j *DeltaJob) run(ctx context.Context, p *Partition) {
+	if err := j.ctx.Err(); err != nil {
+		j.Fail(err)
+		return
+	}
+	token, err := p.cfg.Gate.Open(ctx, p.cfg.Store, p.name)
+	if err != nil {
+		j.Fail(err)
+		return
+	}
+	info, err := p.read(ctx)
+	if err != nil {
+		j.Fail(storageErr(err))
+		return
+	}
+	limit, budget := j.req.LimitChanges, j.req.MaxBytes
+	if limit <= 0 {
+		limit = 1000
+	}
+	if budget <= 0 {
+		budget = 1 << 20
+	}
+	res := &DeltaResult{LogEpoch: info.LogEpoch, UpTo: info.MaxCommitSeq, Groups: make([]DeltaSections, len(j.req.Groups))}
+	if token.LogEpoch == info.LogEpoch {
+		for i, g := range j.req.Groups {
+			if res.Groups[i], err = p.deltaSections(ctx, info, g, limit, budget); err != nil {
+				j.Fail(storageErr(err))
+				return
+			}
+		}
+	}
+	// (A rotation between the two reads leaves every group empty: the
+	// sockets see the new epoch and are told to reset.)
+	if _, err := p.cfg.Gate.Verify(ctx, p.cfg.Store, p.name, token); err != nil {
+		j.Fail(err)
+		return
+	}
+	j.answer(res, nil)
+}
+
+// deltaSections builds one group's sections up to info.MaxCommitSeq.
+func (p *Partition) deltaSections(ctx context.Context, info storage.PartitionInfo, g DeltaGroup, limit, budget int) (DeltaSections, error) {
+	var out DeltaSections
+	built := 0
+	for _, sub := range g.Subs {
+		t := p.cfg.Schema.Table(sub.Table)
+		if t == nil || ChoosePullMode(sub.Cursor, false, info.HorizonSeq, info.MaxCommitSeq) != Incremental {
+			return DeltaSections{Incomplete: true}, nil
+		}
+		out.Frames = append(out.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive, EffectiveScopes: sub.Effective})
+		if sub.Cursor < info.MaxCommitSeq {
+			scan, err := p.scanChanges(ctx, storage.ChangeQuery{Table: t.Name, Scopes: sub.Effective, AfterSeq: sub.Cursor,
+				UpToSeq: info.MaxCommitSeq, LimitChanges: limit})
+			if err != nil {
+				return DeltaSections{}, err
+			}
+			if scan.Truncated {
+				return DeltaSections{Incomplete: true}, nil
+			}
+			n := len(out.Frames)
+			out.Frames, built, scan = appendCommits(out.Frames, built, budget, t.Name, scan)
+			if scan.Truncated {
+				return DeltaSections{TooLarge: true}, nil
+			}
+			out.Commits += len(out.Frames) - n
+		}
+		out.Frames = append(out.Frames, &ssp2.SubEnd{NextCursor: max(sub.Cursor, info.MaxCommitSeq)})
+	}
+	if built > budget {
+		return DeltaSections{TooLarge: true}, nil
+	}
+	return out, nil
+}
+
+// Ack is one client's acknowledgement of realtime deltas through Cursor.
+type Ack struct {
+	ClientID string
+	ActorID  string
+	Cursor   int64
+}
+
+// AckJob records acknowledgements: each raises its client's stored cursor
+// (and the cursors of its ready registered subscriptions) to the acked
+// cursor; it never lowers one. A client with no record, or bound to
+// another actor, is skipped. The records are written back with the other
+// buffered client records.
+type AckJob struct {
+	ctx  context.Context
+	acks []Ack
+	done chan error
+}
+
+// NewAckJob returns the job recording acks.
+func NewAckJob(ctx context.Context, acks []Ack) *AckJob {
+	return &AckJob{ctx: ctx, acks: acks, done: make(chan error, 1)}
+}
+
+// Wait returns once the acks are recorded (or failed), or ctx ends.
+func (j *AckJob) Wait(ctx context.Context) error {
+	select {
+	case err := <-j.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Batchable is false: the job runs alone.
+func (j *AckJob) Batchable() bool { return false }
+
+// Fail answers the job with err.
+func (j *AckJob) Fail(err error) {
+	select {
+	case j.done <- err:
+	default:
+	}
+}
+
+func (j *AckJob) push() *SyncJob { return nil }
+
+func (j *AckJob) run(ctx context.Context, p *Partition) {
+	for _, a := range j.acks {
+		ce, err := p.client(ctx, a.ClientID)
+		if err != nil {
+			j.Fail(storageErr(err))
+			return
+		}
+		if ce == nil || ce.rec.ActorID != a.ActorID || a.Cursor <= ce.rec.Cursor {
+			continue
+		}
+		ce.rec.Cursor = a.Cursor
+		var subs []registeredSub
+		if len(ce.rec.Subscriptions) > 0 && json.Unmarshal(ce.rec.Subscriptions, &subs) == nil {
+			for i := range subs {
+				if !subs[i].Pending && subs[i].Cursor >= 0 {
+					subs[i].Cursor = max(subs[i].Cursor, a.Cursor)
+				}
+			}
+			if b, err := json.Marshal(subs); err == nil {
+				ce.rec.Subscriptions = b
+			}
+		}
+		ce.rec.UpdatedAtMs = p.cfg.Now().UnixMilli()
+		p.markDirty(ce)
+	}
+	j.Fail(nil)
+}

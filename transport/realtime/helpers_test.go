@@ -1,0 +1,261 @@
+package realtime_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/storage"
+	"github.com/synclane/synclane/storage/sqlite"
+	"github.com/synclane/synclane/transport/httpsync"
+	"github.com/synclane/synclane/transport/httpsync/httpsynctest"
+	"github.com/synclane/synclane/transport/realtime"
+)
+
+// fixture is synclane with realtime over real loopback sockets.
+type fixture struct {
+	t      *testing.T
+	schema *schema.Schema
+	store  storage.Store
+	eng    *engine.Engine
+	hub    *realtime.Hub
+	srv    *httptest.Server
+
+	mu     sync.Mutex
+	grants map[string]map[string][]string
+	// gate, when set, blocks the scope resolver until it is closed.
+	gate chan struct{}
+}
+
+type fixtureOpts struct {
+	hub   realtime.Options
+	store storage.Store
+	now   func() time.Time
+	flush time.Duration
+}
+
+func newFixture(t *testing.T, o fixtureOpts) *fixture {
+	t.Helper()
+	f := &fixture{t: t, schema: schema.MustDemo(), grants: map[string]map[string][]string{}}
+	f.store = o.store
+	if f.store == nil {
+		st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "synclane.db"), sqlite.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.store = st
+	}
+	o.hub.Auth = httpsync.DevAuth{}
+	f.hub = realtime.New(o.hub)
+	cfg := engine.Config{Schema: f.schema, Store: f.store, Now: o.now, ClientFlushInterval: o.flush,
+		Resolver: engine.ScopeResolverFunc(f.resolve)}
+	f.hub.Hooks(&cfg)
+	eng, err := engine.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.eng = eng
+	f.hub.Start(eng)
+	f.srv = httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: httpsync.DevAuth{}}, Realtime: f.hub}))
+	t.Cleanup(func() {
+		f.srv.Close()
+		f.hub.Close()
+		_ = f.eng.Close()
+		_ = f.store.Close()
+		if st := f.hub.Stats(); st.Sockets != 0 {
+			t.Errorf("%d sockets left after Close", st.Sockets)
+		}
+	})
+	return f
+}
+
+func (f *fixture) resolve(ctx context.Context, id engine.Identity) (map[string][]string, error) {
+	f.mu.Lock()
+	gate := f.gate
+	g, ok := f.grants[id.ActorID]
+	f.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if ok {
+		return g, nil
+	}
+	return map[string][]string{"list_id": {"*"}}, nil
+}
+
+func (f *fixture) grant(actor string, g map[string][]string) {
+	f.mu.Lock()
+	f.grants[actor] = g
+	f.mu.Unlock()
+}
+
+func (f *fixture) header(actor string) http.Header {
+	return http.Header{"X-Actor": {actor}}
+}
+
+// httpClient is an SSP2 client over POST /sync.
+func (f *fixture) httpClient(actor, clientID string) *httpsync.Client {
+	return &httpsync.Client{URL: f.srv.URL + "/sync", ClientID: clientID, Header: f.header(actor)}
+}
+
+// replica is a client database subscribed to the given lists.
+func (f *fixture) replica(actor, clientID string, lists ...string) *httpsynctest.Replica {
+	r := httpsynctest.NewReplica(f.httpClient(actor, clientID), f.schema)
+	for _, l := range lists {
+		r.Subscribe("sub-"+l, "todos", map[string][]string{"list_id": {l}})
+	}
+	return r
+}
+
+func (f *fixture) dial(ctx context.Context, actor, clientID string) (*realtime.Client, error) {
+	return realtime.Dial(ctx, f.srv.URL+"/realtime", clientID, realtime.DialOptions{Header: f.header(actor)})
+}
+
+func (f *fixture) mustDial(ctx context.Context, actor, clientID string) *realtime.Client {
+	f.t.Helper()
+	c, err := f.dial(ctx, actor, clientID)
+	if err != nil {
+		f.t.Fatalf("dial %s: %v", clientID, err)
+	}
+	f.t.Cleanup(func() { c.CloseNow() })
+	return c
+}
+
+var rowCodec = ssp2.NewRowCodec(schema.MustDemo().Table("todos").Columns)
+
+func todo(id, list, title string) []byte {
+	b, err := rowCodec.Append(nil, ssp2.Row{id, list, title, false, int64(1), int64(1)})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// push upserts one todo through c and returns its commit seq.
+func push(t *testing.T, ctx context.Context, c *httpsync.Client, id, list, title string) int64 {
+	t.Helper()
+	prs, err := c.Push(ctx, &ssp2.PushCommit{ClientCommitID: "cc-" + id + "-" + uuid.NewString(),
+		Operations: []ssp2.Operation{{Table: "todos", RowID: id, Op: ssp2.OpUpsert, Payload: todo(id, list, title)}}})
+	if err != nil {
+		t.Fatalf("push %s: %v", id, err)
+	}
+	if len(prs) != 1 || prs[0].Status != ssp2.CommitApplied {
+		t.Fatalf("push %s: %+v", id, prs)
+	}
+	return *prs[0].CommitSeq
+}
+
+// next returns the next event of c that is not a heartbeat.
+func next(t *testing.T, ctx context.Context, c *realtime.Client) any {
+	t.Helper()
+	for {
+		ev, err := c.Next(ctx)
+		if err != nil {
+			t.Fatalf("next event: %v", err)
+		}
+		if _, hb := ev.(*ssp2.Heartbeat); !hb {
+			return ev
+		}
+	}
+}
+
+func nextDelta(t *testing.T, ctx context.Context, c *realtime.Client) *realtime.Delta {
+	t.Helper()
+	ev := next(t, ctx, c)
+	d, ok := ev.(*realtime.Delta)
+	if !ok {
+		t.Fatalf("want a delta, got %s", describe(ev))
+	}
+	return d
+}
+
+func nextWake(t *testing.T, ctx context.Context, c *realtime.Client) *ssp2.Wake {
+	t.Helper()
+	ev := next(t, ctx, c)
+	w, ok := ev.(*ssp2.Wake)
+	if !ok {
+		t.Fatalf("want a wake-up, got %s", describe(ev))
+	}
+	return w
+}
+
+func describe(ev any) string {
+	switch e := ev.(type) {
+	case *realtime.Delta:
+		return fmt.Sprintf("delta up to %d", e.Cursor())
+	case *ssp2.Wake:
+		return fmt.Sprintf("wake %s at %d", e.Reason, e.Cursor)
+	case *ssp2.PresenceFanout:
+		return fmt.Sprintf("presence %s %s by %s/%s %s", e.Kind, e.ScopeKey, e.ActorID, e.ClientID, e.Doc)
+	case *ssp2.PresenceError:
+		return fmt.Sprintf("presence error %s on %s", e.Error, e.ScopeKey)
+	}
+	return fmt.Sprintf("%T %+v", ev, ev)
+}
+
+// waitFor polls cond (a condition on server state that the test cannot be
+// told about) until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// live waits until the hub has clientID's socket live (an ack it sent has
+// been taken).
+func (f *fixture) waitLive(t *testing.T, clientID string) {
+	t.Helper()
+	waitFor(t, clientID+" live", 5*time.Second, func() bool {
+		for _, s := range f.hub.Sessions(httpsync.DefaultPartition) {
+			if s.ClientID == clientID && s.Live {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func commits(m *ssp2.Message) []*ssp2.Commit {
+	var out []*ssp2.Commit
+	for _, f := range m.Frames {
+		if c, ok := f.(*ssp2.Commit); ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}

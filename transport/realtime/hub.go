@@ -1,0 +1,752 @@
+// Package realtime is synclane's WebSocket transport (SSP2 §8): GET
+// <mount>/realtime?clientId=… upgraded to a socket that carries deltas,
+// wake-ups, heartbeats, presence and socket rounds.
+//
+// A Hub owns every socket of one process. Sockets register on their
+// client's registered subscriptions (loaded from the client record on
+// connect, replaced by every later pull of the client) and on the scope
+// keys those subscriptions hold. When a commit becomes durable (this
+// process's pushes, or another process's through the engine's commit
+// feed), engine.Config.OnCommit tells the hub; one fan-out worker per
+// partition then asks the partition's actor for the delta sections of
+// every distinct subscription set (engine.BuildDeltas, read-only), encodes
+// each once per wire version and queues the same bytes on every socket
+// that shares it. A socket that is behind, over its bounds, or whose delta
+// is too large gets a "sync" wake-up instead and pulls.
+//
+// Every goroutine the hub starts (per socket: a reader, a writer while
+// there is something to send, heartbeat and ping; per partition: the
+// fan-out worker and the ack flusher, while they have work) is counted and
+// stopped by Close.
+package realtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"go.uber.org/zap"
+
+	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/partition"
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/httpsync"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxConnections    = 20_000
+	DefaultHeartbeatInterval = 30 * time.Second
+	DefaultPingTimeout       = 15 * time.Second
+	DefaultWriteTimeout      = 10 * time.Second
+	DefaultMaxDeltaBytes     = 256 << 10
+	DefaultMaxUnackedDeltas  = 32
+	DefaultMaxQueuedMessages = 64
+	DefaultMaxQueuedBytes    = 1 << 20
+	DefaultMaxPresenceBytes  = 16 << 10
+	DefaultDeltaChanges      = 1000
+)
+
+// Options configure a Hub. Zero values take the defaults above.
+type Options struct {
+	// Auth authenticates the upgrade request (required), with the same
+	// authenticator as POST /sync (httpsync.JWTAuth accepts the
+	// access_token query parameter on upgrades only).
+	Auth httpsync.Authenticator
+	// Logger receives the hub's logs (default: no-op).
+	Logger *zap.Logger
+	// MaxConnections caps the sockets of this hub; an upgrade beyond it is
+	// refused with 429 sync.websocket_connection_limit.
+	MaxConnections int
+	// HeartbeatInterval is how often each socket gets a heartbeat event and
+	// a WebSocket ping.
+	HeartbeatInterval time.Duration
+	// PingTimeout closes a socket whose pong does not arrive within it (a
+	// dead peer, or one that stopped reading).
+	PingTimeout time.Duration
+	// WriteTimeout closes a socket when one message cannot be written
+	// within it.
+	WriteTimeout time.Duration
+	// MaxDeltaBytes is the largest encoded delta; a larger one is replaced
+	// by a delta-too-large wake-up (--max-delta-bytes).
+	MaxDeltaBytes int
+	// MaxUnackedDeltas bounds the deltas sent and not yet acknowledged;
+	// beyond it the socket gets catchup-required wake-ups until an ack
+	// covers the newest commit it was told about.
+	MaxUnackedDeltas int
+	// MaxQueuedMessages and MaxQueuedBytes bound a socket's send buffer. A
+	// delta that does not fit becomes a wake-up; a socket whose buffer
+	// cannot take even a control message is closed (it is not reading).
+	MaxQueuedMessages int
+	MaxQueuedBytes    int
+	// MaxPresenceBytes is the largest presence document
+	// (--max-presence-bytes); a larger one is refused with
+	// presence.too_large.
+	MaxPresenceBytes int
+	// MaxRequestBytes bounds one socket round's request (default
+	// httpsync.DefaultMaxBodyBytes, like POST /sync).
+	MaxRequestBytes int64
+	// DeltaChanges caps the changes of one subscription in one delta;
+	// beyond it the socket is told to catch up by pulling.
+	DeltaChanges int
+	// OriginPatterns, when set, restricts the Origin of upgrade requests
+	// (see websocket.AcceptOptions). By default any origin is accepted: the
+	// socket is authenticated like POST /sync, by credentials the page must
+	// hold, never by ambient cookies (unless a custom Auth reads cookies;
+	// then set this).
+	OriginPatterns []string
+}
+
+func (o *Options) defaults() {
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.MaxConnections, DefaultMaxConnections)
+	def(&o.MaxDeltaBytes, DefaultMaxDeltaBytes)
+	def(&o.MaxUnackedDeltas, DefaultMaxUnackedDeltas)
+	def(&o.MaxQueuedMessages, DefaultMaxQueuedMessages)
+	def(&o.MaxQueuedBytes, DefaultMaxQueuedBytes)
+	def(&o.MaxPresenceBytes, DefaultMaxPresenceBytes)
+	def(&o.DeltaChanges, DefaultDeltaChanges)
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if o.PingTimeout <= 0 {
+		o.PingTimeout = DefaultPingTimeout
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.MaxRequestBytes <= 0 {
+		o.MaxRequestBytes = httpsync.DefaultMaxBodyBytes
+	}
+}
+
+// Hub holds every realtime socket of one process. Create it with New, wire
+// it into the engine's configuration with Hooks, bind the engine with
+// Start, serve it at GET <mount>/realtime, and Close it on shutdown
+// (after the HTTP server stopped accepting, before the engine closes).
+type Hub struct {
+	opts Options
+	log  *zap.Logger
+	eng  atomic.Pointer[engine.Engine]
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+
+	mu      sync.RWMutex
+	closed  bool
+	parts   map[string]*part
+	sockets int
+
+	// gmu orders goroutine starts before Close's Wait.
+	gmu     sync.Mutex
+	stopped bool
+	wg      sync.WaitGroup
+
+	stats stats
+}
+
+// New returns a hub; it serves nothing until Start.
+func New(opts Options) *Hub {
+	opts.defaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Hub{opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, parts: map[string]*part{}}
+}
+
+// Hooks sets cfg's OnCommit and OnRegistration to the hub's, keeping (and
+// still calling) any OnCommit already set.
+func (h *Hub) Hooks(cfg *engine.Config) {
+	prev := cfg.OnCommit
+	cfg.OnCommit = func(p string, seq int64) {
+		if prev != nil {
+			prev(p, seq)
+		}
+		h.OnCommit(p, seq)
+	}
+	prevReg := cfg.OnRegistration
+	cfg.OnRegistration = func(p string, r partition.Registration) {
+		if prevReg != nil {
+			prevReg(p, r)
+		}
+		h.OnRegistration(p, r)
+	}
+}
+
+// Start binds the engine whose Config carries the hub's Hooks; until then
+// upgrades are answered 503.
+func (h *Hub) Start(eng *engine.Engine) { h.eng.Store(eng) }
+
+// Close closes every socket (status 1001, "server shutting down") and
+// waits for every goroutine the hub started. New upgrades are refused.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		h.wg.Wait()
+		return
+	}
+	h.closed = true
+	var all []*session
+	for _, p := range h.parts {
+		p.mu.Lock()
+		for s := range p.sessions {
+			all = append(all, s)
+		}
+		p.mu.Unlock()
+	}
+	h.mu.Unlock()
+	for _, s := range all {
+		s.shut(websocket.StatusGoingAway, "server shutting down")
+	}
+	h.gmu.Lock()
+	h.stopped = true
+	h.gmu.Unlock()
+	// The close handshakes above end every reader; then the rest winds
+	// down. The context ends whatever is still waiting on the engine.
+	done := make(chan struct{})
+	go func() { h.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(h.opts.WriteTimeout + 5*time.Second):
+		h.cancel()
+		<-done
+	}
+	h.cancel()
+}
+
+// spawn runs fn on a goroutine Close waits for; false (fn not run) once
+// the hub is stopping.
+func (h *Hub) spawn(fn func()) bool {
+	if !h.enter() {
+		return false
+	}
+	go func() {
+		defer h.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// enter counts the calling goroutine as one of the hub's (the caller runs
+// h.wg.Done when it ends); false once the hub is stopping.
+func (h *Hub) enter() bool {
+	h.gmu.Lock()
+	defer h.gmu.Unlock()
+	if h.stopped {
+		return false
+	}
+	h.wg.Add(1)
+	return true
+}
+
+func (h *Hub) nowMs() int64 {
+	if e := h.eng.Load(); e != nil {
+		return e.Now().UnixMilli()
+	}
+	return time.Now().UnixMilli()
+}
+
+// OnCommit tells the hub that partition's commits up to maxSeq are
+// durable. It never blocks; Hooks installs it as engine.Config.OnCommit.
+func (h *Hub) OnCommit(partitionName string, maxSeq int64) {
+	h.mu.RLock()
+	p := h.parts[partitionName]
+	h.mu.RUnlock()
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	if maxSeq > p.latest {
+		p.latest = maxSeq
+		p.kickFanout()
+	}
+	p.mu.Unlock()
+}
+
+// OnRegistration follows a client's served rounds: the wire version of
+// its deltas and, after a pull, its new registrations. The client's
+// sockets then get wake-ups, not deltas, until an ack covers the newest
+// commit they were told about (the pull's answer may still be on its way
+// to the client). It never blocks; Hooks installs it.
+func (h *Hub) OnRegistration(partitionName string, r partition.Registration) {
+	h.mu.RLock()
+	p := h.parts[partitionName]
+	h.mu.RUnlock()
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.byClient[r.ClientID] {
+		if s.ident.ActorID != r.ActorID || s.state == stateClosed {
+			continue
+		}
+		s.wire = r.WireVersion
+		if !r.Pulled {
+			continue
+		}
+		subs := make([]sub, 0, len(r.Subscriptions))
+		for _, rs := range r.Subscriptions {
+			subs = append(subs, sub{id: rs.ID, table: rs.Table, eff: rs.Effective, cursor: rs.Cursor, active: rs.Active, ready: rs.Ready})
+		}
+		s.epoch, s.reset = r.LogEpoch, false
+		s.gen++
+		s.live = false
+		s.sent = s.sent[:0]
+		p.register(s, subs)
+	}
+}
+
+// part is the hub's state of one partition with sockets. Its mutex guards
+// the fields below and every session's registration and flow state (lock
+// order: Hub.mu, then part.mu, then a session's queue lock).
+type part struct {
+	h    *Hub
+	name string
+
+	mu       sync.Mutex
+	gone     bool // removed from Hub.parts
+	sessions map[*session]struct{}
+	byClient map[string][]*session
+	keys     map[string]map[*session]struct{}      // registered scope key → sockets
+	presence map[string]map[*session]presenceEntry // scope key → socket → doc
+	latest   int64                                 // newest commit seq known
+
+	fanRunning, fanDirty bool
+	acks                 map[string]partition.Ack
+	ackRunning           bool
+}
+
+type presenceEntry struct {
+	doc json.RawMessage
+}
+
+// acquirePart returns the partition's state, creating it.
+func (h *Hub) acquirePart(name string) *part {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := h.parts[name]
+	if p == nil {
+		p = &part{h: h, name: name, sessions: map[*session]struct{}{}, byClient: map[string][]*session{},
+			keys: map[string]map[*session]struct{}{}, presence: map[string]map[*session]presenceEntry{}, latest: -1}
+		h.parts[name] = p
+	}
+	return p
+}
+
+// releasePart drops an idle partition with no socket.
+func (h *Hub) releasePart(p *part) {
+	h.mu.Lock()
+	p.mu.Lock()
+	if len(p.sessions) == 0 && !p.fanRunning && !p.ackRunning && !p.gone && h.parts[p.name] == p {
+		delete(h.parts, p.name)
+		p.gone = true
+	}
+	p.mu.Unlock()
+	h.mu.Unlock()
+}
+
+// ServeHTTP serves GET /realtime?clientId=…: authenticate, load the
+// client's registrations, upgrade, send hello.
+func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	eng := h.eng.Load()
+	if eng == nil {
+		httpsync.WriteErrorStatus(w, http.StatusServiceUnavailable, syncerr.New(syncerr.InternalError, "realtime is not started"))
+		return
+	}
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		httpsync.WriteErrorStatus(w, http.StatusMethodNotAllowed, syncerr.New(syncerr.InvalidRequest, "use GET with a WebSocket upgrade for /realtime"))
+		return
+	}
+	if h.opts.Auth == nil {
+		httpsync.WriteErrorStatus(w, http.StatusInternalServerError, syncerr.New(syncerr.InternalError, "no authenticator configured"))
+		return
+	}
+	id, err := h.opts.Auth.Authenticate(r)
+	if err != nil {
+		e := syncerr.As(err)
+		if e.Code == syncerr.InternalError {
+			e = syncerr.Wrap(syncerr.AuthRequired, err, "authentication failed")
+		}
+		httpsync.WriteError(w, e)
+		return
+	}
+	clientID := r.URL.Query().Get("clientId")
+	if verr := partition.ValidateClientID(clientID); verr != nil {
+		httpsync.WriteError(w, verr)
+		return
+	}
+	if verr := partition.ValidateIdentity(id.ActorID, id.Partition); verr != nil {
+		httpsync.WriteError(w, verr)
+		return
+	}
+	if !isUpgrade(r) {
+		httpsync.WriteErrorStatus(w, http.StatusUpgradeRequired, syncerr.New(syncerr.InvalidRequest, "GET /realtime needs a WebSocket upgrade"))
+		return
+	}
+	h.mu.Lock()
+	switch {
+	case h.closed:
+		h.mu.Unlock()
+		httpsync.WriteErrorStatus(w, http.StatusServiceUnavailable, syncerr.New(syncerr.InternalError, "the server is shutting down; retry"))
+		return
+	case h.sockets >= h.opts.MaxConnections:
+		h.mu.Unlock()
+		h.stats.refusedLimit.Add(1)
+		httpsync.WriteError(w, syncerr.New(syncerr.WebsocketConnLimit, "this server holds its maximum of %d realtime sockets; retry later", h.opts.MaxConnections))
+		return
+	}
+	h.sockets++
+	h.mu.Unlock()
+	s := h.newSession(id, clientID)
+	if !h.connect(w, r, eng, s) {
+		h.mu.Lock()
+		h.sockets--
+		h.mu.Unlock()
+	}
+}
+
+func isUpgrade(r *http.Request) bool {
+	for _, v := range r.Header.Values("Upgrade") {
+		for _, tok := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "websocket") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// connect registers s, loads its client, upgrades and starts it; false
+// when the upgrade was refused (answered already).
+func (h *Hub) connect(w http.ResponseWriter, r *http.Request, eng *engine.Engine, s *session) bool {
+	// Register before reading the partition's newest seq: a commit after
+	// that read is then always seen by this socket (as a delta or wake-up).
+	var p *part
+	for {
+		p = h.acquirePart(s.ident.Partition)
+		p.mu.Lock()
+		if !p.gone {
+			break
+		}
+		p.mu.Unlock()
+	}
+	s.p = p
+	p.sessions[s] = struct{}{}
+	p.byClient[s.clientID] = append(p.byClient[s.clientID], s)
+	p.mu.Unlock()
+	fail := func(err error) bool {
+		p.unregister(s)
+		h.releasePart(p)
+		httpsync.WriteError(w, err)
+		return false
+	}
+	st, err := eng.ClientState(r.Context(), s.ident, s.clientID)
+	if err != nil {
+		return fail(err)
+	}
+	if cerr := partition.CheckClientID(s.clientID, s.ident.ActorID, st.ActorID); cerr != nil {
+		return fail(cerr)
+	}
+	var subs []sub
+	if len(st.Subscriptions) > 0 {
+		allowed, ok := eng.Resolve(r.Context(), s.ident)
+		for _, ss := range st.Subscriptions {
+			eff, revoked := partition.Effective(ss.Scopes, allowed, ok)
+			x := sub{id: ss.ID, table: ss.Table, cursor: ss.Cursor, active: !revoked}
+			if !revoked {
+				x.eff = eff
+				x.ready = !ss.Pending && ss.Cursor >= 0
+			}
+			subs = append(subs, x)
+		}
+	}
+	// A hijacked connection keeps the server's read and write deadlines:
+	// clear them, the socket has its own timeouts.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: len(h.opts.OriginPatterns) == 0,
+		OriginPatterns: h.opts.OriginPatterns})
+	if err != nil {
+		p.unregister(s)
+		h.releasePart(p)
+		h.log.Debug("realtime upgrade failed", zap.String("partition", p.name), zap.String("client_id", s.clientID), zap.Error(err))
+		return false
+	}
+	conn.SetReadLimit(h.opts.MaxRequestBytes + 1)
+	s.conn = conn
+	s.aconn.Store(conn)
+	h.stats.accepted.Add(1)
+
+	p.mu.Lock()
+	if s.ctx.Err() != nil { // the hub is closing
+		p.mu.Unlock()
+		_ = conn.CloseNow()
+		p.unregister(s)
+		h.releasePart(p)
+		return false
+	}
+	latest := max(st.Info.MaxCommitSeq, p.latest)
+	p.latest = latest
+	s.epoch, s.wire = st.Info.LogEpoch, st.WireVersion
+	requiresSync := !st.Exists || st.Cursor < latest
+	s.highest, s.wokeAt = latest, latest
+	s.live = !requiresSync
+	s.state = stateStarted
+	hello := &ssp2.Hello{ProtocolVersion: 1, SessionID: s.id, ActorID: s.ident.ActorID, ClientID: s.clientID,
+		Cursor: st.Cursor, LatestCursor: latest, RequiresSync: requiresSync, Timestamp: h.nowMs()}
+	if b, err := ssp2.MarshalControl(hello); err == nil {
+		s.enqueue(outMsg{typ: websocket.MessageText, data: b}, true)
+	}
+	p.register(s, subs) // after hello: the presence burst follows it
+	if s.live && s.behind(latest) {
+		p.kickFanout()
+	}
+	p.mu.Unlock()
+	h.log.Debug("realtime socket connected", zap.String("partition", p.name), zap.String("client_id", s.clientID),
+		zap.String("session_id", s.id), zap.Int64("cursor", st.Cursor), zap.Int64("latest_cursor", latest))
+	if !h.spawn(s.readLoop) {
+		s.finish() // the hub is closing
+		return true
+	}
+	s.scheduleBeat()
+	return true
+}
+
+// register replaces s's subscriptions and scope keys (presence follows:
+// leave on keys it loses, the current set of keys it gains). Called with
+// p.mu held.
+func (p *part) register(s *session, subs []sub) {
+	s.subs = subs
+	s.groupKey = groupKey(subs)
+	keys := map[string]struct{}{}
+	schema := p.h.schema()
+	for _, x := range subs {
+		if !x.active || schema == nil {
+			continue
+		}
+		t := schema.Table(x.table)
+		if t == nil {
+			continue
+		}
+		for v, vals := range x.eff {
+			sv := t.ScopeVar(v)
+			if sv == nil {
+				continue
+			}
+			for _, val := range vals {
+				keys[sv.Prefix+":"+val] = struct{}{}
+			}
+		}
+	}
+	for k := range s.keys {
+		if _, ok := keys[k]; ok {
+			continue
+		}
+		delete(p.keys[k], s)
+		if len(p.keys[k]) == 0 {
+			delete(p.keys, k)
+		}
+		p.presenceLeave(s, k)
+	}
+	old := s.keys
+	s.keys = keys
+	for k := range keys {
+		if _, ok := old[k]; ok {
+			continue
+		}
+		if p.keys[k] == nil {
+			p.keys[k] = map[*session]struct{}{}
+		}
+		p.keys[k][s] = struct{}{}
+		p.presenceBurst(s, k)
+	}
+}
+
+// unregister removes s from the partition's indexes (presence: leave).
+func (p *part) unregister(s *session) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.sessions[s]; !ok {
+		s.state = stateClosed
+		return
+	}
+	s.state = stateClosed
+	delete(p.sessions, s)
+	list := p.byClient[s.clientID]
+	for i, x := range list {
+		if x == s {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(p.byClient, s.clientID)
+	} else {
+		p.byClient[s.clientID] = list
+	}
+	for k := range s.keys {
+		delete(p.keys[k], s)
+		if len(p.keys[k]) == 0 {
+			delete(p.keys, k)
+		}
+		p.presenceLeave(s, k)
+	}
+	s.keys = nil
+}
+
+func (h *Hub) schema() *schema.Schema {
+	if e := h.eng.Load(); e != nil {
+		return e.Schema()
+	}
+	return nil
+}
+
+// groupKey identifies a subscription set for delta sharing: the ready
+// subscriptions with their effective scopes (cursors are added per build).
+func groupKey(subs []sub) string {
+	b := make([]byte, 0, 64)
+	for _, x := range subs {
+		if !x.ready {
+			continue
+		}
+		b = append(b, x.id...)
+		b = append(b, 0)
+		b = append(b, x.table...)
+		b = append(b, 0)
+		vars := make([]string, 0, len(x.eff))
+		for v := range x.eff {
+			vars = append(vars, v)
+		}
+		sort.Strings(vars)
+		for _, v := range vars {
+			b = append(b, v...)
+			b = append(b, 1)
+			for _, val := range x.eff[v] {
+				b = append(b, val...)
+				b = append(b, 2)
+			}
+		}
+		b = append(b, 3)
+	}
+	return string(b)
+}
+
+// Stats are the hub's counters.
+type Stats struct {
+	// Sockets is the number of open sockets; Partitions the partitions
+	// they are on.
+	Sockets, Partitions int
+	// Accepted counts upgrades; RefusedLimit upgrades refused at
+	// MaxConnections.
+	Accepted, RefusedLimit uint64
+	// Deltas counts deltas queued; DeltaBuilds the distinct deltas
+	// encoded (one per subscription set and wire version).
+	Deltas, DeltaBuilds uint64
+	// Wakes counts wake-ups by reason.
+	Wakes map[string]uint64
+	// Closed counts sockets closed by the server, by reason: "slow"
+	// (send buffer full), "ping" (no pong), "protocol" (a violation),
+	// "shutdown".
+	Closed map[string]uint64
+	// Rounds counts socket rounds served; Presence presence events queued.
+	Rounds, Presence uint64
+}
+
+type stats struct {
+	accepted, refusedLimit, deltas, deltaBuilds, rounds, presence atomic.Uint64
+	wakeTooLarge, wakeCatchup, wakeReset                          atomic.Uint64
+	closedSlow, closedPing, closedProtocol, closedShutdown        atomic.Uint64
+}
+
+// Stats returns the hub's counters.
+func (h *Hub) Stats() Stats {
+	h.mu.RLock()
+	st := Stats{Sockets: h.sockets, Partitions: len(h.parts)}
+	h.mu.RUnlock()
+	s := &h.stats
+	st.Accepted, st.RefusedLimit = s.accepted.Load(), s.refusedLimit.Load()
+	st.Deltas, st.DeltaBuilds, st.Rounds, st.Presence = s.deltas.Load(), s.deltaBuilds.Load(), s.rounds.Load(), s.presence.Load()
+	st.Wakes = map[string]uint64{ssp2.WakeDeltaTooLarge: s.wakeTooLarge.Load(), ssp2.WakeCatchupRequired: s.wakeCatchup.Load(), ssp2.WakeResetRequired: s.wakeReset.Load()}
+	st.Closed = map[string]uint64{"slow": s.closedSlow.Load(), "ping": s.closedPing.Load(), "protocol": s.closedProtocol.Load(), "shutdown": s.closedShutdown.Load()}
+	return st
+}
+
+// SessionInfo describes one open socket (for tests and operators).
+type SessionInfo struct {
+	SessionID, ActorID, ClientID string
+	// Keys are the scope keys it is registered on, sorted.
+	Keys []string
+	// Live reports that it gets deltas (not wake-ups).
+	Live bool
+	// Queued is the number of messages in its send buffer.
+	Queued int
+}
+
+// Sessions lists the open sockets of a partition.
+func (h *Hub) Sessions(partitionName string) []SessionInfo {
+	h.mu.RLock()
+	p := h.parts[partitionName]
+	h.mu.RUnlock()
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]SessionInfo, 0, len(p.sessions))
+	for s := range p.sessions {
+		if s.state != stateStarted {
+			continue
+		}
+		si := SessionInfo{SessionID: s.id, ActorID: s.ident.ActorID, ClientID: s.clientID, Live: s.live}
+		si.Queued, _ = s.queued()
+		for k := range s.keys {
+			si.Keys = append(si.Keys, k)
+		}
+		sort.Strings(si.Keys)
+		out = append(out, si)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].SessionID < out[j].SessionID })
+	return out
+}
+
+// WriteMetrics writes the hub's metrics in the Prometheus text format.
+func (h *Hub) WriteMetrics(w io.Writer) {
+	st := h.Stats()
+	fmt.Fprintf(w, "# HELP synclane_realtime_sockets Open realtime sockets.\n# TYPE synclane_realtime_sockets gauge\nsynclane_realtime_sockets %d\n", st.Sockets)
+	c := func(name, help string, v uint64) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", name, help, name, name, v)
+	}
+	c("synclane_realtime_accepted_total", "Realtime sockets accepted.", st.Accepted)
+	c("synclane_realtime_refused_limit_total", "Realtime upgrades refused at the connection limit.", st.RefusedLimit)
+	c("synclane_realtime_deltas_total", "Realtime deltas queued on sockets.", st.Deltas)
+	c("synclane_realtime_delta_builds_total", "Distinct realtime deltas encoded.", st.DeltaBuilds)
+	c("synclane_realtime_rounds_total", "Socket rounds served.", st.Rounds)
+	c("synclane_realtime_presence_total", "Presence events queued on sockets.", st.Presence)
+	fmt.Fprintf(w, "# HELP synclane_realtime_wakes_total Wake-ups sent, by reason.\n# TYPE synclane_realtime_wakes_total counter\n")
+	for _, r := range []string{ssp2.WakeCatchupRequired, ssp2.WakeDeltaTooLarge, ssp2.WakeResetRequired} {
+		fmt.Fprintf(w, "synclane_realtime_wakes_total{reason=%q} %d\n", r, st.Wakes[r])
+	}
+	fmt.Fprintf(w, "# HELP synclane_realtime_closed_total Sockets closed by the server, by reason.\n# TYPE synclane_realtime_closed_total counter\n")
+	for _, r := range []string{"ping", "protocol", "shutdown", "slow"} {
+		fmt.Fprintf(w, "synclane_realtime_closed_total{reason=%q} %d\n", r, st.Closed[r])
+	}
+}

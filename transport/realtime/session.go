@@ -1,0 +1,414 @@
+package realtime
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/partition"
+	"github.com/synclane/synclane/protocol/ssp2"
+)
+
+// Binary message tags (§8.7).
+const (
+	// TagDelta prefixes a server→client delta: one whole SSP2 response.
+	TagDelta byte = 0x00
+	// TagRound prefixes a socket round chunk, both directions.
+	TagRound byte = 0x01
+)
+
+const (
+	stateConnecting = iota
+	stateStarted
+	stateClosed
+)
+
+// sub is one registered subscription of a socket.
+type sub struct {
+	id, table string
+	eff       map[string][]string
+	cursor    int64
+	active    bool // registered: its scope keys count for presence
+	ready     bool // deltas continue it from cursor
+}
+
+// session is one socket. Its registration and flow-control fields are
+// guarded by its partition's mutex; its send queue by qmu.
+type session struct {
+	h        *Hub
+	p        *part
+	id       string
+	ident    engine.Identity
+	clientID string
+	conn     *websocket.Conn
+	aconn    atomic.Pointer[websocket.Conn] // conn, for shut (which may run before the upgrade finished)
+	ctx      context.Context
+	cancel   context.CancelFunc
+
+	// guarded by p.mu
+	state    int
+	wire     uint16
+	epoch    string
+	subs     []sub
+	groupKey string
+	keys     map[string]struct{}
+	gen      uint64  // bumped when registrations are replaced
+	live     bool    // deltas flow; otherwise wake-ups
+	reset    bool    // the epoch changed: reset-required sent, nothing more until a new registration
+	inRound  bool    // a socket round is being served: no deltas
+	building bool    // part of a delta build in flight
+	highest  int64   // newest commit seq this socket was told about (hello, delta or wake-up)
+	wokeAt   int64   // the seq of the last wake-up (or hello) sent
+	sent     []int64 // seqs of deltas sent and not yet acked
+
+	qmu     sync.Mutex
+	queue   []outMsg
+	qbytes  int
+	writing bool
+
+	shutOnce  sync.Once
+	shutting  atomic.Bool
+	beatTimer *time.Timer
+	beatMu    sync.Mutex
+
+	// round state, owned by the reader goroutine (roundBusy is shared with
+	// the round's goroutine)
+	roundBuf  []byte
+	roundBusy atomic.Bool
+}
+
+// outMsg is one queued message. Wake-ups are rendered when written, so a
+// queued one can be brought up to date instead of queuing another.
+type outMsg struct {
+	typ  websocket.MessageType
+	data []byte
+	wake *ssp2.Wake
+}
+
+func (h *Hub) newSession(id engine.Identity, clientID string) *session {
+	ctx, cancel := context.WithCancel(h.ctx)
+	return &session{h: h, id: uuid.NewString(), ident: id, clientID: clientID, ctx: ctx, cancel: cancel,
+		highest: -1, wokeAt: -1}
+}
+
+// behind reports whether a ready subscription's cursor is below seq.
+func (s *session) behind(seq int64) bool {
+	for i := range s.subs {
+		if s.subs[i].ready && s.subs[i].cursor < seq {
+			return true
+		}
+	}
+	return false
+}
+
+// enqueue queues m. Data (a delta) is refused when it does not fit the
+// send buffer; a control message is refused only when the buffer holds
+// MaxQueuedMessages already, and then the socket is closed: it is not
+// reading. Wake-ups coalesce with a wake-up still queued.
+func (s *session) enqueue(m outMsg, control bool) bool {
+	o := &s.h.opts
+	s.qmu.Lock()
+	if m.wake != nil && len(s.queue) > 0 {
+		if last := &s.queue[len(s.queue)-1]; last.wake != nil {
+			if last.wake.Reason != ssp2.WakeResetRequired || m.wake.Reason == ssp2.WakeResetRequired {
+				*last.wake = *m.wake
+			} else {
+				last.wake.Cursor = max(last.wake.Cursor, m.wake.Cursor)
+			}
+			s.qmu.Unlock()
+			return true
+		}
+	}
+	full := len(s.queue) >= o.MaxQueuedMessages
+	if !control && (full || s.qbytes+len(m.data) > o.MaxQueuedBytes) {
+		s.qmu.Unlock()
+		return false
+	}
+	if control && full {
+		s.qmu.Unlock()
+		s.h.stats.closedSlow.Add(1)
+		s.shut(websocket.StatusPolicyViolation, "send buffer full: the client is not reading")
+		return false
+	}
+	s.queue = append(s.queue, m)
+	s.qbytes += len(m.data)
+	start := !s.writing
+	s.writing = true
+	s.qmu.Unlock()
+	if start && !s.h.spawn(s.writeLoop) {
+		s.qmu.Lock()
+		s.writing = false
+		s.qmu.Unlock()
+	}
+	return true
+}
+
+// queued reports the messages and bytes waiting in the send buffer.
+func (s *session) queued() (int, int) {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	return len(s.queue), s.qbytes
+}
+
+// writeLoop writes queued messages until the queue is empty; it runs only
+// while there is something to send.
+func (s *session) writeLoop() {
+	for {
+		s.qmu.Lock()
+		if len(s.queue) == 0 || s.ctx.Err() != nil {
+			s.queue, s.qbytes, s.writing = nil, 0, false
+			s.qmu.Unlock()
+			return
+		}
+		m := s.queue[0]
+		s.queue[0] = outMsg{}
+		s.queue = s.queue[1:]
+		s.qbytes -= len(m.data)
+		if m.wake != nil {
+			m.data, _ = ssp2.MarshalControl(m.wake)
+		}
+		s.qmu.Unlock()
+		if err := s.write(m.typ, m.data); err != nil {
+			s.qmu.Lock()
+			s.queue, s.qbytes, s.writing = nil, 0, false
+			s.qmu.Unlock()
+			return
+		}
+	}
+}
+
+// write writes one message within the write timeout (a failed or late
+// write closes the socket).
+func (s *session) write(typ websocket.MessageType, data []byte) error {
+	ctx, cancel := context.WithTimeout(s.ctx, s.h.opts.WriteTimeout)
+	defer cancel()
+	return s.conn.Write(ctx, typ, data)
+}
+
+// wake queues a sync wake-up (with p.mu held) and records it.
+func (s *session) wake(reason string, cursor int64) {
+	s.wokeAt = max(s.wokeAt, cursor)
+	s.highest = max(s.highest, cursor)
+	switch reason {
+	case ssp2.WakeDeltaTooLarge:
+		s.h.stats.wakeTooLarge.Add(1)
+	case ssp2.WakeResetRequired:
+		s.h.stats.wakeReset.Add(1)
+	default:
+		s.h.stats.wakeCatchup.Add(1)
+	}
+	s.enqueue(outMsg{typ: websocket.MessageText, wake: &ssp2.Wake{Cursor: cursor, Reason: reason, Timestamp: s.h.nowMs()}}, true)
+}
+
+// control queues a control message (with or without p.mu held).
+func (s *session) control(v any) {
+	b, err := ssp2.MarshalControl(v)
+	if err != nil {
+		s.h.log.Error("realtime control message not encodable", zap.Error(err))
+		return
+	}
+	s.enqueue(outMsg{typ: websocket.MessageText, data: b}, true)
+}
+
+// shut closes the socket with a close frame (the handshake runs on its own
+// goroutine: a peer that does not read cannot hold the caller).
+func (s *session) shut(code websocket.StatusCode, reason string) {
+	s.shutOnce.Do(func() {
+		s.shutting.Store(true)
+		if code == websocket.StatusGoingAway {
+			s.h.stats.closedShutdown.Add(1)
+		}
+		conn := s.aconn.Load()
+		if conn == nil {
+			s.cancel()
+			return
+		}
+		if !s.h.spawn(func() { _ = conn.Close(code, reason) }) {
+			// The hub is stopping: Close runs the handshakes itself.
+			go func() { _ = conn.Close(code, reason) }()
+		}
+	})
+}
+
+// scheduleBeat arms the next heartbeat.
+func (s *session) scheduleBeat() {
+	s.beatMu.Lock()
+	defer s.beatMu.Unlock()
+	if s.ctx.Err() != nil {
+		return
+	}
+	if s.beatTimer == nil {
+		s.beatTimer = time.AfterFunc(s.h.opts.HeartbeatInterval, s.beat)
+	} else {
+		s.beatTimer.Reset(s.h.opts.HeartbeatInterval)
+	}
+}
+
+// beat sends a heartbeat event and a ping; a pong that does not come back
+// within PingTimeout closes the socket.
+func (s *session) beat() {
+	if !s.h.enter() {
+		return
+	}
+	defer s.h.wg.Done()
+	if s.ctx.Err() != nil {
+		return
+	}
+	s.control(&ssp2.Heartbeat{Timestamp: s.h.nowMs()})
+	ctx, cancel := context.WithTimeout(s.ctx, s.h.opts.PingTimeout)
+	err := s.conn.Ping(ctx)
+	cancel()
+	if err != nil {
+		if s.ctx.Err() == nil && !s.shutting.Load() {
+			s.h.stats.closedPing.Add(1)
+			s.h.log.Debug("realtime socket closed: no pong", zap.String("partition", s.ident.Partition),
+				zap.String("client_id", s.clientID), zap.String("session_id", s.id), zap.Error(err))
+			_ = s.conn.CloseNow()
+		}
+		return
+	}
+	s.scheduleBeat()
+}
+
+// readLoop reads the client's messages until the socket ends, then
+// unregisters the socket.
+func (s *session) readLoop() {
+	defer s.finish()
+	for {
+		typ, data, err := s.conn.Read(s.ctx)
+		if err != nil {
+			return
+		}
+		if typ == websocket.MessageText {
+			s.handleControl(data)
+			continue
+		}
+		if len(data) == 0 || data[0] != TagRound {
+			s.protocolError(websocket.StatusUnsupportedData, "unknown binary tag")
+			continue
+		}
+		s.roundChunk(data[1:])
+	}
+}
+
+// finish runs when the reader ends: the socket is closed and forgotten.
+func (s *session) finish() {
+	s.cancel()
+	s.beatMu.Lock()
+	if s.beatTimer != nil {
+		s.beatTimer.Stop()
+	}
+	s.beatMu.Unlock()
+	if !s.shutting.Load() {
+		_ = s.conn.CloseNow()
+	}
+	s.p.unregister(s)
+	s.h.releasePart(s.p)
+	s.h.mu.Lock()
+	s.h.sockets--
+	s.h.mu.Unlock()
+	s.h.log.Debug("realtime socket closed", zap.String("partition", s.ident.Partition), zap.String("client_id", s.clientID),
+		zap.String("session_id", s.id))
+}
+
+// protocolError closes the socket for a client violation.
+func (s *session) protocolError(code websocket.StatusCode, reason string) {
+	s.h.stats.closedProtocol.Add(1)
+	s.h.log.Debug("realtime socket closed: protocol violation", zap.String("partition", s.ident.Partition),
+		zap.String("client_id", s.clientID), zap.String("session_id", s.id), zap.String("reason", reason))
+	s.shut(code, reason)
+}
+
+// handleControl handles a client→server control message: an ack or a
+// presence publish; unknown ones are ignored, malformed known ones close
+// the socket.
+func (s *session) handleControl(data []byte) {
+	msg, err := ssp2.ParseClientControl(data)
+	if err != nil {
+		s.protocolError(websocket.StatusInvalidFramePayloadData, "malformed control message")
+		return
+	}
+	switch m := msg.(type) {
+	case *ssp2.Ack:
+		s.ack(m.Cursor)
+	case *ssp2.PresencePublish:
+		s.p.publish(s, m.ScopeKey, m.Doc)
+	}
+}
+
+// ack takes the client's acknowledgement: unacked deltas up to cursor are
+// settled, the stored cursor follows, and a socket that was behind gets
+// deltas again once the ack covers the newest commit it was told about.
+func (s *session) ack(cursor int64) {
+	p := s.p
+	p.mu.Lock()
+	if cursor < 0 || s.state != stateStarted {
+		p.mu.Unlock()
+		return
+	}
+	cursor = min(cursor, max(p.latest, s.highest))
+	n := 0
+	for _, x := range s.sent {
+		if x > cursor {
+			s.sent[n] = x
+			n++
+		}
+	}
+	s.sent = s.sent[:n]
+	if !s.live && !s.reset && !s.inRound && cursor >= s.highest {
+		s.live = true
+		s.sent = s.sent[:0]
+		for i := range s.subs {
+			if s.subs[i].ready {
+				s.subs[i].cursor = max(s.subs[i].cursor, cursor)
+			}
+		}
+		if s.behind(p.latest) {
+			p.kickFanout()
+		}
+	}
+	if p.acks == nil {
+		p.acks = map[string]partition.Ack{}
+	}
+	if a, ok := p.acks[s.clientID]; !ok || a.Cursor < cursor || a.ActorID != s.ident.ActorID {
+		p.acks[s.clientID] = partition.Ack{ClientID: s.clientID, ActorID: s.ident.ActorID, Cursor: cursor}
+	}
+	if !p.ackRunning && p.h.spawn(p.flushAcks) {
+		p.ackRunning = true
+	}
+	p.mu.Unlock()
+}
+
+// flushAcks hands acks to the partition's actor, one batch at a time,
+// while there are any.
+func (p *part) flushAcks() {
+	defer p.h.releasePart(p)
+	for {
+		p.mu.Lock()
+		if len(p.acks) == 0 {
+			p.ackRunning = false
+			p.mu.Unlock()
+			return
+		}
+		batch := make([]partition.Ack, 0, len(p.acks))
+		for _, a := range p.acks {
+			batch = append(batch, a)
+		}
+		p.acks = nil
+		p.mu.Unlock()
+		eng := p.h.eng.Load()
+		ctx, cancel := context.WithTimeout(p.h.ctx, 30*time.Second)
+		err := eng.Ack(ctx, p.name, batch)
+		cancel()
+		if err != nil && !errors.Is(err, context.Canceled) {
+			p.h.log.Warn("realtime acks not recorded", zap.String("partition", p.name), zap.Int("acks", len(batch)), zap.Error(err))
+		}
+	}
+}
