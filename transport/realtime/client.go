@@ -311,8 +311,9 @@ type Follower interface {
 }
 
 // Follow keeps f in sync through the socket until ctx ends or the socket
-// does: a hello that requires sync, and every wake-up, make it pull; every
-// delta is applied; each is acknowledged. onEvent, when not nil, sees
+// does: a hello that requires sync (or whose latestCursor is past f's
+// cursor), and every wake-up, make it pull; every delta is applied; each
+// is acknowledged. onEvent, when not nil, sees
 // every event first.
 func (c *Client) Follow(ctx context.Context, f Follower, onEvent func(any)) error {
 	catchUp := func() error {
@@ -321,7 +322,9 @@ func (c *Client) Follow(ctx context.Context, f Follower, onEvent func(any)) erro
 		}
 		return c.Ack(ctx, f.Cursor())
 	}
-	if c.hello.RequiresSync {
+	// The stored cursor can be ahead of what this client applied (a pull
+	// answered but lost): its own cursor decides too.
+	if c.hello.RequiresSync || f.Cursor() < c.hello.LatestCursor {
 		if err := catchUp(); err != nil {
 			return err
 		}

@@ -41,8 +41,11 @@ type fixture struct {
 type fixtureOpts struct {
 	hub   realtime.Options
 	store storage.Store
-	now   func() time.Time
-	flush time.Duration
+	// ownStore: the caller closes the store.
+	ownStore bool
+	feed     engine.CommitFeed
+	now      func() time.Time
+	flush    time.Duration
 }
 
 func newFixture(t *testing.T, o fixtureOpts) *fixture {
@@ -59,7 +62,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	o.hub.Auth = httpsync.DevAuth{}
 	f.hub = realtime.New(o.hub)
 	cfg := engine.Config{Schema: f.schema, Store: f.store, Now: o.now, ClientFlushInterval: o.flush,
-		Resolver: engine.ScopeResolverFunc(f.resolve)}
+		Resolver: engine.ScopeResolverFunc(f.resolve), Feed: o.feed}
 	f.hub.Hooks(&cfg)
 	eng, err := engine.New(context.Background(), cfg)
 	if err != nil {
@@ -72,7 +75,9 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		f.srv.Close()
 		f.hub.Close()
 		_ = f.eng.Close()
-		_ = f.store.Close()
+		if !o.ownStore {
+			_ = f.store.Close()
+		}
 		if st := f.hub.Stats(); st.Sockets != 0 {
 			t.Errorf("%d sockets left after Close", st.Sockets)
 		}
@@ -259,3 +264,5 @@ func contains(ss []string, s string) bool {
 	}
 	return false
 }
+
+var rowTable = schema.MustDemo().Table("todos")

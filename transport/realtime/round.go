@@ -3,6 +3,7 @@ package realtime
 import (
 	"bytes"
 	"encoding/binary"
+	"sync"
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
@@ -88,20 +89,24 @@ func requestComplete(buf []byte) bool {
 
 // serveRound runs one round and writes its answer.
 func (s *session) serveRound(req []byte) {
-	defer func() {
-		p := s.p
-		p.mu.Lock()
-		s.inRound = false
-		p.mu.Unlock()
-		s.roundBusy.Store(false)
-	}()
+	var once sync.Once
+	finish := func() {
+		once.Do(func() {
+			p := s.p
+			p.mu.Lock()
+			s.inRound = false
+			p.mu.Unlock()
+			s.roundBusy.Store(false)
+		})
+	}
+	defer finish()
 	s.h.stats.rounds.Add(1)
 	wire := binary.LittleEndian.Uint16(req[4:6])
 	rep, err := s.runRound(req)
 	if err != nil {
 		rep = s.errorReply(wire, err)
 	}
-	w := &chunkWriter{s: s}
+	w := &chunkWriter{s: s, last: finish}
 	if _, err := rep.WriteTo(w); err == nil {
 		_ = w.flush()
 	}
@@ -159,8 +164,9 @@ type chunkWriter struct {
 	s      *session
 	buf    []byte
 	err    error
-	headed bool // the envelope header went out
-	rem    int  // bytes of a large frame still to send in pieces
+	headed bool   // the envelope header went out
+	rem    int    // bytes of a large frame still to send in pieces
+	last   func() // runs before the chunk holding END is sent
 }
 
 func (w *chunkWriter) Write(p []byte) (int, error) {
@@ -169,9 +175,14 @@ func (w *chunkWriter) Write(p []byte) (int, error) {
 	}
 	w.buf = append(w.buf, p...)
 	for {
-		n := w.next()
+		n, end := w.next()
 		if n == 0 {
 			return len(p), nil
+		}
+		if end && w.last != nil {
+			// The client may send its next round as soon as END arrives.
+			w.last()
+			w.last = nil
 		}
 		if err := w.send(w.buf[:n]); err != nil {
 			return 0, err
@@ -184,32 +195,32 @@ func (w *chunkWriter) Write(p []byte) (int, error) {
 // next returns the length of the next chunk ready in buf (0: wait for
 // more): the envelope header (first chunk only) and one whole frame, or a
 // maxChunk piece of a larger frame.
-func (w *chunkWriter) next() int {
+func (w *chunkWriter) next() (n int, isEnd bool) {
 	if w.rem > 0 {
 		n := min(w.rem, len(w.buf))
 		if n < w.rem && n < maxChunk {
-			return 0
+			return 0, false
 		}
 		n = min(n, maxChunk)
 		w.rem -= n
-		return n
+		return n, false
 	}
 	off := 0
 	if !w.headed {
 		off = envelopeLen
 	}
 	if len(w.buf) < off+5 {
-		return 0
+		return 0, false
 	}
 	end := off + 5 + int(binary.LittleEndian.Uint32(w.buf[off+1:off+5]))
 	switch {
 	case end <= len(w.buf):
-		return end
+		return end, w.buf[off] == 0
 	case len(w.buf) >= maxChunk:
 		w.rem = end - maxChunk
-		return maxChunk
+		return maxChunk, false
 	}
-	return 0
+	return 0, false
 }
 
 func (w *chunkWriter) send(b []byte) error {
