@@ -41,6 +41,7 @@ func TestQuickSuite(t *testing.T) {
 			"bootstrap":  {"rows/s", "requests"},
 			"idle":       {"wake time"},
 			"pushpull":   {"rounds/s", "rounds"},
+			"realtime":   {"sockets open", "delta p99", "floor p99"},
 		}[s.Workload]
 		for _, name := range positive {
 			m := s.Metric(name)

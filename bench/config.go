@@ -48,12 +48,14 @@ type Config struct {
 	VUs       int
 	ServerPID int
 
+	Sockets, FanoutSockets, FanoutCommits int
+
 	CPUProfile, MemProfile string
 }
 
 var errUsage = errors.New("usage")
 
-const usage = `usage: go run ./bench <push|partitions|pull|bootstrap|idle|pushpull|all> [flags]
+const usage = `usage: go run ./bench <push|partitions|pull|bootstrap|idle|pushpull|realtime|all> [flags]
 
 Modes (several may be combined; default --inproc):
   --inproc          drive engine.Engine.Sync in this process
@@ -112,6 +114,9 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 10*time.Second, "idle: engine IdleTimeout (passivation delay)")
 	fs.IntVar(&cfg.VUs, "vus", 50, "pushpull: virtual clients, one project each")
 	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "pushpull with --url: pid of the server, for its CPU time and peak RSS")
+	fs.IntVar(&cfg.Sockets, "sockets", 10000, "realtime: idle sockets held (opened by a child process)")
+	fs.IntVar(&cfg.FanoutSockets, "fanout-sockets", 1000, "realtime: subscribed sockets a commit fans out to")
+	fs.IntVar(&cfg.FanoutCommits, "fanout-commits", 100, "realtime: commits timed (each to every socket)")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole invocation")
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write a heap profile at the end")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -125,7 +130,7 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	if cfg.Quick {
 		quick := map[string]string{"duration": "1s", "warmup": "200ms", "partitions": "1,10", "clients": "20",
 			"rows": "2000", "idle-partitions": "50", "writers": "16", "idle-timeout": "200ms", "pull-interval": "50ms",
-			"rate": "200", "page-rows": "1000", "pages": "4"}
+			"rate": "200", "page-rows": "1000", "pages": "4", "sockets": "100", "fanout-sockets": "50", "fanout-commits": "10"}
 		for name, v := range quick {
 			if !set[name] {
 				if err := fs.Set(name, v); err != nil {
@@ -155,8 +160,9 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 		return nil, fmt.Errorf("--rows: %w", err)
 	}
 	switch {
-	case cfg.Runs < 1, cfg.Writers < 1, cfg.Clients < 1, cfg.PullWriters < 1, cfg.Rate < 1, cfg.IdlePartitions < 1, cfg.PullEvery < 1, cfg.VUs < 1:
-		return nil, errors.New("--runs, --writers, --clients, --pull-writers, --rate, --pull-every and --idle-partitions must be positive")
+	case cfg.Runs < 1, cfg.Writers < 1, cfg.Clients < 1, cfg.PullWriters < 1, cfg.Rate < 1, cfg.IdlePartitions < 1, cfg.PullEvery < 1, cfg.VUs < 1,
+		cfg.Sockets < 1, cfg.FanoutSockets < 1, cfg.FanoutCommits < 1:
+		return nil, errors.New("--runs, --writers, --clients, --pull-writers, --rate, --pull-every, --idle-partitions, --vus, --sockets, --fanout-sockets and --fanout-commits must be positive")
 	case cfg.Duration <= 0 || cfg.Warmup < 0:
 		return nil, errors.New("--duration must be positive and --warmup non-negative")
 	}

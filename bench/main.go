@@ -2,7 +2,7 @@
 //
 //	go run ./bench <workload> [flags]
 //
-// Workloads: push, partitions, pull, bootstrap, idle, pushpull, all. The harness
+// Workloads: push, partitions, pull, bootstrap, idle, pushpull, realtime, all. The harness
 // drives the engine in-process (--inproc, the default), over HTTP on a
 // loopback listener it starts itself (--http), or any SSP2 server speaking
 // wire v2 with development auth headers and the demo todos schema (--url).
@@ -22,6 +22,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "realtime-holder" {
+		os.Exit(realtimeHolder(os.Args[2:])) // the child process of the realtime idle case
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -39,6 +42,7 @@ var workloads = []struct {
 	{"bootstrap", runBootstrap},
 	{"idle", runIdle},
 	{"pushpull", runPushpull},
+	{"realtime", runRealtime},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
