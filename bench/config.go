@@ -49,6 +49,7 @@ type Config struct {
 	ServerPID int
 
 	Sockets, FanoutSockets, FanoutCommits int
+	FanoutAck                             bool
 
 	CPUProfile, MemProfile string
 }
@@ -117,6 +118,7 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	fs.IntVar(&cfg.Sockets, "sockets", 10000, "realtime: idle sockets held (opened by a child process)")
 	fs.IntVar(&cfg.FanoutSockets, "fanout-sockets", 1000, "realtime: subscribed sockets a commit fans out to")
 	fs.IntVar(&cfg.FanoutCommits, "fanout-commits", 100, "realtime: commits timed (each to every socket)")
+	fs.BoolVar(&cfg.FanoutAck, "fanout-ack", true, "realtime: clients acknowledge every delta (and the floor is also measured with an ack-sized answer per message)")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole invocation")
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write a heap profile at the end")
 	if err := fs.Parse(args[1:]); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -226,7 +227,8 @@ func realtimeFanoutCase(ctx context.Context, cfg *Config, store string) (Result,
 	n, commits := cfg.FanoutSockets, cfg.FanoutCommits
 	r := Result{Workload: "realtime", Case: fmt.Sprintf("commit → delta to %d sockets vs bare broadcast", n), Store: store, Mode: "http",
 		Params: map[string]any{"sockets": n, "commits": commits}}
-	rs, err := openRealtime(ctx, cfg, store, realtime.Options{MaxConnections: n + 10})
+	noAck := !cfg.FanoutAck
+	rs, err := openRealtime(ctx, cfg, store, realtime.Options{MaxConnections: n + 10, MaxUnackedDeltas: commits + 1})
 	if err != nil {
 		return r, err
 	}
@@ -300,12 +302,17 @@ func realtimeFanoutCase(ctx context.Context, cfg *Config, store string) (Result,
 				if typ != websocket.MessageBinary || len(data) == 0 || data[0] != realtime.TagDelta {
 					continue
 				}
-				m, err := ssp2.DecodeResponse(data[1:])
-				if err != nil {
+				// The delta ends with SUB_END (nextCursor, no token) and END:
+				// read the cursor from there (a full decode per socket would
+				// load the 2 cores the server shares with these clients).
+				seq := int64(-1)
+				if k := len(data); k >= 20 && data[k-19] == 0x16 {
+					seq = int64(binary.LittleEndian.Uint64(data[k-14 : k-6]))
+				}
+				got <- recv{seq: seq, at: at, size: len(data), data: data}
+				if noAck {
 					continue
 				}
-				seq := subEnd(m).NextCursor
-				got <- recv{seq: seq, at: at, size: len(data)}
 				b, _ := ssp2.MarshalControl(&ssp2.Ack{Cursor: seq})
 				_ = c.Write(rctx, websocket.MessageText, b)
 			}
@@ -336,6 +343,13 @@ func realtimeFanoutCase(ctx context.Context, cfg *Config, store string) (Result,
 				}
 				h.Record(x.at.Sub(t0.(time.Time)))
 				size = x.size
+				if k == 0 { // one full check per commit
+					m, err := ssp2.DecodeResponse(x.data[1:])
+					if err != nil || subEnd(m).NextCursor != seq || len(m.Frames) < 4 {
+						stopReaders()
+						return r, fmt.Errorf("commit %d: bad delta (%v)", seq, err)
+					}
+				}
 			case <-time.After(30 * time.Second):
 				stopReaders()
 				return r, fmt.Errorf("commit %d: %d of %d sockets got no delta within 30s", seq, n-k, n)
@@ -351,13 +365,24 @@ func realtimeFanoutCase(ctx context.Context, cfg *Config, store string) (Result,
 	st := rs.hub.Stats()
 	r.add("distinct deltas encoded/commit", "", float64(st.DeltaBuilds)/float64(commits))
 
-	floor, err := bareBroadcast(ctx, n, commits, size)
+	floor, err := bareBroadcast(ctx, n, commits, size, false)
 	if err != nil {
 		return r, err
 	}
 	r.add("floor p50", "ms", ms(floor.Quantile(0.5)))
 	r.add("floor p99", "ms", ms(floor.Quantile(0.99)))
 	r.add("p99 / floor p99", "×", float64(h.Quantile(0.99))/float64(floor.Quantile(0.99)))
+	if !noAck {
+		// The same broadcast with each client answering every message with
+		// an ack-sized text message, as the realtime clients do.
+		echo, err := bareBroadcast(ctx, n, commits, size, true)
+		if err != nil {
+			return r, err
+		}
+		r.add("floor+echo p50", "ms", ms(echo.Quantile(0.5)))
+		r.add("floor+echo p99", "ms", ms(echo.Quantile(0.99)))
+		r.add("p99 / floor+echo p99", "×", float64(h.Quantile(0.99))/float64(echo.Quantile(0.99)))
+	}
 	return r, nil
 }
 
@@ -365,6 +390,7 @@ type recv struct {
 	seq  int64
 	at   time.Time
 	size int
+	data []byte
 }
 
 func todoRow(id, list string, i int) []byte {
@@ -379,7 +405,7 @@ func todoRow(id, list string, i int) []byte {
 // that writes one message of size bytes to each of n sockets (one
 // goroutine per write, as the hub's writers), timed from the start of the
 // broadcast to each client's read.
-func bareBroadcast(ctx context.Context, n, rounds, size int) (*Hist, error) {
+func bareBroadcast(ctx context.Context, n, rounds, size int, echo bool) (*Hist, error) {
 	var mu sync.Mutex
 	var conns []*websocket.Conn
 	ready := make(chan struct{}, n)
@@ -391,8 +417,16 @@ func bareBroadcast(ctx context.Context, n, rounds, size int) (*Hist, error) {
 		mu.Lock()
 		conns = append(conns, c)
 		mu.Unlock()
-		c.CloseRead(context.Background())
 		ready <- struct{}{}
+		if !echo {
+			c.CloseRead(context.Background())
+			return
+		}
+		for { // read and drop the clients' answers
+			if _, _, err := c.Read(context.Background()); err != nil {
+				return
+			}
+		}
 	})}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -440,6 +474,9 @@ func bareBroadcast(ctx context.Context, n, rounds, size int) (*Hist, error) {
 					return
 				}
 				got <- stamp{at}
+				if echo {
+					_ = c.Write(rctx, websocket.MessageText, []byte(`{"type":"ack","cursor":1234}`))
+				}
 			}
 		}()
 	}

@@ -26,9 +26,39 @@ type registeredSub struct {
 }
 
 // clientEntry is a cached client record; dirty ones await write-back.
+// acked is a realtime ack not yet folded into rec.Subscriptions (-1:
+// none): acks are frequent, the JSON is rewritten only when the record is
+// written back or read.
 type clientEntry struct {
 	rec   storage.ClientRecord
 	dirty bool
+	acked int64
+}
+
+// settle folds a pending ack into the registered subscriptions' cursors:
+// each subscription deltas continue (not pending, synced) is raised to it.
+func (ce *clientEntry) settle() {
+	if ce.acked < 0 {
+		return
+	}
+	a := ce.acked
+	ce.acked = -1
+	var subs []registeredSub
+	if len(ce.rec.Subscriptions) == 0 || json.Unmarshal(ce.rec.Subscriptions, &subs) != nil {
+		return
+	}
+	changed := false
+	for i := range subs {
+		if !subs[i].Pending && subs[i].Cursor >= 0 && subs[i].Cursor < a {
+			subs[i].Cursor, changed = a, true
+		}
+	}
+	if !changed {
+		return
+	}
+	if b, err := json.Marshal(subs); err == nil {
+		ce.rec.Subscriptions = b
+	}
 }
 
 // clientCache holds the client records a partition actor has seen: the
@@ -60,7 +90,7 @@ func (p *Partition) client(ctx context.Context, clientID string) (*clientEntry, 
 	if err != nil || rec == nil {
 		return nil, err
 	}
-	return p.cache(&clientEntry{rec: *rec}), nil
+	return p.cache(&clientEntry{rec: *rec, acked: -1}), nil
 }
 
 func (p *Partition) cache(ce *clientEntry) *clientEntry {
@@ -130,7 +160,7 @@ func (p *Partition) recordClient(j *SyncJob, rep *Reply) {
 	if err != nil || ce == nil {
 		// Unknown (or unreadable) record: start a fresh one; a later flush
 		// writes it.
-		ce = p.cache(&clientEntry{rec: storage.ClientRecord{ClientID: cid, Cursor: -1}})
+		ce = p.cache(&clientEntry{rec: storage.ClientRecord{ClientID: cid, Cursor: -1}, acked: -1})
 	}
 	rec := &ce.rec
 	rec.ActorID = j.actorID
@@ -175,6 +205,7 @@ func (p *Partition) recordClient(j *SyncJob, rep *Reply) {
 		}
 		if b, err := json.Marshal(subs); err == nil {
 			rec.Subscriptions = b
+			ce.acked = -1 // the pull's cursors replace any pending ack
 		}
 		if anyActive {
 			rec.Cursor = watermark
@@ -214,6 +245,7 @@ func (p *Partition) flushClients(ctx context.Context) {
 	recs := make([]storage.ClientRecord, 0, p.clients.dirty)
 	for _, ce := range p.clients.entries {
 		if ce.dirty {
+			ce.settle()
 			recs = append(recs, ce.rec)
 		}
 	}

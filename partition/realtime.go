@@ -134,6 +134,7 @@ func (j *ClientJob) run(ctx context.Context, p *Partition) {
 		return
 	}
 	if ce != nil {
+		ce.settle()
 		st.Exists, st.ActorID, st.Cursor, st.WireVersion = true, ce.rec.ActorID, ce.rec.Cursor, ce.rec.WireVersion
 		var subs []registeredSub
 		if len(ce.rec.Subscriptions) > 0 && json.Unmarshal(ce.rec.Subscriptions, &subs) == nil {
@@ -368,17 +369,7 @@ func (j *AckJob) run(ctx context.Context, p *Partition) {
 			continue
 		}
 		ce.rec.Cursor = a.Cursor
-		var subs []registeredSub
-		if len(ce.rec.Subscriptions) > 0 && json.Unmarshal(ce.rec.Subscriptions, &subs) == nil {
-			for i := range subs {
-				if !subs[i].Pending && subs[i].Cursor >= 0 {
-					subs[i].Cursor = max(subs[i].Cursor, a.Cursor)
-				}
-			}
-			if b, err := json.Marshal(subs); err == nil {
-				ce.rec.Subscriptions = b
-			}
-		}
+		ce.acked = max(ce.acked, a.Cursor) // folded into the subscriptions on write-back
 		ce.rec.UpdatedAtMs = p.cfg.Now().UnixMilli()
 		p.markDirty(ce)
 	}

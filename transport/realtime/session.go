@@ -73,6 +73,8 @@ type session struct {
 	qbytes  int
 	writing bool
 
+	writeSince atomic.Int64 // UnixNano when the write in progress started (0: none)
+
 	shutOnce  sync.Once
 	shutting  atomic.Bool
 	beatTimer *time.Timer
@@ -184,12 +186,22 @@ func (s *session) writeLoop() {
 	}
 }
 
-// write writes one message within the write timeout (a failed or late
-// write closes the socket).
+// write writes one message. A write that does not finish within the
+// write timeout is cut off by the heartbeat's watchdog (which closes the
+// socket); a failed write closes it too. (No timer per message: a
+// deadline context costs a timer and a registration on every write.)
 func (s *session) write(typ websocket.MessageType, data []byte) error {
-	ctx, cancel := context.WithTimeout(s.ctx, s.h.opts.WriteTimeout)
-	defer cancel()
-	return s.conn.Write(ctx, typ, data)
+	s.writeSince.Store(time.Now().UnixNano())
+	err := s.conn.Write(context.Background(), typ, data)
+	s.writeSince.Store(0)
+	return err
+}
+
+// stuck reports whether a write has been going on longer than the write
+// timeout.
+func (s *session) stuck() bool {
+	t := s.writeSince.Load()
+	return t != 0 && time.Since(time.Unix(0, t)) > s.h.opts.WriteTimeout
 }
 
 // wake queues a sync wake-up (with p.mu held) and records it.
@@ -261,6 +273,13 @@ func (s *session) beat() {
 	if s.ctx.Err() != nil {
 		return
 	}
+	if s.stuck() {
+		s.h.stats.closedSlow.Add(1)
+		s.h.log.Debug("realtime socket closed: a write did not finish within the write timeout", zap.String("partition", s.ident.Partition),
+			zap.String("client_id", s.clientID), zap.String("session_id", s.id))
+		_ = s.conn.CloseNow()
+		return
+	}
 	s.control(&ssp2.Heartbeat{Timestamp: s.h.nowMs()})
 	ctx, cancel := context.WithTimeout(s.ctx, s.h.opts.PingTimeout)
 	err := s.conn.Ping(ctx)
@@ -282,7 +301,9 @@ func (s *session) beat() {
 func (s *session) readLoop() {
 	defer s.finish()
 	for {
-		typ, data, err := s.conn.Read(s.ctx)
+		// Closing the connection ends the read (no context registration
+		// per message).
+		typ, data, err := s.conn.Read(context.Background())
 		if err != nil {
 			return
 		}
@@ -330,6 +351,10 @@ func (s *session) protocolError(code websocket.StatusCode, reason string) {
 // presence publish; unknown ones are ignored, malformed known ones close
 // the socket.
 func (s *session) handleControl(data []byte) {
+	if c, ok := fastAck(data); ok {
+		s.ack(c)
+		return
+	}
 	msg, err := ssp2.ParseClientControl(data)
 	if err != nil {
 		s.protocolError(websocket.StatusInvalidFramePayloadData, "malformed control message")
@@ -411,4 +436,28 @@ func (p *part) flushAcks() {
 			p.h.log.Warn("realtime acks not recorded", zap.String("partition", p.name), zap.Int("acks", len(batch)), zap.Error(err))
 		}
 	}
+}
+
+// fastAck recognizes the canonical ack, {"type":"ack","cursor":N}, without
+// the general parser (one arrives for every delta).
+func fastAck(b []byte) (int64, bool) {
+	const pre = `{"type":"ack","cursor":`
+	if len(b) < len(pre)+2 || string(b[:len(pre)]) != pre || b[len(b)-1] != '}' {
+		return 0, false
+	}
+	digits := b[len(pre) : len(b)-1]
+	if len(digits) == 0 || len(digits) > 16 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if len(digits) > 1 && digits[0] == '0' {
+		return 0, false
+	}
+	return n, n <= 1<<53-1
 }
