@@ -243,8 +243,7 @@ func (s *session) shut(code websocket.StatusCode, reason string) {
 			return
 		}
 		if !s.h.spawn(func() { _ = conn.Close(code, reason) }) {
-			// The hub is stopping: Close runs the handshakes itself.
-			go func() { _ = conn.Close(code, reason) }()
+			_ = conn.CloseNow() // the hub has stopped: no handshake
 		}
 	})
 }
