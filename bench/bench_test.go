@@ -21,7 +21,7 @@ func TestQuickSuite(t *testing.T) {
 	args := []string{"all", "--quick", "--inproc", "--http", "--json", "--quiet", "--store", stores,
 		"--data-dir", t.TempDir(), "--duration", "300ms", "--warmup", "50ms", "--writers", "4",
 		"--partitions", "1,3", "--clients", "5", "--rows", "1500", "--page-rows", "500", "--pages", "2",
-		"--idle-partitions", "20", "--idle-timeout", "300ms", "--vus", "8", "--timeout", "90s"}
+		"--idle-partitions", "20", "--idle-timeout", "2s", "--vus", "8", "--timeout", "90s"}
 	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
