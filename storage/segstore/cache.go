@@ -1,0 +1,225 @@
+package segstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// DefaultTTL is how long a segment lives after it is built (SPEC §5.1).
+const DefaultTTL = 24 * time.Hour
+
+// TombstoneRetention is how long after its expiry a segment id still
+// answers sync.segment_expired rather than sync.not_found.
+const TombstoneRetention = 7 * 24 * time.Hour
+
+// KeyParts are the fields that identify one buildable segment. Two
+// bootstraps with equal KeyParts get the same segment without a rebuild.
+type KeyParts struct {
+	Table         string
+	ScopeDigest   string
+	AsOfCommitSeq int64
+	// RowCursor is where the page starts (nil: the first page) and
+	// PageRows its row limit; together they are the page.
+	RowCursor     *string
+	PageRows      int
+	SchemaVersion int32
+	LogEpoch      string
+	// Lane distinguishes rows segments from SQLite images.
+	Lane string
+}
+
+// Key renders the parts as a stable build key (a SHA-256 of their fields).
+func (k KeyParts) Key() string {
+	h := sha256.New()
+	cur := "\x00nil"
+	if k.RowCursor != nil {
+		cur = *k.RowCursor
+	}
+	for _, f := range []string{k.Table, k.ScopeDigest, strconv.FormatInt(k.AsOfCommitSeq, 10), cur,
+		strconv.Itoa(k.PageRows), strconv.Itoa(int(k.SchemaVersion)), k.LogEpoch, k.Lane} {
+		h.Write([]byte(strconv.Itoa(len(f))))
+		h.Write([]byte{':'})
+		h.Write([]byte(f))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Built is what a builder returns: the segment bytes and their description
+// (ID, ByteLength, Partition, Key, CreatedAtMs, ExpiresAtMs are filled in by
+// the Cache).
+type Built struct {
+	Meta Meta
+	Data []byte
+}
+
+// Stats are the Cache's counters since start.
+type Stats struct {
+	// Built counts segments built and stored; Reused counts requests
+	// answered with a segment already stored (including waiters of a
+	// concurrent build of the same key).
+	Built, Reused uint64
+	// Served and ServedBytes count downloads and their uncompressed bytes.
+	Served, ServedBytes uint64
+	// Expired counts segments whose bytes the sweep dropped.
+	Expired uint64
+}
+
+// Cache is the segment service every partition of a process shares: TTL,
+// single-flight building per build key, downloads, the expiry sweep and
+// metrics over a Store. Safe for concurrent use.
+type Cache struct {
+	store Store
+	ttl   time.Duration
+	now   func() time.Time
+	log   *zap.Logger
+
+	mu     sync.Mutex
+	flight map[string]*flight
+
+	built, reused, served, servedBytes, expired atomic.Uint64
+}
+
+type flight struct {
+	done chan struct{}
+	meta Meta
+	err  error
+}
+
+// NewCache returns a Cache over store. ttl <= 0 takes DefaultTTL; now nil
+// takes time.Now; log nil takes a no-op logger.
+func NewCache(store Store, ttl time.Duration, now func() time.Time, log *zap.Logger) *Cache {
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	if now == nil {
+		now = time.Now
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Cache{store: store, ttl: ttl, now: now, log: log, flight: map[string]*flight{}}
+}
+
+// TTL returns the segment lifetime.
+func (c *Cache) TTL() time.Duration { return c.ttl }
+
+// Obtain returns the unexpired segment for (partition, key), building it
+// with build when there is none. Concurrent callers for the same key build
+// once: the others wait for that build and share its result. reused reports
+// that this call did not build.
+func (c *Cache) Obtain(ctx context.Context, partition string, key KeyParts, build func(ctx context.Context) (Built, error)) (m Meta, reused bool, err error) {
+	k := key.Key()
+	nowMs := c.now().UnixMilli()
+	if m, err := c.store.Lookup(ctx, partition, k, nowMs); err == nil {
+		c.reused.Add(1)
+		return m, true, nil
+	} else if !errors.Is(err, ErrNotFound) {
+		return Meta{}, false, err
+	}
+	fk := partition + "\x00" + k
+	c.mu.Lock()
+	if f := c.flight[fk]; f != nil {
+		c.mu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return Meta{}, false, ctx.Err()
+		}
+		if f.err != nil {
+			return Meta{}, false, f.err
+		}
+		c.reused.Add(1)
+		return f.meta, true, nil
+	}
+	f := &flight{done: make(chan struct{})}
+	c.flight[fk] = f
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.flight, fk)
+		c.mu.Unlock()
+		f.meta, f.err = m, err
+		close(f.done)
+	}()
+	b, err := build(ctx)
+	if err != nil {
+		return Meta{}, false, err
+	}
+	m = b.Meta
+	m.Partition, m.Key, m.ID, m.ByteLength = partition, k, ID(b.Data), int64(len(b.Data))
+	m.CreatedAtMs = c.now().UnixMilli()
+	m.ExpiresAtMs = m.CreatedAtMs + c.ttl.Milliseconds()
+	if err := c.store.Put(ctx, m, b.Data); err != nil {
+		return Meta{}, false, err
+	}
+	c.built.Add(1)
+	return m, false, nil
+}
+
+// Get returns the unexpired entries and bytes of segment id in partition
+// (ErrNotFound, ErrExpired otherwise) and counts the download.
+func (c *Cache) Get(ctx context.Context, partition, id string) ([]Meta, []byte, error) {
+	metas, data, err := c.store.Get(ctx, partition, id, c.now().UnixMilli())
+	if err != nil {
+		return nil, nil, err
+	}
+	return metas, data, nil
+}
+
+// CountServed records a download of n uncompressed bytes.
+func (c *Cache) CountServed(n int) {
+	c.served.Add(1)
+	c.servedBytes.Add(uint64(n))
+}
+
+// Sweep expires the segments whose TTL has passed and forgets tombstones
+// older than TombstoneRetention.
+func (c *Cache) Sweep(ctx context.Context) (int, error) {
+	now := c.now().UnixMilli()
+	n, err := c.store.Sweep(ctx, now, now-TombstoneRetention.Milliseconds())
+	c.expired.Add(uint64(n))
+	if err != nil {
+		return n, fmt.Errorf("segstore: sweep: %w", err)
+	}
+	return n, nil
+}
+
+// RunSweeper sweeps every interval until ctx ends; the caller owns the
+// goroutine that runs it. interval <= 0 takes min(TTL/4, 10 min).
+func (c *Cache) RunSweeper(ctx context.Context, interval time.Duration) {
+	if interval <= 0 {
+		interval = min(c.ttl/4, 10*time.Minute)
+	}
+	t := time.NewTicker(max(interval, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := c.Sweep(ctx); err != nil {
+				c.log.Warn("segment sweep failed", zap.Error(err))
+			} else if n > 0 {
+				c.log.Debug("segments expired", zap.Int("segments", n))
+			}
+		}
+	}
+}
+
+// Stats returns the counters.
+func (c *Cache) Stats() Stats {
+	return Stats{Built: c.built.Load(), Reused: c.reused.Load(), Served: c.served.Load(),
+		ServedBytes: c.servedBytes.Load(), Expired: c.expired.Load()}
+}
+
+// Close closes the Store.
+func (c *Cache) Close() error { return c.store.Close() }

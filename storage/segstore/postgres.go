@@ -1,0 +1,138 @@
+package segstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/synclane/synclane/protocol/ssp2"
+)
+
+// Postgres is the Store for --postgres: segments live in table
+// synclane_segments of the shared database, so any process can serve a
+// segment another process built.
+type Postgres struct {
+	pool *pgxpool.Pool
+}
+
+const pgSchema = `CREATE TABLE IF NOT EXISTS synclane_segments (
+  partition TEXT NOT NULL, build_key TEXT NOT NULL, id TEXT NOT NULL,
+  media_type SMALLINT NOT NULL, tbl TEXT NOT NULL, scope_digest TEXT NOT NULL,
+  as_of BIGINT NOT NULL, byte_length BIGINT NOT NULL, row_count BIGINT NOT NULL,
+  row_cursor TEXT, next_row_cursor TEXT, created_at_ms BIGINT NOT NULL,
+  expires_at_ms BIGINT NOT NULL, data BYTEA,
+  PRIMARY KEY (partition, build_key));
+CREATE INDEX IF NOT EXISTS synclane_segments_by_id ON synclane_segments (partition, id);
+CREATE INDEX IF NOT EXISTS synclane_segments_by_expiry ON synclane_segments (expires_at_ms)`
+
+// OpenPostgres creates the segment table if needed and returns the Store.
+// The pool stays the caller's to close.
+func OpenPostgres(ctx context.Context, pool *pgxpool.Pool) (*Postgres, error) {
+	// Serialize concurrent CREATE ... IF NOT EXISTS of several processes.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("segstore: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7368616)`); err != nil {
+		return nil, fmt.Errorf("segstore: lock: %w", err)
+	}
+	if _, err := tx.Exec(ctx, pgSchema); err != nil {
+		return nil, fmt.Errorf("segstore: create table: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("segstore: commit: %w", err)
+	}
+	return &Postgres{pool: pool}, nil
+}
+
+func pgMeta(r pgx.Row, extra ...any) (Meta, error) {
+	var m Meta
+	var mt int16
+	dest := append([]any{&m.Partition, &m.Key, &m.ID, &mt, &m.Table, &m.ScopeDigest, &m.AsOfCommitSeq,
+		&m.ByteLength, &m.RowCount, &m.RowCursor, &m.NextRowCursor, &m.CreatedAtMs, &m.ExpiresAtMs}, extra...)
+	if err := r.Scan(dest...); err != nil {
+		return Meta{}, err
+	}
+	m.MediaType = ssp2.MediaType(mt)
+	return m, nil
+}
+
+// Lookup implements Store.
+func (s *Postgres) Lookup(ctx context.Context, partition, key string, nowMs int64) (Meta, error) {
+	m, err := pgMeta(s.pool.QueryRow(ctx, `SELECT `+metaCols+` FROM synclane_segments WHERE partition = $1 AND build_key = $2 AND expires_at_ms > $3 AND data IS NOT NULL`, partition, key, nowMs))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Meta{}, ErrNotFound
+	}
+	if err != nil {
+		return Meta{}, fmt.Errorf("segstore: lookup: %w", err)
+	}
+	return m, nil
+}
+
+// Put implements Store.
+func (s *Postgres) Put(ctx context.Context, m Meta, data []byte) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO synclane_segments (`+metaCols+`, data) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)
+ON CONFLICT (partition, build_key) DO UPDATE SET id = excluded.id, media_type = excluded.media_type, tbl = excluded.tbl,
+  scope_digest = excluded.scope_digest, as_of = excluded.as_of, byte_length = excluded.byte_length, row_count = excluded.row_count,
+  row_cursor = excluded.row_cursor, next_row_cursor = excluded.next_row_cursor, created_at_ms = excluded.created_at_ms,
+  expires_at_ms = excluded.expires_at_ms, data = excluded.data
+WHERE synclane_segments.data IS NULL OR synclane_segments.expires_at_ms <= excluded.created_at_ms`,
+		m.Partition, m.Key, m.ID, int16(m.MediaType), m.Table, m.ScopeDigest, m.AsOfCommitSeq, m.ByteLength, m.RowCount,
+		m.RowCursor, m.NextRowCursor, m.CreatedAtMs, m.ExpiresAtMs, data)
+	if err != nil {
+		return fmt.Errorf("segstore: put: %w", err)
+	}
+	return nil
+}
+
+// Get implements Store.
+func (s *Postgres) Get(ctx context.Context, partition, id string, nowMs int64) ([]Meta, []byte, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+metaCols+`, CASE WHEN expires_at_ms > $1 THEN data END FROM synclane_segments WHERE partition = $2 AND id = $3`, nowMs, partition, id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("segstore: get: %w", err)
+	}
+	defer rows.Close()
+	var metas []Meta
+	var data []byte
+	known := false
+	for rows.Next() {
+		var d []byte
+		m, err := pgMeta(rows, &d)
+		if err != nil {
+			return nil, nil, fmt.Errorf("segstore: get: %w", err)
+		}
+		known = true
+		if d != nil {
+			metas, data = append(metas, m), d
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("segstore: get: %w", err)
+	}
+	if len(metas) == 0 {
+		if known {
+			return nil, nil, ErrExpired
+		}
+		return nil, nil, ErrNotFound
+	}
+	return metas, data, nil
+}
+
+// Sweep implements Store.
+func (s *Postgres) Sweep(ctx context.Context, nowMs, forgetBeforeMs int64) (int, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE synclane_segments SET data = NULL WHERE expires_at_ms <= $1 AND data IS NOT NULL`, nowMs)
+	if err != nil {
+		return 0, fmt.Errorf("segstore: sweep: %w", err)
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM synclane_segments WHERE expires_at_ms < $1 AND data IS NULL`, forgetBeforeMs); err != nil {
+		return int(tag.RowsAffected()), fmt.Errorf("segstore: forget tombstones: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// Close implements Store; the pool is not closed.
+func (s *Postgres) Close() error { return nil }

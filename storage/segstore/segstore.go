@@ -1,0 +1,74 @@
+// Package segstore stores SSP2 segments (SPEC §5.1): immutable byte strings
+// named "sha256:<hex of the uncompressed bytes>", built once per build key
+// (partition, table, scope digest, pin, page, schema version, log epoch,
+// media type) and kept for a TTL. It is a cache: losing a segment costs a
+// client a re-pull, never data.
+//
+// Backends: Memory (tests and the in-memory storage), SQLiteFile (embedded
+// mode: one SQLite file next to the data) and Postgres (any process sharing
+// the database can serve a segment another built). Cache adds the TTL,
+// single-flight building, the expiry sweep and the metrics on top of any
+// backend.
+package segstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+
+	"github.com/synclane/synclane/protocol/ssp2"
+)
+
+// ErrNotFound: no segment with that id (or build key) is known.
+var ErrNotFound = errors.New("segstore: segment not found")
+
+// ErrExpired: the segment existed but its TTL has passed.
+var ErrExpired = errors.New("segstore: segment expired")
+
+// Meta describes one stored segment under one build key.
+type Meta struct {
+	Partition string
+	// Key is the build key the segment was built for (see Key).
+	Key string
+	// ID is "sha256:" + lowercase hex of the uncompressed bytes.
+	ID            string
+	MediaType     ssp2.MediaType
+	Table         string
+	ScopeDigest   string
+	AsOfCommitSeq int64
+	ByteLength    int64
+	RowCount      int64
+	RowCursor     *string
+	NextRowCursor *string
+	CreatedAtMs   int64
+	ExpiresAtMs   int64
+}
+
+// Store is a segment backend. Implementations are safe for concurrent use.
+type Store interface {
+	// Lookup returns the segment built for key in partition if it has not
+	// expired at nowMs; otherwise ErrNotFound.
+	Lookup(ctx context.Context, partition, key string, nowMs int64) (Meta, error)
+	// Put stores data under m.Partition and m.Key, replacing an expired
+	// entry for the same key. Storing a key that is already present and
+	// unexpired keeps the existing entry (another builder won the race).
+	Put(ctx context.Context, m Meta, data []byte) error
+	// Get returns the unexpired entries of segment id in partition (one per
+	// build key that produced these bytes) and the bytes. ErrExpired when
+	// the id is known but every entry has expired; ErrNotFound when unknown.
+	Get(ctx context.Context, partition, id string, nowMs int64) ([]Meta, []byte, error)
+	// Sweep drops the bytes of segments expired at nowMs (their entries stay
+	// as tombstones so downloads answer "expired", not "unknown") and
+	// forgets tombstones that expired before forgetBeforeMs. It returns how
+	// many segments it expired.
+	Sweep(ctx context.Context, nowMs, forgetBeforeMs int64) (int, error)
+	// Close releases the backend's resources.
+	Close() error
+}
+
+// ID returns the segment id of uncompressed segment bytes.
+func ID(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
