@@ -27,6 +27,7 @@ import (
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
+	"github.com/synclane/synclane/storage/segstore"
 )
 
 // Identity is an authenticated caller: who it is and which partition its
@@ -123,6 +124,19 @@ type Config struct {
 	// partition.Registration). It must not block; realtime sockets follow
 	// their client's registrations through it.
 	OnRegistration func(partition string, r partition.Registration)
+	// Segments stores the rows segments bootstraps hand out by reference
+	// (default: an in-memory store). Use segstore.OpenSQLiteFile for the
+	// embedded mode and segstore.OpenPostgres when processes share a
+	// database, so any of them serves a segment another built. The engine
+	// closes it in Close.
+	Segments segstore.Store
+	// SegmentTTL is how long a segment is served after it is built
+	// (default 24h); an expiry sweep runs every min(TTL/4, 10m).
+	SegmentTTL time.Duration
+	// InlineSegmentMaxBytes is the largest first bootstrap page sent inline
+	// to a client accepting both inline rows and refs (0: 256 KiB; negative:
+	// none, every bootstrap of such a client goes by SEGMENT_REF).
+	InlineSegmentMaxBytes int
 }
 
 // CommitFeed reports commits made to a shared store by any process.
@@ -140,9 +154,13 @@ type Engine struct {
 	runtime *actors.Runtime[partition.Job]
 	metrics *Metrics
 
+	segments *segstore.Cache
+
 	closeOnce sync.Once
 	stopFeed  context.CancelFunc
 	feedDone  chan struct{}
+	stopSweep context.CancelFunc
+	sweepDone chan struct{}
 }
 
 // Reply is a built SSP2 response, ready to stream with WriteTo (see
@@ -184,6 +202,21 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	pc.MaxOperations, pc.MinSchemaVersion, pc.ClientFlushInterval = cfg.MaxOperations, cfg.MinSchemaVersion, cfg.ClientFlushInterval
 	pc.OnCommit, pc.OnRegistration = cfg.OnCommit, cfg.OnRegistration
 	pc.Limits = cfg.Limits.WithDefaults()
+	if cfg.Segments == nil {
+		cfg.Segments = segstore.NewMemory()
+		e.cfg.Segments = cfg.Segments
+	}
+	e.segments = segstore.NewCache(cfg.Segments, cfg.SegmentTTL, cfg.Now, cfg.Logger)
+	pc.Segments = e.segments
+	if cfg.InlineSegmentMaxBytes != 0 {
+		pc.InlineSegmentMaxBytes = cfg.InlineSegmentMaxBytes
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	e.stopSweep, e.sweepDone = cancel, make(chan struct{})
+	go func() {
+		defer close(e.sweepDone)
+		e.segments.RunSweeper(sctx, 0)
+	}()
 	e.pcfg = pc
 	maxBatch := cfg.MaxBatch
 	if cfg.DisableGroupCommit {
@@ -253,6 +286,11 @@ func (e *Engine) Close() error {
 			<-e.feedDone
 		}
 		e.runtime.Stop()
+		e.stopSweep()
+		<-e.sweepDone
+		if err := e.segments.Close(); err != nil {
+			e.cfg.Logger.Warn("closing the segment store failed", zap.Error(err))
+		}
 	})
 	return nil
 }

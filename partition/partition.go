@@ -30,6 +30,7 @@ import (
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
+	"github.com/synclane/synclane/storage/segstore"
 )
 
 // Store is the part of storage.Store a partition actor uses.
@@ -68,6 +69,12 @@ type Config struct {
 	// ClientFlushInterval is how long a dirty client record may wait in
 	// memory before it is written back.
 	ClientFlushInterval time.Duration
+	// Segments is the segment cache bootstraps store rows segments in and
+	// reference with SEGMENT_REF; nil serves every bootstrap inline.
+	Segments *segstore.Cache
+	// InlineSegmentMaxBytes is the largest first page a client accepting
+	// both lanes gets inline (default 256 KiB); larger tables go by ref.
+	InlineSegmentMaxBytes int
 	// OnCommit, when set, is called after commits become durable with the
 	// partition's highest commit seq; it must not block.
 	OnCommit func(partition string, maxSeq int64)
@@ -80,12 +87,16 @@ type Config struct {
 // the defaults the engine documents (no-op logger, wall clock).
 func NewConfig(s *schema.Schema, st Store, gate Gate) *Config {
 	c := &Config{Schema: s, Store: st, Gate: gate, Codecs: make(map[string]*ssp2.RowCodec, len(s.Tables)),
-		Logger: zap.NewNop(), Now: time.Now, MaxOperations: 500, MinSchemaVersion: s.Version, ClientFlushInterval: time.Second, Limits: Limits{}.WithDefaults()}
+		Logger: zap.NewNop(), Now: time.Now, MaxOperations: 500, MinSchemaVersion: s.Version, ClientFlushInterval: time.Second, Limits: Limits{}.WithDefaults(),
+		InlineSegmentMaxBytes: DefaultInlineSegmentMaxBytes}
 	for _, t := range s.Tables {
 		c.Codecs[t.Name] = ssp2.NewRowCodec(t.Columns)
 	}
 	return c
 }
+
+// DefaultInlineSegmentMaxBytes is the default Config.InlineSegmentMaxBytes.
+const DefaultInlineSegmentMaxBytes = 256 << 10
 
 // Partition is one partition's state, owned by its actor. Its methods run
 // on the actor's goroutine only.

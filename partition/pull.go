@@ -2,10 +2,13 @@ package partition
 
 import (
 	"context"
+	"errors"
 
+	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
+	"github.com/synclane/synclane/storage/segstore"
 )
 
 // pull serves a request without commits in the partition's order of steps:
@@ -164,43 +167,83 @@ func appendCommits(frames []ssp2.Frame, built, budget int, table string, scan st
 }
 
 // bootstrap serves up to maxSnapshotPages pages of the table's in-scope rows
-// at a pinned asOfCommitSeq, as inline SSG2 rows segments, and a resume
-// token while rows remain. A token that cannot be resumed restarts silently
-// with a fresh pin.
+// at a pinned asOfCommitSeq, and a resume token while rows remain. A token
+// that cannot be resumed restarts silently with a fresh pin.
+//
+// Each table is served in one lane, chosen at its first page and carried in
+// the token (never switched mid-table): inline SSG2 rows segments, or
+// SEGMENT_REFs to rows segments in the segment cache. The ref lane is taken
+// when the client accepts refs (bit 1) and either does not accept inline
+// rows (bit 0) or the first page exceeds the inline limit.
 func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, lim ssp2.PullHeader, sub *ssp2.Subscription, eff map[string][]string, rep *Reply) error {
 	t := p.cfg.Schema.Table(sub.Table)
 	tok := bootstrapToken(sub, t.Name, info)
+	canRef := p.cfg.Segments != nil && lim.Accept&ssp2.AcceptRefRows != 0
+	canInline := lim.Accept&ssp2.AcceptInlineRows != 0 || !canRef
+	if (tok.Lane == LaneRef && !canRef) || (tok.Lane == LaneInline && !canInline) {
+		// The client no longer accepts the table's lane: start over.
+		tok = BootstrapToken{AsOfCommitSeq: info.MaxCommitSeq, Tables: []string{t.Name}}
+	}
 	rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive, EffectiveScopes: eff, Bootstrap: true})
 	pageRows := int(lim.LimitSnapshotRows)
+	digest := ssp2.ScopeDigest(eff)
 	done := false
 	for page := 0; page < int(lim.MaxSnapshotPages) && !done; page++ {
 		if page > 0 && rep.full(p.cfg.Limits.MaxResponseBytes) {
 			break // the reply is full: the resume token carries on
 		}
-		rows, err := p.cfg.Store.ScanRows(ctx, p.name, storage.RowQuery{
-			Table: t, Scopes: eff, AfterRowID: tok.RowCursor, Limit: pageRows + 1,
-		})
-		if err != nil {
-			return err
-		}
-		if len(rows) <= pageRows {
-			done = true
-		} else {
-			rows = rows[:pageRows]
-		}
-		sb := ssp2.NewSegmentBuilder(t.Name, p.cfg.Schema.Version, t.Columns)
-		for i := range rows {
-			if err := sb.AddRow(rows[i].Version, rows[i].Values); err != nil {
+		key := segstore.KeyParts{Table: t.Name, ScopeDigest: digest, AsOfCommitSeq: tok.AsOfCommitSeq, RowCursor: tok.RowCursor,
+			PageRows: pageRows, SchemaVersion: p.cfg.Schema.Version, LogEpoch: info.LogEpoch, Lane: LaneRef}
+		var built *segstore.Built
+		if tok.Lane == "" {
+			// First page. A client taking refs only reuses a stored
+			// segment without reading; otherwise the page is built here and
+			// its size picks the lane (a large one is still stored once).
+			if canRef && !canInline {
+				if m, err := p.cfg.Segments.Lookup(ctx, p.name, key); err == nil {
+					tok.Lane = LaneRef
+					done = p.addRef(m, tok, rep)
+					tok.RowCursor = m.NextRowCursor
+					continue
+				} else if !errors.Is(err, segstore.ErrNotFound) {
+					return err
+				}
+			}
+			b, err := p.buildPage(ctx, t, eff, digest, tok, pageRows)
+			if err != nil {
 				return err
 			}
+			built = &b
+			tok.Lane = LaneInline
+			if canRef && (!canInline || len(b.Data) > p.cfg.InlineSegmentMaxBytes) {
+				tok.Lane = LaneRef
+			}
 		}
-		seg := sb.Finish()
-		rep.built += len(seg)
-		rep.Frames = append(rep.Frames, &ssp2.SegmentInline{Payload: seg})
-		if len(rows) > 0 {
-			last := rows[len(rows)-1].RowID
-			tok.RowCursor = &last
+		if tok.Lane == LaneRef {
+			m, _, err := p.cfg.Segments.Obtain(ctx, p.name, key, func(ctx context.Context) (segstore.Built, error) {
+				if built != nil {
+					return *built, nil
+				}
+				return p.buildPage(ctx, t, eff, digest, tok, pageRows)
+			})
+			if err != nil {
+				return err
+			}
+			done = p.addRef(m, tok, rep)
+			tok.RowCursor = m.NextRowCursor
+			continue
 		}
+		if built == nil {
+			b, err := p.buildPage(ctx, t, eff, digest, tok, pageRows)
+			if err != nil {
+				return err
+			}
+			built = &b
+		}
+		rep.built += len(built.Data)
+		rep.Frames = append(rep.Frames, &ssp2.SegmentInline{Payload: built.Data})
+		done = built.Meta.NextRowCursor == nil
+		tok.RowCursor = built.Meta.NextRowCursor
 	}
 	end := &ssp2.SubEnd{NextCursor: tok.AsOfCommitSeq}
 	if !done {
@@ -208,6 +251,52 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 	}
 	rep.Frames = append(rep.Frames, end)
 	return nil
+}
+
+// Bootstrap lanes, as carried in the resume token.
+const (
+	LaneInline = "inline"
+	LaneRef    = "ref"
+)
+
+// buildPage reads one page of the table's in-scope rows after tok's row
+// cursor and encodes it as an SSG2 rows segment. Meta.NextRowCursor is set
+// when rows remain after the page.
+func (p *Partition) buildPage(ctx context.Context, t *schema.Table, eff map[string][]string, digest string, tok BootstrapToken, pageRows int) (segstore.Built, error) {
+	rows, err := p.cfg.Store.ScanRows(ctx, p.name, storage.RowQuery{
+		Table: t, Scopes: eff, AfterRowID: tok.RowCursor, Limit: pageRows + 1,
+	})
+	if err != nil {
+		return segstore.Built{}, err
+	}
+	more := len(rows) > pageRows
+	if more {
+		rows = rows[:pageRows]
+	}
+	sb := ssp2.NewSegmentBuilder(t.Name, p.cfg.Schema.Version, t.Columns)
+	for i := range rows {
+		if err := sb.AddRow(rows[i].Version, rows[i].Values); err != nil {
+			return segstore.Built{}, err
+		}
+	}
+	m := segstore.Meta{MediaType: ssp2.MediaRows, Table: t.Name, ScopeDigest: digest, AsOfCommitSeq: tok.AsOfCommitSeq,
+		RowCount: int64(len(rows)), RowCursor: tok.RowCursor}
+	if more {
+		last := rows[len(rows)-1].RowID
+		m.NextRowCursor = &last
+	}
+	return segstore.Built{Meta: m, Data: sb.Finish()}, nil
+}
+
+// addRef appends a SEGMENT_REF for m and reports whether it was the
+// table's last page.
+func (p *Partition) addRef(m segstore.Meta, tok BootstrapToken, rep *Reply) bool {
+	ref := &ssp2.SegmentRef{SegmentID: m.ID, MediaType: m.MediaType, Table: m.Table, ByteLength: m.ByteLength,
+		RowCount: m.RowCount, AsOfCommitSeq: tok.AsOfCommitSeq, ScopeDigest: m.ScopeDigest,
+		RowCursor: m.RowCursor, NextRowCursor: m.NextRowCursor}
+	rep.built += 128 + len(m.ID) + len(m.Table)
+	rep.Frames = append(rep.Frames, ref)
+	return m.NextRowCursor == nil
 }
 
 // bootstrapToken resumes sub's bootstrap token, or starts a fresh one

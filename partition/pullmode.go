@@ -39,6 +39,9 @@ type BootstrapToken struct {
 	Tables        []string `json:"tables"`
 	TableIndex    int      `json:"tableIndex"`
 	RowCursor     *string  `json:"rowCursor"`
+	// Lane is the table's bootstrap lane (LaneInline or LaneRef), fixed at
+	// its first page; empty before it.
+	Lane string `json:"lane,omitempty"`
 }
 
 // ResumeToken decides whether a received token can be resumed for a

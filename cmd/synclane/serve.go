@@ -20,6 +20,7 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/postgres"
+	"github.com/synclane/synclane/storage/segstore"
 	"github.com/synclane/synclane/storage/sqlite"
 	"github.com/synclane/synclane/transport/httpsync"
 	"github.com/synclane/synclane/transport/realtime"
@@ -77,8 +78,9 @@ type serveConfig struct {
 	maxDeltaBytes, maxPresenceBytes int64
 	maxWebsockets                   int
 
-	// Options of features that are not implemented yet: accepted and
-	// validated so a harness can pass them, without effect (logged).
+	// Segments (inline limit, TTL), and options of features that are not
+	// implemented yet: accepted and validated so a harness can pass them,
+	// without effect (logged).
 	inlineSegmentMaxBytes              int64
 	segmentTTL, signedURLTTL, leaseTTL time.Duration
 }
@@ -118,11 +120,11 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.Var(&c.checkpoints, "checkpoint", "PARTITION/NAME of a backfill checkpoint this process declares at its schema version (repeatable, or comma-separated)")
 	fs.BoolVar(&c.testControl, "test-control", false, "serve the test-only control surface under /_test/ (only with development auth on a loopback address)")
 	fs.Int64Var(&c.clockMs, "clock-ms", -1, "with --test-control: run on a virtual clock starting at this Unix time in ms, moved only by POST /_test/clock/advance")
-	fs.Int64Var(&c.inlineSegmentMaxBytes, "inline-segment-max-bytes", 256<<10, "largest rows segment sent inline (segments by reference: not implemented yet, no effect)")
+	fs.Int64Var(&c.inlineSegmentMaxBytes, "inline-segment-max-bytes", 256<<10, "largest first bootstrap page sent inline to clients that accept both inline rows and segment refs; larger tables go by SEGMENT_REF (0: always by ref when accepted)")
 	fs.Int64Var(&c.maxDeltaBytes, "max-delta-bytes", realtime.DefaultMaxDeltaBytes, "largest realtime delta in bytes; a larger one is sent as a delta-too-large wake-up (0: the default)")
 	fs.Int64Var(&c.maxPresenceBytes, "max-presence-bytes", realtime.DefaultMaxPresenceBytes, "largest realtime presence document in bytes; a larger one is refused with presence.too_large (0: the default)")
 	fs.IntVar(&c.maxWebsockets, "max-websockets", realtime.DefaultMaxConnections, "most realtime sockets this process holds; more upgrades get 429 sync.websocket_connection_limit")
-	fs.DurationVar(&c.segmentTTL, "segment-ttl", 24*time.Hour, "segment lifetime (segments by reference: not implemented yet, no effect)")
+	fs.DurationVar(&c.segmentTTL, "segment-ttl", 24*time.Hour, "how long a segment is downloadable after it is built (then 404 sync.segment_expired)")
 	fs.DurationVar(&c.signedURLTTL, "signed-url-ttl", 0, "enable signed segment URLs with this lifetime (not implemented yet, no effect)")
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", 0, "enable auth leases with this lifetime (not implemented yet, no effect)")
 }
@@ -199,7 +201,7 @@ func (c *serveConfig) unimplemented(fs *flag.FlagSet) []string {
 	var out []string
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "inline-segment-max-bytes", "segment-ttl", "signed-url-ttl", "lease-ttl":
+		case "signed-url-ttl", "lease-ttl":
 			out = append(out, "--"+f.Name)
 		}
 	})
@@ -361,6 +363,16 @@ func openStore(ctx context.Context, c serveConfig, log *zap.Logger) (storage.Sto
 	return st, "sqlite", err
 }
 
+// openSegments opens the segment store next to the data: table
+// synclane_segments of the shared PostgreSQL database, or the SQLite file
+// segments.db in the data directory. The engine closes it.
+func openSegments(ctx context.Context, c serveConfig, st storage.Store) (segstore.Store, error) {
+	if pg, ok := st.(*postgres.Store); ok {
+		return segstore.OpenPostgres(ctx, pg.Pool())
+	}
+	return segstore.OpenSQLiteFile(ctx, filepath.Join(c.data, "segments.db"))
+}
+
 func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Writer) error {
 	src, err := schemaSource(c.schemaFile)
 	if err != nil {
@@ -393,8 +405,16 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	var auth httpsync.Authenticator
 	var resolver engine.ScopeResolver
 	var controls testcontrol.Controls
+	segs, err := openSegments(ctx, c, st)
+	if err != nil {
+		return fmt.Errorf("open segment store: %w", err)
+	}
 	cfg := engine.Config{Schema: sch, Store: st, Logger: log,
-		MaxOperations: c.maxOps, IdleTimeout: c.idleTimeout, Checkpoints: decls}
+		MaxOperations: c.maxOps, IdleTimeout: c.idleTimeout, Checkpoints: decls,
+		Segments: segs, SegmentTTL: c.segmentTTL, InlineSegmentMaxBytes: int(c.inlineSegmentMaxBytes)}
+	if c.inlineSegmentMaxBytes == 0 {
+		cfg.InlineSegmentMaxBytes = -1 // nothing inline when the client accepts refs
+	}
 	if feed, ok := st.(engine.CommitFeed); ok {
 		cfg.Feed = feed // other processes' commits (PostgreSQL LISTEN/NOTIFY)
 	}

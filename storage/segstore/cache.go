@@ -223,3 +223,14 @@ func (c *Cache) Stats() Stats {
 
 // Close closes the Store.
 func (c *Cache) Close() error { return c.store.Close() }
+
+// Lookup returns the unexpired segment stored for (partition, key), counted
+// as a reuse; ErrNotFound when there is none.
+func (c *Cache) Lookup(ctx context.Context, partition string, key KeyParts) (Meta, error) {
+	m, err := c.store.Lookup(ctx, partition, key.Key(), c.now().UnixMilli())
+	if err != nil {
+		return Meta{}, err
+	}
+	c.reused.Add(1)
+	return m, nil
+}

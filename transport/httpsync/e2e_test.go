@@ -21,6 +21,7 @@ import (
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/postgres/pgtest"
+	"github.com/synclane/synclane/storage/segstore"
 	"github.com/synclane/synclane/storage/sqlite"
 	"github.com/synclane/synclane/transport/httpsync"
 	"github.com/synclane/synclane/transport/httpsync/httpsynctest"
@@ -68,10 +69,20 @@ type server struct {
 	url    string
 	mu     sync.Mutex
 	grants map[string]map[string][]string
+	// segDir holds the embedded segment file (kept across restarts);
+	// configure, when set, adjusts the engine config before start.
+	segDir    string
+	configure func(*engine.Config)
 }
 
 func startServer(t *testing.T, be backend) *server {
-	s := &server{t: t, be: be, schema: schema.MustDemo(), grants: map[string]map[string][]string{}}
+	return startServerWith(t, be, nil)
+}
+
+// startServerWith is startServer with configure applied to the engine
+// config (segment TTL, clock, inline limit).
+func startServerWith(t *testing.T, be backend, configure func(*engine.Config)) *server {
+	s := &server{t: t, be: be, schema: schema.MustDemo(), grants: map[string]map[string][]string{}, segDir: t.TempDir(), configure: configure}
 	s.start()
 	t.Cleanup(s.stop)
 	return s
@@ -79,8 +90,7 @@ func startServer(t *testing.T, be backend) *server {
 
 func (s *server) start() {
 	s.store = s.be.open(s.t)
-	var err error
-	s.eng, err = engine.New(context.Background(), engine.Config{Schema: s.schema, Store: s.store,
+	cfg := engine.Config{Schema: s.schema, Store: s.store, Segments: openSegments(s.t, s.store, s.segDir),
 		Resolver: engine.ScopeResolverFunc(func(_ context.Context, id engine.Identity) (map[string][]string, error) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -88,7 +98,12 @@ func (s *server) start() {
 				return g, nil
 			}
 			return map[string][]string{"list_id": {"*"}}, nil
-		})})
+		})}
+	if s.configure != nil {
+		s.configure(&cfg)
+	}
+	var err error
+	s.eng, err = engine.New(context.Background(), cfg)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -99,6 +114,22 @@ func (s *server) start() {
 	} else {
 		s.http.Config.Handler = mux
 	}
+}
+
+// openSegments opens the segment store a process on st uses: the shared
+// PostgreSQL table, or the SQLite file in dir.
+func openSegments(t *testing.T, st storage.Store, dir string) segstore.Store {
+	var segs segstore.Store
+	var err error
+	if pg, ok := st.(*postgres.Store); ok {
+		segs, err = segstore.OpenPostgres(context.Background(), pg.Pool())
+	} else {
+		segs, err = segstore.OpenSQLiteFile(context.Background(), filepath.Join(dir, "segments.db"))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return segs
 }
 
 func (s *server) stop() {

@@ -17,10 +17,11 @@ import (
 
 // Route labels of synclane_http_requests_total.
 const (
-	RouteSync    = "sync"
-	RouteHealthz = "healthz"
-	RouteReadyz  = "readyz"
-	RouteMetrics = "metrics"
+	RouteSync     = "sync"
+	RouteHealthz  = "healthz"
+	RouteReadyz   = "readyz"
+	RouteMetrics  = "metrics"
+	RouteSegments = "segments"
 	// RouteRealtime is GET <mount>/realtime (counted when the upgrade is
 	// answered: 101 once the socket is open).
 	RouteRealtime = "realtime"

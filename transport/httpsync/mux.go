@@ -43,16 +43,18 @@ type Mux struct {
 func NewMux(eng *engine.Engine, opts MuxOptions) *Mux {
 	mount := strings.TrimRight(opts.Mount, "/")
 	m := &Mux{ServeMux: http.NewServeMux(), metrics: newHTTPMetrics(), routes: map[string]string{
-		mount + "/sync": RouteSync,
-		"GET /healthz":  RouteHealthz,
-		"GET /readyz":   RouteReadyz,
-		"GET /metrics":  RouteMetrics,
+		mount + "/sync":                   RouteSync,
+		"GET /healthz":                    RouteHealthz,
+		"GET /readyz":                     RouteReadyz,
+		"GET /metrics":                    RouteMetrics,
+		"GET " + mount + "/segments/{id}": RouteSegments,
 	}}
 	m.Handle(mount+"/sync", NewHandler(eng, opts.Options))
 	if opts.Realtime != nil {
 		m.routes["GET "+mount+"/realtime"] = RouteRealtime
 		m.Handle("GET "+mount+"/realtime", opts.Realtime)
 	}
+	m.Handle("GET "+mount+"/segments/{id}", NewSegmentHandler(eng, opts.Options))
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -145,6 +147,12 @@ func writeMetrics(ctx context.Context, w http.ResponseWriter, eng *engine.Engine
 	p("synclane_commits_rejected_total", "Pushed commits rejected.", s.CommitsRejected)
 	p("synclane_header_only_resets_total", "Epoch-reset and schema-floor answers.", s.HeaderOnlyResets)
 	p("synclane_request_seconds_total", "Total time spent serving sync requests.", s.RequestSeconds)
+	ss := eng.SegmentStats()
+	p("synclane_segments_built_total", "Segments built and stored.", ss.Built)
+	p("synclane_segments_reused_total", "Bootstrap pages answered with a segment already stored (no rebuild).", ss.Reused)
+	p("synclane_segments_served_total", "Segment downloads served.", ss.Served)
+	p("synclane_segment_bytes_served_total", "Uncompressed bytes of segment downloads served.", ss.ServedBytes)
+	p("synclane_segments_expired_total", "Segments whose bytes the expiry sweep dropped.", ss.Expired)
 	p("synclane_partition_actors_spawned_total", "Partition actors spawned.", a.Spawned)
 	p("synclane_partition_actors_passivated_total", "Partition actors passivated when idle.", a.Passivated)
 	p("synclane_partition_actor_restarts_total", "Partition actor restarts after a crash.", a.Restarts)

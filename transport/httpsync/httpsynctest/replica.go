@@ -81,6 +81,11 @@ func (r *Replica) Pull(ctx context.Context) (PullStats, error) {
 	if err != nil {
 		return PullStats{}, err
 	}
+	// Follow SEGMENT_REFs: download each segment (a failure, such as an
+	// expired segment, leaves the replica's state untouched: pull again).
+	if err := r.Client.ResolveSegments(ctx, resp, subs...); err != nil {
+		return PullStats{}, err
+	}
 	return r.Apply(resp)
 }
 
@@ -148,7 +153,7 @@ func (r *Replica) Apply(resp *ssp2.Message) (PullStats, error) {
 				}
 			}
 		case *ssp2.SegmentRef:
-			return st, errors.New("replica: segment refs are not supported by this test client")
+			return st, errors.New("replica: unresolved SEGMENT_REF (Pull follows refs; callers of Apply use Client.ResolveSegments first)")
 		case *ssp2.SubEnd:
 			if cur == nil {
 				continue

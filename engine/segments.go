@@ -1,0 +1,74 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	"go.uber.org/zap"
+
+	"github.com/synclane/synclane/partition"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/storage/segstore"
+)
+
+// Segment is a segment a caller may download.
+type Segment struct {
+	Meta segstore.Meta
+	// Data is the uncompressed segment (SSG2 rows or a SQLite image).
+	Data []byte
+}
+
+// Segment authorizes and returns segment segmentID of the caller's
+// partition (SPEC §5.5). requested is the caller's requested scope map (the
+// X-Syncular-Scopes header). On every call the actor's scopes are resolved
+// again and intersected with requested; the digest of the effective map must
+// equal the segment's. Errors carry the protocol code:
+// sync.forbidden (digest mismatch, revocation, resolver failure, a requested
+// map the segment's table does not declare), sync.not_found (unknown
+// segment), sync.segment_expired (its TTL passed; pull again).
+func (e *Engine) Segment(ctx context.Context, id Identity, segmentID string, requested map[string][]string) (*Segment, error) {
+	if id.Partition == "" || id.ActorID == "" {
+		return nil, syncerr.New(syncerr.AuthRequired, "request has no authenticated actor or partition")
+	}
+	if verr := partition.ValidateIdentity(id.ActorID, id.Partition); verr != nil {
+		return nil, verr
+	}
+	metas, data, err := e.segments.Get(ctx, id.Partition, segmentID)
+	switch {
+	case errors.Is(err, segstore.ErrNotFound):
+		return nil, syncerr.New(syncerr.NotFound, "no segment %s", segmentID)
+	case errors.Is(err, segstore.ErrExpired):
+		return nil, syncerr.New(syncerr.SegmentExpired, "segment %s has expired; pull again", segmentID)
+	case err != nil:
+		return nil, syncerr.Wrap(syncerr.InternalError, err, "reading the segment failed")
+	}
+	grants, rerr := e.cfg.Resolver.ResolveScopes(ctx, id)
+	if rerr != nil {
+		e.cfg.Logger.Warn("scope resolver failed", zap.String("actor", id.ActorID),
+			zap.String("partition", id.Partition), zap.Error(rerr))
+		return nil, syncerr.New(syncerr.Forbidden, "the caller's scopes could not be resolved")
+	}
+	for _, m := range metas {
+		t := e.cfg.Schema.Table(m.Table)
+		if t == nil || partition.ValidateRequested(t, requested) != nil {
+			continue
+		}
+		eff, revoked := partition.Effective(requested, partition.Allowed(grants), true)
+		if revoked {
+			continue
+		}
+		if ssp2.ScopeDigest(eff) == m.ScopeDigest {
+			e.segments.CountServed(len(data))
+			return &Segment{Meta: m, Data: data}, nil
+		}
+	}
+	return nil, syncerr.New(syncerr.Forbidden, "the caller's effective scopes do not match segment %s", segmentID)
+}
+
+// SegmentStats returns the segment cache's counters.
+func (e *Engine) SegmentStats() segstore.Stats { return e.segments.Stats() }
+
+// SweepSegments expires segments whose TTL has passed now (the sweeper
+// does this periodically); it returns how many it expired.
+func (e *Engine) SweepSegments(ctx context.Context) (int, error) { return e.segments.Sweep(ctx) }

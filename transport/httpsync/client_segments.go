@@ -1,0 +1,102 @@
+package httpsync
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/storage/segstore"
+)
+
+// SegmentsURL returns the segment download URL of id, derived from the
+// client's sync URL (".../sync" → ".../segments/<id>").
+func (c *Client) SegmentsURL(id string) string {
+	return strings.TrimSuffix(c.URL, "/sync") + "/segments/" + id
+}
+
+// FetchSegment downloads a segment a SEGMENT_REF names, sending scopes
+// (the subscription's requested map) in X-Syncular-Scopes, and checks that
+// the bytes hash to the id and have the announced length. A refusal is
+// returned as *syncerr.Error (sync.forbidden, sync.not_found,
+// sync.segment_expired: pull again).
+func (c *Client) FetchSegment(ctx context.Context, ref *ssp2.SegmentRef, scopes map[string][]string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.SegmentsURL(ref.SegmentID), nil)
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range c.Header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	req.Header.Set(ScopesHeader, string(ssp2.CanonicalScopesJSON(scopes)))
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, fmt.Errorf("httpsync: read segment: %w", err)
+	}
+	if res.StatusCode != http.StatusOK {
+		var eb ErrorBody
+		if json.Unmarshal(data, &eb) == nil && eb.Code != "" {
+			return nil, &syncerr.Error{Code: syncerr.Code(eb.Code), Message: eb.Message, Details: eb.Details,
+				Err: fmt.Errorf("HTTP %d", res.StatusCode)}
+		}
+		return nil, fmt.Errorf("httpsync: segment HTTP %d: %s", res.StatusCode, bytes.TrimSpace(data))
+	}
+	if int64(len(data)) != ref.ByteLength || segstore.ID(data) != ref.SegmentID {
+		return nil, fmt.Errorf("httpsync: segment %s: downloaded %d bytes that do not match the reference", ref.SegmentID, len(data))
+	}
+	return data, nil
+}
+
+// ErrUnsupportedSegment is returned by ResolveSegments for a SEGMENT_REF
+// whose media type this client does not apply.
+var ErrUnsupportedSegment = errors.New("httpsync: unsupported segment media type")
+
+// ResolveSegments follows every rows SEGMENT_REF of a pull response:
+// each is downloaded (with the requested scopes of its section's
+// subscription, from subs by id) and replaced in place by a SEGMENT_INLINE
+// holding the same bytes, so the caller applies both lanes one way. The
+// first failed download is returned; the caller then pulls again with the
+// section's previous cursor and token.
+func (c *Client) ResolveSegments(ctx context.Context, resp *ssp2.Message, subs ...*ssp2.Subscription) error {
+	byID := make(map[string]*ssp2.Subscription, len(subs))
+	for _, s := range subs {
+		byID[s.ID] = s
+	}
+	var cur *ssp2.Subscription
+	for i, f := range resp.Frames {
+		switch x := f.(type) {
+		case *ssp2.SubStart:
+			cur = byID[x.ID]
+		case *ssp2.SegmentRef:
+			if x.MediaType != ssp2.MediaRows {
+				return fmt.Errorf("%w: %d", ErrUnsupportedSegment, x.MediaType)
+			}
+			if cur == nil {
+				return errors.New("httpsync: SEGMENT_REF outside a known subscription's section")
+			}
+			data, err := c.FetchSegment(ctx, x, cur.Scopes)
+			if err != nil {
+				return err
+			}
+			resp.Frames[i] = &ssp2.SegmentInline{Payload: data}
+		}
+	}
+	return nil
+}

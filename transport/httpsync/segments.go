@@ -1,0 +1,113 @@
+package httpsync
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/protocol/syncerr"
+)
+
+// ScopesHeader carries the requested scope map of a segment download as
+// canonical JSON (SPEC §5.5).
+const ScopesHeader = "X-Syncular-Scopes"
+
+// SegmentHandler serves GET <mount>/segments/{id} (SPEC §5.5): host auth
+// plus ScopesHeader; scopes are resolved again on every call and the
+// digest of the effective map must match the segment's (403
+// sync.forbidden otherwise). Unknown ids get 404 sync.not_found, expired
+// ones 404 sync.segment_expired. Answers carry ETag "<id>", honour
+// If-None-Match with 304, and are compressed zstd, then gzip, then
+// identity (segments are stored uncompressed, so never twice).
+type SegmentHandler struct {
+	eng  *engine.Engine
+	opts Options
+}
+
+// NewSegmentHandler returns the segment download handler for eng. It reads
+// the id from the request's path value "id" (mount it with a pattern such
+// as "GET /segments/{id}").
+func NewSegmentHandler(eng *engine.Engine, opts Options) *SegmentHandler {
+	if opts.CompressMinBytes == 0 {
+		opts.CompressMinBytes = DefaultCompressMinBytes
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	return &SegmentHandler{eng: eng, opts: opts}
+}
+
+// ServeHTTP implements http.Handler.
+func (h *SegmentHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rid := requestID(r)
+	w.Header().Set(RequestIDHeader, rid)
+	w.Header().Set("Vary", "Authorization, X-Syncular-Scopes, Accept-Encoding")
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, http.StatusMethodNotAllowed, syncerr.New(syncerr.InvalidRequest, "use GET for segments"))
+		return
+	}
+	if h.opts.Auth == nil {
+		writeError(w, http.StatusInternalServerError, syncerr.New(syncerr.InternalError, "no authenticator configured"))
+		return
+	}
+	id, err := h.opts.Auth.Authenticate(r)
+	if err != nil {
+		e := syncerr.As(err)
+		if e.Code == syncerr.InternalError {
+			e = syncerr.Wrap(syncerr.AuthRequired, err, "authentication failed")
+		}
+		writeError(w, 0, e)
+		return
+	}
+	segID := r.PathValue("id")
+	raw := r.Header.Get(ScopesHeader)
+	var requested map[string][]string
+	if raw == "" || json.Unmarshal([]byte(raw), &requested) != nil {
+		writeError(w, 0, syncerr.New(syncerr.InvalidRequest, "%s must hold the requested scope map as JSON", ScopesHeader))
+		return
+	}
+	seg, err := h.eng.Segment(r.Context(), id, segID, requested)
+	if err != nil {
+		e := syncerr.As(err)
+		if e.Code == syncerr.InternalError {
+			h.opts.Logger.Warn("segment download failed", zap.String("request_id", rid), zap.String("partition", id.Partition), zap.Error(err))
+		}
+		writeError(w, 0, e)
+		return
+	}
+	etag := `"` + seg.Meta.ID + `"`
+	hdr := w.Header()
+	hdr.Set("ETag", etag)
+	hdr.Set("Cache-Control", "private, max-age=0")
+	if etagMatches(r.Header.Get("If-None-Match"), etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	hdr.Set("Content-Type", "application/octet-stream")
+	if r.Method == http.MethodHead {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	out := newAnswerWriter(w, w, r.Header.Get("Accept-Encoding"), h.opts.CompressMinBytes)
+	if _, err := out.Write(seg.Data); err != nil {
+		h.opts.Logger.Debug("segment download aborted", zap.String("request_id", rid), zap.Error(err))
+	}
+	if err := out.Close(); err != nil {
+		h.opts.Logger.Debug("segment download close failed", zap.String("request_id", rid), zap.Error(err))
+	}
+}
+
+// etagMatches applies If-None-Match (a list of entity tags or "*").
+func etagMatches(header, etag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == etag || t == "*" {
+			return true
+		}
+	}
+	return false
+}

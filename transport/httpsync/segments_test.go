@@ -1,0 +1,316 @@
+package httpsync_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/httpsync"
+	"github.com/synclane/synclane/transport/httpsync/httpsynctest"
+)
+
+// testClock is a settable clock for segment TTLs.
+type testClock struct{ ms atomic.Int64 }
+
+func (c *testClock) now() time.Time          { return time.UnixMilli(c.ms.Load()) }
+func (c *testClock) advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
+
+// seed writes n todos of list L in commits of 400.
+func seed(t *testing.T, s *server, n int) {
+	t.Helper()
+	ctx := context.Background()
+	w := s.client("writer", "cw")
+	var batch []ssp2.Frame
+	for i := range n {
+		id := fmt.Sprintf("t%05d", i)
+		batch = append(batch, commit("c"+id, upsert(t, id, "L", "row "+id, nil)))
+		if len(batch) == 400 || i == n-1 {
+			if _, err := w.Push(ctx, framesToCommits(batch)...); err != nil {
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+}
+
+func refsOf(m *ssp2.Message) []*ssp2.SegmentRef {
+	var out []*ssp2.SegmentRef
+	for _, f := range m.Frames {
+		if r, ok := f.(*ssp2.SegmentRef); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func inlinesOf(m *ssp2.Message) int {
+	n := 0
+	for _, f := range m.Frames {
+		if _, ok := f.(*ssp2.SegmentInline); ok {
+			n++
+		}
+	}
+	return n
+}
+
+func listL() map[string][]string { return map[string][]string{"list_id": {"L"}} }
+
+func sub0(cursor int64, token []byte) *ssp2.Subscription {
+	return &ssp2.Subscription{ID: "todos", Table: "todos", Scopes: listL(), Cursor: cursor, BootstrapState: token}
+}
+
+// TestSegmentLanesEndToEnd bootstraps 2,500 rows over HTTP in each lane
+// (inline rows; rows by SEGMENT_REF because only bit 1 is accepted; by
+// ref because the first page exceeds the inline limit), with a cut
+// connection between pages, and checks the replica holds every row.
+func TestSegmentLanesEndToEnd(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s0 *server) {
+		s0.stop()
+		s := startServerWith(t, s0.be, func(c *engine.Config) { c.InlineSegmentMaxBytes = 16 << 10 })
+		const n = 2500
+		seed(t, s, n)
+		for _, lane := range []struct {
+			name     string
+			accept   uint8
+			wantRefs bool
+		}{
+			{"inline", ssp2.AcceptInlineRows, false},
+			{"ref-only", ssp2.AcceptRefRows, true},
+			{"both-over-inline-limit", ssp2.AcceptInlineRows | ssp2.AcceptRefRows, true},
+		} {
+			t.Run(lane.name, func(t *testing.T) {
+				ctx := context.Background()
+				c := s.client("reader", "cr-"+lane.name)
+				ph := ssp2.PullHeader{Accept: lane.accept, LimitSnapshotRows: 1000, MaxSnapshotPages: 2}
+				resp, err := c.Pull(ctx, ph, sub0(-1, nil))
+				if err != nil {
+					t.Fatal(err)
+				}
+				refs := refsOf(resp)
+				if lane.wantRefs {
+					if len(refs) != 2 || inlinesOf(resp) != 0 {
+						t.Fatalf("%d refs, %d inline; want 2 refs", len(refs), inlinesOf(resp))
+					}
+					if refs[0].RowCursor != nil || refs[0].NextRowCursor == nil || refs[1].RowCursor == nil ||
+						*refs[1].RowCursor != *refs[0].NextRowCursor || refs[0].RowCount != 1000 || refs[0].MediaType != ssp2.MediaRows ||
+						refs[0].ScopeDigest != ssp2.ScopeDigest(listL()) || refs[0].AsOfCommitSeq != int64(n) || refs[0].URL != nil {
+						t.Fatalf("refs %+v %+v", refs[0], refs[1])
+					}
+					if !strings.HasPrefix(refs[0].SegmentID, "sha256:") || len(refs[0].SegmentID) != 7+64 {
+						t.Fatalf("segment id %q", refs[0].SegmentID)
+					}
+				} else if len(refs) != 0 || inlinesOf(resp) != 2 {
+					t.Fatalf("%d refs, %d inline; want 2 inline", len(refs), inlinesOf(resp))
+				}
+				r := httpsynctest.NewReplica(c, s.schema)
+				r.Subscribe("todos", "todos", listL())
+				r.Limits = ph
+				if err := c.ResolveSegments(ctx, resp, sub0(-1, nil)); err != nil {
+					t.Fatal(err)
+				}
+				st, err := r.Apply(resp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !st.Incomplete || st.SegmentRows != 2000 {
+					t.Fatalf("first round %+v", st)
+				}
+				// The connection is cut mid-response; the client keeps its
+				// token and pulls again.
+				if m := cutResponse(t, s, r, r.Subs[0].Token); m != nil {
+					t.Fatal("a cut response decoded")
+				}
+				if err := r.SyncUntilIdle(ctx, 10); err != nil {
+					t.Fatal(err)
+				}
+				if got := len(r.Rows["todos"]); got != n {
+					t.Fatalf("replica has %d rows, want %d", got, n)
+				}
+				if r.Subs[0].Cursor != n || r.Subs[0].Token != nil {
+					t.Fatalf("cursor %d token %s", r.Subs[0].Cursor, r.Subs[0].Token)
+				}
+			})
+		}
+		// Under the default 256 KiB inline limit, a client accepting both
+		// lanes gets these pages inline.
+		def := startServerWith(t, s0.be, nil)
+		resp, err := def.client("reader", "cr-default").Pull(context.Background(),
+			ssp2.PullHeader{Accept: ssp2.AcceptInlineRows | ssp2.AcceptRefRows, LimitSnapshotRows: 1000, MaxSnapshotPages: 2}, sub0(-1, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(refsOf(resp)) != 0 || inlinesOf(resp) != 2 {
+			t.Fatalf("default limit: %d refs, %d inline; want 2 inline", len(refsOf(resp)), inlinesOf(resp))
+		}
+	})
+}
+
+// getSegment downloads id with raw headers.
+func getSegment(t *testing.T, s *server, id, actor, scopes string, hdr map[string]string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, strings.TrimSuffix(s.url, "/sync")+"/segments/"+id, nil)
+	req.Header.Set("X-Actor", actor)
+	req.Header.Set("X-Partition", "team")
+	if scopes != "" {
+		req.Header.Set(httpsync.ScopesHeader, scopes)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	tr := &http.Transport{DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	res, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res, b
+}
+
+func wantCode(t *testing.T, res *http.Response, body []byte, status int, code syncerr.Code) {
+	t.Helper()
+	if res.StatusCode != status || !strings.Contains(string(body), `"code":"`+string(code)+`"`) {
+		t.Fatalf("got %d %s, want %d %s", res.StatusCode, body, status, code)
+	}
+}
+
+// TestSegmentDownloadRules covers GET /segments/{id}: headers, 304,
+// compression, revocation between the REF and the download (403), a
+// scope map whose digest differs (403), an unknown id (404 not_found), an
+// expired segment (404 segment_expired, then the client re-pulls and
+// converges), and another process serving a segment this one built.
+func TestSegmentDownloadRules(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s0 *server) {
+		s0.stop()
+		clk := &testClock{}
+		clk.ms.Store(time.Now().UnixMilli())
+		s := startServerWith(t, s0.be, func(c *engine.Config) { c.Now = clk.now; c.SegmentTTL = time.Hour })
+		const n = 1500
+		seed(t, s, n)
+		ctx := context.Background()
+		c := s.client("reader", "cr")
+		ph := ssp2.PullHeader{Accept: ssp2.AcceptRefRows, LimitSnapshotRows: 1000, MaxSnapshotPages: 1}
+		resp, err := c.Pull(ctx, ph, sub0(-1, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := refsOf(resp)[0]
+		scopes := string(ssp2.CanonicalScopesJSON(listL()))
+
+		res, body := getSegment(t, s, ref.SegmentID, "reader", scopes, nil)
+		if res.StatusCode != 200 || int64(len(body)) != ref.ByteLength || res.Header.Get("ETag") != `"`+ref.SegmentID+`"` ||
+			res.Header.Get("Cache-Control") != "private, max-age=0" || res.Header.Get("Content-Type") != "application/octet-stream" ||
+			!strings.Contains(res.Header.Get("Vary"), "X-Syncular-Scopes") || !strings.Contains(res.Header.Get("Vary"), "Authorization") {
+			t.Fatalf("download: %d %d bytes %v", res.StatusCode, len(body), res.Header)
+		}
+		if _, err := ssp2.DecodeSegment(body); err != nil {
+			t.Fatalf("not an SSG2 segment: %v", err)
+		}
+		res, body = getSegment(t, s, ref.SegmentID, "reader", scopes, map[string]string{"If-None-Match": `"` + ref.SegmentID + `"`})
+		if res.StatusCode != http.StatusNotModified || len(body) != 0 {
+			t.Fatalf("If-None-Match: %d", res.StatusCode)
+		}
+		for _, enc := range []string{"zstd", "gzip"} {
+			res, _ = getSegment(t, s, ref.SegmentID, "reader", scopes, map[string]string{"Accept-Encoding": enc})
+			if res.StatusCode != 200 || res.Header.Get("Content-Encoding") != enc {
+				t.Fatalf("Accept-Encoding %s: %d %q", enc, res.StatusCode, res.Header.Get("Content-Encoding"))
+			}
+		}
+		// Another process on the same database serves the segment.
+		other := startServerWith(t, s0.be, func(c *engine.Config) { c.Now = clk.now; c.SegmentTTL = time.Hour })
+		other.segDir = s.segDir
+		other.restart()
+		if res, _ := getSegment(t, other, ref.SegmentID, "reader", scopes, nil); res.StatusCode != 200 {
+			t.Fatalf("other process: %d", res.StatusCode)
+		}
+		// A different requested map digests differently.
+		res, body = getSegment(t, s, ref.SegmentID, "reader", `{"list_id":["L","M"]}`, nil)
+		wantCode(t, res, body, 403, syncerr.Forbidden)
+		// Revoked between the REF and the download.
+		s.grant("reader", "M")
+		res, body = getSegment(t, s, ref.SegmentID, "reader", scopes, nil)
+		wantCode(t, res, body, 403, syncerr.Forbidden)
+		if _, err := c.FetchSegment(ctx, ref, listL()); syncerr.CodeOf(err) != syncerr.Forbidden {
+			t.Fatalf("client fetch after revocation: %v", err)
+		}
+		s.grant("reader", "L")
+		res, body = getSegment(t, s, "sha256:"+strings.Repeat("0", 64), "reader", scopes, nil)
+		wantCode(t, res, body, 404, syncerr.NotFound)
+		res, body = getSegment(t, s, ref.SegmentID, "reader", "", nil)
+		wantCode(t, res, body, 400, syncerr.InvalidRequest)
+
+		// Expired: the download answers segment_expired even after the
+		// sweep, and the client's re-pull gets a fresh segment.
+		r := httpsynctest.NewReplica(c, s.schema)
+		r.Subscribe("todos", "todos", listL())
+		r.Limits = ph
+		clk.advance(time.Hour)
+		res, body = getSegment(t, s, ref.SegmentID, "reader", scopes, nil)
+		wantCode(t, res, body, 404, syncerr.SegmentExpired)
+		if n, err := s.eng.SweepSegments(ctx); err != nil || n == 0 {
+			t.Fatalf("sweep: %d %v", n, err)
+		}
+		res, body = getSegment(t, s, ref.SegmentID, "reader", scopes, nil)
+		wantCode(t, res, body, 404, syncerr.SegmentExpired)
+		if err := c.ResolveSegments(ctx, resp, sub0(-1, nil)); syncerr.CodeOf(err) != syncerr.SegmentExpired {
+			t.Fatalf("resolving an expired ref: %v", err)
+		}
+		if err := r.SyncUntilIdle(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(r.Rows["todos"]); got != n {
+			t.Fatalf("replica has %d rows after re-pull, want %d", got, n)
+		}
+		if st := s.eng.SegmentStats(); st.Expired == 0 || st.Served == 0 || st.ServedBytes == 0 || st.Built < 3 {
+			t.Fatalf("stats %+v", st)
+		}
+	})
+}
+
+// TestSegmentStormBuildsOnce: 50 concurrent bootstraps of one scope build
+// each segment once and reuse it 49 times (segment metrics).
+func TestSegmentStormBuildsOnce(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *server) {
+		const n, pages = 3000, 3
+		seed(t, s, n)
+		before := s.eng.SegmentStats()
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		errs := make([]error, 50)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := httpsynctest.NewReplica(s.client("reader", fmt.Sprintf("storm-%d", i)), s.schema)
+				r.Subscribe("todos", "todos", listL())
+				r.Limits = ssp2.PullHeader{Accept: ssp2.AcceptRefRows, LimitSnapshotRows: 1000, MaxSnapshotPages: 1}
+				if err := r.SyncUntilIdle(ctx, 10); err != nil {
+					errs[i] = err
+					return
+				}
+				if len(r.Rows["todos"]) != n {
+					errs[i] = fmt.Errorf("client %d has %d rows", i, len(r.Rows["todos"]))
+				}
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		st := s.eng.SegmentStats()
+		if built, reused := st.Built-before.Built, st.Reused-before.Reused; built != pages || reused != 49*pages {
+			t.Fatalf("built %d reused %d, want %d and %d", built, reused, pages, 49*pages)
+		}
+	})
+}
