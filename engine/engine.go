@@ -222,6 +222,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.DisableGroupCommit {
 		maxBatch = 1
 	}
+	pc.Submit = func(name string, job partition.Job) { e.runtime.Submit(name, job) }
 	e.runtime = actors.New(func(name string) actors.Worker[partition.Job] { return partition.New(name, pc) }, actors.Options{
 		IdleTimeout:  cfg.IdleTimeout,
 		JobTimeout:   cfg.StorageTimeout,
@@ -296,9 +297,12 @@ func (e *Engine) Close() error {
 }
 
 // Sync serves one decoded request for an authenticated caller. On success
-// the Reply holds the whole response (bounded by the pull limits), ready to
-// stream; on error nothing has been produced and the error carries the
-// protocol code for the transport's pre-stream error form.
+// the Reply holds the response (bounded by the pull limits), ready to
+// stream with WriteTo, which builds a bootstrap section's pages after its
+// first on the partition's actor as it writes (a gate change meanwhile ends
+// the stream with an ERROR frame). On error nothing has been produced and
+// the error carries the protocol code for the transport's pre-stream error
+// form.
 func (e *Engine) Sync(ctx context.Context, id Identity, msg *ssp2.Message) (*Reply, error) {
 	start := e.cfg.Now()
 	rep, err := e.sync(ctx, id, msg)

@@ -127,8 +127,17 @@ func (c *client) sync(frames ...ssp2.Frame) (*engine.Reply, error) {
 	if _, err := rep.WriteTo(&buf); err != nil {
 		c.f.t.Fatalf("write reply: %v", err)
 	}
-	if _, err := ssp2.DecodeResponse(buf.b); err != nil {
+	dec2, err := ssp2.DecodeResponse(buf.b)
+	if err != nil {
 		c.f.t.Fatalf("reply does not decode: %v", err)
+	}
+	// Streamed bootstrap pages exist only in the written bytes: inspect
+	// what the client received.
+	rep.Frames = dec2.Frames
+	for _, f := range dec2.Frames {
+		if ef, ok := f.(*ssp2.ErrorFrame); ok {
+			return rep, &syncerr.Error{Code: syncerr.Code(ef.Code), Message: ef.Message, Details: ef.Details}
+		}
 	}
 	return rep, nil
 }

@@ -75,6 +75,10 @@ type Config struct {
 	// InlineSegmentMaxBytes is the largest first page a client accepting
 	// both lanes gets inline (default 256 KiB); larger tables go by ref.
 	InlineSegmentMaxBytes int
+	// Submit hands a job to the partition's actor; when set, bootstrap
+	// sections after their first page are streamed as the reply is written
+	// (one page in memory at a time, each verified against the gate).
+	Submit func(partition string, job Job)
 	// OnCommit, when set, is called after commits become durable with the
 	// partition's highest commit seq; it must not block.
 	OnCommit func(partition string, maxSeq int64)

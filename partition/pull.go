@@ -54,6 +54,7 @@ func (p *Partition) pull(ctx context.Context, j *SyncJob) {
 		return
 	}
 	if !stop {
+		p.bindStreams(j.ctx, rep, token)
 		p.recordClient(j, rep)
 	}
 	j.answer(rep, nil)
@@ -192,6 +193,16 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 		if page > 0 && rep.full(p.cfg.Limits.MaxResponseBytes) {
 			break // the reply is full: the resume token carries on
 		}
+		if page > 0 && p.cfg.Submit != nil {
+			// The rest of the section is streamed page by page as the
+			// reply is written (stream.go).
+			end := &ssp2.SubEnd{NextCursor: tok.AsOfCommitSeq, BootstrapState: tok.Encode()}
+			rep.streams = append(rep.streams, &pageStream{at: len(rep.Frames), end: end, partition: p.name, table: t, eff: eff,
+				digest: digest, logEpoch: info.LogEpoch, tok: tok, pageRows: pageRows, pagesLeft: int(lim.MaxSnapshotPages) - page,
+				budget: p.cfg.Limits.MaxResponseBytes - rep.built})
+			rep.Frames = append(rep.Frames, end)
+			return nil
+		}
 		key := segstore.KeyParts{Table: t.Name, ScopeDigest: digest, AsOfCommitSeq: tok.AsOfCommitSeq, RowCursor: tok.RowCursor,
 			PageRows: pageRows, SchemaVersion: p.cfg.Schema.Version, LogEpoch: info.LogEpoch, Lane: LaneRef}
 		var built *segstore.Built
@@ -291,13 +302,19 @@ func (p *Partition) buildPage(ctx context.Context, t *schema.Table, eff map[stri
 // addRef appends a SEGMENT_REF for m and reports whether it was the
 // table's last page.
 func (p *Partition) addRef(m segstore.Meta, tok BootstrapToken, rep *Reply) bool {
-	ref := &ssp2.SegmentRef{SegmentID: m.ID, MediaType: m.MediaType, Table: m.Table, ByteLength: m.ByteLength,
-		RowCount: m.RowCount, AsOfCommitSeq: tok.AsOfCommitSeq, ScopeDigest: m.ScopeDigest,
-		RowCursor: m.RowCursor, NextRowCursor: m.NextRowCursor}
-	rep.built += 128 + len(m.ID) + len(m.Table)
-	rep.Frames = append(rep.Frames, ref)
+	rep.built += refSize(m)
+	rep.Frames = append(rep.Frames, refFrame(m, tok))
 	return m.NextRowCursor == nil
 }
+
+func refFrame(m segstore.Meta, tok BootstrapToken) *ssp2.SegmentRef {
+	return &ssp2.SegmentRef{SegmentID: m.ID, MediaType: m.MediaType, Table: m.Table, ByteLength: m.ByteLength,
+		RowCount: m.RowCount, AsOfCommitSeq: tok.AsOfCommitSeq, ScopeDigest: m.ScopeDigest,
+		RowCursor: m.RowCursor, NextRowCursor: m.NextRowCursor}
+}
+
+// refSize estimates the encoded size of a SEGMENT_REF.
+func refSize(m segstore.Meta) int { return 128 + len(m.ID) + len(m.Table) }
 
 // bootstrapToken resumes sub's bootstrap token, or starts a fresh one
 // pinned at the partition's max seq when it cannot be resumed.

@@ -61,6 +61,7 @@ func (p *Partition) push(ctx context.Context, jobs []*SyncJob) {
 		return
 	}
 	for _, a := range applied {
+		p.bindStreams(a.job.ctx, a.rep, token)
 		p.recordClient(a.job, a.rep)
 		a.job.answer(a.rep, nil)
 	}

@@ -11,6 +11,9 @@ import (
 
 // Reply is a built SSP2 response: the frames a request earned, in grammar
 // order, without END. Build it with Engine.Sync; stream it with WriteTo.
+// Frames holds a bootstrap section's first page only: WriteTo builds and
+// writes its further pages (each verified against the gate) before the
+// section's SUB_END, so they are not in Frames. Write a Reply once.
 type Reply struct {
 	WireVersion uint16
 	Frames      []ssp2.Frame
@@ -21,6 +24,9 @@ type Reply struct {
 
 	// built estimates the bytes of commits and segments added so far.
 	built int
+	// streams are the bootstrap sections whose later pages are built while
+	// the reply is written (stream.go), in frame order.
+	streams []*pageStream
 }
 
 // full reports whether the reply has reached its byte budget.
@@ -36,7 +42,9 @@ func (r *Reply) Header() *ssp2.RespHeader {
 }
 
 // WriteTo streams the reply as an SSP2 response, frame by frame, ending with
-// END. A frame that cannot be encoded (a server bug) is replaced by an
+// END. Streamed bootstrap pages are built as it goes; when one is refused
+// (gate closed or token changed) or fails, the response ends with an ERROR
+// frame and END. A frame that cannot be encoded (a server bug) is replaced by an
 // in-band ERROR frame so the client rolls back the open section. It returns
 // the bytes written and the first write error.
 func (r *Reply) WriteTo(w io.Writer) (int64, error) {
@@ -49,7 +57,33 @@ func (r *Reply) WriteTo(w io.Writer) (int64, error) {
 		enc.Reset(io.Discard, r.WireVersion, ssp2.KindResponse)
 		encoderPool.Put(enc)
 	}()
-	for _, f := range r.Frames {
+	next := 0 // the next stream
+	for i, f := range r.Frames {
+		for next < len(r.streams) && r.streams[next].at == i {
+			s := r.streams[next]
+			next++
+			for {
+				page, err := s.next()
+				if err != nil {
+					// The gate closed or the page failed: end the response
+					// with ERROR and END; the client drops the section.
+					if err2 := enc.WriteFrame(errorFrame(syncerr.As(err))); err2 != nil {
+						return cw.n, errors.Join(err, err2)
+					}
+					if err := enc.Close(); err != nil {
+						return cw.n, err
+					}
+					return cw.n, cw.err
+				}
+				if page == nil {
+					break
+				}
+				if err := enc.WriteFrame(page); err != nil {
+					return cw.n, err
+				}
+			}
+			s.finish()
+		}
 		if err := enc.WriteFrame(f); err != nil {
 			if cw.err != nil {
 				return cw.n, cw.err

@@ -1,0 +1,155 @@
+package partition
+
+import (
+	"context"
+	"errors"
+
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/storage/segstore"
+)
+
+// A bootstrap section is streamed: the actor builds its first page with
+// the rest of the reply; every further page is built while the reply is
+// being written, one PageJob on the partition's actor at a time, and each
+// is verified against the gate token the reply was released under before
+// its bytes leave. A reply therefore holds one page of a section in memory,
+// not all of them. When the gate closed or its token changed, the stream
+// ends with an ERROR frame (sync.schema_not_ready) and END, and the client
+// drops the section (SPEC §1.4 abort rule).
+
+// pageStream is the state of one streamed bootstrap section.
+type pageStream struct {
+	// at is the index in Reply.Frames of the section's SUB_END; the pages
+	// are written before it and its token is updated as they go.
+	at        int
+	end       *ssp2.SubEnd
+	partition string
+	table     *schema.Table
+	eff       map[string][]string
+	digest    string
+	logEpoch  string
+	tok       BootstrapToken
+	pageRows  int
+	pagesLeft int
+	// budget is the page bytes the section may still add.
+	budget int
+
+	// gate, ctx and submit are bound when the reply is released.
+	gate   GateToken
+	ctx    context.Context
+	submit func(partition string, job Job)
+}
+
+// bindStreams attaches the released reply's streams to the gate token it
+// was verified under and to the actor that builds their pages.
+func (p *Partition) bindStreams(ctx context.Context, rep *Reply, token GateToken) {
+	for _, s := range rep.streams {
+		s.gate, s.ctx, s.submit = token, ctx, p.cfg.Submit
+	}
+}
+
+// next builds the stream's next page on the partition's actor. It returns
+// nil when the section is complete or its page or byte budget is spent.
+func (s *pageStream) next() (ssp2.Frame, error) {
+	if s.pagesLeft <= 0 || s.budget <= 0 || s.tok.RowCursor == nil {
+		return nil, nil
+	}
+	j := &PageJob{ctx: s.ctx, s: s, done: make(chan pageResult, 1)}
+	s.submit(s.partition, j)
+	var r pageResult
+	select {
+	case r = <-j.done:
+	case <-s.ctx.Done():
+		return nil, syncerr.Wrap(syncerr.InternalError, s.ctx.Err(), "request abandoned while streaming")
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	s.pagesLeft--
+	s.budget -= r.size
+	s.tok.RowCursor = r.next
+	return r.frame, nil
+}
+
+// finish sets the section's SUB_END token: absent once the table is done.
+func (s *pageStream) finish() {
+	s.end.BootstrapState = nil
+	if s.tok.RowCursor != nil {
+		s.end.BootstrapState = s.tok.Encode()
+	}
+}
+
+// PageJob builds one page of a streamed bootstrap section on the
+// partition's actor and verifies the gate before handing it out.
+type PageJob struct {
+	ctx  context.Context
+	s    *pageStream
+	done chan pageResult
+}
+
+type pageResult struct {
+	frame ssp2.Frame
+	next  *string
+	size  int
+	err   error
+}
+
+// Batchable implements Job: a page never joins a group commit.
+func (*PageJob) Batchable() bool { return false }
+
+// Fail implements Job.
+func (j *PageJob) Fail(err error) {
+	var coded *syncerr.Error
+	if !errors.As(err, &coded) {
+		err = syncerr.Wrap(syncerr.InternalError, err, "the partition failed while streaming this response; retry")
+	}
+	j.answer(pageResult{err: err})
+}
+
+func (j *PageJob) push() *SyncJob { return nil }
+
+func (j *PageJob) answer(r pageResult) {
+	select {
+	case j.done <- r:
+	default:
+	}
+}
+
+func (j *PageJob) run(ctx context.Context, p *Partition) {
+	if j.ctx.Err() != nil {
+		j.answer(pageResult{err: j.ctx.Err()})
+		return
+	}
+	s := j.s
+	var r pageResult
+	if s.tok.Lane == LaneRef {
+		key := segstore.KeyParts{Table: s.table.Name, ScopeDigest: s.digest, AsOfCommitSeq: s.tok.AsOfCommitSeq, RowCursor: s.tok.RowCursor,
+			PageRows: s.pageRows, SchemaVersion: p.cfg.Schema.Version, LogEpoch: s.logEpoch, Lane: LaneRef}
+		tok := s.tok
+		m, _, err := p.cfg.Segments.Obtain(ctx, p.name, key, func(ctx context.Context) (segstore.Built, error) {
+			return p.buildPage(ctx, s.table, s.eff, s.digest, tok, s.pageRows)
+		})
+		if err != nil {
+			j.answer(pageResult{err: storageErr(err)})
+			return
+		}
+		r.frame, r.next, r.size = refFrame(m, s.tok), m.NextRowCursor, refSize(m)
+	} else {
+		b, err := p.buildPage(ctx, s.table, s.eff, s.digest, s.tok, s.pageRows)
+		if err != nil {
+			j.answer(pageResult{err: storageErr(err)})
+			return
+		}
+		r.frame, r.next, r.size = &ssp2.SegmentInline{Payload: b.Data}, b.Meta.NextRowCursor, len(b.Data)
+	}
+	// Read, verify, release: no page built under another token leaves.
+	now, err := p.cfg.Gate.Verify(ctx, p.cfg.Store, p.name, s.gate)
+	if err != nil {
+		j.answer(pageResult{err: err})
+		return
+	}
+	p.adopt(now)
+	j.answer(r)
+}
