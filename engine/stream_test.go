@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/storage/memory"
 )
 
 // TestStreamedBootstrapGateChangeBetweenPages: a bootstrap's later pages
@@ -124,5 +128,49 @@ func TestStreamedBootstrapPages(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("%d refs in the last round, want 1", n)
+	}
+}
+
+// TestSQLiteImageNeverForEncryptedTables: with accept bit 2 and a table
+// larger than one page, a plain table is sent as one SQLite image, and the
+// same table with an encrypted column is sent as rows segments.
+func TestSQLiteImageNeverForEncryptedTables(t *testing.T) {
+	encrypted := strings.Replace(testSchemaJSON, `{"name":"title","type":"string"}`, `{"name":"title","type":"string","encrypted":true}`, 1)
+	if encrypted == testSchemaJSON {
+		t.Fatal("test schema changed: no title column to encrypt")
+	}
+	for _, tc := range []struct {
+		name      string
+		schema    string
+		wantMedia ssp2.MediaType
+	}{{"plain", testSchemaJSON, ssp2.MediaSQLite}, {"encrypted", encrypted, ssp2.MediaRows}} {
+		t.Run(tc.name, func(t *testing.T) {
+			sch, err := schema.Parse([]byte(tc.schema))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := newFixture(t, memory.New(), func(c *engine.Config) { c.Schema = sch })
+			a := f.client("alice", "ca")
+			for i := range 5 {
+				id := fmt.Sprintf("t%d", i)
+				a.push("c"+id, upsert("tasks", id, f.row(id, "P", "x"), nil))
+			}
+			rep, err := a.sync(&ssp2.PullHeader{Accept: ssp2.AcceptRefRows | ssp2.AcceptSQLite, LimitSnapshotRows: 2, MaxSnapshotPages: 3}, sub("s", -1, "P"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, fr := range rep.Frames {
+				if r, ok := fr.(*ssp2.SegmentRef); ok {
+					n++
+					if r.MediaType != tc.wantMedia {
+						t.Fatalf("media %d, want %d", r.MediaType, tc.wantMedia)
+					}
+				}
+			}
+			if n == 0 {
+				t.Fatal("no SEGMENT_REF")
+			}
+		})
 	}
 }

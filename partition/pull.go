@@ -185,6 +185,7 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 		// The client no longer accepts the table's lane: start over.
 		tok = BootstrapToken{AsOfCommitSeq: info.MaxCommitSeq, Tables: []string{t.Name}}
 	}
+	canImage := p.cfg.Segments != nil && lim.Accept&ssp2.AcceptSQLite != 0 && !t.HasEncrypted() && tok.RowCursor == nil
 	rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive, EffectiveScopes: eff, Bootstrap: true})
 	pageRows := int(lim.LimitSnapshotRows)
 	digest := ssp2.ScopeDigest(eff)
@@ -206,11 +207,25 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 		key := segstore.KeyParts{Table: t.Name, ScopeDigest: digest, AsOfCommitSeq: tok.AsOfCommitSeq, RowCursor: tok.RowCursor,
 			PageRows: pageRows, SchemaVersion: p.cfg.Schema.Version, LogEpoch: info.LogEpoch, Lane: LaneRef}
 		var built *segstore.Built
+		if tok.Lane == "" && canImage {
+			m, first, err := p.imageOrFirstPage(ctx, t, eff, digest, tok, pageRows, info.LogEpoch)
+			if err != nil {
+				return err
+			}
+			if m != nil {
+				// The image is the table's one and last page.
+				tok.Lane = LaneSQLite
+				p.addRef(*m, tok, rep)
+				done = true
+				continue
+			}
+			built = first
+		}
 		if tok.Lane == "" {
 			// First page. A client taking refs only reuses a stored
 			// segment without reading; otherwise the page is built here and
 			// its size picks the lane (a large one is still stored once).
-			if canRef && !canInline {
+			if canRef && !canInline && built == nil {
 				if m, err := p.cfg.Segments.Lookup(ctx, p.name, key); err == nil {
 					tok.Lane = LaneRef
 					done = p.addRef(m, tok, rep)
@@ -220,13 +235,15 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 					return err
 				}
 			}
-			b, err := p.buildPage(ctx, t, eff, digest, tok, pageRows)
-			if err != nil {
-				return err
+			if built == nil {
+				b, err := p.buildPage(ctx, t, eff, digest, tok, pageRows)
+				if err != nil {
+					return err
+				}
+				built = &b
 			}
-			built = &b
 			tok.Lane = LaneInline
-			if canRef && (!canInline || len(b.Data) > p.cfg.InlineSegmentMaxBytes) {
+			if canRef && (!canInline || len(built.Data) > p.cfg.InlineSegmentMaxBytes) {
 				tok.Lane = LaneRef
 			}
 		}
@@ -268,7 +285,40 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 const (
 	LaneInline = "inline"
 	LaneRef    = "ref"
+	LaneSQLite = "sqlite"
 )
+
+// imageOrFirstPage serves the start of a table for a client accepting
+// SQLite images (SPEC §5.3): the first page is read, and only when the
+// table exceeds it is the image of (table, scope digest, pin, schema
+// version, log epoch) returned: an unexpired one is reused, otherwise it is
+// built once (single flight). A table that fits one page returns that page.
+func (p *Partition) imageOrFirstPage(ctx context.Context, t *schema.Table, eff map[string][]string, digest string, tok BootstrapToken, pageRows int, logEpoch string) (*segstore.Meta, *segstore.Built, error) {
+	key := segstore.KeyParts{Table: t.Name, ScopeDigest: digest, AsOfCommitSeq: tok.AsOfCommitSeq,
+		SchemaVersion: p.cfg.Schema.Version, LogEpoch: logEpoch, Lane: LaneSQLite}
+	first, err := p.buildPage(ctx, t, eff, digest, tok, pageRows)
+	if err != nil {
+		return nil, nil, err
+	}
+	if first.Meta.NextRowCursor == nil {
+		return nil, &first, nil
+	}
+	m, _, err := p.cfg.Segments.Obtain(ctx, p.name, key, func(ctx context.Context) (segstore.Built, error) {
+		data, n, err := segstore.BuildSQLiteImage(ctx, t, p.cfg.Schema.Version, tok.AsOfCommitSeq, digest,
+			func(ctx context.Context, after *string, limit int) ([]storage.RowRecord, error) {
+				return p.cfg.Store.ScanRows(ctx, p.name, storage.RowQuery{Table: t, Scopes: eff, AfterRowID: after, Limit: limit})
+			})
+		if err != nil {
+			return segstore.Built{}, err
+		}
+		return segstore.Built{Meta: segstore.Meta{MediaType: ssp2.MediaSQLite, Table: t.Name, ScopeDigest: digest,
+			AsOfCommitSeq: tok.AsOfCommitSeq, RowCount: n}, Data: data}, nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return &m, nil, nil
+}
 
 // buildPage reads one page of the table's in-scope rows after tok's row
 // cursor and encodes it as an SSG2 rows segment. Meta.NextRowCursor is set

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 )
@@ -45,6 +46,9 @@ type Client struct {
 	// Rounds, when set, carries every request instead of HTTP (a realtime
 	// socket's rounds: realtime.Client implements it).
 	Rounds RoundTripper
+	// Schema, when set, lets ResolveSegments apply SQLite segment images
+	// (it needs the column types); without it they are refused.
+	Schema *schema.Schema
 }
 
 // RoundTripper carries one encoded SSP2 request and returns the encoded

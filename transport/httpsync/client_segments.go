@@ -68,10 +68,11 @@ func (c *Client) FetchSegment(ctx context.Context, ref *ssp2.SegmentRef, scopes 
 // whose media type this client does not apply.
 var ErrUnsupportedSegment = errors.New("httpsync: unsupported segment media type")
 
-// ResolveSegments follows every rows SEGMENT_REF of a pull response:
-// each is downloaded (with the requested scopes of its section's
+// ResolveSegments follows every SEGMENT_REF of a pull response: each is
+// downloaded (with the requested scopes of its section's
 // subscription, from subs by id) and replaced in place by a SEGMENT_INLINE
-// holding the same bytes, so the caller applies both lanes one way. The
+// holding the same rows (a SQLite image, which needs Client.Schema, is
+// converted with ImageToSegment), so the caller applies every lane one way. The
 // first failed download is returned; the caller then pulls again with the
 // section's previous cursor and token.
 func (c *Client) ResolveSegments(ctx context.Context, resp *ssp2.Message, subs ...*ssp2.Subscription) error {
@@ -85,7 +86,7 @@ func (c *Client) ResolveSegments(ctx context.Context, resp *ssp2.Message, subs .
 		case *ssp2.SubStart:
 			cur = byID[x.ID]
 		case *ssp2.SegmentRef:
-			if x.MediaType != ssp2.MediaRows {
+			if x.MediaType != ssp2.MediaRows && (x.MediaType != ssp2.MediaSQLite || c.Schema == nil) {
 				return fmt.Errorf("%w: %d", ErrUnsupportedSegment, x.MediaType)
 			}
 			if cur == nil {
@@ -94,6 +95,11 @@ func (c *Client) ResolveSegments(ctx context.Context, resp *ssp2.Message, subs .
 			data, err := c.FetchSegment(ctx, x, cur.Scopes)
 			if err != nil {
 				return err
+			}
+			if x.MediaType == ssp2.MediaSQLite {
+				if data, err = ImageToSegment(ctx, c.Schema, x, data); err != nil {
+					return err
+				}
 			}
 			resp.Frames[i] = &ssp2.SegmentInline{Payload: data}
 		}

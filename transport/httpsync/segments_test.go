@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -311,6 +314,93 @@ func TestSegmentStormBuildsOnce(t *testing.T) {
 		st := s.eng.SegmentStats()
 		if built, reused := st.Built-before.Built, st.Reused-before.Reused; built != pages || reused != 49*pages {
 			t.Fatalf("built %d reused %d, want %d and %d", built, reused, pages, 49*pages)
+		}
+	})
+}
+
+// TestSQLiteImageLane: a client accepting images (bit 2) gets the whole
+// 2,500-row table as one SQLite image by reference (no row cursors, no
+// token); the image opens with the sqlite3 CLI, holds exactly two tables and
+// exactly the snapshot rows, is reused by the next client, and a replica
+// applying it converges with one bootstrapped inline. A table that fits one
+// page is never imaged.
+func TestSQLiteImageLane(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *server) {
+		const n = 2500
+		seed(t, s, n)
+		ctx := context.Background()
+		ph := ssp2.PullHeader{Accept: ssp2.AcceptInlineRows | ssp2.AcceptRefRows | ssp2.AcceptSQLite, LimitSnapshotRows: 1000, MaxSnapshotPages: 4}
+		c := s.client("reader", "img")
+		resp, err := c.Pull(ctx, ph, sub0(-1, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs := refsOf(resp)
+		if len(refs) != 1 || inlinesOf(resp) != 0 {
+			t.Fatalf("%d refs %d inline, want one image", len(refs), inlinesOf(resp))
+		}
+		ref := refs[0]
+		if ref.MediaType != ssp2.MediaSQLite || ref.RowCursor != nil || ref.NextRowCursor != nil || ref.RowCount != n || ref.AsOfCommitSeq != n {
+			t.Fatalf("image ref %+v", ref)
+		}
+		for _, f := range resp.Frames {
+			if e, ok := f.(*ssp2.SubEnd); ok && (e.BootstrapState != nil || e.NextCursor != n) {
+				t.Fatalf("SUB_END after an image: %+v", e)
+			}
+		}
+		res, body := getSegment(t, s, ref.SegmentID, "reader", string(ssp2.CanonicalScopesJSON(listL())), nil)
+		if res.StatusCode != 200 || int64(len(body)) != ref.ByteLength {
+			t.Fatalf("download: %d", res.StatusCode)
+		}
+		path := filepath.Join(t.TempDir(), "image.db")
+		if err := os.WriteFile(path, body, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command("sqlite3", path, `SELECT name FROM sqlite_master WHERE type='table' ORDER BY name;`+
+			`SELECT count(*), count(DISTINCT id), min(id), max(id), min(_syncular_version) FROM todos;`+
+			`SELECT format, "table", schemaVersion, asOfCommitSeq, scopeDigest, rowCount FROM _syncular_segment;`+
+			`SELECT type FROM pragma_table_info('todos') ORDER BY cid;`).CombinedOutput()
+		if err != nil {
+			t.Fatalf("sqlite3: %v: %s", err, out)
+		}
+		want := fmt.Sprintf("_syncular_segment\ntodos\n%d|%d|t00000|t%05d|1\n1|todos|1|%d|%s|%d\nTEXT\nTEXT\nTEXT\nINTEGER\nINTEGER\nINTEGER\nINTEGER\n",
+			n, n, n-1, n, ssp2.ScopeDigest(listL()), n)
+		if string(out) != want {
+			t.Fatalf("sqlite3 says\n%s\nwant\n%s", out, want)
+		}
+		// The next client of the same scope at the same pin gets the same image.
+		before := s.eng.SegmentStats()
+		resp2, err := s.client("reader", "img2").Pull(ctx, ph, sub0(-1, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r2 := refsOf(resp2); len(r2) != 1 || r2[0].SegmentID != ref.SegmentID || s.eng.SegmentStats().Built != before.Built {
+			t.Fatalf("second client did not reuse the image")
+		}
+		// Applied, it converges with an inline bootstrap.
+		img := s.replica("reader", "img3", "L")
+		img.Limits = ph
+		if err := img.SyncUntilIdle(ctx, 5); err != nil {
+			t.Fatal(err)
+		}
+		inl := s.replica("reader", "inl", "L")
+		inl.Limits = ssp2.PullHeader{Accept: ssp2.AcceptInlineRows, LimitSnapshotRows: 1000, MaxSnapshotPages: 4}
+		if err := inl.SyncUntilIdle(ctx, 5); err != nil {
+			t.Fatal(err)
+		}
+		sameRows(t, img, inl)
+		if len(img.Rows["todos"]) != n {
+			t.Fatalf("image replica has %d rows", len(img.Rows["todos"]))
+		}
+		// One page's worth: rows, never an image.
+		small, err := s.client("reader", "img-small").Pull(ctx, ssp2.PullHeader{Accept: ph.Accept, LimitSnapshotRows: 5000, MaxSnapshotPages: 1}, sub0(-1, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range refsOf(small) {
+			if r.MediaType == ssp2.MediaSQLite {
+				t.Fatal("a table that fits one page was imaged")
+			}
 		}
 	})
 }

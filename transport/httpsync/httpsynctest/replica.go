@@ -48,6 +48,9 @@ type Replica struct {
 func NewReplica(c *httpsync.Client, s *schema.Schema) *Replica {
 	r := &Replica{Client: c, Schema: s, Rows: map[string]map[string]ReplicaRow{}, codecs: map[string]*ssp2.RowCodec{},
 		Limits: ssp2.PullHeader{Accept: ssp2.AcceptInlineRows | ssp2.AcceptRefRows}}
+	if c != nil && c.Schema == nil {
+		c.Schema = s // to apply SQLite segment images
+	}
 	for _, t := range s.Tables {
 		r.codecs[t.Name] = ssp2.NewRowCodec(t.Columns)
 		r.Rows[t.Name] = map[string]ReplicaRow{}

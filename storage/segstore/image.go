@@ -1,0 +1,147 @@
+package segstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/storage"
+)
+
+// ImageScan reads the snapshot rows after a row id (nil: from the start),
+// at most limit of them, in row-id order.
+type ImageScan func(ctx context.Context, after *string, limit int) ([]storage.RowRecord, error)
+
+// imageChunk is how many rows an image build reads per scan.
+const imageChunk = 5000
+
+// BuildSQLiteImage builds a SQLite segment image (SPEC §5.3) of table t:
+// exactly two tables, the data table (the IR columns with their affinities,
+// NOT NULL and PRIMARY KEY from the IR, then _syncular_version INTEGER NOT
+// NULL) holding every row scan returns, and _syncular_segment with one row
+// describing the image. It returns the database file's bytes and the row
+// count. Tables with encrypted columns must never be imaged; it refuses them.
+func BuildSQLiteImage(ctx context.Context, t *schema.Table, schemaVersion int32, asOf int64, scopeDigest string, scan ImageScan) ([]byte, int64, error) {
+	for _, m := range t.Meta {
+		if m.Encrypted {
+			return nil, 0, fmt.Errorf("segstore: table %q has encrypted columns and is never imaged", t.Name)
+		}
+	}
+	dir, err := os.MkdirTemp("", "synclane-image-")
+	if err != nil {
+		return nil, 0, fmt.Errorf("segstore: image temp dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "image.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_journal_mode=OFF&_synchronous=OFF")
+	if err != nil {
+		return nil, 0, fmt.Errorf("segstore: image open: %w", err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	n, err := fillImage(ctx, db, t, schemaVersion, asOf, scopeDigest, scan)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := db.Close(); err != nil {
+		return nil, 0, fmt.Errorf("segstore: image close: %w", err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, 0, fmt.Errorf("segstore: image read: %w", err)
+	}
+	return data, n, nil
+}
+
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+func affinity(ct ssp2.ColumnType) string {
+	switch ct {
+	case ssp2.TypeInteger, ssp2.TypeBoolean:
+		return "INTEGER"
+	case ssp2.TypeFloat:
+		return "REAL"
+	case ssp2.TypeBytes, ssp2.TypeCRDT:
+		return "BLOB"
+	default: // string, json, blob_ref
+		return "TEXT"
+	}
+}
+
+func fillImage(ctx context.Context, db *sql.DB, t *schema.Table, schemaVersion int32, asOf int64, scopeDigest string, scan ImageScan) (int64, error) {
+	var cols []string
+	for i, c := range t.Columns {
+		d := quoteIdent(c.Name) + " " + affinity(c.Type)
+		if !c.Nullable || i == t.PK {
+			d += " NOT NULL"
+		}
+		if i == t.PK {
+			d += " PRIMARY KEY"
+		}
+		cols = append(cols, d)
+	}
+	cols = append(cols, "_syncular_version INTEGER NOT NULL")
+	ddl := "CREATE TABLE " + quoteIdent(t.Name) + " (" + strings.Join(cols, ", ") + ");" +
+		`CREATE TABLE _syncular_segment (format INTEGER NOT NULL, "table" TEXT NOT NULL, schemaVersion INTEGER NOT NULL, asOfCommitSeq INTEGER NOT NULL, scopeDigest TEXT NOT NULL, rowCount INTEGER NOT NULL);`
+	if _, err := db.ExecContext(ctx, ddl); err != nil {
+		return 0, fmt.Errorf("segstore: image schema: %w", err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("segstore: image begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	ph := strings.TrimSuffix(strings.Repeat("?,", len(t.Columns)+1), ",")
+	ins, err := tx.PrepareContext(ctx, "INSERT INTO "+quoteIdent(t.Name)+" VALUES ("+ph+")")
+	if err != nil {
+		return 0, fmt.Errorf("segstore: image prepare: %w", err)
+	}
+	defer ins.Close()
+	var n int64
+	var after *string
+	args := make([]any, len(t.Columns)+1)
+	for {
+		rows, err := scan(ctx, after, imageChunk)
+		if err != nil {
+			return 0, err
+		}
+		for i := range rows {
+			for j, v := range rows[i].Values {
+				switch x := v.(type) {
+				case bool:
+					if x {
+						v = int64(1)
+					} else {
+						v = int64(0)
+					}
+				case json.RawMessage:
+					v = string(x)
+				}
+				args[j] = v
+			}
+			args[len(t.Columns)] = rows[i].Version
+			if _, err := ins.ExecContext(ctx, args...); err != nil {
+				return 0, fmt.Errorf("segstore: image insert: %w", err)
+			}
+			n++
+		}
+		if len(rows) < imageChunk {
+			break
+		}
+		last := rows[len(rows)-1].RowID
+		after = &last
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO _syncular_segment VALUES (1, ?, ?, ?, ?, ?)`, t.Name, schemaVersion, asOf, scopeDigest, n); err != nil {
+		return 0, fmt.Errorf("segstore: image metadata: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("segstore: image commit: %w", err)
+	}
+	return n, nil
+}
