@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -137,6 +138,12 @@ type Config struct {
 	// to a client accepting both inline rows and refs (0: 256 KiB; negative:
 	// none, every bootstrap of such a client goes by SEGMENT_REF).
 	InlineSegmentMaxBytes int
+	// SignedURLs, when set, signs segment URLs for clients accepting them
+	// (accept bit 3); PublicURL returns the base they are issued under (the
+	// scheme, host and mount, e.g. "https://sync.example.com/api"). Both
+	// are needed to issue URLs.
+	SignedURLs *segstore.Signer
+	PublicURL  func() string
 }
 
 // CommitFeed reports commits made to a shared store by any process.
@@ -223,6 +230,12 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		maxBatch = 1
 	}
 	pc.Submit = func(name string, job partition.Job) { e.runtime.Submit(name, job) }
+	if cfg.SignedURLs != nil && cfg.PublicURL != nil {
+		pc.SignURL = func(part string, m segstore.Meta) (string, int64) {
+			tok, exp := cfg.SignedURLs.Sign(part, m.ID, m.ScopeDigest)
+			return strings.TrimRight(cfg.PublicURL(), "/") + "/segments/" + m.ID + "?st=" + tok, exp
+		}
+	}
 	e.runtime = actors.New(func(name string) actors.Worker[partition.Job] { return partition.New(name, pc) }, actors.Options{
 		IdleTimeout:  cfg.IdleTimeout,
 		JobTimeout:   cfg.StorageTimeout,

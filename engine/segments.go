@@ -72,3 +72,34 @@ func (e *Engine) SegmentStats() segstore.Stats { return e.segments.Stats() }
 // SweepSegments expires segments whose TTL has passed now (the sweeper
 // does this periodically); it returns how many it expired.
 func (e *Engine) SweepSegments(ctx context.Context) (int, error) { return e.segments.Sweep(ctx) }
+
+// SignedSegment returns segment segmentID to the bearer of a signed URL
+// token (SPEC §5.4): no host auth; the token's MAC, expiry (60 s skew) and
+// segment id are checked, and a stored entry must match its scope digest
+// and audience. A bad token is sync.forbidden; an unknown or expired
+// segment is sync.not_found or sync.segment_expired.
+func (e *Engine) SignedSegment(ctx context.Context, segmentID, token string) (*Segment, error) {
+	if e.cfg.SignedURLs == nil {
+		return nil, syncerr.New(syncerr.Forbidden, "signed segment URLs are not enabled")
+	}
+	cl, err := e.cfg.SignedURLs.Verify(token, segmentID)
+	if err != nil {
+		return nil, syncerr.Wrap(syncerr.Forbidden, err, "the signed segment URL is invalid or expired")
+	}
+	metas, data, err := e.segments.Get(ctx, "", segmentID)
+	switch {
+	case errors.Is(err, segstore.ErrNotFound):
+		return nil, syncerr.New(syncerr.NotFound, "no segment %s", segmentID)
+	case errors.Is(err, segstore.ErrExpired):
+		return nil, syncerr.New(syncerr.SegmentExpired, "segment %s has expired; pull again", segmentID)
+	case err != nil:
+		return nil, syncerr.Wrap(syncerr.InternalError, err, "reading the segment failed")
+	}
+	for _, m := range metas {
+		if m.ScopeDigest == cl.ScopeDigest && e.cfg.SignedURLs.Audience(m.Partition) == cl.Audience {
+			e.segments.CountServed(len(data))
+			return &Segment{Meta: m, Data: data}, nil
+		}
+	}
+	return nil, syncerr.New(syncerr.Forbidden, "the signed segment URL does not match segment %s", segmentID)
+}

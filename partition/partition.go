@@ -75,6 +75,9 @@ type Config struct {
 	// InlineSegmentMaxBytes is the largest first page a client accepting
 	// both lanes gets inline (default 256 KiB); larger tables go by ref.
 	InlineSegmentMaxBytes int
+	// SignURL, when set, signs a segment URL for clients accepting signed
+	// URLs (bit 3): the URL and its expiry in Unix ms.
+	SignURL func(partition string, m segstore.Meta) (url string, expiresAtMs int64)
 	// Submit hands a job to the partition's actor; when set, bootstrap
 	// sections after their first page are streamed as the reply is written
 	// (one page in memory at a time, each verified against the gate).

@@ -189,6 +189,7 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 	rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive, EffectiveScopes: eff, Bootstrap: true})
 	pageRows := int(lim.LimitSnapshotRows)
 	digest := ssp2.ScopeDigest(eff)
+	signed := lim.Accept&ssp2.AcceptSignedURLs != 0
 	done := false
 	for page := 0; page < int(lim.MaxSnapshotPages) && !done; page++ {
 		if page > 0 && rep.full(p.cfg.Limits.MaxResponseBytes) {
@@ -199,7 +200,7 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 			// reply is written (stream.go).
 			end := &ssp2.SubEnd{NextCursor: tok.AsOfCommitSeq, BootstrapState: tok.Encode()}
 			rep.streams = append(rep.streams, &pageStream{at: len(rep.Frames), end: end, partition: p.name, table: t, eff: eff,
-				digest: digest, logEpoch: info.LogEpoch, tok: tok, pageRows: pageRows, pagesLeft: int(lim.MaxSnapshotPages) - page,
+				digest: digest, logEpoch: info.LogEpoch, tok: tok, pageRows: pageRows, signed: signed, pagesLeft: int(lim.MaxSnapshotPages) - page,
 				budget: p.cfg.Limits.MaxResponseBytes - rep.built})
 			rep.Frames = append(rep.Frames, end)
 			return nil
@@ -215,7 +216,7 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 			if m != nil {
 				// The image is the table's one and last page.
 				tok.Lane = LaneSQLite
-				p.addRef(*m, tok, rep)
+				p.addRef(*m, tok, signed, rep)
 				done = true
 				continue
 			}
@@ -228,7 +229,7 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 			if canRef && !canInline && built == nil {
 				if m, err := p.cfg.Segments.Lookup(ctx, p.name, key); err == nil {
 					tok.Lane = LaneRef
-					done = p.addRef(m, tok, rep)
+					done = p.addRef(m, tok, signed, rep)
 					tok.RowCursor = m.NextRowCursor
 					continue
 				} else if !errors.Is(err, segstore.ErrNotFound) {
@@ -257,7 +258,7 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 			if err != nil {
 				return err
 			}
-			done = p.addRef(m, tok, rep)
+			done = p.addRef(m, tok, signed, rep)
 			tok.RowCursor = m.NextRowCursor
 			continue
 		}
@@ -351,16 +352,23 @@ func (p *Partition) buildPage(ctx context.Context, t *schema.Table, eff map[stri
 
 // addRef appends a SEGMENT_REF for m and reports whether it was the
 // table's last page.
-func (p *Partition) addRef(m segstore.Meta, tok BootstrapToken, rep *Reply) bool {
+func (p *Partition) addRef(m segstore.Meta, tok BootstrapToken, signed bool, rep *Reply) bool {
 	rep.built += refSize(m)
-	rep.Frames = append(rep.Frames, refFrame(m, tok))
+	rep.Frames = append(rep.Frames, p.refFrame(m, tok, signed))
 	return m.NextRowCursor == nil
 }
 
-func refFrame(m segstore.Meta, tok BootstrapToken) *ssp2.SegmentRef {
-	return &ssp2.SegmentRef{SegmentID: m.ID, MediaType: m.MediaType, Table: m.Table, ByteLength: m.ByteLength,
+// refFrame renders a SEGMENT_REF; signed adds a signed URL (accept bit 3,
+// when signing is configured).
+func (p *Partition) refFrame(m segstore.Meta, tok BootstrapToken, signed bool) *ssp2.SegmentRef {
+	ref := &ssp2.SegmentRef{SegmentID: m.ID, MediaType: m.MediaType, Table: m.Table, ByteLength: m.ByteLength,
 		RowCount: m.RowCount, AsOfCommitSeq: tok.AsOfCommitSeq, ScopeDigest: m.ScopeDigest,
 		RowCursor: m.RowCursor, NextRowCursor: m.NextRowCursor}
+	if signed && p.cfg.SignURL != nil {
+		u, exp := p.cfg.SignURL(p.name, m)
+		ref.URL, ref.URLExpiresAtMs = &u, &exp
+	}
+	return ref
 }
 
 // refSize estimates the encoded size of a SEGMENT_REF.

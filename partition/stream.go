@@ -32,6 +32,7 @@ type pageStream struct {
 	logEpoch  string
 	tok       BootstrapToken
 	pageRows  int
+	signed    bool
 	pagesLeft int
 	// budget is the page bytes the section may still add.
 	budget int
@@ -135,7 +136,7 @@ func (j *PageJob) run(ctx context.Context, p *Partition) {
 			j.answer(pageResult{err: storageErr(err)})
 			return
 		}
-		r.frame, r.next, r.size = refFrame(m, s.tok), m.NextRowCursor, refSize(m)
+		r.frame, r.next, r.size = p.refFrame(m, s.tok, s.signed), m.NextRowCursor, refSize(m)
 	} else {
 		b, err := p.buildPage(ctx, s.table, s.eff, s.digest, s.tok, s.pageRows)
 		if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -78,11 +80,12 @@ type serveConfig struct {
 	maxDeltaBytes, maxPresenceBytes int64
 	maxWebsockets                   int
 
-	// Segments (inline limit, TTL), and options of features that are not
-	// implemented yet: accepted and validated so a harness can pass them,
-	// without effect (logged).
+	// Segments (inline limit, TTL, signed URLs), and options of features
+	// that are not implemented yet: accepted and validated so a harness can
+	// pass them, without effect (logged).
 	inlineSegmentMaxBytes              int64
 	segmentTTL, signedURLTTL, leaseTTL time.Duration
+	signedURLKey, publicURL            string
 }
 
 // minJWTSecret is the shortest HS256 secret serve accepts (256 bits, the
@@ -125,7 +128,9 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.Int64Var(&c.maxPresenceBytes, "max-presence-bytes", realtime.DefaultMaxPresenceBytes, "largest realtime presence document in bytes; a larger one is refused with presence.too_large (0: the default)")
 	fs.IntVar(&c.maxWebsockets, "max-websockets", realtime.DefaultMaxConnections, "most realtime sockets this process holds; more upgrades get 429 sync.websocket_connection_limit")
 	fs.DurationVar(&c.segmentTTL, "segment-ttl", 24*time.Hour, "how long a segment is downloadable after it is built (then 404 sync.segment_expired)")
-	fs.DurationVar(&c.signedURLTTL, "signed-url-ttl", 0, "enable signed segment URLs with this lifetime (not implemented yet, no effect)")
+	fs.DurationVar(&c.signedURLTTL, "signed-url-ttl", 0, "enable signed segment URLs (issued to clients accepting them) with this lifetime, at most 15m (off when 0)")
+	fs.StringVar(&c.signedURLKey, "signed-url-key", "", "HMAC key of signed segment URLs, at least 32 bytes; processes sharing a database need the same key (default: random per process)")
+	fs.StringVar(&c.publicURL, "public-url", "", "base URL clients reach this server's mount at, for signed segment URLs, e.g. https://sync.example.com/api (default: http://<listen address><mount>)")
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", 0, "enable auth leases with this lifetime (not implemented yet, no effect)")
 }
 
@@ -188,6 +193,12 @@ func (c *serveConfig) validate(given map[string]bool) error {
 			return fmt.Errorf("--%s must not be negative", name)
 		}
 	}
+	if c.signedURLTTL > segstore.MaxSignedURLTTL {
+		return fmt.Errorf("--signed-url-ttl must be at most %s", segstore.MaxSignedURLTTL)
+	}
+	if c.signedURLKey != "" && len(c.signedURLKey) < 32 {
+		return errors.New("--signed-url-key must be at least 32 bytes")
+	}
 	for name, v := range map[string]time.Duration{"read-timeout": c.readTimeout, "write-timeout": c.writeTimeout, "http-idle-timeout": c.httpIdleTimeout} {
 		if v <= 0 {
 			return fmt.Errorf("--%s must be positive", name)
@@ -201,7 +212,7 @@ func (c *serveConfig) unimplemented(fs *flag.FlagSet) []string {
 	var out []string
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "signed-url-ttl", "lease-ttl":
+		case "lease-ttl":
 			out = append(out, "--"+f.Name)
 		}
 	})
@@ -442,7 +453,22 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	cfg.Resolver = resolver
 	hub := realtime.New(realtime.Options{Auth: auth, Logger: log.Named("realtime"), MaxConnections: c.maxWebsockets,
 		MaxDeltaBytes: int(c.maxDeltaBytes), MaxPresenceBytes: int(c.maxPresenceBytes), MaxRequestBytes: c.maxBody})
-	hub.Hooks(&cfg) // commits (this process's and, on PostgreSQL, the others') fan out to sockets
+	hub.Hooks(&cfg)            // commits (this process's and, on PostgreSQL, the others') fan out to sockets
+	var publicURL atomic.Value // set once the listener is bound
+	publicURL.Store(c.publicURL)
+	if c.signedURLTTL > 0 {
+		key := []byte(c.signedURLKey)
+		if len(key) == 0 {
+			key = make([]byte, 32)
+			if _, err := rand.Read(key); err != nil {
+				return fmt.Errorf("signed URL key: %w", err)
+			}
+			log.Warn("signed segment URLs use a random per-process key; processes sharing a database need --signed-url-key")
+		}
+		cfg.SignedURLs = segstore.NewSigner(key, c.signedURLTTL, cfg.Now)
+		cfg.PublicURL = func() string { return publicURL.Load().(string) }
+		controls.Signer = cfg.SignedURLs
+	}
 	eng, err := engine.New(ctx, cfg)
 	if err != nil {
 		return err
@@ -482,6 +508,9 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		WriteTimeout: c.writeTimeout, IdleTimeout: c.httpIdleTimeout,
 		ErrorLog: zap.NewStdLog(log.Named("http"))}
 	mount := strings.TrimRight(c.mount, "/")
+	if c.publicURL == "" {
+		publicURL.Store("http://" + ln.Addr().String() + mount)
+	}
 	log.Info("synclane serving", zap.String("addr", ln.Addr().String()), zap.String("sync", mount+"/sync"), zap.String("realtime", mount+"/realtime"),
 		zap.String("storage", backend), zap.Int32("schema_version", sch.Version), zap.Int("tables", len(sch.Tables)))
 	// The first stdout line is machine-readable: harnesses started with

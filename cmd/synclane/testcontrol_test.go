@@ -115,6 +115,8 @@ func TestTestControlRefusedOutsideTestMode(t *testing.T) {
 		{"no host", []string{"--test-control", "--listen", ":0"}, "loopback"},
 		{"clock without test mode", []string{"--clock-ms", "5"}, "--clock-ms needs --test-control"},
 		{"negative ttl", []string{"--segment-ttl", "-1s"}, "must not be negative"},
+		{"signed URL ttl above 15m", []string{"--signed-url-ttl", "16m"}, "--signed-url-ttl must be at most 15m"},
+		{"short signed URL key", []string{"--signed-url-ttl", "1m", "--signed-url-key", "short"}, "--signed-url-key must be at least 32 bytes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -340,7 +342,7 @@ func TestTestControlUnsupportedAndUnknown(t *testing.T) {
 	base := startTestControl(t)
 	for _, ep := range []struct{ method, path string }{
 		{"POST", "/_test/prune"}, {"POST", "/_test/backup/capture"}, {"POST", "/_test/backup/restore"},
-		{"PUT", "/_test/validators"}, {"PUT", "/_test/commit-validator"}, {"POST", "/_test/signed-url-ttl"},
+		{"PUT", "/_test/validators"}, {"PUT", "/_test/commit-validator"},
 		{"POST", "/_test/blob-presign"}, {"POST", "/_test/leases/l1/revoke"},
 	} {
 		var body map[string]string

@@ -50,7 +50,7 @@ func (s *Memory) Get(_ context.Context, partition, id string, nowMs int64) ([]Me
 	var data []byte
 	known := false
 	for k, e := range s.keys {
-		if k[0] != partition || e.meta.ID != id {
+		if (partition != "" && k[0] != partition) || e.meta.ID != id {
 			continue
 		}
 		known = true

@@ -25,7 +25,7 @@ const pgSchema = `CREATE TABLE IF NOT EXISTS synclane_segments (
   row_cursor TEXT, next_row_cursor TEXT, created_at_ms BIGINT NOT NULL,
   expires_at_ms BIGINT NOT NULL, data BYTEA,
   PRIMARY KEY (partition, build_key));
-CREATE INDEX IF NOT EXISTS synclane_segments_by_id ON synclane_segments (partition, id);
+CREATE INDEX IF NOT EXISTS synclane_segments_by_id ON synclane_segments (id, partition);
 CREATE INDEX IF NOT EXISTS synclane_segments_by_expiry ON synclane_segments (expires_at_ms)`
 
 // OpenPostgres creates the segment table if needed and returns the Store.
@@ -91,7 +91,7 @@ WHERE synclane_segments.data IS NULL OR synclane_segments.expires_at_ms <= exclu
 
 // Get implements Store.
 func (s *Postgres) Get(ctx context.Context, partition, id string, nowMs int64) ([]Meta, []byte, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+metaCols+`, CASE WHEN expires_at_ms > $1 THEN data END FROM synclane_segments WHERE partition = $2 AND id = $3`, nowMs, partition, id)
+	rows, err := s.pool.Query(ctx, `SELECT `+metaCols+`, CASE WHEN expires_at_ms > $1 THEN data END FROM synclane_segments WHERE id = $2 AND ($3 = '' OR partition = $3)`, nowMs, id, partition)
 	if err != nil {
 		return nil, nil, fmt.Errorf("segstore: get: %w", err)
 	}

@@ -57,6 +57,8 @@ type Store interface {
 	// Get returns the unexpired entries of segment id in partition (one per
 	// build key that produced these bytes) and the bytes. ErrExpired when
 	// the id is known but every entry has expired; ErrNotFound when unknown.
+	// Partition "" matches every partition (signed URLs, whose audience the
+	// caller checks against each entry's Partition).
 	Get(ctx context.Context, partition, id string, nowMs int64) ([]Meta, []byte, error)
 	// Sweep drops the bytes of segments expired at nowMs (their entries stay
 	// as tombstones so downloads answer "expired", not "unknown") and

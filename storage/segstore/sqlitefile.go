@@ -24,7 +24,7 @@ const sqliteSchema = `CREATE TABLE IF NOT EXISTS segments (
   row_cursor TEXT, next_row_cursor TEXT, created_at_ms INTEGER NOT NULL,
   expires_at_ms INTEGER NOT NULL, data BLOB,
   PRIMARY KEY (partition, build_key)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS segments_by_id ON segments (partition, id);
+CREATE INDEX IF NOT EXISTS segments_by_id ON segments (id, partition);
 CREATE INDEX IF NOT EXISTS segments_by_expiry ON segments (expires_at_ms);`
 
 // OpenSQLiteFile opens (creating if needed) the segment file at path.
@@ -102,7 +102,7 @@ WHERE segments.data IS NULL OR segments.expires_at_ms <= excluded.created_at_ms`
 
 // Get implements Store.
 func (s *SQLiteFile) Get(ctx context.Context, partition, id string, nowMs int64) ([]Meta, []byte, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+metaCols+`, data IS NOT NULL AND expires_at_ms > ? FROM segments WHERE partition = ? AND id = ?`, nowMs, partition, id)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+metaCols+`, data IS NOT NULL AND expires_at_ms > ? FROM segments WHERE id = ? AND (? = '' OR partition = ?)`, nowMs, id, partition, partition)
 	if err != nil {
 		return nil, nil, fmt.Errorf("segstore: get: %w", err)
 	}
@@ -131,7 +131,7 @@ func (s *SQLiteFile) Get(ctx context.Context, partition, id string, nowMs int64)
 		return nil, nil, ErrNotFound
 	}
 	var data []byte
-	if err := s.db.QueryRowContext(ctx, `SELECT data FROM segments WHERE partition = ? AND build_key = ?`, partition, live.Key).Scan(&data); err != nil {
+	if err := s.db.QueryRowContext(ctx, `SELECT data FROM segments WHERE partition = ? AND build_key = ?`, live.Partition, live.Key).Scan(&data); err != nil {
 		return nil, nil, fmt.Errorf("segstore: get data: %w", err)
 	}
 	if data == nil {

@@ -21,22 +21,30 @@ func (c *Client) SegmentsURL(id string) string {
 	return strings.TrimSuffix(c.URL, "/sync") + "/segments/" + id
 }
 
-// FetchSegment downloads a segment a SEGMENT_REF names, sending scopes
-// (the subscription's requested map) in X-Syncular-Scopes, and checks that
+// FetchSegment downloads a segment a SEGMENT_REF names: from its signed
+// URL when it carries one (no host auth, no fallback), otherwise from
+// <mount>/segments/{id} with the client's headers and scopes (the
+// subscription's requested map) in X-Syncular-Scopes. It and checks that
 // the bytes hash to the id and have the announced length. A refusal is
 // returned as *syncerr.Error (sync.forbidden, sync.not_found,
 // sync.segment_expired: pull again).
 func (c *Client) FetchSegment(ctx context.Context, ref *ssp2.SegmentRef, scopes map[string][]string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.SegmentsURL(ref.SegmentID), nil)
+	u := c.SegmentsURL(ref.SegmentID)
+	if ref.URL != nil {
+		u = *ref.URL // signed: fetched directly, without host auth
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
 	}
-	for k, vs := range c.Header {
-		for _, v := range vs {
-			req.Header.Add(k, v)
+	if ref.URL == nil {
+		for k, vs := range c.Header {
+			for _, v := range vs {
+				req.Header.Add(k, v)
+			}
 		}
+		req.Header.Set(ScopesHeader, string(ssp2.CanonicalScopesJSON(scopes)))
 	}
-	req.Header.Set(ScopesHeader, string(ssp2.CanonicalScopesJSON(scopes)))
 	hc := c.HTTP
 	if hc == nil {
 		hc = http.DefaultClient

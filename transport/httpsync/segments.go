@@ -50,6 +50,12 @@ func (h *SegmentHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, syncerr.New(syncerr.InvalidRequest, "use GET for segments"))
 		return
 	}
+	if st := r.URL.Query().Get("st"); st != "" {
+		// A signed URL: no host auth, the token is the authorization.
+		seg, err := h.eng.SignedSegment(r.Context(), r.PathValue("id"), st)
+		h.answer(w, r, rid, "", seg, err)
+		return
+	}
 	if h.opts.Auth == nil {
 		writeError(w, http.StatusInternalServerError, syncerr.New(syncerr.InternalError, "no authenticator configured"))
 		return
@@ -71,10 +77,15 @@ func (h *SegmentHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	seg, err := h.eng.Segment(r.Context(), id, segID, requested)
+	h.answer(w, r, rid, id.Partition, seg, err)
+}
+
+// answer writes a segment download or its refusal.
+func (h *SegmentHandler) answer(w http.ResponseWriter, r *http.Request, rid, partition string, seg *engine.Segment, err error) {
 	if err != nil {
 		e := syncerr.As(err)
 		if e.Code == syncerr.InternalError {
-			h.opts.Logger.Warn("segment download failed", zap.String("request_id", rid), zap.String("partition", id.Partition), zap.Error(err))
+			h.opts.Logger.Warn("segment download failed", zap.String("request_id", rid), zap.String("partition", partition), zap.Error(err))
 		}
 		writeError(w, 0, e)
 		return

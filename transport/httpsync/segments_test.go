@@ -18,6 +18,7 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/storage/segstore"
 	"github.com/synclane/synclane/transport/httpsync"
 	"github.com/synclane/synclane/transport/httpsync/httpsynctest"
 )
@@ -400,6 +401,101 @@ func TestSQLiteImageLane(t *testing.T) {
 		for _, r := range refsOf(small) {
 			if r.MediaType == ssp2.MediaSQLite {
 				t.Fatal("a table that fits one page was imaged")
+			}
+		}
+	})
+}
+
+// TestSignedSegmentURLs: with accept bit 3 every REF carries a signed URL
+// that downloads without host auth; the Go client follows it; tampered,
+// expired (TTL passed beyond the skew, or born expired), wrong-segment,
+// wrong-digest and wrong-audience tokens get 403 sync.forbidden. Without
+// bit 3 no URL is issued.
+func TestSignedSegmentURLs(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s0 *server) {
+		s0.stop()
+		clk := &testClock{}
+		clk.ms.Store(time.Now().UnixMilli())
+		signer := segstore.NewSigner([]byte(strings.Repeat("k", 32)), 5*time.Minute, clk.now)
+		var s *server
+		s = startServerWith(t, s0.be, func(c *engine.Config) {
+			c.Now, c.SignedURLs = clk.now, signer
+			c.PublicURL = func() string { return strings.TrimSuffix(s.url, "/sync") }
+		})
+		seed(t, s, 1500)
+		ctx := context.Background()
+		c := s.client("reader", "signed")
+		ph := ssp2.PullHeader{Accept: ssp2.AcceptRefRows | ssp2.AcceptSignedURLs, LimitSnapshotRows: 1000, MaxSnapshotPages: 2}
+		resp, err := c.Pull(ctx, ph, sub0(-1, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs := refsOf(resp)
+		if len(refs) != 2 {
+			t.Fatalf("%d refs", len(refs))
+		}
+		ref := refs[0]
+		if ref.URL == nil || ref.URLExpiresAtMs == nil || *ref.URLExpiresAtMs/1000 != (clk.ms.Load()+5*60_000)/1000 {
+			t.Fatalf("ref without a signed URL or wrong expiry: %+v", ref)
+		}
+		fetch := func(u string) (int, []byte) {
+			res, err := http.Get(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			b, _ := io.ReadAll(res.Body)
+			return res.StatusCode, b
+		}
+		if code, b := fetch(*ref.URL); code != 200 || int64(len(b)) != ref.ByteLength {
+			t.Fatalf("signed download: %d %s", code, b)
+		}
+		// The client follows the URL (no host headers needed).
+		anon := &httpsync.Client{URL: s.url}
+		if _, err := anon.FetchSegment(ctx, ref, nil); err != nil {
+			t.Fatalf("client follows the signed URL: %v", err)
+		}
+		base, tok, _ := strings.Cut(*ref.URL, "?st=")
+		forbidden := func(what, u string) {
+			t.Helper()
+			code, b := fetch(u)
+			if code != 403 || !strings.Contains(string(b), `"sync.forbidden"`) {
+				t.Fatalf("%s: %d %s, want 403 sync.forbidden", what, code, b)
+			}
+		}
+		tampered := []byte(tok)
+		tampered[3] ^= 1
+		forbidden("tampered payload", base+"?st="+string(tampered))
+		flip := byte('A')
+		if tok[len(tok)-2] == 'A' {
+			flip = 'B'
+		}
+		forbidden("tampered MAC", base+"?st="+tok[:len(tok)-2]+string(flip)+tok[len(tok)-1:])
+		forbidden("other segment", strings.TrimSuffix(s.url, "/sync")+"/segments/"+refs[1].SegmentID+"?st="+tok)
+		wrongAud, _ := signer.Sign("another-partition", ref.SegmentID, ref.ScopeDigest)
+		forbidden("wrong audience", base+"?st="+wrongAud)
+		wrongSD, _ := signer.Sign("team", ref.SegmentID, ssp2.ScopeDigest(map[string][]string{"list_id": {"Z"}}))
+		forbidden("wrong scope digest", base+"?st="+wrongSD)
+		otherKey, _ := segstore.NewSigner([]byte(strings.Repeat("x", 32)), time.Minute, clk.now).Sign("team", ref.SegmentID, ref.ScopeDigest)
+		forbidden("other key", base+"?st="+otherKey)
+		// Within the skew after expiry it still works; beyond it, not.
+		clk.advance(5*time.Minute + 30*time.Second)
+		if code, _ := fetch(*ref.URL); code != 200 {
+			t.Fatalf("within skew: %d", code)
+		}
+		clk.advance(31 * time.Second)
+		forbidden("expired", *ref.URL)
+		signer.SetTTL(0)
+		born, _ := signer.Sign("team", ref.SegmentID, ref.ScopeDigest)
+		forbidden("born expired", base+"?st="+born)
+		// Without bit 3: no URL.
+		resp, err = s.client("reader", "unsigned").Pull(ctx, ssp2.PullHeader{Accept: ssp2.AcceptRefRows, LimitSnapshotRows: 1000, MaxSnapshotPages: 2}, sub0(-1, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range refsOf(resp) {
+			if r.URL != nil || r.URLExpiresAtMs != nil {
+				t.Fatal("URL issued without accept bit 3")
 			}
 		}
 	})

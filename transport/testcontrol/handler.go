@@ -16,6 +16,7 @@ import (
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
+	"github.com/synclane/synclane/storage/segstore"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -42,6 +43,9 @@ type Controls struct {
 	// Clock is the virtual clock; nil when the server runs on wall time
 	// (then /_test/clock reads wall time and advancing it is refused).
 	Clock *Clock
+	// Signer issues signed segment URLs; nil when the server was started
+	// without --signed-url-ttl (then /_test/signed-url-ttl is refused).
+	Signer *segstore.Signer
 }
 
 // Handler returns the control surface: every route under /_test/.
@@ -54,6 +58,7 @@ func Handler(c Controls) http.Handler {
 	mux.HandleFunc("GET /_test/max-commit-seq", c.maxCommitSeq)
 	mux.HandleFunc("GET /_test/horizon-seq", c.horizonSeq)
 	mux.HandleFunc("GET /_test/rows/{table}", c.rows)
+	mux.HandleFunc("POST /_test/signed-url-ttl", c.signedURLTTL)
 	mux.HandleFunc("POST /_test/fail-next-idempotency-lookup", func(w http.ResponseWriter, _ *http.Request) {
 		c.Store.FailNextIdempotencyLookup()
 		writeJSON(w, struct{}{})
@@ -64,7 +69,6 @@ func Handler(c Controls) http.Handler {
 		"POST /_test/backup/restore":          "backup and restore",
 		"PUT /_test/validators":               "host validators",
 		"PUT /_test/commit-validator":         "host commit validators",
-		"POST /_test/signed-url-ttl":          "signed segment URLs",
 		"POST /_test/blob-presign":            "blobs",
 		"POST /_test/leases/{leaseId}/revoke": "auth leases",
 	} {
@@ -81,6 +85,27 @@ func (c Controls) now() time.Time {
 		return time.Now()
 	}
 	return c.Clock.Now()
+}
+
+// signedURLTTL sets the lifetime of signed segment URLs issued from now on
+// (0: born expired).
+func (c Controls) signedURLTTL(w http.ResponseWriter, r *http.Request) {
+	if c.Signer == nil {
+		writeError(w, http.StatusConflict, syncerr.New(syncerr.InvalidRequest, "signed segment URLs are off; start the server with --signed-url-ttl"))
+		return
+	}
+	var body struct {
+		TTLSeconds *int64 `json:"ttlSeconds"`
+	}
+	if !readJSON(w, r, &body) {
+		return
+	}
+	if body.TTLSeconds == nil || *body.TTLSeconds < 0 || *body.TTLSeconds > int64(segstore.MaxSignedURLTTL/time.Second) {
+		writeError(w, http.StatusBadRequest, syncerr.New(syncerr.InvalidRequest, `body must be {"ttlSeconds": n} with 0 <= n <= 900`))
+		return
+	}
+	c.Signer.SetTTL(time.Duration(*body.TTLSeconds) * time.Second)
+	writeJSON(w, struct{}{})
 }
 
 func (c Controls) clock(w http.ResponseWriter, _ *http.Request) {
