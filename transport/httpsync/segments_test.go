@@ -286,7 +286,7 @@ func TestSegmentDownloadRules(t *testing.T) {
 // each segment once and reuse it 49 times (segment metrics).
 func TestSegmentStormBuildsOnce(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *server) {
-		const n, pages = 3000, 3
+		const n, pages = 1500, 3
 		seed(t, s, n)
 		before := s.eng.SegmentStats()
 		ctx := context.Background()
@@ -298,7 +298,7 @@ func TestSegmentStormBuildsOnce(t *testing.T) {
 				defer wg.Done()
 				r := httpsynctest.NewReplica(s.client("reader", fmt.Sprintf("storm-%d", i)), s.schema)
 				r.Subscribe("todos", "todos", listL())
-				r.Limits = ssp2.PullHeader{Accept: ssp2.AcceptRefRows, LimitSnapshotRows: 1000, MaxSnapshotPages: 1}
+				r.Limits = ssp2.PullHeader{Accept: ssp2.AcceptRefRows, LimitSnapshotRows: 500, MaxSnapshotPages: 1}
 				if err := r.SyncUntilIdle(ctx, 10); err != nil {
 					errs[i] = err
 					return
@@ -320,17 +320,17 @@ func TestSegmentStormBuildsOnce(t *testing.T) {
 }
 
 // TestSQLiteImageLane: a client accepting images (bit 2) gets the whole
-// 2,500-row table as one SQLite image by reference (no row cursors, no
+// 1,200-row table as one SQLite image by reference (no row cursors, no
 // token); the image opens with the sqlite3 CLI, holds exactly two tables and
 // exactly the snapshot rows, is reused by the next client, and a replica
 // applying it converges with one bootstrapped inline. A table that fits one
 // page is never imaged.
 func TestSQLiteImageLane(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *server) {
-		const n = 2500
+		const n = 1200
 		seed(t, s, n)
 		ctx := context.Background()
-		ph := ssp2.PullHeader{Accept: ssp2.AcceptInlineRows | ssp2.AcceptRefRows | ssp2.AcceptSQLite, LimitSnapshotRows: 1000, MaxSnapshotPages: 4}
+		ph := ssp2.PullHeader{Accept: ssp2.AcceptInlineRows | ssp2.AcceptRefRows | ssp2.AcceptSQLite, LimitSnapshotRows: 500, MaxSnapshotPages: 4}
 		c := s.client("reader", "img")
 		resp, err := c.Pull(ctx, ph, sub0(-1, nil))
 		if err != nil {
@@ -385,7 +385,7 @@ func TestSQLiteImageLane(t *testing.T) {
 			t.Fatal(err)
 		}
 		inl := s.replica("reader", "inl", "L")
-		inl.Limits = ssp2.PullHeader{Accept: ssp2.AcceptInlineRows, LimitSnapshotRows: 1000, MaxSnapshotPages: 4}
+		inl.Limits = ssp2.PullHeader{Accept: ssp2.AcceptInlineRows, LimitSnapshotRows: 500, MaxSnapshotPages: 4}
 		if err := inl.SyncUntilIdle(ctx, 5); err != nil {
 			t.Fatal(err)
 		}
