@@ -42,8 +42,17 @@ func seedRows(ctx context.Context, t *Target, partition string, n int) error {
 // them end to end: epoch handshake, paged snapshot pulls, decoding and
 // applying every segment into an in-memory replica.
 func bootstrapCase(ctx context.Context, cfg *Config, store string, n int) (Result, error) {
-	r := Result{Workload: "bootstrap", Case: fmt.Sprintf("%d rows, %d rows/page, %d pages/request", n, cfg.PageRows, cfg.Pages),
-		Store: store, Mode: string(cfg.Mode), Params: map[string]any{"rows": n, "pageRows": cfg.PageRows, "pages": cfg.Pages}}
+	lane := cfg.Lane
+	if lane == "" {
+		lane = "inline"
+	}
+	accept, ok := map[string]uint8{"inline": ssp2.AcceptInlineRows, "ref": ssp2.AcceptRefRows,
+		"sqlite": ssp2.AcceptRefRows | ssp2.AcceptSQLite}[lane]
+	r := Result{Workload: "bootstrap", Case: fmt.Sprintf("%d rows, %d rows/page, %d pages/request, %s", n, cfg.PageRows, cfg.Pages, lane),
+		Store: store, Mode: string(cfg.Mode), Params: map[string]any{"rows": n, "pageRows": cfg.PageRows, "pages": cfg.Pages, "lane": lane}}
+	if !ok {
+		return r, fmt.Errorf("--lane %q: want inline, ref or sqlite", lane)
+	}
 	t, err := openTarget(ctx, cfg, store, EngineOpts{})
 	if err != nil {
 		return r, err
@@ -57,7 +66,7 @@ func bootstrapCase(ctx context.Context, cfg *Config, store string, n int) (Resul
 	c := t.Client("reader", "boot", "boot-reader")
 	rep := httpsynctest.NewReplica(nil, sch)
 	rep.Subscribe("s", "todos", map[string][]string{"list_id": allLists})
-	ph := &ssp2.PullHeader{Accept: ssp2.AcceptInlineRows, LimitSnapshotRows: int32(cfg.PageRows), MaxSnapshotPages: int32(cfg.Pages)}
+	ph := &ssp2.PullHeader{Accept: accept, LimitSnapshotRows: int32(cfg.PageRows), MaxSnapshotPages: int32(cfg.Pages)}
 
 	base := heapAfterGC()
 	samp := startHeapSampler(2 * time.Millisecond)
@@ -77,6 +86,10 @@ func bootstrapCase(ctx context.Context, cfg *Config, store string, n int) (Resul
 			return r, err
 		}
 		requests++
+		if err := c.ResolveSegments(ctx, resp, map[string][]string{"list_id": allLists}, sch); err != nil {
+			samp.Stop()
+			return r, err
+		}
 		st, err := rep.Apply(resp)
 		if err != nil {
 			samp.Stop()

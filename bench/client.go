@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/transport/httpsync"
@@ -18,6 +20,33 @@ import (
 // the encoded response body.
 type roundTripper interface {
 	roundTrip(ctx context.Context, id engine.Identity, body []byte) ([]byte, error)
+	// segment downloads a segment by id with the requested scopes.
+	segment(ctx context.Context, id engine.Identity, segmentID string, scopes map[string][]string) ([]byte, error)
+}
+
+// ResolveSegments downloads every SEGMENT_REF of msg (scopes: the
+// section's requested map) and replaces it by the equivalent inline rows
+// segment (SQLite images are converted with the schema), so the replica
+// applies every lane one way. Downloaded bytes count in BytesIn.
+func (c *Client) ResolveSegments(ctx context.Context, msg *ssp2.Message, scopes map[string][]string, sch *schema.Schema) error {
+	for i, f := range msg.Frames {
+		ref, ok := f.(*ssp2.SegmentRef)
+		if !ok {
+			continue
+		}
+		data, err := c.rt.segment(ctx, c.id, ref.SegmentID, scopes)
+		if err != nil {
+			return err
+		}
+		c.BytesIn += int64(len(data))
+		if ref.MediaType == ssp2.MediaSQLite {
+			if data, err = httpsync.ImageToSegment(ctx, sch, ref, data); err != nil {
+				return err
+			}
+		}
+		msg.Frames[i] = &ssp2.SegmentInline{Payload: data}
+	}
+	return nil
 }
 
 // errReset is returned by Client.Do when the server answered with a wire-v2
@@ -131,6 +160,14 @@ func (r inprocRT) roundTrip(ctx context.Context, id engine.Identity, body []byte
 	return buf.Bytes(), nil
 }
 
+func (r inprocRT) segment(ctx context.Context, id engine.Identity, segmentID string, scopes map[string][]string) ([]byte, error) {
+	seg, err := r.eng.Segment(ctx, id, segmentID, scopes)
+	if err != nil {
+		return nil, err
+	}
+	return seg.Data, nil
+}
+
 // httpRT posts requests to an SSP2 HTTP endpoint with the development
 // authentication headers.
 type httpRT struct {
@@ -168,6 +205,29 @@ func (r httpRT) roundTrip(ctx context.Context, id engine.Identity, body []byte) 
 	}
 	if res.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("bench: HTTP %d: %s", res.StatusCode, bytes.TrimSpace(data))
+	}
+	return data, nil
+}
+
+func (r httpRT) segment(ctx context.Context, id engine.Identity, segmentID string, scopes map[string][]string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(r.url, "/sync")+"/segments/"+segmentID, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("x-actor", id.ActorID)
+	req.Header.Set("x-partition", id.Partition)
+	req.Header.Set(httpsync.ScopesHeader, string(ssp2.CanonicalScopesJSON(scopes)))
+	res, err := r.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, fmt.Errorf("bench: read segment: %w", err)
+	}
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("bench: segment HTTP %d: %s", res.StatusCode, bytes.TrimSpace(data))
 	}
 	return data, nil
 }

@@ -41,6 +41,9 @@ type Config struct {
 	Rows     []int
 	PageRows int
 	Pages    int
+	// Lane is the bootstrap lane: inline, ref (rows by SEGMENT_REF) or
+	// sqlite (a SQLite image by reference).
+	Lane string
 
 	IdlePartitions int
 	IdleTimeout    time.Duration
@@ -111,6 +114,7 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	fs.StringVar(&rows, "rows", "10000,100000", "bootstrap: row counts")
 	fs.IntVar(&cfg.PageRows, "page-rows", 10000, "bootstrap: limitSnapshotRows per page")
 	fs.IntVar(&cfg.Pages, "pages", 10, "bootstrap: maxSnapshotPages per request")
+	fs.StringVar(&cfg.Lane, "lane", "inline", "bootstrap: inline (accept bit 0), ref (rows by SEGMENT_REF, bit 1) or sqlite (a SQLite image by reference, bits 1 and 2)")
 	fs.IntVar(&cfg.IdlePartitions, "idle-partitions", 1000, "idle: partitions woken once")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 10*time.Second, "idle: engine IdleTimeout (passivation delay)")
 	fs.IntVar(&cfg.VUs, "vus", 50, "pushpull: virtual clients, one project each")

@@ -274,3 +274,7 @@ func (m *cpuMeter) peakRSS() (int64, bool) {
 	}
 	return 0, false
 }
+
+func (b browserRT) segment(ctx context.Context, id engine.Identity, segmentID string, scopes map[string][]string) ([]byte, error) {
+	return httpRT{url: b.url, hc: b.hc}.segment(ctx, id, segmentID, scopes)
+}
