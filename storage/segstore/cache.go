@@ -162,6 +162,12 @@ func (c *Cache) Obtain(ctx context.Context, partition string, key KeyParts, buil
 		return Meta{}, false, err
 	}
 	c.built.Add(1)
+	// Another process sharing the store may have stored this key first
+	// (Put keeps its entry); answer with what is stored, so the id names
+	// bytes that exist even for non-deterministic builds (SQLite images).
+	if stored, err := c.store.Lookup(ctx, partition, k, m.CreatedAtMs); err == nil {
+		m = stored
+	}
 	return m, false, nil
 }
 

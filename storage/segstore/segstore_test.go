@@ -154,3 +154,36 @@ func TestSingleFlight(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// TestObtainAnswersTheStoredEntry: when another process stored the same
+// key first (different bytes, as SQLite images are not deterministic), a
+// builder's Put is ignored and Obtain answers with the stored segment, on
+// every backend.
+func TestObtainAnswersTheStoredEntry(t *testing.T) {
+	for name, open := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			st := open(t)
+			other := segstore.NewCache(st, 0, nil, nil)
+			mine := segstore.NewCache(st, 0, nil, nil)
+			key := segstore.KeyParts{Table: "t", Lane: "sqlite"}
+			m, _, err := mine.Obtain(context.Background(), "p", key, func(ctx context.Context) (segstore.Built, error) {
+				// The other process wins the race while this one builds.
+				if _, _, err := other.Obtain(ctx, "p", key, func(context.Context) (segstore.Built, error) {
+					return segstore.Built{Data: []byte("first image")}, nil
+				}); err != nil {
+					return segstore.Built{}, err
+				}
+				return segstore.Built{Data: []byte("second image")}, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.ID != segstore.ID([]byte("first image")) {
+				t.Fatalf("Obtain answered %s, not the stored segment", m.ID)
+			}
+			if _, data, err := mine.Get(context.Background(), "p", m.ID); err != nil || string(data) != "first image" {
+				t.Fatalf("get: %q %v", data, err)
+			}
+		})
+	}
+}
