@@ -112,6 +112,10 @@ type ServeGate struct {
 	// Pending lists every checkpoint, across all partitions, at the running
 	// schema version that is not activated, ordered by (partition, name).
 	Pending []CheckpointRef
+	// HorizonSeq is the request partition's horizon (0 when unregistered),
+	// read in the same snapshot: a reply built from the log is released
+	// only for cursors at or above the horizon read after it was built.
+	HorizonSeq int64
 }
 
 // Checkpoints is the checkpoint, fence and gate part of a Store.

@@ -71,6 +71,8 @@ type Store interface {
 	EnsureSchema(ctx context.Context, s *schema.Schema, decls ...CheckpointDeclaration) error
 
 	Checkpoints
+	Retention
+	Snapshots
 
 	// TouchPartition returns the partition's registry entry, creating it on
 	// first contact with a fresh unpredictable log epoch (NewLogEpoch). A
@@ -202,7 +204,10 @@ type PushTx interface {
 	AppendCommit(ctx context.Context, c CommitRecord) error
 	// PutIdempotency stores the outcome of a commit (applied or rejected).
 	// A record no backend can store (CheckIdempotency) fails with an error
-	// wrapping ErrUnstorable and nothing written.
+	// wrapping ErrUnstorable and nothing written. The record's log
+	// position is the transaction's MaxCommitSeq at the call (an applied
+	// commit's own seq when called after its AppendCommit); PruneBatch
+	// deletes a rejected record once the horizon reaches it.
 	PutIdempotency(ctx context.Context, rec IdempotencyRecord) error
 
 	// Commit makes every write durable at once and releases the lock.

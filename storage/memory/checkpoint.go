@@ -156,6 +156,7 @@ func (d *db) gate(partition string, running int32) storage.ServeGate {
 		p.mu.RLock()
 		if p.info.Exists {
 			g.LogEpoch = p.info.LogEpoch
+			g.HorizonSeq = p.info.HorizonSeq
 		}
 		p.mu.RUnlock()
 	}
@@ -196,22 +197,10 @@ func (s *Store) PruneThrough(ctx context.Context, partition string, seq int64) e
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	seq = min(seq, p.info.MaxCommitSeq)
-	base := p.info.HorizonSeq
-	if seq <= base {
+	if seq <= p.info.HorizonSeq {
 		return nil
 	}
-	p.commits = slices.Clone(p.commits[seq-base:])
-	p.info.HorizonSeq = seq
-	for _, m := range p.scopeIdx {
-		for k, seqs := range m {
-			i, _ := slices.BinarySearch(seqs, seq+1)
-			if i == len(seqs) {
-				delete(m, k)
-			} else {
-				m[k] = slices.Clone(seqs[i:])
-			}
-		}
-	}
+	p.dropThrough(seq)
 	return nil
 }
 

@@ -20,7 +20,7 @@ type part struct {
 	// scopeIdx maps table -> "var\x00value" -> ascending seqs of commits
 	// with at least one change of table carrying that scope value.
 	scopeIdx map[string]map[string][]int64
-	idem     map[idemKey]storage.IdempotencyRecord
+	idem     map[idemKey]idemEntry
 	clients  map[string]storage.ClientRecord
 }
 
@@ -30,7 +30,7 @@ func newPart(name string) *part {
 		info:     storage.PartitionInfo{Partition: name},
 		rows:     map[string]map[string]storage.RowRecord{},
 		scopeIdx: map[string]map[string][]int64{},
-		idem:     map[idemKey]storage.IdempotencyRecord{},
+		idem:     map[idemKey]idemEntry{},
 		clients:  map[string]storage.ClientRecord{},
 	}
 }

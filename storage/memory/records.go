@@ -10,6 +10,13 @@ import (
 // idemKey is the key of an idempotency record within its partition.
 type idemKey struct{ client, commit string }
 
+// idemEntry is a stored idempotency record with its log position (the
+// partition's max commit seq when it was written).
+type idemEntry struct {
+	rec storage.IdempotencyRecord
+	pos int64
+}
+
 // LookupIdempotency returns the committed record, or nil.
 func (s *Store) LookupIdempotency(ctx context.Context, partition, clientID, clientCommitID string) (*storage.IdempotencyRecord, error) {
 	if err := ctx.Err(); err != nil {
@@ -21,11 +28,11 @@ func (s *Store) LookupIdempotency(ctx context.Context, partition, clientID, clie
 	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	rec, ok := p.idem[idemKey{clientID, clientCommitID}]
+	e, ok := p.idem[idemKey{clientID, clientCommitID}]
 	if !ok {
 		return nil, nil
 	}
-	rec = copyIdem(rec)
+	rec := copyIdem(e.rec)
 	return &rec, nil
 }
 

@@ -68,6 +68,9 @@ type db struct {
 	marker int32 // stored schema version, 0 before the first EnsureSchema
 	cps    map[storage.CheckpointRef]*storage.Checkpoint
 	fences map[string]int32 // partition -> required writer version
+	// maint is the maintenance lock; snaps the captured partitions.
+	maint maintenance
+	snaps map[string]*snapshot
 }
 
 var _ storage.Store = (*Store)(nil)

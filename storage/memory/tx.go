@@ -24,7 +24,7 @@ type pushTx struct {
 
 	rows    map[string]map[string]*storage.RowRecord // table -> id -> row (nil: deleted)
 	commits []storage.CommitRecord
-	idem    map[idemKey]storage.IdempotencyRecord
+	idem    map[idemKey]idemEntry
 	undo    []func()
 	sp      int // len(undo) at the last Savepoint, -1 if none
 }
@@ -48,7 +48,7 @@ func (s *Store) BeginPush(ctx context.Context, partition string) (storage.PushTx
 	info := p.info
 	p.mu.Unlock()
 	return &pushTx{s: s, sch: sch, p: p, running: sch.Version, info: info, rows: map[string]map[string]*storage.RowRecord{},
-		idem: map[idemKey]storage.IdempotencyRecord{}, sp: -1}, nil
+		idem: map[idemKey]idemEntry{}, sp: -1}, nil
 }
 
 func (tx *pushTx) check(ctx context.Context, op string) error {
@@ -81,16 +81,16 @@ func (tx *pushTx) LookupIdempotency(ctx context.Context, clientID, clientCommitI
 		return nil, err
 	}
 	k := idemKey{clientID, clientCommitID}
-	rec, ok := tx.idem[k]
+	e, ok := tx.idem[k]
 	if !ok {
 		tx.p.mu.RLock()
-		rec, ok = tx.p.idem[k]
+		e, ok = tx.p.idem[k]
 		tx.p.mu.RUnlock()
 	}
 	if !ok {
 		return nil, nil
 	}
-	rec = copyIdem(rec)
+	rec := copyIdem(e.rec)
 	return &rec, nil
 }
 
@@ -311,7 +311,7 @@ func (tx *pushTx) PutIdempotency(ctx context.Context, rec storage.IdempotencyRec
 	}
 	k := idemKey{rec.ClientID, rec.ClientCommitID}
 	prev, had := tx.idem[k]
-	tx.idem[k] = copyIdem(rec)
+	tx.idem[k] = idemEntry{rec: copyIdem(rec), pos: tx.info.MaxCommitSeq}
 	tx.undo = append(tx.undo, func() {
 		if had {
 			tx.idem[k] = prev

@@ -13,6 +13,9 @@ import (
 type log struct {
 	commits []storage.CommitRecord
 	idems   []storage.IdempotencyRecord
+	// idemPos holds each buffered record's log position (the
+	// transaction's max commit seq when it was put).
+	idemPos []int64
 }
 
 // logMark is a position in a log for savepoint rollback.
@@ -25,6 +28,7 @@ func (l *log) reset(m logMark) {
 	clear(l.idems[m.idems:])
 	l.commits = l.commits[:m.commits]
 	l.idems = l.idems[:m.idems]
+	l.idemPos = l.idemPos[:m.idems]
 }
 
 func (l *log) maxSeq(base int64) int64 {
@@ -47,8 +51,9 @@ func (l *log) appendCommit(c storage.CommitRecord) error {
 	return nil
 }
 
-func (l *log) putIdempotency(rec storage.IdempotencyRecord) {
+func (l *log) putIdempotency(rec storage.IdempotencyRecord, pos int64) {
 	l.idems = append(l.idems, rec)
+	l.idemPos = append(l.idemPos, pos)
 }
 
 // idempotency returns the latest buffered record for the key, or nil.
@@ -127,7 +132,7 @@ func (l *log) queue(b *pgx.Batch, s *Store, partition string, writerVersion int3
 		}
 		var clients, ccids []string
 		var statuses []int16
-		var seqs []int64
+		var seqs, pos []int64
 		var results [][]byte
 		for i, r := range l.idems {
 			if last[[2]string{r.ClientID, r.ClientCommitID}] != i {
@@ -138,7 +143,8 @@ func (l *log) queue(b *pgx.Batch, s *Store, partition string, writerVersion int3
 			statuses = append(statuses, int16(r.Status))
 			seqs = append(seqs, r.CommitSeq)
 			results = append(results, r.Result)
+			pos = append(pos, l.idemPos[i])
 		}
-		b.Queue(s.q.putIdems, partition, clients, ccids, statuses, seqs, results)
+		b.Queue(s.q.putIdems, partition, clients, ccids, statuses, seqs, results, pos)
 	}
 }

@@ -146,6 +146,9 @@ func (s *Store) setup(ctx context.Context, tx pgx.Tx, sch *schema.Schema, tables
 	if err := s.ensureFence(ctx, tx); err != nil {
 		return false, fmt.Errorf("writer fence: %w", err)
 	}
+	if err := s.ensureRetention(ctx, tx); err != nil {
+		return false, fmt.Errorf("retention: %w", err)
+	}
 	stored, err := s.readMarker(ctx, tx, sch.Version)
 	if err != nil {
 		return false, err
@@ -352,6 +355,7 @@ func (q sysSQL) systemDDL() []string {
 	status smallint NOT NULL,
 	commit_seq bigint NOT NULL,
 	result bytea,
+	log_seq bigint NOT NULL DEFAULT 0,
 	PRIMARY KEY (partition, client_id, client_commit_id)
 )`,
 		`CREATE TABLE IF NOT EXISTS {clients} (

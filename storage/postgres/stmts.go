@@ -22,7 +22,7 @@ type sysSQL struct {
 	getIdem, getClient, putClient, bindClient     string
 	insertCommits, insertChanges, insertScopes    string
 	putIdems                                      string
-	listPartitions                                string
+	listPartitions, listPartitionInfos            string
 }
 
 // qualify returns the quoted, schema-qualified name of table.
@@ -78,11 +78,12 @@ SELECT $1, u.*, $7::integer FROM unnest($2::bigint[], $3::bigint[], $4::text[], 
 SELECT $1, * FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::smallint[], $7::bigint[], $8::text[], $9::bytea[])`)
 	q.insertScopes = r.Replace(`INSERT INTO {change_scopes} (partition, table_name, var, value, seq, idx)
 SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::int[])`)
-	q.putIdems = r.Replace(`INSERT INTO {idempotency} (partition, client_id, client_commit_id, status, commit_seq, result)
-SELECT $1, * FROM unnest($2::text[], $3::text[], $4::smallint[], $5::bigint[], $6::bytea[])
+	q.putIdems = r.Replace(`INSERT INTO {idempotency} (partition, client_id, client_commit_id, status, commit_seq, result, log_seq)
+SELECT $1, * FROM unnest($2::text[], $3::text[], $4::smallint[], $5::bigint[], $6::bytea[], $7::bigint[])
 ON CONFLICT (partition, client_id, client_commit_id) DO UPDATE SET status = EXCLUDED.status,
-commit_seq = EXCLUDED.commit_seq, result = EXCLUDED.result`)
+commit_seq = EXCLUDED.commit_seq, result = EXCLUDED.result, log_seq = EXCLUDED.log_seq`)
 	q.listPartitions = r.Replace(`SELECT partition, max_commit_seq FROM {partitions} ORDER BY partition`)
+	q.listPartitionInfos = r.Replace(`SELECT partition, ` + partCols + ` FROM {partitions} ORDER BY partition`)
 	return q
 }
 

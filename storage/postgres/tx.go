@@ -318,7 +318,7 @@ func (tx *pushTx) PutIdempotency(ctx context.Context, rec storage.IdempotencyRec
 	if err := storage.CheckIdempotency(tx.partition, rec); err != nil {
 		return fmt.Errorf("postgres: PutIdempotency: %w", err)
 	}
-	tx.pending.putIdempotency(rec)
+	tx.pending.putIdempotency(rec, tx.Partition().MaxCommitSeq)
 	return nil
 }
 

@@ -249,10 +249,12 @@ func (s *Store) ReadCheckpoints(ctx context.Context) ([]storage.Checkpoint, erro
 
 // gateSQL reads the whole serve gate in one statement (one WAL snapshot):
 // the schema marker, the partition's epoch and the pending checkpoints at
-// the running version as a JSON array of [partition, name], ordered.
+// the running version as a JSON array of [partition, name], ordered, and
+// the partition's horizon.
 const gateSQL = `SELECT
 	(SELECT value FROM sync_meta WHERE key = 'schema_version'),
 	(SELECT log_epoch FROM sync_partitions WHERE partition_id = ?1),
+	(SELECT horizon_seq FROM sync_partitions WHERE partition_id = ?1),
 	(SELECT json_group_array(json_array(partition_id, name)) FROM
 		(SELECT partition_id, name FROM sync_backfill_checkpoints
 		 WHERE schema_version = ?2 AND state <> 'activated' ORDER BY partition_id, name))`
@@ -277,9 +279,11 @@ func (s *Store) ReadServeGate(ctx context.Context, partition string, running int
 func scanGate(row *sql.Row) (storage.ServeGate, error) {
 	var g storage.ServeGate
 	var marker, epoch, pending sql.NullString
-	if err := row.Scan(&marker, &epoch, &pending); err != nil {
+	var horizon sql.NullInt64
+	if err := row.Scan(&marker, &epoch, &horizon, &pending); err != nil {
 		return g, err
 	}
+	g.HorizonSeq = horizon.Int64
 	if marker.Valid {
 		v, err := strconv.ParseInt(marker.String, 10, 32)
 		if err != nil {

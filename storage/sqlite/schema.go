@@ -67,6 +67,7 @@ var systemDDL = []string{
 		status INTEGER NOT NULL,
 		commit_seq INTEGER NOT NULL,
 		result BLOB,
+		log_seq INTEGER NOT NULL DEFAULT 0,
 		PRIMARY KEY (partition_id, client_id, client_commit_id)
 	) WITHOUT ROWID`,
 	`CREATE TABLE IF NOT EXISTS sync_clients (
@@ -94,7 +95,10 @@ func (s *Store) createSystemTables(ctx context.Context) error {
 				return err
 			}
 		}
-		return s.installFence(ctx)
+		if err := s.installFence(ctx); err != nil {
+			return err
+		}
+		return s.installRetention(ctx)
 	})
 }
 

@@ -22,8 +22,8 @@ var sysSQL = map[string]string{
 	"insertPart": `INSERT INTO sync_partitions(partition_id, log_epoch, created_at_ms) VALUES(?, ?, ?) ON CONFLICT(partition_id) DO NOTHING`,
 	"setMax":     `UPDATE sync_partitions SET max_commit_seq = ? WHERE partition_id = ?`,
 	"lookupIdem": `SELECT status, commit_seq, result FROM sync_idempotency WHERE partition_id = ? AND client_id = ? AND client_commit_id = ?`,
-	"putIdem": `INSERT INTO sync_idempotency(partition_id, client_id, client_commit_id, status, commit_seq, result) VALUES(?, ?, ?, ?, ?, ?)
-		ON CONFLICT(partition_id, client_id, client_commit_id) DO UPDATE SET status = excluded.status, commit_seq = excluded.commit_seq, result = excluded.result`,
+	"putIdem": `INSERT INTO sync_idempotency(partition_id, client_id, client_commit_id, status, commit_seq, result, log_seq) VALUES(?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT(partition_id, client_id, client_commit_id) DO UPDATE SET status = excluded.status, commit_seq = excluded.commit_seq, result = excluded.result, log_seq = excluded.log_seq`,
 	"insCommit":  `INSERT INTO sync_commits(partition_id, seq, created_at_ms, actor_id, client_id, client_commit_id, writer_version) VALUES(?, ?, ?, ?, ?, ?, ?)`,
 	"insChange":  `INSERT INTO sync_changes(partition_id, commit_seq, idx, table_name, row_id, op, row_version, scopes, row) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	"savepoint":  `SAVEPOINT sp`,

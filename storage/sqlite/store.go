@@ -106,6 +106,13 @@ type Store struct {
 	// (readStmt); nread counts them to bound the cache.
 	rstmts sync.Map
 	nread  atomic.Int32
+
+	// path is the database file; holder names this store in the
+	// maintenance lease; snaps are the captured partitions (retention.go).
+	path   string
+	holder string
+	snapMu sync.Mutex
+	snaps  map[string]bool
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -151,7 +158,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	rdb.SetMaxOpenConns(opts.ReadConns)
 	rdb.SetMaxIdleConns(opts.ReadConns)
 	s := &Store{log: opts.Logger, wdb: wdb, conn: conn, rdb: rdb,
-		wlock: make(chan struct{}, 1), closed: make(chan struct{})}
+		wlock: make(chan struct{}, 1), closed: make(chan struct{}), path: path, holder: storage.NewLogEpoch()}
 	if err := s.createSystemTables(ctx); err != nil {
 		_ = s.Close()
 		return nil, err

@@ -294,7 +294,7 @@ func (tx *pushTx) PutIdempotency(ctx context.Context, rec storage.IdempotencyRec
 	if err := storage.CheckIdempotency(tx.info.Partition, rec); err != nil {
 		return fmt.Errorf("sqlite: put idempotency: %w", err)
 	}
-	if _, err := tx.sys.putIdem.ExecContext(ctx, tx.info.Partition, rec.ClientID, rec.ClientCommitID, int64(rec.Status), rec.CommitSeq, rec.Result); err != nil {
+	if _, err := tx.sys.putIdem.ExecContext(ctx, tx.info.Partition, rec.ClientID, rec.ClientCommitID, int64(rec.Status), rec.CommitSeq, rec.Result, tx.info.MaxCommitSeq); err != nil {
 		return fmt.Errorf("sqlite: put idempotency: %w", err)
 	}
 	return nil

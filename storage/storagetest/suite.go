@@ -193,6 +193,7 @@ func run(t *testing.T, open func(t *testing.T) storage.Store, share func(t *test
 		{"Concurrency", concurrencyTests},
 		{"Checkpoint", checkpointTests},
 		{"SharedCheckpoint", sharedCheckpointTests},
+		{"Retention", retentionTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -1,0 +1,399 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/storage"
+)
+
+// Retention: pruning, the maintenance lock and partition snapshots.
+//
+// PruneBatch is one READ COMMITTED transaction holding the partition's row
+// lock (as pushes take it), so a batch delays that partition's pushes by
+// its own duration and no other partition's. Scope index entries are
+// deleted per (table, var, value) of the pruned changes (ranges of the
+// index's primary key); applied idempotency records are found through the
+// pruned commits' keys, rejected ones through the partial index
+// sync_idempotency_rejected on their log position (log_seq).
+//
+// The maintenance lock is a session-level advisory lock (keyed by the
+// store's schema) held on a pooled connection until unlock, so two
+// processes sharing the database never run maintenance at once, and a
+// process that dies releases it with its session.
+
+// ensureRetention adds sync_idempotency.log_seq to a database created
+// before it existed and creates the partial index on rejected records,
+// checking the catalog first so a no-op EnsureSchema takes no lock.
+func (s *Store) ensureRetention(ctx context.Context, tx pgx.Tx) error {
+	idx := qualify(s.schema, "sync_idempotency_rejected")
+	var hasCol, hasIdx bool
+	err := tx.QueryRow(ctx, `SELECT
+	EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'log_seq' AND NOT attisdropped),
+	to_regclass($2) IS NOT NULL`, s.q.idempotency, idx).Scan(&hasCol, &hasIdx)
+	if err != nil {
+		return err
+	}
+	if !hasCol {
+		if _, err := tx.Exec(ctx, `ALTER TABLE `+s.q.idempotency+` ADD COLUMN IF NOT EXISTS log_seq bigint NOT NULL DEFAULT 0`); err != nil {
+			return fmt.Errorf("add log_seq: %w", err)
+		}
+	}
+	if !hasIdx {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`CREATE INDEX IF NOT EXISTS sync_idempotency_rejected ON %s (partition, log_seq) WHERE status = %d`,
+			s.q.idempotency, ssp2.CommitRejected)); err != nil {
+			return fmt.Errorf("create sync_idempotency_rejected: %w", err)
+		}
+	}
+	return nil
+}
+
+// ListPartitions reads the registry.
+func (s *Store) ListPartitions(ctx context.Context) ([]storage.PartitionInfo, error) {
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
+	var out []storage.PartitionInfo
+	err := retry(ctx, "ListPartitions", func() error {
+		rows, err := s.pool.Query(ctx, s.q.listPartitionInfos)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (storage.PartitionInfo, error) {
+			p := storage.PartitionInfo{Exists: true}
+			err := r.Scan(&p.Partition, &p.LogEpoch, &p.EpochRequired, &p.MaxCommitSeq, &p.HorizonSeq)
+			return p, err
+		})
+		return err
+	})
+	return out, err
+}
+
+// ReadRetentionInputs reads the entry, the active clients and the
+// checkpoint floor in one statement (one snapshot).
+func (s *Store) ReadRetentionInputs(ctx context.Context, partition string, activeAfterMs int64) (storage.RetentionInputs, error) {
+	if err := s.ready(); err != nil {
+		return storage.RetentionInputs{}, err
+	}
+	in := storage.RetentionInputs{Partition: storage.PartitionInfo{Partition: partition}, MinActiveCursor: -1, CheckpointFloor: -1}
+	if !storage.Storable(partition) {
+		return in, nil
+	}
+	err := retry(ctx, "ReadRetentionInputs", func() error {
+		var epoch *string
+		var req *bool
+		var maxSeq, horizon, minCursor, floor *int64
+		err := s.pool.QueryRow(ctx, `SELECT p.log_epoch, p.epoch_required, p.max_commit_seq, p.horizon_seq,
+	(SELECT count(*) FROM `+s.q.clients+` WHERE partition = $1 AND updated_at_ms > $2 AND cursor >= 0),
+	(SELECT min(cursor) FROM `+s.q.clients+` WHERE partition = $1 AND updated_at_ms > $2 AND cursor >= 0),
+	(SELECT min(watermark) FROM `+s.q.checkpoints+` WHERE partition = $1 AND state <> 'activated')
+FROM (SELECT 1) one LEFT JOIN `+s.q.partitions+` p ON p.partition = $1`, partition, activeAfterMs).
+			Scan(&epoch, &req, &maxSeq, &horizon, &in.ActiveClients, &minCursor, &floor)
+		if err != nil {
+			return err
+		}
+		if epoch != nil {
+			in.Partition = storage.PartitionInfo{Partition: partition, Exists: true, LogEpoch: *epoch,
+				EpochRequired: *req, MaxCommitSeq: *maxSeq, HorizonSeq: *horizon}
+		}
+		if minCursor != nil {
+			in.MinActiveCursor = *minCursor
+		}
+		if floor != nil {
+			in.CheckpointFloor = *floor
+		}
+		return nil
+	})
+	return in, err
+}
+
+// FirstCommitAfter walks the commits' primary key from afterSeq.
+func (s *Store) FirstCommitAfter(ctx context.Context, partition string, afterSeq, upToSeq, createdAfterMs int64) (int64, error) {
+	if err := s.ready(); err != nil {
+		return 0, err
+	}
+	if !storage.Storable(partition) {
+		return 0, nil
+	}
+	var seq int64
+	err := retry(ctx, "FirstCommitAfter", func() error {
+		err := s.pool.QueryRow(ctx, `SELECT seq FROM `+s.q.commits+` WHERE partition = $1 AND seq > $2 AND seq <= $3 AND created_at_ms > $4
+ORDER BY seq LIMIT 1`, partition, afterSeq, upToSeq, createdAfterMs).Scan(&seq)
+		if errors.Is(err, pgx.ErrNoRows) {
+			seq, err = 0, nil
+		}
+		return err
+	})
+	return seq, err
+}
+
+// PruneBatch deletes one batch in one transaction holding the partition's
+// row lock.
+func (s *Store) PruneBatch(ctx context.Context, partition string, throughSeq int64, maxCommits int) (storage.PruneResult, error) {
+	if err := s.ready(); err != nil {
+		return storage.PruneResult{}, err
+	}
+	if !storage.Storable(partition) {
+		return storage.PruneResult{}, nil
+	}
+	var res storage.PruneResult
+	err := retry(ctx, "PruneBatch", func() error {
+		res = storage.PruneResult{}
+		return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+			info, err := scanPartition(tx.QueryRow(ctx, s.q.lockPartition, partition), partition)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			h := info.HorizonSeq
+			res.HorizonSeq = h
+			if maxCommits < 1 {
+				return nil
+			}
+			upTo := min(throughSeq, info.MaxCommitSeq, h+int64(maxCommits))
+			if upTo <= h {
+				return nil
+			}
+			n, err := s.pruneRange(ctx, tx, partition, h, upTo)
+			if err != nil {
+				return err
+			}
+			res = n
+			res.HorizonSeq = upTo
+			return nil
+		})
+	})
+	return res, err
+}
+
+// pruneRange deletes the log in (h, upTo] and raises the horizon inside tx.
+func (s *Store) pruneRange(ctx context.Context, tx pgx.Tx, partition string, h, upTo int64) (storage.PruneResult, error) {
+	var res storage.PruneResult
+	exec := func(q string, args ...any) (int64, error) {
+		tag, err := tx.Exec(ctx, q, args...)
+		return tag.RowsAffected(), err
+	}
+	if _, err := exec(`DELETE FROM `+s.q.changeScopes+` sc USING (
+	SELECT DISTINCT c.table_name, kv.key, kv.value FROM `+s.q.changes+` c,
+		jsonb_each_text(CASE WHEN jsonb_typeof(c.scopes::jsonb) = 'object' THEN c.scopes::jsonb ELSE '{}'::jsonb END) kv
+	WHERE c.partition = $1 AND c.seq > $2 AND c.seq <= $3) d
+WHERE sc.partition = $1 AND sc.table_name = d.table_name AND sc.var = d.key AND sc.value = d.value AND sc.seq > $2 AND sc.seq <= $3`,
+		partition, h, upTo); err != nil {
+		return res, fmt.Errorf("delete scope index: %w", err)
+	}
+	n, err := exec(`DELETE FROM `+s.q.idempotency+` i USING `+s.q.commits+` c
+WHERE c.partition = $1 AND c.seq > $2 AND c.seq <= $3
+	AND i.partition = $1 AND i.client_id = c.client_id COLLATE "C" AND i.client_commit_id = c.client_commit_id COLLATE "C"
+	AND i.status = $4 AND i.commit_seq = c.seq`, partition, h, upTo, int16(ssp2.CommitApplied))
+	if err != nil {
+		return res, fmt.Errorf("delete idempotency records: %w", err)
+	}
+	res.IdempotencyRecords += n
+	if n, err = exec(`DELETE FROM `+s.q.idempotency+` WHERE partition = $1 AND status = $2 AND log_seq <= $3`,
+		partition, int16(ssp2.CommitRejected), upTo); err != nil {
+		return res, fmt.Errorf("delete rejected idempotency records: %w", err)
+	}
+	res.IdempotencyRecords += n
+	if res.Changes, err = exec(`DELETE FROM `+s.q.changes+` WHERE partition = $1 AND seq > $2 AND seq <= $3`, partition, h, upTo); err != nil {
+		return res, fmt.Errorf("delete changes: %w", err)
+	}
+	if res.Commits, err = exec(`DELETE FROM `+s.q.commits+` WHERE partition = $1 AND seq > $2 AND seq <= $3`, partition, h, upTo); err != nil {
+		return res, fmt.Errorf("delete commits: %w", err)
+	}
+	if _, err := exec(`UPDATE `+s.q.partitions+` SET horizon_seq = $2 WHERE partition = $1`, partition, upTo); err != nil {
+		return res, fmt.Errorf("raise horizon: %w", err)
+	}
+	return res, nil
+}
+
+// maintenanceKey is the advisory lock key expression of the store's
+// maintenance lock ($1: the schema name, NULL for the search_path's).
+const maintenanceKey = `hashtextextended('synclane.maintenance:' || coalesce($1::text, current_schema()::text), 0)`
+
+// TryLockMaintenance takes the session-level advisory lock on a pooled
+// connection it keeps until unlock.
+func (s *Store) TryLockMaintenance(ctx context.Context) (func(), bool, error) {
+	if err := s.ready(); err != nil {
+		return nil, false, err
+	}
+	var schemaArg any
+	if s.schema != "" {
+		schemaArg = s.schema
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, classify("TryLockMaintenance", err)
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+maintenanceKey+`)`, schemaArg).Scan(&ok); err != nil {
+		conn.Release()
+		return nil, false, classify("TryLockMaintenance", err)
+	}
+	if !ok {
+		conn.Release()
+		return nil, false, nil
+	}
+	released := false
+	return func() {
+		if released {
+			return
+		}
+		released = true
+		uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var unlocked bool
+		if err := conn.QueryRow(uctx, `SELECT pg_advisory_unlock(`+maintenanceKey+`)`, schemaArg).Scan(&unlocked); err != nil || !unlocked {
+			// Ending the session releases the lock.
+			_ = conn.Conn().Close(uctx)
+		}
+		conn.Release()
+	}, true, nil
+}
+
+// snapshotTable is one table a partition snapshot copies.
+type snapshotTable struct {
+	src, snap, pcol string
+}
+
+// snapshotTables lists the log tables and every synced row table with the
+// tables holding their snapshot rows.
+func (s *Store) snapshotTables() []snapshotTable {
+	snap := func(name string) string {
+		n := "sync_snapshot__" + name
+		if len(n) > 63 {
+			n = indexName("sync_snapshot", "t", name)
+		}
+		return qualify(s.schema, n)
+	}
+	out := []snapshotTable{
+		{s.q.partitions, snap("sync_partitions"), "partition"},
+		{s.q.commits, snap("sync_commits"), "partition"},
+		{s.q.changes, snap("sync_changes"), "partition"},
+		{s.q.changeScopes, snap("sync_change_scopes"), "partition"},
+		{s.q.idempotency, snap("sync_idempotency"), "partition"},
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for name, t := range s.tables {
+		out = append(out, snapshotTable{t.ident, snap(name), "partition_id"})
+	}
+	return out
+}
+
+// CapturePartition copies the partition's rows of every log and row table
+// into snapshot tables of the store's schema, in one transaction holding
+// the partition's row lock, and marks the partition captured.
+func (s *Store) CapturePartition(ctx context.Context, partition string) error {
+	if err := s.ready(); err != nil {
+		return err
+	}
+	if err := storage.CheckPartition(partition); err != nil {
+		return fmt.Errorf("postgres: CapturePartition: %w", err)
+	}
+	tables := s.snapshotTables()
+	marks := qualify(s.schema, "sync_snapshot_marks")
+	return retry(ctx, "CapturePartition", func() error {
+		return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+			if _, err := s.lockPartition(ctx, tx, partition, time.Now().UnixMilli()); err != nil {
+				return fmt.Errorf("lock partition: %w", err)
+			}
+			stmts := []string{`CREATE TABLE IF NOT EXISTS ` + marks + ` (partition text COLLATE "C" PRIMARY KEY)`,
+				`INSERT INTO ` + marks + ` (partition) VALUES ($1) ON CONFLICT DO NOTHING`}
+			for _, t := range tables {
+				stmts = append(stmts,
+					`CREATE TABLE IF NOT EXISTS `+t.snap+` (LIKE `+t.src+`)`,
+					`DELETE FROM `+t.snap+` WHERE `+t.pcol+` = $1`,
+					`INSERT INTO `+t.snap+` SELECT * FROM `+t.src+` WHERE `+t.pcol+` = $1`)
+			}
+			for _, q := range stmts {
+				args := []any{partition}
+				if !strings.Contains(q, "$1") {
+					args = nil
+				}
+				if _, err := tx.Exec(ctx, q, args...); err != nil {
+					return fmt.Errorf("%s: %w", q, err)
+				}
+			}
+			return nil
+		})
+	})
+}
+
+// RestorePartition replaces the partition's rows of every log and row
+// table with its capture and rotates its epoch, in one transaction
+// holding the partition's row lock. Restored commits get this store's
+// running schema version as their writer version (they were accepted
+// once; the writer fence must not refuse them again).
+func (s *Store) RestorePartition(ctx context.Context, partition string, nowMs int64) (string, error) {
+	if err := s.ready(); err != nil {
+		return "", err
+	}
+	if err := storage.CheckPartition(partition); err != nil {
+		return "", fmt.Errorf("postgres: RestorePartition: %w", err)
+	}
+	tables := s.snapshotTables()
+	marks := qualify(s.schema, "sync_snapshot_marks")
+	s.mu.RLock()
+	running := s.running
+	s.mu.RUnlock()
+	var epoch string
+	err := retry(ctx, "RestorePartition", func() error {
+		return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+			if _, err := s.lockPartition(ctx, tx, partition, nowMs); err != nil {
+				return fmt.Errorf("lock partition: %w", err)
+			}
+			var captured bool
+			if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, marks).Scan(&captured); err != nil {
+				return err
+			}
+			if captured {
+				if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+marks+` WHERE partition = $1)`, partition).Scan(&captured); err != nil {
+					return err
+				}
+			}
+			if !captured {
+				return storage.ErrNoSnapshot
+			}
+			for _, t := range tables {
+				var stmts []string
+				switch t.src {
+				case s.q.partitions:
+					stmts = []string{`UPDATE ` + t.src + ` p SET
+	max_commit_seq = coalesce((SELECT max_commit_seq FROM ` + t.snap + ` WHERE partition = $1), 0),
+	horizon_seq = coalesce((SELECT horizon_seq FROM ` + t.snap + ` WHERE partition = $1), 0)
+WHERE p.partition = $1`}
+				case s.q.commits:
+					stmts = []string{`DELETE FROM ` + t.src + ` WHERE partition = $1`,
+						`INSERT INTO ` + t.src + ` (partition, seq, created_at_ms, actor_id, client_id, client_commit_id, writer_version)
+SELECT partition, seq, created_at_ms, actor_id, client_id, client_commit_id, ` + fmt.Sprint(running) + ` FROM ` + t.snap + ` WHERE partition = $1`}
+				default:
+					stmts = []string{`DELETE FROM ` + t.src + ` WHERE ` + t.pcol + ` = $1`,
+						`INSERT INTO ` + t.src + ` SELECT * FROM ` + t.snap + ` WHERE ` + t.pcol + ` = $1`}
+				}
+				for _, q := range stmts {
+					if _, err := tx.Exec(ctx, q, partition); err != nil {
+						return fmt.Errorf("%s: %w", q, err)
+					}
+				}
+			}
+			epoch = storage.NewLogEpoch()
+			if _, err := tx.Exec(ctx, s.q.rotate, partition, epoch); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, s.q.deleteClients, partition)
+			return err
+		})
+	})
+	if err != nil {
+		return "", fmt.Errorf("postgres: RestorePartition %q: %w", partition, err)
+	}
+	return epoch, nil
+}
