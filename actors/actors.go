@@ -164,10 +164,18 @@ func (a *partitionActor[J]) Receive(ctx actor.Context) {
 			}
 			return
 		}
+		// Batchable jobs that arrived first are served first: a job that
+		// holds the partition (a pull, a backfill or pruning batch) never
+		// overtakes pushes already queued.
+		for len(a.pending) > 0 {
+			a.drainOnce()
+		}
 		a.run([]J{m})
 	case flush:
 		a.scheduled = false
-		a.drainOnce()
+		if len(a.pending) > 0 {
+			a.drainOnce()
+		}
 		if len(a.pending) > 0 && !a.scheduled {
 			a.scheduled = true
 			ctx.Send(ctx.Self(), flush{})

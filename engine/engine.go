@@ -114,6 +114,9 @@ type Config struct {
 	// store (PostgreSQL LISTEN/NOTIFY); *postgres.Store implements it. The
 	// engine subscribes in New and stops in Close.
 	Feed CommitFeed
+	// Retention configures pruning and the maintenance loop (see
+	// RetentionConfig); the zero value runs no loop.
+	Retention RetentionConfig
 	// OnCommit, when set, is called after commits become durable: for this
 	// process's pushes (after their transaction commits) and for commits
 	// reported by Feed. maxSeq is the partition's highest commit seq. It
@@ -161,13 +164,17 @@ type Engine struct {
 	runtime *actors.Runtime[partition.Job]
 	metrics *Metrics
 
-	segments *segstore.Cache
+	segments  *segstore.Cache
+	retention retentionMetrics
 
 	closeOnce sync.Once
 	stopFeed  context.CancelFunc
 	feedDone  chan struct{}
 	stopSweep context.CancelFunc
 	sweepDone chan struct{}
+	// stopMaint and maintDone own the maintenance loop (nil without one).
+	stopMaint context.CancelFunc
+	maintDone chan struct{}
 }
 
 // Reply is a built SSP2 response, ready to stream with WriteTo (see
@@ -248,6 +255,11 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		e.stopFeed, e.feedDone = cancel, make(chan struct{})
 		go e.runFeed(fctx)
 	}
+	if cfg.Retention.Interval > 0 {
+		mctx, cancel := context.WithCancel(context.Background())
+		e.stopMaint, e.maintDone = cancel, make(chan struct{})
+		go e.runMaintenance(mctx, cfg.Retention.Interval)
+	}
 	return e, nil
 }
 
@@ -291,10 +303,16 @@ func (e *Engine) Store() storage.Store { return e.cfg.Store }
 // ActorStats reports the partition actor runtime's counters.
 func (e *Engine) ActorStats() actors.Stats { return e.runtime.Stats() }
 
-// Close stops every partition actor after the jobs already routed to it and
-// writes back buffered client records. It does not close the Store.
+// Close stops the maintenance loop (a pass in progress ends after its
+// current batch), then every partition actor after the jobs already routed
+// to it, and writes back buffered client records. It does not close the
+// Store.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
+		if e.stopMaint != nil {
+			e.stopMaint()
+			<-e.maintDone
+		}
 		if e.stopFeed != nil {
 			e.stopFeed()
 			<-e.feedDone

@@ -50,6 +50,8 @@ type MetricsSnapshot struct {
 	// RemoteCommits counts commit notifications from other processes.
 	RemoteCommits uint64
 	Errors        map[string]uint64
+	// Retention holds the pruning counters.
+	Retention RetentionStats
 }
 
 // Metrics returns a snapshot of the engine's counters.
@@ -59,7 +61,7 @@ func (e *Engine) Metrics() MetricsSnapshot {
 		Requests: m.requests.Load(), CommitsApplied: m.applied.Load(), CommitsCached: m.cached.Load(),
 		CommitsRejected: m.rejected.Load(), HeaderOnlyResets: m.resets.Load(),
 		RequestSeconds: float64(m.latencyNanos.Load()) / 1e9, Errors: map[string]uint64{},
-		RemoteCommits: m.remoteCommits.Load(),
+		RemoteCommits: m.remoteCommits.Load(), Retention: e.retention.snapshot(),
 	}
 	m.mu.Lock()
 	for k, v := range m.errors {

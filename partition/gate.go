@@ -148,15 +148,17 @@ func (g Gate) open(read storage.ServeGate) (GateToken, error) {
 
 // Verify re-reads the gate after a reply was built under before and
 // returns nil only when the gate is still open with the same token: the
-// reply may then be released. Otherwise the reply must be dropped and the
-// error (sync.schema_not_ready, or the read's failure) answered instead.
-func (g Gate) Verify(ctx context.Context, r GateReader, partition string, before GateToken) (GateToken, error) {
+// reply may then be released, once its incremental sections below the
+// returned horizon (read in the same snapshot) are expired (Reply's
+// expireBelow). Otherwise the reply must be dropped and the error
+// (sync.schema_not_ready, or the read's failure) answered instead.
+func (g Gate) Verify(ctx context.Context, r GateReader, partition string, before GateToken) (GateToken, int64, error) {
 	read, err := r.ReadServeGate(ctx, partition, g.Running)
 	if err != nil {
-		return before, storageErr(err)
+		return before, 0, storageErr(err)
 	}
 	if ref := VerifyGate(before, read, g.Running, g.Declared); ref != nil {
-		return TokenOf(read), ref.Error()
+		return TokenOf(read), read.HorizonSeq, ref.Error()
 	}
-	return before, nil
+	return before, read.HorizonSeq, nil
 }

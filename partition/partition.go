@@ -12,7 +12,7 @@
 //   - the client records it has seen (clientId → actor binding, registered
 //     subscriptions, cursor watermark) and those waiting to be written back;
 //   - the in-memory tail of the log it committed itself, which answers
-//     incremental pulls without a storage scan.
+//     incremental pulls without a storage scan (never below the horizon).
 //
 // The actor reads storage, builds the reply, re-reads the gate and only
 // then releases the reply (read, verify, refuse): a reply built under a
@@ -44,6 +44,8 @@ type Store interface {
 	GetClient(ctx context.Context, partition, clientID string) (*storage.ClientRecord, error)
 	PutClient(ctx context.Context, partition string, recs ...storage.ClientRecord) error
 	BindClient(ctx context.Context, partition, clientID, actorID string, nowMs int64) (string, error)
+	storage.RetentionReader
+	PruneBatch(ctx context.Context, partition string, throughSeq int64, maxCommits int) (storage.PruneResult, error)
 }
 
 // Config is what every partition of one server shares. It is read-only
@@ -186,6 +188,7 @@ func (p *Partition) read(ctx context.Context) (storage.PartitionInfo, error) {
 		return info, err
 	}
 	p.adoptEpoch(info.LogEpoch)
+	p.tail.dropThrough(info.HorizonSeq)
 	return info, nil
 }
 

@@ -50,10 +50,12 @@ func (p *Partition) pull(ctx context.Context, j *SyncJob) {
 			return
 		}
 	}
-	if !p.verified(ctx, token, []*SyncJob{j}) {
+	horizon, ok := p.verified(ctx, token, []*SyncJob{j})
+	if !ok {
 		return
 	}
 	if !stop {
+		rep.expireBelow(horizon)
 		p.bindStreams(j.ctx, rep, token)
 		p.recordClient(j, rep)
 	}
@@ -63,16 +65,20 @@ func (p *Partition) pull(ctx context.Context, j *SyncJob) {
 // verified re-reads the gate after replies were built under token. When
 // it is closed or the token changed, every job is answered with the
 // refusal and false is returned: no byte built under the old token leaves.
-func (p *Partition) verified(ctx context.Context, token GateToken, jobs []*SyncJob) bool {
-	now, err := p.cfg.Gate.Verify(ctx, p.cfg.Store, p.name, token)
+// Otherwise it returns the partition's horizon as read then: incremental
+// sections from a cursor below it may have missed pruned commits, and the
+// caller expires them (Reply.expireBelow) before releasing the replies.
+func (p *Partition) verified(ctx context.Context, token GateToken, jobs []*SyncJob) (int64, bool) {
+	now, horizon, err := p.cfg.Gate.Verify(ctx, p.cfg.Store, p.name, token)
 	if err != nil {
 		for _, j := range jobs {
 			j.answer(nil, err)
 		}
-		return false
+		return 0, false
 	}
 	p.adopt(now)
-	return true
+	p.tail.dropThrough(horizon)
+	return horizon, true
 }
 
 // servePulls appends one section per subscription, in request order, to
@@ -108,9 +114,7 @@ func (p *Partition) serveSubscription(ctx context.Context, j *SyncJob, info stor
 	}
 	switch mode {
 	case Reset:
-		rep.Frames = append(rep.Frames,
-			&ssp2.SubStart{ID: sub.ID, Status: ssp2.SubReset, ReasonCode: string(syncerr.CursorExpired), EffectiveScopes: map[string][]string{}},
-			&ssp2.SubEnd{NextCursor: sub.Cursor})
+		rep.Frames = append(rep.Frames, resetFrames(sub)...)
 		return nil
 	case Bootstrap:
 		return p.bootstrap(ctx, info, lim, sub, eff, rep)
@@ -120,6 +124,7 @@ func (p *Partition) serveSubscription(ctx context.Context, j *SyncJob, info stor
 	if err != nil {
 		return err
 	}
+	start := len(rep.Frames)
 	rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive, EffectiveScopes: eff})
 	next := max(sub.Cursor, info.MaxCommitSeq)
 	rep.Frames, rep.built, scan = appendCommits(rep.Frames, rep.built, p.cfg.Limits.MaxResponseBytes, t.Name, scan)
@@ -127,7 +132,17 @@ func (p *Partition) serveSubscription(ctx context.Context, j *SyncJob, info stor
 		next = scan.Commits[len(scan.Commits)-1].Seq
 	}
 	rep.Frames = append(rep.Frames, &ssp2.SubEnd{NextCursor: next})
+	rep.incremental = append(rep.incremental, incrementalSection{start: start, end: len(rep.Frames), sub: sub})
 	return nil
+}
+
+// resetFrames answers a subscription whose cursor is below the horizon:
+// status reset with sync.cursor_expired, {} and the cursor echoed.
+func resetFrames(sub *ssp2.Subscription) []ssp2.Frame {
+	return []ssp2.Frame{
+		&ssp2.SubStart{ID: sub.ID, Status: ssp2.SubReset, ReasonCode: string(syncerr.CursorExpired), EffectiveScopes: map[string][]string{}},
+		&ssp2.SubEnd{NextCursor: sub.Cursor},
+	}
 }
 
 // scanChanges answers q from the log tail when it covers the window, from

@@ -57,10 +57,12 @@ func (p *Partition) push(ctx context.Context, jobs []*SyncJob) {
 		return
 	}
 	applied = p.answerPulls(ctx, applied)
-	if !p.verified(ctx, token, requestsOf(applied)) {
+	horizon, ok := p.verified(ctx, token, requestsOf(applied))
+	if !ok {
 		return
 	}
 	for _, a := range applied {
+		a.rep.expireBelow(horizon)
 		p.bindStreams(a.job.ctx, a.rep, token)
 		p.recordClient(a.job, a.rep)
 		a.job.answer(a.rep, nil)

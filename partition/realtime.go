@@ -271,9 +271,22 @@ func (j *DeltaJob) run(ctx context.Context, p *Partition) {
 	}
 	// (A rotation between the two reads leaves every group empty: the
 	// sockets see the new epoch and are told to reset.)
-	if _, err := p.cfg.Gate.Verify(ctx, p.cfg.Store, p.name, token); err != nil {
+	_, horizon, err := p.cfg.Gate.Verify(ctx, p.cfg.Store, p.name, token)
+	if err != nil {
 		j.Fail(err)
 		return
+	}
+	p.tail.dropThrough(horizon)
+	// A group with a cursor the horizon passed while it was built may miss
+	// pruned commits: it is not sent as a delta (the client's pull then
+	// answers sync.cursor_expired).
+	for i, g := range j.req.Groups {
+		for _, sub := range g.Subs {
+			if sub.Cursor < horizon {
+				res.Groups[i] = DeltaSections{Incomplete: true}
+				break
+			}
+		}
 	}
 	j.answer(res, nil)
 }

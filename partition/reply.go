@@ -27,6 +27,37 @@ type Reply struct {
 	// streams are the bootstrap sections whose later pages are built while
 	// the reply is written (stream.go), in frame order.
 	streams []*pageStream
+	// incremental lists the sections served from the log, for expireBelow.
+	incremental []incrementalSection
+}
+
+// incrementalSection is the frames [start, end) of a subscription served
+// incrementally from its cursor.
+type incrementalSection struct {
+	start, end int
+	sub        *ssp2.Subscription
+}
+
+// expireBelow replaces every incremental section whose cursor is below
+// horizon with a reset (sync.cursor_expired): its commits were read while
+// the log below the horizon was being pruned, so the window may miss some.
+// A cursor equal to the horizon is still complete. Streamed sections after
+// a replaced one keep pointing at their SUB_END.
+func (r *Reply) expireBelow(horizon int64) {
+	for i := len(r.incremental) - 1; i >= 0; i-- {
+		s := r.incremental[i]
+		if s.sub.Cursor >= horizon {
+			continue
+		}
+		reset := resetFrames(s.sub)
+		r.Frames = append(r.Frames[:s.start], append(reset, r.Frames[s.end:]...)...)
+		for _, st := range r.streams {
+			if st.at >= s.end {
+				st.at += len(reset) - (s.end - s.start)
+			}
+		}
+	}
+	r.incremental = nil
 }
 
 // full reports whether the reply has reached its byte budget.

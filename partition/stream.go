@@ -146,11 +146,12 @@ func (j *PageJob) run(ctx context.Context, p *Partition) {
 		r.frame, r.next, r.size = &ssp2.SegmentInline{Payload: b.Data}, b.Meta.NextRowCursor, len(b.Data)
 	}
 	// Read, verify, release: no page built under another token leaves.
-	now, err := p.cfg.Gate.Verify(ctx, p.cfg.Store, p.name, s.gate)
+	now, horizon, err := p.cfg.Gate.Verify(ctx, p.cfg.Store, p.name, s.gate)
 	if err != nil {
 		j.answer(pageResult{err: err})
 		return
 	}
 	p.adopt(now)
+	p.tail.dropThrough(horizon) // (a bootstrap page reads rows, not the log)
 	j.answer(r)
 }

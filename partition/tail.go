@@ -35,6 +35,21 @@ func (t *logTail) append(c storage.CommitRecord) {
 	t.commits = append(t.commits, c)
 }
 
+// dropThrough forgets the commits at or below a partition's horizon, so
+// the tail never serves a pruned range.
+func (t *logTail) dropThrough(horizon int64) {
+	switch {
+	case len(t.commits) == 0 || horizon < t.start:
+	case horizon >= t.end():
+		t.reset()
+	default:
+		n := copy(t.commits, t.commits[horizon-t.start+1:])
+		clear(t.commits[n:])
+		t.commits = t.commits[:n]
+		t.start = horizon + 1
+	}
+}
+
 // covers reports whether the window (after, upTo] lies inside the tail.
 func (t *logTail) covers(after, upTo int64) bool {
 	return len(t.commits) > 0 && after >= t.start-1 && upTo == t.end()

@@ -73,3 +73,59 @@ func TestLogTailMatchesStorageScan(t *testing.T) {
 		t.Fatalf("tail after a gap: start %d len %d", tail.start, len(tail.commits))
 	}
 }
+
+// The tail never serves a range at or below the horizon.
+func TestLogTailDropThroughHorizon(t *testing.T) {
+	var tail logTail
+	for seq := int64(5); seq <= 14; seq++ {
+		tail.append(storage.CommitRecord{Seq: seq})
+	}
+	tail.dropThrough(3) // below the tail: nothing changes
+	if tail.start != 5 || len(tail.commits) != 10 {
+		t.Fatalf("after a horizon below the tail: start %d len %d", tail.start, len(tail.commits))
+	}
+	tail.dropThrough(8)
+	if tail.start != 9 || len(tail.commits) != 6 || tail.commits[0].Seq != 9 || tail.end() != 14 {
+		t.Fatalf("after horizon 8: start %d len %d", tail.start, len(tail.commits))
+	}
+	if tail.covers(7, 14) || !tail.covers(8, 14) {
+		t.Fatal("the tail covers a window starting below the horizon, or not one starting at it")
+	}
+	tail.append(storage.CommitRecord{Seq: 15})
+	if tail.end() != 15 || tail.commits[len(tail.commits)-1].Seq != 15 {
+		t.Fatal("append after dropThrough")
+	}
+	tail.dropThrough(15)
+	if len(tail.commits) != 0 || tail.covers(15, 15) {
+		t.Fatalf("after a horizon at the tail's end: %d commits", len(tail.commits))
+	}
+}
+
+// Incremental sections below the horizon read after the reply was built
+// become resets; others are kept, in order.
+func TestReplyExpireBelow(t *testing.T) {
+	var rep Reply
+	rep.Frames = []ssp2.Frame{&ssp2.RespHeader{}}
+	for _, c := range []int64{3, 7, 5} {
+		sub := &ssp2.Subscription{ID: fmt.Sprint("s", c), Cursor: c}
+		start := len(rep.Frames)
+		rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive}, &ssp2.Commit{CommitSeq: c + 1}, &ssp2.SubEnd{NextCursor: c + 1})
+		rep.incremental = append(rep.incremental, incrementalSection{start: start, end: len(rep.Frames), sub: sub})
+	}
+	rep.expireBelow(5)
+	var got []string
+	for _, f := range rep.Frames {
+		switch x := f.(type) {
+		case *ssp2.SubStart:
+			got = append(got, fmt.Sprintf("%s:%d", x.ID, x.Status))
+		case *ssp2.Commit:
+			got = append(got, fmt.Sprint("commit", x.CommitSeq))
+		case *ssp2.SubEnd:
+			got = append(got, fmt.Sprint("end", x.NextCursor))
+		}
+	}
+	want := "[s3:3 end3 s7:1 commit8 end8 s5:1 commit6 end6]"
+	if fmt.Sprint(got) != want {
+		t.Fatalf("frames after expireBelow(5): %v, want %s", got, want)
+	}
+}

@@ -194,6 +194,7 @@ func run(t *testing.T, open func(t *testing.T) storage.Store, share func(t *test
 		{"Checkpoint", checkpointTests},
 		{"SharedCheckpoint", sharedCheckpointTests},
 		{"Retention", retentionTests},
+		{"RetentionEngine", retentionEngineTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

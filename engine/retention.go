@@ -1,0 +1,268 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/synclane/synclane/partition"
+	"github.com/synclane/synclane/storage"
+)
+
+// DefaultPruneBatchCommits is how many commits one pruning transaction
+// deletes unless RetentionConfig.BatchCommits says otherwise.
+const DefaultPruneBatchCommits = 500
+
+// RetentionConfig configures pruning (SPEC §4.6; see storage.Retention).
+type RetentionConfig struct {
+	// Policy is the policy of MaintenancePass and the maintenance loop. The
+	// zero value means storage.DefaultRetentionPolicy() (the normative
+	// floors); hosts should only raise them (storage.RetentionPolicy's
+	// CheckFloors).
+	Policy storage.RetentionPolicy
+	// Interval between the maintenance loop's passes; 0 runs no loop
+	// (MaintenancePass and Prune still work when called).
+	Interval time.Duration
+	// BatchCommits bounds the commits one pruning transaction deletes, and
+	// so how long it holds the partition (default
+	// DefaultPruneBatchCommits).
+	BatchCommits int
+}
+
+// PruneReport is one partition's pruning run.
+type PruneReport struct {
+	Partition string
+	// Plan is the plan the run pruned toward (made by its first batch).
+	Plan storage.RetentionPlan
+	// HorizonBefore and HorizonAfter bracket the run.
+	HorizonBefore, HorizonAfter int64
+	// Commits, Changes and IdempotencyRecords count the rows deleted.
+	Commits, Changes, IdempotencyRecords int64
+	// Batches counts the pruning transactions.
+	Batches int
+	Took    time.Duration
+}
+
+// MaintenanceReport is one maintenance pass.
+type MaintenanceReport struct {
+	// Skipped is true when another process (or pass) held the maintenance
+	// lock: this pass did nothing.
+	Skipped bool
+	// Checked counts the partitions looked at; Pruned lists the runs that
+	// moved a horizon (with DryRun: that would).
+	Checked int
+	Pruned  []PruneReport
+	Took    time.Duration
+}
+
+// Commits sums the commits the pass deleted.
+func (r MaintenanceReport) Commits() int64 {
+	var n int64
+	for _, p := range r.Pruned {
+		n += p.Commits
+	}
+	return n
+}
+
+// RetentionStats are the engine's pruning counters since start.
+type RetentionStats struct {
+	// Passes and SkippedPasses count maintenance passes (skipped: the lock
+	// was held elsewhere); LastPassMs is the engine clock at the end of the
+	// last one (0 before any).
+	Passes, SkippedPasses uint64
+	LastPassMs            int64
+	// Commits, Changes and IdempotencyRecords count rows pruned by this
+	// process (maintenance passes and Prune calls).
+	Commits, Changes, IdempotencyRecords uint64
+	// Horizons holds the horizon of every partition this process pruned
+	// or planned, as it last saw it.
+	Horizons map[string]int64
+}
+
+type retentionMetrics struct {
+	mu sync.Mutex
+	s  RetentionStats
+}
+
+func (m *retentionMetrics) observe(r PruneReport) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.s.Commits += uint64(r.Commits)
+	m.s.Changes += uint64(r.Changes)
+	m.s.IdempotencyRecords += uint64(r.IdempotencyRecords)
+	if m.s.Horizons == nil {
+		m.s.Horizons = map[string]int64{}
+	}
+	m.s.Horizons[r.Partition] = r.HorizonAfter
+}
+
+func (m *retentionMetrics) pass(skipped bool, nowMs int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if skipped {
+		m.s.SkippedPasses++
+	} else {
+		m.s.Passes++
+	}
+	m.s.LastPassMs = nowMs
+}
+
+func (m *retentionMetrics) snapshot() RetentionStats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.s
+	s.Horizons = maps.Clone(m.s.Horizons)
+	return s
+}
+
+// RetentionPolicy returns the policy of the maintenance loop
+// (Config.Retention.Policy, or the defaults).
+func (e *Engine) RetentionPolicy() storage.RetentionPolicy {
+	if e.cfg.Retention.Policy == (storage.RetentionPolicy{}) {
+		return storage.DefaultRetentionPolicy()
+	}
+	return e.cfg.Retention.Policy
+}
+
+// Prune prunes one partition under policy, ages read from the engine's
+// clock: the partition's actor writes its buffered client records back and
+// plans the target horizon, then deletes toward it in batches of
+// Config.Retention.BatchCommits commits, each one storage transaction that
+// holds the partition only for itself (pushes queued meanwhile go first).
+// With dryRun it only plans. Prune needs no maintenance lock: concurrent
+// runs split the work. policy is taken as given (tests may go below the
+// floors).
+func (e *Engine) Prune(ctx context.Context, part string, policy storage.RetentionPolicy, dryRun bool) (PruneReport, error) {
+	rep := PruneReport{Partition: part}
+	if err := policy.Validate(); err != nil {
+		return rep, fmt.Errorf("engine: prune %q: %w", part, err)
+	}
+	if part == "" {
+		return rep, fmt.Errorf("engine: prune: empty partition name")
+	}
+	if verr := partition.ValidateIdentity("retention", part); verr != nil {
+		return rep, fmt.Errorf("engine: prune %q: %w", part, verr)
+	}
+	start := time.Now()
+	var through int64
+	for first := true; ; first = false {
+		j := partition.NewPruneJob(ctx)
+		j.Policy, j.Through, j.MaxCommits, j.DryRun = policy, through, e.batchCommits(), dryRun
+		e.runtime.Submit(part, j)
+		o := j.Wait(ctx)
+		if o.Err != nil {
+			rep.Took = time.Since(start)
+			e.retention.observe(rep)
+			return rep, fmt.Errorf("engine: prune %q: %w", part, o.Err)
+		}
+		if first {
+			rep.Plan, through = o.Plan, o.Plan.Target
+			rep.HorizonBefore, rep.HorizonAfter = o.Plan.Partition.HorizonSeq, o.Plan.Partition.HorizonSeq
+		}
+		if o.Result.Commits > 0 {
+			rep.Batches++
+		}
+		rep.Commits += o.Result.Commits
+		rep.Changes += o.Result.Changes
+		rep.IdempotencyRecords += o.Result.IdempotencyRecords
+		rep.HorizonAfter = max(rep.HorizonAfter, o.Result.HorizonSeq)
+		if dryRun || o.Result.Commits == 0 || rep.HorizonAfter >= through {
+			break
+		}
+	}
+	rep.Took = time.Since(start)
+	e.retention.observe(rep)
+	if rep.Commits > 0 {
+		e.cfg.Logger.Info("partition pruned", zap.String("partition", part),
+			zap.Int64("horizon_before", rep.HorizonBefore), zap.Int64("horizon_after", rep.HorizonAfter),
+			zap.Int64("commits", rep.Commits), zap.Int64("changes", rep.Changes), zap.Int64("idempotency_records", rep.IdempotencyRecords),
+			zap.String("binding", rep.Plan.Binding), zap.Int("batches", rep.Batches), zap.Duration("took", rep.Took))
+	}
+	return rep, nil
+}
+
+func (e *Engine) batchCommits() int {
+	if n := e.cfg.Retention.BatchCommits; n > 0 {
+		return n
+	}
+	return DefaultPruneBatchCommits
+}
+
+// MaintenancePass runs one maintenance pass: with the store's maintenance
+// lock (one process at a time on a shared database; the pass is skipped
+// when another holds it), every partition whose log is longer than the
+// policy's retained minimum is pruned with RetentionPolicy (Prune). Later
+// maintenance duties (expired segments, orphan blobs) join the pass when
+// those features exist. With dryRun nothing is deleted and Pruned lists
+// what would be.
+func (e *Engine) MaintenancePass(ctx context.Context, dryRun bool) (MaintenanceReport, error) {
+	start := time.Now()
+	var rep MaintenanceReport
+	unlock, ok, err := e.cfg.Store.TryLockMaintenance(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("engine: maintenance lock: %w", err)
+	}
+	if !ok {
+		rep.Skipped = true
+		e.retention.pass(true, e.cfg.Now().UnixMilli())
+		e.cfg.Logger.Debug("maintenance pass skipped: another process holds the maintenance lock")
+		return rep, nil
+	}
+	defer unlock()
+	parts, err := e.cfg.Store.ListPartitions(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("engine: maintenance: list partitions: %w", err)
+	}
+	policy := e.RetentionPolicy()
+	var firstErr error
+	for _, p := range parts {
+		if ctx.Err() != nil {
+			return rep, ctx.Err()
+		}
+		rep.Checked++
+		if p.MaxCommitSeq-policy.MinRetainedCommits <= p.HorizonSeq {
+			continue // nothing the policy could prune: no actor woken
+		}
+		pr, err := e.Prune(ctx, p.Partition, policy, dryRun)
+		if err != nil {
+			e.cfg.Logger.Warn("maintenance: pruning a partition failed", zap.String("partition", p.Partition), zap.Error(err))
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		if pr.Commits > 0 || (dryRun && pr.Plan.Prunable()) {
+			rep.Pruned = append(rep.Pruned, pr)
+		}
+	}
+	rep.Took = time.Since(start)
+	e.retention.pass(false, e.cfg.Now().UnixMilli())
+	lvl := zap.DebugLevel
+	if len(rep.Pruned) > 0 && !dryRun {
+		lvl = zap.InfoLevel
+	}
+	e.cfg.Logger.Log(lvl, "maintenance pass", zap.Int("partitions_checked", rep.Checked), zap.Int("partitions_pruned", len(rep.Pruned)),
+		zap.Int64("commits", rep.Commits()), zap.Bool("dry_run", dryRun), zap.Duration("took", rep.Took))
+	return rep, firstErr
+}
+
+// runMaintenance runs a maintenance pass every interval until ctx ends.
+func (e *Engine) runMaintenance(ctx context.Context, every time.Duration) {
+	defer close(e.maintDone)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := e.MaintenancePass(ctx, false); err != nil && ctx.Err() == nil {
+			e.cfg.Logger.Warn("maintenance pass failed", zap.Error(err))
+		}
+	}
+}
