@@ -266,3 +266,28 @@ func (e *Engine) runMaintenance(ctx context.Context, every time.Duration) {
 		}
 	}
 }
+
+// CapturePartition takes a storage snapshot of the partition (see
+// storage.Snapshots) for a later RestorePartition.
+func (e *Engine) CapturePartition(ctx context.Context, part string) error {
+	if err := e.cfg.Store.CapturePartition(ctx, part); err != nil {
+		return fmt.Errorf("engine: capture %q: %w", part, err)
+	}
+	return nil
+}
+
+// RestorePartition brings the partition back to its last capture and
+// rotates its log epoch, through the partition's actor (which drops the
+// client records and log tail of the replaced log), and returns the new
+// epoch: clients that are ahead of the restored log get resetRequired and
+// bootstrap again.
+func (e *Engine) RestorePartition(ctx context.Context, part string) (string, error) {
+	j := partition.NewRestoreJob(ctx)
+	e.runtime.Submit(part, j)
+	ep, err := j.Wait(ctx)
+	if err != nil {
+		return "", fmt.Errorf("engine: restore %q: %w", part, err)
+	}
+	e.cfg.Logger.Info("partition restored from its snapshot; log epoch rotated", zap.String("partition", part), zap.String("epoch", ep))
+	return ep, nil
+}

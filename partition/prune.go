@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"errors"
 
 	"github.com/synclane/synclane/storage"
 )
@@ -103,3 +104,70 @@ func (p *Partition) prune(ctx context.Context, j *PruneJob) PruneOutcome {
 	p.tail.dropThrough(res.HorizonSeq)
 	return out
 }
+
+// RestoreJob brings its partition back to the storage snapshot captured
+// earlier (storage.Snapshots) and rotates its log epoch, on the actor: the
+// client records and log tail the actor holds belong to the log being
+// replaced, so they are dropped first and never written back.
+type RestoreJob struct {
+	ctx  context.Context
+	done chan restoreOutcome
+}
+
+type restoreOutcome struct {
+	epoch string
+	err   error
+}
+
+// NewRestoreJob returns a restore job for the partition it is submitted to.
+func NewRestoreJob(ctx context.Context) *RestoreJob {
+	return &RestoreJob{ctx: ctx, done: make(chan restoreOutcome, 1)}
+}
+
+// Wait returns the new log epoch, or the failure (ctx's error when ctx
+// ends first).
+func (j *RestoreJob) Wait(ctx context.Context) (string, error) {
+	select {
+	case o := <-j.done:
+		return o.epoch, o.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// Batchable is false: the restore is its own transaction.
+func (*RestoreJob) Batchable() bool { return false }
+
+// Fail answers the job with err.
+func (j *RestoreJob) Fail(err error) { j.answer(restoreOutcome{err: err}) }
+
+func (*RestoreJob) push() *SyncJob { return nil }
+
+func (j *RestoreJob) answer(o restoreOutcome) {
+	select {
+	case j.done <- o:
+	default:
+	}
+}
+
+func (j *RestoreJob) run(ctx context.Context, p *Partition) {
+	if err := j.ctx.Err(); err != nil {
+		j.answer(restoreOutcome{err: err})
+		return
+	}
+	st, ok := p.cfg.Store.(storage.Snapshots)
+	if !ok {
+		j.answer(restoreOutcome{err: errNoSnapshots})
+		return
+	}
+	p.clients.reset(p.cfg.Now())
+	p.tail.reset()
+	ep, err := st.RestorePartition(ctx, p.name, p.cfg.Now().UnixMilli())
+	if err == nil {
+		p.adoptEpoch(ep)
+	}
+	j.answer(restoreOutcome{epoch: ep, err: err})
+}
+
+// errNoSnapshots reports a store without partition snapshots.
+var errNoSnapshots = errors.New("the store does not keep partition snapshots")

@@ -36,6 +36,10 @@ const usage = `synclane: a Go sync server for the Syncular sync protocol (SSP2)
 Usage:
   synclane serve [flags]     run the server (synclane serve -h for flags)
   synclane checkpoint CMD    list, declare, claim or activate backfill checkpoints
+  synclane prune [flags]     run one maintenance pass (pruning) against the database
+  synclane backup --to FILE  write an online, consistent copy of the SQLite database
+  synclane restore ...       install a SQLite backup (--from FILE) or, after a PostgreSQL
+                             restore, rotate every partition's log epoch (--rotate-epochs)
   synclane version           print the version
 `
 
@@ -54,6 +58,12 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return serve(ctx, args[1:], lookup, stdout, stderr)
 	case "checkpoint":
 		return checkpointCmd(ctx, args[1:], lookup, stdout, stderr)
+	case "prune":
+		return pruneCmd(ctx, args[1:], lookup, stdout, stderr)
+	case "backup":
+		return backupCmd(ctx, args[1:], lookup, stdout, stderr)
+	case "restore":
+		return restoreCmd(ctx, args[1:], lookup, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "synclane", version)
 		return 0

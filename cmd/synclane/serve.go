@@ -73,6 +73,9 @@ type serveConfig struct {
 	// debugListen serves net/http/pprof (loopback only; off when empty).
 	debugListen string
 
+	// Retention: pruning policy and the maintenance loop.
+	retention retentionConfig
+
 	// Test-control surface (--test-control) and its start options.
 	testControl bool
 	clockMs     int64
@@ -120,6 +123,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.DurationVar(&c.drainDelay, "drain-delay", 5*time.Second, "on SIGTERM, answer /readyz 503 but keep serving this long before closing the listener")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "after the drain delay, how long in-flight requests get to finish before their connections are closed")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	retentionFlags(fs, &c.retention, true)
 	fs.Var(&c.checkpoints, "checkpoint", "PARTITION/NAME of a backfill checkpoint this process declares at its schema version (repeatable, or comma-separated)")
 	fs.BoolVar(&c.testControl, "test-control", false, "serve the test-only control surface under /_test/ (only with development auth on a loopback address)")
 	fs.Int64Var(&c.clockMs, "clock-ms", -1, "with --test-control: run on a virtual clock starting at this Unix time in ms, moved only by POST /_test/clock/advance")
@@ -178,6 +182,9 @@ func (c *serveConfig) validate(given map[string]bool) error {
 		}
 	} else if c.clockMs >= 0 {
 		return errors.New("--clock-ms needs --test-control")
+	}
+	if err := c.retention.validate(); err != nil {
+		return err
 	}
 	for name, v := range map[string]int64{"inline-segment-max-bytes": c.inlineSegmentMaxBytes, "max-delta-bytes": c.maxDeltaBytes, "max-presence-bytes": c.maxPresenceBytes} {
 		if v < 0 {
@@ -421,7 +428,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		return fmt.Errorf("open segment store: %w", err)
 	}
 	cfg := engine.Config{Schema: sch, Store: st, Logger: log,
-		MaxOperations: c.maxOps, IdleTimeout: c.idleTimeout, Checkpoints: decls,
+		MaxOperations: c.maxOps, IdleTimeout: c.idleTimeout, Checkpoints: decls, Retention: c.retention.engineConfig(),
 		Segments: segs, SegmentTTL: c.segmentTTL, InlineSegmentMaxBytes: int(c.inlineSegmentMaxBytes)}
 	if c.inlineSegmentMaxBytes == 0 {
 		cfg.InlineSegmentMaxBytes = -1 // nothing inline when the client accepts refs

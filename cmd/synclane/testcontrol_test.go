@@ -341,7 +341,6 @@ func TestTestControlFailNextIdempotencyLookup(t *testing.T) {
 func TestTestControlUnsupportedAndUnknown(t *testing.T) {
 	base := startTestControl(t)
 	for _, ep := range []struct{ method, path string }{
-		{"POST", "/_test/prune"}, {"POST", "/_test/backup/capture"}, {"POST", "/_test/backup/restore"},
 		{"PUT", "/_test/validators"}, {"PUT", "/_test/commit-validator"},
 		{"POST", "/_test/blob-presign"}, {"POST", "/_test/leases/l1/revoke"},
 	} {

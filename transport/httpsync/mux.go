@@ -168,6 +168,7 @@ func writeMetrics(ctx context.Context, w http.ResponseWriter, eng *engine.Engine
 	for _, c := range codes {
 		_, _ = fmt.Fprintf(w, "synclane_request_errors_total{code=%q} %d\n", c, s.Errors[c])
 	}
+	writeRetentionMetrics(w, s.Retention)
 	// Backfill progress, read from storage so every process reports every
 	// runner's progress.
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -191,5 +192,35 @@ func writeMetrics(ctx context.Context, w http.ResponseWriter, eng *engine.Engine
 			v = 1
 		}
 		_, _ = fmt.Fprintf(w, "synclane_checkpoint_activated{partition=%q,name=%q,schema_version=\"%d\"} %d\n", c.Partition, c.Name, c.SchemaVersion, v)
+	}
+}
+
+// writeRetentionMetrics renders the pruning counters, the last maintenance
+// pass and the horizon of every partition this process pruned.
+func writeRetentionMetrics(w io.Writer, r engine.RetentionStats) {
+	_, _ = fmt.Fprintf(w, "# HELP synclane_retention_passes_total Maintenance passes, by result (ran, or skipped: another process held the maintenance lock).\n# TYPE synclane_retention_passes_total counter\n")
+	_, _ = fmt.Fprintf(w, "synclane_retention_passes_total{result=\"ran\"} %d\nsynclane_retention_passes_total{result=\"skipped\"} %d\n", r.Passes, r.SkippedPasses)
+	_, _ = fmt.Fprintf(w, "# HELP synclane_retention_last_pass_timestamp_seconds When the last maintenance pass ended (engine clock; 0 before any).\n# TYPE synclane_retention_last_pass_timestamp_seconds gauge\nsynclane_retention_last_pass_timestamp_seconds %g\n", float64(r.LastPassMs)/1000)
+	for _, c := range []struct {
+		name, help string
+		v          uint64
+	}{
+		{"synclane_retention_pruned_commits_total", "Commits pruned by this process.", r.Commits},
+		{"synclane_retention_pruned_changes_total", "Changes pruned by this process.", r.Changes},
+		{"synclane_retention_pruned_idempotency_records_total", "Idempotency records pruned by this process.", r.IdempotencyRecords},
+	} {
+		_, _ = fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", c.name, c.help, c.name, c.name, c.v)
+	}
+	if len(r.Horizons) == 0 {
+		return
+	}
+	_, _ = fmt.Fprintf(w, "# HELP synclane_retention_horizon_seq Horizon of each partition this process pruned, as it last saw it.\n# TYPE synclane_retention_horizon_seq gauge\n")
+	parts := make([]string, 0, len(r.Horizons))
+	for p := range r.Horizons {
+		parts = append(parts, p)
+	}
+	sort.Strings(parts)
+	for _, p := range parts {
+		_, _ = fmt.Fprintf(w, "synclane_retention_horizon_seq{partition=%q} %d\n", p, r.Horizons[p])
 	}
 }

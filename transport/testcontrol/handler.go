@@ -63,10 +63,10 @@ func Handler(c Controls) http.Handler {
 		c.Store.FailNextIdempotencyLookup()
 		writeJSON(w, struct{}{})
 	})
+	mux.HandleFunc("POST /_test/prune", c.prune)
+	mux.HandleFunc("POST /_test/backup/capture", c.capture)
+	mux.HandleFunc("POST /_test/backup/restore", c.restore)
 	for route, feature := range map[string]string{
-		"POST /_test/prune":                   "retention (pruning policies)",
-		"POST /_test/backup/capture":          "backup and restore",
-		"POST /_test/backup/restore":          "backup and restore",
 		"PUT /_test/validators":               "host validators",
 		"PUT /_test/commit-validator":         "host commit validators",
 		"POST /_test/blob-presign":            "blobs",
@@ -196,6 +196,62 @@ func (c Controls) horizonSeq(w http.ResponseWriter, r *http.Request) {
 	if info, ok := c.partitionInfo(w, r); ok {
 		writeJSON(w, map[string]int64{"horizonSeq": info.HorizonSeq})
 	}
+}
+
+// prune runs one pruning of the request's partition with the server's
+// retention policy, each limit the body gives overriding it (no floors:
+// this is a test control), ages read from the engine's clock.
+func (c Controls) prune(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		ActiveWindowMs     *int64 `json:"activeWindowMs"`
+		AgeForceMs         *int64 `json:"ageForceMs"`
+		MinRetainedCommits *int64 `json:"minRetainedCommits"`
+	}
+	if !readJSON(w, r, &body) {
+		return
+	}
+	p := c.Engine.RetentionPolicy()
+	for _, o := range []struct {
+		v   *int64
+		dst *int64
+	}{{body.ActiveWindowMs, &p.ActiveWindowMs}, {body.AgeForceMs, &p.AgeForceMs}, {body.MinRetainedCommits, &p.MinRetainedCommits}} {
+		if o.v != nil {
+			*o.dst = *o.v
+		}
+	}
+	if err := p.Validate(); err != nil {
+		writeError(w, http.StatusBadRequest, syncerr.New(syncerr.InvalidRequest, "%v", err))
+		return
+	}
+	rep, err := c.Engine.Prune(r.Context(), partitionOf(r), p, false)
+	if err != nil {
+		writeError(w, 0, syncerr.Wrap(syncerr.InternalError, err, "prune: %v", err))
+		return
+	}
+	writeJSON(w, map[string]int64{"horizonSeq": rep.HorizonAfter})
+}
+
+// capture snapshots the request's partition.
+func (c Controls) capture(w http.ResponseWriter, r *http.Request) {
+	if err := c.Engine.CapturePartition(r.Context(), partitionOf(r)); err != nil {
+		writeError(w, 0, syncerr.Wrap(syncerr.InternalError, err, "capture: %v", err))
+		return
+	}
+	writeJSON(w, struct{}{})
+}
+
+// restore brings the request's partition back to its capture and rotates
+// its log epoch; 409 without a capture.
+func (c Controls) restore(w http.ResponseWriter, r *http.Request) {
+	if _, err := c.Engine.RestorePartition(r.Context(), partitionOf(r)); err != nil {
+		if errors.Is(err, storage.ErrNoSnapshot) {
+			writeError(w, http.StatusConflict, syncerr.New(syncerr.InvalidRequest, "no captured backup of this partition: POST /_test/backup/capture first"))
+			return
+		}
+		writeError(w, 0, syncerr.Wrap(syncerr.InternalError, err, "restore: %v", err))
+		return
+	}
+	writeJSON(w, struct{}{})
 }
 
 // Row is one row as /_test/rows renders it.

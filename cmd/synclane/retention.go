@@ -1,0 +1,387 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/storage"
+	"github.com/synclane/synclane/storage/sqlite"
+)
+
+// retentionConfig holds the retention flags of serve and prune.
+type retentionConfig struct {
+	interval, activeWindow, ageForce time.Duration
+	minCommits                       int64
+	batch                            int
+}
+
+func retentionFlags(fs *flag.FlagSet, r *retentionConfig, loop bool) {
+	if loop {
+		fs.DurationVar(&r.interval, "retention-interval", 10*time.Minute, "run a maintenance pass (pruning) this often; 0 disables the loop")
+	}
+	fs.DurationVar(&r.activeWindow, "retention-active-window", storage.DefaultActiveWindow, "never prune past the cursor of a client seen within this window (floor 336h)")
+	fs.DurationVar(&r.ageForce, "retention-age-force", storage.DefaultAgeForce, "commits at least this old may be pruned past active clients (floor 720h)")
+	fs.Int64Var(&r.minCommits, "retention-min-commits", storage.DefaultMinRetainedCommits, "always keep this many of each partition's newest commits (floor 1000)")
+	fs.IntVar(&r.batch, "retention-batch", engine.DefaultPruneBatchCommits, "commits deleted per pruning transaction (bounds how long a partition's pushes wait)")
+}
+
+func (r retentionConfig) policy() storage.RetentionPolicy {
+	return storage.RetentionPolicy{ActiveWindowMs: r.activeWindow.Milliseconds(), AgeForceMs: r.ageForce.Milliseconds(), MinRetainedCommits: r.minCommits}
+}
+
+// validate refuses a policy below the normative floors and bad sizes.
+func (r retentionConfig) validate() error {
+	if r.interval < 0 {
+		return errors.New("--retention-interval must not be negative")
+	}
+	if r.batch < 1 {
+		return errors.New("--retention-batch must be at least 1")
+	}
+	if err := r.policy().CheckFloors(); err != nil {
+		return fmt.Errorf("retention (--retention-active-window, --retention-age-force, --retention-min-commits): %w; the SPEC §4.6 floors may be raised, not lowered", err)
+	}
+	return nil
+}
+
+func (r retentionConfig) engineConfig() engine.RetentionConfig {
+	return engine.RetentionConfig{Policy: r.policy(), Interval: r.interval, BatchCommits: r.batch}
+}
+
+// adminFlags parses a maintenance command's flags (store flags plus
+// extra), returning the config, the positional arguments and an exit code
+// (>= 0: stop with it).
+func adminFlags(name, synopsis string, args []string, lookup func(string) (string, bool), stderr io.Writer, extra func(fs *flag.FlagSet, c *serveConfig)) (*serveConfig, []string, int) {
+	var c serveConfig
+	fs := flag.NewFlagSet("synclane "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	storeFlags(fs, &c)
+	extra(fs, &c)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: %s\n\nEvery flag can also be set through the environment variable shown under it; flags win.\n\n", synopsis)
+		printFlags(stderr, fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, nil, 0
+		}
+		return nil, nil, 2
+	}
+	if err := applyEnv(fs, lookup); err != nil {
+		fmt.Fprintln(stderr, "synclane:", err)
+		return nil, nil, 2
+	}
+	return &c, fs.Args(), -1
+}
+
+// openAdminStore opens the configured store and makes it current for the
+// schema (a pending checkpoint is no reason to stop a maintenance command).
+func openAdminStore(ctx context.Context, c *serveConfig) (storage.Store, *schema.Schema, error) {
+	src, err := schemaSource(c.schemaFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	sch, err := schema.Parse(src)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, _, err := openStore(ctx, *c, zap.NewNop())
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := st.EnsureSchema(ctx, sch); err != nil && !errors.Is(err, storage.ErrCheckpointIncomplete) {
+		st.Close()
+		return nil, nil, err
+	}
+	return st, sch, nil
+}
+
+// pruneCmd runs one maintenance pass (or one partition) against the
+// database and prints what it removed.
+func pruneCmd(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+	var dryRun bool
+	var part string
+	c, rest, code := adminFlags("prune", "synclane prune [--dry-run] [--partition P] [flags]", args, lookup, stderr, func(fs *flag.FlagSet, c *serveConfig) {
+		retentionFlags(fs, &c.retention, false)
+		fs.BoolVar(&dryRun, "dry-run", false, "report what would be pruned; delete nothing")
+		fs.StringVar(&part, "partition", "", "prune only this partition (default: every partition)")
+	})
+	if code >= 0 {
+		return code
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "synclane prune: unexpected argument %q\n", rest[0])
+		return 2
+	}
+	c.retention.interval = 0
+	if err := c.retention.validate(); err != nil {
+		fmt.Fprintln(stderr, "synclane:", err)
+		return 2
+	}
+	fail := func(err error) int { fmt.Fprintln(stderr, "synclane prune:", err); return 1 }
+	st, sch, err := openAdminStore(ctx, c)
+	if err != nil {
+		return fail(err)
+	}
+	defer st.Close()
+	eng, err := engine.New(ctx, engine.Config{Schema: sch, Store: st, Retention: c.retention.engineConfig(),
+		Resolver: engine.ScopeResolverFunc(func(context.Context, engine.Identity) (map[string][]string, error) {
+			return nil, errors.New("synclane prune serves no requests")
+		})})
+	if err != nil {
+		return fail(err)
+	}
+	defer eng.Close()
+	var rep engine.MaintenanceReport
+	if part == "" {
+		rep, err = eng.MaintenancePass(ctx, dryRun)
+	} else {
+		rep, err = prunePartition(ctx, eng, st, part, dryRun)
+	}
+	if rep.Skipped {
+		fmt.Fprintln(stdout, "skipped: another process holds the maintenance lock (a server's maintenance pass or another synclane prune); nothing pruned")
+		return 0
+	}
+	printPrune(stdout, rep, dryRun)
+	if err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+// prunePartition prunes one partition under the maintenance lock.
+func prunePartition(ctx context.Context, eng *engine.Engine, st storage.Store, part string, dryRun bool) (engine.MaintenanceReport, error) {
+	var rep engine.MaintenanceReport
+	unlock, ok, err := st.TryLockMaintenance(ctx)
+	if err != nil {
+		return rep, err
+	}
+	if !ok {
+		rep.Skipped = true
+		return rep, nil
+	}
+	defer unlock()
+	info, err := st.ReadPartition(ctx, part)
+	if err != nil {
+		return rep, err
+	}
+	if !info.Exists {
+		return rep, fmt.Errorf("no partition %q in this database", part)
+	}
+	rep.Checked = 1
+	pr, err := eng.Prune(ctx, part, eng.RetentionPolicy(), dryRun)
+	rep.Pruned = []engine.PruneReport{pr}
+	return rep, err
+}
+
+func printPrune(w io.Writer, rep engine.MaintenanceReport, dryRun bool) {
+	verb := "pruned"
+	if dryRun {
+		verb = "would prune"
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tHORIZON_BEFORE\tHORIZON_AFTER\tCOMMITS\tCHANGES\tIDEMPOTENCY_RECORDS\tBOUND_BY")
+	var commits, changes, idem int64
+	for _, p := range rep.Pruned {
+		after, n := p.HorizonAfter, p.Commits
+		if dryRun {
+			after, n = p.Plan.Target, p.Plan.Target-p.Plan.Partition.HorizonSeq
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", p.Partition, p.HorizonBefore, after, n, p.Changes, p.IdempotencyRecords, p.Plan.Binding)
+		commits, changes, idem = commits+n, changes+p.Changes, idem+p.IdempotencyRecords
+	}
+	tw.Flush()
+	if dryRun {
+		fmt.Fprintf(w, "%s %d commits in %d of %d partitions (dry run: nothing deleted)\n", verb, commits, len(rep.Pruned), rep.Checked)
+		return
+	}
+	fmt.Fprintf(w, "%s %d commits, %d changes, %d idempotency records in %d of %d partitions (%s)\n",
+		verb, commits, changes, idem, len(rep.Pruned), rep.Checked, rep.Took.Round(time.Millisecond))
+}
+
+// backupCmd writes an online, consistent copy of the embedded SQLite
+// database.
+func backupCmd(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+	var to string
+	c, rest, code := adminFlags("backup", "synclane backup --to FILE [--data DIR]", args, lookup, stderr, func(fs *flag.FlagSet, _ *serveConfig) {
+		fs.StringVar(&to, "to", "", "the backup file to write (must not exist)")
+	})
+	if code >= 0 {
+		return code
+	}
+	switch {
+	case len(rest) > 0:
+		fmt.Fprintf(stderr, "synclane backup: unexpected argument %q\n", rest[0])
+		return 2
+	case to == "":
+		fmt.Fprintln(stderr, "synclane backup: --to FILE is required")
+		return 2
+	case c.postgresURL != "":
+		fmt.Fprintln(stderr, "synclane backup: backs up the embedded SQLite database; back PostgreSQL up with pg_dump or PITR, then restore it with synclane restore --rotate-epochs (see the README)")
+		return 2
+	}
+	db := filepath.Join(c.data, "synclane.db")
+	if _, err := os.Stat(db); err != nil {
+		fmt.Fprintln(stderr, "synclane backup: no database:", err)
+		return 1
+	}
+	st, err := sqlite.Open(ctx, db, sqlite.Options{})
+	if err != nil {
+		fmt.Fprintln(stderr, "synclane backup:", err)
+		return 1
+	}
+	defer st.Close()
+	start := time.Now()
+	if err := st.Backup(ctx, to); err != nil {
+		fmt.Fprintln(stderr, "synclane backup:", err)
+		return 1
+	}
+	fi, err := os.Stat(to)
+	if err != nil {
+		fmt.Fprintln(stderr, "synclane backup:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "backed up %s to %s (%d bytes, %s)\n", db, to, fi.Size(), time.Since(start).Round(time.Millisecond))
+	return 0
+}
+
+// restoreCmd installs a SQLite backup (--from) and rotates every
+// partition's log epoch, or only rotates (--rotate-epochs, after a
+// PostgreSQL restore).
+func restoreCmd(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+	var from string
+	var rotateOnly bool
+	c, rest, code := adminFlags("restore", "synclane restore --from FILE [--data DIR] | synclane restore --rotate-epochs [--data DIR | --postgres URL]", args, lookup, stderr, func(fs *flag.FlagSet, _ *serveConfig) {
+		fs.StringVar(&from, "from", "", "SQLite backup file (from synclane backup) to install in --data; the server must be stopped")
+		fs.BoolVar(&rotateOnly, "rotate-epochs", false, "only rotate every partition's log epoch (after restoring the database by other means, e.g. pg_restore)")
+	})
+	if code >= 0 {
+		return code
+	}
+	switch {
+	case len(rest) > 0:
+		fmt.Fprintf(stderr, "synclane restore: unexpected argument %q\n", rest[0])
+		return 2
+	case (from == "") == !rotateOnly:
+		fmt.Fprintln(stderr, "synclane restore: give exactly one of --from FILE and --rotate-epochs")
+		return 2
+	case from != "" && c.postgresURL != "":
+		fmt.Fprintln(stderr, "synclane restore: --from installs a SQLite backup; restore PostgreSQL with pg_restore (or PITR), then run synclane restore --rotate-epochs --postgres URL")
+		return 2
+	}
+	fail := func(err error) int { fmt.Fprintln(stderr, "synclane restore:", err); return 1 }
+	if from != "" {
+		if err := installBackup(ctx, from, c.data); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "installed %s as %s\n", from, filepath.Join(c.data, "synclane.db"))
+	}
+	st, _, err := openAdminStore(ctx, c)
+	if err != nil {
+		return fail(err)
+	}
+	defer st.Close()
+	parts, err := st.ListPartitions(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	now := time.Now().UnixMilli()
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tMAX_COMMIT_SEQ\tNEW_LOG_EPOCH")
+	for _, p := range parts {
+		ep, err := st.RotateLogEpoch(ctx, p.Partition, now)
+		if err != nil {
+			tw.Flush()
+			return fail(fmt.Errorf("rotate the epoch of %q: %w (run the command again: rotating twice is harmless)", p.Partition, err))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", p.Partition, p.MaxCommitSeq, ep)
+	}
+	tw.Flush()
+	fmt.Fprintf(stdout, "rotated the log epoch of %d partitions: clients get resetRequired and bootstrap again\n", len(parts))
+	return 0
+}
+
+// installBackup copies from next to the database, checks that the copy is
+// an intact synclane SQLite database (PRAGMA quick_check, a partition
+// registry), then moves the current database (with its -wal and -shm)
+// aside and the copy in its place. The backup file itself is only read.
+func installBackup(ctx context.Context, from, dir string) error {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	db := filepath.Join(dir, "synclane.db")
+	tmp := db + ".restoring"
+	if err := copyFile(from, tmp); err != nil {
+		return err
+	}
+	if err := checkBackup(ctx, tmp); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("%s: %w", from, err)
+	}
+	if _, err := os.Stat(db); err == nil {
+		aside := fmt.Sprintf("%s.before-restore-%s", db, time.Now().UTC().Format("20060102T150405Z"))
+		if err := os.Rename(db, aside); err != nil {
+			return err
+		}
+		for _, suffix := range []string{"-wal", "-shm"} {
+			if err := os.Rename(db+suffix, aside+suffix); err != nil && !os.IsNotExist(err) {
+				return err
+			}
+		}
+	}
+	return os.Rename(tmp, db)
+}
+
+// checkBackup opens path read-only and checks it.
+func checkBackup(ctx context.Context, path string) error {
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var check string
+	if err := db.QueryRowContext(ctx, `PRAGMA quick_check`).Scan(&check); err != nil {
+		return fmt.Errorf("not a readable SQLite database: %w", err)
+	}
+	if check != "ok" {
+		return fmt.Errorf("the database is damaged: %s", check)
+	}
+	var n int64
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sync_partitions`).Scan(&n); err != nil {
+		return fmt.Errorf("not a synclane database: %w", err)
+	}
+	return nil
+}
+
+func copyFile(from, to string) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	if err := dst.Sync(); err != nil {
+		dst.Close()
+		return err
+	}
+	return dst.Close()
+}
