@@ -249,3 +249,21 @@ func TestBackupAndRestoreCommands(t *testing.T) {
 		t.Fatalf("the backup file: %v", err)
 	}
 }
+
+// serve refuses retention limits below the normative floors before it
+// touches storage.
+func TestServeRefusesRetentionBelowFloors(t *testing.T) {
+	for _, flags := range [][]string{
+		{"--retention-min-commits", "999"}, {"--retention-active-window", "24h"}, {"--retention-age-force", "719h"},
+		{"--retention-batch", "0"}, {"--retention-interval", "-1s"},
+	} {
+		dir := t.TempDir()
+		code, _, errOut := runCmd(t, append([]string{"serve", "--listen", "127.0.0.1:0", "--data", dir}, flags...)...)
+		if code != 2 || !strings.Contains(errOut, strings.TrimPrefix(flags[0], "--")) {
+			t.Fatalf("%v: exit %d, %s; want 2 naming the flag", flags, code, errOut)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Fatalf("%v: a refused start touched storage: %v", flags, entries)
+		}
+	}
+}

@@ -50,10 +50,16 @@ func (r retentionConfig) validate() error {
 	if r.batch < 1 {
 		return errors.New("--retention-batch must be at least 1")
 	}
-	if err := r.policy().CheckFloors(); err != nil {
-		return fmt.Errorf("retention (--retention-active-window, --retention-age-force, --retention-min-commits): %w; the SPEC §4.6 floors may be raised, not lowered", err)
+	d := storage.DefaultRetentionPolicy()
+	switch p := r.policy(); {
+	case p.ActiveWindowMs < d.ActiveWindowMs:
+		return fmt.Errorf("--retention-active-window %v is below the floor of %v (SPEC §4.6 floors may be raised, not lowered)", r.activeWindow, storage.DefaultActiveWindow)
+	case p.AgeForceMs < d.AgeForceMs:
+		return fmt.Errorf("--retention-age-force %v is below the floor of %v (SPEC §4.6 floors may be raised, not lowered)", r.ageForce, storage.DefaultAgeForce)
+	case p.MinRetainedCommits < d.MinRetainedCommits:
+		return fmt.Errorf("--retention-min-commits %d is below the floor of %d (SPEC §4.6 floors may be raised, not lowered)", r.minCommits, storage.DefaultMinRetainedCommits)
 	}
-	return nil
+	return r.policy().CheckFloors() // the same rule, kept in one place
 }
 
 func (r retentionConfig) engineConfig() engine.RetentionConfig {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/synclane/synclane/protocol/schema"
@@ -85,6 +86,10 @@ func TestTestControlPruneAndRestore(t *testing.T) {
 	}
 	if code := control(t, "GET", base+"/_test/horizon-seq", "", &h); code != http.StatusOK || h.HorizonSeq != 15 {
 		t.Fatalf("horizon-seq: %d %+v", code, h)
+	}
+	if code, body := get(t, base+"/metrics"); code != http.StatusOK || !strings.Contains(body, `synclane_retention_horizon_seq{partition="default"} 15`) ||
+		!strings.Contains(body, "synclane_retention_pruned_commits_total 15") || !strings.Contains(body, `synclane_retention_passes_total{result="ran"} 0`) {
+		t.Fatalf("/metrics after the prune: %d\n%s", code, body)
 	}
 	if _, err := offline.Pull(context.Background()); err != nil {
 		t.Fatal(err)

@@ -163,14 +163,29 @@ func (s *Store) PruneBatch(ctx context.Context, partition string, throughSeq int
 	return res, err
 }
 
+// pruneSQL are the statements of a pruning batch, each a search of a
+// primary key or of the partial index on rejected records (checked by
+// TestPruneStatementsSearchIndexes).
+var pruneSQL = struct {
+	scopeKeys, deleteScopes, commitKeys, deleteApplied, deleteRejected, deleteChanges, deleteCommits string
+}{
+	scopeKeys: `SELECT DISTINCT ch.table_name, j.key, j.value FROM sync_changes ch, json_each(ch.scopes) j
+		WHERE ch.partition_id = ? AND ch.commit_seq > ? AND ch.commit_seq <= ?`,
+	deleteScopes:   `DELETE FROM sync_change_scopes WHERE partition_id = ? AND table_name = ? AND scope_key = ? AND commit_seq > ? AND commit_seq <= ?`,
+	commitKeys:     `SELECT seq, client_id, client_commit_id FROM sync_commits WHERE partition_id = ? AND seq > ? AND seq <= ?`,
+	deleteApplied:  `DELETE FROM sync_idempotency WHERE partition_id = ? AND client_id = ? AND client_commit_id = ? AND status = ? AND commit_seq = ?`,
+	deleteRejected: `DELETE FROM sync_idempotency WHERE partition_id = ? AND status = ? AND log_seq <= ?`,
+	deleteChanges:  `DELETE FROM sync_changes WHERE partition_id = ? AND commit_seq > ? AND commit_seq <= ?`,
+	deleteCommits:  `DELETE FROM sync_commits WHERE partition_id = ? AND seq > ? AND seq <= ?`,
+}
+
 // pruneRange deletes the log in (h, upTo] and raises the horizon, inside
 // the writer's open transaction.
 func (s *Store) pruneRange(ctx context.Context, partition string, h, upTo int64) (storage.PruneResult, error) {
 	var res storage.PruneResult
 	c := s.conn
 	// Scope index: one range delete per distinct (table, scope key).
-	rows, err := c.QueryContext(ctx, `SELECT DISTINCT ch.table_name, j.key, j.value FROM sync_changes ch, json_each(ch.scopes) j
-		WHERE ch.partition_id = ? AND ch.commit_seq > ? AND ch.commit_seq <= ?`, partition, h, upTo)
+	rows, err := c.QueryContext(ctx, pruneSQL.scopeKeys, partition, h, upTo)
 	if err != nil {
 		return res, fmt.Errorf("read pruned scope keys: %w", err)
 	}
@@ -189,13 +204,13 @@ func (s *Store) pruneRange(ctx context.Context, partition string, h, upTo int64)
 		return res, err
 	}
 	for _, k := range keys {
-		if _, err := c.ExecContext(ctx, `DELETE FROM sync_change_scopes WHERE partition_id = ? AND table_name = ? AND scope_key = ? AND commit_seq > ? AND commit_seq <= ?`,
+		if _, err := c.ExecContext(ctx, pruneSQL.deleteScopes,
 			partition, k.table, k.k, h, upTo); err != nil {
 			return res, fmt.Errorf("delete scope index: %w", err)
 		}
 	}
 	// Applied idempotency records of the pruned commits.
-	rows, err = c.QueryContext(ctx, `SELECT seq, client_id, client_commit_id FROM sync_commits WHERE partition_id = ? AND seq > ? AND seq <= ?`, partition, h, upTo)
+	rows, err = c.QueryContext(ctx, pruneSQL.commitKeys, partition, h, upTo)
 	if err != nil {
 		return res, fmt.Errorf("read pruned commits: %w", err)
 	}
@@ -216,7 +231,7 @@ func (s *Store) pruneRange(ctx context.Context, partition string, h, upTo int64)
 	if err := rows.Err(); err != nil {
 		return res, err
 	}
-	del, err := c.PrepareContext(ctx, `DELETE FROM sync_idempotency WHERE partition_id = ? AND client_id = ? AND client_commit_id = ? AND status = ? AND commit_seq = ?`)
+	del, err := c.PrepareContext(ctx, pruneSQL.deleteApplied)
 	if err != nil {
 		return res, err
 	}
@@ -236,15 +251,15 @@ func (s *Store) pruneRange(ctx context.Context, partition string, h, upTo int64)
 		}
 		return r.RowsAffected()
 	}
-	n, err := count(`DELETE FROM sync_idempotency WHERE partition_id = ? AND status = ? AND log_seq <= ?`, partition, int64(ssp2.CommitRejected), upTo)
+	n, err := count(pruneSQL.deleteRejected, partition, int64(ssp2.CommitRejected), upTo)
 	if err != nil {
 		return res, fmt.Errorf("delete rejected idempotency records: %w", err)
 	}
 	res.IdempotencyRecords += n
-	if res.Changes, err = count(`DELETE FROM sync_changes WHERE partition_id = ? AND commit_seq > ? AND commit_seq <= ?`, partition, h, upTo); err != nil {
+	if res.Changes, err = count(pruneSQL.deleteChanges, partition, h, upTo); err != nil {
 		return res, fmt.Errorf("delete changes: %w", err)
 	}
-	if res.Commits, err = count(`DELETE FROM sync_commits WHERE partition_id = ? AND seq > ? AND seq <= ?`, partition, h, upTo); err != nil {
+	if res.Commits, err = count(pruneSQL.deleteCommits, partition, h, upTo); err != nil {
 		return res, fmt.Errorf("delete commits: %w", err)
 	}
 	if _, err := c.ExecContext(ctx, `UPDATE sync_partitions SET horizon_seq = ? WHERE partition_id = ?`, upTo, partition); err != nil {
