@@ -43,6 +43,7 @@ func TestQuickSuite(t *testing.T) {
 			"idle":       {"wake time"},
 			"pushpull":   {"rounds/s", "rounds"},
 			"realtime":   {"delta p99", "floor p99"},
+			"prune":      {"pruned commits", "pushes/s without pruning", "batches"},
 		}[s.Workload]
 		if s.Workload == "realtime" && strings.Contains(s.Case, "idle") {
 			positive = []string{"sockets open", "heap+stacks/idle socket"}
@@ -59,9 +60,10 @@ func TestQuickSuite(t *testing.T) {
 	}
 	nStores := len(splitList(stores))
 	// push: group commit and baseline per mode and store, plus the bare
-	// SQLite ceiling once (in-process SQLite); pushpull: per mode and store.
+	// SQLite ceiling once (in-process SQLite); pushpull and prune: per mode
+	// and store.
 	want := map[string]int{"push": 2*2*nStores + 1, "partitions": 2 * 2 * nStores, "pull": 2 * nStores,
-		"bootstrap": 2 * nStores, "idle": nStores, "pushpull": 2 * nStores}
+		"bootstrap": 2 * nStores, "idle": nStores, "pushpull": 2 * nStores, "prune": 2 * nStores}
 	for w, n := range want {
 		if seen[w] != n {
 			t.Errorf("%s: %d summaries, want %d", w, seen[w], n)

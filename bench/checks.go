@@ -86,5 +86,13 @@ func checkTargets(ss []Summary) []Check {
 			Check{"idle: no goroutine held by idle or passivated partitions", gl < 0.01 && gp < 0.01,
 				fmt.Sprintf("%.3f per live, %.3f per passivated partition", gl, gp)})
 	}
+	for _, store := range []string{"sqlite", "postgres"} {
+		if s := find("prune", "inproc", store, func(*Summary) bool { return true }); s != nil {
+			ratio := med(s, "p99 during / without")
+			out = append(out, Check{"prune (" + store + "): push p99 during pruning ≤ 1.5× without", ratio > 0 && ratio <= 1.5,
+				fmt.Sprintf("%.2f× (%.1f vs %.1f ms, %.0f commits pruned at %.0f/s)", ratio, med(s, "p99 during pruning"), med(s, "p99 without pruning"),
+					med(s, "pruned commits"), med(s, "pruned commits/s"))})
+		}
+	}
 	return out
 }

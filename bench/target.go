@@ -44,6 +44,8 @@ type EngineOpts struct {
 	IdleTimeout        time.Duration
 	// Schema is the served schema (default: the demo todos schema).
 	Schema *schema.Schema
+	// PruneBatch is engine.RetentionConfig.BatchCommits (0: the default).
+	PruneBatch int
 }
 
 // Target is one system under test: a fresh store and engine (in-process or
@@ -98,7 +100,7 @@ func openTarget(ctx context.Context, cfg *Config, store string, eo EngineOpts) (
 		sch = schema.MustDemo()
 	}
 	ecfg := engine.Config{Schema: sch, Store: st, DisableGroupCommit: eo.DisableGroupCommit,
-		IdleTimeout: eo.IdleTimeout}
+		IdleTimeout: eo.IdleTimeout, Retention: engine.RetentionConfig{BatchCommits: eo.PruneBatch}}
 	ecfg.Resolver = engine.AllowAll(ecfg.Schema)
 	eng, err := engine.New(ctx, ecfg)
 	if err != nil {

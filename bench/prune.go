@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/storage"
+)
+
+// seedBatch is how many commits one seeding transaction appends.
+const seedBatch = 10_000
+
+// runPrune measures pushes while the partition's log is pruned: it seeds
+// --prune-commits commits (one todo upsert each, with its idempotency
+// record, written straight to storage), measures W writers pushing to the
+// same partition for --duration, then prunes all but the newest 1,000
+// commits (engine.Prune, batches of --prune-batch) while the writers keep
+// pushing, and compares push latency during pruning with the baseline of
+// the same run.
+func runPrune(ctx context.Context, cfg *Config, store string) ([]Result, error) {
+	if cfg.Mode == ModeURL {
+		return nil, nil // pruning is driven in-process
+	}
+	r := Result{Workload: "prune", Case: fmt.Sprintf("%d commits seeded, all but the newest 1,000 pruned while %d writers push to the same partition", cfg.PruneCommits, cfg.Writers),
+		Store: store, Mode: string(cfg.Mode),
+		Params: map[string]any{"commits": cfg.PruneCommits, "writers": cfg.Writers, "batch": cfg.PruneBatch, "duration": cfg.Duration.String()}}
+	t, err := openTarget(ctx, cfg, store, EngineOpts{PruneBatch: cfg.PruneBatch})
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	r.Store = t.Store
+	part := t.Prefix + "push"
+	start := time.Now()
+	if err := seedLog(ctx, t.Engine.Store(), part, cfg.PruneCommits); err != nil {
+		return nil, fmt.Errorf("seed: %w", err)
+	}
+	r.add("seed", "s", time.Since(start).Seconds())
+	clients := make([]*Client, cfg.Writers)
+	for i := range clients {
+		clients[i] = t.Client("writer-"+strconv.Itoa(i), "push", "w"+strconv.Itoa(i))
+		if err := clients[i].Handshake(ctx); err != nil {
+			return nil, fmt.Errorf("handshake: %w", err)
+		}
+	}
+	// Phase 1: pushes alone.
+	base, err := pushPhase(ctx, cfg, clients, "base", newPhase(cfg.Warmup, cfg.Duration, cfg.MaxOps), nil)
+	if err != nil {
+		return nil, err
+	}
+	// Phase 2: pushes while pruning; measured from the first batch to the
+	// last.
+	var pruning atomic.Bool
+	pruning.Store(true)
+	var rep engine.PruneReport
+	var perr error
+	pruned := make(chan struct{})
+	policy := storage.RetentionPolicy{ActiveWindowMs: 0, AgeForceMs: storage.DefaultAgeForce.Milliseconds(), MinRetainedCommits: storage.DefaultMinRetainedCommits}
+	ph := newPhase(0, cfg.Timeout, 0)
+	go func() {
+		defer close(pruned)
+		rep, perr = t.Engine.Prune(ctx, part, policy, false)
+		pruning.Store(false)
+	}()
+	during, err := pushPhase(ctx, cfg, clients, "prune", ph, &pruning)
+	<-pruned
+	if err != nil {
+		return nil, err
+	}
+	if perr != nil {
+		return nil, fmt.Errorf("prune: %w", perr)
+	}
+	r.add("pruned commits", "", float64(rep.Commits))
+	r.add("prune time", "s", rep.Took.Seconds())
+	r.add("pruned commits/s", "1/s", float64(rep.Commits)/rep.Took.Seconds())
+	r.add("batches", "", float64(rep.Batches))
+	for _, p := range []struct {
+		name string
+		t    tally
+		d    time.Duration
+	}{{"without pruning", base.t, base.d}, {"during pruning", during.t, during.d}} {
+		r.add("pushes/s "+p.name, "1/s", float64(p.t.ok)/p.d.Seconds())
+		r.add("p50 "+p.name, "ms", ms(p.t.lat.Quantile(0.50)))
+		r.add("p99 "+p.name, "ms", ms(p.t.lat.Quantile(0.99)))
+		r.add("max "+p.name, "ms", ms(p.t.lat.Max()))
+	}
+	if b := base.t.lat.Quantile(0.99); b > 0 {
+		r.add("p99 during / without", "×", float64(during.t.lat.Quantile(0.99))/float64(b))
+	}
+	r.add("errors", "", float64(base.t.errs+during.t.errs))
+	if base.err != nil || during.err != nil {
+		r.Notes = append(r.Notes, fmt.Sprintf("first error: %v %v", base.err, during.err))
+	}
+	return []Result{r}, nil
+}
+
+type phaseResult struct {
+	t   tally
+	d   time.Duration
+	err error
+}
+
+// pushPhase runs the writers, one single-upsert commit per request, until
+// ph ends or, when while is set, until it turns false; it measures pushes
+// started after the warm-up.
+func pushPhase(ctx context.Context, cfg *Config, clients []*Client, tag string, ph *Phase, while *atomic.Bool) (phaseResult, error) {
+	tallies := make([]tally, len(clients))
+	runWorkers(len(clients), func(w int) {
+		c, tl := clients[w], &tallies[w]
+		list := listID(w)
+		for n := int64(0); ph.next() && ctx.Err() == nil && (while == nil || while.Load()); n++ {
+			id := "w" + strconv.Itoa(w) + "-" + strconv.Itoa(int(n%rowsPerWriter))
+			t0 := time.Now()
+			if _, err := pushOne(ctx, c, tag+strconv.FormatInt(n, 10), todoUpsert(id, list, n)); err != nil {
+				tl.fail(err)
+				continue
+			}
+			if ph.measuring(t0) {
+				tl.lat.Record(time.Since(t0))
+				tl.ok++
+			}
+		}
+	})
+	tot, err := mergeTallies(tallies)
+	return phaseResult{t: tot, d: time.Since(ph.measureFrom), err: err}, ctx.Err()
+}
+
+// seedLog appends n commits to partition straight through storage, in
+// transactions of seedBatch: one todo upsert each (rows of 256 ids per
+// list, like the push workload's), with its applied idempotency record.
+func seedLog(ctx context.Context, st storage.Store, partition string, n int) error {
+	now := time.Now().UnixMilli()
+	for done := 0; done < n; {
+		tx, err := st.BeginPush(ctx, partition)
+		if err != nil {
+			return err
+		}
+		for i := 0; i < seedBatch && done < n; i, done = i+1, done+1 {
+			seq := tx.Partition().MaxCommitSeq + 1
+			list := listID(done)
+			id := "seed-" + strconv.Itoa(done%(numLists*rowsPerWriter))
+			op := todoUpsert(id, list, int64(done))
+			ccid := "s" + strconv.Itoa(done)
+			c := storage.CommitRecord{Seq: seq, CreatedAtMs: now, ActorID: "seeder", ClientID: "seeder", ClientCommitID: ccid,
+				Changes: []storage.ChangeRecord{{Table: "todos", RowID: id, Op: ssp2.OpUpsert, RowVersion: seq,
+					Scopes: map[string]string{"list_id": list}, Row: op.Payload}}}
+			if err := tx.AppendCommit(ctx, c); err != nil {
+				_ = tx.Rollback(ctx)
+				return err
+			}
+			if err := tx.PutIdempotency(ctx, storage.IdempotencyRecord{ClientID: "seeder", ClientCommitID: ccid,
+				Status: ssp2.CommitApplied, CommitSeq: seq, Result: []byte(`{"n":1}`)}); err != nil {
+				_ = tx.Rollback(ctx)
+				return err
+			}
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
