@@ -58,6 +58,7 @@ type Config struct {
 
 	PruneCommits int
 	PruneBatch   int
+	PruneWindow  time.Duration
 
 	CPUProfile, MemProfile string
 }
@@ -130,6 +131,7 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	fs.BoolVar(&cfg.FanoutAck, "fanout-ack", true, "realtime: clients acknowledge every delta (and the floor is also measured with an ack-sized answer per message)")
 	fs.IntVar(&cfg.PruneCommits, "prune-commits", 1_000_000, "prune: commits seeded in the partition (all but the newest 1,000 are pruned)")
 	fs.IntVar(&cfg.PruneBatch, "prune-batch", engine.DefaultPruneBatchCommits, "prune: commits per pruning transaction")
+	fs.DurationVar(&cfg.PruneWindow, "prune-window", 2*time.Second, "prune: pruning runs in windows this long, each followed by a window of pushes alone")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole invocation")
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write a heap profile at the end")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -143,7 +145,7 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	if cfg.Quick {
 		quick := map[string]string{"duration": "1s", "warmup": "200ms", "partitions": "1,10", "clients": "20",
 			"rows": "2000", "idle-partitions": "50", "writers": "16", "idle-timeout": "200ms", "pull-interval": "50ms",
-			"rate": "200", "page-rows": "1000", "pages": "4", "sockets": "100", "fanout-sockets": "50", "fanout-commits": "10", "prune-commits": "5000"}
+			"rate": "200", "page-rows": "1000", "pages": "4", "sockets": "100", "fanout-sockets": "50", "fanout-commits": "10", "prune-commits": "5000", "prune-window": "200ms"}
 		for name, v := range quick {
 			if !set[name] {
 				if err := fs.Set(name, v); err != nil {
@@ -173,8 +175,8 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 		return nil, fmt.Errorf("--rows: %w", err)
 	}
 	switch {
-	case cfg.PruneCommits < 1, cfg.PruneBatch < 1:
-		return nil, errors.New("--prune-commits and --prune-batch must be positive")
+	case cfg.PruneCommits < 1, cfg.PruneBatch < 1, cfg.PruneWindow <= 0:
+		return nil, errors.New("--prune-commits, --prune-batch and --prune-window must be positive")
 	case cfg.Runs < 1, cfg.Writers < 1, cfg.Clients < 1, cfg.PullWriters < 1, cfg.Rate < 1, cfg.IdlePartitions < 1, cfg.PullEvery < 1, cfg.VUs < 1,
 		cfg.Sockets < 1, cfg.FanoutSockets < 1, cfg.FanoutCommits < 1:
 		return nil, errors.New("--runs, --writers, --clients, --pull-writers, --rate, --pull-every, --idle-partitions, --vus, --sockets, --fanout-sockets and --fanout-commits must be positive")

@@ -19,16 +19,17 @@ const seedBatch = 10_000
 // --prune-commits commits (one todo upsert each, with its idempotency
 // record, written straight to storage), measures W writers pushing to the
 // same partition for --duration, then prunes all but the newest 1,000
-// commits (engine.Prune, batches of --prune-batch) while the writers keep
-// pushing, and compares push latency during pruning with the baseline of
-// the same run.
+// commits (engine.Prune, batches of --prune-batch) in windows of
+// --prune-window while the writers keep pushing, each window followed by
+// one of pushes alone, and compares push latency during pruning with the
+// pushes alone of the same run.
 func runPrune(ctx context.Context, cfg *Config, store string) ([]Result, error) {
 	if cfg.Mode == ModeURL {
 		return nil, nil // pruning is driven in-process
 	}
 	r := Result{Workload: "prune", Case: fmt.Sprintf("%d commits seeded, all but the newest 1,000 pruned while %d writers push to the same partition", cfg.PruneCommits, cfg.Writers),
 		Store: store, Mode: string(cfg.Mode),
-		Params: map[string]any{"commits": cfg.PruneCommits, "writers": cfg.Writers, "batch": cfg.PruneBatch, "duration": cfg.Duration.String()}}
+		Params: map[string]any{"commits": cfg.PruneCommits, "writers": cfg.Writers, "batch": cfg.PruneBatch, "duration": cfg.Duration.String(), "window": cfg.PruneWindow.String()}}
 	t, err := openTarget(ctx, cfg, store, EngineOpts{PruneBatch: cfg.PruneBatch})
 	if err != nil {
 		return nil, err
@@ -48,37 +49,69 @@ func runPrune(ctx context.Context, cfg *Config, store string) ([]Result, error) 
 			return nil, fmt.Errorf("handshake: %w", err)
 		}
 	}
-	// Phase 1: pushes alone.
+	// Pushes alone, then windows of pushes during pruning alternating
+	// with windows of pushes alone until the log is pruned: both
+	// histograms see the same drift of the machine's load.
 	base, err := pushPhase(ctx, cfg, clients, "base", newPhase(cfg.Warmup, cfg.Duration, cfg.MaxOps), nil)
 	if err != nil {
 		return nil, err
 	}
-	// Phase 2: pushes while pruning; measured from the first batch to the
-	// last.
-	var pruning atomic.Bool
-	pruning.Store(true)
-	var rep engine.PruneReport
-	var perr error
-	pruned := make(chan struct{})
-	policy := storage.RetentionPolicy{ActiveWindowMs: 0, AgeForceMs: storage.DefaultAgeForce.Milliseconds(), MinRetainedCommits: storage.DefaultMinRetainedCommits}
-	ph := newPhase(0, cfg.Timeout, 0)
-	go func() {
-		defer close(pruned)
-		rep, perr = t.Engine.Prune(ctx, part, policy, false)
-		pruning.Store(false)
-	}()
-	during, err := pushPhase(ctx, cfg, clients, "prune", ph, &pruning)
-	<-pruned
+	// The target is fixed when pruning starts (all but the newest 1,000
+	// commits then); each window's policy keeps everything pushed since.
+	info, err := t.Engine.Store().ReadPartition(ctx, part)
 	if err != nil {
 		return nil, err
 	}
-	if perr != nil {
-		return nil, fmt.Errorf("prune: %w", perr)
+	target := info.MaxCommitSeq - storage.DefaultMinRetainedCommits
+	var during phaseResult
+	var total engine.PruneReport
+	for round := 0; ; round++ {
+		var pruning atomic.Bool
+		pruning.Store(true)
+		var rep engine.PruneReport
+		var perr error
+		pruned := make(chan struct{})
+		info, err := t.Engine.Store().ReadPartition(ctx, part)
+		if err != nil {
+			return nil, err
+		}
+		policy := storage.RetentionPolicy{ActiveWindowMs: 0, AgeForceMs: storage.DefaultAgeForce.Milliseconds(), MinRetainedCommits: info.MaxCommitSeq - target}
+		pctx, cancel := context.WithTimeout(ctx, cfg.PruneWindow)
+		go func() {
+			defer close(pruned)
+			rep, perr = t.Engine.Prune(pctx, part, policy, false)
+			pruning.Store(false)
+		}()
+		d, err := pushPhase(ctx, cfg, clients, "p"+strconv.Itoa(round)+"-", newPhase(0, cfg.Timeout, 0), &pruning)
+		<-pruned
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		during.add(d)
+		total.Commits += rep.Commits
+		total.Batches += rep.Batches
+		total.BatchTime += rep.BatchTime
+		total.Took += rep.Took
+		if perr == nil {
+			break // the log is pruned
+		}
+		if pctx.Err() == nil || ctx.Err() != nil {
+			return nil, fmt.Errorf("prune: %w", perr)
+		}
+		b, err := pushPhase(ctx, cfg, clients, "b"+strconv.Itoa(round)+"-", newPhase(0, cfg.PruneWindow, cfg.MaxOps), nil)
+		if err != nil {
+			return nil, err
+		}
+		base.add(b)
 	}
-	r.add("pruned commits", "", float64(rep.Commits))
-	r.add("prune time", "s", rep.Took.Seconds())
-	r.add("pruned commits/s", "1/s", float64(rep.Commits)/rep.Took.Seconds())
-	r.add("batches", "", float64(rep.Batches))
+	r.add("pruned commits", "", float64(total.Commits))
+	r.add("prune time", "s", total.Took.Seconds())
+	r.add("pruned commits/s", "1/s", float64(total.Commits)/total.Took.Seconds())
+	r.add("batches", "", float64(total.Batches))
+	if total.Batches > 0 {
+		r.add("batch transaction", "ms", ms(total.BatchTime/time.Duration(total.Batches)))
+	}
 	for _, p := range []struct {
 		name string
 		t    tally
@@ -103,6 +136,17 @@ type phaseResult struct {
 	t   tally
 	d   time.Duration
 	err error
+}
+
+// add accumulates another window.
+func (p *phaseResult) add(o phaseResult) {
+	p.t.lat.Merge(&o.t.lat)
+	p.t.ok += o.t.ok
+	p.t.errs += o.t.errs
+	p.d += o.d
+	if p.err == nil {
+		p.err = o.err
+	}
 }
 
 // pushPhase runs the writers, one single-upsert commit per request, until

@@ -15,7 +15,7 @@ import (
 
 // DefaultPruneBatchCommits is how many commits one pruning transaction
 // deletes unless RetentionConfig.BatchCommits says otherwise.
-const DefaultPruneBatchCommits = 500
+const DefaultPruneBatchCommits = 250
 
 // RetentionConfig configures pruning (SPEC §4.6; see storage.Retention).
 type RetentionConfig struct {
@@ -42,9 +42,11 @@ type PruneReport struct {
 	HorizonBefore, HorizonAfter int64
 	// Commits, Changes and IdempotencyRecords count the rows deleted.
 	Commits, Changes, IdempotencyRecords int64
-	// Batches counts the pruning transactions.
-	Batches int
-	Took    time.Duration
+	// Batches counts the pruning transactions and BatchTime sums their
+	// durations; Took is the whole run, pauses included.
+	Batches   int
+	BatchTime time.Duration
+	Took      time.Duration
 }
 
 // MaintenanceReport is one maintenance pass.
@@ -132,7 +134,9 @@ func (e *Engine) RetentionPolicy() storage.RetentionPolicy {
 // clock: the partition's actor writes its buffered client records back and
 // plans the target horizon, then deletes toward it in batches of
 // Config.Retention.BatchCommits commits, each one storage transaction that
-// holds the partition only for itself (pushes queued meanwhile go first).
+// holds the partition only for itself (pushes queued meanwhile go first);
+// after each batch Prune waits as long as the batch took, so pruning uses
+// at most half of the partition's (on SQLite: the database's) write time.
 // With dryRun it only plans. Prune needs no maintenance lock: concurrent
 // runs split the work. policy is taken as given (tests may go below the
 // floors).
@@ -149,7 +153,22 @@ func (e *Engine) Prune(ctx context.Context, part string, policy storage.Retentio
 	}
 	start := time.Now()
 	var through int64
+	var pause *time.Timer
 	for first := true; ; first = false {
+		if pause != nil {
+			// Pace: after each batch, leave the partition (and, on SQLite,
+			// the database's single writer) to pushes for as long as the
+			// batch's transaction took, so pruning never takes more than
+			// half of it.
+			select {
+			case <-pause.C:
+			case <-ctx.Done():
+				pause.Stop()
+				rep.Took = time.Since(start)
+				e.retention.observe(rep)
+				return rep, fmt.Errorf("engine: prune %q: %w", part, ctx.Err())
+			}
+		}
 		j := partition.NewPruneJob(ctx)
 		j.Policy, j.Through, j.MaxCommits, j.DryRun = policy, through, e.batchCommits(), dryRun
 		e.runtime.Submit(part, j)
@@ -165,6 +184,7 @@ func (e *Engine) Prune(ctx context.Context, part string, policy storage.Retentio
 		}
 		if o.Result.Commits > 0 {
 			rep.Batches++
+			rep.BatchTime += o.Took
 		}
 		rep.Commits += o.Result.Commits
 		rep.Changes += o.Result.Changes
@@ -173,6 +193,7 @@ func (e *Engine) Prune(ctx context.Context, part string, policy storage.Retentio
 		if dryRun || o.Result.Commits == 0 || rep.HorizonAfter >= through {
 			break
 		}
+		pause = time.NewTimer(o.Took)
 	}
 	rep.Took = time.Since(start)
 	e.retention.observe(rep)

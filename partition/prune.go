@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/synclane/synclane/storage"
 )
@@ -36,7 +37,9 @@ type PruneOutcome struct {
 	// Result is what the batch deleted (zero for a dry run or when the
 	// plan allows nothing).
 	Result storage.PruneResult
-	Err    error
+	// Took is how long the batch's storage transaction ran.
+	Took time.Duration
+	Err  error
 }
 
 // NewPruneJob returns a batch job; set its exported fields before
@@ -95,7 +98,9 @@ func (p *Partition) prune(ctx context.Context, j *PruneJob) PruneOutcome {
 			return out
 		}
 	}
+	start := time.Now()
 	res, err := p.cfg.Store.PruneBatch(ctx, p.name, through, j.MaxCommits)
+	out.Took = time.Since(start)
 	if err != nil {
 		out.Err = err
 		return out
