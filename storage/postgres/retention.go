@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
@@ -19,8 +20,8 @@ import (
 // lock (as pushes take it), so a batch delays that partition's pushes by
 // its own duration and no other partition's. Scope index entries are
 // deleted per (table, var, value) of the pruned changes (ranges of the
-// index's primary key); applied idempotency records are found through the
-// pruned commits' keys, rejected ones through the partial index
+// index's primary key); applied idempotency records through the pruned
+// commits' keys, rejected ones through the partial index
 // sync_idempotency_rejected on their log position (log_seq).
 //
 // The maintenance lock is a session-level advisory lock (keyed by the
@@ -134,83 +135,142 @@ ORDER BY seq LIMIT 1`, partition, afterSeq, upToSeq, createdAfterMs).Scan(&seq)
 }
 
 // PruneBatch deletes one batch in one transaction holding the partition's
-// row lock.
+// row lock, in two round trips: BEGIN, the lock and the reads of the
+// batch's scope keys and commit keys (the range computed from the locked
+// registry row), then every delete with COMMIT. Each delete names its
+// index prefix with constants (one per scope key, one per pruned commit's
+// idempotency record), so its plan is an index range whatever the table
+// statistics say. The transaction commits with synchronous_commit off: a
+// batch lost in a crash is lost whole (deletes and horizon together) and
+// the next pass does it again, so it need not wait for the WAL flush that
+// pushes wait for.
 func (s *Store) PruneBatch(ctx context.Context, partition string, throughSeq int64, maxCommits int) (storage.PruneResult, error) {
 	if err := s.ready(); err != nil {
 		return storage.PruneResult{}, err
 	}
-	if !storage.Storable(partition) {
-		return storage.PruneResult{}, nil
+	if !storage.Storable(partition) || maxCommits < 1 {
+		info, err := s.ReadPartition(ctx, partition)
+		return storage.PruneResult{HorizonSeq: info.HorizonSeq}, err
 	}
 	var res storage.PruneResult
 	err := retry(ctx, "PruneBatch", func() error {
-		res = storage.PruneResult{}
-		return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-			info, err := scanPartition(tx.QueryRow(ctx, s.q.lockPartition, partition), partition)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			h := info.HorizonSeq
-			res.HorizonSeq = h
-			if maxCommits < 1 {
-				return nil
-			}
-			upTo := min(throughSeq, info.MaxCommitSeq, h+int64(maxCommits))
-			if upTo <= h {
-				return nil
-			}
-			n, err := s.pruneRange(ctx, tx, partition, h, upTo)
-			if err != nil {
-				return err
-			}
-			res = n
-			res.HorizonSeq = upTo
-			return nil
-		})
+		var err error
+		res, err = s.pruneBatch(ctx, partition, throughSeq, int64(maxCommits))
+		return err
 	})
 	return res, err
 }
 
-// pruneRange deletes the log in (h, upTo] and raises the horizon inside tx.
-func (s *Store) pruneRange(ctx context.Context, tx pgx.Tx, partition string, h, upTo int64) (storage.PruneResult, error) {
+// scopeKey is one (table, var, value) entry prefix of the scope index.
+type scopeKey struct{ table, v, val string }
+
+// commitKey is a pruned commit's idempotency key.
+type commitKey struct {
+	seq        int64
+	client, cc string
+}
+
+func (s *Store) pruneBatch(ctx context.Context, partition string, throughSeq, maxCommits int64) (storage.PruneResult, error) {
 	var res storage.PruneResult
-	exec := func(q string, args ...any) (int64, error) {
-		tag, err := tx.Exec(ctx, q, args...)
-		return tag.RowsAffected(), err
-	}
-	if _, err := exec(`DELETE FROM `+s.q.changeScopes+` sc USING (
-	SELECT DISTINCT c.table_name, kv.key, kv.value FROM `+s.q.changes+` c,
-		jsonb_each_text(CASE WHEN jsonb_typeof(c.scopes::jsonb) = 'object' THEN c.scopes::jsonb ELSE '{}'::jsonb END) kv
-	WHERE c.partition = $1 AND c.seq > $2 AND c.seq <= $3) d
-WHERE sc.partition = $1 AND sc.table_name = d.table_name AND sc.var = d.key AND sc.value = d.value AND sc.seq > $2 AND sc.seq <= $3`,
-		partition, h, upTo); err != nil {
-		return res, fmt.Errorf("delete scope index: %w", err)
-	}
-	n, err := exec(`DELETE FROM `+s.q.idempotency+` i USING `+s.q.commits+` c
-WHERE c.partition = $1 AND c.seq > $2 AND c.seq <= $3
-	AND i.partition = $1 AND i.client_id = c.client_id COLLATE "C" AND i.client_commit_id = c.client_commit_id COLLATE "C"
-	AND i.status = $4 AND i.commit_seq = c.seq`, partition, h, upTo, int16(ssp2.CommitApplied))
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return res, fmt.Errorf("delete idempotency records: %w", err)
+		return res, err
 	}
-	res.IdempotencyRecords += n
-	if n, err = exec(`DELETE FROM `+s.q.idempotency+` WHERE partition = $1 AND status = $2 AND log_seq <= $3`,
-		partition, int16(ssp2.CommitRejected), upTo); err != nil {
-		return res, fmt.Errorf("delete rejected idempotency records: %w", err)
+	finished := false
+	defer func() {
+		if c := conn.Conn(); !finished && !c.IsClosed() && c.PgConn().TxStatus() != 'I' {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			if _, err := c.Exec(rctx, "ROLLBACK"); err != nil {
+				_ = c.Close(rctx)
+			}
+			cancel()
+		}
+		conn.Release() // destroys the connection if it is not idle
+	}()
+	// The range of the batch, from the locked registry row.
+	const rng = `p.partition = $1 AND c.partition = $1 AND c.seq > p.horizon_seq
+	AND c.seq <= LEAST($2::bigint, p.max_commit_seq, p.horizon_seq + $3::bigint)`
+	b := &pgx.Batch{}
+	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	var info storage.PartitionInfo
+	var lockErr error
+	b.Queue(s.q.lockPartition, partition).QueryRow(func(row pgx.Row) error {
+		info, lockErr = scanPartition(row, partition)
+		return nil
+	})
+	var keys []scopeKey
+	b.Queue(`SELECT DISTINCT c.table_name, kv.key, kv.value FROM `+s.q.partitions+` p, `+s.q.changes+` c,
+	jsonb_each_text(CASE WHEN jsonb_typeof(c.scopes::jsonb) = 'object' THEN c.scopes::jsonb ELSE '{}'::jsonb END) kv
+WHERE `+rng, partition, throughSeq, maxCommits).Query(func(rows pgx.Rows) error {
+		var err error
+		keys, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (scopeKey, error) {
+			var k scopeKey
+			err := r.Scan(&k.table, &k.v, &k.val)
+			return k, err
+		})
+		return err
+	})
+	var commits []commitKey
+	b.Queue(`SELECT c.seq, c.client_id, c.client_commit_id FROM `+s.q.partitions+` p, `+s.q.commits+` c WHERE `+rng,
+		partition, throughSeq, maxCommits).Query(func(rows pgx.Rows) error {
+		var err error
+		commits, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (commitKey, error) {
+			var k commitKey
+			err := r.Scan(&k.seq, &k.client, &k.cc)
+			return k, err
+		})
+		return err
+	})
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return res, err
 	}
-	res.IdempotencyRecords += n
-	if res.Changes, err = exec(`DELETE FROM `+s.q.changes+` WHERE partition = $1 AND seq > $2 AND seq <= $3`, partition, h, upTo); err != nil {
-		return res, fmt.Errorf("delete changes: %w", err)
+	if errors.Is(lockErr, pgx.ErrNoRows) {
+		return res, nil // never created: nothing to prune (the deferred ROLLBACK ends the transaction)
 	}
-	if res.Commits, err = exec(`DELETE FROM `+s.q.commits+` WHERE partition = $1 AND seq > $2 AND seq <= $3`, partition, h, upTo); err != nil {
-		return res, fmt.Errorf("delete commits: %w", err)
+	if lockErr != nil {
+		return res, lockErr
 	}
-	if _, err := exec(`UPDATE `+s.q.partitions+` SET horizon_seq = $2 WHERE partition = $1`, partition, upTo); err != nil {
-		return res, fmt.Errorf("raise horizon: %w", err)
+	h := info.HorizonSeq
+	res.HorizonSeq = h
+	upTo := min(throughSeq, info.MaxCommitSeq, h+maxCommits)
+	if upTo <= h {
+		return res, nil
 	}
+	b = &pgx.Batch{}
+	b.Queue(`SET LOCAL synchronous_commit = off`)
+	for _, k := range keys {
+		b.Queue(`DELETE FROM `+s.q.changeScopes+` WHERE partition = $1 AND table_name = $2 AND var = $3 AND value = $4 AND seq > $5 AND seq <= $6`,
+			partition, k.table, k.v, k.val, h, upTo)
+	}
+	var idem int64
+	add := func(dst *int64) func(pgconn.CommandTag) error {
+		return func(ct pgconn.CommandTag) error {
+			*dst += ct.RowsAffected()
+			return nil
+		}
+	}
+	for _, k := range commits {
+		b.Queue(`DELETE FROM `+s.q.idempotency+` WHERE partition = $1 AND client_id = $2 AND client_commit_id = $3 AND status = $4 AND commit_seq = $5`,
+			partition, k.client, k.cc, int16(ssp2.CommitApplied), k.seq).Exec(add(&idem))
+	}
+	b.Queue(`DELETE FROM `+s.q.idempotency+` WHERE partition = $1 AND status = $2 AND log_seq <= $3`,
+		partition, int16(ssp2.CommitRejected), upTo).Exec(add(&idem))
+	b.Queue(`DELETE FROM `+s.q.changes+` WHERE partition = $1 AND seq > $2 AND seq <= $3`, partition, h, upTo).Exec(add(&res.Changes))
+	b.Queue(`DELETE FROM `+s.q.commits+` WHERE partition = $1 AND seq > $2 AND seq <= $3`, partition, h, upTo).Exec(add(&res.Commits))
+	b.Queue(`UPDATE `+s.q.partitions+` SET horizon_seq = $2 WHERE partition = $1`, partition, upTo)
+	var tag string
+	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
+		tag = ct.String()
+		return nil
+	})
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return storage.PruneResult{HorizonSeq: h}, err
+	}
+	if tag != "COMMIT" {
+		return storage.PruneResult{HorizonSeq: h}, fmt.Errorf("prune (%d, %d]: the transaction was rolled back (server answered %q)", h, upTo, tag)
+	}
+	finished = true
+	res.IdempotencyRecords, res.HorizonSeq = idem, upTo
 	return res, nil
 }
 
