@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 )
@@ -134,6 +136,15 @@ func (s *Store) PruneBatch(ctx context.Context, partition string, throughSeq int
 		return storage.PruneResult{}, fmt.Errorf("sqlite: prune %q: %w", partition, err)
 	}
 	defer s.unlock()
+	// The batch commits without its own fsync (synchronous NORMAL in WAL
+	// mode): a batch lost in a crash is lost whole (deletes and horizon
+	// together) and the next pass does it again; the next push's fsync
+	// makes it durable with it. Pushes never run under NORMAL: they wait
+	// for the write lock this batch holds until FULL is back.
+	if _, err := s.conn.ExecContext(ctx, "PRAGMA synchronous = NORMAL"); err != nil {
+		return storage.PruneResult{}, fmt.Errorf("sqlite: prune %q: %w", partition, err)
+	}
+	defer s.restoreSynchronous()
 	var res storage.PruneResult
 	err := s.inWriteTx(ctx, "prune "+partition, func(ctx context.Context) error {
 		var maxSeq int64
@@ -161,6 +172,22 @@ func (s *Store) PruneBatch(ctx context.Context, partition string, throughSeq int
 		return nil
 	})
 	return res, err
+}
+
+// restoreSynchronous puts the writer connection back to synchronous FULL;
+// if that fails the store refuses every later write rather than commit one
+// without fsync.
+func (s *Store) restoreSynchronous() {
+	ctx := context.Background()
+	for range 3 {
+		if _, err := s.conn.ExecContext(ctx, "PRAGMA synchronous = FULL"); err == nil {
+			return
+		} else {
+			s.log.Error("sqlite: restoring synchronous=FULL after a pruning batch failed; retrying", zap.Error(err))
+		}
+	}
+	s.log.Error("sqlite: could not restore synchronous=FULL: closing the store")
+	_ = s.Close() // takes no lock; later calls fail with the store closed
 }
 
 // pruneSQL are the statements of a pruning batch, each a search of a
