@@ -8,6 +8,10 @@
 // savepoints) and publishes them atomically on Commit; readers only ever
 // see committed state.
 //
+// Retention (retention.go): PruneBatch holds the partition's write lock;
+// the maintenance lock and the captured partition snapshots belong to the
+// database, so every handle made by Share sees them.
+//
 // Share returns a second handle on the same data with its own running
 // schema version, standing in for a second process. The writer fence is
 // simulated in Go: AppendCommit fails with storage.ErrWriterFenced when the

@@ -47,6 +47,11 @@
 // failures, deadlocks and connection loss are reported as retryable (see
 // IsRetryable); idempotent operations retry them a bounded number of times.
 //
+// Retention (retention.go). PruneBatch holds the partition's row lock for
+// one short transaction of two round trips; the maintenance lock is a
+// session-level advisory lock on a pooled connection; partition snapshots
+// live in tables sync_snapshot__<table> of the store's schema.
+//
 // Writer fence. sync_commits.writer_version records the store's running
 // schema version on every append; the BEFORE INSERT trigger
 // sync_commits_writer_fence rejects an append (SQLSTATE SL001, message

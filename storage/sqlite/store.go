@@ -15,6 +15,10 @@
 // on a separate pool of read-only connections and see the last committed
 // state.
 //
+// Retention (retention.go): PruneBatch, the maintenance lease and partition
+// snapshots run under the process write lock in their own transactions;
+// Backup copies the database with VACUUM INTO.
+//
 // Writer fence and checkpoints: see checkpoint.go. System tables use
 // partition_id like the rest of this backend's tables. ActivateCheckpoint
 // and PruneThrough run under the process write lock and BEGIN IMMEDIATE

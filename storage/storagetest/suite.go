@@ -31,6 +31,19 @@
 //     and RollbackToSavepoint then lets the transaction's other commits
 //     commit; reads treat keys and scope values that are not Storable as
 //     absent (no error). PutClient never changes a record's ActorID.
+//   - Retention: PruneBatch never lowers the horizon, stops at throughSeq,
+//     max and horizon+maxCommits, and deletes a rejected idempotency record
+//     once the horizon reaches the max commit seq of its transaction. A
+//     client is active when updated strictly after now − ActiveWindowMs; a
+//     commit is aged when created at or before now − AgeForceMs. The
+//     maintenance lock is not re-entrant (a second TryLockMaintenance on
+//     the same handle fails while the first holds it). A restore writes the
+//     capture back whole and rotates the epoch like RotateLogEpoch.
+//   - The retention cases also drive the engine on the store under test
+//     (retention_engine_cases.go): the protocol behaviour (resets at the
+//     horizon, bootstrap restarts, pruning under load, idempotency after
+//     pruning, one maintenance pass per database) is the same on every
+//     backend.
 //   - Truncated is true when the scan stopped on the limit and more matching
 //     commits exist up to UpToSeq, false when the last returned commit is
 //     UpToSeq or the range was exhausted below the limit. (When the limit is
