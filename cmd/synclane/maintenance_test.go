@@ -111,6 +111,17 @@ func TestPruneCommand(t *testing.T) {
 			if h := horizonOf(t, st); h != 300 {
 				t.Fatalf("horizon after synclane prune: %d, want 300", h)
 			}
+			// After a restore by other means (pg_restore), --rotate-epochs
+			// gives every partition a new, required epoch.
+			before, err := st.ReadPartition(context.Background(), "default")
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, out, errOut = runCmd(t, append([]string{"restore", "--rotate-epochs"}, store...)...)
+			after, err := st.ReadPartition(context.Background(), "default")
+			if err != nil || code != 0 || !strings.Contains(out, after.LogEpoch) || after.LogEpoch == before.LogEpoch || !after.EpochRequired {
+				t.Fatalf("restore --rotate-epochs: exit %d, epoch %q → %+v (%v)\n%s%s", code, before.LogEpoch, after, err, out, errOut)
+			}
 		})
 	}
 }
