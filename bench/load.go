@@ -92,12 +92,20 @@ func pullCommits(ctx context.Context, c *Client, cursor int64, seqs []int64) (in
 }
 
 // Phase bounds a load loop by time and count. Samples are recorded only
-// after the warm-up.
+// after the warm-up. A phase whose window saw no operation complete (every
+// operation outlasted a short window, e.g. under the race detector on a
+// loaded machine) runs on, for at most phaseGrace, until one has: a
+// measurement of zero samples says nothing.
 type Phase struct {
 	start, measureFrom, end time.Time
 	maxOps                  int64
 	ops                     atomic.Int64
+	measured                atomic.Bool
 }
+
+// phaseGrace bounds how long a phase runs past its end waiting for its
+// first measured operation.
+const phaseGrace = 10 * time.Second
 
 func newPhase(warmup, dur time.Duration, maxOps int64) *Phase {
 	now := time.Now()
@@ -106,14 +114,21 @@ func newPhase(warmup, dur time.Duration, maxOps int64) *Phase {
 
 // next reserves one operation; false means the loop must stop.
 func (p *Phase) next() bool {
-	if time.Now().After(p.end) {
+	if now := time.Now(); now.After(p.end) && (p.measured.Load() || now.After(p.end.Add(phaseGrace))) {
 		return false
 	}
 	return p.maxOps <= 0 || p.ops.Add(1) <= p.maxOps
 }
 
-// measuring reports whether t is inside the measurement window.
-func (p *Phase) measuring(t time.Time) bool { return !t.Before(p.measureFrom) }
+// measuring reports whether t (an operation's start, called once it
+// completed) is inside the measurement window.
+func (p *Phase) measuring(t time.Time) bool {
+	if t.Before(p.measureFrom) {
+		return false
+	}
+	p.measured.Store(true)
+	return true
+}
 
 // worker is the per-goroutine tally of a load loop.
 type tally struct {
