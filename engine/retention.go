@@ -58,7 +58,10 @@ type MaintenanceReport struct {
 	// moved a horizon (with DryRun: that would).
 	Checked int
 	Pruned  []PruneReport
-	Took    time.Duration
+	// SegmentsExpired counts the segments whose TTL had passed and whose
+	// bytes the pass dropped (none with DryRun).
+	SegmentsExpired int
+	Took            time.Duration
 }
 
 // Commits sums the commits the pass deleted.
@@ -216,10 +219,9 @@ func (e *Engine) batchCommits() int {
 // MaintenancePass runs one maintenance pass: with the store's maintenance
 // lock (one process at a time on a shared database; the pass is skipped
 // when another holds it), every partition whose log is longer than the
-// policy's retained minimum is pruned with RetentionPolicy (Prune). Later
-// maintenance duties (expired segments, orphan blobs) join the pass when
-// those features exist. With dryRun nothing is deleted and Pruned lists
-// what would be.
+// policy's retained minimum is pruned with RetentionPolicy (Prune), then
+// expired segments are swept. Orphan blobs will join the pass when blobs
+// exist. With dryRun nothing is deleted and Pruned lists what would be.
 func (e *Engine) MaintenancePass(ctx context.Context, dryRun bool) (MaintenanceReport, error) {
 	start := time.Now()
 	var rep MaintenanceReport
@@ -260,14 +262,26 @@ func (e *Engine) MaintenancePass(ctx context.Context, dryRun bool) (MaintenanceR
 			rep.Pruned = append(rep.Pruned, pr)
 		}
 	}
+	if !dryRun {
+		// Expired segments (the segment cache's own sweeper also runs
+		// between passes; sweeping twice is harmless).
+		n, err := e.segments.Sweep(ctx)
+		rep.SegmentsExpired = n
+		if err != nil {
+			e.cfg.Logger.Warn("maintenance: segment sweep failed", zap.Error(err))
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
 	rep.Took = time.Since(start)
 	e.retention.pass(false, e.cfg.Now().UnixMilli())
 	lvl := zap.DebugLevel
-	if len(rep.Pruned) > 0 && !dryRun {
+	if (len(rep.Pruned) > 0 || rep.SegmentsExpired > 0) && !dryRun {
 		lvl = zap.InfoLevel
 	}
 	e.cfg.Logger.Log(lvl, "maintenance pass", zap.Int("partitions_checked", rep.Checked), zap.Int("partitions_pruned", len(rep.Pruned)),
-		zap.Int64("commits", rep.Commits()), zap.Bool("dry_run", dryRun), zap.Duration("took", rep.Took))
+		zap.Int64("commits", rep.Commits()), zap.Int("segments_expired", rep.SegmentsExpired), zap.Bool("dry_run", dryRun), zap.Duration("took", rep.Took))
 	return rep, firstErr
 }
 

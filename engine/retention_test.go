@@ -3,12 +3,14 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/memory"
+	"github.com/synclane/synclane/storage/segstore"
 )
 
 func keepNewest(n int64) storage.RetentionPolicy {
@@ -73,5 +75,29 @@ func TestMaintenanceLoop(t *testing.T) {
 	s := f.eng.Metrics().Retention
 	if s.Passes < 1 || s.LastPassMs != clock.UnixMilli() || s.Commits != 8 || s.Horizons["p1"] != 8 {
 		t.Fatalf("retention stats: %+v", s)
+	}
+}
+
+// countingSegments counts the sweeps of a segment store.
+type countingSegments struct {
+	segstore.Store
+	sweeps atomic.Int32
+}
+
+func (c *countingSegments) Sweep(ctx context.Context, nowMs, forgetBeforeMs int64) (int, error) {
+	c.sweeps.Add(1)
+	return c.Store.Sweep(ctx, nowMs, forgetBeforeMs)
+}
+
+// A maintenance pass sweeps expired segments (a dry run does not).
+func TestMaintenancePassSweepsSegments(t *testing.T) {
+	segs := &countingSegments{Store: segstore.NewMemory()}
+	f := newFixture(t, memory.New(), func(c *engine.Config) { c.Segments = segs })
+	ctx := context.Background()
+	if _, err := f.eng.MaintenancePass(ctx, true); err != nil || segs.sweeps.Load() != 0 {
+		t.Fatalf("dry run: %v, %d sweeps", err, segs.sweeps.Load())
+	}
+	if _, err := f.eng.MaintenancePass(ctx, false); err != nil || segs.sweeps.Load() != 1 {
+		t.Fatalf("pass: %v, %d sweeps, want 1", err, segs.sweeps.Load())
 	}
 }

@@ -142,7 +142,11 @@ func pruneCmd(ctx context.Context, args []string, lookup func(string) (string, b
 		return fail(err)
 	}
 	defer st.Close()
-	eng, err := engine.New(ctx, engine.Config{Schema: sch, Store: st, Retention: c.retention.engineConfig(),
+	segs, err := openSegments(ctx, *c, st)
+	if err != nil {
+		return fail(fmt.Errorf("open segment store: %w", err))
+	}
+	eng, err := engine.New(ctx, engine.Config{Schema: sch, Store: st, Retention: c.retention.engineConfig(), Segments: segs,
 		Resolver: engine.ScopeResolverFunc(func(context.Context, engine.Identity) (map[string][]string, error) {
 			return nil, errors.New("synclane prune serves no requests")
 		})})
@@ -213,8 +217,8 @@ func printPrune(w io.Writer, rep engine.MaintenanceReport, dryRun bool) {
 		fmt.Fprintf(w, "%s %d commits in %d of %d partitions (dry run: nothing deleted)\n", verb, commits, len(rep.Pruned), rep.Checked)
 		return
 	}
-	fmt.Fprintf(w, "%s %d commits, %d changes, %d idempotency records in %d of %d partitions (%s)\n",
-		verb, commits, changes, idem, len(rep.Pruned), rep.Checked, rep.Took.Round(time.Millisecond))
+	fmt.Fprintf(w, "%s %d commits, %d changes, %d idempotency records in %d of %d partitions; expired %d segments (%s)\n",
+		verb, commits, changes, idem, len(rep.Pruned), rep.Checked, rep.SegmentsExpired, rep.Took.Round(time.Millisecond))
 }
 
 // backupCmd writes an online, consistent copy of the embedded SQLite
