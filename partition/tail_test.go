@@ -112,7 +112,15 @@ func TestReplyExpireBelow(t *testing.T) {
 		rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive}, &ssp2.Commit{CommitSeq: c + 1}, &ssp2.SubEnd{NextCursor: c + 1})
 		rep.incremental = append(rep.incremental, incrementalSection{start: start, end: len(rep.Frames), sub: sub})
 	}
+	// A streamed bootstrap section after them keeps its SUB_END index.
+	streamEnd := &ssp2.SubEnd{NextCursor: 99}
+	rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: "boot", Bootstrap: true}, &ssp2.SegmentInline{}, streamEnd)
+	rep.streams = []*pageStream{{at: len(rep.Frames) - 1, end: streamEnd}}
 	rep.expireBelow(5)
+	if rep.Frames[rep.streams[0].at] != streamEnd {
+		t.Fatalf("the streamed section's SUB_END index %d no longer points at it", rep.streams[0].at)
+	}
+	rep.Frames = rep.Frames[:len(rep.Frames)-3]
 	var got []string
 	for _, f := range rep.Frames {
 		switch x := f.(type) {
