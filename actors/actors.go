@@ -43,6 +43,13 @@ type Job interface {
 	Fail(err error)
 }
 
+// Ordered is implemented by non-batchable jobs that must not overtake the
+// batchable jobs queued before them (AfterQueued reports true): the actor
+// serves those first.
+type Ordered interface {
+	AfterQueued() bool
+}
+
 // Worker is a partition's state and logic, used only on its actor's
 // goroutine.
 type Worker[J Job] interface {
@@ -164,11 +171,15 @@ func (a *partitionActor[J]) Receive(ctx actor.Context) {
 			}
 			return
 		}
-		// Batchable jobs that arrived first are served first: a job that
-		// holds the partition (a pull, a backfill or pruning batch) never
-		// overtakes pushes already queued.
-		for len(a.pending) > 0 {
-			a.drainOnce()
+		// A job that must see every push queued before it (a pruning or
+		// backfill batch: it says so with AfterQueued) is served after them.
+		// Other jobs (pulls) run at once and the queued pushes keep growing
+		// their group until the flush, which is what makes group commit
+		// pay off under mixed load.
+		if o, ok := any(m).(Ordered); ok && o.AfterQueued() {
+			for len(a.pending) > 0 {
+				a.drainOnce()
+			}
 		}
 		a.run([]J{m})
 	case flush:

@@ -11,16 +11,18 @@ import (
 )
 
 type testJob struct {
-	batch bool
-	panic bool
-	block chan struct{} // when set, Handle waits for it to close
-	done  chan error
+	batch   bool
+	ordered bool // AfterQueued
+	panic   bool
+	block   chan struct{} // when set, Handle waits for it to close
+	done    chan error
 }
 
 func newJob(batch bool) *testJob { return &testJob{batch: batch, done: make(chan error, 1)} }
 
-func (j *testJob) Batchable() bool { return j.batch }
-func (j *testJob) Fail(err error)  { j.done <- err }
+func (j *testJob) Batchable() bool   { return j.batch }
+func (j *testJob) Fail(err error)    { j.done <- err }
+func (j *testJob) AfterQueued() bool { return j.ordered }
 
 type testWorker struct {
 	partition string
@@ -292,5 +294,43 @@ func TestTicksReachLiveWorkersAndDoNotPreventPassivation(t *testing.T) {
 	}
 	if got := ticks.Load(); got != n {
 		t.Fatalf("a passivated actor was ticked: %d → %d", n, got)
+	}
+}
+
+// A non-batchable job runs as soon as it is reached, ahead of pushes queued
+// for the next group (they keep growing the group); a job that says
+// AfterQueued runs after them.
+func TestOrderedJobsRunAfterQueuedBatches(t *testing.T) {
+	for _, ordered := range []bool{false, true} {
+		h := newHarness(t, Options{})
+		gate := make(chan struct{})
+		blocker := newJob(false)
+		blocker.block = gate
+		h.m.Submit("p", blocker)
+		var batch []*testJob
+		for range 5 {
+			j := newJob(true)
+			batch = append(batch, j)
+			h.m.Submit("p", j)
+		}
+		last := newJob(false)
+		last.ordered = ordered
+		h.m.Submit("p", last)
+		close(gate)
+		for _, j := range append(append([]*testJob{blocker}, batch...), last) {
+			if err := wait(t, j); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h.mu.Lock()
+		got := fmt.Sprint(h.batches)
+		h.mu.Unlock()
+		want := "[1 1 5]"
+		if ordered {
+			want = "[1 5 1]"
+		}
+		if got != want {
+			t.Fatalf("ordered=%v: Handle calls of sizes %s, want %s", ordered, got, want)
+		}
 	}
 }

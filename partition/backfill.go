@@ -69,6 +69,10 @@ func (j *BackfillJob) Wait(ctx context.Context) error {
 // Batchable is false: a backfill batch is its own transaction.
 func (*BackfillJob) Batchable() bool { return false }
 
+// AfterQueued reports true: a backfill batch runs after the pushes queued
+// before it.
+func (*BackfillJob) AfterQueued() bool { return true }
+
 // Fail answers the batch with err.
 func (j *BackfillJob) Fail(err error) { j.answer(err) }
 

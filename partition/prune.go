@@ -61,6 +61,10 @@ func (j *PruneJob) Wait(ctx context.Context) PruneOutcome {
 // Batchable is false: a batch is its own transaction.
 func (*PruneJob) Batchable() bool { return false }
 
+// AfterQueued reports true: a pruning batch runs after the pushes queued
+// before it (their commits are in the log it plans from).
+func (*PruneJob) AfterQueued() bool { return true }
+
 // Fail answers the batch with err.
 func (j *PruneJob) Fail(err error) { j.answer(PruneOutcome{Err: err}) }
 
