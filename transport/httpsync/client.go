@@ -207,6 +207,25 @@ func (c *Client) post(ctx context.Context, body []byte) (*ssp2.Message, error) {
 	if c.GzipRequests {
 		req.Header.Set("Content-Encoding", "gzip")
 	}
+	data, err := c.send(req, "response")
+	if err != nil {
+		return nil, err
+	}
+	msg, err := ssp2.DecodeResponse(data)
+	if err != nil {
+		return nil, fmt.Errorf("httpsync: decode response: %w", err)
+	}
+	if len(msg.Frames) == 0 {
+		return nil, errors.New("httpsync: empty response")
+	}
+	return msg, nil
+}
+
+// send performs req with the client's HTTP client and returns the body of a
+// 200 answer. Any other status is an error: the protocol's JSON error body
+// as *syncerr.Error when there is one, else the status and body text. what
+// names the answer in errors.
+func (c *Client) send(req *http.Request, what string) ([]byte, error) {
 	hc := c.HTTP
 	if hc == nil {
 		hc = http.DefaultClient
@@ -218,7 +237,7 @@ func (c *Client) post(ctx context.Context, body []byte) (*ssp2.Message, error) {
 	defer res.Body.Close()
 	data, err := io.ReadAll(res.Body)
 	if err != nil {
-		return nil, fmt.Errorf("httpsync: read response: %w", err)
+		return nil, fmt.Errorf("httpsync: read %s: %w", what, err)
 	}
 	if res.StatusCode != http.StatusOK {
 		var eb ErrorBody
@@ -226,14 +245,7 @@ func (c *Client) post(ctx context.Context, body []byte) (*ssp2.Message, error) {
 			return nil, &syncerr.Error{Code: syncerr.Code(eb.Code), Message: eb.Message, Details: eb.Details,
 				Err: fmt.Errorf("HTTP %d", res.StatusCode)}
 		}
-		return nil, fmt.Errorf("httpsync: HTTP %d: %s", res.StatusCode, bytes.TrimSpace(data))
+		return nil, fmt.Errorf("httpsync: %s HTTP %d: %s", what, res.StatusCode, bytes.TrimSpace(data))
 	}
-	msg, err := ssp2.DecodeResponse(data)
-	if err != nil {
-		return nil, fmt.Errorf("httpsync: decode response: %w", err)
-	}
-	if len(msg.Frames) == 0 {
-		return nil, errors.New("httpsync: empty response")
-	}
-	return msg, nil
+	return data, nil
 }

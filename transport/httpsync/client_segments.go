@@ -1,17 +1,13 @@
 package httpsync
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
 	"github.com/synclane/synclane/protocol/ssp2"
-	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage/segstore"
 )
 
@@ -45,26 +41,9 @@ func (c *Client) FetchSegment(ctx context.Context, ref *ssp2.SegmentRef, scopes 
 		}
 		req.Header.Set(ScopesHeader, string(ssp2.CanonicalScopesJSON(scopes)))
 	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	res, err := hc.Do(req)
+	data, err := c.send(req, "segment")
 	if err != nil {
 		return nil, err
-	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(res.Body)
-	if err != nil {
-		return nil, fmt.Errorf("httpsync: read segment: %w", err)
-	}
-	if res.StatusCode != http.StatusOK {
-		var eb ErrorBody
-		if json.Unmarshal(data, &eb) == nil && eb.Code != "" {
-			return nil, &syncerr.Error{Code: syncerr.Code(eb.Code), Message: eb.Message, Details: eb.Details,
-				Err: fmt.Errorf("HTTP %d", res.StatusCode)}
-		}
-		return nil, fmt.Errorf("httpsync: segment HTTP %d: %s", res.StatusCode, bytes.TrimSpace(data))
 	}
 	if int64(len(data)) != ref.ByteLength || segstore.ID(data) != ref.SegmentID {
 		return nil, fmt.Errorf("httpsync: segment %s: downloaded %d bytes that do not match the reference", ref.SegmentID, len(data))
