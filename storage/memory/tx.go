@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage"
@@ -401,4 +402,40 @@ func (tx *pushTx) finish() {
 	tx.done = true
 	tx.rows, tx.commits, tx.idem, tx.undo, tx.advances = nil, nil, nil, nil, nil
 	tx.p.release()
+}
+
+// ScanRows answers storage.TxRowScanner: committed rows overlaid with this
+// transaction's staged writes, in primary-key byte order.
+func (tx *pushTx) ScanRows(ctx context.Context, q storage.RowQuery) ([]storage.RowRecord, error) {
+	if err := tx.check(ctx, "scan rows"); err != nil {
+		return nil, err
+	}
+	st, err := tx.table(q.Table)
+	if err != nil {
+		return nil, err
+	}
+	staged := tx.rows[st.Name]
+	var out []storage.RowRecord
+	keep := func(id string, r storage.RowRecord) {
+		if (q.AfterRowID == nil || id > *q.AfterRowID) && rowMatches(st, r.Values, q.Scopes) {
+			out = append(out, copyRecord(r, len(st.Columns)))
+		}
+	}
+	tx.p.mu.RLock()
+	for id, r := range tx.p.rows[st.Name] {
+		if _, over := staged[id]; !over {
+			keep(id, r)
+		}
+	}
+	tx.p.mu.RUnlock()
+	for id, r := range staged {
+		if r != nil {
+			keep(id, *r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].RowID < out[j].RowID })
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	return out, nil
 }

@@ -174,45 +174,14 @@ func (s *Store) ScanRows(ctx context.Context, partition string, q storage.RowQue
 	if q.Limit <= 0 {
 		return nil, nil
 	}
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "SELECT %s FROM %s WHERE partition_id = $1", ts.selectList, ts.ident)
-	args := []any{partition}
-	vars := slices.Sorted(maps.Keys(q.Scopes)) // stable SQL text for the statement cache
-	for _, v := range vars {
-		sv := ts.t.ScopeVar(v)
-		if sv == nil {
-			return nil, nil
-		}
-		col := ts.t.Columns[sv.Column]
-		if col.Type == ssp2.TypeInteger {
-			ns := storage.CanonicalInts(q.Scopes[v])
-			if len(ns) == 0 {
-				return nil, nil
-			}
-			args = append(args, ns)
-			fmt.Fprintf(&sb, " AND %s = ANY($%d::bigint[])", ts.cols[sv.Column], len(args))
-		} else {
-			vals := storage.StorableValues(q.Scopes[v])
-			if len(vals) == 0 {
-				return nil, nil
-			}
-			args = append(args, vals)
-			fmt.Fprintf(&sb, " AND %s = ANY($%d::text[])", ts.cols[sv.Column], len(args))
-		}
+	query, args, none := rowsSQL(ts, partition, q)
+	if none {
+		return nil, nil
 	}
-	pk := ts.cols[ts.t.PK]
-	if q.AfterRowID != nil {
-		after, _, _ := strings.Cut(*q.AfterRowID, "\x00")
-		args = append(args, after)
-		fmt.Fprintf(&sb, ` AND %s > $%d COLLATE "C"`, pk, len(args))
-	}
-	args = append(args, q.Limit)
-	fmt.Fprintf(&sb, ` ORDER BY %s COLLATE "C" LIMIT $%d`, pk, len(args))
-
 	var out []storage.RowRecord
 	err = retry(ctx, "ScanRows", func() error {
 		out = out[:0]
-		rows, err := s.pool.Query(ctx, sb.String(), args...)
+		rows, err := s.pool.Query(ctx, query, args...)
 		if err != nil {
 			return err
 		}
@@ -227,4 +196,46 @@ func (s *Store) ScanRows(ctx context.Context, partition string, q storage.RowQue
 		return rows.Err()
 	})
 	return out, err
+}
+
+// rowsSQL builds the ScanRows statement of q (q.Limit > 0) on ts, or
+// reports none when q matches no row (an undeclared var, or no storable
+// value left for a var).
+func rowsSQL(ts *tableSQL, partition string, q storage.RowQuery) (query string, args []any, none bool) {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "SELECT %s FROM %s WHERE partition_id = $1", ts.selectList, ts.ident)
+	args = []any{partition}
+	vars := slices.Sorted(maps.Keys(q.Scopes)) // stable SQL text for the statement cache
+	for _, v := range vars {
+		sv := ts.t.ScopeVar(v)
+		if sv == nil {
+			return "", nil, true
+		}
+		col := ts.t.Columns[sv.Column]
+		if col.Type == ssp2.TypeInteger {
+			ns := storage.CanonicalInts(q.Scopes[v])
+			if len(ns) == 0 {
+				return "", nil, true
+			}
+			args = append(args, ns)
+			fmt.Fprintf(&sb, " AND %s = ANY($%d::bigint[])", ts.cols[sv.Column], len(args))
+		} else {
+			vals := storage.StorableValues(q.Scopes[v])
+			if len(vals) == 0 {
+				return "", nil, true
+			}
+			args = append(args, vals)
+			fmt.Fprintf(&sb, " AND %s = ANY($%d::text[])", ts.cols[sv.Column], len(args))
+		}
+	}
+	pk := ts.cols[ts.t.PK]
+	if q.AfterRowID != nil {
+		after, _, _ := strings.Cut(*q.AfterRowID, "\x00")
+		args = append(args, after)
+		fmt.Fprintf(&sb, ` AND %s > $%d COLLATE "C"`, pk, len(args))
+	}
+	args = append(args, q.Limit)
+	fmt.Fprintf(&sb, ` ORDER BY %s COLLATE "C" LIMIT $%d`, pk, len(args))
+
+	return sb.String(), args, false
 }

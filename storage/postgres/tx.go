@@ -364,3 +364,44 @@ func (tx *pushTx) Rollback(ctx context.Context) error {
 	}
 	return tx.abandon(ctx)
 }
+
+// ScanRows answers storage.TxRowScanner: Store.ScanRows' statement run on
+// this transaction's connection, so it sees the transaction's own row
+// writes. Values that are not storage.Storable are never sent (a statement
+// error would abort the transaction).
+func (tx *pushTx) ScanRows(ctx context.Context, q storage.RowQuery) ([]storage.RowRecord, error) {
+	if err := tx.check(); err != nil {
+		return nil, err
+	}
+	if q.Table == nil {
+		return nil, fmt.Errorf("postgres: ScanRows: nil table")
+	}
+	ts, err := tx.s.table(q.Table.Name)
+	if err != nil {
+		return nil, err
+	}
+	if q.Limit <= 0 {
+		return nil, nil
+	}
+	query, args, none := rowsSQL(ts, tx.partition, q)
+	if none {
+		return nil, nil
+	}
+	rows, err := tx.conn.Query(ctx, query, args...)
+	if err != nil {
+		return nil, classify("ScanRows", err)
+	}
+	defer rows.Close()
+	var out []storage.RowRecord
+	rs := newRowScanner(ts.t)
+	for rows.Next() {
+		if err := rows.Scan(rs.targets...); err != nil {
+			return nil, classify("ScanRows", err)
+		}
+		out = append(out, rs.record())
+	}
+	if err := rows.Err(); err != nil {
+		return nil, classify("ScanRows", err)
+	}
+	return out, nil
+}

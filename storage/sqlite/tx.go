@@ -333,3 +333,41 @@ func (tx *pushTx) Rollback(ctx context.Context) error {
 	tx.s.abortMember()
 	return nil
 }
+
+// ScanRows answers storage.TxRowScanner: Store.ScanRows' query run on the
+// writer connection inside this transaction, so it sees its own writes.
+func (tx *pushTx) ScanRows(ctx context.Context, q storage.RowQuery) ([]storage.RowRecord, error) {
+	ctx, err := tx.check(ctx, "scan rows")
+	if err != nil {
+		return nil, err
+	}
+	if q.Table == nil {
+		return nil, fmt.Errorf("sqlite: scan rows: nil table")
+	}
+	ts, err := tx.table(q.Table)
+	if err != nil {
+		return nil, err
+	}
+	query, args, none, err := rowsQuery(ts, tx.info.Partition, q)
+	if err != nil || none {
+		return nil, err
+	}
+	rows, err := tx.s.conn.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: scan rows of %s: %w", ts.t.Name, err)
+	}
+	defer rows.Close()
+	var out []storage.RowRecord
+	sc := newRowBuf(ts.t)
+	for rows.Next() {
+		rec, err := sc.scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: scan rows of %s: %w", ts.t.Name, err)
+		}
+		out = append(out, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: scan rows of %s: %w", ts.t.Name, err)
+	}
+	return out, nil
+}

@@ -202,6 +202,7 @@ func run(t *testing.T, open func(t *testing.T) storage.Store, share func(t *test
 		{"Idempotency", idempotencyTests},
 		{"ScanChanges", scanChangesTests},
 		{"ScanRows", scanRowsTests},
+		{"TxScanRows", txScanRowsTests},
 		{"Clients", slices.Concat(clientTests, putClientUnstorableTests, bindTests)},
 		{"Concurrency", concurrencyTests},
 		{"Checkpoint", checkpointTests},
