@@ -147,6 +147,13 @@ type Config struct {
 	// are needed to issue URLs.
 	SignedURLs *segstore.Signer
 	PublicURL  func() string
+
+	// Host write hooks (hooks.go; SPEC §6.7-6.9), run by the partition's
+	// actor inside the push transaction. Validators holds one row validator
+	// per table name (a name not in Schema fails New); CommitValidator
+	// checks each whole commit after staging.
+	Validators      map[string]RowValidator
+	CommitValidator CommitValidator
 }
 
 // CommitFeed reports commits made to a shared store by any process.
@@ -216,6 +223,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	pc.MaxOperations, pc.MinSchemaVersion, pc.ClientFlushInterval = cfg.MaxOperations, cfg.MinSchemaVersion, cfg.ClientFlushInterval
 	pc.OnCommit, pc.OnRegistration = cfg.OnCommit, cfg.OnRegistration
 	pc.Limits = cfg.Limits.WithDefaults()
+	if err := configureHooks(cfg, pc); err != nil {
+		return nil, err
+	}
 	if cfg.Segments == nil {
 		cfg.Segments = segstore.NewMemory()
 		e.cfg.Segments = cfg.Segments

@@ -90,6 +90,10 @@ type Config struct {
 	// OnRegistration, when set, is called after each served round of a
 	// client is recorded (see Registration); it must not block.
 	OnRegistration func(partition string, r Registration)
+
+	// Hooks are the host's write hooks (hooks.go), run inside the push
+	// transaction; the zero value has none.
+	Hooks Hooks
 }
 
 // NewConfig returns a Config for s and st with the row codecs built and

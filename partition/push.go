@@ -184,89 +184,100 @@ func (p *Partition) failGroup(jobs []*SyncJob, err error) {
 // PUSH_RESULT per commit to rep. Only storage failures are returned.
 func (p *Partition) applyCommits(ctx context.Context, tx storage.PushTx, j *SyncJob, rep *Reply) error {
 	cid := j.req.Header.ClientID
-	var seen map[string]*ssp2.PushResult
+	var seen map[string]outcome
 	for _, c := range j.req.Commits {
 		if prev, ok := seen[c.ClientCommitID]; ok {
 			// A duplicate clientCommitId in one request replays the first copy.
-			dup := *prev
+			dup := *prev.pr
 			if dup.Status == ssp2.CommitApplied {
 				dup.Status = ssp2.CommitCached
 			}
-			rep.addResult(&dup)
+			rep.addOutcome(outcome{&dup, prev.details})
 			continue
 		}
 		rec, err := tx.LookupIdempotency(ctx, cid, c.ClientCommitID)
 		if err != nil {
 			return err
 		}
-		var pr *ssp2.PushResult
+		var o outcome
 		if rec != nil {
-			pr = replay(rec, len(c.Operations))
-		} else if pr, err = p.applyCommit(ctx, tx, j, c); err != nil {
+			o = replay(rec, len(c.Operations))
+		} else if o, err = p.applyCommit(ctx, tx, j, c); err != nil {
 			return err
 		}
 		if seen == nil {
-			seen = map[string]*ssp2.PushResult{}
+			seen = map[string]outcome{}
 		}
-		seen[c.ClientCommitID] = pr
-		rep.addResult(pr)
+		seen[c.ClientCommitID] = o
+		rep.addOutcome(o)
 	}
 	return nil
 }
 
 // applyCommit applies one commit atomically under a savepoint.
-func (p *Partition) applyCommit(ctx context.Context, tx storage.PushTx, j *SyncJob, c *ssp2.PushCommit) (*ssp2.PushResult, error) {
+func (p *Partition) applyCommit(ctx context.Context, tx storage.PushTx, j *SyncJob, c *ssp2.PushCommit) (outcome, error) {
 	if err := tx.Savepoint(ctx); err != nil {
-		return nil, err
+		return outcome{}, err
 	}
+	cs := &commitState{info: CommitInfo{Partition: p.name, ActorID: j.actorID, ClientID: j.req.Header.ClientID, ClientCommitID: c.ClientCommitID}}
 	changes := make([]storage.ChangeRecord, 0, len(c.Operations))
 	for i := range c.Operations {
-		rej, err := p.applyOp(ctx, tx, j, int32(i), &c.Operations[i], &changes)
+		rej, err := p.applyOp(ctx, tx, j, cs, int32(i), &c.Operations[i], &changes)
 		if err != nil {
-			return nil, err
+			return outcome{}, err
 		}
 		if rej != nil {
-			return p.reject(ctx, tx, j, c, rej)
+			return p.reject(ctx, tx, j, c, &hookRejection{rec: rej, details: cs.rejDetails})
 		}
 	}
 	n := len(c.Operations)
+	if rej, err := p.validateCommit(ctx, tx, cs, n); err != nil || rej != nil {
+		if err != nil {
+			return outcome{}, err
+		}
+		return p.reject(ctx, tx, j, c, rej)
+	}
 	rec, err := p.appendCommit(ctx, tx, j.actorID, j.req.Header.ClientID, c.ClientCommitID, changes, n)
 	if errors.Is(err, storage.ErrUnstorable) {
 		// The store refused this commit before writing it: reject it alone.
-		return p.reject(ctx, tx, j, c, opError(0, syncerr.Wrap(syncerr.InvalidRequest, err, "the commit holds a value synclane cannot store")))
+		return p.reject(ctx, tx, j, c, &hookRejection{rec: opError(0, syncerr.Wrap(syncerr.InvalidRequest, err, "the commit holds a value synclane cannot store"))})
 	}
 	if err != nil {
-		return nil, err
+		return outcome{}, err
+	}
+	if err := p.storeReactions(ctx, tx, cs, rec); err != nil {
+		return outcome{}, err
 	}
 	if err := tx.ReleaseSavepoint(ctx); err != nil {
-		return nil, err
+		return outcome{}, err
 	}
 	p.staged = append(p.staged, rec) // joins the log tail once the transaction commits
 	seq := rec.Seq
-	return &ssp2.PushResult{ClientCommitID: c.ClientCommitID, Status: ssp2.CommitApplied, CommitSeq: &seq, Results: appliedResults(n)}, nil
+	return outcome{pr: &ssp2.PushResult{ClientCommitID: c.ClientCommitID, Status: ssp2.CommitApplied, CommitSeq: &seq, Results: appliedResults(n)}}, nil
 }
 
 // reject rolls the commit back to its savepoint and durably records the
 // rejection, so a replay answers the same.
-func (p *Partition) reject(ctx context.Context, tx storage.PushTx, j *SyncJob, c *ssp2.PushCommit, rej *ssp2.OpResult) (*ssp2.PushResult, error) {
+func (p *Partition) reject(ctx context.Context, tx storage.PushTx, j *SyncJob, c *ssp2.PushCommit, hr *hookRejection) (outcome, error) {
+	rej := hr.rec
 	if err := tx.RollbackToSavepoint(ctx); err != nil {
-		return nil, err
+		return outcome{}, err
 	}
 	if err := tx.PutIdempotency(ctx, storage.IdempotencyRecord{
 		ClientID: j.req.Header.ClientID, ClientCommitID: c.ClientCommitID,
-		Status: ssp2.CommitRejected, Result: encodeRejected(rej),
+		Status: ssp2.CommitRejected, Result: encodeRejected(rej, hr.details),
 	}); err != nil && !errors.Is(err, storage.ErrUnstorable) {
-		return nil, err // (an unstorable key is answered, not persisted)
+		return outcome{}, err // (an unstorable key is answered, not persisted)
 	}
 	if err := tx.ReleaseSavepoint(ctx); err != nil {
-		return nil, err
+		return outcome{}, err
 	}
-	return &ssp2.PushResult{ClientCommitID: c.ClientCommitID, Status: ssp2.CommitRejected, Results: []ssp2.OpResult{*rej}}, nil
+	return outcome{pr: &ssp2.PushResult{ClientCommitID: c.ClientCommitID, Status: ssp2.CommitRejected, Results: []ssp2.OpResult{*rej}}, details: hr.details}, nil
 }
 
 // applyOp applies one operation. It returns a rejection record (the commit
 // is then rolled back) or a storage error.
-func (p *Partition) applyOp(ctx context.Context, tx storage.PushTx, j *SyncJob, i int32, op *ssp2.Operation, changes *[]storage.ChangeRecord) (*ssp2.OpResult, error) {
+func (p *Partition) applyOp(ctx context.Context, tx storage.PushTx, j *SyncJob, cs *commitState, i int32, op *ssp2.Operation, changes *[]storage.ChangeRecord) (*ssp2.OpResult, error) {
 	t := p.cfg.Schema.Table(op.Table)
 	if t == nil {
 		return opError(i, syncerr.New(syncerr.UnknownTable, "operation %d names unknown table %q", i, op.Table)), nil
@@ -278,16 +289,21 @@ func (p *Partition) applyOp(ctx context.Context, tx storage.PushTx, j *SyncJob, 
 	}
 	if op.Op == ssp2.OpDelete {
 		if existing == nil {
+			cs.stage(i, t.Name, op.Op, op.RowID, nil)
 			return nil, nil // deleting an absent row is applied and emits nothing
 		}
 		if aerr := AuthorizeRow(t, existing.Values, j.allowed, j.resolved); aerr != nil {
 			return opError(i, aerr), nil
+		}
+		if rej, err := p.validateRow(ctx, cs, &RowWrite{OpIndex: i, Table: t, Op: op.Op, RowID: op.RowID, Stored: existing}); err != nil || rej != nil {
+			return cs.rejected(rej), err
 		}
 		ch, rej, err := deleteRow(ctx, tx, t, existing)
 		if err != nil || rej != nil {
 			return writeRejection(i, rej), err
 		}
 		*changes = append(*changes, ch)
+		cs.stage(i, t.Name, op.Op, op.RowID, nil)
 		return nil, nil
 	}
 
@@ -334,11 +350,15 @@ func (p *Partition) applyOp(ctx context.Context, tx storage.PushTx, j *SyncJob, 
 			}
 		}
 	}
+	if rej, err := p.validateRow(ctx, cs, &RowWrite{OpIndex: i, Table: t, Op: op.Op, RowID: op.RowID, Row: row, Stored: existing}); err != nil || rej != nil {
+		return cs.rejected(rej), err
+	}
 	ch, rej, err := putRow(ctx, tx, t, op.RowID, existing, row, payload)
 	if err != nil || rej != nil {
 		return writeRejection(i, rej), err
 	}
 	*changes = append(*changes, ch)
+	cs.stage(i, t.Name, op.Op, op.RowID, row)
 	return nil, nil
 }
 
@@ -381,33 +401,35 @@ type storedOpError struct {
 	ServerVersion int64  `json:"v,omitempty"`
 	ServerRow     []byte `json:"r,omitempty"`
 	Retryable     bool   `json:"t,omitempty"`
+	// Details is the PUSH_RESULT_DETAILS detailsJson of a host rejection.
+	Details string `json:"d,omitempty"`
 }
 
 func encodeApplied(n int) []byte { return fmt.Appendf(nil, `{"n":%d}`, n) }
 
-func encodeRejected(r *ssp2.OpResult) []byte {
+func encodeRejected(r *ssp2.OpResult, details string) []byte {
 	b, _ := json.Marshal(storedResult{Rej: &storedOpError{OpIndex: r.OpIndex, Status: uint8(r.Status), Code: r.Code,
-		Message: r.Message, ServerVersion: r.ServerVersion, ServerRow: r.ServerRow, Retryable: r.Retryable}})
+		Message: r.Message, ServerVersion: r.ServerVersion, ServerRow: r.ServerRow, Retryable: r.Retryable, Details: details}})
 	return b
 }
 
 // replay answers a commit from its idempotency record: cached with the
 // original results, or rejected again. An unreadable record answers the
 // retryable sync.idempotency_cache_miss, which is never persisted.
-func replay(rec *storage.IdempotencyRecord, ops int) *ssp2.PushResult {
+func replay(rec *storage.IdempotencyRecord, ops int) outcome {
 	var sr storedResult
 	err := json.Unmarshal(rec.Result, &sr)
 	switch {
 	case err == nil && rec.Status == ssp2.CommitApplied && sr.N > 0:
 		seq := rec.CommitSeq
-		return &ssp2.PushResult{ClientCommitID: rec.ClientCommitID, Status: ssp2.CommitCached, CommitSeq: &seq, Results: appliedResults(sr.N)}
+		return outcome{pr: &ssp2.PushResult{ClientCommitID: rec.ClientCommitID, Status: ssp2.CommitCached, CommitSeq: &seq, Results: appliedResults(sr.N)}}
 	case err == nil && rec.Status == ssp2.CommitRejected && sr.Rej != nil:
 		r := sr.Rej
-		return &ssp2.PushResult{ClientCommitID: rec.ClientCommitID, Status: ssp2.CommitRejected, Results: []ssp2.OpResult{{
+		return outcome{pr: &ssp2.PushResult{ClientCommitID: rec.ClientCommitID, Status: ssp2.CommitRejected, Results: []ssp2.OpResult{{
 			OpIndex: r.OpIndex, Status: ssp2.OpStatus(r.Status), Code: r.Code, Message: r.Message,
-			ServerVersion: r.ServerVersion, ServerRow: r.ServerRow, Retryable: r.Retryable}}}
+			ServerVersion: r.ServerVersion, ServerRow: r.ServerRow, Retryable: r.Retryable}}}, details: r.Details}
 	}
 	e := syncerr.New(syncerr.IdempotencyCacheMiss, "the stored outcome of this commit could not be read; retry")
-	return &ssp2.PushResult{ClientCommitID: rec.ClientCommitID, Status: ssp2.CommitRejected,
-		Results: []ssp2.OpResult{{OpIndex: 0, Status: ssp2.OpError, Code: string(e.Code), Message: e.Message, Retryable: true}}}
+	return outcome{pr: &ssp2.PushResult{ClientCommitID: rec.ClientCommitID, Status: ssp2.CommitRejected,
+		Results: []ssp2.OpResult{{OpIndex: 0, Status: ssp2.OpError, Code: string(e.Code), Message: e.Message, Retryable: true}}}}
 }

@@ -1,0 +1,90 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/storage/memory"
+)
+
+const exampleSchema = `{"version":1,"tables":[{"name":"tasks","columns":[
+ {"name":"id","type":"string"},{"name":"project_id","type":"string"},{"name":"title","type":"string"}],
+ "primaryKey":"id","scopes":["project:{project_id}"]}]}`
+
+// examplePush pushes one commit upserting row and prints its outcome.
+func examplePush(eng *engine.Engine, s *schema.Schema, ccid string, row ssp2.Row) {
+	ctx := context.Background()
+	id := engine.Identity{ActorID: "alice", Partition: "demo"}
+	payload, _ := ssp2.NewRowCodec(s.Table("tasks").Columns).Append(nil, row)
+	// A client first acquires the partition's log epoch.
+	hello, _ := eng.Sync(ctx, id, &ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+		&ssp2.ReqHeader{ClientID: "c1", SchemaVersion: 1}, &ssp2.PullHeader{Accept: 1}}})
+	epoch := hello.Header().LogEpoch
+	rep, err := eng.Sync(ctx, id, &ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+		&ssp2.ReqHeader{ClientID: "c1", SchemaVersion: 1, LogEpoch: &epoch},
+		&ssp2.PushCommit{ClientCommitID: ccid, Operations: []ssp2.Operation{
+			{Table: "tasks", RowID: row[0].(string), Op: ssp2.OpUpsert, Payload: payload}}}}})
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	for _, f := range rep.Frames {
+		switch x := f.(type) {
+		case *ssp2.PushResult:
+			if x.Status == ssp2.CommitRejected {
+				fmt.Println(ccid, "rejected:", x.Results[0].Code, "-", x.Results[0].Message)
+			} else {
+				fmt.Println(ccid, "applied at seq", *x.CommitSeq)
+			}
+		case *ssp2.PushResultDetails:
+			fmt.Println("details:", x.Entries[0].DetailsJSON)
+		}
+	}
+}
+
+// A row validator rejects a write with the host's own code and structured
+// details; a whole-commit validator reads the candidate state (the
+// commit's own rows included) inside the push transaction.
+func ExampleConfig_validators() {
+	s, _ := schema.Parse([]byte(exampleSchema))
+	eng, err := engine.New(context.Background(), engine.Config{
+		Schema: s, Store: memory.New(), Resolver: engine.AllowAll(s),
+		Validators: map[string]engine.RowValidator{
+			"tasks": func(ctx context.Context, w *engine.RowWrite) error {
+				if w.Row != nil && w.Row[2] == "" {
+					return &engine.Rejection{Code: "app.title_required", Message: "a task needs a title",
+						Details: &engine.RejectionDetails{FieldPaths: []string{"title"}, Reason: "empty"}}
+				}
+				return nil
+			},
+		},
+		CommitValidator: func(ctx context.Context, c *engine.CommitView) error {
+			rows, err := c.ScanRows(ctx, engine.ScanQuery{Table: "tasks",
+				Scopes: map[string][]string{"project_id": {"P"}}, Limit: 3})
+			if err != nil {
+				return err // a read failure rejects with sync.constraint_violation
+			}
+			if len(rows) > 2 {
+				return &engine.Rejection{Code: "app.project_full", Message: "project P holds at most two tasks"}
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer eng.Close()
+	examplePush(eng, s, "k1", ssp2.Row{"t1", "P", ""})
+	examplePush(eng, s, "k2", ssp2.Row{"t1", "P", "one"})
+	examplePush(eng, s, "k3", ssp2.Row{"t2", "P", "two"})
+	examplePush(eng, s, "k4", ssp2.Row{"t3", "P", "three"})
+	// Output:
+	// k1 rejected: app.title_required - a task needs a title
+	// details: {"fieldPaths":["title"],"reason":"empty"}
+	// k2 applied at seq 1
+	// k3 applied at seq 2
+	// k4 rejected: app.project_full - project P holds at most two tasks
+}

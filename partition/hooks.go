@@ -1,0 +1,395 @@
+package partition
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/storage"
+)
+
+// Host write hooks (SPEC §6.7-6.9). The partition's actor runs them inside
+// the push transaction, under the partition's write lock, in this order
+// per commit: for each operation a row validator (after authorization,
+// scope stripping and merging, before the row is staged), then once the
+// whole-commit validator (after every operation is staged), then the
+// commit's reactions are stored with the commit. A hook that rejects rolls
+// back its own commit only (its savepoint); the other commits of the
+// request and of the group commit are unaffected.
+//
+// Hooks run on the actor's goroutine: a slow hook delays every write of
+// its partition, and the actor's storage timeout (engine
+// Config.StorageTimeout) bounds the whole turn. A hook must not keep the
+// views it is given after it returns.
+
+// RowValidator checks one write of a table. Returning nil accepts it. A
+// *Rejection (found with errors.As) rejects the commit with the host's
+// code, message and details; any other error, a panic, or a Rejection
+// with an invalid code or details rejects it with
+// sync.constraint_violation (the latter two are host bugs and are logged).
+type RowValidator func(ctx context.Context, w *RowWrite) error
+
+// CommitValidator checks a whole commit once, after every operation was
+// staged, and may read the candidate state (the commit's own writes
+// included) through the view. Its errors map like a RowValidator's; a
+// Rejection names the operation it blames with OpIndex (0 when out of
+// range).
+type CommitValidator func(ctx context.Context, c *CommitView) error
+
+// Hooks are the host's write hooks. The zero value has none.
+type Hooks struct {
+	// Validators holds at most one row validator per table name.
+	Validators map[string]RowValidator
+	// CommitValidator, when set, runs once per commit.
+	CommitValidator CommitValidator
+}
+
+// CommitInfo identifies the commit being applied.
+type CommitInfo struct {
+	Partition      string
+	ActorID        string
+	ClientID       string
+	ClientCommitID string
+}
+
+// RowWrite is one operation as a row validator sees it.
+type RowWrite struct {
+	CommitInfo
+	// OpIndex is the operation's index in its commit.
+	OpIndex int32
+	// Table is the written table.
+	Table *schema.Table
+	// Op is ssp2.OpUpsert or ssp2.OpDelete.
+	Op    ssp2.OpKind
+	RowID string
+	// Row is the row that would be stored: after scope stripping and
+	// merging (an update keeps the stored scope columns), in column order.
+	// nil for a delete. Do not modify it.
+	Row ssp2.Row
+	// Stored is the row as stored before this operation (as this commit
+	// sees it), or nil when absent. Do not modify it.
+	Stored *storage.RowRecord
+
+	commit *commitState
+}
+
+// StagedOp is one applied operation of a commit, as the commit validator
+// sees it.
+type StagedOp struct {
+	OpIndex int32
+	Table   string
+	Op      ssp2.OpKind
+	RowID   string
+	// Row is the staged row (nil for a delete). Do not modify it.
+	Row ssp2.Row
+}
+
+// Limits of CommitView.ScanRows.
+const (
+	// DefaultScanRowsLimit is the page size of a ScanRows query without one.
+	DefaultScanRowsLimit = 100
+	// MaxScanRowsLimit is the largest page a ScanRows query may ask for.
+	MaxScanRowsLimit = 1000
+)
+
+// ErrScanNeedsScopes is returned by CommitView.ScanRows for a query
+// without a scope filter.
+var ErrScanNeedsScopes = errors.New("partition: ScanRows needs a scope filter (at least one scope variable with at least one value)")
+
+// ScanQuery selects rows of one table for CommitView.ScanRows.
+type ScanQuery struct {
+	// Table is the table name.
+	Table string
+	// Scopes is required: scope variable → accepted values; a row matches
+	// when, for every variable, its column holds one of the values.
+	Scopes map[string][]string
+	// AfterRowID, when set, starts strictly after that primary key (byte
+	// order), for paging.
+	AfterRowID *string
+	// Limit is 1-1000; 0 means DefaultScanRowsLimit.
+	Limit int
+}
+
+// CommitView is the whole-commit validator's view of the commit: its
+// operations and the candidate state inside the push transaction. It is
+// valid only during the call.
+type CommitView struct {
+	CommitInfo
+	// Ops are the commit's applied operations in order (deletes of absent
+	// rows, which change nothing, are included).
+	Ops []StagedOp
+
+	p      *Partition
+	tx     storage.PushTx
+	commit *commitState
+}
+
+// GetRow returns the row of table as the commit would leave it, or nil.
+func (c *CommitView) GetRow(ctx context.Context, table, rowID string) (*storage.RowRecord, error) {
+	t := c.p.cfg.Schema.Table(table)
+	if t == nil {
+		return nil, fmt.Errorf("partition: GetRow: unknown table %q", table)
+	}
+	rec, err := c.tx.GetRow(ctx, t, rowID)
+	if err != nil {
+		c.commit.storageFailed(err)
+		return nil, err
+	}
+	return rec, nil
+}
+
+// ScanRows returns up to q.Limit rows of q.Table matching q.Scopes as the
+// commit would leave them, in primary-key byte order. A query without a
+// scope filter fails with ErrScanNeedsScopes, a limit outside 0-1000 or
+// an unknown table with an error (nothing is read).
+func (c *CommitView) ScanRows(ctx context.Context, q ScanQuery) ([]storage.RowRecord, error) {
+	t := c.p.cfg.Schema.Table(q.Table)
+	if t == nil {
+		return nil, fmt.Errorf("partition: ScanRows: unknown table %q", q.Table)
+	}
+	if len(q.Scopes) == 0 {
+		return nil, ErrScanNeedsScopes
+	}
+	for _, vals := range q.Scopes {
+		if len(vals) == 0 {
+			return nil, ErrScanNeedsScopes
+		}
+	}
+	limit := q.Limit
+	switch {
+	case limit == 0:
+		limit = DefaultScanRowsLimit
+	case limit < 0 || limit > MaxScanRowsLimit:
+		return nil, fmt.Errorf("partition: ScanRows: limit %d outside 1-%d", q.Limit, MaxScanRowsLimit)
+	}
+	sc, ok := c.tx.(storage.TxRowScanner)
+	if !ok {
+		return nil, fmt.Errorf("partition: ScanRows: the store's transaction cannot scan rows")
+	}
+	rs, err := sc.ScanRows(ctx, storage.RowQuery{Table: t, Scopes: q.Scopes, AfterRowID: q.AfterRowID, Limit: limit})
+	if err != nil {
+		c.commit.storageFailed(err)
+		return nil, err
+	}
+	return rs, nil
+}
+
+// Rejection is the error a host hook returns to reject a commit with its
+// own code. Code must be 1-128 printable ASCII bytes without spaces and
+// must not start with a reserved prefix (sync., blob., operation.,
+// presence., client.); Message is what the client is told (at most 1024
+// bytes are kept; empty: a default); Details, when set, must satisfy
+// PUSH_RESULT_DETAILS' rules (ssp2.CheckDetailsJSON).
+type Rejection struct {
+	Code    string
+	Message string
+	Details *RejectionDetails
+	// OpIndex is the operation a commit validator blames (ignored for row
+	// validators, which always blame their own operation).
+	OpIndex int32
+}
+
+// Error describes the rejection.
+func (r *Rejection) Error() string { return r.Code + ": " + r.Message }
+
+// RejectionDetails are the structured details of a rejection, sent as
+// PUSH_RESULT_DETAILS and persisted with the idempotent outcome. Tokens
+// (Reason, RequiredAction, reference keys) match
+// [a-z][a-z0-9]*([._-][a-z0-9]+)*.
+type RejectionDetails struct {
+	// FieldPaths are 1-32 unique paths, each at most 160 characters.
+	FieldPaths []string `json:"fieldPaths,omitempty"`
+	// Reason is a token of at most 96 characters.
+	Reason string `json:"reason,omitempty"`
+	// RequiredAction is a token of at most 96 characters.
+	RequiredAction string `json:"requiredAction,omitempty"`
+	// References holds 1-16 entries: token keys (<= 64 characters) to
+	// values of at most 256 bytes.
+	References map[string]string `json:"references,omitempty"`
+}
+
+// ReservedCodePrefixes are the code prefixes a host may not use.
+var ReservedCodePrefixes = []string{"sync.", "blob.", "operation.", "presence.", "client."}
+
+// Limits of a host rejection.
+const (
+	maxHostCodeBytes    = 128
+	maxHostMessageBytes = 1024
+)
+
+// checkHostCode returns why code is not a valid host code, or "".
+func checkHostCode(code string) string {
+	if code == "" || len(code) > maxHostCodeBytes {
+		return "code must be 1-128 bytes"
+	}
+	for i := 0; i < len(code); i++ {
+		if code[i] <= ' ' || code[i] > '~' {
+			return "code must be printable ASCII without spaces"
+		}
+	}
+	for _, p := range ReservedCodePrefixes {
+		if strings.HasPrefix(code, p) {
+			return "code uses the reserved prefix " + p
+		}
+	}
+	return ""
+}
+
+// commitState is what the hooks of one commit accumulate.
+type commitState struct {
+	info      CommitInfo
+	ops       []StagedOp
+	reactions []storage.NewReaction
+	// storageErr is the first storage failure a hook's read met: the
+	// commit then fails as a storage error, whatever the hook returned.
+	storageErr error
+	// rejDetails is the details JSON of a row validator's rejection.
+	rejDetails string
+}
+
+// stage records an applied operation for the commit validator.
+func (s *commitState) stage(i int32, table string, op ssp2.OpKind, rowID string, row ssp2.Row) {
+	s.ops = append(s.ops, StagedOp{OpIndex: i, Table: table, Op: op, RowID: rowID, Row: row})
+}
+
+// rejected keeps a row validator's details and returns its record.
+func (s *commitState) rejected(r *hookRejection) *ssp2.OpResult {
+	if r == nil {
+		return nil
+	}
+	s.rejDetails = r.details
+	return r.rec
+}
+
+func (s *commitState) storageFailed(err error) {
+	if s.storageErr == nil {
+		s.storageErr = err
+	}
+}
+
+// hookRejection is a hook's verdict on a commit: the op record and its
+// details JSON ("" when none).
+type hookRejection struct {
+	rec     *ssp2.OpResult
+	details string
+}
+
+// hookError maps a hook's error (or recovered panic) to the rejection of
+// operation i (see RowValidator).
+func (p *Partition) hookError(hook string, i int32, nops int, err error) *hookRejection {
+	var rj *Rejection
+	if !errors.As(err, &rj) {
+		p.log().Info("host hook failed; rejecting the commit with sync.constraint_violation", zap.String("hook", hook), zap.Error(err))
+		return &hookRejection{rec: opError(i, syncerr.New(syncerr.ConstraintViolation, "operation %d was rejected by the server's %s", i, hook))}
+	}
+	if hook == "commit validator" && rj.OpIndex >= 0 && int(rj.OpIndex) < nops {
+		i = rj.OpIndex
+	}
+	bug := checkHostCode(rj.Code)
+	var details string
+	if bug == "" && rj.Details != nil {
+		b, _ := json.Marshal(rj.Details)
+		if derr := ssp2.CheckDetailsJSON(string(b)); derr != nil {
+			bug = derr.Error()
+		}
+		details = string(b)
+	}
+	if bug != "" {
+		p.log().Error("host hook returned an invalid rejection (a host bug); rejecting with sync.constraint_violation",
+			zap.String("hook", hook), zap.String("code", rj.Code), zap.String("problem", bug))
+		return &hookRejection{rec: opError(i, syncerr.New(syncerr.ConstraintViolation, "operation %d was rejected by the server's %s", i, hook))}
+	}
+	msg := rj.Message
+	if msg == "" {
+		msg = fmt.Sprintf("operation %d was rejected by the server's %s", i, hook)
+	}
+	if len(msg) > maxHostMessageBytes {
+		msg = strings.ToValidUTF8(msg[:maxHostMessageBytes], "")
+	}
+	return &hookRejection{rec: &ssp2.OpResult{OpIndex: i, Status: ssp2.OpError, Code: rj.Code, Message: msg}, details: details}
+}
+
+// runHook calls fn, turning a panic into an error.
+func runHook(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return fn()
+}
+
+// validateRow runs t's row validator, if any, on one write. It returns a
+// rejection, or a storage error met by the hook's reads.
+func (p *Partition) validateRow(ctx context.Context, cs *commitState, w *RowWrite) (*hookRejection, error) {
+	v := p.cfg.Hooks.Validators[w.Table.Name]
+	if v == nil {
+		return nil, nil
+	}
+	w.CommitInfo, w.commit = cs.info, cs
+	err := runHook(func() error { return v(ctx, w) })
+	if cs.storageErr != nil {
+		return nil, cs.storageErr
+	}
+	if err != nil {
+		return p.hookError("row validator", w.OpIndex, 0, err), nil
+	}
+	return nil, nil
+}
+
+// validateCommit runs the whole-commit validator, if any.
+func (p *Partition) validateCommit(ctx context.Context, tx storage.PushTx, cs *commitState, nops int) (*hookRejection, error) {
+	v := p.cfg.Hooks.CommitValidator
+	if v == nil {
+		return nil, nil
+	}
+	view := &CommitView{CommitInfo: cs.info, Ops: cs.ops, p: p, tx: tx, commit: cs}
+	err := runHook(func() error { return v(ctx, view) })
+	if cs.storageErr != nil {
+		return nil, cs.storageErr
+	}
+	if err != nil {
+		return p.hookError("commit validator", 0, nops, err), nil
+	}
+	return nil, nil
+}
+
+// outcome is one commit's result: its PUSH_RESULT and, for a host
+// rejection with details, the detailsJson of its PUSH_RESULT_DETAILS.
+type outcome struct {
+	pr      *ssp2.PushResult
+	details string
+}
+
+// addOutcome appends the commit's PUSH_RESULT, and its PUSH_RESULT_DETAILS
+// right after it when the rejection has details.
+func (r *Reply) addOutcome(o outcome) {
+	r.addResult(o.pr)
+	if o.details != "" && o.pr.Status == ssp2.CommitRejected && len(o.pr.Results) == 1 {
+		r.Frames = append(r.Frames, &ssp2.PushResultDetails{ClientCommitID: o.pr.ClientCommitID,
+			Entries: []ssp2.PushResultDetail{{OpIndex: o.pr.Results[0].OpIndex, DetailsJSON: o.details}}})
+	}
+}
+
+// storeReactions stores the reactions the commit's hooks scheduled, in
+// the push transaction, stamped with the commit's seq.
+func (p *Partition) storeReactions(ctx context.Context, tx storage.PushTx, cs *commitState, rec storage.CommitRecord) error {
+	if len(cs.reactions) == 0 {
+		return nil
+	}
+	rt, ok := tx.(storage.ReactionTx)
+	if !ok {
+		return errors.New("partition: the store's transaction cannot store reactions")
+	}
+	for i := range cs.reactions {
+		cs.reactions[i].CommitSeq, cs.reactions[i].CreatedAtMs = rec.Seq, rec.CreatedAtMs
+	}
+	return rt.PutReactions(ctx, cs.reactions)
+}
