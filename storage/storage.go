@@ -73,6 +73,7 @@ type Store interface {
 	Checkpoints
 	Retention
 	Snapshots
+	Leases // auth lease records (lease.go)
 
 	// TouchPartition returns the partition's registry entry, creating it on
 	// first contact with a fresh unpredictable log epoch (NewLogEpoch). A

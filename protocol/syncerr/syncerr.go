@@ -47,6 +47,11 @@ const (
 	BlobForbidden         Code = "blob.forbidden"
 	BlobHashMismatch      Code = "blob.hash_mismatch"
 	BlobTooLarge          Code = "blob.too_large"
+
+	// Auth leases (SPEC §7.3): request-level failures of a round served
+	// during a resolver outage.
+	AuthLeaseRequired Code = "sync.auth_lease_required"
+	AuthLeaseRevoked  Code = "sync.auth_lease_revoked"
 )
 
 // Spec is the fixed catalog entry of a code.
@@ -87,6 +92,8 @@ var catalog = map[Code]Spec{
 	BlobForbidden:         {"forbidden", false, "checkPermissions", http.StatusForbidden},
 	BlobHashMismatch:      {"invalid-request", false, "fixRequest", http.StatusBadRequest},
 	BlobTooLarge:          {"invalid-request", false, "fixRequest", http.StatusRequestEntityTooLarge},
+	AuthLeaseRequired:     {"auth-required", true, "refreshAuth", http.StatusUnauthorized},
+	AuthLeaseRevoked:      {"auth-required", true, "refreshAuth", http.StatusUnauthorized},
 }
 
 // Lookup returns the catalog entry for code. Unknown codes (for example host

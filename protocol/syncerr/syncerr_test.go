@@ -15,6 +15,8 @@ func TestCatalogAndWrapping(t *testing.T) {
 	}{
 		{InvalidRequest, 400, false, "invalid-request"},
 		{AuthRequired, 401, true, "auth-required"},
+		{AuthLeaseRequired, 401, true, "auth-required"},
+		{AuthLeaseRevoked, 401, true, "auth-required"},
 		{Forbidden, 403, false, "forbidden"},
 		{SchemaNotReady, 503, true, "internal"},
 		{IdempotencyCacheMiss, 500, true, "internal"},

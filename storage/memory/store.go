@@ -75,6 +75,8 @@ type db struct {
 	// maint is the maintenance lock; snaps the captured partitions.
 	maint maintenance
 	snaps map[string]*snapshot
+	// leases are the auth lease records (lease.go).
+	leases leaseTable
 }
 
 var _ storage.Store = (*Store)(nil)

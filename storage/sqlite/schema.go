@@ -82,6 +82,7 @@ var systemDDL = []string{
 	) WITHOUT ROWID`,
 	checkpointDDL,
 	fenceDDL,
+	leaseTableDDL, leaseIndexDDL, // lease.go
 }
 
 func (s *Store) createSystemTables(ctx context.Context) error {

@@ -44,6 +44,9 @@
 //     horizon, bootstrap restarts, pruning under load, idempotency after
 //     pruning, one maintenance pass per database) is the same on every
 //     backend.
+//   - Leases: SwapLease is a compare-and-swap on the stored MAC (nil: none
+//     stored), exactly one of concurrent swaps from one MAC wins, and
+//     lease records survive RotateLogEpoch (the client keeps its lease).
 //   - Truncated is true when the scan stopped on the limit and more matching
 //     commits exist up to UpToSeq, false when the last returned commit is
 //     UpToSeq or the range was exhausted below the limit. (When the limit is
@@ -209,6 +212,7 @@ func run(t *testing.T, open func(t *testing.T) storage.Store, share func(t *test
 		{"SharedCheckpoint", sharedCheckpointTests},
 		{"Retention", retentionTests},
 		{"RetentionEngine", retentionEngineTests},
+		{"Leases", leaseTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
