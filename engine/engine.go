@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/actors"
+	"github.com/synclane/synclane/lease"
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -45,6 +46,8 @@ type Identity struct {
 // read and write: scope variable → values, "*" meaning any value. It is
 // called at most once per request. An error revokes every subscription of
 // the request and denies its writes (sync.forbidden); it is not an outage.
+// To signal an outage instead, return an error wrapping ErrResolverOutage
+// (lease.go): the round is then authorized by the client's auth lease.
 type ScopeResolver interface {
 	ResolveScopes(ctx context.Context, id Identity) (map[string][]string, error)
 }
@@ -154,6 +157,15 @@ type Config struct {
 	// checks each whole commit after staging.
 	Validators      map[string]RowValidator
 	CommitValidator CommitValidator
+
+	// Auth leases (SPEC §7.3, lease.go). LeaseTTL > 0 turns them on: every
+	// round whose resolution succeeds slides the client's lease and sends
+	// LEASE; a resolver returning an error wrapping ErrResolverOutage has
+	// the round authorized by the lease. LeaseKey signs the records (at
+	// least lease.MinKeyBytes; every process sharing the store needs the
+	// same key). LeaseTTL 0: off, no LEASE frame is ever sent.
+	LeaseTTL time.Duration
+	LeaseKey []byte
 }
 
 // CommitFeed reports commits made to a shared store by any process.
@@ -182,6 +194,8 @@ type Engine struct {
 	// stopMaint and maintDone own the maintenance loop (nil without one).
 	stopMaint context.CancelFunc
 	maintDone chan struct{}
+	// leases keeps auth leases (nil when off; lease.go).
+	leases *lease.Keeper
 }
 
 // Reply is a built SSP2 response, ready to stream with WriteTo (see
@@ -224,6 +238,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	pc.OnCommit, pc.OnRegistration = cfg.OnCommit, cfg.OnRegistration
 	pc.Limits = cfg.Limits.WithDefaults()
 	if err := configureHooks(cfg, pc); err != nil {
+		return nil, err
+	}
+	if err := e.setupLeases(pc); err != nil {
 		return nil, err
 	}
 	if cfg.Segments == nil {
@@ -369,17 +386,27 @@ func (e *Engine) sync(ctx context.Context, id Identity, msg *ssp2.Message) (*Rep
 		return nil, verr
 	}
 	var allowed partition.Allowed
-	resolved := false
-	if len(req.Commits) > 0 || len(req.Subscriptions) > 0 {
+	resolved, outage := false, false
+	// With leases on every round resolves (each successful one slides the
+	// lease); otherwise only rounds that push or pull need scopes.
+	if len(req.Commits) > 0 || len(req.Subscriptions) > 0 || e.leases != nil {
 		grants, rerr := e.cfg.Resolver.ResolveScopes(ctx, id)
-		if rerr != nil {
+		switch {
+		case errors.Is(rerr, ErrResolverOutage):
+			outage = true
+			e.cfg.Logger.Info("scope resolver outage: the round is authorized by the client's lease", zap.String("actor", id.ActorID),
+				zap.String("partition", id.Partition), zap.Error(rerr))
+		case rerr != nil:
 			e.cfg.Logger.Warn("scope resolver failed", zap.String("actor", id.ActorID),
 				zap.String("partition", id.Partition), zap.Error(rerr))
-		} else {
+		default:
 			allowed, resolved = partition.Allowed(grants), true
 		}
 	}
 	job := partition.NewSyncJob(ctx, id.ActorID, req, allowed, resolved)
+	if outage {
+		job.WithOutage()
+	}
 	e.runtime.Submit(id.Partition, job)
 	return job.Wait(ctx)
 }

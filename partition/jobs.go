@@ -31,7 +31,9 @@ type SyncJob struct {
 	req      *ssp2.Request
 	allowed  Allowed
 	resolved bool
-	done     chan syncResult
+	// outage: the resolver signalled an outage (lease.go).
+	outage bool
+	done   chan syncResult
 }
 
 type syncResult struct {

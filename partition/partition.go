@@ -94,6 +94,10 @@ type Config struct {
 	// Hooks are the host's write hooks (hooks.go), run inside the push
 	// transaction; the zero value has none.
 	Hooks Hooks
+
+	// Leases, when set, slides auth leases and authorizes outage rounds
+	// (lease.go); nil: leases are off, no LEASE frame is ever sent.
+	Leases LeaseKeeper
 }
 
 // NewConfig returns a Config for s and st with the row codecs built and

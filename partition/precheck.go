@@ -20,7 +20,8 @@ func (p *Partition) header(wire uint16) *ssp2.RespHeader {
 
 // precheck runs the request-level checks in the reference order (after
 // decode): wire/epoch requirement, epoch-less push, schema floor, epoch
-// reset, clientId, op cap, accept bits, subscriptions, resolver keys. It
+// reset, clientId, op cap, accept bits, subscriptions, auth lease (an
+// outage round is authorized by the lease here), resolver keys. It
 // returns either an error (request-level failure, nothing sent), a complete
 // header-only reply with stop set, or the started reply to fill.
 func (p *Partition) precheck(ctx context.Context, j *SyncJob, info storage.PartitionInfo) (rep *Reply, stop bool, err error) {
@@ -79,6 +80,9 @@ func (p *Partition) precheck(ctx context.Context, j *SyncJob, info storage.Parti
 		if verr := ValidateRequested(t, sub.Scopes); verr != nil {
 			return nil, true, verr
 		}
+	}
+	if lerr := p.leaseAuthorize(ctx, j); lerr != nil {
+		return nil, true, lerr
 	}
 	if j.resolved {
 		if verr := ValidateAllowed(s, j.allowed); verr != nil {

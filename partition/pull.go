@@ -45,6 +45,7 @@ func (p *Partition) pull(ctx context.Context, j *SyncJob) {
 		return
 	}
 	if !stop {
+		p.addLease(ctx, j, rep) // lease.go
 		if err := p.servePulls(ctx, j, info, rep); err != nil {
 			j.answer(nil, err)
 			return

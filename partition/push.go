@@ -56,6 +56,7 @@ func (p *Partition) push(ctx context.Context, jobs []*SyncJob) {
 	if !ok || !p.commitGroup(ctx, tx, info, applied) {
 		return
 	}
+	p.addLeases(ctx, applied) // lease.go: written after the push transaction
 	applied = p.answerPulls(ctx, applied)
 	horizon, ok := p.verified(ctx, token, requestsOf(applied))
 	if !ok {
