@@ -90,7 +90,7 @@ type ReactionFilter struct {
 	Partition string
 	// AfterID pages: only reactions with a larger ID.
 	AfterID int64
-	// Limit is 1-1000 (0: 100).
+	// Limit is the page size: 0 means 100, above 1000 means 1000.
 	Limit int
 }
 
@@ -156,4 +156,16 @@ func CutReactionError(s string) string {
 		s = s[:len(s)-n]
 	}
 	return s
+}
+
+// ReactionListLimit returns the effective ReactionFilter limit: 100 for
+// 0, clamped to 1-1000.
+func ReactionListLimit(n int) int {
+	switch {
+	case n <= 0:
+		return 100
+	case n > 1000:
+		return 1000
+	}
+	return n
 }

@@ -77,6 +77,8 @@ type db struct {
 	snaps map[string]*snapshot
 	// leases are the auth lease records (lease.go).
 	leases leaseTable
+	// reactions is the durable-reaction queue (reactions.go).
+	reactions reactionQueue
 }
 
 var _ storage.Store = (*Store)(nil)

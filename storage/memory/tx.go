@@ -28,6 +28,8 @@ type pushTx struct {
 	idem    map[idemKey]idemEntry
 	undo    []func()
 	sp      int // len(undo) at the last Savepoint, -1 if none
+	// reactions are the staged PutReactions writes (reactions.go).
+	reactions []storage.NewReaction
 }
 
 // BeginPush takes the partition's write lock, waiting until it is free or
@@ -367,6 +369,7 @@ func (tx *pushTx) Commit(ctx context.Context) error {
 	}
 	p.info.MaxCommitSeq = tx.info.MaxCommitSeq
 	p.mu.Unlock()
+	d.reactions.publish(p.info.Partition, tx.reactions)
 	tx.finish()
 	return nil
 }

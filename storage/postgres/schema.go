@@ -152,6 +152,9 @@ func (s *Store) setup(ctx context.Context, tx pgx.Tx, sch *schema.Schema, tables
 	if err := s.ensureLeases(ctx, tx); err != nil { // lease.go
 		return false, fmt.Errorf("leases: %w", err)
 	}
+	if err := s.ensureReactions(ctx, tx); err != nil {
+		return false, fmt.Errorf("reactions: %w", err)
+	}
 	stored, err := s.readMarker(ctx, tx, sch.Version)
 	if err != nil {
 		return false, err

@@ -83,6 +83,7 @@ var systemDDL = []string{
 	checkpointDDL,
 	fenceDDL,
 	leaseTableDDL, leaseIndexDDL, // lease.go
+	reactionsTableDDL, reactionsIndexDDL,
 }
 
 func (s *Store) createSystemTables(ctx context.Context) error {

@@ -206,6 +206,7 @@ func run(t *testing.T, open func(t *testing.T) storage.Store, share func(t *test
 		{"ScanChanges", scanChangesTests},
 		{"ScanRows", scanRowsTests},
 		{"TxScanRows", txScanRowsTests},
+		{"Reactions", reactionTests},
 		{"Clients", slices.Concat(clientTests, putClientUnstorableTests, bindTests)},
 		{"Concurrency", concurrencyTests},
 		{"Checkpoint", checkpointTests},
