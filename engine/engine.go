@@ -166,6 +166,10 @@ type Config struct {
 	// same key). LeaseTTL 0: off, no LEASE frame is ever sent.
 	LeaseTTL time.Duration
 	LeaseKey []byte
+	// Reactions configures durable reactions (reactions.go): the handlers
+	// hooks may schedule reactions for, and the delivery worker New starts
+	// and Close stops (none without handlers).
+	Reactions ReactionConfig
 }
 
 // CommitFeed reports commits made to a shared store by any process.
@@ -196,6 +200,8 @@ type Engine struct {
 	maintDone chan struct{}
 	// leases keeps auth leases (nil when off; lease.go).
 	leases *lease.Keeper
+	// reactions is the reaction worker (nil without reaction handlers).
+	reactions *reactionWorker
 }
 
 // Reply is a built SSP2 response, ready to stream with WriteTo (see
@@ -243,6 +249,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := e.setupLeases(pc); err != nil {
 		return nil, err
 	}
+	if err := e.configureReactions(pc); err != nil {
+		return nil, err
+	}
 	if cfg.Segments == nil {
 		cfg.Segments = segstore.NewMemory()
 		e.cfg.Segments = cfg.Segments
@@ -281,6 +290,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		fctx, cancel := context.WithCancel(context.Background())
 		e.stopFeed, e.feedDone = cancel, make(chan struct{})
 		go e.runFeed(fctx)
+	}
+	if e.reactions != nil {
+		e.reactions.start()
 	}
 	if cfg.Retention.Interval > 0 {
 		mctx, cancel := context.WithCancel(context.Background())
@@ -336,6 +348,10 @@ func (e *Engine) ActorStats() actors.Stats { return e.runtime.Stats() }
 // Store.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
+		if e.reactions != nil {
+			e.reactions.stop()
+			<-e.reactions.done
+		}
 		if e.stopMaint != nil {
 			e.stopMaint()
 			<-e.maintDone

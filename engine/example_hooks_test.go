@@ -88,3 +88,37 @@ func ExampleConfig_validators() {
 	// k3 applied at seq 2
 	// k4 rejected: app.project_full - project P holds at most two tasks
 }
+
+// A validator schedules a durable reaction with its commit; the engine's
+// worker delivers it after the commit, at least once, retrying failures
+// with backoff and dead-lettering after MaxAttempts.
+func ExampleReactionConfig() {
+	s, _ := schema.Parse([]byte(exampleSchema))
+	sent := make(chan string, 1)
+	eng, err := engine.New(context.Background(), engine.Config{
+		Schema: s, Store: memory.New(), Resolver: engine.AllowAll(s),
+		Validators: map[string]engine.RowValidator{
+			"tasks": func(ctx context.Context, w *engine.RowWrite) error {
+				if w.Stored == nil && w.Row != nil { // a new task
+					return w.React(engine.Reaction{Name: "welcome-mail", Payload: []byte(w.RowID), MaxAttempts: 5})
+				}
+				return nil
+			},
+		},
+		Reactions: engine.ReactionConfig{Handlers: map[string]engine.ReactionHandler{
+			"welcome-mail": func(ctx context.Context, r engine.StoredReaction) error {
+				sent <- fmt.Sprintf("mail about task %s (commit %d, attempt %d)", r.Payload, r.CommitSeq, r.Attempts)
+				return nil
+			},
+		}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer eng.Close()
+	examplePush(eng, s, "k1", ssp2.Row{"t1", "P", "write the report"})
+	fmt.Println(<-sent)
+	// Output:
+	// k1 applied at seq 1
+	// mail about task t1 (commit 1, attempt 1)
+}

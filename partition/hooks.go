@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"go.uber.org/zap"
@@ -49,7 +50,39 @@ type Hooks struct {
 	Validators map[string]RowValidator
 	// CommitValidator, when set, runs once per commit.
 	CommitValidator CommitValidator
+	// KnownReaction reports whether a reaction name has a handler; React
+	// refuses other names. nil accepts none (no reactions configured).
+	KnownReaction func(name string) bool
+	// DefaultMaxAttempts is the MaxAttempts of a Reaction without one
+	// (0: DefaultReactionMaxAttempts).
+	DefaultMaxAttempts int
 }
+
+// DefaultReactionMaxAttempts is the default delivery attempts of a reaction.
+const DefaultReactionMaxAttempts = 10
+
+// Reaction is a side effect a hook schedules with its commit (SPEC §6.9):
+// stored in the push transaction with the commit (so it exists exactly
+// when the commit does) and delivered at least once afterwards to the
+// host's handler for Name. A commit may schedule up to 100.
+type Reaction struct {
+	// Name selects the handler (1-128 bytes, registered with the engine).
+	Name string
+	// Payload is handed to the handler as is (at most 64 KiB).
+	Payload []byte
+	// MaxAttempts is 1-100 delivery attempts before the reaction is
+	// dead-lettered; 0 means the configured default (10 unless set).
+	MaxAttempts int
+}
+
+// React schedules r with the commit being validated. It fails (and
+// schedules nothing) for an unknown name, a payload over 64 KiB,
+// MaxAttempts outside 0-100, or a 101st reaction of the commit. If the
+// commit is rejected later, its reactions are discarded with it.
+func (w *RowWrite) React(r Reaction) error { return w.commit.react(r) }
+
+// React schedules r with the commit (see RowWrite.React).
+func (c *CommitView) React(r Reaction) error { return c.commit.react(r) }
 
 // CommitInfo identifies the commit being applied.
 type CommitInfo struct {
@@ -244,6 +277,7 @@ func checkHostCode(code string) string {
 
 // commitState is what the hooks of one commit accumulate.
 type commitState struct {
+	hooks     *Hooks
 	info      CommitInfo
 	ops       []StagedOp
 	reactions []storage.NewReaction
@@ -266,6 +300,27 @@ func (s *commitState) rejected(r *hookRejection) *ssp2.OpResult {
 	}
 	s.rejDetails = r.details
 	return r.rec
+}
+
+func (s *commitState) react(r Reaction) error {
+	if s.hooks.KnownReaction == nil || !s.hooks.KnownReaction(r.Name) {
+		return fmt.Errorf("partition: React: no handler is registered for reaction %q", r.Name)
+	}
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = s.hooks.DefaultMaxAttempts
+		if r.MaxAttempts == 0 {
+			r.MaxAttempts = DefaultReactionMaxAttempts
+		}
+	}
+	if len(s.reactions) >= storage.MaxReactionsPerCommit {
+		return fmt.Errorf("partition: React: a commit may schedule at most %d reactions", storage.MaxReactionsPerCommit)
+	}
+	nr := storage.NewReaction{Name: r.Name, Payload: slices.Clone(r.Payload), MaxAttempts: r.MaxAttempts}
+	if err := storage.CheckReactions([]storage.NewReaction{nr}); err != nil {
+		return fmt.Errorf("partition: React: %w", err)
+	}
+	s.reactions = append(s.reactions, nr)
+	return nil
 }
 
 func (s *commitState) storageFailed(err error) {

@@ -169,6 +169,7 @@ func writeMetrics(ctx context.Context, w http.ResponseWriter, eng *engine.Engine
 		_, _ = fmt.Fprintf(w, "synclane_request_errors_total{code=%q} %d\n", c, s.Errors[c])
 	}
 	writeRetentionMetrics(w, s.Retention)
+	writeReactionMetrics(ctx, w, eng)
 	// Backfill progress, read from storage so every process reports every
 	// runner's progress.
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)

@@ -1,0 +1,314 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/synclane/synclane/partition"
+	"github.com/synclane/synclane/storage"
+)
+
+// Durable reactions (SPEC §6.9). A row validator or the commit validator
+// schedules them with RowWrite.React / CommitView.React; they are stored
+// in the push transaction with their commit, and the engine's reaction
+// worker delivers each at least once to the handler registered under its
+// name:
+//
+//   - a delivery claims the reaction for Lease (a visibility timeout,
+//     stored, so any process sharing the store honours it); the handler's
+//     context ends at 90% of the lease, so a handler that honours its
+//     context is never running when another claim (in this process or
+//     another on the same PostgreSQL database) takes the reaction;
+//   - a handler returning nil deletes the reaction; an error or a panic is
+//     a failed attempt: the reaction is retried after
+//     min(BaseBackoff·2^(attempt-1), MaxBackoff), and after MaxAttempts
+//     failed attempts it is dead-lettered (kept, state dead, with its last
+//     error, visible through Engine.Reactions; never retried);
+//   - a process that dies mid-delivery loses nothing: the reaction becomes
+//     claimable again when its lease ends, and is delivered again (at
+//     least once, so handlers must be idempotent — the reaction ID is
+//     stable across attempts and makes a good idempotency key);
+//   - Close stops claiming and cancels running handlers; their reactions
+//     are retried after the lease, by this store's next worker.
+
+// ReactionHandler delivers one reaction. It must honour ctx (which ends
+// before the claim's lease does) and be idempotent.
+type ReactionHandler func(ctx context.Context, r StoredReaction) error
+
+// StoredReaction is a stored reaction as the queue holds it.
+type StoredReaction = storage.Reaction
+
+// Reaction is a side effect a hook schedules with its commit.
+type Reaction = partition.Reaction
+
+// ReactionConfig configures durable reactions. With no Handlers, hooks
+// cannot schedule reactions and no worker runs.
+type ReactionConfig struct {
+	// Handlers maps reaction names to their handlers.
+	Handlers map[string]ReactionHandler
+	// DefaultMaxAttempts is the attempts of a reaction scheduled without
+	// MaxAttempts: 1-100 (0: 10).
+	DefaultMaxAttempts int
+	// Lease is how long a claimed reaction is hidden from other claims
+	// (default 30s, at least 1s); handlers get 90% of it.
+	Lease time.Duration
+	// PollInterval is how often the worker looks for due reactions when
+	// idle (default 1s); this process's own commits wake it at once.
+	PollInterval time.Duration
+	// BaseBackoff and MaxBackoff bound the retry delay (defaults 1s, 5m).
+	BaseBackoff, MaxBackoff time.Duration
+	// Concurrency is how many handlers run at once (default 4, at most 64).
+	Concurrency int
+	// Now is the queue's clock (default time.Now; the queue always runs on
+	// wall time, not on the engine's Now, so leases stay meaningful across
+	// processes).
+	Now func() time.Time
+}
+
+func (c *ReactionConfig) withDefaults() error {
+	switch {
+	case c.DefaultMaxAttempts == 0:
+		c.DefaultMaxAttempts = partition.DefaultReactionMaxAttempts
+	case c.DefaultMaxAttempts < 1 || c.DefaultMaxAttempts > storage.MaxReactionAttempts:
+		return fmt.Errorf("engine: Reactions.DefaultMaxAttempts %d outside 1-100", c.DefaultMaxAttempts)
+	}
+	if c.Lease <= 0 {
+		c.Lease = 30 * time.Second
+	}
+	c.Lease = max(c.Lease, time.Second)
+	if c.PollInterval <= 0 {
+		c.PollInterval = time.Second
+	}
+	if c.BaseBackoff <= 0 {
+		c.BaseBackoff = time.Second
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 5 * time.Minute
+	}
+	c.MaxBackoff = max(c.MaxBackoff, c.BaseBackoff)
+	if c.Concurrency <= 0 {
+		c.Concurrency = 4
+	}
+	c.Concurrency = min(c.Concurrency, 64)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	for name, h := range c.Handlers {
+		if h == nil || name == "" || len(name) > storage.MaxReactionNameBytes || !storage.Storable(name) {
+			return fmt.Errorf("engine: Reactions.Handlers[%q]: names are 1-128 storable bytes and handlers non-nil", name)
+		}
+	}
+	return nil
+}
+
+// reactionWorker delivers reactions; owned by the Engine (started in New,
+// stopped in Close).
+type reactionWorker struct {
+	cfg   ReactionConfig
+	queue storage.Reactions
+	log   *zap.Logger
+	wake  chan struct{}
+
+	delivered, retried, deadLettered, failedOps atomic.Uint64
+
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// ReactionStats are the reaction counters of this process and the queue's
+// current sizes (read from the store, so shared by every process on it).
+type ReactionStats struct {
+	// Delivered, Retried and DeadLettered count this process's attempts:
+	// successful, failed and rescheduled, failed for the last time.
+	Delivered, Retried, DeadLettered uint64
+	// Pending and Dead are the stored reactions by state.
+	Pending, Dead int64
+}
+
+func (e *Engine) configureReactions(pc *partition.Config) error {
+	rc := e.cfg.Reactions
+	if err := rc.withDefaults(); err != nil {
+		return err
+	}
+	if len(rc.Handlers) == 0 {
+		return nil
+	}
+	q, ok := e.cfg.Store.(storage.Reactions)
+	if !ok {
+		return fmt.Errorf("engine: the store (%T) has no reaction queue (storage.Reactions)", e.cfg.Store)
+	}
+	pc.Hooks.KnownReaction = func(name string) bool { return rc.Handlers[name] != nil }
+	pc.Hooks.DefaultMaxAttempts = rc.DefaultMaxAttempts
+	w := &reactionWorker{cfg: rc, queue: q, log: e.cfg.Logger, wake: make(chan struct{}, 1)}
+	e.reactions = w
+	// This process's commits wake the worker at once (others' are found
+	// by polling).
+	onCommit := pc.OnCommit
+	pc.OnCommit = func(part string, maxSeq int64) {
+		if onCommit != nil {
+			onCommit(part, maxSeq)
+		}
+		w.poke()
+	}
+	return nil
+}
+
+// start runs the worker until stopReactions.
+func (w *reactionWorker) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	w.stop, w.done = cancel, make(chan struct{})
+	go func() {
+		defer close(w.done)
+		w.run(ctx)
+	}()
+}
+
+// poke wakes the worker (after a local commit); it never blocks.
+func (w *reactionWorker) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *reactionWorker) run(ctx context.Context) {
+	sem := make(chan struct{}, w.cfg.Concurrency)
+	var running sync.WaitGroup
+	defer running.Wait()
+	t := time.NewTicker(w.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		free := cap(sem) - len(sem)
+		claimed := 0
+		if free > 0 {
+			now := w.cfg.Now()
+			rs, err := w.queue.ClaimReactions(ctx, now.UnixMilli(), w.cfg.Lease.Milliseconds(), free)
+			if err != nil && ctx.Err() == nil {
+				w.failedOps.Add(1)
+				w.log.Warn("claiming reactions failed", zap.Error(err))
+			}
+			claimed = len(rs)
+			for _, r := range rs {
+				sem <- struct{}{}
+				running.Add(1)
+				go func() {
+					defer func() { <-sem; running.Done() }()
+					w.deliver(ctx, r, now)
+				}()
+			}
+		}
+		if claimed > 0 && claimed == free {
+			// More may be due: claim again as soon as a slot frees.
+			select {
+			case <-ctx.Done():
+				return
+			case sem <- struct{}{}:
+				<-sem
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		case <-t.C:
+		}
+	}
+}
+
+// deliver runs one claimed reaction's handler and records the outcome.
+func (w *reactionWorker) deliver(ctx context.Context, r storage.Reaction, claimedAt time.Time) {
+	hctx, cancel := context.WithDeadline(ctx, claimedAt.Add(w.cfg.Lease*9/10))
+	err := w.call(hctx, r)
+	cancel()
+	if ctx.Err() != nil {
+		return // closing: the lease runs out and another worker retries
+	}
+	// Outcomes are recorded even if ctx ends meanwhile (they are short).
+	octx, ocancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer ocancel()
+	log := w.log.With(zap.Int64("reaction_id", r.ID), zap.String("reaction", r.Name), zap.String("partition", r.Partition), zap.Int("attempt", r.Attempts))
+	if err == nil {
+		if _, cerr := w.queue.CompleteReaction(octx, r.ID, r.Attempts); cerr != nil {
+			w.failedOps.Add(1)
+			log.Warn("recording a delivered reaction failed; it will be delivered again", zap.Error(cerr))
+			return
+		}
+		w.delivered.Add(1)
+		return
+	}
+	now := w.cfg.Now()
+	dead := r.Attempts >= r.MaxAttempts
+	retryAt := now.Add(w.backoff(r.Attempts)).UnixMilli()
+	ok, ferr := w.queue.FailReaction(octx, r.ID, r.Attempts, err.Error(), retryAt, dead, now.UnixMilli())
+	switch {
+	case ferr != nil:
+		w.failedOps.Add(1)
+		log.Warn("recording a failed reaction attempt failed; it is retried after its lease", zap.Error(ferr), zap.NamedError("attempt_error", err))
+	case !ok:
+		log.Warn("a reaction attempt outlived its lease; its outcome was dropped", zap.NamedError("attempt_error", err))
+	case dead:
+		w.deadLettered.Add(1)
+		log.Error("reaction dead-lettered after its last attempt", zap.Int("max_attempts", r.MaxAttempts), zap.NamedError("attempt_error", err))
+	default:
+		w.retried.Add(1)
+		log.Info("reaction attempt failed; retrying later", zap.Time("retry_at", time.UnixMilli(retryAt)), zap.NamedError("attempt_error", err))
+	}
+}
+
+// call runs the handler, turning a panic or a missing handler into an
+// error.
+func (w *reactionWorker) call(ctx context.Context, r storage.Reaction) (err error) {
+	h := w.cfg.Handlers[r.Name]
+	if h == nil {
+		return fmt.Errorf("no handler is registered for reaction %q", r.Name)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("reaction handler panicked: %v", p)
+		}
+	}()
+	return h(ctx, r)
+}
+
+// backoff is the delay after failed attempt n (1-based).
+func (w *reactionWorker) backoff(n int) time.Duration {
+	d := w.cfg.BaseBackoff
+	for i := 1; i < n && d < w.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, w.cfg.MaxBackoff)
+}
+
+// ErrNoReactions is returned by Engine.Reactions and Engine.ReactionStats
+// when the engine has no reaction handlers.
+var ErrNoReactions = errors.New("engine: reactions are not configured")
+
+// Reactions lists stored reactions (pending, including those being
+// delivered, and dead-lettered) by ascending ID; see
+// storage.ReactionFilter for the filter and page size (at most 1000).
+func (e *Engine) Reactions(ctx context.Context, f storage.ReactionFilter) ([]StoredReaction, error) {
+	if e.reactions == nil {
+		return nil, ErrNoReactions
+	}
+	return e.reactions.queue.ListReactions(ctx, f)
+}
+
+// ReactionStats returns this process's reaction counters and the queue's
+// sizes.
+func (e *Engine) ReactionStats(ctx context.Context) (ReactionStats, error) {
+	w := e.reactions
+	if w == nil {
+		return ReactionStats{}, ErrNoReactions
+	}
+	s := ReactionStats{Delivered: w.delivered.Load(), Retried: w.retried.Load(), DeadLettered: w.deadLettered.Load()}
+	c, err := w.queue.CountReactions(ctx)
+	s.Pending, s.Dead = c.Pending, c.Dead
+	return s, err
+}
