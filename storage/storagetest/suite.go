@@ -214,6 +214,7 @@ func run(t *testing.T, open func(t *testing.T) storage.Store, share func(t *test
 		{"Retention", retentionTests},
 		{"RetentionEngine", retentionEngineTests},
 		{"Leases", leaseTests},
+		{"Query", queryTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
