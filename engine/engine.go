@@ -24,6 +24,7 @@ import (
 
 	"github.com/synclane/synclane/actors"
 	"github.com/synclane/synclane/lease"
+	"github.com/synclane/synclane/operations"
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -170,6 +171,16 @@ type Config struct {
 	// hooks may schedule reactions for, and the delivery worker New starts
 	// and Close stops (none without handlers).
 	Reactions ReactionConfig
+
+	// Remote operations (REMOTE.md revision 1; see Engine.Operations).
+	//
+	// Operations is the registry of queries and commands served (nil:
+	// every operation is operation.unknown). It must be built for Schema.
+	Operations *operations.Registry
+	// OperationTimeout bounds one remote query's storage work (default
+	// DefaultOperationTimeout); a query running longer fails with
+	// operation.query_failed. Commands are bounded by StorageTimeout.
+	OperationTimeout time.Duration
 }
 
 // CommitFeed reports commits made to a shared store by any process.
@@ -216,6 +227,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
+	}
+	if cfg.Operations != nil && cfg.Operations.Schema() != cfg.Schema {
+		return nil, errors.New("engine: Operations was registered for another schema than Schema")
 	}
 	if cfg.MaxOperations <= 0 {
 		cfg.MaxOperations = 500
