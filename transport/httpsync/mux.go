@@ -27,7 +27,8 @@ type MuxOptions struct {
 	Metrics []func(io.Writer)
 }
 
-// Mux is the standalone server's router: POST <mount>/sync, GET
+// Mux is the standalone server's router: POST <mount>/sync, POST
+// <mount>/operations (remote operations), GET
 // <mount>/realtime (when MuxOptions.Realtime is set), GET /healthz,
 // GET /readyz and GET /metrics. Every request it answers, including those
 // refused before the engine and those of routes added with Handle, is
@@ -50,6 +51,8 @@ func NewMux(eng *engine.Engine, opts MuxOptions) *Mux {
 		"GET " + mount + "/segments/{id}": RouteSegments,
 	}}
 	m.Handle(mount+"/sync", NewHandler(eng, opts.Options))
+	m.routes["POST "+mount+"/operations"] = RouteOperations
+	m.Handle("POST "+mount+"/operations", NewOperationsHandler(eng, opts.Options))
 	if opts.Realtime != nil {
 		m.routes["GET "+mount+"/realtime"] = RouteRealtime
 		m.Handle("GET "+mount+"/realtime", opts.Realtime)

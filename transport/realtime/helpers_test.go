@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/operations"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
@@ -46,6 +47,8 @@ type fixtureOpts struct {
 	feed     engine.CommitFeed
 	now      func() time.Time
 	flush    time.Duration
+	// ops, when set, builds the engine's remote operation registry.
+	ops func(*schema.Schema) *operations.Registry
 }
 
 func newFixture(t *testing.T, o fixtureOpts) *fixture {
@@ -64,6 +67,9 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	cfg := engine.Config{Schema: f.schema, Store: f.store, Now: o.now, ClientFlushInterval: o.flush,
 		Resolver: engine.ScopeResolverFunc(f.resolve), Feed: o.feed}
 	f.hub.Hooks(&cfg)
+	if o.ops != nil {
+		cfg.Operations = o.ops(f.schema)
+	}
 	eng, err := engine.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
