@@ -459,3 +459,35 @@ func TestCommandIdempotencyIdentity(t *testing.T) {
 		}
 	}
 }
+
+// A command's commit goes through the host's row validators like a push:
+// the host code is the rejection, stored and replayed without re-running.
+func TestOperationCommandRunsValidators(t *testing.T) {
+	for _, b := range sqlBackends {
+		t.Run(b.name, func(t *testing.T) {
+			var validated atomic.Int64
+			f, h := newOpFixture(t, b.open(t), func(c *engine.Config) {
+				c.Validators = map[string]engine.RowValidator{"tasks": func(_ context.Context, w *engine.RowWrite) error {
+					validated.Add(1)
+					if w.Row != nil && w.Row[2] == "forbidden title" {
+						return &engine.Rejection{Code: "tasks.title_taken", Message: "pick another title"}
+					}
+					return nil
+				}}
+			})
+			p := opwire.Object{{Key: "id", Value: "t1"}, {Key: "project", Value: "A"}, {Key: "title", Value: "forbidden title"}}
+			for i := range 2 {
+				res, err := f.op("alice", "p1", command("addTask", "r1", p))
+				if err != nil || res.Command.Status != opwire.StatusRejected || len(res.Command.Results) != 1 {
+					t.Fatalf("attempt %d: %+v %v", i, res.Command, err)
+				}
+				if code, _ := res.Command.Results[0].(opwire.Object).Get("code"); code != "tasks.title_taken" {
+					t.Fatalf("attempt %d: code %v", i, code)
+				}
+			}
+			if h.addRuns.Load() != 1 || validated.Load() != 1 {
+				t.Fatalf("runs %d validations %d, want 1 and 1 (the replay runs neither)", h.addRuns.Load(), validated.Load())
+			}
+		})
+	}
+}
