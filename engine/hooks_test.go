@@ -184,7 +184,9 @@ func TestCommitValidatorReadsCandidateState(t *testing.T) {
 					// The scan without scopes and an out-of-range limit are refused.
 					_, err1 := v.ScanRows(ctx, engine.ScanQuery{Table: "tasks"})
 					_, err2 := v.ScanRows(ctx, engine.ScanQuery{Table: "tasks", Scopes: map[string][]string{"project_id": {"P"}}, Limit: 1001})
-					scanErrs = append(scanErrs, err1, err2)
+					_, err3 := v.ScanRows(ctx, engine.ScanQuery{Table: "tasks", Scopes: map[string][]string{"undeclared": {"P"}}})
+					_, err4 := v.ScanRows(ctx, engine.ScanQuery{Table: "nope", Scopes: map[string][]string{"project_id": {"P"}}})
+					scanErrs = append(scanErrs, err1, err2, err3, err4)
 					for _, op := range v.Ops {
 						if op.Op != ssp2.OpUpsert {
 							continue

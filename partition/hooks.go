@@ -180,8 +180,9 @@ func (c *CommitView) GetRow(ctx context.Context, table, rowID string) (*storage.
 
 // ScanRows returns up to q.Limit rows of q.Table matching q.Scopes as the
 // commit would leave them, in primary-key byte order. A query without a
-// scope filter fails with ErrScanNeedsScopes, a limit outside 0-1000 or
-// an unknown table with an error (nothing is read).
+// scope filter fails with ErrScanNeedsScopes; a limit outside 0-1000, an
+// unknown table or a scope variable the table does not declare fails with
+// an error (nothing is read).
 func (c *CommitView) ScanRows(ctx context.Context, q ScanQuery) ([]storage.RowRecord, error) {
 	t := c.p.cfg.Schema.Table(q.Table)
 	if t == nil {
@@ -190,9 +191,12 @@ func (c *CommitView) ScanRows(ctx context.Context, q ScanQuery) ([]storage.RowRe
 	if len(q.Scopes) == 0 {
 		return nil, ErrScanNeedsScopes
 	}
-	for _, vals := range q.Scopes {
+	for v, vals := range q.Scopes {
 		if len(vals) == 0 {
 			return nil, ErrScanNeedsScopes
+		}
+		if t.ScopeVar(v) == nil {
+			return nil, fmt.Errorf("partition: ScanRows: table %q has no scope variable %q", q.Table, v)
 		}
 	}
 	limit := q.Limit

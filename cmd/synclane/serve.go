@@ -75,6 +75,8 @@ type serveConfig struct {
 
 	// Retention: pruning policy and the maintenance loop.
 	retention retentionConfig
+	// Durable reactions (reactions.go).
+	reactions reactionConfig
 
 	// Test-control surface (--test-control) and its start options.
 	testControl bool
@@ -124,6 +126,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "after the drain delay, how long in-flight requests get to finish before their connections are closed")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	retentionFlags(fs, &c.retention, true)
+	reactionFlags(fs, &c.reactions)
 	fs.Var(&c.checkpoints, "checkpoint", "PARTITION/NAME of a backfill checkpoint this process declares at its schema version (repeatable, or comma-separated)")
 	fs.BoolVar(&c.testControl, "test-control", false, "serve the test-only control surface under /_test/ (only with development auth on a loopback address)")
 	fs.Int64Var(&c.clockMs, "clock-ms", -1, "with --test-control: run on a virtual clock starting at this Unix time in ms, moved only by POST /_test/clock/advance")
@@ -184,6 +187,9 @@ func (c *serveConfig) validate(given map[string]bool) error {
 		return errors.New("--clock-ms needs --test-control")
 	}
 	if err := c.retention.validate(); err != nil {
+		return err
+	}
+	if err := c.reactions.validate(c.testControl); err != nil {
 		return err
 	}
 	for name, v := range map[string]int64{"inline-segment-max-bytes": c.inlineSegmentMaxBytes, "max-delta-bytes": c.maxDeltaBytes, "max-presence-bytes": c.maxPresenceBytes} {
@@ -429,7 +435,8 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	}
 	cfg := engine.Config{Schema: sch, Store: st, Logger: log,
 		MaxOperations: c.maxOps, IdleTimeout: c.idleTimeout, Checkpoints: decls, Retention: c.retention.engineConfig(),
-		Segments: segs, SegmentTTL: c.segmentTTL, InlineSegmentMaxBytes: int(c.inlineSegmentMaxBytes)}
+		Segments: segs, SegmentTTL: c.segmentTTL, InlineSegmentMaxBytes: int(c.inlineSegmentMaxBytes),
+		Reactions: c.reactions.engineConfig()}
 	if c.inlineSegmentMaxBytes == 0 {
 		cfg.InlineSegmentMaxBytes = -1 // nothing inline when the client accepts refs
 	}
@@ -449,6 +456,8 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 			cfg.Now = controls.Clock.Now
 		}
 		auth, resolver, cfg.Store = httpsync.DevAuth{}, controls.Resolver, controls.Store
+		controls.Rules = testcontrol.NewRules(sch)
+		controls.Rules.Install(&cfg) // declarative validators (PUT /_test/validators, /_test/commit-validator)
 		log.Warn("test-control surface enabled under /_test/: development authentication, and no actor holds any scope until PUT /_test/allowed-scopes sets it")
 	default:
 		auth, resolver = httpsync.DevAuth{}, engine.AllowAll(sch)

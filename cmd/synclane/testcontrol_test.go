@@ -341,7 +341,6 @@ func TestTestControlFailNextIdempotencyLookup(t *testing.T) {
 func TestTestControlUnsupportedAndUnknown(t *testing.T) {
 	base := startTestControl(t)
 	for _, ep := range []struct{ method, path string }{
-		{"PUT", "/_test/validators"}, {"PUT", "/_test/commit-validator"},
 		{"POST", "/_test/blob-presign"}, {"POST", "/_test/leases/l1/revoke"},
 	} {
 		var body map[string]string

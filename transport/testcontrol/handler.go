@@ -46,6 +46,9 @@ type Controls struct {
 	// Signer issues signed segment URLs; nil when the server was started
 	// without --signed-url-ttl (then /_test/signed-url-ttl is refused).
 	Signer *segstore.Signer
+	// Rules are the declarative validator rules (rules.go); nil answers
+	// their endpoints 501 test.unsupported.
+	Rules *Rules
 }
 
 // Handler returns the control surface: every route under /_test/.
@@ -67,12 +70,17 @@ func Handler(c Controls) http.Handler {
 	mux.HandleFunc("POST /_test/backup/capture", c.capture)
 	mux.HandleFunc("POST /_test/backup/restore", c.restore)
 	for route, feature := range map[string]string{
-		"PUT /_test/validators":               "host validators",
-		"PUT /_test/commit-validator":         "host commit validators",
 		"POST /_test/blob-presign":            "blobs",
 		"POST /_test/leases/{leaseId}/revoke": "auth leases",
 	} {
 		mux.HandleFunc(route, func(w http.ResponseWriter, _ *http.Request) { unsupported(w, feature) })
+	}
+	if c.Rules != nil {
+		mux.HandleFunc("PUT /_test/validators", c.putValidators)
+		mux.HandleFunc("PUT /_test/commit-validator", c.putCommitValidator)
+	} else {
+		mux.HandleFunc("PUT /_test/validators", func(w http.ResponseWriter, _ *http.Request) { unsupported(w, "host validators") })
+		mux.HandleFunc("PUT /_test/commit-validator", func(w http.ResponseWriter, _ *http.Request) { unsupported(w, "host commit validators") })
 	}
 	mux.HandleFunc("/_test/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, syncerr.New(syncerr.NotFound, "no test-control endpoint %s %s", r.Method, r.URL.Path))
