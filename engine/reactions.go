@@ -20,11 +20,12 @@ import (
 // worker delivers each at least once to the handler registered under its
 // name:
 //
-//   - a delivery claims the reaction for Lease (a visibility timeout,
-//     stored, so any process sharing the store honours it); the handler's
-//     context ends at 90% of the lease, so a handler that honours its
-//     context is never running when another claim (in this process or
-//     another on the same PostgreSQL database) takes the reaction;
+//   - the worker claims due reactions in batches for Lease (a visibility
+//     timeout, stored, so any process sharing the store honours it); the
+//     handlers' context ends at 90% of the lease, so a handler that
+//     honours its context is never running when another claim (in this
+//     process or another on the same PostgreSQL database) takes the
+//     reaction; a batch's deliveries are recorded in one write;
 //   - a handler returning nil deletes the reaction; an error or a panic is
 //     a failed attempt: the reaction is retried after
 //     min(BaseBackoff·2^(attempt-1), MaxBackoff), and after MaxAttempts
@@ -65,6 +66,13 @@ type ReactionConfig struct {
 	BaseBackoff, MaxBackoff time.Duration
 	// Concurrency is how many handlers run at once (default 4, at most 64).
 	Concurrency int
+	// BatchSize is how many reactions one claim takes (default 32, at most
+	// 1000). Handlers of a batch share its lease: keep Lease comfortably
+	// above BatchSize/Concurrency handler run times.
+	BatchSize int
+	// ClaimInterval is the pause after a wake-up before claiming, so a
+	// burst of commits is claimed together (default 50ms).
+	ClaimInterval time.Duration
 	// Now is the queue's clock (default time.Now; the queue always runs on
 	// wall time, not on the engine's Now, so leases stay meaningful across
 	// processes).
@@ -96,6 +104,13 @@ func (c *ReactionConfig) withDefaults() error {
 		c.Concurrency = 4
 	}
 	c.Concurrency = min(c.Concurrency, 64)
+	if c.BatchSize <= 0 {
+		c.BatchSize = 32
+	}
+	c.BatchSize = min(c.BatchSize, 1000)
+	if c.ClaimInterval <= 0 {
+		c.ClaimInterval = 50 * time.Millisecond
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -178,40 +193,15 @@ func (w *reactionWorker) poke() {
 }
 
 func (w *reactionWorker) run(ctx context.Context) {
-	sem := make(chan struct{}, w.cfg.Concurrency)
-	var running sync.WaitGroup
-	defer running.Wait()
 	t := time.NewTicker(w.cfg.PollInterval)
 	defer t.Stop()
 	for {
-		free := cap(sem) - len(sem)
-		claimed := 0
-		if free > 0 {
-			now := w.cfg.Now()
-			rs, err := w.queue.ClaimReactions(ctx, now.UnixMilli(), w.cfg.Lease.Milliseconds(), free)
-			if err != nil && ctx.Err() == nil {
-				w.failedOps.Add(1)
-				w.log.Warn("claiming reactions failed", zap.Error(err))
-			}
-			claimed = len(rs)
-			for _, r := range rs {
-				sem <- struct{}{}
-				running.Add(1)
-				go func() {
-					defer func() { <-sem; running.Done() }()
-					w.deliver(ctx, r, now)
-				}()
-			}
+		n := w.round(ctx)
+		if ctx.Err() != nil {
+			return
 		}
-		if claimed > 0 && claimed == free {
-			// More may be due: claim again as soon as a slot frees.
-			select {
-			case <-ctx.Done():
-				return
-			case sem <- struct{}{}:
-				<-sem
-			}
-			continue
+		if n == w.cfg.BatchSize {
+			continue // more may be due
 		}
 		select {
 		case <-ctx.Done():
@@ -219,46 +209,102 @@ func (w *reactionWorker) run(ctx context.Context) {
 		case <-w.wake:
 		case <-t.C:
 		}
+		// Let a burst of commits gather, so one claim takes them all.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(w.cfg.ClaimInterval):
+		}
 	}
 }
 
-// deliver runs one claimed reaction's handler and records the outcome.
-func (w *reactionWorker) deliver(ctx context.Context, r storage.Reaction, claimedAt time.Time) {
-	hctx, cancel := context.WithDeadline(ctx, claimedAt.Add(w.cfg.Lease*9/10))
-	err := w.call(hctx, r)
-	cancel()
-	if ctx.Err() != nil {
-		return // closing: the lease runs out and another worker retries
-	}
-	// Outcomes are recorded even if ctx ends meanwhile (they are short).
-	octx, ocancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer ocancel()
-	log := w.log.With(zap.Int64("reaction_id", r.ID), zap.String("reaction", r.Name), zap.String("partition", r.Partition), zap.Int("attempt", r.Attempts))
-	if err == nil {
-		if _, cerr := w.queue.CompleteReaction(octx, r.ID, r.Attempts); cerr != nil {
+// round claims up to BatchSize due reactions, runs their handlers
+// (Concurrency at a time) and records the outcomes: the delivered ones in
+// one write. It returns how many it claimed.
+func (w *reactionWorker) round(ctx context.Context) int {
+	now := w.cfg.Now()
+	rs, err := w.queue.ClaimReactions(ctx, now.UnixMilli(), w.cfg.Lease.Milliseconds(), w.cfg.BatchSize)
+	if err != nil {
+		if ctx.Err() == nil {
 			w.failedOps.Add(1)
-			log.Warn("recording a delivered reaction failed; it will be delivered again", zap.Error(cerr))
-			return
+			w.log.Warn("claiming reactions failed", zap.Error(err))
 		}
-		w.delivered.Add(1)
-		return
+		return 0
+	}
+	if len(rs) == 0 {
+		return 0
+	}
+	// Every handler of the batch ends before the claim's lease does.
+	hctx, cancel := context.WithDeadline(ctx, now.Add(w.cfg.Lease*9/10))
+	defer cancel()
+	errs := make([]error, len(rs))
+	sem := make(chan struct{}, w.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for i := range rs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = w.call(hctx, rs[i])
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return len(rs) // closing: the leases run out and another worker retries
+	}
+	w.record(ctx, rs, errs)
+	return len(rs)
+}
+
+// record stores the outcomes of a batch.
+func (w *reactionWorker) record(ctx context.Context, rs []storage.Reaction, errs []error) {
+	// Outcomes are recorded even if ctx ends meanwhile (they are short).
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var done []storage.ReactionClaim
+	for i, r := range rs {
+		if errs[i] == nil {
+			done = append(done, storage.ReactionClaim{ID: r.ID, Attempt: r.Attempts})
+		}
+	}
+	if len(done) > 0 {
+		n, err := w.queue.CompleteReactions(octx, done)
+		if err != nil {
+			w.failedOps.Add(1)
+			w.log.Warn("recording delivered reactions failed; they will be delivered again", zap.Error(err), zap.Int("reactions", len(done)))
+		} else {
+			w.delivered.Add(uint64(len(done)))
+			if n < len(done) {
+				w.log.Warn("some deliveries outlived their lease; those reactions may be delivered again", zap.Int("late", len(done)-n))
+			}
+		}
 	}
 	now := w.cfg.Now()
+	for i, r := range rs {
+		if errs[i] != nil {
+			w.fail(octx, r, errs[i], now)
+		}
+	}
+}
+
+// fail records one failed attempt: a retry after backoff, or the dead letter.
+func (w *reactionWorker) fail(ctx context.Context, r storage.Reaction, attemptErr error, now time.Time) {
+	log := w.log.With(zap.Int64("reaction_id", r.ID), zap.String("reaction", r.Name), zap.String("partition", r.Partition), zap.Int("attempt", r.Attempts))
 	dead := r.Attempts >= r.MaxAttempts
 	retryAt := now.Add(w.backoff(r.Attempts)).UnixMilli()
-	ok, ferr := w.queue.FailReaction(octx, r.ID, r.Attempts, err.Error(), retryAt, dead, now.UnixMilli())
+	ok, err := w.queue.FailReaction(ctx, r.ID, r.Attempts, attemptErr.Error(), retryAt, dead, now.UnixMilli())
 	switch {
-	case ferr != nil:
+	case err != nil:
 		w.failedOps.Add(1)
-		log.Warn("recording a failed reaction attempt failed; it is retried after its lease", zap.Error(ferr), zap.NamedError("attempt_error", err))
+		log.Warn("recording a failed reaction attempt failed; it is retried after its lease", zap.Error(err), zap.NamedError("attempt_error", attemptErr))
 	case !ok:
-		log.Warn("a reaction attempt outlived its lease; its outcome was dropped", zap.NamedError("attempt_error", err))
+		log.Warn("a reaction attempt outlived its lease; its outcome was dropped", zap.NamedError("attempt_error", attemptErr))
 	case dead:
 		w.deadLettered.Add(1)
-		log.Error("reaction dead-lettered after its last attempt", zap.Int("max_attempts", r.MaxAttempts), zap.NamedError("attempt_error", err))
+		log.Error("reaction dead-lettered after its last attempt", zap.Int("max_attempts", r.MaxAttempts), zap.NamedError("attempt_error", attemptErr))
 	default:
 		w.retried.Add(1)
-		log.Info("reaction attempt failed; retrying later", zap.Time("retry_at", time.UnixMilli(retryAt)), zap.NamedError("attempt_error", err))
+		log.Info("reaction attempt failed; retrying later", zap.Time("retry_at", time.UnixMilli(retryAt)), zap.NamedError("attempt_error", attemptErr))
 	}
 }
 

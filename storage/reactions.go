@@ -94,6 +94,12 @@ type ReactionFilter struct {
 	Limit int
 }
 
+// ReactionClaim names one claim of a reaction: its ID and attempt number.
+type ReactionClaim struct {
+	ID      int64
+	Attempt int
+}
+
 // ReactionCounts counts stored reactions by state.
 type ReactionCounts struct {
 	Pending, Dead int64
@@ -116,9 +122,10 @@ type Reactions interface {
 	// sharing the store) takes it before the lease ends. It returns them
 	// as claimed.
 	ClaimReactions(ctx context.Context, nowMs, leaseMs int64, limit int) ([]Reaction, error)
-	// CompleteReaction deletes a delivered reaction if it is still under
-	// the claim numbered attempt; it reports whether it did.
-	CompleteReaction(ctx context.Context, id int64, attempt int) (bool, error)
+	// CompleteReactions deletes delivered reactions, each only if it is
+	// still under the claim numbered Attempt, in one write; it returns how
+	// many it deleted.
+	CompleteReactions(ctx context.Context, done []ReactionClaim) (int, error)
 	// FailReaction records a failed attempt of the claim numbered attempt:
 	// the reaction becomes pending again at retryAtMs, or dead when dead
 	// is true. It reports whether the claim was still current.

@@ -104,23 +104,25 @@ func copyReaction(r *storage.Reaction) storage.Reaction {
 	return c
 }
 
-// CompleteReaction implements storage.Reactions.
-func (s *Store) CompleteReaction(ctx context.Context, id int64, attempt int) (bool, error) {
+// CompleteReactions implements storage.Reactions.
+func (s *Store) CompleteReactions(ctx context.Context, done []storage.ReactionClaim) (int, error) {
 	if err := ctx.Err(); err != nil {
-		return false, err
+		return 0, err
 	}
 	q, err := s.reactionQueue()
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	r := q.items[id]
-	if r == nil || r.State != storage.ReactionPending || r.Attempts != attempt {
-		return false, nil
+	n := 0
+	for _, c := range done {
+		if r := q.items[c.ID]; r != nil && r.State == storage.ReactionPending && r.Attempts == c.Attempt {
+			delete(q.items, c.ID)
+			n++
+		}
 	}
-	delete(q.items, id)
-	return true, nil
+	return n, nil
 }
 
 // FailReaction implements storage.Reactions.

@@ -123,16 +123,24 @@ func sortByID(rs []storage.Reaction) {
 	slices.SortFunc(rs, func(a, b storage.Reaction) int { return cmp.Compare(a.ID, b.ID) })
 }
 
-// CompleteReaction implements storage.Reactions.
-func (s *Store) CompleteReaction(ctx context.Context, id int64, attempt int) (bool, error) {
+// CompleteReactions implements storage.Reactions in one statement.
+func (s *Store) CompleteReactions(ctx context.Context, done []storage.ReactionClaim) (int, error) {
 	if err := s.ready(); err != nil {
-		return false, err
+		return 0, err
 	}
-	ct, err := s.pool.Exec(ctx, `DELETE FROM `+s.reactionsTable()+` WHERE id = $1 AND attempts = $2 AND state = 0`, id, attempt)
+	if len(done) == 0 {
+		return 0, nil
+	}
+	ids, attempts := make([]int64, len(done)), make([]int32, len(done))
+	for i, c := range done {
+		ids[i], attempts[i] = c.ID, int32(c.Attempt)
+	}
+	ct, err := s.pool.Exec(ctx, `DELETE FROM `+s.reactionsTable()+` r USING unnest($1::bigint[], $2::int[]) AS d(id, attempt)
+WHERE r.id = d.id AND r.attempts = d.attempt AND r.state = 0`, ids, attempts)
 	if err != nil {
-		return false, classify("CompleteReaction", err)
+		return 0, classify("CompleteReactions", err)
 	}
-	return ct.RowsAffected() == 1, nil
+	return int(ct.RowsAffected()), nil
 }
 
 // FailReaction implements storage.Reactions.

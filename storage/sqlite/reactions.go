@@ -110,18 +110,29 @@ func (s *Store) ClaimReactions(ctx context.Context, nowMs, leaseMs int64, limit 
 	return out, err
 }
 
-// CompleteReaction implements storage.Reactions.
-func (s *Store) CompleteReaction(ctx context.Context, id int64, attempt int) (bool, error) {
+// CompleteReactions implements storage.Reactions in one write
+// transaction.
+func (s *Store) CompleteReactions(ctx context.Context, done []storage.ReactionClaim) (int, error) {
+	if len(done) == 0 {
+		return 0, nil
+	}
 	var n int64
-	err := s.writeReactions(ctx, "complete reaction", func(ctx context.Context) error {
-		res, err := s.conn.ExecContext(ctx, completeReaction, id, attempt)
-		if err != nil {
-			return err
+	err := s.writeReactions(ctx, "complete reactions", func(ctx context.Context) error {
+		n = 0
+		for _, c := range done {
+			res, err := s.conn.ExecContext(ctx, completeReaction, c.ID, c.Attempt)
+			if err != nil {
+				return err
+			}
+			k, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			n += k
 		}
-		n, err = res.RowsAffected()
-		return err
+		return nil
 	})
-	return n == 1, err
+	return int(n), err
 }
 
 // FailReaction implements storage.Reactions.

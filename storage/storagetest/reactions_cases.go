@@ -154,11 +154,11 @@ var reactionTests = []test{
 		if len(re) != 1 || re[0].ID != a.ID || re[0].Attempts != 2 {
 			e.t.Fatalf("re-claim after the lease = %+v", re)
 		}
-		if ok, err := q.CompleteReaction(e.ctx, a.ID, 1); err != nil || ok {
-			e.t.Fatalf("stale complete = %v, %v; want false", ok, err)
+		if n, err := q.CompleteReactions(e.ctx, []storage.ReactionClaim{{ID: a.ID, Attempt: 1}}); err != nil || n != 0 {
+			e.t.Fatalf("stale complete = %d, %v; want 0", n, err)
 		}
-		if ok, err := q.CompleteReaction(e.ctx, a.ID, 2); err != nil || !ok {
-			e.t.Fatalf("complete = %v, %v; want true", ok, err)
+		if n, err := q.CompleteReactions(e.ctx, []storage.ReactionClaim{{ID: a.ID, Attempt: 1}, {ID: a.ID, Attempt: 2}, {ID: 1 << 50, Attempt: 1}}); err != nil || n != 1 {
+			e.t.Fatalf("complete = %d, %v; want 1 (only the current claim)", n, err)
 		}
 		// b fails once (retry at 5000), then is dead-lettered.
 		if ok, err := q.FailReaction(e.ctx, b.ID, 1, "smtp down", 5000, false, 1100); err != nil || !ok {

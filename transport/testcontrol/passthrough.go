@@ -48,13 +48,13 @@ func (s *Store) ClaimReactions(ctx context.Context, nowMs, leaseMs int64, limit 
 	return q.ClaimReactions(ctx, nowMs, leaseMs, limit)
 }
 
-// CompleteReaction implements storage.Reactions.
-func (s *Store) CompleteReaction(ctx context.Context, id int64, attempt int) (bool, error) {
+// CompleteReactions implements storage.Reactions.
+func (s *Store) CompleteReactions(ctx context.Context, done []storage.ReactionClaim) (int, error) {
 	q, err := s.queue()
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	return q.CompleteReaction(ctx, id, attempt)
+	return q.CompleteReactions(ctx, done)
 }
 
 // FailReaction implements storage.Reactions.
