@@ -90,6 +90,7 @@ type serveConfig struct {
 	// pass them, without effect (logged).
 	inlineSegmentMaxBytes              int64
 	segmentTTL, signedURLTTL, leaseTTL time.Duration
+	leaseKey                           string // lease.go
 	signedURLKey, publicURL            string
 }
 
@@ -138,7 +139,8 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.DurationVar(&c.signedURLTTL, "signed-url-ttl", 0, "enable signed segment URLs (issued to clients accepting them) with this lifetime, at most 15m (off when 0)")
 	fs.StringVar(&c.signedURLKey, "signed-url-key", "", "HMAC key of signed segment URLs, at least 32 bytes; processes sharing a database need the same key (default: random per process)")
 	fs.StringVar(&c.publicURL, "public-url", "", "base URL clients reach this server's mount at, for signed segment URLs, e.g. https://sync.example.com/api (default: http://<listen address><mount>)")
-	fs.DurationVar(&c.leaseTTL, "lease-ttl", 0, "enable auth leases with this lifetime (not implemented yet, no effect)")
+	fs.DurationVar(&c.leaseTTL, "lease-ttl", 0, "enable auth leases (SPEC §7.3) with this lifetime, at most 720h: LEASE frames, outage authorization (off when 0)")
+	fs.StringVar(&c.leaseKey, "lease-key", "", "HMAC key signing lease records, at least 32 bytes; required with --postgres (every process needs the same key); default with SQLite: generated once in <data>/lease.key")
 }
 
 // useDevAuth reports whether the server authenticates with development
@@ -212,24 +214,15 @@ func (c *serveConfig) validate(given map[string]bool) error {
 	if c.signedURLKey != "" && len(c.signedURLKey) < 32 {
 		return errors.New("--signed-url-key must be at least 32 bytes")
 	}
+	if err := c.validateLeases(); err != nil { // lease.go
+		return err
+	}
 	for name, v := range map[string]time.Duration{"read-timeout": c.readTimeout, "write-timeout": c.writeTimeout, "http-idle-timeout": c.httpIdleTimeout} {
 		if v <= 0 {
 			return fmt.Errorf("--%s must be positive", name)
 		}
 	}
 	return nil
-}
-
-// unimplemented lists the options given that have no effect yet.
-func (c *serveConfig) unimplemented(fs *flag.FlagSet) []string {
-	var out []string
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "lease-ttl":
-			out = append(out, "--"+f.Name)
-		}
-	})
-	return out
 }
 
 // loopback reports whether a listen address binds only a loopback
@@ -354,9 +347,6 @@ func serve(ctx context.Context, args []string, lookup func(string) (string, bool
 		return 2
 	}
 	defer log.Sync() //nolint:errcheck
-	if names := c.unimplemented(fs); len(names) > 0 {
-		log.Warn("options accepted without effect: their features are not implemented yet", zap.Strings("options", names))
-	}
 	if err := runServer(ctx, c, log, stdout); err != nil {
 		log.Error("synclane stopped with an error", zap.Error(err))
 		return 1
@@ -484,6 +474,9 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		cfg.SignedURLs = segstore.NewSigner(key, c.signedURLTTL, cfg.Now)
 		cfg.PublicURL = func() string { return publicURL.Load().(string) }
 		controls.Signer = cfg.SignedURLs
+	}
+	if err := c.configureLeases(&cfg, log); err != nil { // lease.go
+		return err
 	}
 	eng, err := engine.New(ctx, cfg)
 	if err != nil {

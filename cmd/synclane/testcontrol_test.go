@@ -117,6 +117,9 @@ func TestTestControlRefusedOutsideTestMode(t *testing.T) {
 		{"negative ttl", []string{"--segment-ttl", "-1s"}, "must not be negative"},
 		{"signed URL ttl above 15m", []string{"--signed-url-ttl", "16m"}, "--signed-url-ttl must be at most 15m"},
 		{"short signed URL key", []string{"--signed-url-ttl", "1m", "--signed-url-key", "short"}, "--signed-url-key must be at least 32 bytes"},
+		{"lease ttl above 720h", []string{"--lease-ttl", "721h"}, "--lease-ttl must be at most 720h"},
+		{"short lease key", []string{"--lease-ttl", "1m", "--lease-key", "short"}, "--lease-key must be at least 32 bytes"},
+		{"leases on postgres without a key", []string{"--lease-ttl", "1m", "--postgres", "postgres://127.0.0.1:1/none"}, "needs --lease-key"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -278,10 +281,14 @@ func TestTestControlScopesAndResolver(t *testing.T) {
 			t.Fatalf("scopes %s: %d %+v", bad, code, e)
 		}
 	}
-	var un map[string]string
-	if code := control(t, "POST", base+"/_test/resolver", `{"outage":true}`, &un); code != http.StatusNotImplemented || un["code"] != "test.unsupported" {
-		t.Fatalf("outage: %d %v", code, un)
+	// Without --lease-ttl an outage round has no lease to fall back on.
+	if code := control(t, "POST", base+"/_test/resolver", `{"outage":true}`, nil); code != http.StatusOK {
+		t.Fatalf("outage: %d", code)
 	}
+	if _, err := c.Pull(context.Background(), ssp2.PullHeader{Accept: ssp2.AcceptInlineRows}, sub); syncerr.CodeOf(err) != syncerr.AuthLeaseRequired {
+		t.Fatalf("outage without leases: %v, want sync.auth_lease_required", err)
+	}
+	control(t, "POST", base+"/_test/resolver", `{"outage":false}`, nil)
 }
 
 func TestTestControlRowsEveryType(t *testing.T) {
@@ -341,7 +348,7 @@ func TestTestControlFailNextIdempotencyLookup(t *testing.T) {
 func TestTestControlUnsupportedAndUnknown(t *testing.T) {
 	base := startTestControl(t)
 	for _, ep := range []struct{ method, path string }{
-		{"POST", "/_test/blob-presign"}, {"POST", "/_test/leases/l1/revoke"},
+		{"POST", "/_test/blob-presign"},
 	} {
 		var body map[string]string
 		if code := control(t, ep.method, base+ep.path, "{}", &body); code != http.StatusNotImplemented || body["code"] != "test.unsupported" || body["message"] == "" {
@@ -349,6 +356,9 @@ func TestTestControlUnsupportedAndUnknown(t *testing.T) {
 		}
 	}
 	var e httpsync.ErrorBody
+	if code := control(t, "POST", base+"/_test/leases/l1/revoke", "", &e); code != http.StatusConflict || e.Code != string(syncerr.InvalidRequest) {
+		t.Fatalf("revoke without --lease-ttl: %d %+v, want 409", code, e)
+	}
 	if code := control(t, "GET", base+"/_test/nothing-here", "", &e); code != http.StatusNotFound || e.Code != string(syncerr.NotFound) {
 		t.Fatalf("unknown endpoint: %d %+v", code, e)
 	}

@@ -69,9 +69,9 @@ func Handler(c Controls) http.Handler {
 	mux.HandleFunc("POST /_test/prune", c.prune)
 	mux.HandleFunc("POST /_test/backup/capture", c.capture)
 	mux.HandleFunc("POST /_test/backup/restore", c.restore)
+	mux.HandleFunc("POST /_test/leases/{leaseId}/revoke", c.revokeLease) // lease.go
 	for route, feature := range map[string]string{
-		"POST /_test/blob-presign":            "blobs",
-		"POST /_test/leases/{leaseId}/revoke": "auth leases",
+		"POST /_test/blob-presign": "blobs",
 	} {
 		mux.HandleFunc(route, func(w http.ResponseWriter, _ *http.Request) { unsupported(w, feature) })
 	}
@@ -173,15 +173,16 @@ func (c Controls) resolver(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &body) {
 		return
 	}
-	if body.Outage != nil {
-		unsupported(w, "auth leases (the outage signal)")
-		return
-	}
-	if body.Failing == nil {
+	if body.Failing == nil && body.Outage == nil {
 		writeError(w, http.StatusBadRequest, syncerr.New(syncerr.InvalidRequest, `body must set "failing" (bool) and/or "outage" (bool)`))
 		return
 	}
-	c.Resolver.SetFailing(*body.Failing)
+	if body.Failing != nil {
+		c.Resolver.SetFailing(*body.Failing)
+	}
+	if body.Outage != nil {
+		c.Resolver.SetOutage(*body.Outage)
+	}
 	writeJSON(w, struct{}{})
 }
 

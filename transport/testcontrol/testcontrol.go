@@ -7,7 +7,8 @@
 //
 // The surface owns three hooks the server is built with: a virtual Clock
 // (every timestamp the engine writes reads it), a Resolver whose allowed
-// scopes the harness sets per actor (an actor it never set holds nothing),
+// scopes the harness sets per actor (an actor it never set holds nothing)
+// and that can fail or signal an outage (auth leases),
 // and a Store wrapper that can make the next idempotency read unreadable.
 // Endpoints of features synclane does not have yet answer 501 with
 // {"code":"test.unsupported"}.
@@ -16,6 +17,7 @@ package testcontrol
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +56,9 @@ func (c *Clock) Advance(d time.Duration) time.Time {
 // ErrResolverFailing is what the Resolver returns while it is set to fail.
 var ErrResolverFailing = errors.New("testcontrol: the scope resolver is set to fail")
 
+// errResolverOutage is what the Resolver returns during an outage.
+var errResolverOutage = fmt.Errorf("testcontrol: the scope resolver is set to an outage: %w", engine.ErrResolverOutage)
+
 // Resolver is an engine.ScopeResolver whose grants a harness sets per
 // actor: an actor never set holds no scope (its subscriptions are revoked
 // and its writes forbidden). It is safe for concurrent use.
@@ -61,6 +66,7 @@ type Resolver struct {
 	mu      sync.RWMutex
 	grants  map[string]map[string][]string
 	failing atomic.Bool
+	outage  atomic.Bool
 }
 
 // NewResolver returns a resolver that grants nothing to anyone.
@@ -77,8 +83,16 @@ func (r *Resolver) Set(actor string, grants map[string][]string) {
 // SetFailing makes every resolution fail (true) or succeed again (false).
 func (r *Resolver) SetFailing(failing bool) { r.failing.Store(failing) }
 
+// SetOutage makes every resolution signal an outage (an error wrapping
+// engine.ErrResolverOutage: rounds are authorized by the client's auth
+// lease) or ends it. An outage takes precedence over SetFailing.
+func (r *Resolver) SetOutage(outage bool) { r.outage.Store(outage) }
+
 // ResolveScopes implements engine.ScopeResolver.
 func (r *Resolver) ResolveScopes(_ context.Context, id engine.Identity) (map[string][]string, error) {
+	if r.outage.Load() {
+		return nil, errResolverOutage
+	}
 	if r.failing.Load() {
 		return nil, ErrResolverFailing
 	}
