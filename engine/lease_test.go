@@ -413,3 +413,53 @@ func TestLeasesOff(t *testing.T) {
 		})
 	}
 }
+
+// Two engines on one PostgreSQL database with the same key share leases:
+// one issues, the other authorizes an outage round with it and revokes it,
+// and the first then refuses it; an engine with another key refuses them.
+func TestLeaseSharedAcrossProcesses(t *testing.T) {
+	schemaName := pgtest.NewSchema(t)
+	fa := newLeaseFixture(t, pgtest.OpenSchema(t, schemaName, postgres.Options{MaxConns: 4}), leaseTTL)
+	fb := newLeaseFixture(t, pgtest.OpenSchema(t, schemaName, postgres.Options{MaxConns: 4}), leaseTTL)
+	a := fa.client("alice", "ca")
+	a.push("c1", upsert("tasks", "t1", fa.row("t1", "P", "one"), nil))
+	held := fa.storedLease("ca")
+
+	onB := *a
+	onB.f = fb.fixture
+	fb.setOutage(true)
+	if pr := onB.push("c2", upsert("tasks", "t2", fa.row("t2", "P", "via b"), nil)); pr.Status != ssp2.CommitApplied {
+		t.Fatalf("outage round on the other process: %+v", pr)
+	}
+	if _, err := fb.eng.RevokeLease(context.Background(), "p1", "ca"); err != nil {
+		t.Fatal(err)
+	}
+	fa.setOutage(true)
+	_, err := a.sync(&ssp2.PullHeader{Accept: 1}, sub("s", -1, "P"))
+	wantCode(t, err, syncerr.AuthLeaseRevoked)
+
+	// Online on A again: a fresh lease, which B (same key) honours.
+	fa.setOutage(false)
+	rep, err := a.sync(&ssp2.PullHeader{Accept: 1}, sub("s", -1, "P"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := leaseOf(t, rep); l == nil || l.LeaseID == held.LeaseID {
+		t.Fatalf("after revocation on the other process: LEASE %+v, want a fresh id", l)
+	}
+	if _, err := onB.sync(&ssp2.PullHeader{Accept: 1}, sub("s", -1, "P")); err != nil {
+		t.Fatalf("B with the shared key: %v", err)
+	}
+
+	// A process with another key refuses the records.
+	fc := newFixture(t, pgtest.OpenSchema(t, schemaName, postgres.Options{MaxConns: 4}), func(c *engine.Config) {
+		c.LeaseTTL, c.LeaseKey = leaseTTL, []byte("another key of at least thirty-two bytes")
+		c.Resolver = engine.ScopeResolverFunc(func(context.Context, engine.Identity) (map[string][]string, error) {
+			return nil, engine.ErrResolverOutage
+		})
+	})
+	onC := *a
+	onC.f = fc
+	_, err = onC.sync(&ssp2.PullHeader{Accept: 1}, sub("s", -1, "P"))
+	wantCode(t, err, syncerr.AuthLeaseRequired)
+}

@@ -21,9 +21,10 @@
 // Several processes sharing a store (PostgreSQL) need the same key. Their
 // caches are not shared: after a revocation in one process, another may
 // keep echoing the revoked lease on online rounds until its next slide
-// write (at most TTL/SlideGranularity), where the compare-and-swap fails,
-// it rereads, and issues a fresh lease. Outage rounds are never served
-// from the cache, so a revoked lease never authorizes one.
+// write (at most TTL/SlideGranularity later) or its next outage round for
+// that client, whichever comes first; then it rereads the record and
+// issues a fresh lease. Outage rounds are never served from the cache, so
+// a revoked lease never authorizes one.
 package lease
 
 import (
@@ -179,6 +180,9 @@ func (k *Keeper) fresh(rec storage.LeaseRecord, actorID string, scopes []byte, n
 // a record that fails its MAC check), or sync.internal_error when storage
 // fails (fail closed).
 func (k *Keeper) Authorize(ctx context.Context, partition, clientID, actorID string) (map[string][]string, error) {
+	// The stored record is the truth from here on: the next online round
+	// rereads it, so a revocation made by another process is seen by then.
+	k.cache.drop(cacheKey{partition, clientID})
 	cur, err := k.store.GetLease(ctx, partition, clientID)
 	if err != nil {
 		return nil, syncerr.Wrap(syncerr.InternalError, err, "the scope resolver is in an outage and the client's lease could not be read; retry")
