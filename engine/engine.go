@@ -181,6 +181,13 @@ type Config struct {
 	// DefaultOperationTimeout); a query running longer fails with
 	// operation.query_failed. Commands are bounded by StorageTimeout.
 	OperationTimeout time.Duration
+
+	// Mergers maps a crdtType to the merge of its crdt columns (SPEC
+	// §5.10; see partition.Merger for the contract and the push rules).
+	// A push writing a crdt column whose crdtType has no merger is refused
+	// with sync.crdt_merge_failed; tables without crdt columns never
+	// consult it. The yjs-doc merger is protocol/yjs.Merger.
+	Mergers map[string]partition.Merger
 }
 
 // CommitFeed reports commits made to a shared store by any process.
@@ -256,6 +263,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	pc.Logger, pc.Now = cfg.Logger, cfg.Now
 	pc.MaxOperations, pc.MinSchemaVersion, pc.ClientFlushInterval = cfg.MaxOperations, cfg.MinSchemaVersion, cfg.ClientFlushInterval
 	pc.OnCommit, pc.OnRegistration = cfg.OnCommit, cfg.OnRegistration
+	pc.Mergers = cfg.Mergers
 	pc.Limits = cfg.Limits.WithDefaults()
 	if err := configureHooks(cfg, pc); err != nil {
 		return nil, err

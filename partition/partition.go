@@ -98,6 +98,11 @@ type Config struct {
 	// Leases, when set, slides auth leases and authorizes outage rounds
 	// (lease.go); nil: leases are off, no LEASE frame is ever sent.
 	Leases LeaseKeeper
+
+	// Mergers maps a crdt column's crdtType to its Merger (see crdt.go);
+	// a push writing a crdt column without one is refused with
+	// sync.crdt_merge_failed.
+	Mergers map[string]Merger
 }
 
 // NewConfig returns a Config for s and st with the row codecs built and

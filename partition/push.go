@@ -322,7 +322,7 @@ func (p *Partition) applyOp(ctx context.Context, tx storage.PushTx, j *SyncJob, 
 	if existing != nil {
 		stored = existing.Version
 	}
-	verdict := DecideUpsert(existing != nil, stored, op.BaseVersion)
+	verdict := upsertVerdict(t, existing, row, op.BaseVersion)
 	authRow := row
 	if existing != nil {
 		authRow = existing.Values // existing rows are authorized as stored, never by payload
@@ -349,6 +349,12 @@ func (p *Partition) applyOp(ctx context.Context, tx storage.PushTx, j *SyncJob, 
 			if payload, err = codec.Append(nil, row); err != nil {
 				return nil, fmt.Errorf("re-encode %s/%s: %w", t.Name, op.RowID, err)
 			}
+		}
+	}
+	if HasCRDT(t) {
+		var rej *ssp2.OpResult
+		if row, payload, rej, err = p.mergeCRDT(i, t, op.RowID, existing, row); rej != nil || err != nil {
+			return rej, err
 		}
 	}
 	if rej, err := p.validateRow(ctx, cs, &RowWrite{OpIndex: i, Table: t, Op: op.Op, RowID: op.RowID, Row: row, Stored: existing}); err != nil || rej != nil {

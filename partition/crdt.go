@@ -1,0 +1,196 @@
+package partition
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+
+	"go.uber.org/zap"
+
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/storage"
+)
+
+// CRDT columns (SPEC §5.10). A crdt column's crdtType selects a Merger from
+// Config.Mergers. The rules, as the push path applies them to a table that
+// has crdt columns:
+//
+//   - baseVersion governs only the non-crdt columns. Push payloads are full
+//     rows and a row has one version, so a non-crdt column counts as moved
+//     only when the payload's value differs from the stored one: a stale
+//     baseVersion whose non-crdt values all equal the stored row applies
+//     (see DecideCRDTUpsert). Two clients editing only crdt columns thus
+//     never conflict with each other.
+//   - A clean apply (insert or update) stores, for each crdt column,
+//     Merge(stored, incoming) — never the raw pushed bytes — and bumps the
+//     row version as every applied upsert does. A NULL incoming value
+//     carries no update: the stored value is kept.
+//   - A conflict merges nothing; serverRow is the stored row, which holds
+//     the state merged by earlier clean applies.
+//   - A missing merger or a failing one rejects the operation (and so rolls
+//     its commit back) with sync.crdt_merge_failed. The merger's error text
+//     is logged, never sent.
+//   - A cached replay answers from the idempotency record and never merges
+//     again.
+
+// Merger merges a crdt column's stored value with an incoming update.
+//
+// Merge must be commutative, associative and idempotent in the state it
+// produces (merging the same updates in any order and any number of times
+// yields equivalent state), so concurrent pushes converge whatever their
+// arrival order and a re-delivered update changes nothing. stored is nil
+// when the row is new or the column is NULL; the result is what the column
+// stores. Merge must not retain or modify its arguments, must be safe for
+// concurrent use, and must bound the memory it allocates and the size of
+// its result (an error rejects the operation with sync.crdt_merge_failed).
+type Merger interface {
+	Merge(stored, incoming []byte) ([]byte, error)
+}
+
+// MergerFunc adapts a function to Merger.
+type MergerFunc func(stored, incoming []byte) ([]byte, error)
+
+// Merge calls f.
+func (f MergerFunc) Merge(stored, incoming []byte) ([]byte, error) { return f(stored, incoming) }
+
+// HasCRDT reports whether t has a crdt column.
+func HasCRDT(t *schema.Table) bool {
+	return slices.ContainsFunc(t.Columns, func(c ssp2.Column) bool { return c.Type == ssp2.TypeCRDT })
+}
+
+// PlainColumnsEqual reports whether stored and incoming hold equal values in
+// every non-crdt column of t.
+func PlainColumnsEqual(t *schema.Table, stored, incoming ssp2.Row) bool {
+	for i, c := range t.Columns {
+		if c.Type == ssp2.TypeCRDT {
+			continue
+		}
+		if !equalValue(stored[i], incoming[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// DecideCRDTUpsert is DecideUpsert for a table with crdt columns: a
+// Conflict whose non-crdt columns all equal the stored row (plainEqual)
+// applies as an update instead, since only non-crdt columns are compared.
+// A baseVersion of 0 against an existing row (a lost insert race) stays a
+// conflict: it states the intent to create the row.
+func DecideCRDTUpsert(exists bool, stored int64, baseVersion *int64, plainEqual bool) UpsertVerdict {
+	v := DecideUpsert(exists, stored, baseVersion)
+	if v == Conflict && plainEqual && *baseVersion != 0 {
+		return ApplyUpdate
+	}
+	return v
+}
+
+// MergeCRDTColumns returns row with each crdt column replaced by the merge
+// of its stored value (from stored; nil for an insert) and its incoming
+// value, using the merger registered for the column's crdtType. A NULL
+// incoming value keeps the stored value. row is not modified. A missing
+// merger or a merge error is returned as sync.crdt_merge_failed; cause is
+// the merger's own error (for the log, never for the client).
+func MergeCRDTColumns(t *schema.Table, mergers map[string]Merger, stored, row ssp2.Row) (out ssp2.Row, rej *syncerr.Error, cause error) {
+	out = row
+	cloned := false
+	for i, c := range t.Columns {
+		if c.Type != ssp2.TypeCRDT {
+			continue
+		}
+		var prev []byte
+		if stored != nil {
+			prev, _ = stored[i].([]byte)
+		}
+		in, _ := row[i].([]byte)
+		var merged []byte
+		if row[i] == nil {
+			if stored == nil || stored[i] == nil {
+				continue // NULL stays NULL
+			}
+			merged = prev
+		} else {
+			typ := t.Meta[i].CrdtType
+			m := mergers[typ]
+			if m == nil {
+				return nil, syncerr.New(syncerr.CRDTMergeFailed, "no merger is registered for crdtType %q of column %q", typ, c.Name), nil
+			}
+			var err error
+			if merged, err = m.Merge(prev, in); err != nil {
+				return nil, syncerr.New(syncerr.CRDTMergeFailed, "merging column %q (crdtType %q) failed", c.Name, typ), err
+			}
+			if merged == nil {
+				merged = []byte{}
+			}
+		}
+		if !cloned {
+			out, cloned = slices.Clone(row), true
+		}
+		out[i] = merged
+	}
+	return out, nil, nil
+}
+
+// equalValue compares two decoded row values (see ssp2.Row).
+func equalValue(a, b any) bool {
+	switch x := a.(type) {
+	case nil:
+		return b == nil
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case int64:
+		y, ok := b.(int64)
+		return ok && x == y
+	case float64:
+		y, ok := b.(float64)
+		return ok && math.Float64bits(x) == math.Float64bits(y)
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	case json.RawMessage:
+		y, ok := b.(json.RawMessage)
+		return ok && bytes.Equal(x, y)
+	case []byte:
+		y, ok := b.([]byte)
+		return ok && bytes.Equal(x, y)
+	default:
+		return false
+	}
+}
+
+// upsertVerdict applies the conflict rules to an upsert of row: those of
+// DecideCRDTUpsert for a table with crdt columns, DecideUpsert otherwise.
+func upsertVerdict(t *schema.Table, existing *storage.RowRecord, row ssp2.Row, baseVersion *int64) UpsertVerdict {
+	if existing == nil {
+		return DecideUpsert(false, 0, baseVersion)
+	}
+	if !HasCRDT(t) {
+		return DecideUpsert(true, existing.Version, baseVersion)
+	}
+	return DecideCRDTUpsert(true, existing.Version, baseVersion, PlainColumnsEqual(t, existing.Values, row))
+}
+
+// mergeCRDT merges the crdt columns of an upsert being applied (see
+// MergeCRDTColumns) and returns the row to store with its encoding. A
+// refused merge is a rejection of operation i, logged with its cause.
+func (p *Partition) mergeCRDT(i int32, t *schema.Table, rowID string, existing *storage.RowRecord, row ssp2.Row) (ssp2.Row, []byte, *ssp2.OpResult, error) {
+	var stored ssp2.Row
+	if existing != nil {
+		stored = existing.Values
+	}
+	merged, rej, cause := MergeCRDTColumns(t, p.cfg.Mergers, stored, row)
+	if rej != nil {
+		p.log().Warn("crdt merge failed", zap.String("table", t.Name), zap.String("row_id", rowID), zap.NamedError("cause", cause), zap.String("code", string(rej.Code)))
+		return nil, nil, writeRejection(i, rej), nil
+	}
+	payload, err := p.cfg.Codecs[t.Name].Append(nil, merged)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("encode merged row %s/%s: %w", t.Name, rowID, err)
+	}
+	return merged, payload, nil, nil
+}

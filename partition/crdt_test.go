@@ -1,0 +1,138 @@
+package partition
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
+)
+
+func crdtTable(t *testing.T) *schema.Table {
+	t.Helper()
+	s, err := schema.Parse([]byte(`{"version":1,"tables":[
+	 {"name":"notes","columns":[{"name":"id","type":"string"},{"name":"p","type":"string"},{"name":"n","type":"integer","nullable":true},{"name":"f","type":"float"},
+	   {"name":"b","type":"boolean"},{"name":"j","type":"json"},{"name":"raw","type":"bytes"},
+	   {"name":"doc","type":"crdt","nullable":true,"crdtType":"concat"},{"name":"other","type":"crdt","nullable":true,"crdtType":"none"}],
+	  "primaryKey":"id","scopes":["p:{p}"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Table("notes")
+}
+
+func TestDecideCRDTUpsert(t *testing.T) {
+	cases := []struct {
+		name       string
+		exists     bool
+		stored     int64
+		base       *int64
+		plainEqual bool
+		want       UpsertVerdict
+	}{
+		{"insert", false, 0, nil, false, ApplyInsert},
+		{"insert with base 0", false, 0, i64(0), false, ApplyInsert},
+		{"missing row", false, 0, i64(3), true, Missing},
+		{"current base", true, 4, i64(4), false, ApplyUpdate},
+		{"lww", true, 4, nil, false, ApplyUpdate},
+		{"stale base, crdt-only change", true, 4, i64(2), true, ApplyUpdate},
+		{"stale base, non-crdt change", true, 4, i64(2), false, Conflict},
+		{"lost insert race stays a conflict", true, 4, i64(0), true, Conflict},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := DecideCRDTUpsert(c.exists, c.stored, c.base, c.plainEqual); got != c.want {
+				t.Fatalf("DecideCRDTUpsert = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func i64(v int64) *int64 { return &v }
+
+func TestPlainColumnsEqual(t *testing.T) {
+	tb := crdtTable(t)
+	base := ssp2.Row{"r", "P", int64(1), 1.5, true, json.RawMessage(`{"a":1}`), []byte{1}, []byte("d1"), nil}
+	with := func(i int, v any) ssp2.Row { r := append(ssp2.Row(nil), base...); r[i] = v; return r }
+	cases := []struct {
+		name string
+		row  ssp2.Row
+		want bool
+	}{
+		{"identical", with(0, "r"), true},
+		{"scope", with(1, "Q"), false},
+		{"crdt columns differ", with(7, []byte("other")), true},
+		{"crdt NULL", with(8, []byte("x")), true},
+		{"integer", with(2, int64(2)), false},
+		{"integer to NULL", with(2, nil), false},
+		{"float", with(3, 1.25), false},
+		{"bool", with(4, false), false},
+		{"json text", with(5, json.RawMessage(`{"a": 1}`)), false},
+		{"bytes", with(6, []byte{2}), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := PlainColumnsEqual(tb, base, c.row); got != c.want {
+				t.Fatalf("PlainColumnsEqual = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestMergeCRDTColumns(t *testing.T) {
+	tb := crdtTable(t)
+	concat := MergerFunc(func(s, in []byte) ([]byte, error) { return append(append([]byte{}, s...), in...), nil })
+	boom := MergerFunc(func([]byte, []byte) ([]byte, error) { return nil, errors.New("boom") })
+	row := func(doc, other any) ssp2.Row {
+		return ssp2.Row{"r", "P", nil, 0.0, false, json.RawMessage(`1`), []byte{}, doc, other}
+	}
+	cases := []struct {
+		name          string
+		mergers       map[string]Merger
+		stored, in    ssp2.Row
+		wantDoc       any
+		wantOther     any
+		wantRejection bool
+		wantCause     bool
+	}{
+		{"insert merges with nil", map[string]Merger{"concat": concat}, nil, row([]byte("a"), nil), []byte("a"), nil, false, false},
+		{"update merges stored and incoming", map[string]Merger{"concat": concat}, row([]byte("a"), nil), row([]byte("b"), nil), []byte("ab"), nil, false, false},
+		{"NULL incoming keeps stored", nil, row([]byte("a"), []byte("o")), row(nil, nil), []byte("a"), []byte("o"), false, false},
+		{"NULL incoming on insert stays NULL", nil, nil, row(nil, nil), nil, nil, false, false},
+		{"missing merger", map[string]Merger{"concat": concat}, nil, row([]byte("a"), []byte("o")), nil, nil, true, false},
+		{"no registry", nil, nil, row([]byte("a"), nil), nil, nil, true, false},
+		{"failing merger", map[string]Merger{"concat": boom}, nil, row([]byte("a"), nil), nil, nil, true, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := append(ssp2.Row(nil), c.in...)
+			out, rej, cause := MergeCRDTColumns(tb, c.mergers, c.stored, c.in)
+			if (rej != nil) != c.wantRejection || (cause != nil) != c.wantCause {
+				t.Fatalf("rejection %v cause %v; want rejection %v cause %v", rej, cause, c.wantRejection, c.wantCause)
+			}
+			for i := range in {
+				if !equalValue(in[i], c.in[i]) {
+					t.Fatalf("the incoming row was modified at %d", i)
+				}
+			}
+			if rej != nil {
+				if rej.Code != syncerr.CRDTMergeFailed {
+					t.Fatalf("code %s", rej.Code)
+				}
+				return
+			}
+			for i, want := range map[int]any{7: c.wantDoc, 8: c.wantOther} {
+				if want == nil {
+					if out[i] != nil {
+						t.Fatalf("column %d = %q, want NULL", i, out[i])
+					}
+				} else if !bytes.Equal(out[i].([]byte), want.([]byte)) {
+					t.Fatalf("column %d = %q, want %q", i, out[i], want)
+				}
+			}
+		})
+	}
+}
