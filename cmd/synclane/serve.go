@@ -19,7 +19,9 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/yjs"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/segstore"
@@ -430,6 +432,8 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	if c.inlineSegmentMaxBytes == 0 {
 		cfg.InlineSegmentMaxBytes = -1 // nothing inline when the client accepts refs
 	}
+	// crdt columns: the built-in yjs-doc merger (SPEC §5.10).
+	cfg.Mergers = map[string]partition.Merger{yjs.CRDTType: yjs.Merger{}}
 	if feed, ok := st.(engine.CommitFeed); ok {
 		cfg.Feed = feed // other processes' commits (PostgreSQL LISTEN/NOTIFY)
 	}

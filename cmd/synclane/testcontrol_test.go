@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -291,12 +292,16 @@ func TestTestControlScopesAndResolver(t *testing.T) {
 	control(t, "POST", base+"/_test/resolver", `{"outage":false}`, nil)
 }
 
+// yjsText is a Yjs update v1 inserting "hi" into the root text "t" (client
+// 1): the served yjs-doc merger stores it as written.
+var yjsText = []byte{1, 1, 1, 0, 4, 1, 1, 't', 2, 'h', 'i', 0}
+
 func TestTestControlRowsEveryType(t *testing.T) {
 	base := startTestControl(t)
 	control(t, "PUT", base+"/_test/allowed-scopes/ada", `{"project_id":["*"]}`, nil)
 	c := newThingsClient(base, "ada", "c-ada")
 	blobRef := `{"blobId":"sha256:` + strings.Repeat("0", 64) + `","byteLength":3}`
-	full := ssp2.Row{"a1", "p1", int64(-42), 1.5, true, json.RawMessage(`{"k":[1,2]}`), []byte{0xde, 0xad}, blobRef, []byte{0x01, 0x02}}
+	full := ssp2.Row{"a1", "p1", int64(-42), 1.5, true, json.RawMessage(`{"k":[1,2]}`), []byte{0xde, 0xad}, blobRef, yjsText}
 	nulls := ssp2.Row{"a0", "p2", nil, nil, nil, nil, nil, nil, nil}
 	for _, r := range []ssp2.Row{full, nulls} {
 		if pr := pushRow(t, c, r, "cc-"+r[0].(string)); pr.Status != ssp2.CommitApplied {
@@ -309,7 +314,7 @@ func TestTestControlRowsEveryType(t *testing.T) {
 	}
 	want := []string{
 		`{"rowId":"a0","scopes":{"project_id":"p2"},"values":{"b":null,"blob":null,"doc":null,"f":null,"id":"a0","j":null,"n":null,"project_id":"p2","raw":null},"version":1}`,
-		`{"rowId":"a1","scopes":{"project_id":"p1"},"values":{"b":true,"blob":` + mustJSON(blobRef) + `,"doc":{"$bytes":"0102"},"f":1.5,"id":"a1","j":"{\"k\":[1,2]}","n":-42,"project_id":"p1","raw":{"$bytes":"dead"}},"version":1}`,
+		`{"rowId":"a1","scopes":{"project_id":"p1"},"values":{"b":true,"blob":` + mustJSON(blobRef) + `,"doc":{"$bytes":"` + hex.EncodeToString(yjsText) + `"},"f":1.5,"id":"a1","j":"{\"k\":[1,2]}","n":-42,"project_id":"p1","raw":{"$bytes":"dead"}},"version":1}`,
 	}
 	for i, r := range rows {
 		got, _ := json.Marshal(r)
