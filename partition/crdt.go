@@ -31,7 +31,7 @@ import (
 //     carries no update: the stored value is kept.
 //   - A conflict merges nothing; serverRow is the stored row, which holds
 //     the state merged by earlier clean applies.
-//   - A missing merger or a failing one rejects the operation (and so rolls
+//   - A missing merger or a failing (erring or panicking) one rejects the operation (and so rolls
 //     its commit back) with sync.crdt_merge_failed. The merger's error text
 //     is logged, never sent.
 //   - A cached replay answers from the idempotency record and never merges
@@ -120,7 +120,7 @@ func MergeCRDTColumns(t *schema.Table, mergers map[string]Merger, stored, row ss
 				return nil, syncerr.New(syncerr.CRDTMergeFailed, "no merger is registered for crdtType %q of column %q", typ, c.Name), nil
 			}
 			var err error
-			if merged, err = m.Merge(prev, in); err != nil {
+			if merged, err = safeMerge(m, prev, in); err != nil {
 				return nil, syncerr.New(syncerr.CRDTMergeFailed, "merging column %q (crdtType %q) failed", c.Name, typ), err
 			}
 			if merged == nil {
@@ -133,6 +133,17 @@ func MergeCRDTColumns(t *schema.Table, mergers map[string]Merger, stored, row ss
 		out[i] = merged
 	}
 	return out, nil, nil
+}
+
+// safeMerge calls m, turning a panic into an error (a host merger that
+// panics fails its operation, not the partition's actor).
+func safeMerge(m Merger, stored, incoming []byte) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("merger panicked: %v", r)
+		}
+	}()
+	return m.Merge(stored, incoming)
 }
 
 // equalValue compares two decoded row values (see ssp2.Row).

@@ -105,6 +105,7 @@ func TestMergeCRDTColumns(t *testing.T) {
 		{"missing merger", map[string]Merger{"concat": concat}, nil, row([]byte("a"), []byte("o")), nil, nil, true, false},
 		{"no registry", nil, nil, row([]byte("a"), nil), nil, nil, true, false},
 		{"failing merger", map[string]Merger{"concat": boom}, nil, row([]byte("a"), nil), nil, nil, true, true},
+		{"panicking merger", map[string]Merger{"concat": MergerFunc(func([]byte, []byte) ([]byte, error) { panic("boom") })}, nil, row([]byte("a"), nil), nil, nil, true, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
