@@ -14,7 +14,8 @@ import (
 // of them has and one copy of each piece is kept (a live item is
 // preferred to its deleted or garbage-collected copy, then the smaller
 // encoding); gaps become skips; delete sets are unioned and merged, and
-// every deleted or garbage-collected range joins the delete set.
+// every range any input has deleted or garbage-collected joins the delete
+// set.
 //
 // The result depends only on the set of updates: it is byte-identical for
 // any order or grouping of the same inputs (MergeUpdates(a, b) ==
@@ -42,9 +43,15 @@ func merge(all []*update) ([]byte, error) {
 	for _, u := range all {
 		for c, its := range u.items {
 			items[c] = append(items[c], its...)
+			for _, it := range its {
+				if it.deleted() {
+					deletes[c] = append(deletes[c], span{it.id.clock, it.length})
+				}
+			}
 		}
 		for c, s := range u.gcs {
 			gcs[c] = append(gcs[c], s...)
+			deletes[c] = append(deletes[c], s...)
 		}
 		for c, s := range u.deletes {
 			deletes[c] = append(deletes[c], s...)
@@ -71,11 +78,6 @@ func merge(all []*update) ([]byte, error) {
 			return nil, err
 		}
 		total += len(structs)
-		for _, s := range structs {
-			if s.item != nil && s.item.deleted() || s.gc {
-				deletes[c] = append(deletes[c], span{s.clock, s.length})
-			}
-		}
 		w.uvarint(uint64(len(structs)))
 		w.uvarint(c)
 		w.uvarint(structs[0].clock)
@@ -95,7 +97,9 @@ func merge(all []*update) ([]byte, error) {
 			return nil, fmt.Errorf("yjs: merged update exceeds %d bytes", MaxUpdateBytes)
 		}
 	}
-	writeDeleteSet(w, deletes)
+	if err := writeDeleteSet(w, deletes); err != nil {
+		return nil, err
+	}
 	if len(w.buf) > MaxUpdateBytes {
 		return nil, fmt.Errorf("yjs: merged update exceeds %d bytes", MaxUpdateBytes)
 	}
@@ -122,7 +126,10 @@ func clientStructs(items []*item, gcs []span, limit int) ([]outStruct, error) {
 	// Identical ranges first: keep the best copy, so nested duplicates
 	// are not cut again and again.
 	slices.SortFunc(items, func(a, b *item) int {
-		return cmp.Or(cmp.Compare(a.id.clock, b.id.clock), cmp.Compare(a.length, b.length), better(a, b))
+		if c := cmp.Or(cmp.Compare(a.id.clock, b.id.clock), cmp.Compare(a.length, b.length)); c != 0 {
+			return c
+		}
+		return better(a, b)
 	})
 	items = slices.CompactFunc(items, func(a, b *item) bool { return a.id.clock == b.id.clock && a.length == b.length })
 	// A piece is a reference until it is chosen, so overlapping inputs
@@ -243,26 +250,34 @@ func mergeSpans(s []span) []span {
 }
 
 // writeDeleteSet writes the union of the delete ranges, clients in
-// descending order, ranges sorted and merged.
-func writeDeleteSet(w *writer, ds map[uint64][]span) {
+// descending order, ranges sorted and merged. More than MaxDeleteRanges
+// ranges is an error (the result would not decode).
+func writeDeleteSet(w *writer, ds map[uint64][]span) error {
 	clients := make([]uint64, 0, len(ds))
+	total := 0
 	for c, s := range ds {
-		if len(s) > 0 {
-			clients = append(clients, c)
+		if len(s) == 0 {
+			continue
 		}
+		slices.SortFunc(s, func(a, b span) int { return cmp.Compare(a.clock, b.clock) })
+		s = mergeSpans(s)
+		ds[c] = s
+		total += len(s)
+		clients = append(clients, c)
+	}
+	if total > MaxDeleteRanges {
+		return fmt.Errorf("yjs: merge needs more than %d delete ranges", MaxDeleteRanges)
 	}
 	slices.Sort(clients)
 	slices.Reverse(clients)
 	w.uvarint(uint64(len(clients)))
 	for _, c := range clients {
-		s := ds[c]
-		slices.SortFunc(s, func(a, b span) int { return cmp.Compare(a.clock, b.clock) })
-		s = mergeSpans(s)
 		w.uvarint(c)
-		w.uvarint(uint64(len(s)))
-		for _, x := range s {
+		w.uvarint(uint64(len(ds[c])))
+		for _, x := range ds[c] {
 			w.uvarint(x.clock)
 			w.uvarint(x.length)
 		}
 	}
+	return nil
 }
