@@ -80,10 +80,11 @@ func PlainColumnsEqual(t *schema.Table, stored, incoming ssp2.Row) bool {
 // Conflict whose non-crdt columns all equal the stored row (plainEqual)
 // applies as an update instead, since only non-crdt columns are compared.
 // A baseVersion of 0 against an existing row (a lost insert race) stays a
-// conflict: it states the intent to create the row.
+// conflict: it states the intent to create the row; so does a baseVersion
+// above the stored version, which the server never issued.
 func DecideCRDTUpsert(exists bool, stored int64, baseVersion *int64, plainEqual bool) UpsertVerdict {
 	v := DecideUpsert(exists, stored, baseVersion)
-	if v == Conflict && plainEqual && *baseVersion != 0 {
+	if v == Conflict && plainEqual && *baseVersion != 0 && *baseVersion < stored {
 		return ApplyUpdate
 	}
 	return v

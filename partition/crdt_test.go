@@ -41,6 +41,7 @@ func TestDecideCRDTUpsert(t *testing.T) {
 		{"stale base, crdt-only change", true, 4, i64(2), true, ApplyUpdate},
 		{"stale base, non-crdt change", true, 4, i64(2), false, Conflict},
 		{"lost insert race stays a conflict", true, 4, i64(0), true, Conflict},
+		{"future base stays a conflict", true, 4, i64(5), true, Conflict},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
