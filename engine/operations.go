@@ -336,3 +336,17 @@ func (r rowReader) GetRow(ctx context.Context, table, rowID string) (map[string]
 	}
 	return operations.RowValues(r.reg.Schema().Table(table), row), nil
 }
+
+// QueryTables returns the tables the registered query operationID reads
+// (ok false when no such query is registered); live watches rerun a query
+// when a commit touches one of them.
+func (e *Engine) QueryTables(operationID string) (tables []string, ok bool) {
+	if e.cfg.Operations == nil {
+		return nil, false
+	}
+	q := e.cfg.Operations.Query(operationID)
+	if q == nil {
+		return nil, false
+	}
+	return q.Tables(), true
+}

@@ -283,3 +283,13 @@ func compileQuery(s *schema.Schema, q Query) (*CompiledQuery, error) {
 
 // Scoped reports whether the query is scoped (else privileged).
 func (cq *CompiledQuery) Scoped() bool { return cq.cover != nil }
+
+// Tables returns the names of the tables the statement reads, in order of
+// first appearance.
+func (cq *CompiledQuery) Tables() []string {
+	out := make([]string, len(cq.tables))
+	for i, t := range cq.tables {
+		out[i] = t.Name
+	}
+	return out
+}

@@ -170,9 +170,17 @@ func (r *CommandResult) Encode() ([]byte, error) {
 
 // EncodeError encodes an operation-level failure: its code, message and
 // whether retrying may help (from the error catalog).
-func EncodeError(e *syncerr.Error) []byte {
-	b, err := Encode(Object{{"revision", float64(Revision)}, {"kind", KindError}, {"code", string(e.Code)},
-		{"message", e.Message}, {"retryable", e.Spec().Retryable}})
+func EncodeError(e *syncerr.Error) []byte { return EncodeWatchError("", e) }
+
+// EncodeWatchError is EncodeError for a watch socket: watchId names the
+// watch the error ends ("" for an error about the socket or a message
+// that named none).
+func EncodeWatchError(watchID string, e *syncerr.Error) []byte {
+	o := Object{{"revision", float64(Revision)}, {"kind", KindError}}
+	if watchID != "" {
+		o = append(o, Field{"watchId", watchID})
+	}
+	b, err := Encode(append(o, Field{"code", string(e.Code)}, Field{"message", e.Message}, Field{"retryable", e.Spec().Retryable}))
 	if err != nil { // unreachable: every field is a string or bool
 		panic(err)
 	}

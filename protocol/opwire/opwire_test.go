@@ -180,5 +180,30 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("round trip changed %#v into %#v (%v)", v, w, err)
 		}
 		_, _ = DecodeRequest(data)
+		if m, err := DecodeWatchMessage(data); err == nil && m.WatchID == "" {
+			t.Fatalf("watch message without a watchId accepted")
+		}
 	})
+}
+
+func TestDecodeWatchMessage(t *testing.T) {
+	base := Object{{"revision", 1.0}, {"kind", "watch"}, {"watchId", "w"}, {"clientId", "c"}, {"operationId", "q"}}
+	m, err := DecodeWatchMessage(req(append(base, Field{"params", "p"})))
+	if err != nil || *m != (WatchMessage{Kind: "watch", WatchID: "w", ClientID: "c", OperationID: "q", Params: "p"}) {
+		t.Fatalf("watch: %+v %v", m, err)
+	}
+	if m, err := DecodeWatchMessage(req(Object{{"revision", 1.0}, {"kind", "unwatch"}, {"watchId", "w"}})); err != nil || m.Kind != KindUnwatch {
+		t.Fatalf("unwatch: %+v %v", m, err)
+	}
+	for name, o := range map[string]Object{
+		"empty watchId":       {{"revision", 1.0}, {"kind", "unwatch"}, {"watchId", ""}},
+		"unwatch with params": {{"revision", 1.0}, {"kind", "unwatch"}, {"watchId", "w"}, {"params", nil}},
+		"watch without op":    {{"revision", 1.0}, {"kind", "watch"}, {"watchId", "w"}, {"clientId", "c"}},
+		"kind query":          {{"revision", 1.0}, {"kind", "query"}, {"watchId", "w"}},
+		"revision 2":          {{"revision", 2.0}, {"kind", "unwatch"}, {"watchId", "w"}},
+	} {
+		if _, err := DecodeWatchMessage(req(o)); syncerr.CodeOf(err) != syncerr.OperationInvalidRequest {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 }

@@ -25,6 +25,9 @@ type MuxOptions struct {
 	Realtime http.Handler
 	// Metrics, when set, add their lines to GET /metrics.
 	Metrics []func(io.Writer)
+	// OperationWatches, when set, serves GET <mount>/operations/realtime
+	// (live query watches: an opwatch.Hub).
+	OperationWatches http.Handler
 }
 
 // Mux is the standalone server's router: POST <mount>/sync, POST
@@ -53,6 +56,10 @@ func NewMux(eng *engine.Engine, opts MuxOptions) *Mux {
 	m.Handle(mount+"/sync", NewHandler(eng, opts.Options))
 	m.routes["POST "+mount+"/operations"] = RouteOperations
 	m.Handle("POST "+mount+"/operations", NewOperationsHandler(eng, opts.Options))
+	if opts.OperationWatches != nil {
+		m.routes["GET "+mount+"/operations/realtime"] = RouteOperationWatches
+		m.Handle("GET "+mount+"/operations/realtime", opts.OperationWatches)
+	}
 	if opts.Realtime != nil {
 		m.routes["GET "+mount+"/realtime"] = RouteRealtime
 		m.Handle("GET "+mount+"/realtime", opts.Realtime)

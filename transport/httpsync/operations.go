@@ -16,6 +16,9 @@ import (
 // RouteOperations labels POST <mount>/operations in the HTTP metrics.
 const RouteOperations = "operations"
 
+// RouteOperationWatches labels GET <mount>/operations/realtime.
+const RouteOperationWatches = "operation_watches"
+
 // MaxOperationBodyBytes caps a decompressed operation request body (one
 // operation per request; its params are bounded by this too). A larger
 // body is answered 413 with operation.invalid_request.
