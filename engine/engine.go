@@ -23,7 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/actors"
-	"github.com/synclane/synclane/lease"
+	"github.com/synclane/synclane/engine/lease"
 	"github.com/synclane/synclane/operations"
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/schema"

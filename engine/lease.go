@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/synclane/synclane/lease"
+	"github.com/synclane/synclane/engine/lease"
 	"github.com/synclane/synclane/partition"
 )
 

@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/lease"
+	"github.com/synclane/synclane/engine/lease"
 )
 
 // validateLeases checks the lease options: a TTL within lease.MaxTTL; a
