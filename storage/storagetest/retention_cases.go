@@ -314,11 +314,24 @@ var retentionTests = []test{
 		var wg sync.WaitGroup
 		errs := make(chan error, 8)
 		stop := make(chan struct{})
+		// pruned closes once the pruner has moved the horizon; the writer
+		// waits for it halfway, so pruning really overlaps the appends
+		// however the goroutines are scheduled (on a loaded machine the
+		// writer could otherwise finish before the pruner first runs).
+		pruned := make(chan struct{})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer close(stop)
-			for range commits {
+			for k := range commits {
+				if k == commits/2 {
+					select {
+					case <-pruned:
+					case <-e.ctx.Done():
+						errs <- fmt.Errorf("the pruner never moved the horizon: %w", e.ctx.Err())
+						return
+					}
+				}
 				if err := e.tryLogCommit("p"); err != nil {
 					errs <- err
 					return
@@ -329,15 +342,21 @@ var retentionTests = []test{
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			signalled := false
 			for {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				if _, err := e.s.PruneBatch(e.ctx, "p", pushed.Load()-5, 7); err != nil {
+				res, err := e.s.PruneBatch(e.ctx, "p", pushed.Load()-5, 7)
+				if err != nil {
 					errs <- fmt.Errorf("PruneBatch: %w", err)
 					return
+				}
+				if !signalled && res.HorizonSeq > 0 {
+					signalled = true
+					close(pruned)
 				}
 			}
 		}()
