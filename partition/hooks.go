@@ -452,3 +452,13 @@ func (p *Partition) storeReactions(ctx context.Context, tx storage.PushTx, cs *c
 	}
 	return rt.PutReactions(ctx, cs.reactions)
 }
+
+// storedDetails returns persisted details JSON if it is still valid
+// PUSH_RESULT_DETAILS content ("" otherwise: a damaged record replays its
+// rejection without details rather than failing the reply).
+func storedDetails(d string) string {
+	if d == "" || ssp2.CheckDetailsJSON(d) != nil {
+		return ""
+	}
+	return d
+}

@@ -434,7 +434,7 @@ func replay(rec *storage.IdempotencyRecord, ops int) outcome {
 		r := sr.Rej
 		return outcome{pr: &ssp2.PushResult{ClientCommitID: rec.ClientCommitID, Status: ssp2.CommitRejected, Results: []ssp2.OpResult{{
 			OpIndex: r.OpIndex, Status: ssp2.OpStatus(r.Status), Code: r.Code, Message: r.Message,
-			ServerVersion: r.ServerVersion, ServerRow: r.ServerRow, Retryable: r.Retryable}}}, details: r.Details}
+			ServerVersion: r.ServerVersion, ServerRow: r.ServerRow, Retryable: r.Retryable}}}, details: storedDetails(r.Details)}
 	}
 	e := syncerr.New(syncerr.IdempotencyCacheMiss, "the stored outcome of this commit could not be read; retry")
 	return outcome{pr: &ssp2.PushResult{ClientCommitID: rec.ClientCommitID, Status: ssp2.CommitRejected,

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"sort"
 
@@ -30,13 +31,14 @@ const (
 	)`
 	reactionsIndexDDL = `CREATE INDEX IF NOT EXISTS sync_reactions_due ON sync_reactions (state, next_attempt_at_ms, id)`
 
-	reactionCols     = `id, partition_id, commit_seq, name, payload, max_attempts, attempts, state, next_attempt_at_ms, last_error, created_at_ms, updated_at_ms`
-	insertReaction   = `INSERT INTO sync_reactions (partition_id, commit_seq, name, payload, max_attempts, next_attempt_at_ms, created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
-	claimReactions   = `UPDATE sync_reactions SET attempts = attempts + 1, next_attempt_at_ms = ?1 + ?2, updated_at_ms = ?1 WHERE id IN (SELECT id FROM sync_reactions WHERE state = 0 AND next_attempt_at_ms <= ?1 ORDER BY next_attempt_at_ms, id LIMIT ?3) RETURNING ` + reactionCols
-	completeReaction = `DELETE FROM sync_reactions WHERE id = ? AND attempts = ? AND state = 0`
-	failReaction     = `UPDATE sync_reactions SET state = ?, next_attempt_at_ms = ?, last_error = ?, updated_at_ms = ? WHERE id = ? AND attempts = ? AND state = 0`
-	listReactions    = `SELECT ` + reactionCols + ` FROM sync_reactions WHERE id > ? AND (? < 0 OR state = ?) AND (? = '' OR partition_id = ?) ORDER BY id LIMIT ?`
-	countReactions   = `SELECT COALESCE(SUM(state = 0), 0), COALESCE(SUM(state = 1), 0) FROM sync_reactions`
+	reactionCols   = `id, partition_id, commit_seq, name, payload, max_attempts, attempts, state, next_attempt_at_ms, last_error, created_at_ms, updated_at_ms`
+	insertReaction = `INSERT INTO sync_reactions (partition_id, commit_seq, name, payload, max_attempts, next_attempt_at_ms, created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+	claimReactions = `UPDATE sync_reactions SET attempts = attempts + 1, next_attempt_at_ms = ?1 + ?2, updated_at_ms = ?1 WHERE id IN (SELECT id FROM sync_reactions WHERE state = 0 AND next_attempt_at_ms <= ?1 ORDER BY next_attempt_at_ms, id LIMIT ?3) RETURNING ` + reactionCols
+	// completeReactions binds the claims as one JSON array of [id, attempt].
+	completeReactions = `DELETE FROM sync_reactions WHERE state = 0 AND (id, attempts) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`
+	failReaction      = `UPDATE sync_reactions SET state = ?, next_attempt_at_ms = ?, last_error = ?, updated_at_ms = ? WHERE id = ? AND attempts = ? AND state = 0`
+	listReactions     = `SELECT ` + reactionCols + ` FROM sync_reactions WHERE id > ? AND (? < 0 OR state = ?) AND (? = '' OR partition_id = ?) ORDER BY id LIMIT ?`
+	countReactions    = `SELECT COALESCE(SUM(state = 0), 0), COALESCE(SUM(state = 1), 0) FROM sync_reactions`
 )
 
 // PutReactions inserts the reactions in the push transaction
@@ -54,7 +56,11 @@ func (tx *pushTx) PutReactions(ctx context.Context, rs []storage.NewReaction) er
 		if payload == nil {
 			payload = []byte{}
 		}
-		if _, err := tx.s.conn.ExecContext(ctx, insertReaction, tx.info.Partition, r.CommitSeq, r.Name, payload,
+		st, err := tx.s.writerStmt(ctx, insertReaction)
+		if err != nil {
+			return fmt.Errorf("sqlite: put reactions: %w", err)
+		}
+		if _, err := st.ExecContext(ctx, tx.info.Partition, r.CommitSeq, r.Name, payload,
 			r.MaxAttempts, r.CreatedAtMs, r.CreatedAtMs, r.CreatedAtMs); err != nil {
 			return fmt.Errorf("sqlite: put reactions: %w", err)
 		}
@@ -97,7 +103,11 @@ func (s *Store) writeReactions(ctx context.Context, what string, fn func(ctx con
 func (s *Store) ClaimReactions(ctx context.Context, nowMs, leaseMs int64, limit int) ([]storage.Reaction, error) {
 	var out []storage.Reaction
 	err := s.writeReactions(ctx, "claim reactions", func(ctx context.Context) error {
-		rows, err := s.conn.QueryContext(ctx, claimReactions, nowMs, leaseMs, limit)
+		st, err := s.writerStmt(ctx, claimReactions)
+		if err != nil {
+			return err
+		}
+		rows, err := st.QueryContext(ctx, nowMs, leaseMs, limit)
 		if err != nil {
 			return err
 		}
@@ -117,20 +127,25 @@ func (s *Store) CompleteReactions(ctx context.Context, done []storage.ReactionCl
 		return 0, nil
 	}
 	var n int64
-	err := s.writeReactions(ctx, "complete reactions", func(ctx context.Context) error {
-		n = 0
-		for _, c := range done {
-			res, err := s.conn.ExecContext(ctx, completeReaction, c.ID, c.Attempt)
-			if err != nil {
-				return err
-			}
-			k, err := res.RowsAffected()
-			if err != nil {
-				return err
-			}
-			n += k
+	pairs := make([][2]int64, len(done))
+	for i, c := range done {
+		pairs[i] = [2]int64{c.ID, int64(c.Attempt)}
+	}
+	arg, err := json.Marshal(pairs)
+	if err != nil {
+		return 0, err
+	}
+	err = s.writeReactions(ctx, "complete reactions", func(ctx context.Context) error {
+		st, err := s.writerStmt(ctx, completeReactions)
+		if err != nil {
+			return err
 		}
-		return nil
+		res, err := st.ExecContext(ctx, string(arg))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
 	})
 	return int(n), err
 }
@@ -183,4 +198,21 @@ func (s *Store) CountReactions(ctx context.Context) (storage.ReactionCounts, err
 		return c, fmt.Errorf("sqlite: count reactions: %w", err)
 	}
 	return c, nil
+}
+
+// writerStmt returns q prepared on the writer connection, preparing it on
+// first use; the caller holds the write lock.
+func (s *Store) writerStmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if st := s.wstmts[q]; st != nil {
+		return st, nil
+	}
+	st, err := s.conn.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if s.wstmts == nil {
+		s.wstmts = map[string]*sql.Stmt{}
+	}
+	s.wstmts[q] = st
+	return st, nil
 }

@@ -117,6 +117,9 @@ type Store struct {
 	holder string
 	snapMu sync.Mutex
 	snaps  map[string]bool
+	// wstmts caches statements prepared on the writer connection by SQL
+	// text (writerStmt; under wlock).
+	wstmts map[string]*sql.Stmt
 }
 
 var _ storage.Store = (*Store)(nil)
