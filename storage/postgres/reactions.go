@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -24,11 +23,17 @@ func (s *Store) reactionsTable() string { return qualify(s.schema, "sync_reactio
 
 const reactionCols = `id, partition, commit_seq, name, payload, max_attempts, attempts, state, next_attempt_at_ms, last_error, created_at_ms, updated_at_ms`
 
-// ensureReactions creates the reaction table and its due index.
+// ensureReactions creates the reaction table and its due index when they
+// are missing (checked first, so a restart takes no lock on the table).
 func (s *Store) ensureReactions(ctx context.Context, tx pgx.Tx) error {
-	r := strings.NewReplacer("{t}", s.reactionsTable())
-	for _, stmt := range []string{
-		`CREATE TABLE IF NOT EXISTS {t} (
+	t := s.reactionsTable()
+	idx := qualify(s.schema, "sync_reactions_due")
+	var hasTable, hasIdx bool
+	if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL`, t, idx).Scan(&hasTable, &hasIdx); err != nil {
+		return err
+	}
+	if !hasTable {
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+t+` (
 	id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	partition text COLLATE "C" NOT NULL,
 	commit_seq bigint NOT NULL,
@@ -41,10 +46,12 @@ func (s *Store) ensureReactions(ctx context.Context, tx pgx.Tx) error {
 	last_error text NOT NULL DEFAULT '',
 	created_at_ms bigint NOT NULL,
 	updated_at_ms bigint NOT NULL
-)`,
-		`CREATE INDEX IF NOT EXISTS sync_reactions_due ON {t} (state, next_attempt_at_ms, id)`,
-	} {
-		if _, err := tx.Exec(ctx, r.Replace(stmt)); err != nil {
+)`); err != nil {
+			return err
+		}
+	}
+	if !hasIdx {
+		if _, err := tx.Exec(ctx, `CREATE INDEX IF NOT EXISTS sync_reactions_due ON `+t+` (state, next_attempt_at_ms, id)`); err != nil {
 			return err
 		}
 	}
