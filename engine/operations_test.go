@@ -100,6 +100,12 @@ func (h *opHost) registry(t *testing.T, s *schema.Schema) *operations.Registry {
 			}},
 		{ID: "empty", Authorize: func(context.Context, operations.Caller, any) (bool, error) { return true, nil },
 			Run: func(context.Context, operations.Invocation) ([]operations.Mutation, error) { return nil, nil }},
+		{ID: "badMutation", Authorize: func(context.Context, operations.Caller, any) (bool, error) { return true, nil },
+			Run: func(context.Context, operations.Invocation) ([]operations.Mutation, error) {
+				return []operations.Mutation{{Table: "tasks", Values: map[string]any{"id": "z", "project_id": "A", "title": "t", "nope": 1}}}, nil
+			}},
+		{ID: "panics", Authorize: func(context.Context, operations.Caller, any) (bool, error) { return true, nil },
+			Run: func(context.Context, operations.Invocation) ([]operations.Mutation, error) { panic("host bug") }},
 	} {
 		if err := reg.AddCommand(c); err != nil {
 			t.Fatal(err)
@@ -427,6 +433,8 @@ func TestOperationCommand(t *testing.T) {
 				code  syncerr.Code
 			}{
 				{"empty mutations", "alice", command("empty", "r1", nil), syncerr.OperationInvalidRequest},
+				{"invalid mutation", "alice", command("badMutation", "r1", nil), syncerr.OperationInvalidRequest},
+				{"panicking command", "alice", command("panics", "r1", nil), syncerr.OperationExecutionFailed},
 				{"authorize denies", "blocked", command("addTask", "r1", task("t1", "A", "x")), syncerr.OperationForbidden},
 				{"unknown", "alice", command("nope", "r1", nil), syncerr.OperationUnknown},
 				{"query ID as a command", "alice", command("allTasks", "r1", nil), syncerr.OperationUnknown},
@@ -436,9 +444,18 @@ func TestOperationCommand(t *testing.T) {
 					t.Errorf("%s: %v, want %s", c.name, err, c.code)
 				}
 			}
-			// Nothing above allocated a commit.
+			// Nothing above allocated a commit, and the partition's actor
+			// still serves commands.
 			res, err = f.op("alice", "p1", query("countTasks", nil))
 			if err != nil || res.Query.MaxCommitSeq != 2 {
+				t.Fatalf("maxCommitSeq after refusals: %+v %v", res.Query, err)
+			}
+			res, err = f.op("alice", "p1", command("addTask", "r5", task("t5", "A", "after")))
+			if err != nil || res.Command.Status != opwire.StatusApplied || res.Command.CommitSeq != 3 {
+				t.Fatalf("command after refusals: %+v %v", res.Command, err)
+			}
+			res, err = f.op("alice", "p1", query("countTasks", nil))
+			if err != nil || res.Query.MaxCommitSeq != 3 {
 				t.Fatalf("maxCommitSeq after refusals: %+v %v", res.Query, err)
 			}
 		})
