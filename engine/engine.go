@@ -24,7 +24,7 @@ import (
 
 	"github.com/synclane/synclane/actors"
 	"github.com/synclane/synclane/engine/lease"
-	"github.com/synclane/synclane/operations"
+	"github.com/synclane/synclane/engine/operations"
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"

@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/operations"
+	"github.com/synclane/synclane/engine/operations"
 	"github.com/synclane/synclane/protocol/opwire"
 	"github.com/synclane/synclane/protocol/syncerr"
 )

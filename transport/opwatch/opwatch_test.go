@@ -12,7 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/operations"
+	"github.com/synclane/synclane/engine/operations"
 	"github.com/synclane/synclane/protocol/opwire"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"

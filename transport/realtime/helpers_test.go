@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/operations"
+	"github.com/synclane/synclane/engine/operations"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/synclane/synclane/operations"
+	"github.com/synclane/synclane/engine/operations"
 	"github.com/synclane/synclane/protocol/opwire"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/transport/httpsync"
