@@ -31,9 +31,9 @@ import (
 //     carries no update: the stored value is kept.
 //   - A conflict merges nothing; serverRow is the stored row, which holds
 //     the state merged by earlier clean applies.
-//   - A missing merger or a failing (erring or panicking) one rejects the operation (and so rolls
-//     its commit back) with sync.crdt_merge_failed. The merger's error text
-//     is logged, never sent.
+//   - A missing merger or a failing (erring or panicking) one rejects the
+//     operation (and so rolls its commit back) with sync.crdt_merge_failed.
+//     The merger's error text is logged, never sent.
 //   - A cached replay answers from the idempotency record and never merges
 //     again.
 
