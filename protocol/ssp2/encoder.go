@@ -1,6 +1,9 @@
 package ssp2
 
-import "io"
+import (
+	"encoding/binary"
+	"io"
+)
 
 // flushThreshold is the buffered size above which the Encoder writes out.
 const flushThreshold = 32 << 10
@@ -50,6 +53,9 @@ func (e *Encoder) WriteFrame(f Frame) error {
 		e.buf = appendHeader(e.buf, e.version, e.kind)
 		e.started = true
 	}
+	if si, ok := f.(*SegmentInline); ok && len(si.Payload) > flushThreshold {
+		return e.writeLargeInline(si)
+	}
 	b, err := appendFrame(e.buf, f, e.version, &e.g)
 	e.buf = b
 	if err != nil {
@@ -82,6 +88,34 @@ func (e *Encoder) Close() error {
 	e.buf = append(e.buf, 0, 0, 0, 0, 0)
 	e.closed = true
 	return e.flush()
+}
+
+// writeLargeInline writes a SEGMENT_INLINE larger than the flush threshold
+// (a bootstrap page: hundreds of KiB) as its frame header followed by the
+// payload itself, written straight to w instead of copied into the buffer,
+// so the encoder's buffer stays about 32 KiB whatever the page size. The
+// bytes are those appendFrame would produce; the payload is validated and
+// the grammar checked before anything of the frame is written.
+func (e *Encoder) writeLargeInline(si *SegmentInline) error {
+	if uint64(len(si.Payload)) > 0xFFFFFFFF {
+		return encFail("frame payload of %d bytes exceeds u32", len(si.Payload))
+	}
+	if verr := validateSegment(si.Payload, 0); verr != nil {
+		return encFail("SEGMENT_INLINE payload is not a valid SSG2 segment: %v", verr)
+	}
+	if why := e.g.step(FrameSegmentInline, false); why != "" {
+		return encFail("%s", why)
+	}
+	e.buf = append(e.buf, byte(FrameSegmentInline), 0, 0, 0, 0)
+	binary.LittleEndian.PutUint32(e.buf[len(e.buf)-4:], uint32(len(si.Payload)))
+	if err := e.flush(); err != nil {
+		return err
+	}
+	if _, err := e.w.Write(si.Payload); err != nil {
+		e.err = err
+		return err
+	}
+	return nil
 }
 
 func (e *Encoder) flush() error {

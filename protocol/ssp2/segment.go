@@ -3,6 +3,7 @@ package ssp2
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 )
 
 // SegmentMagic is the 4-byte SSG2 rows segment magic.
@@ -297,6 +298,15 @@ func (sb *SegmentBuilder) closeBlock() {
 	binary.LittleEndian.PutUint32(sb.buf[sb.blockStart+4:], uint32(len(sb.buf)-sb.blockStart-8))
 	sb.blockStart = -1
 	sb.blockRows = 0
+}
+
+// Grow reserves room for n more bytes (n <= 0 does nothing), so a builder
+// whose size is roughly known (the previous page of the same table) does
+// not regrow and copy its buffer while rows are added.
+func (sb *SegmentBuilder) Grow(n int) {
+	if n > 0 && sb.err == nil {
+		sb.buf = slices.Grow(sb.buf, n)
+	}
 }
 
 // Rows reports how many rows were added.
