@@ -103,3 +103,18 @@ func (s *Store) ScanRows(ctx context.Context, partition string, q storage.RowQue
 	}
 	return out, nil
 }
+
+// VisitRows implements storage.RowVisitor over ScanRows (the memory store
+// holds every row anyway); each row's values are a fresh copy.
+func (s *Store) VisitRows(ctx context.Context, partition string, q storage.RowQuery, fn func(rec storage.RowRecord) error) error {
+	rows, err := s.ScanRows(ctx, partition, q)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -158,29 +158,50 @@ WHERE c.partition = $1 AND c.table_name = $2`, s.q.changes, s.q.commits)
 // stored) are not sent; an AfterRowID is cut at its first U+0000, which
 // selects the same stored rows (none holds U+0000).
 func (s *Store) ScanRows(ctx context.Context, partition string, q storage.RowQuery) ([]storage.RowRecord, error) {
-	if err := s.ready(); err != nil {
-		return nil, err
-	}
-	if !storage.Storable(partition) {
-		return nil, nil
-	}
-	if q.Table == nil {
-		return nil, fmt.Errorf("postgres: ScanRows: nil table")
-	}
-	ts, err := s.table(q.Table.Name)
+	var out []storage.RowRecord
+	err := s.visitRows(ctx, partition, q, func(rec storage.RowRecord) error {
+		out = append(out, rec)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
+	return out, nil
+}
+
+// VisitRows implements storage.RowVisitor with ScanRows' statement, one
+// row at a time (each row's values are fresh). A serialization failure or
+// deadlock is retried only while no row has reached fn.
+func (s *Store) VisitRows(ctx context.Context, partition string, q storage.RowQuery, fn func(rec storage.RowRecord) error) error {
+	return s.visitRows(ctx, partition, q, fn)
+}
+
+func (s *Store) visitRows(ctx context.Context, partition string, q storage.RowQuery, fn func(rec storage.RowRecord) error) error {
+	if err := s.ready(); err != nil {
+		return err
+	}
+	if !storage.Storable(partition) {
+		return nil
+	}
+	if q.Table == nil {
+		return fmt.Errorf("postgres: ScanRows: nil table")
+	}
+	ts, err := s.table(q.Table.Name)
+	if err != nil {
+		return err
+	}
 	if q.Limit <= 0 {
-		return nil, nil
+		return nil
 	}
 	query, args, none := rowsSQL(ts, partition, q)
 	if none {
-		return nil, nil
+		return nil
 	}
-	var out []storage.RowRecord
+	// The visit is retried only while no row has reached fn (fn must not
+	// see a row twice); fn's own error stops it and is returned as is.
+	var fnErr error
+	delivered := false
 	err = retry(ctx, "ScanRows", func() error {
-		out = out[:0]
 		rows, err := s.pool.Query(ctx, query, args...)
 		if err != nil {
 			return err
@@ -191,11 +212,22 @@ func (s *Store) ScanRows(ctx context.Context, partition string, q storage.RowQue
 			if err := rows.Scan(rs.targets...); err != nil {
 				return err
 			}
-			out = append(out, rs.record())
+			delivered = true
+			if fnErr = fn(rs.record()); fnErr != nil {
+				return nil
+			}
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil && delivered && retryableConflict(err) {
+			return fmt.Errorf("after rows were visited: %v", err) // not retried
+		} else if err != nil {
+			return err
+		}
+		return nil
 	})
-	return out, err
+	if fnErr != nil {
+		return fnErr
+	}
+	return err
 }
 
 // rowsSQL builds the ScanRows statement of q (q.Limit > 0) on ts, or

@@ -20,40 +20,63 @@ import (
 // parameters does not grow with the number of values. Values that are not
 // storage.Storable are dropped (they match nothing stored).
 func (s *Store) ScanRows(ctx context.Context, partition string, q storage.RowQuery) ([]storage.RowRecord, error) {
-	_, tables, _, err := s.current()
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: scan rows: %w", err)
-	}
-	ts := tables[q.Table.Name]
-	if ts == nil {
-		return nil, fmt.Errorf("sqlite: scan rows: table %q is not in the ensured schema", q.Table.Name)
-	}
-	t := ts.t
-	query, args, none, err := rowsQuery(ts, partition, q)
-	if err != nil || none {
-		return nil, err
-	}
-	rows, err := s.readQuery(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: scan rows of %s: %w", t.Name, err)
-	}
-	defer rows.Close()
 	var out []storage.RowRecord
 	if q.Limit > 0 {
 		out = make([]storage.RowRecord, 0, min(q.Limit, 4096))
 	}
+	err := s.visitRows(ctx, partition, q, false, func(rec storage.RowRecord) error {
+		out = append(out, rec)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// VisitRows implements storage.RowVisitor with ScanRows' statement; the
+// scan buffers and the row's value slice are reused across rows.
+func (s *Store) VisitRows(ctx context.Context, partition string, q storage.RowQuery, fn func(rec storage.RowRecord) error) error {
+	return s.visitRows(ctx, partition, q, true, fn)
+}
+
+
+func (s *Store) visitRows(ctx context.Context, partition string, q storage.RowQuery, reuse bool, fn func(rec storage.RowRecord) error) error {
+	_, tables, _, err := s.current()
+	if err != nil {
+		return fmt.Errorf("sqlite: scan rows: %w", err)
+	}
+	ts := tables[q.Table.Name]
+	if ts == nil {
+		return fmt.Errorf("sqlite: scan rows: table %q is not in the ensured schema", q.Table.Name)
+	}
+	t := ts.t
+	query, args, none, err := rowsQuery(ts, partition, q)
+	if err != nil || none {
+		return err
+	}
+	rows, err := s.readQuery(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("sqlite: scan rows of %s: %w", t.Name, err)
+	}
+	defer rows.Close()
 	sc := newRowBuf(t)
+	if reuse {
+		sc.values = make(ssp2.Row, len(t.Columns))
+	}
 	for rows.Next() {
 		rec, err := sc.scan(rows)
 		if err != nil {
-			return nil, fmt.Errorf("sqlite: scan rows of %s: %w", t.Name, err)
+			return fmt.Errorf("sqlite: scan rows of %s: %w", t.Name, err)
 		}
-		out = append(out, rec)
+		if err := fn(rec); err != nil {
+			return err
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: scan rows of %s: %w", t.Name, err)
+		return fmt.Errorf("sqlite: scan rows of %s: %w", t.Name, err)
 	}
-	return out, nil
+	return nil
 }
 
 // Candidate queries of ScanChanges. The scope-index one binds the var's

@@ -110,6 +110,8 @@ func scanRow(rows *sql.Rows, t *schema.Table) (storage.RowRecord, error) {
 type rowBuf struct {
 	t         *schema.Table
 	raw, ptrs []any
+	// values, when set, is reused as every row's Values (VisitRows).
+	values ssp2.Row
 }
 
 func newRowBuf(t *schema.Table) *rowBuf {
@@ -126,7 +128,10 @@ func (sc *rowBuf) scan(rows *sql.Rows) (storage.RowRecord, error) {
 	if err := rows.Scan(sc.ptrs...); err != nil {
 		return storage.RowRecord{}, err
 	}
-	rec := storage.RowRecord{Values: make(ssp2.Row, len(t.Columns))}
+	rec := storage.RowRecord{Values: sc.values}
+	if rec.Values == nil {
+		rec.Values = make(ssp2.Row, len(t.Columns))
+	}
 	for i, c := range t.Columns {
 		v, err := decodeValue(c, raw[i])
 		if err != nil {

@@ -207,6 +207,7 @@ func run(t *testing.T, open func(t *testing.T) storage.Store, share func(t *test
 		{"ScanRows", scanRowsTests},
 		{"TxScanRows", txScanRowsTests},
 		{"Reactions", reactionTests},
+		{"VisitRows", visitRowsTests},
 		{"Clients", slices.Concat(clientTests, putClientUnstorableTests, bindTests)},
 		{"Concurrency", concurrencyTests},
 		{"Checkpoint", checkpointTests},
