@@ -207,6 +207,7 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 	digest := ssp2.ScopeDigest(eff)
 	signed := lim.Accept&ssp2.AcceptSignedURLs != 0
 	done := false
+	prevSize := 0 // the last page's bytes (presizes the next streamed page)
 	for page := 0; page < int(lim.MaxSnapshotPages) && !done; page++ {
 		if page > 0 && rep.full(p.cfg.Limits.MaxResponseBytes) {
 			break // the reply is full: the resume token carries on
@@ -217,7 +218,7 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 			end := &ssp2.SubEnd{NextCursor: tok.AsOfCommitSeq, BootstrapState: tok.Encode()}
 			rep.streams = append(rep.streams, &pageStream{at: len(rep.Frames), end: end, partition: p.name, table: t, eff: eff,
 				digest: digest, logEpoch: info.LogEpoch, tok: tok, pageRows: pageRows, signed: signed, pagesLeft: int(lim.MaxSnapshotPages) - page,
-				budget: p.cfg.Limits.MaxResponseBytes - rep.built})
+				budget: p.cfg.Limits.MaxResponseBytes - rep.built, lastSize: prevSize})
 			rep.Frames = append(rep.Frames, end)
 			return nil
 		}
@@ -253,7 +254,7 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 				}
 			}
 			if built == nil {
-				b, err := p.buildPage(ctx, t, eff, digest, tok, pageRows)
+				b, err := p.buildPage(ctx, t, eff, digest, tok, pageRows, 0)
 				if err != nil {
 					return err
 				}
@@ -269,23 +270,25 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 				if built != nil {
 					return *built, nil
 				}
-				return p.buildPage(ctx, t, eff, digest, tok, pageRows)
+				return p.buildPage(ctx, t, eff, digest, tok, pageRows, 0)
 			})
 			if err != nil {
 				return err
 			}
 			done = p.addRef(m, tok, signed, rep)
 			tok.RowCursor = m.NextRowCursor
+			prevSize = int(m.ByteLength)
 			continue
 		}
 		if built == nil {
-			b, err := p.buildPage(ctx, t, eff, digest, tok, pageRows)
+			b, err := p.buildPage(ctx, t, eff, digest, tok, pageRows, 0)
 			if err != nil {
 				return err
 			}
 			built = &b
 		}
 		rep.built += len(built.Data)
+		prevSize = len(built.Data)
 		rep.Frames = append(rep.Frames, &ssp2.SegmentInline{Payload: built.Data})
 		done = built.Meta.NextRowCursor == nil
 		tok.RowCursor = built.Meta.NextRowCursor
@@ -313,7 +316,7 @@ const (
 func (p *Partition) imageOrFirstPage(ctx context.Context, t *schema.Table, eff map[string][]string, digest string, tok BootstrapToken, pageRows int, logEpoch string) (*segstore.Meta, *segstore.Built, error) {
 	key := segstore.KeyParts{Table: t.Name, ScopeDigest: digest, AsOfCommitSeq: tok.AsOfCommitSeq,
 		SchemaVersion: p.cfg.Schema.Version, LogEpoch: logEpoch, Lane: LaneSQLite}
-	first, err := p.buildPage(ctx, t, eff, digest, tok, pageRows)
+	first, err := p.buildPage(ctx, t, eff, digest, tok, pageRows, 0)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -339,28 +342,45 @@ func (p *Partition) imageOrFirstPage(ctx context.Context, t *schema.Table, eff m
 
 // buildPage reads one page of the table's in-scope rows after tok's row
 // cursor and encodes it as an SSG2 rows segment. Meta.NextRowCursor is set
-// when rows remain after the page.
-func (p *Partition) buildPage(ctx context.Context, t *schema.Table, eff map[string][]string, digest string, tok BootstrapToken, pageRows int) (segstore.Built, error) {
-	rows, err := p.cfg.Store.ScanRows(ctx, p.name, storage.RowQuery{
-		Table: t, Scopes: eff, AfterRowID: tok.RowCursor, Limit: pageRows + 1,
-	})
-	if err != nil {
-		return segstore.Built{}, err
-	}
-	more := len(rows) > pageRows
-	if more {
-		rows = rows[:pageRows]
-	}
+// when rows remain after the page. A store that is a storage.RowVisitor
+// (every backend is) hands the rows one at a time and each is encoded as
+// it comes, so the page is held once, encoded; sizeHint (the previous
+// page's bytes in a streamed section, or 0) presizes the segment buffer.
+func (p *Partition) buildPage(ctx context.Context, t *schema.Table, eff map[string][]string, digest string, tok BootstrapToken, pageRows, sizeHint int) (segstore.Built, error) {
+	q := storage.RowQuery{Table: t, Scopes: eff, AfterRowID: tok.RowCursor, Limit: pageRows + 1}
 	sb := ssp2.NewSegmentBuilder(t.Name, p.cfg.Schema.Version, t.Columns)
-	for i := range rows {
-		if err := sb.AddRow(rows[i].Version, rows[i].Values); err != nil {
+	sb.Grow(sizeHint)
+	n, more, last := 0, false, ""
+	add := func(rec storage.RowRecord) error {
+		if n == pageRows {
+			more = true // the one row past the page: rows remain
+			return nil
+		}
+		if err := sb.AddRow(rec.Version, rec.Values); err != nil {
+			return err
+		}
+		n++
+		last = rec.RowID
+		return nil
+	}
+	if v, ok := p.cfg.Store.(storage.RowVisitor); ok {
+		if err := v.VisitRows(ctx, p.name, q, add); err != nil {
 			return segstore.Built{}, err
+		}
+	} else {
+		rows, err := p.cfg.Store.ScanRows(ctx, p.name, q)
+		if err != nil {
+			return segstore.Built{}, err
+		}
+		for i := range rows {
+			if err := add(rows[i]); err != nil {
+				return segstore.Built{}, err
+			}
 		}
 	}
 	m := segstore.Meta{MediaType: ssp2.MediaRows, Table: t.Name, ScopeDigest: digest, AsOfCommitSeq: tok.AsOfCommitSeq,
-		RowCount: int64(len(rows)), RowCursor: tok.RowCursor}
+		RowCount: int64(n), RowCursor: tok.RowCursor}
 	if more {
-		last := rows[len(rows)-1].RowID
 		m.NextRowCursor = &last
 	}
 	return segstore.Built{Meta: m, Data: sb.Finish()}, nil

@@ -36,6 +36,9 @@ type pageStream struct {
 	pagesLeft int
 	// budget is the page bytes the section may still add.
 	budget int
+	// lastSize is the size of the last page built for the stream (the
+	// next page's buffer is presized to it).
+	lastSize int
 
 	// gate, ctx and submit are bound when the reply is released.
 	gate   GateToken
@@ -130,20 +133,22 @@ func (j *PageJob) run(ctx context.Context, p *Partition) {
 			PageRows: s.pageRows, SchemaVersion: p.cfg.Schema.Version, LogEpoch: s.logEpoch, Lane: LaneRef}
 		tok := s.tok
 		m, _, err := p.cfg.Segments.Obtain(ctx, p.name, key, func(ctx context.Context) (segstore.Built, error) {
-			return p.buildPage(ctx, s.table, s.eff, s.digest, tok, s.pageRows)
+			return p.buildPage(ctx, s.table, s.eff, s.digest, tok, s.pageRows, s.lastSize)
 		})
 		if err != nil {
 			j.answer(pageResult{err: storageErr(err)})
 			return
 		}
 		r.frame, r.next, r.size = p.refFrame(m, s.tok, s.signed), m.NextRowCursor, refSize(m)
+		s.lastSize = int(m.ByteLength)
 	} else {
-		b, err := p.buildPage(ctx, s.table, s.eff, s.digest, s.tok, s.pageRows)
+		b, err := p.buildPage(ctx, s.table, s.eff, s.digest, s.tok, s.pageRows, s.lastSize)
 		if err != nil {
 			j.answer(pageResult{err: storageErr(err)})
 			return
 		}
 		r.frame, r.next, r.size = &ssp2.SegmentInline{Payload: b.Data}, b.Meta.NextRowCursor, len(b.Data)
+		s.lastSize = len(b.Data)
 	}
 	// Read, verify, release: no page built under another token leaves.
 	now, horizon, err := p.cfg.Gate.Verify(ctx, p.cfg.Store, p.name, s.gate)
