@@ -46,6 +46,12 @@ type Config struct {
 	// Lane is the bootstrap lane: inline, ref (rows by SEGMENT_REF) or
 	// sqlite (a SQLite image by reference).
 	Lane string
+	// ServerProc runs the bootstrap's server in a child process (this
+	// binary, "server-child"), so its heap is probed apart from the
+	// clients'. Storm is the number of concurrent clients of the storm
+	// phase (0: no storm).
+	ServerProc bool
+	Storm      int
 
 	IdlePartitions int
 	IdleTimeout    time.Duration
@@ -121,6 +127,8 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	fs.IntVar(&cfg.PageRows, "page-rows", 10000, "bootstrap: limitSnapshotRows per page")
 	fs.IntVar(&cfg.Pages, "pages", 10, "bootstrap: maxSnapshotPages per request")
 	fs.StringVar(&cfg.Lane, "lane", "inline", "bootstrap: inline (accept bit 0), ref (rows by SEGMENT_REF, bit 1) or sqlite (a SQLite image by reference, bits 1 and 2)")
+	fs.BoolVar(&cfg.ServerProc, "server-proc", false, "bootstrap --http: serve from a child process and probe its heap (peak server heap vs page bytes), and time a bare SELECT+encode loop on the same rows")
+	fs.IntVar(&cfg.Storm, "storm", 0, "bootstrap: then N concurrent fresh clients bootstrap one scope (wall time vs one client, segments built/reused); needs --server-proc")
 	fs.IntVar(&cfg.IdlePartitions, "idle-partitions", 1000, "idle: partitions woken once")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 10*time.Second, "idle: engine IdleTimeout (passivation delay)")
 	fs.IntVar(&cfg.VUs, "vus", 50, "pushpull: virtual clients, one project each")

@@ -25,6 +25,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "realtime-holder" {
 		os.Exit(realtimeHolder(os.Args[2:])) // the child process of the realtime idle case
 	}
+	if len(os.Args) > 1 && os.Args[1] == "server-child" {
+		os.Exit(serverChild(os.Args[2:])) // the server process of bootstrap --server-proc
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

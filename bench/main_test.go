@@ -11,5 +11,8 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "realtime-holder" {
 		os.Exit(realtimeHolder(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "server-child" {
+		os.Exit(serverChild(os.Args[2:]))
+	}
 	os.Exit(m.Run())
 }

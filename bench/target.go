@@ -46,6 +46,9 @@ type EngineOpts struct {
 	Schema *schema.Schema
 	// PruneBatch is engine.RetentionConfig.BatchCommits (0: the default).
 	PruneBatch int
+	// Wrap, when set, wraps the loopback HTTP handler (the server child
+	// process adds its probe endpoints).
+	Wrap func(eng *engine.Engine, h http.Handler) http.Handler
 }
 
 // Target is one system under test: a fresh store and engine (in-process or
@@ -60,6 +63,8 @@ type Target struct {
 
 	rt      roundTripper
 	cleanup []func()
+	// dbPath is the SQLite store's file ("" for other stores).
+	dbPath string
 }
 
 // Client returns a new logical client.
@@ -118,8 +123,11 @@ func openTarget(ctx context.Context, cfg *Config, store string, eo EngineOpts) (
 		t.Close()
 		return nil, err
 	}
-	srv := &http.Server{Handler: httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: httpsync.DevAuth{}}}),
-		ReadHeaderTimeout: 10 * time.Second}
+	var h http.Handler = httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: httpsync.DevAuth{}}})
+	if eo.Wrap != nil {
+		h = eo.Wrap(eng, h)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	hc := newHTTPClient()
 	t.cleanup = append(t.cleanup, func() {
@@ -154,7 +162,8 @@ func openStore(ctx context.Context, cfg *Config, kind string, t *Target) (storag
 			return nil, err
 		}
 		t.cleanup = append(t.cleanup, func() { _ = os.RemoveAll(dir) })
-		st, err := sqlite.Open(ctx, filepath.Join(dir, "synclane.db"), sqlite.Options{})
+		t.dbPath = filepath.Join(dir, "synclane.db")
+		st, err := sqlite.Open(ctx, t.dbPath, sqlite.Options{})
 		if err != nil {
 			return nil, err
 		}
