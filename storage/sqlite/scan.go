@@ -40,7 +40,6 @@ func (s *Store) VisitRows(ctx context.Context, partition string, q storage.RowQu
 	return s.visitRows(ctx, partition, q, true, fn)
 }
 
-
 func (s *Store) visitRows(ctx context.Context, partition string, q storage.RowQuery, reuse bool, fn func(rec storage.RowRecord) error) error {
 	_, tables, _, err := s.current()
 	if err != nil {
