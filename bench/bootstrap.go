@@ -66,6 +66,9 @@ func bootstrapCase(ctx context.Context, cfg *Config, store string, n int) (Resul
 	var err error
 	if proc {
 		r.Case += ", server in a child process"
+		if cfg.ServerGOGC > 0 {
+			r.Case += fmt.Sprintf(" (GOGC=%d)", cfg.ServerGOGC)
+		}
 		t, err = openServerProc(ctx, cfg, store)
 	} else {
 		t, err = openTarget(ctx, cfg, store, EngineOpts{})

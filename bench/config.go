@@ -52,6 +52,11 @@ type Config struct {
 	// phase (0: no storm).
 	ServerProc bool
 	Storm      int
+	// ServerGOGC, when > 0, is the server child's GOGC: a low value makes
+	// its collector run often enough that the sampled heap follows the
+	// live heap (with the default a bootstrap may finish between two
+	// collections, so neither reading isolates what the response holds).
+	ServerGOGC int
 
 	IdlePartitions int
 	IdleTimeout    time.Duration
@@ -128,6 +133,7 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	fs.IntVar(&cfg.Pages, "pages", 10, "bootstrap: maxSnapshotPages per request")
 	fs.StringVar(&cfg.Lane, "lane", "inline", "bootstrap: inline (accept bit 0), ref (rows by SEGMENT_REF, bit 1) or sqlite (a SQLite image by reference, bits 1 and 2)")
 	fs.BoolVar(&cfg.ServerProc, "server-proc", false, "bootstrap --http: serve from a child process and probe its heap (peak server heap vs page bytes), and time a bare SELECT+encode loop on the same rows")
+	fs.IntVar(&cfg.ServerGOGC, "server-gogc", 0, "bootstrap --server-proc: GOGC of the server child (0: Go's default); a low value makes the heap probe follow the live heap")
 	fs.IntVar(&cfg.Storm, "storm", 0, "bootstrap: then N concurrent fresh clients bootstrap one scope (wall time vs one client, segments built/reused); needs --server-proc")
 	fs.IntVar(&cfg.IdlePartitions, "idle-partitions", 1000, "idle: partitions woken once")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 10*time.Second, "idle: engine IdleTimeout (passivation delay)")

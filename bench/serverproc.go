@@ -8,6 +8,8 @@ package main
 //	POST /_bench/reset  collect garbage, take the baseline, clear the peaks
 //	GET  /_bench/probe  baseline and peaks since the reset, segment stats
 //
+// Segments are stored as `synclane serve` stores them (a SQLite file next
+// to the database, the PostgreSQL table with --store postgres).
 // The child prints "URL DBPATH" on its first stdout line and exits when its
 // stdin is closed (the parent owns it; Target.Close closes stdin and waits,
 // killing it after 10 s).
@@ -26,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/metrics"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -138,7 +141,7 @@ func serverChild(args []string) int {
 	ps := startProbeSampler()
 	defer ps.Stop()
 	cfg := &Config{Mode: ModeLoopback, DataDir: *dataDir, PostgresURL: *pg}
-	t, err := openTarget(ctx, cfg, *store, EngineOpts{Wrap: func(eng *engine.Engine, h http.Handler) http.Handler {
+	t, err := openTarget(ctx, cfg, *store, EngineOpts{ServeSegments: true, Wrap: func(eng *engine.Engine, h http.Handler) http.Handler {
 		mux := http.NewServeMux()
 		mux.Handle("/", h)
 		mux.HandleFunc("POST /_bench/reset", func(w http.ResponseWriter, _ *http.Request) {
@@ -172,6 +175,9 @@ func openServerProc(ctx context.Context, cfg *Config, store string) (*Target, er
 	}
 	cmd := exec.Command(exe, "server-child", "--store", store, "--data-dir", cfg.DataDir, "--postgres", cfg.PostgresURL)
 	cmd.Stderr = os.Stderr
+	if cfg.ServerGOGC > 0 {
+		cmd.Env = append(os.Environ(), "GOGC="+strconv.Itoa(cfg.ServerGOGC))
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/memory"
 	"github.com/synclane/synclane/storage/postgres"
+	"github.com/synclane/synclane/storage/segstore"
 	"github.com/synclane/synclane/storage/sqlite"
 	"github.com/synclane/synclane/transport/httpsync"
 )
@@ -46,6 +47,10 @@ type EngineOpts struct {
 	Schema *schema.Schema
 	// PruneBatch is engine.RetentionConfig.BatchCommits (0: the default).
 	PruneBatch int
+	// ServeSegments stores segments as `synclane serve` does (a SQLite
+	// file next to a SQLite or memory store, the PostgreSQL table for
+	// PostgreSQL) instead of the engine's default in-memory store.
+	ServeSegments bool
 	// Wrap, when set, wraps the loopback HTTP handler (the server child
 	// process adds its probe endpoints).
 	Wrap func(eng *engine.Engine, h http.Handler) http.Handler
@@ -107,6 +112,12 @@ func openTarget(ctx context.Context, cfg *Config, store string, eo EngineOpts) (
 	ecfg := engine.Config{Schema: sch, Store: st, DisableGroupCommit: eo.DisableGroupCommit,
 		IdleTimeout: eo.IdleTimeout, Retention: engine.RetentionConfig{BatchCommits: eo.PruneBatch}}
 	ecfg.Resolver = engine.AllowAll(ecfg.Schema)
+	if eo.ServeSegments {
+		if ecfg.Segments, err = openServeSegments(ctx, cfg, st, t); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
 	eng, err := engine.New(ctx, ecfg)
 	if err != nil {
 		t.Close()
@@ -138,6 +149,24 @@ func openTarget(ctx context.Context, cfg *Config, store string, eo EngineOpts) (
 	})
 	t.rt = httpRT{url: "http://" + ln.Addr().String() + "/sync", hc: hc}
 	return t, nil
+}
+
+// openServeSegments opens the segment store `synclane serve` would use
+// for st (the engine closes it).
+func openServeSegments(ctx context.Context, cfg *Config, st storage.Store, t *Target) (segstore.Store, error) {
+	if pg, ok := st.(*postgres.Store); ok {
+		return segstore.OpenPostgres(ctx, pg.Pool())
+	}
+	dir := filepath.Dir(t.dbPath)
+	if t.dbPath == "" {
+		d, err := os.MkdirTemp(cfg.DataDir, "synclane-bench-segments-")
+		if err != nil {
+			return nil, err
+		}
+		t.cleanup = append(t.cleanup, func() { _ = os.RemoveAll(d) })
+		dir = d
+	}
+	return segstore.OpenSQLiteFile(ctx, filepath.Join(dir, "segments.db"))
 }
 
 // syncURL accepts a server base URL or the full sync endpoint.

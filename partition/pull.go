@@ -349,7 +349,9 @@ func (p *Partition) imageOrFirstPage(ctx context.Context, t *schema.Table, eff m
 func (p *Partition) buildPage(ctx context.Context, t *schema.Table, eff map[string][]string, digest string, tok BootstrapToken, pageRows, sizeHint int) (segstore.Built, error) {
 	q := storage.RowQuery{Table: t, Scopes: eff, AfterRowID: tok.RowCursor, Limit: pageRows + 1}
 	sb := ssp2.NewSegmentBuilder(t.Name, p.cfg.Schema.Version, t.Columns)
-	sb.Grow(sizeHint)
+	if sizeHint > 0 {
+		sb.Grow(sizeHint + sizeHint/32 + 4096) // slack: pages vary a little, Finish appends 4 bytes
+	}
 	n, more, last := 0, false, ""
 	add := func(rec storage.RowRecord) error {
 		if n == pageRows {

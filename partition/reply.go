@@ -13,7 +13,8 @@ import (
 // order, without END. Build it with Engine.Sync; stream it with WriteTo.
 // Frames holds a bootstrap section's first page only: WriteTo builds and
 // writes its further pages (each verified against the gate) before the
-// section's SUB_END, so they are not in Frames. Write a Reply once.
+// section's SUB_END, so they are not in Frames. Write a Reply once:
+// WriteTo drops each SEGMENT_INLINE from Frames once it is written.
 type Reply struct {
 	WireVersion uint16
 	Frames      []ssp2.Frame
@@ -124,6 +125,9 @@ func (r *Reply) WriteTo(w io.Writer) (int64, error) {
 				return cw.n, errors.Join(err, err2)
 			}
 			break
+		}
+		if _, ok := f.(*ssp2.SegmentInline); ok {
+			r.Frames[i] = nil // written: the response holds one page at a time
 		}
 	}
 	if err := enc.Close(); err != nil {
