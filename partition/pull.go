@@ -254,7 +254,11 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 				}
 			}
 			if built == nil {
-				b, err := p.buildPage(ctx, t, eff, digest, tok, pageRows, 0)
+				build := p.buildPage
+				if !canRef {
+					build = p.inlinePage(info.LogEpoch) // inline only: a large page is stored once
+				}
+				b, err := build(ctx, t, eff, digest, tok, pageRows, 0)
 				if err != nil {
 					return err
 				}
@@ -281,7 +285,7 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 			continue
 		}
 		if built == nil {
-			b, err := p.buildPage(ctx, t, eff, digest, tok, pageRows, 0)
+			b, err := p.inlinePage(info.LogEpoch)(ctx, t, eff, digest, tok, pageRows, prevSize)
 			if err != nil {
 				return err
 			}
@@ -338,6 +342,41 @@ func (p *Partition) imageOrFirstPage(ctx context.Context, t *schema.Table, eff m
 		return nil, nil, err
 	}
 	return &m, nil, nil
+}
+
+// inlinePage returns a page builder for the inline lane under logEpoch.
+// A page larger than the inline limit (InlineSegmentMaxBytes) is stored in
+// the segment store once per build key, exactly as the same page by
+// reference would be (same key, same bytes), and a later request for that
+// key at the same pin reads it back instead of scanning again: a storm of
+// inline-only clients bootstraps one scope with each large page built
+// once. Smaller pages are built per request and never stored. A stored
+// page that expired or vanished is rebuilt.
+func (p *Partition) inlinePage(logEpoch string) func(ctx context.Context, t *schema.Table, eff map[string][]string, digest string, tok BootstrapToken, pageRows, sizeHint int) (segstore.Built, error) {
+	return func(ctx context.Context, t *schema.Table, eff map[string][]string, digest string, tok BootstrapToken, pageRows, sizeHint int) (segstore.Built, error) {
+		if p.cfg.Segments == nil {
+			return p.buildPage(ctx, t, eff, digest, tok, pageRows, sizeHint)
+		}
+		key := segstore.KeyParts{Table: t.Name, ScopeDigest: digest, AsOfCommitSeq: tok.AsOfCommitSeq, RowCursor: tok.RowCursor,
+			PageRows: pageRows, SchemaVersion: p.cfg.Schema.Version, LogEpoch: logEpoch, Lane: LaneRef}
+		if m, err := p.cfg.Segments.Lookup(ctx, p.name, key); err == nil {
+			if _, data, err := p.cfg.Segments.Get(ctx, p.name, m.ID); err == nil {
+				return segstore.Built{Meta: m, Data: data}, nil
+			} else if !errors.Is(err, segstore.ErrNotFound) && !errors.Is(err, segstore.ErrExpired) {
+				return segstore.Built{}, err
+			}
+		} else if !errors.Is(err, segstore.ErrNotFound) {
+			return segstore.Built{}, err
+		}
+		b, err := p.buildPage(ctx, t, eff, digest, tok, pageRows, sizeHint)
+		if err != nil || len(b.Data) <= p.cfg.InlineSegmentMaxBytes {
+			return b, err
+		}
+		if _, _, err := p.cfg.Segments.Obtain(ctx, p.name, key, func(context.Context) (segstore.Built, error) { return b, nil }); err != nil {
+			return segstore.Built{}, err
+		}
+		return b, nil
+	}
 }
 
 // buildPage reads one page of the table's in-scope rows after tok's row

@@ -142,7 +142,7 @@ func (j *PageJob) run(ctx context.Context, p *Partition) {
 		r.frame, r.next, r.size = p.refFrame(m, s.tok, s.signed), m.NextRowCursor, refSize(m)
 		s.lastSize = int(m.ByteLength)
 	} else {
-		b, err := p.buildPage(ctx, s.table, s.eff, s.digest, s.tok, s.pageRows, s.lastSize)
+		b, err := p.inlinePage(s.logEpoch)(ctx, s.table, s.eff, s.digest, s.tok, s.pageRows, s.lastSize)
 		if err != nil {
 			j.answer(pageResult{err: storageErr(err)})
 			return
