@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/metrics"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -138,6 +139,21 @@ func serverChild(args []string) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	if path := os.Getenv("BENCH_SERVER_CPUPROFILE"); path != "" {
+		// Profiles the server child (the harness's --cpuprofile covers the
+		// parent only).
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "server-child:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "server-child:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ps := startProbeSampler()
 	defer ps.Stop()
 	cfg := &Config{Mode: ModeLoopback, DataDir: *dataDir, PostgresURL: *pg}

@@ -188,6 +188,13 @@ type Config struct {
 	// with sync.crdt_merge_failed; tables without crdt columns never
 	// consult it. The yjs-doc merger is protocol/yjs.Merger.
 	Mergers map[string]partition.Merger
+
+	// SegmentHotBytes is the memory budget for segments downloaded more
+	// than once (a storm of clients on one scope): they are served from
+	// memory, least recently used out, until they expire (0: 64 MiB,
+	// segstore.DefaultHotBytes; negative: none). A segment downloaded once
+	// is never kept.
+	SegmentHotBytes int
 }
 
 // CommitFeed reports commits made to a shared store by any process.
@@ -279,6 +286,10 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		e.cfg.Segments = cfg.Segments
 	}
 	e.segments = segstore.NewCache(cfg.Segments, cfg.SegmentTTL, cfg.Now, cfg.Logger)
+	if cfg.SegmentHotBytes == 0 {
+		cfg.SegmentHotBytes = segstore.DefaultHotBytes
+	}
+	e.segments.KeepHot(cfg.SegmentHotBytes)
 	pc.Segments = e.segments
 	if cfg.InlineSegmentMaxBytes != 0 {
 		pc.InlineSegmentMaxBytes = cfg.InlineSegmentMaxBytes

@@ -84,6 +84,7 @@ type Cache struct {
 
 	mu     sync.Mutex
 	flight map[string]*flight
+	hot    *hotSet // nil: none (KeepHot)
 
 	built, reused, served, servedBytes, expired atomic.Uint64
 }
@@ -173,13 +174,36 @@ func (c *Cache) Obtain(ctx context.Context, partition string, key KeyParts, buil
 
 // Get returns the unexpired entries and bytes of segment id in partition
 // (ErrNotFound, ErrExpired otherwise) and counts the download.
+// A segment downloaded again is served from the hot set (see KeepHot)
+// while unexpired; the returned bytes must not be modified.
 func (c *Cache) Get(ctx context.Context, partition, id string) ([]Meta, []byte, error) {
-	metas, data, err := c.store.Get(ctx, partition, id, c.now().UnixMilli())
+	nowMs := c.now().UnixMilli()
+	key := hotKey(partition, id)
+	if metas, data, ok := c.hot.get(key, nowMs); ok {
+		return metas, data, nil
+	}
+	metas, data, err := c.store.Get(ctx, partition, id, nowMs)
 	if err != nil {
 		return nil, nil, err
 	}
+	c.hot.offer(key, metas, data)
 	return metas, data, nil
 }
+
+// KeepHot sets the byte budget of the segments kept in memory after their
+// second download (0 or less: none). Call it before the Cache is used.
+// Revocation is unaffected (the caller checks scopes on every download);
+// an entry is dropped at the earliest expiry of its entries, but the sweep
+// does not see it.
+func (c *Cache) KeepHot(maxBytes int) {
+	c.hot = nil
+	if maxBytes > 0 {
+		c.hot = newHotSet(maxBytes)
+	}
+}
+
+// HotBytes reports the bytes of the segments kept hot.
+func (c *Cache) HotBytes() int { return c.hot.bytes() }
 
 // CountServed records a download of n uncompressed bytes.
 func (c *Cache) CountServed(n int) {

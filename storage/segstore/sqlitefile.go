@@ -27,9 +27,15 @@ const sqliteSchema = `CREATE TABLE IF NOT EXISTS segments (
 CREATE INDEX IF NOT EXISTS segments_by_id ON segments (id, partition);
 CREATE INDEX IF NOT EXISTS segments_by_expiry ON segments (expires_at_ms);`
 
+// sqliteFileTuning makes whole-segment reads cheap: 64 KiB pages (a
+// segment's overflow chain is 16x shorter; takes effect when the file is
+// created, an existing file keeps its page size) and reads through a
+// memory map of up to 256 MiB instead of one pread per page.
+const sqliteFileTuning = "&_pragma=page_size(65536)&_pragma=mmap_size(268435456)"
+
 // OpenSQLiteFile opens (creating if needed) the segment file at path.
 func OpenSQLiteFile(ctx context.Context, path string) (*SQLiteFile, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL")
+	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL"+sqliteFileTuning)
 	if err != nil {
 		return nil, fmt.Errorf("segstore: open %s: %w", path, err)
 	}

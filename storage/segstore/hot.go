@@ -1,0 +1,109 @@
+package segstore
+
+import (
+	"container/list"
+	"sync"
+)
+
+// DefaultHotBytes is the default byte budget of a Cache's hot segments.
+const DefaultHotBytes = 64 << 20
+
+// hotSeenMax bounds the set of segments downloaded once (the admission
+// filter); it is cleared when full.
+const hotSeenMax = 4096
+
+// hotSet keeps in memory the bytes of segments downloaded more than once,
+// least recently used first out, within a byte budget. A segment enters on
+// its second download within the seen window (so one client's bootstrap,
+// which downloads each segment once, leaves nothing behind; a storm of
+// clients on one scope is served from memory after the first two). An
+// entry is served only before the earliest expiry of its entries; expired
+// ones are dropped when met. A segment larger than the budget is never
+// kept. Safe for concurrent use.
+type hotSet struct {
+	mu    sync.Mutex
+	max   int
+	size  int
+	seen  map[string]struct{}
+	items map[string]*list.Element
+	lru   list.List // front: most recently used *hotItem
+}
+
+type hotItem struct {
+	key       string
+	metas     []Meta
+	data      []byte
+	expiresMs int64
+}
+
+func newHotSet(maxBytes int) *hotSet {
+	return &hotSet{max: maxBytes, seen: map[string]struct{}{}, items: map[string]*list.Element{}}
+}
+
+func hotKey(partition, id string) string { return partition + "\x00" + id }
+
+// get returns the kept metas and bytes of key if unexpired at nowMs.
+func (h *hotSet) get(key string, nowMs int64) ([]Meta, []byte, bool) {
+	if h == nil || h.max <= 0 {
+		return nil, nil, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	el := h.items[key]
+	if el == nil {
+		return nil, nil, false
+	}
+	it := el.Value.(*hotItem)
+	if nowMs >= it.expiresMs {
+		h.remove(el)
+		return nil, nil, false
+	}
+	h.lru.MoveToFront(el)
+	return it.metas, it.data, true
+}
+
+// offer records a download of key read from the store; on the second
+// download it keeps the bytes (evicting the least recently used).
+func (h *hotSet) offer(key string, metas []Meta, data []byte) {
+	if h == nil || h.max <= 0 || len(data) > h.max || len(metas) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.items[key] != nil {
+		return
+	}
+	if _, ok := h.seen[key]; !ok {
+		if len(h.seen) >= hotSeenMax {
+			clear(h.seen)
+		}
+		h.seen[key] = struct{}{}
+		return
+	}
+	delete(h.seen, key)
+	exp := metas[0].ExpiresAtMs
+	for _, m := range metas[1:] {
+		exp = min(exp, m.ExpiresAtMs)
+	}
+	for h.size+len(data) > h.max && h.lru.Len() > 0 {
+		h.remove(h.lru.Back())
+	}
+	h.items[key] = h.lru.PushFront(&hotItem{key: key, metas: metas, data: data, expiresMs: exp})
+	h.size += len(data)
+}
+
+func (h *hotSet) remove(el *list.Element) {
+	it := h.lru.Remove(el).(*hotItem)
+	delete(h.items, it.key)
+	h.size -= len(it.data)
+}
+
+// bytes reports the bytes kept.
+func (h *hotSet) bytes() int {
+	if h == nil {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.size
+}
