@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -63,6 +64,35 @@ type Client struct {
 	epoch    string
 	// BytesIn counts response bytes received.
 	BytesIn int64
+	// stripInline drops SEGMENT_INLINE frames from responses before they
+	// are decoded, counting them in inlineStripped: the storm's drain
+	// clients, whose bytes are compared with one client that decodes all.
+	stripInline    bool
+	inlineStripped int
+}
+
+// stripInlineFrames returns data without its SEGMENT_INLINE frames (a
+// malformed message is returned whole, for the decoder to report).
+func stripInlineFrames(data []byte) ([]byte, int) {
+	out := make([]byte, 0, 4096)
+	out = append(out, data[:min(len(data), ssp2.HeaderSize)]...)
+	n := 0
+	for off := ssp2.HeaderSize; off < len(data); {
+		if len(data)-off < 5 {
+			return data, 0
+		}
+		size := int(binary.LittleEndian.Uint32(data[off+1:]))
+		if size > len(data)-off-5 {
+			return data, 0
+		}
+		if ssp2.FrameType(data[off]) == ssp2.FrameSegmentInline {
+			n++
+		} else {
+			out = append(out, data[off:off+5+size]...)
+		}
+		off += 5 + size
+	}
+	return out, n
 }
 
 // Do sends frames after a REQ_HEADER (acquiring the epoch first when the
@@ -106,6 +136,11 @@ func (c *Client) do(ctx context.Context, frames []ssp2.Frame) (*ssp2.Message, er
 		return nil, err
 	}
 	c.BytesIn += int64(len(data))
+	if c.stripInline {
+		var n int
+		data, n = stripInlineFrames(data)
+		c.inlineStripped += n
+	}
 	msg, err := ssp2.DecodeResponse(data)
 	if err != nil {
 		return nil, fmt.Errorf("bench: decode response: %w", err)

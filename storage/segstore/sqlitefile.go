@@ -77,9 +77,12 @@ func nullable(s *string) any {
 	return *s
 }
 
-// Lookup implements Store.
+// Lookup implements Store. Whether a row still holds its bytes is read
+// with typeof(data), which SQLite answers from the record header; "data IS
+// NOT NULL" loads the whole blob (hundreds of KiB) through its overflow
+// pages on every lookup.
 func (s *SQLiteFile) Lookup(ctx context.Context, partition, key string, nowMs int64) (Meta, error) {
-	row := s.db.QueryRowContext(ctx, `SELECT `+metaCols+` FROM segments WHERE partition = ? AND build_key = ? AND expires_at_ms > ? AND data IS NOT NULL`, partition, key, nowMs)
+	row := s.db.QueryRowContext(ctx, `SELECT `+metaCols+` FROM segments WHERE partition = ? AND build_key = ? AND expires_at_ms > ? AND typeof(data) <> 'null'`, partition, key, nowMs)
 	m, err := scanMeta(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Meta{}, ErrNotFound
@@ -108,7 +111,7 @@ WHERE segments.data IS NULL OR segments.expires_at_ms <= excluded.created_at_ms`
 
 // Get implements Store.
 func (s *SQLiteFile) Get(ctx context.Context, partition, id string, nowMs int64) ([]Meta, []byte, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+metaCols+`, data IS NOT NULL AND expires_at_ms > ? FROM segments WHERE id = ? AND (? = '' OR partition = ?)`, nowMs, id, partition, partition)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+metaCols+`, typeof(data) <> 'null' AND expires_at_ms > ? FROM segments WHERE id = ? AND (? = '' OR partition = ?)`, nowMs, id, partition, partition)
 	if err != nil {
 		return nil, nil, fmt.Errorf("segstore: get: %w", err)
 	}
