@@ -37,7 +37,8 @@
 // concurrent binders in any process agree on the first binding.
 //
 // Notification. Commit sends pg_notify on Options.NotifyChannel (default
-// "synclane_commits") with payload "<partition>\t<maxSeq>", delivered when
+// NotifyChannelFor(Options.Schema): "synclane_commits" plus the schema's
+// name when one is set) with payload "<partition>\t<maxSeq>", delivered when
 // the transaction commits. Store.Listen starts a Notifier that reports those
 // notifications in other processes.
 //

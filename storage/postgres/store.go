@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -17,6 +19,23 @@ import (
 // DefaultNotifyChannel is the LISTEN/NOTIFY channel commits are announced on
 // unless Options.NotifyChannel says otherwise.
 const DefaultNotifyChannel = "synclane_commits"
+
+// NotifyChannelFor is the default notification channel of a store in
+// schema: DefaultNotifyChannel for the search_path's schema (""), else
+// DefaultNotifyChannel, "_" and the schema name, or, when that would exceed
+// PostgreSQL's 63-byte identifier limit, "_" and the first 16 hex digits of
+// the name's SHA-256 (channel names are identifiers: longer ones are
+// silently truncated, which could merge two schemas' channels).
+func NotifyChannelFor(schema string) string {
+	if schema == "" {
+		return DefaultNotifyChannel
+	}
+	if ch := DefaultNotifyChannel + "_" + schema; len(ch) <= 63 {
+		return ch
+	}
+	sum := sha256.Sum256([]byte(schema))
+	return DefaultNotifyChannel + "_" + hex.EncodeToString(sum[:8])
+}
 
 // Options configure a Store. The zero value is usable.
 type Options struct {
@@ -35,9 +54,11 @@ type Options struct {
 	// statement names it explicitly, EnsureSchema creates it if needed, and
 	// Open also puts it first on each connection's search_path.
 	Schema string
-	// NotifyChannel is the channel of commit notifications (default
-	// DefaultNotifyChannel). Deployments sharing one database with separate
-	// schemas give each its own channel.
+	// NotifyChannel is the channel of commit notifications. The default is
+	// DefaultNotifyChannel without a Schema and NotifyChannelFor(Schema)
+	// with one, so deployments sharing one database in separate schemas
+	// never hear each other's commits; every process serving one schema
+	// must use the same channel (the default does).
 	NotifyChannel string
 }
 
@@ -115,7 +136,7 @@ func OpenPool(pool *pgxpool.Pool, opts Options) *Store {
 	}
 	ch := opts.NotifyChannel
 	if ch == "" {
-		ch = DefaultNotifyChannel
+		ch = NotifyChannelFor(opts.Schema)
 	}
 	return &Store{
 		pool:      pool,
