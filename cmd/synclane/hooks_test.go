@@ -235,3 +235,66 @@ func TestKill9ReactionsDeliveredAfterRestart(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Two processes on one PostgreSQL database share the reaction queue: every
+// reaction is delivered, both processes deliver some (only the first is
+// pushed to and woken by its commits; the second finds work by polling),
+// and no reaction's deliveries ever overlap in time (each takes 100ms in
+// the sink).
+func TestTwoProcessesShareReactions(t *testing.T) {
+	stores := sharedStores(t)
+	pg, ok := stores["postgres"]
+	if !ok {
+		t.Skip("PostgreSQL not configured (SYNCLANE_TEST_POSTGRES)")
+	}
+	dir := t.TempDir()
+	sf := filepath.Join(dir, "schema.json")
+	if err := os.WriteFile(sf, []byte(allTypesSchema), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sink := filepath.Join(dir, "sink.jsonl")
+	args := append([]string{"--schema", sf, "--test-control", "--test-reaction-log", sink, "--test-reaction-hold", "100ms", "--reaction-lease", "10s"}, pg...)
+	a := startProc(t, args...)
+	startProc(t, args...) // the second process: it only delivers
+	control(t, "PUT", a.base+"/_test/allowed-scopes/ada", `{"project_id":["*"]}`, nil)
+	if code := control(t, "PUT", a.base+"/_test/validators", `{"rules":[{"table":"things","react":{"name":"test.sink","payload":"p"}}]}`, nil); code != 200 {
+		t.Fatalf("PUT validators: %d", code)
+	}
+	c := newThingsClient(a.base, "ada", "c-ada")
+	const n = 80
+	for i := range n {
+		if pr, _ := pushThingFrames(t, c, fmt.Sprint("t", i), "p1", fmt.Sprint("k", i)); pr.Status != ssp2.CommitApplied {
+			t.Fatalf("push %d: %+v", i, pr)
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		lines := readSink(t, sink)
+		byID := map[int64][]sinkLine{}
+		for _, l := range lines {
+			byID[l.ID] = append(byID[l.ID], l)
+		}
+		if len(byID) == n {
+			pids := map[int]bool{}
+			for id, ds := range byID {
+				sort.Slice(ds, func(i, j int) bool { return ds[i].StartUs < ds[j].StartUs })
+				for i := 1; i < len(ds); i++ {
+					if ds[i].StartUs < ds[i-1].EndUs {
+						t.Fatalf("reaction %d: deliveries overlap: %+v", id, ds)
+					}
+				}
+				for _, d := range ds {
+					pids[d.Pid] = true
+				}
+			}
+			if len(pids) != 2 {
+				t.Fatalf("deliveries by %d processes, want both", len(pids))
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d reactions delivered", len(byID), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -25,6 +25,8 @@ type reactionConfig struct {
 	// to; testFail makes every sink attempt fail (nothing is delivered).
 	testLog  string
 	testFail bool
+	// testHold is how long each test sink delivery takes.
+	testHold time.Duration
 }
 
 // TestReactionSink is the name of the test-control reaction handler.
@@ -34,6 +36,7 @@ func reactionFlags(fs *flag.FlagSet, r *reactionConfig) {
 	fs.DurationVar(&r.lease, "reaction-lease", 30*time.Second, "how long a claimed reaction is hidden from other workers (handlers get 90% of it; at least 1s)")
 	fs.IntVar(&r.maxAttempts, "reaction-max-attempts", 10, "delivery attempts of a reaction scheduled without maxAttempts, 1-100, before it is dead-lettered")
 	fs.StringVar(&r.testLog, "test-reaction-log", "", "with --test-control: register the reaction handler \"test.sink\", which appends each delivery to this file as a JSON line")
+	fs.DurationVar(&r.testHold, "test-reaction-hold", 0, "with --test-reaction-log: each delivery of \"test.sink\" takes this long (ending early with an error if its context ends), so overlapping deliveries would show")
 	fs.BoolVar(&r.testFail, "test-reaction-fail", false, "with --test-reaction-log: every delivery attempt of \"test.sink\" fails (reactions stay pending, then dead-letter)")
 }
 
@@ -47,6 +50,8 @@ func (r reactionConfig) validate(testControl bool) error {
 		return errors.New("--test-reaction-log needs --test-control")
 	case r.testFail && r.testLog == "":
 		return errors.New("--test-reaction-fail needs --test-reaction-log")
+	case r.testHold != 0 && (r.testLog == "" || r.testHold < 0 || r.testHold > time.Minute):
+		return errors.New("--test-reaction-hold needs --test-reaction-log and is 0-1m")
 	}
 	return nil
 }
@@ -56,7 +61,7 @@ func (r reactionConfig) validate(testControl bool) error {
 func (r reactionConfig) engineConfig() engine.ReactionConfig {
 	rc := engine.ReactionConfig{Lease: r.lease, DefaultMaxAttempts: r.maxAttempts}
 	if r.testLog != "" {
-		sink := &testSink{path: r.testLog, fail: r.testFail}
+		sink := &testSink{path: r.testLog, fail: r.testFail, hold: r.testHold}
 		rc.Handlers = map[string]engine.ReactionHandler{TestReactionSink: sink.deliver}
 	}
 	return rc
@@ -68,6 +73,7 @@ type testSink struct {
 	mu   sync.Mutex
 	path string
 	fail bool
+	hold time.Duration
 }
 
 // sinkLine is one delivery in the test sink's file.
@@ -77,13 +83,29 @@ type sinkLine struct {
 	CommitSeq int64  `json:"commitSeq"`
 	Payload   string `json:"payload"`
 	Attempt   int    `json:"attempt"`
+	// Pid is the delivering process; StartUs and EndUs bound the delivery
+	// (Unix microseconds).
+	Pid     int   `json:"pid"`
+	StartUs int64 `json:"startUs"`
+	EndUs   int64 `json:"endUs"`
 }
 
 func (s *testSink) deliver(ctx context.Context, r engine.StoredReaction) error {
 	if s.fail {
 		return errors.New("the test sink is set to fail (--test-reaction-fail)")
 	}
-	b, err := json.Marshal(sinkLine{ID: r.ID, Partition: r.Partition, CommitSeq: r.CommitSeq, Payload: string(r.Payload), Attempt: r.Attempts})
+	start := time.Now()
+	if s.hold > 0 {
+		t := time.NewTimer(s.hold)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+	b, err := json.Marshal(sinkLine{ID: r.ID, Partition: r.Partition, CommitSeq: r.CommitSeq, Payload: string(r.Payload), Attempt: r.Attempts,
+		Pid: os.Getpid(), StartUs: start.UnixMicro(), EndUs: time.Now().UnixMicro()})
 	if err != nil {
 		return err
 	}
