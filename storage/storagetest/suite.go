@@ -216,6 +216,7 @@ func run(t *testing.T, open func(t *testing.T) storage.Store, share func(t *test
 		{"RetentionEngine", retentionEngineTests},
 		{"Leases", leaseTests},
 		{"Query", queryTests},
+		{"Admin", adminTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
