@@ -83,6 +83,31 @@ type Options struct {
 	// implements Ticker run Tick that often (a tick never keeps an idle
 	// actor from being passivated).
 	TickInterval time.Duration
+
+	// OnLifecycle, when set, is told about partition actor restarts (after
+	// a panic) and passivations. It runs on the actor's goroutine or under
+	// a routing-map shard lock, so it must not block and must not call the
+	// Runtime.
+	OnLifecycle func(partition string, ev Lifecycle)
+}
+
+// Lifecycle is a partition actor lifecycle event reported to
+// Options.OnLifecycle.
+type Lifecycle int
+
+// Lifecycle events.
+const (
+	// Restarted: the actor restarts from storage after its Worker panicked.
+	Restarted Lifecycle = iota + 1
+	// Passivated: the actor was idle for IdleTimeout and is stopping.
+	Passivated
+)
+
+// lifecycle reports ev to the hook, if any.
+func (o *Options) lifecycle(partition string, ev Lifecycle) {
+	if o.OnLifecycle != nil {
+		o.OnLifecycle(partition, ev)
+	}
 }
 
 // Ticker is implemented by Workers that do periodic work (for example
@@ -162,6 +187,7 @@ func (a *partitionActor[J]) Receive(ctx actor.Context) {
 		a.start()
 	case *actor.Restarting:
 		a.stats.restarts.Add(1)
+		a.opts.lifecycle(a.partition, Restarted)
 	case J:
 		if m.Batchable() && a.opts.MaxBatch > 1 {
 			a.pending = append(a.pending, m)

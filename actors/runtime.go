@@ -210,6 +210,7 @@ func (r *Runtime[J]) sweep(cutoff time.Time) {
 			if c.lastSeen.Before(cutoff) {
 				delete(s.children, p)
 				r.stats.passivated.Add(1)
+				r.opts.lifecycle(p, Passivated)
 				r.system.Root.Poison(c.pid)
 				r.opts.Logger.Debug("partition passivated", zap.String("partition", p))
 			}
@@ -222,6 +223,18 @@ func (r *Runtime[J]) sweep(cutoff time.Time) {
 		}
 		s.mu.Unlock()
 	}
+}
+
+// Live reports whether the partition has a live actor and, when the
+// runtime passivates (IdleTimeout > 0), when a job was last routed to it.
+func (r *Runtime[J]) Live(partition string) (live bool, lastJob time.Time) {
+	s := r.shard(partition)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.children[partition]; ok {
+		return true, c.lastSeen
+	}
+	return false, time.Time{}
 }
 
 // Stats returns the runtime's counters.

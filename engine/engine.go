@@ -25,6 +25,7 @@ import (
 	"github.com/synclane/synclane/actors"
 	"github.com/synclane/synclane/engine/lease"
 	"github.com/synclane/synclane/engine/operations"
+	"github.com/synclane/synclane/events"
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -195,6 +196,15 @@ type Config struct {
 	// segstore.DefaultHotBytes; negative: none). A segment downloaded once
 	// is never kept.
 	SegmentHotBytes int
+
+	// Server events (events.go). Events, when set, receives the engine's
+	// events: rejected commits, gate refusals, failed and slow requests,
+	// actor restarts and passivations, operator actions. Emitting never
+	// blocks a request (see package events).
+	Events *events.Ring
+	// SlowRequest is the Sync duration from which a request is reported
+	// as a slow request event (0: DefaultSlowRequest; negative: never).
+	SlowRequest time.Duration
 }
 
 // CommitFeed reports commits made to a shared store by any process.
@@ -318,6 +328,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		MaxBatch:     maxBatch,
 		Logger:       cfg.Logger,
 		TickInterval: cfg.ClientFlushInterval,
+		OnLifecycle:  e.lifecycleHook(),
 	})
 	if cfg.Feed != nil {
 		fctx, cancel := context.WithCancel(context.Background())
@@ -413,7 +424,9 @@ func (e *Engine) Close() error {
 func (e *Engine) Sync(ctx context.Context, id Identity, msg *ssp2.Message) (*Reply, error) {
 	start := e.cfg.Now()
 	rep, err := e.sync(ctx, id, msg)
-	e.metrics.observe(rep, err, e.cfg.Now().Sub(start))
+	d := e.cfg.Now().Sub(start)
+	e.metrics.observe(rep, err, d)
+	e.emitSync(id, rep, err, d)
 	return rep, err
 }
 

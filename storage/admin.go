@@ -32,6 +32,11 @@ type AdminReader interface {
 	// partition's newest retained commit.
 	AdminPartitions(ctx context.Context, after string, limit int) ([]PartitionOverview, error)
 
+	// AdminPartition returns the one partition's entry as AdminPartitions
+	// would, with Exists false (and nothing else set but Partition) when
+	// the partition does not exist.
+	AdminPartition(ctx context.Context, partition string) (PartitionOverview, error)
+
 	// AdminClients returns up to limit client records of the partition with
 	// a clientID strictly after after (byte order), ordered by clientID.
 	AdminClients(ctx context.Context, partition, after string, limit int) ([]ClientRecord, error)

@@ -56,21 +56,41 @@ func (s *Store) AdminPartitions(ctx context.Context, after string, limit int) ([
 		if len(out) == limit {
 			break
 		}
-		p := parts[name]
-		p.mu.RLock()
-		if p.info.Exists {
-			o := storage.PartitionOverview{PartitionInfo: p.info, Clients: int64(len(p.clients))}
-			for _, c := range p.clients {
-				o.LastClientAtMs = max(o.LastClientAtMs, c.UpdatedAtMs)
-			}
-			if n := len(p.commits); n > 0 && p.commits[n-1].Seq == p.info.MaxCommitSeq {
-				o.LastCommitAtMs = p.commits[n-1].CreatedAtMs
-			}
+		if o := parts[name].overview(); o.Exists {
 			out = append(out, o)
 		}
-		p.mu.RUnlock()
 	}
 	return out, nil
+}
+
+// AdminPartition reads one partition's overview entry.
+func (s *Store) AdminPartition(ctx context.Context, partition string) (storage.PartitionOverview, error) {
+	none := storage.PartitionOverview{PartitionInfo: storage.PartitionInfo{Partition: partition}}
+	if err := ctx.Err(); err != nil {
+		return none, err
+	}
+	_, p, err := s.peekPart(partition)
+	if err != nil || p == nil {
+		return none, wrapAdmin("admin partition", err)
+	}
+	if o := p.overview(); o.Exists {
+		return o, nil
+	}
+	return none, nil
+}
+
+// overview reads the partition's overview entry under its state lock.
+func (p *part) overview() storage.PartitionOverview {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	o := storage.PartitionOverview{PartitionInfo: p.info, Clients: int64(len(p.clients))}
+	for _, c := range p.clients {
+		o.LastClientAtMs = max(o.LastClientAtMs, c.UpdatedAtMs)
+	}
+	if n := len(p.commits); n > 0 && p.commits[n-1].Seq == p.info.MaxCommitSeq {
+		o.LastCommitAtMs = p.commits[n-1].CreatedAtMs
+	}
+	return o
 }
 
 // AdminClients returns copies of the partition's client records in

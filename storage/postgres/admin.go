@@ -27,12 +27,14 @@ func (s *Store) adminSQL(stmt string) string {
 }
 
 const (
-	adminPartitionsSQL = `SELECT p.partition, p.log_epoch, p.epoch_required, p.max_commit_seq, p.horizon_seq,
+	adminPartitionCols = `SELECT p.partition, p.log_epoch, p.epoch_required, p.max_commit_seq, p.horizon_seq,
 	(SELECT COUNT(*) FROM {clients} c WHERE c.partition = p.partition),
 	(SELECT COALESCE(MAX(c.updated_at_ms), 0) FROM {clients} c WHERE c.partition = p.partition),
 	COALESCE((SELECT m.created_at_ms FROM {commits} m WHERE m.partition = p.partition AND m.seq = p.max_commit_seq), 0)
-FROM {partitions} p WHERE p.partition > $1 ORDER BY p.partition LIMIT $2`
-	adminClientsSQL = `SELECT client_id, actor_id, subscriptions, cursor, wire_version, updated_at_ms FROM {clients}
+FROM {partitions} p `
+	adminPartitionsSQL = adminPartitionCols + `WHERE p.partition > $1 ORDER BY p.partition LIMIT $2`
+	adminPartitionSQL  = adminPartitionCols + `WHERE p.partition = $1`
+	adminClientsSQL    = `SELECT client_id, actor_id, subscriptions, cursor, wire_version, updated_at_ms FROM {clients}
 WHERE partition = $1 AND client_id > $2 ORDER BY client_id LIMIT $3`
 	adminCommitsSQL = `SELECT seq, created_at_ms, actor_id, client_id, client_commit_id FROM {commits}
 WHERE partition = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3`
@@ -48,10 +50,30 @@ func (s *Store) AdminPartitions(ctx context.Context, after string, limit int) ([
 	if !storage.Storable(after) {
 		return nil, nil
 	}
+	return s.adminPartitions(ctx, adminPartitionsSQL, after, storage.ClampAdminLimit(limit))
+}
+
+// AdminPartition reads one partition's overview entry.
+func (s *Store) AdminPartition(ctx context.Context, partition string) (storage.PartitionOverview, error) {
+	none := storage.PartitionOverview{PartitionInfo: storage.PartitionInfo{Partition: partition}}
+	if err := s.ready(); err != nil {
+		return none, err
+	}
+	if !storage.Storable(partition) {
+		return none, nil
+	}
+	out, err := s.adminPartitions(ctx, adminPartitionSQL, partition)
+	if err != nil || len(out) == 0 {
+		return none, err
+	}
+	return out[0], nil
+}
+
+func (s *Store) adminPartitions(ctx context.Context, query string, args ...any) ([]storage.PartitionOverview, error) {
 	var out []storage.PartitionOverview
 	err := retry(ctx, "AdminPartitions", func() error {
 		out = out[:0]
-		rows, err := s.pool.Query(ctx, s.adminSQL(adminPartitionsSQL), after, storage.ClampAdminLimit(limit))
+		rows, err := s.pool.Query(ctx, s.adminSQL(query), args...)
 		if err != nil {
 			return err
 		}

@@ -18,12 +18,14 @@ var _ storage.AdminReader = (*Store)(nil)
 // count and newest update are aggregates over the partition's client
 // records (primary-key prefix).
 const (
-	adminPartitionsSQL = `SELECT p.partition_id, p.log_epoch, p.epoch_required, p.max_commit_seq, p.horizon_seq,
+	adminPartitionCols = `SELECT p.partition_id, p.log_epoch, p.epoch_required, p.max_commit_seq, p.horizon_seq,
 		(SELECT COUNT(*) FROM sync_clients c WHERE c.partition_id = p.partition_id),
 		(SELECT COALESCE(MAX(c.updated_at_ms), 0) FROM sync_clients c WHERE c.partition_id = p.partition_id),
 		COALESCE((SELECT m.created_at_ms FROM sync_commits m WHERE m.partition_id = p.partition_id AND m.seq = p.max_commit_seq), 0)
-		FROM sync_partitions p WHERE p.partition_id > ? ORDER BY p.partition_id LIMIT ?`
-	adminClientsSQL = `SELECT client_id, actor_id, subscriptions, cursor, wire_version, updated_at_ms FROM sync_clients
+		FROM sync_partitions p `
+	adminPartitionsSQL = adminPartitionCols + `WHERE p.partition_id > ? ORDER BY p.partition_id LIMIT ?`
+	adminPartitionSQL  = adminPartitionCols + `WHERE p.partition_id = ?`
+	adminClientsSQL    = `SELECT client_id, actor_id, subscriptions, cursor, wire_version, updated_at_ms FROM sync_clients
 		WHERE partition_id = ? AND client_id > ? ORDER BY client_id LIMIT ?`
 	adminCommitsSQL = `SELECT seq, created_at_ms, actor_id, client_id, client_commit_id FROM sync_commits
 		WHERE partition_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?`
@@ -36,7 +38,23 @@ func (s *Store) AdminPartitions(ctx context.Context, after string, limit int) ([
 	if _, _, _, err := s.current(); err != nil {
 		return nil, fmt.Errorf("sqlite: admin partitions: %w", err)
 	}
-	rows, err := s.readQuery(ctx, adminPartitionsSQL, after, storage.ClampAdminLimit(limit))
+	return s.adminPartitions(ctx, adminPartitionsSQL, after, storage.ClampAdminLimit(limit))
+}
+
+// AdminPartition reads one partition's overview entry.
+func (s *Store) AdminPartition(ctx context.Context, partition string) (storage.PartitionOverview, error) {
+	if _, _, _, err := s.current(); err != nil {
+		return storage.PartitionOverview{}, fmt.Errorf("sqlite: admin partition: %w", err)
+	}
+	out, err := s.adminPartitions(ctx, adminPartitionSQL, partition)
+	if err != nil || len(out) == 0 {
+		return storage.PartitionOverview{PartitionInfo: storage.PartitionInfo{Partition: partition}}, err
+	}
+	return out[0], nil
+}
+
+func (s *Store) adminPartitions(ctx context.Context, query string, args ...any) ([]storage.PartitionOverview, error) {
+	rows, err := s.readQuery(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: admin partitions: %w", err)
 	}

@@ -79,6 +79,13 @@ var adminTests = []test{
 		if b != want {
 			e.t.Fatalf("b = %+v, want %+v", b, want)
 		}
+		one, err := a.AdminPartition(e.ctx, "b")
+		if err != nil || one != want {
+			e.t.Fatalf("AdminPartition(b) = %+v, %v; want %+v", one, err, want)
+		}
+		if g, err := a.AdminPartition(e.ctx, "ghost"); err != nil || g.Exists || g.Partition != "ghost" || g.Clients != 0 {
+			e.t.Fatalf("AdminPartition(ghost) = %+v, %v; want not existing", g, err)
+		}
 		if a0 := page1[0]; a0.Clients != 0 || a0.LastCommitAtMs != 0 || a0.MaxCommitSeq != 0 || !a0.Exists {
 			e.t.Fatalf("a = %+v, want an existing empty partition", a0)
 		}

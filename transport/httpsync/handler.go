@@ -128,6 +128,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if e.Code == syncerr.InternalError {
 			e = syncerr.Wrap(syncerr.AuthRequired, err, "authentication failed")
 		}
+		ReportAuthFailure(h.eng, "httpsync", r, e)
 		writeError(w, 0, e)
 		return
 	}

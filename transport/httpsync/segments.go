@@ -66,6 +66,7 @@ func (h *SegmentHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if e.Code == syncerr.InternalError {
 			e = syncerr.Wrap(syncerr.AuthRequired, err, "authentication failed")
 		}
+		ReportAuthFailure(h.eng, "httpsync.segments", r, e)
 		writeError(w, 0, e)
 		return
 	}

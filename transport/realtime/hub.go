@@ -385,6 +385,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if e.Code == syncerr.InternalError {
 			e = syncerr.Wrap(syncerr.AuthRequired, err, "authentication failed")
 		}
+		httpsync.ReportAuthFailure(eng, "realtime", r, e)
 		httpsync.WriteError(w, e)
 		return
 	}

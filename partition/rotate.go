@@ -1,0 +1,79 @@
+package partition
+
+import (
+	"context"
+	"errors"
+)
+
+// epochRotator is the part of storage.Store a RotateJob uses.
+type epochRotator interface {
+	RotateLogEpoch(ctx context.Context, partition string, nowMs int64) (string, error)
+}
+
+// errNoRotation reports a store that cannot rotate log epochs.
+var errNoRotation = errors.New("the store cannot rotate log epochs")
+
+// RotateJob gives its partition a new log epoch on the actor (an operator
+// action): pushes queued before it are applied first (AfterQueued), then
+// the client records and log tail the actor holds are dropped (they belong
+// to the old epoch and are never written back) and the store rotates the
+// epoch under the partition's write lock, deleting the stored client
+// records. Every client then gets resetRequired on its next pull.
+type RotateJob struct {
+	ctx  context.Context
+	done chan restoreOutcome
+}
+
+// NewRotateJob returns a rotate job for the partition it is submitted to.
+func NewRotateJob(ctx context.Context) *RotateJob {
+	return &RotateJob{ctx: ctx, done: make(chan restoreOutcome, 1)}
+}
+
+// Wait returns the new log epoch, or the failure (ctx's error when ctx
+// ends first).
+func (j *RotateJob) Wait(ctx context.Context) (string, error) {
+	select {
+	case o := <-j.done:
+		return o.epoch, o.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// Batchable is false: the rotation is its own transaction.
+func (*RotateJob) Batchable() bool { return false }
+
+// AfterQueued is true: pushes queued before the rotation land in the old
+// epoch first.
+func (*RotateJob) AfterQueued() bool { return true }
+
+// Fail answers the job with err.
+func (j *RotateJob) Fail(err error) { j.answer(restoreOutcome{err: err}) }
+
+func (*RotateJob) push() *SyncJob { return nil }
+
+func (j *RotateJob) answer(o restoreOutcome) {
+	select {
+	case j.done <- o:
+	default:
+	}
+}
+
+func (j *RotateJob) run(ctx context.Context, p *Partition) {
+	if err := j.ctx.Err(); err != nil {
+		j.answer(restoreOutcome{err: err})
+		return
+	}
+	st, ok := p.cfg.Store.(epochRotator)
+	if !ok {
+		j.answer(restoreOutcome{err: errNoRotation})
+		return
+	}
+	p.clients.reset(p.cfg.Now())
+	p.tail.reset()
+	ep, err := st.RotateLogEpoch(ctx, p.name, p.cfg.Now().UnixMilli())
+	if err == nil {
+		p.adoptEpoch(ep)
+	}
+	j.answer(restoreOutcome{epoch: ep, err: err})
+}
