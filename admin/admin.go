@@ -263,12 +263,12 @@ func (s *Service) RotateEpoch(ctx context.Context, partition string) (string, er
 
 // MaintenanceView is the outcome of one maintenance pass.
 type MaintenanceView struct {
-	Skipped         bool             `json:"skipped"`
-	Checked         int              `json:"checked"`
-	SegmentsExpired int              `json:"segmentsExpired"`
-	TookMs          float64          `json:"tookMs"`
-	Pruned          []PruneRunView   `json:"pruned"`
-	DryRun          bool             `json:"dryRun"`
+	Skipped         bool           `json:"skipped"`
+	Checked         int            `json:"checked"`
+	SegmentsExpired int            `json:"segmentsExpired"`
+	TookMs          float64        `json:"tookMs"`
+	Pruned          []PruneRunView `json:"pruned"`
+	DryRun          bool           `json:"dryRun"`
 }
 
 // PruneRunView is one partition a maintenance pass pruned.
