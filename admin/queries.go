@@ -221,22 +221,43 @@ type CommitView struct {
 	ClientCommitID string   `json:"clientCommitId"`
 	Tables         []string `json:"tables"`
 	Changes        int      `json:"changes"`
+	// Rows names the first maxRowRefs rows the commit changed.
+	Rows []RowRef `json:"rows"`
 }
+
+// RowRef names one changed row.
+type RowRef struct {
+	Table string `json:"table"`
+	RowID string `json:"rowId"`
+	Op    string `json:"op"`
+}
+
+// maxRowRefs bounds CommitView.Rows.
+const maxRowRefs = 5
 
 func commitView(c storage.CommitRecord) CommitView {
 	v := CommitView{Seq: c.Seq, CreatedAtMs: c.CreatedAtMs, Actor: c.ActorID, ClientID: c.ClientID,
-		ClientCommitID: c.ClientCommitID, Changes: len(c.Changes), Tables: []string{}}
+		ClientCommitID: c.ClientCommitID, Changes: len(c.Changes), Tables: []string{}, Rows: []RowRef{}}
 	for _, ch := range c.Changes {
 		if !slices.Contains(v.Tables, ch.Table) {
 			v.Tables = append(v.Tables, ch.Table)
+		}
+		if len(v.Rows) < maxRowRefs {
+			op := "upsert"
+			if ch.Op == ssp2.OpDelete {
+				op = "delete"
+			}
+			v.Rows = append(v.Rows, RowRef{Table: ch.Table, RowID: ch.RowID, Op: op})
 		}
 	}
 	return v
 }
 
 // Commits returns a page of the partition's retained commits, newest
-// first, below the cursor (a decimal seq; "" for the newest).
-func (s *Service) Commits(ctx context.Context, partition, before string, limit int) (*Page[CommitView], error) {
+// first, below the cursor (a decimal seq; "" for the newest). With a
+// clientID, only that client's commits are listed, looked for among at
+// most DefaultHistoryScan commits per page (Next then continues the scan).
+func (s *Service) Commits(ctx context.Context, partition, before string, limit int, clientID string) (*Page[CommitView], error) {
 	limit = clampPage(limit)
 	var bseq int64
 	if before != "" {
@@ -246,16 +267,46 @@ func (s *Service) Commits(ctx context.Context, partition, before string, limit i
 		}
 		bseq = n
 	}
-	cs, err := s.reader.AdminCommits(ctx, partition, bseq, limit)
-	if err != nil {
-		return nil, fmt.Errorf("admin: commits of %q: %w", partition, err)
-	}
 	out := &Page[CommitView]{Items: []CommitView{}}
-	for _, c := range cs {
-		out.Items = append(out.Items, commitView(c))
+	if clientID == "" {
+		cs, err := s.reader.AdminCommits(ctx, partition, bseq, limit)
+		if err != nil {
+			return nil, fmt.Errorf("admin: commits of %q: %w", partition, err)
+		}
+		for _, c := range cs {
+			out.Items = append(out.Items, commitView(c))
+		}
+		if len(cs) == limit && cs[len(cs)-1].Seq > 1 {
+			out.Next = strconv.FormatInt(cs[len(cs)-1].Seq, 10)
+		}
+		return out, nil
 	}
-	if len(cs) == limit && cs[len(cs)-1].Seq > 1 {
-		out.Next = strconv.FormatInt(cs[len(cs)-1].Seq, 10)
+	scanned, lastSeq := 0, int64(0)
+	for scanned < DefaultHistoryScan {
+		cs, err := s.reader.AdminCommits(ctx, partition, bseq, scanPage)
+		if err != nil {
+			return nil, fmt.Errorf("admin: commits of client %q: %w", clientID, err)
+		}
+		for _, c := range cs {
+			scanned++
+			lastSeq = c.Seq
+			if c.ClientID == clientID {
+				out.Items = append(out.Items, commitView(c))
+				if len(out.Items) == limit {
+					if c.Seq > 1 {
+						out.Next = strconv.FormatInt(c.Seq, 10)
+					}
+					return out, nil
+				}
+			}
+		}
+		if len(cs) < scanPage {
+			return out, nil
+		}
+		bseq = lastSeq
+	}
+	if lastSeq > 1 {
+		out.Next = strconv.FormatInt(lastSeq, 10)
 	}
 	return out, nil
 }

@@ -54,6 +54,8 @@ func synclaneBinary(t *testing.T) string {
 // proc is one running `synclane serve` process.
 type proc struct {
 	base string
+	// admin is the admin listener's URL (serve --admin-listen), or "".
+	admin string
 	cmd  *exec.Cmd
 	done chan error
 }
@@ -87,11 +89,12 @@ func startProc(t *testing.T, args ...string) *proc {
 	case line := <-lines:
 		var first struct {
 			Listening string `json:"listening"`
+			Admin     string `json:"admin"`
 		}
 		if err := json.Unmarshal([]byte(line), &first); err != nil || first.Listening == "" {
 			t.Fatalf("first stdout line %q: %v", line, err)
 		}
-		p.base = first.Listening
+		p.base, p.admin = first.Listening, first.Admin
 	case <-time.After(30 * time.Second):
 		t.Fatal("synclane serve did not announce its address")
 	}

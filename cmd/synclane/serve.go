@@ -94,6 +94,9 @@ type serveConfig struct {
 	segmentTTL, signedURLTTL, leaseTTL time.Duration
 	leaseKey                           string // lease.go
 	signedURLKey, publicURL            string
+
+	// Admin API and console (--admin-listen, --admin-token), event ring.
+	admin adminConfig
 }
 
 // minJWTSecret is the shortest HS256 secret serve accepts (256 bits, the
@@ -128,6 +131,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.DurationVar(&c.drainDelay, "drain-delay", 5*time.Second, "on SIGTERM, answer /readyz 503 but keep serving this long before closing the listener")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "after the drain delay, how long in-flight requests get to finish before their connections are closed")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	adminListenFlags(fs, &c.admin)
 	retentionFlags(fs, &c.retention, true)
 	reactionFlags(fs, &c.reactions)
 	fs.Var(&c.checkpoints, "checkpoint", "PARTITION/NAME of a backfill checkpoint this process declares at its schema version (repeatable, or comma-separated)")
@@ -157,6 +161,9 @@ func (c *serveConfig) useDevAuth(given map[string]bool) bool {
 func (c *serveConfig) validate(given map[string]bool) error {
 	if c.listen == "" {
 		return errors.New("--listen is empty: want host:port")
+	}
+	if err := c.admin.validate(); err != nil {
+		return err
 	}
 	if c.debugListen != "" && !loopback(c.debugListen) {
 		return fmt.Errorf("--debug-listen must be a loopback address (it exposes profiles and goroutine dumps), got %q", c.debugListen)
@@ -482,6 +489,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	if err := c.configureLeases(&cfg, log); err != nil { // lease.go
 		return err
 	}
+	c.admin.engineConfig(&cfg)
 	eng, err := engine.New(ctx, cfg)
 	if err != nil {
 		return err
@@ -528,7 +536,12 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		zap.String("storage", backend), zap.Int32("schema_version", sch.Version), zap.Int("tables", len(sch.Tables)))
 	// The first stdout line is machine-readable: harnesses started with
 	// --listen 127.0.0.1:0 read the real port from it. Logs go to stderr.
-	fmt.Fprintf(stdout, "{\"listening\":%q}\n", "http://"+ln.Addr().String())
+	adminURL, stopAdmin, err := startAdmin(c.admin, eng, st, hub, log)
+	if err != nil {
+		return err
+	}
+	defer stopAdmin() // (runs before eng.Close)
+	fmt.Fprintf(stdout, "{\"listening\":%q%s}\n", "http://"+ln.Addr().String(), adminURL)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -1,0 +1,319 @@
+// synclane admin console: plain ES module, no build step. Talks to the
+// admin API next to this page with the token kept in sessionStorage.
+const TOKEN_KEY = 'synclane-admin-token';
+const $ = (sel) => document.querySelector(sel);
+const page = $('#page');
+
+// ---- DOM and formatting helpers --------------------------------------
+function h(tag, attrs = {}, ...kids) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'class') el.className = v;
+    else el.setAttribute(k, v === true ? '' : v);
+  }
+  for (const kid of kids.flat()) {
+    if (kid === undefined || kid === null || kid === false) continue;
+    el.append(kid instanceof Node ? kid : String(kid));
+  }
+  return el;
+}
+const enc = encodeURIComponent;
+const link = (hash, text, attrs = {}) => h('a', { href: '#' + hash, ...attrs }, text);
+function fmtTime(ms) { return ms ? new Date(ms).toLocaleString() : '—'; }
+function plural(n, unit) { return `${Number(n).toLocaleString()} ${unit}${Number(n) === 1 ? '' : 's'}`; }
+function fmtNum(n) { return Number(n || 0).toLocaleString(); }
+function fmtDur(ms) {
+  if (!ms) return '0 ms';
+  if (ms < 1000) return `${ms.toFixed(ms < 10 ? 2 : 0)} ms`;
+  const s = ms / 1000;
+  if (s < 120) return `${s.toFixed(1)} s`;
+  if (s < 7200) return `${(s / 60).toFixed(1)} min`;
+  if (s < 172800) return `${(s / 3600).toFixed(1)} h`;
+  return `${(s / 86400).toFixed(1)} days`;
+}
+function fmtBytes(b) {
+  const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0; b = Number(b || 0);
+  while (b >= 1024 && i < u.length - 1) { b /= 1024; i++; }
+  return `${b.toFixed(i ? 1 : 0)} ${u[i]}`;
+}
+function ago(ms) { return ms ? `${fmtDur(Date.now() - ms)} ago` : 'never'; }
+function card(label, value, sub) { return h('div', { class: 'card' }, h('small', {}, label), h('b', {}, value), sub ? h('small', {}, sub) : null); }
+function table(head, rows, attrs = {}) {
+  return h('table', attrs, h('thead', {}, h('tr', {}, head.map(c => h('th', { class: c.num ? 'num' : '' }, c.label || c)))),
+    h('tbody', {}, rows.length ? rows : h('tr', {}, h('td', { colspan: head.length, class: 'muted' }, 'nothing here'))));
+}
+function td(v, num) { return h('td', { class: num ? 'num' : '' }, v); }
+
+// ---- errors and the token ---------------------------------------------
+function showError(msg) { const e = $('#error'); e.textContent = msg; e.hidden = !msg; }
+class ApiError extends Error { constructor(status, code, message) { super(message); this.status = status; this.code = code; } }
+function token() { return sessionStorage.getItem(TOKEN_KEY) || ''; }
+function showLogin(msg) {
+  $('#login').hidden = false; page.replaceChildren(); $('#logout').hidden = true;
+  showError(msg || '');
+}
+$('#login').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  sessionStorage.setItem(TOKEN_KEY, $('#token').value.trim());
+  $('#token').value = '';
+  $('#login').hidden = true;
+  route(); events.start();
+});
+$('#logout').addEventListener('click', () => { sessionStorage.removeItem(TOKEN_KEY); events.stop(); showLogin('Token forgotten.'); });
+
+async function api(path, opts = {}) {
+  let res;
+  try {
+    res = await fetch('api/' + path, { ...opts, headers: { Authorization: 'Bearer ' + token(), ...(opts.headers || {}) } });
+  } catch (e) {
+    throw new ApiError(0, 'network', `The server did not answer (${e.message}). Is it running?`);
+  }
+  let body = null;
+  try { body = await res.json(); } catch { /* not JSON */ }
+  if (!res.ok) {
+    const code = body?.error?.code || `http.${res.status}`;
+    const msg = body?.error?.message || res.statusText;
+    if (res.status === 401) { sessionStorage.removeItem(TOKEN_KEY); events.stop(); }
+    throw new ApiError(res.status, code, `${msg} (${code}, HTTP ${res.status})`);
+  }
+  return body;
+}
+
+// ---- paging -----------------------------------------------------------
+// pager renders a paged table: load(cursor) returns {items, next}; rows
+// maps items to <tr>s. Previous pages are remembered as a cursor stack.
+function pager(id, head, load, rows) {
+  const box = h('div', { id });
+  const stack = [''];
+  const info = h('span', { class: 'muted' });
+  const prev = h('button', { type: 'button', class: 'prev' }, '◀ Newer/previous');
+  const next = h('button', { type: 'button', class: 'next' }, 'Next ▶');
+  let nextCursor = '';
+  async function show() {
+    try {
+      const res = await load(stack[stack.length - 1]);
+      nextCursor = res.next;
+      box.querySelector('table')?.remove();
+      box.append(table(head, res.items.map(rows)));
+      prev.disabled = stack.length === 1; next.disabled = !res.next;
+      info.textContent = `page ${stack.length} · ${plural(res.items.length, 'entry').replace('entrys', 'entries')}`;
+    } catch (e) { handle(e); }
+  }
+  prev.addEventListener('click', () => { if (stack.length > 1) { stack.pop(); show(); } });
+  next.addEventListener('click', () => { if (nextCursor) { stack.push(nextCursor); show(); } });
+  box.append(h('div', { class: 'pager' }, prev, next, info));
+  show();
+  return box;
+}
+
+function handle(e) {
+  if (e.status === 401) { showLogin('The admin token was refused: ' + e.message); return; }
+  showError(e.message || String(e));
+}
+
+// ---- views ------------------------------------------------------------
+function crumbs(...parts) {
+  $('#crumbs').replaceChildren(...parts.flatMap((p, i) => i ? [' / ', p] : [p]));
+}
+
+async function overview() {
+  crumbs(link('/', 'overview'));
+  const o = await api('overview');
+  const rq = o.requests || {};
+  const ret = o.retention || {};
+  page.replaceChildren(
+    h('h1', {}, 'Overview'),
+    h('div', { class: 'cards' },
+      card('Serve gate', o.ready ? h('span', { class: 'tag ok' }, 'open') : h('span', { class: 'tag bad' }, 'closed'), o.readyError || `schema v${o.schemaVersion}`),
+      card('Requests', fmtNum(rq.Requests), `${plural(rq.CommitsApplied || 0, 'commit')} applied, ${fmtNum(rq.CommitsRejected)} rejected`),
+      card('Live partition actors', fmtNum(o.actors?.LiveActors), `${fmtNum(o.actors?.Passivated)} passivated, ${fmtNum(o.actors?.Restarts)} restarts`),
+      card('Retention', `${fmtDur(ret.activeWindowMs)} window`, `force after ${fmtDur(ret.ageForceMs)}, keep ${plural(ret.minRetainedCommits, 'commit')}`),
+      card('Segments', `${fmtNum(o.segments?.Built)} built`, `${fmtNum(o.segments?.Served)} served, ${fmtBytes(o.segments?.ServedBytes)}`),
+      card('Events', plural(o.events?.emitted || 0, 'event'), `${fmtNum(o.events?.retained)} of ${fmtNum(o.events?.size)} kept, ${fmtNum(o.events?.droppedSubscribers)} slow readers dropped`),
+    ),
+    h('h2', {}, 'Partitions'),
+    pager('partitions', ['Partition', { label: 'Max seq', num: 1 }, { label: 'Horizon', num: 1 }, { label: 'Clients', num: 1 }, 'Actor', 'Last activity', 'Log epoch'],
+      (after) => api(`partitions?limit=25&after=${enc(after)}`),
+      (p) => h('tr', {}, td(link(`/p/${enc(p.partition)}`, p.partition, { class: 'partition-link' })), td(fmtNum(p.maxSeq), 1), td(fmtNum(p.horizon), 1),
+        td(fmtNum(p.clients), 1), td(p.live ? h('span', { class: 'tag ok' }, 'live') : h('span', { class: 'tag' }, 'passivated')),
+        td(h('span', { title: ago(p.lastActivityMs) }, fmtTime(p.lastActivityMs))), td(h('code', {}, p.logEpoch)))),
+    h('h2', {}, 'Checkpoints'),
+    table(['Partition', 'Name', 'State', { label: 'Watermark', num: 1 }, { label: 'Owner epoch', num: 1 }, 'Updated'],
+      (o.checkpoints || []).map(c => h('tr', {}, td(c.partition), td(c.name), td(c.state), td(fmtNum(c.watermark), 1), td(fmtNum(c.ownerEpoch), 1), td(fmtTime(c.updatedAtMs))))),
+    h('h2', {}, 'Sections'),
+    ...(o.sections || []).map(s => h('div', {}, h('h3', {}, s.name), s.error ? h('p', { class: 'tag bad' }, s.error) : h('pre', {}, JSON.stringify(s.stats, null, 2)))),
+    h('h2', {}, 'Maintenance'),
+    h('button', { type: 'button', onclick: () => action('maintenance', 'Run one maintenance pass now?') }, 'Run one maintenance pass'),
+  );
+}
+
+async function action(path, question) {
+  if (!confirm(question)) return;
+  try {
+    const res = await api(path, { method: 'POST' });
+    showError('');
+    alert('Done: ' + JSON.stringify(res));
+    route();
+  } catch (e) { handle(e); }
+}
+
+async function partitionView(p) {
+  crumbs(link('/', 'overview'), link(`/p/${enc(p)}`, p));
+  const d = await api(`partitions/${enc(p)}`);
+  page.replaceChildren(
+    h('h1', {}, 'Partition ', h('code', {}, p)),
+    h('div', { class: 'cards' },
+      card('Max seq', fmtNum(d.maxSeq), `${plural(d.retainedCommits, 'commit')} retained`),
+      card('Horizon', fmtNum(d.horizon), 'pruned through this seq'),
+      card('Clients', fmtNum(d.clients)),
+      card('Actor', d.live ? 'live' : 'passivated', `last activity ${ago(d.lastActivityMs)}`),
+      card('Log epoch', h('code', {}, d.logEpoch), d.epochRequired ? 'epoch required (wire v1 refused)' : ''),
+      card('Serve gate', d.gate.open ? 'open' : 'closed', d.gate.pending.length ? `pending: ${d.gate.pending.join(', ')}` : 'nothing pending'),
+    ),
+    h('h2', {}, 'Clients'),
+    pager('clients', ['Client', 'Actor', { label: 'Cursor', num: 1 }, { label: 'Subscriptions', num: 1 }, 'Wire', 'Last seen'],
+      (after) => api(`partitions/${enc(p)}/clients?limit=20&after=${enc(after)}`),
+      (c) => h('tr', {}, td(link(`/p/${enc(p)}/c/${enc(c.clientId)}`, c.clientId, { class: 'client-link' })), td(c.actor), td(fmtNum(c.cursor), 1),
+        td(fmtNum(c.subscriptionCount), 1), td(`v${c.wireVersion}`), td(fmtTime(c.lastSeenMs)))),
+    h('h2', {}, 'Commits'),
+    commitsPager(p, ''),
+    h('h2', {}, 'Scope activity ', h('span', { class: 'muted' }, '(newest 1,000 commits)')),
+    h('div', { id: 'scopes' }),
+    ...(d.sections || []).map(s => h('div', {}, h('h2', {}, s.name), s.error ? h('p', { class: 'tag bad' }, s.error) : h('pre', {}, JSON.stringify(s.stats, null, 2)))),
+    h('h2', {}, 'Actions'),
+    h('button', { type: 'button', class: 'danger', onclick: () => action(`partitions/${enc(p)}/rotate-epoch`, `Rotate the log epoch of ${p}? Every client bootstraps again.`) }, 'Rotate log epoch'),
+  );
+  const sc = await api(`partitions/${enc(p)}/scopes`);
+  $('#scopes').replaceChildren(table(['Variable', 'Value', { label: 'Commits', num: 1 }, { label: 'Changes', num: 1 }, 'Last'],
+    sc.values.map(v => h('tr', {}, td(v.var), td(v.value), td(fmtNum(v.commits), 1), td(fmtNum(v.changes), 1), td(fmtTime(v.lastMs))))));
+}
+
+function rowLinks(p, rows) {
+  return rows.map((r, i) => [i ? ', ' : '', link(`/p/${enc(p)}/row/${enc(r.table)}/${enc(r.rowId)}`, `${r.table}/${r.rowId}`, { class: 'row-link' }), r.op === 'delete' ? ' (deleted)' : '']);
+}
+
+function commitsPager(p, client) {
+  return pager(client ? 'client-commits' : 'commits', [{ label: 'Seq', num: 1 }, 'Time', 'Actor', 'Client', { label: 'Changes', num: 1 }, 'Rows'],
+    (before) => api(`partitions/${enc(p)}/commits?limit=20&before=${enc(before)}&client=${enc(client)}`),
+    (c) => h('tr', {}, td(link(`/p/${enc(p)}/commit/${c.seq}`, fmtNum(c.seq)), 1), td(fmtTime(c.createdAtMs)), td(c.actor), td(c.clientId),
+      td(fmtNum(c.changes), 1), td(rowLinks(p, c.rows), c.changes > c.rows.length ? ' …' : '')));
+}
+
+async function clientView(p, c) {
+  crumbs(link('/', 'overview'), link(`/p/${enc(p)}`, p), link(`/p/${enc(p)}/c/${enc(c)}`, c));
+  const d = await api(`partitions/${enc(p)}/clients/${enc(c)}`);
+  page.replaceChildren(
+    h('h1', {}, 'Client ', h('code', {}, c)),
+    h('div', { class: 'cards' },
+      card('Actor', d.actor), card('Cursor', fmtNum(d.cursor)), card('Wire version', `v${d.wireVersion}`),
+      card('Last seen', fmtTime(d.lastSeenMs), ago(d.lastSeenMs)), card('Subscriptions', fmtNum(d.subscriptionCount))),
+    h('h2', {}, 'Subscriptions'), h('pre', {}, JSON.stringify(d.subscriptions, null, 2)),
+    h('h2', {}, 'Recent commits of this client'), commitsPager(p, c));
+}
+
+function valuesTable(values) {
+  return table(['Column', 'Value'], Object.entries(values || {}).map(([k, v]) => h('tr', {}, td(k), td(h('code', {}, v === null ? 'NULL' : typeof v === 'object' ? JSON.stringify(v) : String(v))))));
+}
+
+async function commitView(p, seq) {
+  crumbs(link('/', 'overview'), link(`/p/${enc(p)}`, p), `commit ${seq}`);
+  const d = await api(`partitions/${enc(p)}/commits/${seq}`);
+  page.replaceChildren(
+    h('h1', {}, `Commit ${fmtNum(d.seq)}`),
+    h('div', { class: 'cards' }, card('Time', fmtTime(d.createdAtMs)), card('Actor', d.actor), card('Client', link(`/p/${enc(p)}/c/${enc(d.clientId)}`, d.clientId)),
+      card('Client commit id', d.clientCommitId), card('Changes', fmtNum(d.changes))),
+    ...d.changeList.map(ch => h('div', {}, h('h2', {}, `${ch.op} `, link(`/p/${enc(p)}/row/${enc(ch.table)}/${enc(ch.rowId)}`, `${ch.table}/${ch.rowId}`, { class: 'row-link' }),
+      ch.rowVersion ? h('span', { class: 'muted' }, ` → version ${fmtNum(ch.rowVersion)}`) : ''),
+      ch.rowError ? h('p', { class: 'tag bad' }, ch.rowError) : ch.row ? valuesTable(ch.row) : null)));
+}
+
+async function rowView(p, t, id) {
+  crumbs(link('/', 'overview'), link(`/p/${enc(p)}`, p), `row ${t}/${id}`);
+  const d = await api(`partitions/${enc(p)}/rows/${enc(t)}/${enc(id)}`);
+  page.replaceChildren(
+    h('h1', { id: 'row-title' }, 'Row ', h('code', {}, `${t}/${id}`)),
+    h('div', { class: 'cards' },
+      card('Stored', d.exists ? 'yes' : 'no (deleted)'), card('Version', d.exists ? fmtNum(d.version) : '—'),
+      card('Scopes', Object.entries(d.scopes).map(([k, v]) => `${k}=${v}`).join(', ') || '—')),
+    d.exists ? [h('h2', {}, 'Stored values'), valuesTable(d.values)] : null,
+    h('h2', {}, 'History ', h('span', { class: 'muted' }, d.complete ? `(whole retained log, ${plural(d.scannedCommits, 'commit')})` : `(newest ${plural(d.scannedCommits, 'commit')} looked at)`)),
+    table([{ label: 'Seq', num: 1 }, 'Time', 'Actor', 'Client', 'Change', { label: 'Version', num: 1 }],
+      d.history.map(c => h('tr', {}, td(link(`/p/${enc(p)}/commit/${c.seq}`, fmtNum(c.seq)), 1), td(fmtTime(c.createdAtMs)), td(c.actor), td(c.clientId),
+        td(c.change.op), td(c.change.rowVersion ? fmtNum(c.change.rowVersion) : '—', 1))), { id: 'row-history' }));
+}
+
+async function route() {
+  if (!token()) { showLogin(); return; }
+  $('#login').hidden = true; $('#logout').hidden = false; showError('');
+  const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+  try {
+    if (parts[0] === 'p' && parts.length >= 2) {
+      const p = parts[1];
+      if (parts[2] === 'c') return await clientView(p, parts[3]);
+      if (parts[2] === 'commit') return await commitView(p, parts[3]);
+      if (parts[2] === 'row') return await rowView(p, parts[3], parts.slice(4).join('/'));
+      return await partitionView(p);
+    }
+    return await overview();
+  } catch (e) { handle(e); }
+}
+
+// ---- live events (Server-Sent Events over fetch, so the token travels in
+// a header, never in the URL) --------------------------------------------
+const events = (() => {
+  let ctrl = null, lastId = '', timer = null;
+  const body = $('#events-body'), state = $('#events-state');
+  function add(ev) {
+    const tr = h('tr', { class: 'new', 'data-kind': ev.kind },
+      td(new Date(ev.at).toLocaleTimeString()), td(h('span', { class: 'tag' + (/rejected|failed|refused|restarted/.test(ev.kind) ? ' bad' : '') }, ev.kind)),
+      td(ev.partition ? link(`/p/${enc(ev.partition)}`, ev.partition) : ''),
+      td([ev.actor ? `${ev.actor}: ` : '', ev.message || '', ev.code ? h('code', {}, ` ${ev.code}`) : '', ev.durationMs ? ` (${fmtDur(ev.durationMs)})` : '']));
+    body.prepend(tr);
+    while (body.children.length > 200) body.lastChild.remove();
+  }
+  async function run() {
+    ctrl = new AbortController();
+    const headers = { Authorization: 'Bearer ' + token() };
+    if (lastId) headers['Last-Event-ID'] = lastId;
+    try {
+      const res = await fetch('api/events/stream', { headers, signal: ctrl.signal });
+      if (res.status === 401) { state.textContent = 'token refused'; return; }
+      if (!res.ok) throw new Error(`HTTP ${res.status}`);
+      state.textContent = 'connected';
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = '';
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += value;
+        let i;
+        while ((i = buf.indexOf('\n\n')) >= 0) {
+          const block = buf.slice(0, i); buf = buf.slice(i + 2);
+          let id = '', type = 'message', data = '';
+          for (const line of block.split('\n')) {
+            if (line.startsWith('id: ')) id = line.slice(4);
+            else if (line.startsWith('event: ')) type = line.slice(7);
+            else if (line.startsWith('data: ')) data += line.slice(6);
+          }
+          if (type === 'server-event' && data) { lastId = id || lastId; add(JSON.parse(data)); }
+        }
+      }
+      state.textContent = 'reconnecting…';
+    } catch (e) {
+      if (e.name === 'AbortError') return;
+      state.textContent = `disconnected (${e.message}); retrying`;
+    }
+    timer = setTimeout(run, 2000);
+  }
+  return {
+    start() { if (!ctrl && token()) run(); },
+    stop() { ctrl?.abort(); ctrl = null; clearTimeout(timer); state.textContent = 'not connected'; },
+  };
+})();
+
+window.addEventListener('hashchange', route);
+route();
+events.start();
