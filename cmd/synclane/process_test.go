@@ -56,8 +56,8 @@ type proc struct {
 	base string
 	// admin is the admin listener's URL (serve --admin-listen), or "".
 	admin string
-	cmd  *exec.Cmd
-	done chan error
+	cmd   *exec.Cmd
+	done  chan error
 }
 
 // startProc starts `synclane serve --listen 127.0.0.1:0 args...` and reads
