@@ -94,3 +94,73 @@ func TestServeAdminListener(t *testing.T) {
 		t.Fatalf("console: %d %s", res.StatusCode, b)
 	}
 }
+
+// synclane admin reads what the server holds, as tables by default and as
+// the API's JSON with --json; refusals come back in words.
+func TestAdminCLI(t *testing.T) {
+	p := startProc(t, "--data", t.TempDir(), "--admin-listen", "127.0.0.1:0", "--admin-token", adminTestToken)
+	c := devClient(p.base, "ada", "c1")
+	if err := pullOnce(c); err != nil {
+		t.Fatal(err)
+	}
+	if pr, err := pushTodo(t, p.base, "bob", "t1"); err != nil || pr.CommitSeq == nil || *pr.CommitSeq != 1 {
+		t.Fatalf("push: %v %+v", err, pr)
+	}
+	env := map[string]string{"SYNCLANE_ADMIN_URL": p.admin, "SYNCLANE_ADMIN_TOKEN": adminTestToken}
+	if code, out, stderr := runCmdEnv(t, env, "admin", "commits", "default", "--json"); code != 0 || !strings.Contains(out, `"items"`) {
+		t.Fatalf("commits --json: exit %d %s %s", code, out, stderr)
+	}
+	cases := []struct {
+		args []string
+		code int
+		want []string // substrings of stdout (code 0) or stderr
+	}{
+		{[]string{"overview"}, 0, []string{"serve gate", "open", "section realtime"}},
+		{[]string{"partitions"}, 0, []string{"PARTITION", "default", "live"}},
+		{[]string{"clients", "default"}, 0, []string{"CLIENT", "c1", "ada"}},
+		{[]string{"clients", "default", "c1"}, 0, []string{"actor", "ada"}},
+		{[]string{"clients", "default", "nobody"}, 1, []string{"admin.not_found", "HTTP 404"}},
+		{[]string{"commits", "default", "--limit", "5"}, 0, []string{"SEQ", "CHANGES"}},
+		{[]string{"commits", "default", "--client", "client-bob"}, 0, []string{"client-bob", "todos/t1"}},
+		{[]string{"commit", "default", "1"}, 0, []string{"upsert", "todos", "t1", `"title":"title t1"`}},
+		{[]string{"commit", "default", "9"}, 1, []string{"not retained", "admin.not_found"}},
+		{[]string{"row", "default", "todos", "t1"}, 0, []string{"version", "title t1", "whole retained log, 1 commits", "bob"}},
+		{[]string{"row", "default", "todos", "nope"}, 1, []string{"admin.not_found"}},
+		{[]string{"scopes", "default"}, 0, []string{"VAR", "list_id", "L"}},
+		{[]string{"events"}, 0, []string{"events kept"}},
+		{[]string{"maintenance", "--dry-run"}, 0, []string{"checked 1 partitions"}},
+		{[]string{"rotate-epoch", "default"}, 0, []string{"new log epoch"}},
+		{[]string{"rotate-epoch", "nowhere"}, 1, []string{"admin.not_found"}},
+		{[]string{"events"}, 0, []string{"partition.epoch_rotated", "maintenance.run"}},
+		{[]string{"partitions", "--token", "wrong-token-0123456789"}, 1, []string{"wrong admin token", "HTTP 401"}},
+		{[]string{"commit", "default"}, 2, []string{"PARTITION SEQ"}},
+		{[]string{"frobnicate"}, 2, []string{"unknown command"}},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, stderr := runCmdEnv(t, env, append([]string{"admin"}, tc.args...)...)
+			text := out
+			if tc.code != 0 {
+				text = stderr
+			}
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\nstdout %s\nstderr %s", code, tc.code, out, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(text, w) {
+					t.Fatalf("output lacks %q:\n%s", w, text)
+				}
+			}
+		})
+	}
+	if code, _, stderr := runCmdEnv(t, map[string]string{"SYNCLANE_ADMIN_URL": p.admin}, "admin", "partitions"); code != 2 || !strings.Contains(stderr, "no admin token") {
+		t.Fatalf("no token: exit %d %s", code, stderr)
+	}
+	var pg struct {
+		Items []struct{ Partition string } `json:"items"`
+	}
+	code, out, _ := runCmdEnv(t, env, "admin", "partitions", "--json")
+	if code != 0 || json.Unmarshal([]byte(out), &pg) != nil || len(pg.Items) != 1 || pg.Items[0].Partition != "default" {
+		t.Fatalf("partitions --json: exit %d %s", code, out)
+	}
+}

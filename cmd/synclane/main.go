@@ -40,6 +40,8 @@ Usage:
   synclane backup --to FILE  write an online, consistent copy of the SQLite database
   synclane restore ...       install a SQLite backup (--from FILE) or, after a PostgreSQL
                              restore, rotate every partition's log epoch (--rotate-epochs)
+  synclane admin COMMAND     read partitions, clients, commits, rows, events from a
+                             server's admin listener (synclane admin -h)
   synclane version           print the version
 `
 
@@ -64,6 +66,8 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return backupCmd(ctx, args[1:], lookup, stdout, stderr)
 	case "restore":
 		return restoreCmd(ctx, args[1:], lookup, stdout, stderr)
+	case "admin":
+		return adminCmd(ctx, args[1:], lookup, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "synclane", version)
 		return 0
