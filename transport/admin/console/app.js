@@ -13,7 +13,7 @@ function h(tag, attrs = {}, ...kids) {
     else if (k === 'class') el.className = v;
     else el.setAttribute(k, v === true ? '' : v);
   }
-  for (const kid of kids.flat()) {
+  for (const kid of kids.flat(Infinity)) {
     if (kid === undefined || kid === null || kid === false) continue;
     el.append(kid instanceof Node ? kid : String(kid));
   }
@@ -238,7 +238,7 @@ async function rowView(p, t, id) {
     h('div', { class: 'cards' },
       card('Stored', d.exists ? 'yes' : 'no (deleted)'), card('Version', d.exists ? fmtNum(d.version) : '—'),
       card('Scopes', Object.entries(d.scopes).map(([k, v]) => `${k}=${v}`).join(', ') || '—')),
-    d.exists ? [h('h2', {}, 'Stored values'), valuesTable(d.values)] : null,
+    ...(d.exists ? [h('h2', {}, 'Stored values'), valuesTable(d.values)] : []),
     h('h2', {}, 'History ', h('span', { class: 'muted' }, d.complete ? `(whole retained log, ${plural(d.scannedCommits, 'commit')})` : `(newest ${plural(d.scannedCommits, 'commit')} looked at)`)),
     table([{ label: 'Seq', num: 1 }, 'Time', 'Actor', 'Client', 'Change', { label: 'Version', num: 1 }],
       d.history.map(c => h('tr', {}, td(link(`/p/${enc(p)}/commit/${c.seq}`, fmtNum(c.seq)), 1), td(fmtTime(c.createdAtMs)), td(c.actor), td(c.clientId),

@@ -1,0 +1,201 @@
+package admin_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/synclane/synclane/protocol/ssp2"
+)
+
+// chromiumPath finds the system Chromium (Debian package chromium). With
+// SYNCLANE_REQUIRE_BROWSER=1 a missing browser fails the test instead of
+// skipping it.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("SYNCLANE_REQUIRE_BROWSER") == "1" {
+		t.Fatal("SYNCLANE_REQUIRE_BROWSER=1 but no chromium on PATH (apt-get install chromium chromium-driver)")
+	}
+	t.Skip("no chromium on PATH (apt-get install chromium chromium-driver; SYNCLANE_REQUIRE_BROWSER=1 makes this a failure)")
+	return ""
+}
+
+// The console against a real engine with real traffic, in headless
+// Chromium: log in with the token, drill partition → client → row, see the
+// row's history, and see a live event appear after a rejected push. The
+// screenshot goes to the test's temp dir (and to
+// $SYNCLANE_CONSOLE_SCREENSHOT when set, e.g. docs/admin-console.png).
+func TestConsoleInBrowser(t *testing.T) {
+	exe := chromiumPath(t)
+	s := newServer(t, backends[1].open(t)) // SQLite
+	s.push("acme", "ada", "laptop", "c1", "task-1", "roadmap", "Write the release notes")
+	s.push("acme", "ada", "laptop", "c2", "task-2", "roadmap", "Ship 1.0")
+	s.push("acme", "bob", "phone", "c3", "task-1", "roadmap", "Write the release notes (final)")
+	s.push("globex", "cyd", "tablet", "c4", "g-1", "ops", "Rotate keys")
+	for i := range 30 {
+		s.push("acme", "importer", "batch-job", fmt.Sprint("bulk", i), fmt.Sprint("bulk-", i), "backlog", fmt.Sprint("Backlog item ", i))
+	}
+
+	profile := t.TempDir()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(exe),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-default-browser-check", true),
+		chromedp.UserDataDir(profile),
+		chromedp.WindowSize(1500, 1000),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	defer cancelBrowser()
+	// The first run starts the browser; it must not carry a timeout (that
+	// would stop the browser), so each step derives its own.
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	fail := func(what string, err error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(bctx, 5*time.Second)
+		defer cancel()
+		body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
+		t.Fatalf("%s: %v\npage text:\n%s", what, err, body)
+	}
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+		defer cancel()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			fail(what, err)
+		}
+	}
+	text := func(what, css string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+		defer cancel()
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(css)))
+		if err != nil {
+			fail(what, err)
+		}
+		return s
+	}
+	poll := func(what, expr string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+		defer cancel()
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(25*time.Second))); err != nil {
+			fail(what, err)
+		}
+	}
+	eval := func(what, expr string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+		defer cancel()
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr)); err != nil {
+			fail(what, err)
+		}
+	}
+
+	step("open the console and give the token",
+		chromedp.Navigate(s.admin.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), testToken),
+		chromedp.Click(chromedp.CSS("#login button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS(`a.partition-link[href="#/p/acme"]`)),
+	)
+	poll("the event stream connects", `document.querySelector('#events-state').textContent === 'connected'`)
+	step("drill into the partition",
+		chromedp.Click(chromedp.CSS(`a.partition-link[href="#/p/acme"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#clients a.client-link[href="#/p/acme/c/phone"]`)),
+	)
+	page := text("partition page", "#page")
+	for _, want := range []string{"Partition acme", "33", "laptop", "phone"} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("partition page lacks %q:\n%s", want, page)
+		}
+	}
+	step("the commits table pages",
+		chromedp.WaitVisible(chromedp.CSS(`#commits button.next:not([disabled])`)),
+		chromedp.Click(chromedp.CSS(`#commits button.next`)),
+	)
+	poll("page 2 of the commits", `document.querySelector('#commits .pager span').textContent.startsWith('page 2')`)
+	step("drill into the client",
+		chromedp.Click(chromedp.CSS(`#clients a.client-link[href="#/p/acme/c/phone"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#client-commits a.row-link[href="#/p/acme/row/tasks/task-1"]`)),
+	)
+	step("drill into the row",
+		chromedp.Click(chromedp.CSS(`#client-commits a.row-link[href="#/p/acme/row/tasks/task-1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#row-history`)),
+	)
+	page = text("row page", "#page")
+	for _, want := range []string{"Row tasks/task-1", "Write the release notes (final)", "project_id=roadmap", "whole retained log"} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("row page lacks %q:\n%s", want, page)
+		}
+	}
+	poll("the row history lists both commits", `document.querySelectorAll('#row-history tbody tr').length === 2`)
+
+	// A push the server rejects shows up in the live event tail.
+	res, err := s.client("acme", "eve", "intruder").Push(context.Background(), &ssp2.PushCommit{ClientCommitID: "bad",
+		Operations: []ssp2.Operation{{Table: "no_such_table", RowID: "x", Op: ssp2.OpDelete}}})
+	if err != nil || res[0].Status != ssp2.CommitRejected {
+		t.Fatalf("rejected push: %v %+v", err, res)
+	}
+	step("the rejection appears live", chromedp.WaitVisible(chromedp.CSS(`#events-body tr[data-kind="push.rejected"]`)))
+	if ev := text("event row", `#events-body tr[data-kind="push.rejected"]`); !strings.Contains(ev, "sync.unknown_table") || !strings.Contains(ev, "eve") {
+		t.Fatalf("event row %q", ev)
+	}
+
+	// A wrong token is refused in words and the login form comes back.
+	eval("use a wrong token", `sessionStorage.setItem('synclane-admin-token', 'wrong-token-0123456789'); location.hash = '#/p/globex'; true`)
+	step("the login form comes back", chromedp.WaitVisible(chromedp.CSS("#login")))
+	if msg := text("error banner", "#error"); !strings.Contains(msg, "wrong admin token") {
+		t.Fatalf("error banner %q", msg)
+	}
+	step("log in again",
+		chromedp.SendKeys(chromedp.CSS("#token"), testToken),
+		chromedp.Click(chromedp.CSS("#login button[type=submit]")),
+	)
+	eval("back to the row", `location.hash = '#/p/acme/row/tasks/task-1'; true`)
+	step("the row and the event are shown",
+		chromedp.WaitVisible(chromedp.CSS(`#row-history`)),
+		chromedp.WaitVisible(chromedp.CSS(`#events-body tr[data-kind="push.rejected"]`)),
+	)
+	sctx, scancel := context.WithTimeout(bctx, 30*time.Second)
+	defer scancel()
+	png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		fail("screenshot", err)
+	}
+	shot := filepath.Join(t.TempDir(), "console.png")
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if len(png) < 10_000 {
+		t.Fatalf("screenshot of %d bytes", len(png))
+	}
+	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
+	if dst := os.Getenv("SYNCLANE_CONSOLE_SCREENSHOT"); dst != "" {
+		if err := os.WriteFile(dst, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
