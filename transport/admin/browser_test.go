@@ -105,13 +105,15 @@ func TestConsoleInBrowser(t *testing.T) {
 			fail(what, err)
 		}
 	}
-	eval := func(what, expr string) {
+	eval := func(what, expr string) bool {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
 		defer cancel()
-		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr)); err != nil {
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		if err != nil {
 			fail(what, err)
 		}
+		return v
 	}
 
 	step("open the console and give the token",
@@ -179,6 +181,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#row-history`)),
 		chromedp.WaitVisible(chromedp.CSS(`#events-body tr[data-kind="push.rejected"]`)),
 	)
+	if !eval("no error banner", `document.querySelector('#error').hidden`) {
+		t.Fatalf("the console shows an error: %s", text("error banner", "#error"))
+	}
 	sctx, scancel := context.WithTimeout(bctx, 30*time.Second)
 	defer scancel()
 	png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))

@@ -119,9 +119,10 @@ function crumbs(...parts) {
   $('#crumbs').replaceChildren(...parts.flatMap((p, i) => i ? [' / ', p] : [p]));
 }
 
-async function overview() {
-  crumbs(link('/', 'overview'));
+async function overview(g) {
   const o = await api('overview');
+  if (stale(g)) return;
+  crumbs(link('/', 'overview'));
   const rq = o.requests || {};
   const ret = o.retention || {};
   page.replaceChildren(
@@ -160,9 +161,11 @@ async function action(path, question) {
   } catch (e) { handle(e); }
 }
 
-async function partitionView(p) {
-  crumbs(link('/', 'overview'), link(`/p/${enc(p)}`, p));
+async function partitionView(g, p) {
   const d = await api(`partitions/${enc(p)}`);
+  if (stale(g)) return;
+  crumbs(link('/', 'overview'), link(`/p/${enc(p)}`, p));
+  const scopes = h('div', { id: 'scopes' });
   page.replaceChildren(
     h('h1', {}, 'Partition ', h('code', {}, p)),
     h('div', { class: 'cards' },
@@ -181,13 +184,13 @@ async function partitionView(p) {
     h('h2', {}, 'Commits'),
     commitsPager(p, ''),
     h('h2', {}, 'Scope activity ', h('span', { class: 'muted' }, '(newest 1,000 commits)')),
-    h('div', { id: 'scopes' }),
+    scopes,
     ...(d.sections || []).map(s => h('div', {}, h('h2', {}, s.name), s.error ? h('p', { class: 'tag bad' }, s.error) : h('pre', {}, JSON.stringify(s.stats, null, 2)))),
     h('h2', {}, 'Actions'),
     h('button', { type: 'button', class: 'danger', onclick: () => action(`partitions/${enc(p)}/rotate-epoch`, `Rotate the log epoch of ${p}? Every client bootstraps again.`) }, 'Rotate log epoch'),
   );
   const sc = await api(`partitions/${enc(p)}/scopes`);
-  $('#scopes').replaceChildren(table(['Variable', 'Value', { label: 'Commits', num: 1 }, { label: 'Changes', num: 1 }, 'Last'],
+  scopes.replaceChildren(table(['Variable', 'Value', { label: 'Commits', num: 1 }, { label: 'Changes', num: 1 }, 'Last'],
     sc.values.map(v => h('tr', {}, td(v.var), td(v.value), td(fmtNum(v.commits), 1), td(fmtNum(v.changes), 1), td(fmtTime(v.lastMs))))));
 }
 
@@ -202,9 +205,10 @@ function commitsPager(p, client) {
       td(fmtNum(c.changes), 1), td(rowLinks(p, c.rows), c.changes > c.rows.length ? ' …' : '')));
 }
 
-async function clientView(p, c) {
-  crumbs(link('/', 'overview'), link(`/p/${enc(p)}`, p), link(`/p/${enc(p)}/c/${enc(c)}`, c));
+async function clientView(g, p, c) {
   const d = await api(`partitions/${enc(p)}/clients/${enc(c)}`);
+  if (stale(g)) return;
+  crumbs(link('/', 'overview'), link(`/p/${enc(p)}`, p), link(`/p/${enc(p)}/c/${enc(c)}`, c));
   page.replaceChildren(
     h('h1', {}, 'Client ', h('code', {}, c)),
     h('div', { class: 'cards' },
@@ -218,9 +222,10 @@ function valuesTable(values) {
   return table(['Column', 'Value'], Object.entries(values || {}).map(([k, v]) => h('tr', {}, td(k), td(h('code', {}, v === null ? 'NULL' : typeof v === 'object' ? JSON.stringify(v) : String(v))))));
 }
 
-async function commitView(p, seq) {
+async function commitView(g, p, seq) {
+  const d = await api(`partitions/${enc(p)}/commits/${enc(seq)}`);
+  if (stale(g)) return;
   crumbs(link('/', 'overview'), link(`/p/${enc(p)}`, p), `commit ${seq}`);
-  const d = await api(`partitions/${enc(p)}/commits/${seq}`);
   page.replaceChildren(
     h('h1', {}, `Commit ${fmtNum(d.seq)}`),
     h('div', { class: 'cards' }, card('Time', fmtTime(d.createdAtMs)), card('Actor', d.actor), card('Client', link(`/p/${enc(p)}/c/${enc(d.clientId)}`, d.clientId)),
@@ -230,9 +235,10 @@ async function commitView(p, seq) {
       ch.rowError ? h('p', { class: 'tag bad' }, ch.rowError) : ch.row ? valuesTable(ch.row) : null)));
 }
 
-async function rowView(p, t, id) {
-  crumbs(link('/', 'overview'), link(`/p/${enc(p)}`, p), `row ${t}/${id}`);
+async function rowView(g, p, t, id) {
   const d = await api(`partitions/${enc(p)}/rows/${enc(t)}/${enc(id)}`);
+  if (stale(g)) return;
+  crumbs(link('/', 'overview'), link(`/p/${enc(p)}`, p), `row ${t}/${id}`);
   page.replaceChildren(
     h('h1', { id: 'row-title' }, 'Row ', h('code', {}, `${t}/${id}`)),
     h('div', { class: 'cards' },
@@ -245,20 +251,26 @@ async function rowView(p, t, id) {
         td(c.change.op), td(c.change.rowVersion ? fmtNum(c.change.rowVersion) : '—', 1))), { id: 'row-history' }));
 }
 
+// gen counts navigations: a view whose data arrives after the operator
+// moved on must not draw over the newer page.
+let gen = 0;
+const stale = (g) => g !== gen;
+
 async function route() {
+  const g = ++gen;
   if (!token()) { showLogin(); return; }
   $('#login').hidden = true; $('#logout').hidden = false; showError('');
   const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
   try {
     if (parts[0] === 'p' && parts.length >= 2) {
       const p = parts[1];
-      if (parts[2] === 'c') return await clientView(p, parts[3]);
-      if (parts[2] === 'commit') return await commitView(p, parts[3]);
-      if (parts[2] === 'row') return await rowView(p, parts[3], parts.slice(4).join('/'));
-      return await partitionView(p);
+      if (parts[2] === 'c') return await clientView(g, p, parts[3]);
+      if (parts[2] === 'commit') return await commitView(g, p, parts[3]);
+      if (parts[2] === 'row') return await rowView(g, p, parts[3], parts.slice(4).join('/'));
+      return await partitionView(g, p);
     }
-    return await overview();
-  } catch (e) { handle(e); }
+    return await overview(g);
+  } catch (e) { if (!stale(g)) handle(e); }
 }
 
 // ---- live events (Server-Sent Events over fetch, so the token travels in
