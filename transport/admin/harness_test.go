@@ -35,7 +35,7 @@ const schemaJSON = `{"version":1,"tables":[
 // server is a real engine with the sync routes on one listener and the
 // admin API and console on another.
 type server struct {
-	t       *testing.T
+	t       testing.TB
 	eng     *engine.Engine
 	ring    *events.Ring
 	sch     *schema.Schema
@@ -63,7 +63,7 @@ var backends = []struct {
 	}},
 }
 
-func newServer(t *testing.T, st storage.Store) *server {
+func newServer(t testing.TB, st storage.Store) *server {
 	t.Helper()
 	sch, err := schema.Parse([]byte(schemaJSON))
 	if err != nil {
