@@ -23,9 +23,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/actors"
+	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/engine/lease"
 	"github.com/synclane/synclane/engine/operations"
-	"github.com/synclane/synclane/events"
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"

@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/actors"
-	"github.com/synclane/synclane/events"
+	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/events"
+	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/memory"

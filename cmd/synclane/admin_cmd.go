@@ -15,8 +15,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	adminsvc "github.com/synclane/synclane/admin"
-	"github.com/synclane/synclane/events"
+	adminsvc "github.com/synclane/synclane/engine/admin"
+	"github.com/synclane/synclane/engine/events"
 )
 
 const adminUsage = `usage: synclane admin COMMAND [flags] [args]

@@ -11,9 +11,9 @@ import (
 
 	"go.uber.org/zap"
 
-	adminsvc "github.com/synclane/synclane/admin"
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/events"
+	adminsvc "github.com/synclane/synclane/engine/admin"
+	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/transport/admin"
 	"github.com/synclane/synclane/transport/realtime"

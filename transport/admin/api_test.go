@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	adminsvc "github.com/synclane/synclane/admin"
-	"github.com/synclane/synclane/events"
+	adminsvc "github.com/synclane/synclane/engine/admin"
+	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage/memory"
 	"github.com/synclane/synclane/transport/admin"

@@ -49,8 +49,8 @@ import (
 
 	"go.uber.org/zap"
 
-	adminsvc "github.com/synclane/synclane/admin"
-	"github.com/synclane/synclane/events"
+	adminsvc "github.com/synclane/synclane/engine/admin"
+	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/protocol/syncerr"
 )
 

@@ -12,9 +12,9 @@ import (
 	"sync"
 	"testing"
 
-	adminsvc "github.com/synclane/synclane/admin"
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/events"
+	adminsvc "github.com/synclane/synclane/engine/admin"
+	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"

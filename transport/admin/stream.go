@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/synclane/synclane/events"
+	"github.com/synclane/synclane/engine/events"
 )
 
 // streamBuffer is the event stream's subscriber buffer.

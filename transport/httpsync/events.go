@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/events"
+	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/protocol/syncerr"
 )
 

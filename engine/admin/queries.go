@@ -9,7 +9,7 @@ import (
 	"strconv"
 
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/events"
+	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
