@@ -79,6 +79,8 @@ type db struct {
 	leases leaseTable
 	// reactions is the durable-reaction queue (reactions.go).
 	reactions reactionQueue
+	// blobs holds blob metadata and references (blobs.go).
+	blobs blobDB
 }
 
 var _ storage.Store = (*Store)(nil)

@@ -30,6 +30,8 @@ type pushTx struct {
 	sp      int // len(undo) at the last Savepoint, -1 if none
 	// reactions are the staged PutReactions writes (reactions.go).
 	reactions []storage.NewReaction
+
+	blobTx // staged blob claims and references (blobs.go)
 }
 
 // BeginPush takes the partition's write lock, waiting until it is free or
@@ -370,6 +372,7 @@ func (tx *pushTx) Commit(ctx context.Context) error {
 	p.info.MaxCommitSeq = tx.info.MaxCommitSeq
 	p.mu.Unlock()
 	d.reactions.publish(p.info.Partition, tx.reactions)
+	tx.publishBlobs()
 	tx.finish()
 	return nil
 }
@@ -403,6 +406,7 @@ func (tx *pushTx) Rollback(ctx context.Context) error {
 
 func (tx *pushTx) finish() {
 	tx.done = true
+	tx.releaseBlobs()
 	tx.rows, tx.commits, tx.idem, tx.undo, tx.advances = nil, nil, nil, nil, nil
 	tx.p.release()
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -138,7 +139,7 @@ func (s *Store) setup(ctx context.Context, tx pgx.Tx, sch *schema.Schema, tables
 			return false, fmt.Errorf("create schema: %w", err)
 		}
 	}
-	for _, stmt := range s.q.systemDDL() {
+	for _, stmt := range slices.Concat(s.q.systemDDL(), s.q.blobDDL()) {
 		if _, err := tx.Exec(ctx, stmt); err != nil {
 			return false, fmt.Errorf("system tables: %w", err)
 		}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -92,7 +93,7 @@ func (s *Store) createSystemTables(ctx context.Context) error {
 	}
 	defer s.unlock()
 	return s.inWriteTx(ctx, "create system tables", func(ctx context.Context) error {
-		for _, q := range systemDDL {
+		for _, q := range slices.Concat(systemDDL, blobDDL) {
 			if _, err := s.conn.ExecContext(ctx, q); err != nil {
 				return err
 			}

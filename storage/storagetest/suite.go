@@ -217,6 +217,7 @@ func run(t *testing.T, open func(t *testing.T) storage.Store, share func(t *test
 		{"Leases", leaseTests},
 		{"Query", queryTests},
 		{"Admin", adminTests},
+		{"Blobs", blobTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
