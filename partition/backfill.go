@@ -132,13 +132,13 @@ func (p *Partition) backfill(ctx context.Context, j *BackfillJob) error {
 		case del && existing == nil:
 			continue
 		case del:
-			ch, rej, err = deleteRow(ctx, tx, j.Target, existing)
+			ch, rej, err = p.deleteRow(ctx, tx, j.Target, existing)
 		default:
 			payload, perr := codec.Append(nil, row)
 			if perr != nil {
 				return syncerr.Wrap(syncerr.InvalidRequest, perr, "backfill projection row %q does not fit table %q", id, j.Target.Name)
 			}
-			ch, rej, err = putRow(ctx, tx, j.Target, id, existing, row, payload)
+			ch, rej, err = p.putRow(ctx, tx, j.Target, id, existing, row, payload)
 		}
 		if err != nil {
 			return err

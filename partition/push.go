@@ -299,7 +299,7 @@ func (p *Partition) applyOp(ctx context.Context, tx storage.PushTx, j *SyncJob, 
 		if rej, err := p.validateRow(ctx, cs, &RowWrite{OpIndex: i, Table: t, Op: op.Op, RowID: op.RowID, Stored: existing}); err != nil || rej != nil {
 			return cs.rejected(rej), err
 		}
-		ch, rej, err := deleteRow(ctx, tx, t, existing)
+		ch, rej, err := p.deleteRow(ctx, tx, t, existing)
 		if err != nil || rej != nil {
 			return writeRejection(i, rej), err
 		}
@@ -360,7 +360,7 @@ func (p *Partition) applyOp(ctx context.Context, tx storage.PushTx, j *SyncJob, 
 	if rej, err := p.validateRow(ctx, cs, &RowWrite{OpIndex: i, Table: t, Op: op.Op, RowID: op.RowID, Row: row, Stored: existing}); err != nil || rej != nil {
 		return cs.rejected(rej), err
 	}
-	ch, rej, err := putRow(ctx, tx, t, op.RowID, existing, row, payload)
+	ch, rej, err := p.putRow(ctx, tx, t, op.RowID, existing, row, payload)
 	if err != nil || rej != nil {
 		return writeRejection(i, rej), err
 	}

@@ -18,10 +18,17 @@ import (
 // log. A row that cannot be stored for a reason the writer must hear
 // (its scope columns do not hold scope values, a table constraint) is a
 // rejection; storage failures are errors.
-func putRow(ctx context.Context, tx storage.PushTx, t *schema.Table, rowID string, existing *storage.RowRecord, row ssp2.Row, payload []byte) (storage.ChangeRecord, *syncerr.Error, error) {
+func (p *Partition) putRow(ctx context.Context, tx storage.PushTx, t *schema.Table, rowID string, existing *storage.RowRecord, row ssp2.Row, payload []byte) (storage.ChangeRecord, *syncerr.Error, error) {
 	scopes, rej := ExtractScopes(t, row)
 	if rej != nil {
 		return storage.ChangeRecord{}, rej, nil
+	}
+	var old ssp2.Row
+	if existing != nil {
+		old = existing.Values
+	}
+	if rej, err := p.syncBlobRefs(ctx, tx, t, rowID, old, row, scopes); err != nil || rej != nil {
+		return storage.ChangeRecord{}, rej, err
 	}
 	version := int64(1)
 	if existing != nil {
@@ -38,10 +45,13 @@ func putRow(ctx context.Context, tx storage.PushTx, t *schema.Table, rowID strin
 
 // deleteRow deletes the stored row existing and returns the change to log,
 // its scopes taken from the stored values.
-func deleteRow(ctx context.Context, tx storage.PushTx, t *schema.Table, existing *storage.RowRecord) (storage.ChangeRecord, *syncerr.Error, error) {
+func (p *Partition) deleteRow(ctx context.Context, tx storage.PushTx, t *schema.Table, existing *storage.RowRecord) (storage.ChangeRecord, *syncerr.Error, error) {
 	scopes, rej := ExtractScopes(t, existing.Values)
 	if rej != nil {
 		return storage.ChangeRecord{}, rej, nil
+	}
+	if _, err := p.syncBlobRefs(ctx, tx, t, existing.RowID, existing.Values, nil, scopes); err != nil {
+		return storage.ChangeRecord{}, nil, err
 	}
 	if err := tx.DeleteRow(ctx, t, existing.RowID); err != nil {
 		return storage.ChangeRecord{}, nil, err
