@@ -205,6 +205,11 @@ type Config struct {
 	// SlowRequest is the Sync duration from which a request is reported
 	// as a slow request event (0: DefaultSlowRequest; negative: never).
 	SlowRequest time.Duration
+
+	// Blobs configures blob storage (SPEC §5.9; see BlobConfig). Without a
+	// Blobs.Store the blob routes are not served (pushes still check
+	// blob_ref references: none can be present).
+	Blobs BlobConfig
 }
 
 // CommitFeed reports commits made to a shared store by any process.
@@ -224,6 +229,7 @@ type Engine struct {
 
 	segments  *segstore.Cache
 	retention retentionMetrics
+	blobs     blobMetrics // blobs.go
 
 	closeOnce sync.Once
 	stopFeed  context.CancelFunc

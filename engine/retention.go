@@ -61,7 +61,9 @@ type MaintenanceReport struct {
 	// SegmentsExpired counts the segments whose TTL had passed and whose
 	// bytes the pass dropped (none with DryRun).
 	SegmentsExpired int
-	Took            time.Duration
+	// BlobsSwept counts the orphan blobs the pass removed (none with DryRun).
+	BlobsSwept int
+	Took       time.Duration
 }
 
 // Commits sums the commits the pass deleted.
@@ -220,8 +222,7 @@ func (e *Engine) batchCommits() int {
 // lock (one process at a time on a shared database; the pass is skipped
 // when another holds it), every partition whose log is longer than the
 // policy's retained minimum is pruned with RetentionPolicy (Prune), then
-// expired segments are swept. Orphan blobs will join the pass when blobs
-// exist. With dryRun nothing is deleted and Pruned lists what would be.
+// expired segments and orphan blobs (SweepBlobs) are swept. With dryRun nothing is deleted and Pruned lists what would be.
 func (e *Engine) MaintenancePass(ctx context.Context, dryRun bool) (MaintenanceReport, error) {
 	start := time.Now()
 	var rep MaintenanceReport
@@ -274,6 +275,16 @@ func (e *Engine) MaintenancePass(ctx context.Context, dryRun bool) (MaintenanceR
 			}
 		}
 	}
+	if !dryRun {
+		n, err := e.SweepBlobs(ctx)
+		rep.BlobsSwept = n
+		if err != nil {
+			e.cfg.Logger.Warn("maintenance: blob sweep failed", zap.Error(err))
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
 	rep.Took = time.Since(start)
 	e.retention.pass(false, e.cfg.Now().UnixMilli())
 	lvl := zap.DebugLevel
@@ -281,7 +292,7 @@ func (e *Engine) MaintenancePass(ctx context.Context, dryRun bool) (MaintenanceR
 		lvl = zap.InfoLevel
 	}
 	e.cfg.Logger.Log(lvl, "maintenance pass", zap.Int("partitions_checked", rep.Checked), zap.Int("partitions_pruned", len(rep.Pruned)),
-		zap.Int64("commits", rep.Commits()), zap.Int("segments_expired", rep.SegmentsExpired), zap.Bool("dry_run", dryRun), zap.Duration("took", rep.Took))
+		zap.Int64("commits", rep.Commits()), zap.Int("segments_expired", rep.SegmentsExpired), zap.Int("blobs_swept", rep.BlobsSwept), zap.Bool("dry_run", dryRun), zap.Duration("took", rep.Took))
 	return rep, firstErr
 }
 

@@ -252,3 +252,8 @@ SELECT $1, $2, $3, x, $5 FROM unnest($4::text[]) AS x
 ON CONFLICT (partition, table_name, row_id, blob_id) DO UPDATE SET scopes = EXCLUDED.scopes`, tx.partition, table, rowID, ids, string(sc))
 	return classify("SetRowBlobs", err)
 }
+
+// SchemaName returns the PostgreSQL schema holding the store's tables (""
+// for the search path), for stores that keep their tables next to it
+// (blobstore.NewPostgres).
+func (s *Store) SchemaName() string { return s.schema }

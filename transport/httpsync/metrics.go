@@ -22,6 +22,8 @@ const (
 	RouteReadyz   = "readyz"
 	RouteMetrics  = "metrics"
 	RouteSegments = "segments"
+	// RouteBlobs is <mount>/blobs/{id} and its upload-grant (blobs.go).
+	RouteBlobs = "blobs"
 	// RouteRealtime is GET <mount>/realtime (counted when the upgrade is
 	// answered: 101 once the socket is open).
 	RouteRealtime = "realtime"

@@ -65,6 +65,13 @@ func NewMux(eng *engine.Engine, opts MuxOptions) *Mux {
 		m.Handle("GET "+mount+"/realtime", opts.Realtime)
 	}
 	m.Handle("GET "+mount+"/segments/{id}", NewSegmentHandler(eng, opts.Options))
+	if eng.BlobsEnabled() { // blobs.go
+		bh := NewBlobHandler(eng, opts.Options, mount)
+		for _, p := range []string{mount + "/blobs/{id}", "POST " + mount + "/blobs/{id}/upload-grant"} {
+			m.routes[p] = RouteBlobs
+			m.Handle(p, bh)
+		}
+	}
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -163,6 +170,14 @@ func writeMetrics(ctx context.Context, w http.ResponseWriter, eng *engine.Engine
 	p("synclane_segments_served_total", "Segment downloads served.", ss.Served)
 	p("synclane_segment_bytes_served_total", "Uncompressed bytes of segment downloads served.", ss.ServedBytes)
 	p("synclane_segments_expired_total", "Segments whose bytes the expiry sweep dropped.", ss.Expired)
+	bs := eng.BlobStats()
+	p("synclane_blob_uploads_total", "Blob uploads stored (or confirmed already stored).", bs.Uploads)
+	p("synclane_blob_uploads_refused_total", "Blob uploads refused (hash mismatch, too large, busy, storage failure).", bs.UploadsRefused)
+	p("synclane_blob_bytes_in_total", "Blob upload bytes read.", bs.BytesIn)
+	p("synclane_blob_downloads_total", "Blob downloads started.", bs.Downloads)
+	p("synclane_blob_bytes_out_total", "Blob bytes sent.", bs.BytesOut)
+	p("synclane_blob_sweep_passes_total", "Orphan blob sweeps run.", bs.SweepPasses)
+	p("synclane_blobs_swept_total", "Orphan blobs removed.", bs.Swept)
 	p("synclane_partition_actors_spawned_total", "Partition actors spawned.", a.Spawned)
 	p("synclane_partition_actors_passivated_total", "Partition actors passivated when idle.", a.Passivated)
 	p("synclane_partition_actor_restarts_total", "Partition actor restarts after a crash.", a.Restarts)
