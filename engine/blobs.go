@@ -322,10 +322,7 @@ func (e *Engine) SignedBlob(ctx context.Context, blobID, token string) (storage.
 	if err != nil {
 		return storage.BlobInfo{}, err
 	}
-	if e.cfg.SignedURLs == nil {
-		return storage.BlobInfo{}, syncerr.New(syncerr.BlobForbidden, "signed blob URLs are not enabled")
-	}
-	if _, err := e.cfg.SignedURLs.VerifyBlob(token, blobID, segstore.BlobOpGet); err != nil {
+	if _, err := e.blobSigner().VerifyBlob(token, blobID, segstore.BlobOpGet); err != nil {
 		return storage.BlobInfo{}, syncerr.Wrap(syncerr.BlobForbidden, err, "the signed blob URL is invalid or expired")
 	}
 	m, err := e.presentBlob(ctx, bi, blobID)
@@ -419,4 +416,11 @@ func (e *Engine) PublicURL() string {
 		return ""
 	}
 	return e.cfg.PublicURL()
+}
+
+// SignBlobURL signs a blob token for op (segstore.BlobOpGet or BlobOpPut)
+// on behalf of partition with lifetime ttl, without any authorization
+// check: for the test-control surface only.
+func (e *Engine) SignBlobURL(partition, blobID, op string, byteLength int64, ttl time.Duration) (token string, expiresAtMs int64) {
+	return e.blobSigner().SignBlobTTL(partition, blobID, op, byteLength, ttl)
 }

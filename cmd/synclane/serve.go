@@ -75,6 +75,9 @@ type serveConfig struct {
 	// debugListen serves net/http/pprof (loopback only; off when empty).
 	debugListen string
 
+	// blobs are the blob flags (blobs.go).
+	blobs blobConfig
+
 	// Retention: pruning policy and the maintenance loop.
 	retention retentionConfig
 	// Durable reactions (reactions.go).
@@ -134,6 +137,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	adminListenFlags(fs, &c.admin)
 	retentionFlags(fs, &c.retention, true)
 	reactionFlags(fs, &c.reactions)
+	blobFlags(fs, &c.blobs)
 	fs.Var(&c.checkpoints, "checkpoint", "PARTITION/NAME of a backfill checkpoint this process declares at its schema version (repeatable, or comma-separated)")
 	fs.BoolVar(&c.testControl, "test-control", false, "serve the test-only control surface under /_test/ (only with development auth on a loopback address)")
 	fs.Int64Var(&c.clockMs, "clock-ms", -1, "with --test-control: run on a virtual clock starting at this Unix time in ms, moved only by POST /_test/clock/advance")
@@ -201,6 +205,9 @@ func (c *serveConfig) validate(given map[string]bool) error {
 		return err
 	}
 	if err := c.reactions.validate(c.testControl); err != nil {
+		return err
+	}
+	if err := c.blobs.validate(); err != nil {
 		return err
 	}
 	for name, v := range map[string]int64{"inline-segment-max-bytes": c.inlineSegmentMaxBytes, "max-delta-bytes": c.maxDeltaBytes, "max-presence-bytes": c.maxPresenceBytes} {
@@ -344,6 +351,7 @@ func serve(ctx context.Context, args []string, lookup func(string) (string, bool
 		fmt.Fprintln(stderr, "synclane:", err)
 		return 2
 	}
+	c.blobs.lookup = lookup
 	given := givenFlags(fs)
 	if err := c.validate(given); err != nil {
 		fmt.Fprintln(stderr, "synclane:", err)
@@ -441,6 +449,9 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	}
 	// crdt columns: the built-in yjs-doc merger (SPEC §5.10).
 	cfg.Mergers = map[string]partition.Merger{yjs.CRDTType: yjs.Merger{}}
+	if cfg.Blobs, err = openBlobs(ctx, c, st, log); err != nil {
+		return fmt.Errorf("open blob store: %w", err)
+	}
 	if feed, ok := st.(engine.CommitFeed); ok {
 		cfg.Feed = feed // other processes' commits (PostgreSQL LISTEN/NOTIFY)
 	}
@@ -473,6 +484,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	hub.Hooks(&cfg)            // commits (this process's and, on PostgreSQL, the others') fan out to sockets
 	var publicURL atomic.Value // set once the listener is bound
 	publicURL.Store(c.publicURL)
+	cfg.PublicURL = func() string { return publicURL.Load().(string) } // blob upload URLs; signed segment URLs below
 	if c.signedURLTTL > 0 {
 		key := []byte(c.signedURLKey)
 		if len(key) == 0 {

@@ -17,6 +17,7 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/storage/blobstore"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -300,7 +301,11 @@ func TestTestControlRowsEveryType(t *testing.T) {
 	base := startTestControl(t)
 	control(t, "PUT", base+"/_test/allowed-scopes/ada", `{"project_id":["*"]}`, nil)
 	c := newThingsClient(base, "ada", "c-ada")
-	blobRef := `{"blobId":"sha256:` + strings.Repeat("0", 64) + `","byteLength":3}`
+	blobID := blobstore.IDOf([]byte("abc"))
+	if err := c.UploadBlob(context.Background(), blobID, "text/plain", strings.NewReader("abc"), 3); err != nil {
+		t.Fatalf("upload the referenced blob: %v", err)
+	}
+	blobRef := `{"blobId":"` + blobID + `","byteLength":3}`
 	full := ssp2.Row{"a1", "p1", int64(-42), 1.5, true, json.RawMessage(`{"k":[1,2]}`), []byte{0xde, 0xad}, blobRef, yjsText}
 	nulls := ssp2.Row{"a0", "p2", nil, nil, nil, nil, nil, nil, nil}
 	for _, r := range []ssp2.Row{full, nulls} {
@@ -352,14 +357,6 @@ func TestTestControlFailNextIdempotencyLookup(t *testing.T) {
 
 func TestTestControlUnsupportedAndUnknown(t *testing.T) {
 	base := startTestControl(t)
-	for _, ep := range []struct{ method, path string }{
-		{"POST", "/_test/blob-presign"},
-	} {
-		var body map[string]string
-		if code := control(t, ep.method, base+ep.path, "{}", &body); code != http.StatusNotImplemented || body["code"] != "test.unsupported" || body["message"] == "" {
-			t.Fatalf("%s %s: %d %v, want 501 test.unsupported", ep.method, ep.path, code, body)
-		}
-	}
 	var e httpsync.ErrorBody
 	if code := control(t, "POST", base+"/_test/leases/l1/revoke", "", &e); code != http.StatusConflict || e.Code != string(syncerr.InvalidRequest) {
 		t.Fatalf("revoke without --lease-ttl: %d %+v, want 409", code, e)
@@ -428,5 +425,46 @@ func TestDebugListen(t *testing.T) {
 	status, body := get(t, "http://"+addr+"/debug/pprof/")
 	if status != http.StatusOK || !strings.Contains(body, "goroutine") {
 		t.Fatalf("pprof index: %d %.200s", status, body)
+	}
+}
+
+// TestTestControlBlobPresign: /_test/blob-presign issues presigned PUT and
+// GET URLs that work without credentials until they expire.
+func TestTestControlBlobPresign(t *testing.T) {
+	base := startTestControl(t)
+	data := []byte("presigned bytes")
+	id := blobstore.IDOf(data)
+	presign := func(body string) (int, map[string]any) {
+		var out map[string]any
+		code := control(t, "POST", base+"/_test/blob-presign", body, &out)
+		return code, out
+	}
+	code, put := presign(`{"blobId":"` + id + `","method":"PUT","byteLength":15,"ttlSeconds":60}`)
+	if code != 200 || !strings.HasPrefix(put["url"].(string), base+"/blobs/"+id+"?st=") {
+		t.Fatalf("presign PUT: %d %v", code, put)
+	}
+	req, _ := http.NewRequest(http.MethodPut, put["url"].(string), strings.NewReader(string(data)))
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 200 {
+		t.Fatalf("presigned PUT: %v %v", res, err)
+	}
+	_, get := presign(`{"blobId":"` + id + `","method":"GET","ttlSeconds":60}`)
+	res, err := http.Get(get["url"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(b) != string(data) {
+		t.Fatalf("presigned GET: %d %q", res.StatusCode, b)
+	}
+	_, expired := presign(`{"blobId":"` + id + `","method":"GET","ttlSeconds":0}`)
+	var e httpsync.ErrorBody
+	if code := control(t, "GET", expired["url"].(string), "", &e); code != 403 || e.Code != "blob.forbidden" {
+		t.Errorf("expired presigned GET: %d %+v", code, e)
+	}
+	for _, bad := range []string{`{}`, `{"blobId":"` + id + `","method":"POST","ttlSeconds":1}`, `{"blobId":"` + id + `","method":"GET","ttlSeconds":901}`} {
+		if code, _ := presign(bad); code != 400 {
+			t.Errorf("presign %s: %d, want 400", bad, code)
+		}
 	}
 }

@@ -33,9 +33,16 @@ const (
 // (byteLength: the granted upload length, 0 for downloads) and its expiry
 // in Unix ms.
 func (s *Signer) SignBlob(partition, id, op string, byteLength int64) (token string, expiresAtMs int64) {
+	return s.SignBlobTTL(partition, id, op, byteLength, s.ttlDur())
+}
+
+// SignBlobTTL is SignBlob with its own lifetime (clamped to
+// MaxSignedURLTTL; 0 issues a token already expired beyond the skew).
+func (s *Signer) SignBlobTTL(partition, id, op string, byteLength int64, ttl time.Duration) (token string, expiresAtMs int64) {
+	ttl = min(max(ttl, 0), MaxSignedURLTTL)
 	now := s.now()
-	exp := now.Add(s.ttlDur()).Unix()
-	if s.ttl.Load() == 0 {
+	exp := now.Add(ttl).Unix()
+	if ttl == 0 {
 		exp = now.Add(-SignedURLSkew - time.Second).Unix()
 	}
 	payload, _ := json.Marshal(blobPayload{V: 1, Blob: id, Op: op, Len: byteLength, Aud: s.Audience(partition), Exp: exp})

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -40,6 +41,46 @@ import (
 
 // maxGrantBody caps an upload-grant request body.
 const maxGrantBody = 4 << 10
+
+// BlobProgressTimeout is how long a blob upload or download may go
+// without moving a byte: the connection's read (upload) or write
+// (download) deadline is renewed as bytes flow, so a large transfer is not
+// cut by the server's whole-request timeouts while a stalled one is.
+const BlobProgressTimeout = 30 * time.Second
+
+// progressDeadline renews a deadline at most once a second while bytes
+// flow.
+type progressDeadline struct {
+	set  func(time.Time) error
+	last time.Time
+}
+
+func (p *progressDeadline) renew() {
+	if now := time.Now(); now.Sub(p.last) >= time.Second {
+		p.last = now
+		_ = p.set(now.Add(BlobProgressTimeout)) // unsupported writers keep the server's deadlines
+	}
+}
+
+type progressReader struct {
+	r io.Reader
+	progressDeadline
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	p.renew()
+	return p.r.Read(b)
+}
+
+type progressWriter struct {
+	w io.Writer
+	progressDeadline
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	p.renew()
+	return p.w.Write(b)
+}
 
 // BlobHandler serves the blob routes.
 type BlobHandler struct {
@@ -121,7 +162,9 @@ func (h *BlobHandler) put(w http.ResponseWriter, r *http.Request, rid, id string
 		writeError(w, http.StatusUnsupportedMediaType, syncerr.New(syncerr.InvalidRequest, "blob bodies are sent as stored, without Content-Encoding"))
 		return
 	}
-	if err := h.eng.UploadBlob(r.Context(), id, r.Header.Get("Content-Type"), r.ContentLength, maxBytes, r.Body); err != nil {
+	rc := http.NewResponseController(w)
+	body := &progressReader{r: r.Body, progressDeadline: progressDeadline{set: rc.SetReadDeadline}}
+	if err := h.eng.UploadBlob(r.Context(), id, r.Header.Get("Content-Type"), r.ContentLength, maxBytes, body); err != nil {
 		if syncerr.As(err).Code == syncerr.BlobTooLarge {
 			w.Header().Set("Connection", "close") // do not read the rest of a huge body
 		}
@@ -257,7 +300,8 @@ func (h *BlobHandler) serveBytes(w http.ResponseWriter, r *http.Request, rid, id
 	}
 	defer rc.Close()
 	w.WriteHeader(status)
-	if _, err := io.CopyBuffer(w, rc, make([]byte, 256<<10)); err != nil {
+	out := &progressWriter{w: w, progressDeadline: progressDeadline{set: http.NewResponseController(w).SetWriteDeadline}}
+	if _, err := io.CopyBuffer(out, rc, make([]byte, 256<<10)); err != nil {
 		h.opts.Logger.Debug("blob download aborted", zap.String("request_id", rid), zap.Error(err))
 	}
 }

@@ -66,15 +66,11 @@ func Handler(c Controls) http.Handler {
 		c.Store.FailNextIdempotencyLookup()
 		writeJSON(w, struct{}{})
 	})
+	mux.HandleFunc("POST /_test/blob-presign", c.blobPresign) // blobs.go
 	mux.HandleFunc("POST /_test/prune", c.prune)
 	mux.HandleFunc("POST /_test/backup/capture", c.capture)
 	mux.HandleFunc("POST /_test/backup/restore", c.restore)
 	mux.HandleFunc("POST /_test/leases/{leaseId}/revoke", c.revokeLease) // lease.go
-	for route, feature := range map[string]string{
-		"POST /_test/blob-presign": "blobs",
-	} {
-		mux.HandleFunc(route, func(w http.ResponseWriter, _ *http.Request) { unsupported(w, feature) })
-	}
 	if c.Rules != nil {
 		mux.HandleFunc("PUT /_test/validators", c.putValidators)
 		mux.HandleFunc("PUT /_test/commit-validator", c.putCommitValidator)
