@@ -18,3 +18,37 @@ func ReportAuthFailure(eng *engine.Engine, source string, r *http.Request, e *sy
 	eng.Events().Emit(events.Event{Kind: events.AuthFailed, Source: source, Code: string(e.Code),
 		Message: e.Message + " (" + r.Method + " " + r.URL.Path + " from " + r.RemoteAddr + ")"})
 }
+
+// AuthenticateUpgrade is the common front of a WebSocket route: it refuses
+// (and answers) a request when eng is nil (the route is not started: 503),
+// the method is not GET (405), no authenticator is configured (500, fail
+// closed) or authentication fails (the authenticator's coded error, an
+// uncoded one as sync.auth_required; reported to the event ring under
+// source). Otherwise it returns the identity and true; what it answered
+// names the route as what.
+func AuthenticateUpgrade(w http.ResponseWriter, r *http.Request, eng *engine.Engine, auth Authenticator, source, what string) (engine.Identity, bool) {
+	if eng == nil {
+		WriteErrorStatus(w, http.StatusServiceUnavailable, syncerr.New(syncerr.InternalError, "%s is not started", what))
+		return engine.Identity{}, false
+	}
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		WriteErrorStatus(w, http.StatusMethodNotAllowed, syncerr.New(syncerr.InvalidRequest, "use GET with a WebSocket upgrade for %s", what))
+		return engine.Identity{}, false
+	}
+	if auth == nil {
+		WriteErrorStatus(w, http.StatusInternalServerError, syncerr.New(syncerr.InternalError, "no authenticator configured"))
+		return engine.Identity{}, false
+	}
+	id, err := auth.Authenticate(r)
+	if err != nil {
+		e := syncerr.As(err)
+		if e.Code == syncerr.InternalError {
+			e = syncerr.Wrap(syncerr.AuthRequired, err, "authentication failed")
+		}
+		ReportAuthFailure(eng, source, r, e)
+		WriteError(w, e)
+		return engine.Identity{}, false
+	}
+	return id, true
+}

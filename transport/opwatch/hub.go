@@ -231,26 +231,8 @@ func (h *Hub) touches(p string, after int64, tables []string, seq int64, memo ma
 // ServeHTTP upgrades an authenticated GET to a watch socket.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	eng := h.eng.Load()
-	if eng == nil {
-		httpsync.WriteErrorStatus(w, http.StatusServiceUnavailable, syncerr.New(syncerr.InternalError, "operation watches are not started"))
-		return
-	}
-	if r.Method != http.MethodGet {
-		w.Header().Set("Allow", http.MethodGet)
-		httpsync.WriteErrorStatus(w, http.StatusMethodNotAllowed, syncerr.New(syncerr.InvalidRequest, "use GET with a WebSocket upgrade"))
-		return
-	}
-	if h.opts.Auth == nil {
-		httpsync.WriteErrorStatus(w, http.StatusInternalServerError, syncerr.New(syncerr.InternalError, "no authenticator configured"))
-		return
-	}
-	id, err := h.opts.Auth.Authenticate(r)
-	if err != nil {
-		e := syncerr.As(err)
-		if e.Code == syncerr.InternalError {
-			e = syncerr.Wrap(syncerr.AuthRequired, err, "authentication failed")
-		}
-		httpsync.WriteError(w, e)
+	id, ok := httpsync.AuthenticateUpgrade(w, r, eng, h.opts.Auth, "opwatch", "operation watches")
+	if !ok {
 		return
 	}
 	if id.ActorID == "" || id.Partition == "" {

@@ -366,27 +366,8 @@ func (h *Hub) releasePart(p *part) {
 // client's registrations, upgrade, send hello.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	eng := h.eng.Load()
-	if eng == nil {
-		httpsync.WriteErrorStatus(w, http.StatusServiceUnavailable, syncerr.New(syncerr.InternalError, "realtime is not started"))
-		return
-	}
-	if r.Method != http.MethodGet {
-		w.Header().Set("Allow", http.MethodGet)
-		httpsync.WriteErrorStatus(w, http.StatusMethodNotAllowed, syncerr.New(syncerr.InvalidRequest, "use GET with a WebSocket upgrade for /realtime"))
-		return
-	}
-	if h.opts.Auth == nil {
-		httpsync.WriteErrorStatus(w, http.StatusInternalServerError, syncerr.New(syncerr.InternalError, "no authenticator configured"))
-		return
-	}
-	id, err := h.opts.Auth.Authenticate(r)
-	if err != nil {
-		e := syncerr.As(err)
-		if e.Code == syncerr.InternalError {
-			e = syncerr.Wrap(syncerr.AuthRequired, err, "authentication failed")
-		}
-		httpsync.ReportAuthFailure(eng, "realtime", r, e)
-		httpsync.WriteError(w, e)
+	id, ok := httpsync.AuthenticateUpgrade(w, r, eng, h.opts.Auth, "realtime", "realtime")
+	if !ok {
 		return
 	}
 	clientID := r.URL.Query().Get("clientId")
