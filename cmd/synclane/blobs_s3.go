@@ -2,12 +2,22 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/synclane/synclane/storage/blobstore"
 )
 
-// openS3 opens an s3:// blob store.
+// openS3 opens an s3://bucket/prefix blob store at --s3-endpoint, with
+// credentials from --s3-access-key/--s3-secret-key or AWS_ACCESS_KEY_ID /
+// AWS_SECRET_ACCESS_KEY. Blobs over blobstore.MaxS3BlobBytes are refused
+// by configuration.
 func openS3(ctx context.Context, b blobConfig) (blobstore.Store, error) {
-	return nil, errors.New("the S3 blob store is not built yet")
+	if b.maxBytes > blobstore.MaxS3BlobBytes {
+		return nil, fmt.Errorf("--max-blob-bytes %d exceeds the S3 store's %d (one server-side copy)", b.maxBytes, blobstore.MaxS3BlobBytes)
+	}
+	bucket, prefix, _ := strings.Cut(strings.TrimPrefix(b.store, "s3://"), "/")
+	return blobstore.NewS3(ctx, blobstore.S3Options{Endpoint: b.s3Endpoint, Bucket: bucket, Prefix: prefix, Region: b.s3Region,
+		AccessKey: b.credential(b.s3AccessKey, "AWS_ACCESS_KEY_ID"), SecretKey: b.credential(b.s3Secret, "AWS_SECRET_ACCESS_KEY"),
+		Insecure: b.s3Insecure})
 }
