@@ -2,7 +2,6 @@ package partition
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -92,18 +91,7 @@ func (j *CommandJob) Wait(ctx context.Context) (CommandOutcome, error) {
 func (j *CommandJob) Batchable() bool { return false }
 
 // Fail answers the job with err, mapped like SyncJob.Fail.
-func (j *CommandJob) Fail(err error) {
-	var coded *syncerr.Error
-	var sd interface{ ShuttingDown() bool }
-	switch {
-	case errors.As(err, &coded):
-	case errors.As(err, &sd) && sd.ShuttingDown():
-		err = syncerr.Wrap(syncerr.InternalError, err, "the server is shutting down; retry")
-	default:
-		err = syncerr.Wrap(syncerr.InternalError, err, "the partition failed while serving this command; retry")
-	}
-	j.answer(CommandOutcome{}, err)
-}
+func (j *CommandJob) Fail(err error) { j.answer(CommandOutcome{}, jobFailure(err, "command")) }
 
 func (j *CommandJob) push() *SyncJob { return nil }
 

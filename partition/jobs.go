@@ -67,17 +67,21 @@ func (j *SyncJob) Batchable() bool { return len(j.req.Commits) > 0 }
 // runtime's own failures (shutting down: an error with a ShuttingDown()
 // bool method reporting true; a panic while serving; anything else) become
 // retryable sync.internal_error, whose message never carries the cause.
-func (j *SyncJob) Fail(err error) {
+func (j *SyncJob) Fail(err error) { j.answer(nil, jobFailure(err, "request")) }
+
+// jobFailure maps the error a job is failed with (see SyncJob.Fail) to
+// what its caller gets; what names the job in the message.
+func jobFailure(err error, what string) error {
 	var coded *syncerr.Error
 	var sd interface{ ShuttingDown() bool }
 	switch {
 	case errors.As(err, &coded):
+		return err
 	case errors.As(err, &sd) && sd.ShuttingDown():
-		err = syncerr.Wrap(syncerr.InternalError, err, "the server is shutting down; retry")
+		return syncerr.Wrap(syncerr.InternalError, err, "the server is shutting down; retry")
 	default:
-		err = syncerr.Wrap(syncerr.InternalError, err, "the partition failed while serving this request; retry")
+		return syncerr.Wrap(syncerr.InternalError, err, "the partition failed while serving this %s; retry", what)
 	}
-	j.answer(nil, err)
 }
 
 func (j *SyncJob) push() *SyncJob {

@@ -36,6 +36,14 @@ func AuthenticateUpgrade(w http.ResponseWriter, r *http.Request, eng *engine.Eng
 		WriteErrorStatus(w, http.StatusMethodNotAllowed, syncerr.New(syncerr.InvalidRequest, "use GET with a WebSocket upgrade for %s", what))
 		return engine.Identity{}, false
 	}
+	return Authenticate(w, r, eng, auth, source)
+}
+
+// Authenticate runs auth on r and returns the identity and true; otherwise
+// it has answered: 500 sync.internal_error when auth is nil (fail closed),
+// else the authenticator's coded error (an uncoded one as
+// sync.auth_required), reported to eng's event ring under source.
+func Authenticate(w http.ResponseWriter, r *http.Request, eng *engine.Engine, auth Authenticator, source string) (engine.Identity, bool) {
 	if auth == nil {
 		WriteErrorStatus(w, http.StatusInternalServerError, syncerr.New(syncerr.InternalError, "no authenticator configured"))
 		return engine.Identity{}, false

@@ -118,18 +118,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnsupportedMediaType, syncerr.New(syncerr.InvalidRequest, "content type must be %s, got %q", ContentType, ct))
 		return
 	}
-	if h.opts.Auth == nil {
-		writeError(w, http.StatusInternalServerError, syncerr.New(syncerr.InternalError, "no authenticator configured"))
-		return
-	}
-	id, err := h.opts.Auth.Authenticate(r)
-	if err != nil {
-		e := syncerr.As(err)
-		if e.Code == syncerr.InternalError {
-			e = syncerr.Wrap(syncerr.AuthRequired, err, "authentication failed")
-		}
-		ReportAuthFailure(h.eng, "httpsync", r, e)
-		writeError(w, 0, e)
+	id, ok := Authenticate(w, r, h.eng, h.opts.Auth, "httpsync")
+	if !ok {
 		return
 	}
 	body, err := decodedBody(r)

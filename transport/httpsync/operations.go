@@ -82,17 +82,8 @@ func (h *OperationsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeOpError(w, http.StatusUnsupportedMediaType, syncerr.New(syncerr.OperationInvalidRequest, "content type must be %s, got %q", opwire.ContentType, ct))
 		return
 	}
-	if h.opts.Auth == nil {
-		writeError(w, http.StatusInternalServerError, syncerr.New(syncerr.InternalError, "no authenticator configured"))
-		return
-	}
-	id, err := h.opts.Auth.Authenticate(r)
-	if err != nil {
-		e := syncerr.As(err)
-		if e.Code == syncerr.InternalError {
-			e = syncerr.Wrap(syncerr.AuthRequired, err, "authentication failed")
-		}
-		writeError(w, 0, e)
+	id, ok := Authenticate(w, r, h.eng, h.opts.Auth, "httpsync.operations")
+	if !ok {
 		return
 	}
 	body, err := decodedBody(r)

@@ -56,18 +56,8 @@ func (h *SegmentHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.answer(w, r, rid, "", seg, err)
 		return
 	}
-	if h.opts.Auth == nil {
-		writeError(w, http.StatusInternalServerError, syncerr.New(syncerr.InternalError, "no authenticator configured"))
-		return
-	}
-	id, err := h.opts.Auth.Authenticate(r)
-	if err != nil {
-		e := syncerr.As(err)
-		if e.Code == syncerr.InternalError {
-			e = syncerr.Wrap(syncerr.AuthRequired, err, "authentication failed")
-		}
-		ReportAuthFailure(h.eng, "httpsync.segments", r, e)
-		writeError(w, 0, e)
+	id, ok := Authenticate(w, r, h.eng, h.opts.Auth, "httpsync.segments")
+	if !ok {
 		return
 	}
 	segID := r.PathValue("id")
