@@ -225,6 +225,54 @@ func (tx *pushTx) SetRowBlobs(ctx context.Context, table, rowID string, scopes m
 	return nil
 }
 
+// setRowLocked replaces row k's references with rb (no ids: none),
+// keeping the per-blob counts; b.mu must be held.
+func (b *blobDB) setRowLocked(k rowKey, rb rowBlobs) {
+	for _, id := range b.rows[k].ids {
+		b.refs[id]--
+		if b.refs[id] <= 0 {
+			delete(b.refs, id)
+		}
+	}
+	if len(rb.ids) == 0 {
+		delete(b.rows, k)
+		return
+	}
+	b.rows[k] = rb
+	for _, id := range rb.ids {
+		b.refs[id]++
+	}
+}
+
+// captureRefs copies the partition's references (CapturePartition).
+func (b *blobDB) captureRefs(partition string) map[rowKey]rowBlobs {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[rowKey]rowBlobs{}
+	for k, rb := range b.rows {
+		if k.partition == partition {
+			out[k] = rowBlobs{ids: slices.Clone(rb.ids), scopes: maps.Clone(rb.scopes)}
+		}
+	}
+	return out
+}
+
+// restoreRefs replaces the partition's references with a capture's
+// (RestorePartition), so the index matches the restored rows.
+func (b *blobDB) restoreRefs(partition string, captured map[rowKey]rowBlobs) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.init()
+	for k := range b.rows {
+		if k.partition == partition {
+			b.setRowLocked(k, rowBlobs{})
+		}
+	}
+	for k, rb := range captured {
+		b.setRowLocked(k, rowBlobs{ids: slices.Clone(rb.ids), scopes: maps.Clone(rb.scopes)})
+	}
+}
+
 // publishBlobs applies the staged references and touches (Commit).
 func (tx *pushTx) publishBlobs() {
 	if len(tx.staged) == 0 && len(tx.touches) == 0 {
@@ -235,20 +283,7 @@ func (tx *pushTx) publishBlobs() {
 	defer b.mu.Unlock()
 	b.init()
 	for k, rb := range tx.staged {
-		for _, id := range b.rows[k].ids {
-			b.refs[id]--
-			if b.refs[id] <= 0 {
-				delete(b.refs, id)
-			}
-		}
-		if len(rb.ids) == 0 {
-			delete(b.rows, k)
-			continue
-		}
-		b.rows[k] = rb
-		for _, id := range rb.ids {
-			b.refs[id]++
-		}
+		b.setRowLocked(k, rb)
 	}
 	for id, at := range tx.touches {
 		if m := b.meta[id]; m != nil {

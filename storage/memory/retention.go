@@ -178,6 +178,8 @@ type snapshot struct {
 	commits  []storage.CommitRecord
 	scopeIdx map[string]map[string][]int64
 	idem     map[idemKey]idemEntry
+	// blobRefs are the partition's blob references at the capture.
+	blobRefs map[rowKey]rowBlobs
 }
 
 // copyState deep-copies the partition's committed log and rows; p.mu must
@@ -223,6 +225,7 @@ func (s *Store) CapturePartition(ctx context.Context, partition string) error {
 	defer p.release()
 	p.mu.RLock()
 	sn := p.copyState()
+	sn.blobRefs = s.d.blobs.captureRefs(partition)
 	p.mu.RUnlock()
 	s.d.mu.Lock()
 	defer s.d.mu.Unlock()
@@ -259,5 +262,6 @@ func (s *Store) RestorePartition(ctx context.Context, partition string, nowMs in
 	p.info = storage.PartitionInfo{Partition: partition, Exists: true, LogEpoch: ep, EpochRequired: true,
 		MaxCommitSeq: sn.info.MaxCommitSeq, HorizonSeq: sn.info.HorizonSeq}
 	p.clients = map[string]storage.ClientRecord{}
+	s.d.blobs.restoreRefs(partition, sn.blobRefs)
 	return ep, nil
 }

@@ -339,6 +339,8 @@ func (s *Store) snapshotTables() []snapshotTable {
 		{s.q.changes, snap("sync_changes"), "partition"},
 		{s.q.changeScopes, snap("sync_change_scopes"), "partition"},
 		{s.q.idempotency, snap("sync_idempotency"), "partition"},
+		// The blob reference index, so it matches the restored rows.
+		{s.q.blobRefs(), snap("sync_blob_refs"), "partition"},
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()

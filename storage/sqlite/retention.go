@@ -352,9 +352,10 @@ func (s *Store) TryLockMaintenance(ctx context.Context) (func(), bool, error) {
 }
 
 // snapshotTables lists the tables a partition snapshot copies: the log
-// tables (with their partition column) and every synced row table.
+// tables (with their partition column), the blob reference index (so it
+// matches the restored rows) and every synced row table.
 func (s *Store) snapshotTables() []string {
-	out := []string{"sync_partitions", "sync_commits", "sync_changes", "sync_change_scopes", "sync_idempotency"}
+	out := []string{"sync_partitions", "sync_commits", "sync_changes", "sync_change_scopes", "sync_idempotency", "sync_blob_refs"}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, t := range s.sch.Tables {

@@ -21,6 +21,7 @@ var blobTests = []test{
 	{name: "ReferencesFollowTheTransaction", fn: testBlobRefsTx},
 	{name: "OrphanSweep", fn: testBlobOrphanSweep},
 	{name: "SweepSkipsAClaimOfARunningPush", fn: testBlobSweepRace},
+	{name: "RestoreBringsBackTheReferences", fn: testBlobRefsRestore},
 }
 
 func (e *env) blobIndex() storage.BlobIndex {
@@ -281,5 +282,46 @@ func testBlobSweepRace(e *env) {
 	}
 	if got := e.refs("p", blobA); !slices.Equal(got, []string{"items/i1"}) {
 		e.t.Errorf("refs(p, A) = %v", got)
+	}
+}
+
+// testBlobRefsRestore: a partition restored from its capture gets the
+// references its restored rows had (a later reference to a blob would
+// otherwise keep it alive, and a dropped one would let the orphan sweep
+// delete a blob a restored row names); other partitions keep theirs.
+func testBlobRefsRestore(e *env) {
+	e.upload(blobA, 1, 1)
+	e.upload(blobB, 1, 1)
+	e.push("p", func(tx storage.PushTx) { e.setRefs(tx, "items", "i1", blobA) })
+	e.push("q", func(tx storage.PushTx) { e.setRefs(tx, "items", "i9", blobB) })
+	if err := e.s.CapturePartition(e.ctx, "p"); err != nil {
+		e.t.Fatalf("CapturePartition: %v", err)
+	}
+	e.push("p", func(tx storage.PushTx) {
+		e.setRefs(tx, "items", "i1")
+		e.setRefs(tx, "items", "i2", blobB)
+	})
+	if got := e.refs("p", blobA); len(got) != 0 {
+		e.t.Fatalf("refs(p, A) after the later push = %v, want none", got)
+	}
+	if _, err := e.s.RestorePartition(e.ctx, "p", 10); err != nil {
+		e.t.Fatalf("RestorePartition: %v", err)
+	}
+	if got, want := e.refs("p", blobA), []string{"items/i1"}; !slices.Equal(got, want) {
+		e.t.Errorf("refs(p, A) after restore = %v, want %v", got, want)
+	}
+	if got := e.refs("p", blobB); len(got) != 0 {
+		e.t.Errorf("refs(p, B) after restore = %v, want none (i2 was written after the capture)", got)
+	}
+	if got, want := e.refs("q", blobB), []string{"items/i9"}; !slices.Equal(got, want) {
+		e.t.Errorf("refs(q, B) after restoring p = %v, want %v", got, want)
+	}
+	// The sweep sees the restored reference: A is not an orphan.
+	ids, err := e.blobIndex().MarkOrphanBlobs(e.ctx, 1<<40, 10)
+	if err != nil {
+		e.t.Fatalf("MarkOrphanBlobs: %v", err)
+	}
+	if slices.Contains(ids, blobA) {
+		e.t.Errorf("orphan sweep marked %s, which a restored row references", blobA)
 	}
 }
