@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/partition"
+	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/blobstore"
@@ -61,6 +62,11 @@ type BlobStats struct {
 	Downloads               uint64
 	Swept                   uint64
 	SweepPasses             uint64
+	// PushesRefused counts pushed commits rejected with blob.not_found (a
+	// row referenced a blob that is not uploaded). Like
+	// MetricsSnapshot.CommitsRejected it counts PUSH_RESULTs, so a
+	// replayed rejection counts again.
+	PushesRefused uint64
 }
 
 type blobMetrics struct {
@@ -72,12 +78,31 @@ type blobMetrics struct {
 	grantSigner *segstore.Signer
 }
 
-// BlobStats returns this process's blob counters (refused pushes are
-// counted with the other refusals, under blob.not_found).
+// BlobStats returns this process's blob counters.
 func (e *Engine) BlobStats() BlobStats {
 	m := &e.blobs
 	return BlobStats{Uploads: m.uploads.Load(), UploadsRefused: m.uploadsRefused.Load(), BytesIn: m.bytesIn.Load(),
-		BytesOut: m.bytesOut.Load(), Downloads: m.downloads.Load(), Swept: m.swept.Load(), SweepPasses: m.sweeps.Load()}
+		BytesOut: m.bytesOut.Load(), Downloads: m.downloads.Load(), Swept: m.swept.Load(), SweepPasses: m.sweeps.Load(),
+		PushesRefused: e.metrics.blobNotFound.Load()}
+}
+
+// countRejectedWith counts r's rejected PUSH_RESULTs whose rejection code
+// is code.
+func countRejectedWith(r *Reply, code syncerr.Code) int {
+	n := 0
+	for _, f := range r.Frames {
+		pr, ok := f.(*ssp2.PushResult)
+		if !ok || pr.Status != ssp2.CommitRejected {
+			continue
+		}
+		for _, res := range pr.Results {
+			if res.Code == string(code) {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // BlobsEnabled reports whether a blob store is configured.

@@ -16,6 +16,9 @@ type Metrics struct {
 	resets                    atomic.Uint64
 	remoteCommits             atomic.Uint64
 	latencyNanos              atomic.Uint64
+	// blobNotFound counts rejected commits whose code is blob.not_found
+	// (a row referenced a blob not uploaded; see BlobStats).
+	blobNotFound atomic.Uint64
 	mu                        sync.Mutex
 	errors                    map[syncerr.Code]uint64
 }
@@ -34,6 +37,9 @@ func (m *Metrics) observe(r *Reply, err error, d time.Duration) {
 	m.applied.Add(uint64(r.Applied))
 	m.cached.Add(uint64(r.Cached))
 	m.rejected.Add(uint64(r.Rejected))
+	if r.Rejected > 0 {
+		m.blobNotFound.Add(uint64(countRejectedWith(r, syncerr.BlobNotFound)))
+	}
 	if r.Reset {
 		m.resets.Add(1)
 	}

@@ -178,6 +178,7 @@ func writeMetrics(ctx context.Context, w http.ResponseWriter, eng *engine.Engine
 	p("synclane_blob_bytes_out_total", "Blob bytes sent.", bs.BytesOut)
 	p("synclane_blob_sweep_passes_total", "Orphan blob sweeps run.", bs.SweepPasses)
 	p("synclane_blobs_swept_total", "Orphan blobs removed.", bs.Swept)
+	p("synclane_blob_push_refusals_total", "Pushed commits rejected with blob.not_found (a row referenced a blob not uploaded).", bs.PushesRefused)
 	p("synclane_partition_actors_spawned_total", "Partition actors spawned.", a.Spawned)
 	p("synclane_partition_actors_passivated_total", "Partition actors passivated when idle.", a.Passivated)
 	p("synclane_partition_actor_restarts_total", "Partition actor restarts after a crash.", a.Restarts)
