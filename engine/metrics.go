@@ -16,11 +16,12 @@ type Metrics struct {
 	resets                    atomic.Uint64
 	remoteCommits             atomic.Uint64
 	latencyNanos              atomic.Uint64
+	mu                        sync.Mutex
+	errors                    map[syncerr.Code]uint64
+
 	// blobNotFound counts rejected commits whose code is blob.not_found
 	// (a row referenced a blob not uploaded; see BlobStats).
 	blobNotFound atomic.Uint64
-	mu                        sync.Mutex
-	errors                    map[syncerr.Code]uint64
 }
 
 func newMetrics() *Metrics { return &Metrics{errors: map[syncerr.Code]uint64{}} }
