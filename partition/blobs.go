@@ -63,6 +63,44 @@ func (p *Partition) syncBlobRefs(ctx context.Context, tx storage.PushTx, t *sche
 	if !ok {
 		return nil, fmt.Errorf("storage transaction %T keeps no blob references", tx)
 	}
+	if rej, err := p.claimNewBlobs(ctx, bt, t, rowID, before, after); err != nil || rej != nil {
+		return rej, err
+	}
+	now := p.cfg.Now().UnixMilli()
+	for _, id := range before {
+		if !slices.Contains(after, id) {
+			if _, err := bt.ClaimBlob(ctx, id, now); err != nil { // starts its orphan clock
+				return nil, err
+			}
+		}
+	}
+	return nil, bt.SetRowBlobs(ctx, t.Name, rowID, scopes, after)
+}
+
+// checkRowBlobs is the push pipeline's blob check (SPEC §6.8, notes §13:
+// decode, auth and strip, blob check, merge, validator, stage): before any
+// host validator sees the write, every blob row references that the
+// stored row old did not must be present, else the write is rejected with
+// blob.not_found. Present blobs are claimed in tx (see
+// storage.BlobTx.ClaimBlob), so none is swept before putRow indexes the
+// reference; putRow claims the row as finally written again (a cheap
+// re-touch of an already claimed blob), which also covers rows that do
+// not come through a push (backfill).
+func (p *Partition) checkRowBlobs(ctx context.Context, tx storage.PushTx, t *schema.Table, rowID string, old, row ssp2.Row) (*syncerr.Error, error) {
+	before, after := rowBlobIDs(t, old), rowBlobIDs(t, row)
+	if slices.Equal(before, after) {
+		return nil, nil
+	}
+	bt, ok := tx.(storage.BlobTx)
+	if !ok {
+		return nil, fmt.Errorf("storage transaction %T keeps no blob references", tx)
+	}
+	return p.claimNewBlobs(ctx, bt, t, rowID, before, after)
+}
+
+// claimNewBlobs claims every id of after that is not in before and
+// rejects the write with blob.not_found at the first that is not present.
+func (p *Partition) claimNewBlobs(ctx context.Context, bt storage.BlobTx, t *schema.Table, rowID string, before, after []string) (*syncerr.Error, error) {
 	now := p.cfg.Now().UnixMilli()
 	for _, id := range after {
 		if slices.Contains(before, id) {
@@ -76,12 +114,5 @@ func (p *Partition) syncBlobRefs(ctx context.Context, tx storage.PushTx, t *sche
 			return syncerr.New(syncerr.BlobNotFound, "%q row %q references blob %s, which has not been uploaded", t.Name, rowID, id), nil
 		}
 	}
-	for _, id := range before {
-		if !slices.Contains(after, id) {
-			if _, err := bt.ClaimBlob(ctx, id, now); err != nil { // starts its orphan clock
-				return nil, err
-			}
-		}
-	}
-	return nil, bt.SetRowBlobs(ctx, t.Name, rowID, scopes, after)
+	return nil, nil
 }

@@ -351,6 +351,13 @@ func (p *Partition) applyOp(ctx context.Context, tx storage.PushTx, j *SyncJob, 
 			}
 		}
 	}
+	var oldRow ssp2.Row
+	if existing != nil {
+		oldRow = existing.Values
+	}
+	if rej, err := p.checkRowBlobs(ctx, tx, t, op.RowID, oldRow, row); err != nil || rej != nil {
+		return writeRejection(i, rej), err
+	}
 	if HasCRDT(t) {
 		var rej *ssp2.OpResult
 		if row, payload, rej, err = p.mergeCRDT(i, t, op.RowID, existing, row); rej != nil || err != nil {

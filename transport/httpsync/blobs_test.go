@@ -47,6 +47,12 @@ type blobServer struct {
 }
 
 func startBlobServer(t *testing.T, be backend, signed bool) *blobServer {
+	return startBlobServerWith(t, be, signed, nil)
+}
+
+// startBlobServerWith is startBlobServer with configure (if not nil)
+// applied to the engine configuration before New.
+func startBlobServerWith(t *testing.T, be backend, signed bool, configure func(*engine.Config)) *blobServer {
 	sch, err := schema.Parse([]byte(blobSchemaJSON))
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +87,9 @@ func startBlobServer(t *testing.T, be backend, signed bool) *blobServer {
 	if signed {
 		cfg.SignedURLs = segstore.NewSigner(bytes.Repeat([]byte("k"), 32), 5*time.Minute, s.clock.now)
 		cfg.PublicURL = func() string { return s.http.URL }
+	}
+	if configure != nil {
+		configure(&cfg)
 	}
 	if s.eng, err = engine.New(context.Background(), cfg); err != nil {
 		t.Fatal(err)
