@@ -115,7 +115,10 @@ func openAdminStore(ctx context.Context, c *serveConfig) (storage.Store, *schema
 }
 
 // pruneCmd runs one maintenance pass (or one partition) against the
-// database and prints what it removed.
+// database and prints what it removed. A full pass also sweeps orphan
+// blobs from the blob store the blob flags name (the same flags and
+// defaults as serve, so it finds serve's store); --partition and
+// --dry-run sweep none.
 func pruneCmd(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
 	var dryRun bool
 	var part string
@@ -123,6 +126,7 @@ func pruneCmd(ctx context.Context, args []string, lookup func(string) (string, b
 		retentionFlags(fs, &c.retention, false)
 		fs.BoolVar(&dryRun, "dry-run", false, "report what would be pruned; delete nothing")
 		fs.StringVar(&part, "partition", "", "prune only this partition (default: every partition)")
+		blobFlags(fs, &c.blobs) // the same blob store as serve: a full pass sweeps its orphans
 	})
 	if code >= 0 {
 		return code
@@ -132,7 +136,8 @@ func pruneCmd(ctx context.Context, args []string, lookup func(string) (string, b
 		return 2
 	}
 	c.retention.interval = 0
-	if err := c.retention.validate(); err != nil {
+	c.blobs.lookup = lookup
+	if err := errors.Join(c.retention.validate(), c.blobs.validate()); err != nil {
 		fmt.Fprintln(stderr, "synclane:", err)
 		return 2
 	}
@@ -146,7 +151,11 @@ func pruneCmd(ctx context.Context, args []string, lookup func(string) (string, b
 	if err != nil {
 		return fail(fmt.Errorf("open segment store: %w", err))
 	}
-	eng, err := engine.New(ctx, engine.Config{Schema: sch, Store: st, Retention: c.retention.engineConfig(), Segments: segs,
+	blobs, err := openBlobs(ctx, *c, st, zap.NewNop())
+	if err != nil {
+		return fail(fmt.Errorf("open blob store: %w", err))
+	}
+	eng, err := engine.New(ctx, engine.Config{Schema: sch, Store: st, Retention: c.retention.engineConfig(), Segments: segs, Blobs: blobs,
 		Resolver: engine.ScopeResolverFunc(func(context.Context, engine.Identity) (map[string][]string, error) {
 			return nil, errors.New("synclane prune serves no requests")
 		})})
@@ -217,8 +226,8 @@ func printPrune(w io.Writer, rep engine.MaintenanceReport, dryRun bool) {
 		fmt.Fprintf(w, "%s %d commits in %d of %d partitions (dry run: nothing deleted)\n", verb, commits, len(rep.Pruned), rep.Checked)
 		return
 	}
-	fmt.Fprintf(w, "%s %d commits, %d changes, %d idempotency records in %d of %d partitions; expired %d segments (%s)\n",
-		verb, commits, changes, idem, len(rep.Pruned), rep.Checked, rep.SegmentsExpired, rep.Took.Round(time.Millisecond))
+	fmt.Fprintf(w, "%s %d commits, %d changes, %d idempotency records in %d of %d partitions; expired %d segments; swept %d orphan blobs (%s)\n",
+		verb, commits, changes, idem, len(rep.Pruned), rep.Checked, rep.SegmentsExpired, rep.BlobsSwept, rep.Took.Round(time.Millisecond))
 }
 
 // backupCmd writes an online, consistent copy of the embedded SQLite
