@@ -151,6 +151,16 @@ func (c *Cache) Obtain(ctx context.Context, partition string, key KeyParts, buil
 		f.meta, f.err = m, err
 		close(f.done)
 	}()
+	// Look again now that this call owns the flight: a caller whose first
+	// lookup missed just before an earlier flight stored the segment, and
+	// who took the lock just after that flight ended, must reuse it, not
+	// build it a second time.
+	if stored, lerr := c.store.Lookup(ctx, partition, k, c.now().UnixMilli()); lerr == nil {
+		c.reused.Add(1)
+		return stored, true, nil
+	} else if !errors.Is(lerr, ErrNotFound) {
+		return Meta{}, false, lerr
+	}
 	b, err := build(ctx)
 	if err != nil {
 		return Meta{}, false, err

@@ -116,10 +116,12 @@ func TestSingleFlight(t *testing.T) {
 	c := segstore.NewCache(segstore.NewMemory(), 0, nil, nil)
 	var builds atomic.Int32
 	release := make(chan struct{})
-	entered := make(chan struct{}, 1)
+	ids := make([]string, 20)
+	// Room for every caller's build, so a broken single flight fails the
+	// build count below instead of blocking a second builder forever.
+	entered := make(chan struct{}, len(ids))
 	key := segstore.KeyParts{Table: "t", Lane: "rows"}
 	var wg sync.WaitGroup
-	ids := make([]string, 20)
 	for i := range ids {
 		wg.Add(1)
 		go func() {
