@@ -183,7 +183,7 @@ func TestReconnectStorm(t *testing.T) {
 	stop()
 	fw.Wait()
 	sessions := f.hub.Sessions(httpsync.DefaultPartition)
-	waitFor(t, "dropped sockets to be unregistered", 10*time.Second, func() bool {
+	waitFor(t, "dropped sockets to be unregistered", 30*time.Second, func() bool {
 		sessions = f.hub.Sessions(httpsync.DefaultPartition)
 		return len(sessions) == clients
 	})
