@@ -23,7 +23,10 @@ import (
 // replication carry them like any table, and a Range read fetches only
 // the chunks it covers. The data column uses STORAGE EXTERNAL (no TOAST
 // compression of already-compressed media). A Put holds one chunk in
-// memory.
+// memory. Measured against a minimal large-object store in the same run
+// (BenchmarkPostgresBlobLayouts, bench/RESULTS.md), chunked bytea was
+// 1.5-2.6x faster for both writes and reads of 1 MiB and 64 MiB blobs,
+// with the same backend peak RSS.
 type Postgres struct {
 	pool           *pgxpool.Pool
 	chunks, object string
