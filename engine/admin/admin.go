@@ -97,13 +97,16 @@ func New(eng *engine.Engine) (*Service, error) {
 	if !ok {
 		return nil, fmt.Errorf("admin: the store %T does not implement storage.AdminReader", eng.Store())
 	}
-	return &Service{eng: eng, reader: r, now: eng.Now}, nil
+	return NewWithReader(eng, r), nil
 }
 
 // NewWithReader is New for a store wrapped in something that hides its
 // AdminReader (for example the test-control store): reads go to r.
+// Both register the feature sections the engine runs with (FeatureSections).
 func NewWithReader(eng *engine.Engine, r storage.AdminReader) *Service {
-	return &Service{eng: eng, reader: r, now: eng.Now}
+	s := &Service{eng: eng, reader: r, now: eng.Now}
+	s.Register(FeatureSections(eng)...)
+	return s
 }
 
 // Register adds server-wide sections, shown in the overview in

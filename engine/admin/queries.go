@@ -167,6 +167,9 @@ type ClientView struct {
 	Subscriptions json.RawMessage `json:"subscriptions"`
 	// SubscriptionCount counts them when they decode as a JSON array.
 	SubscriptionCount int `json:"subscriptionCount"`
+	// Lease is the client's auth lease (only in a client's detail, when
+	// leases are on and it has one).
+	Lease *LeaseView `json:"lease,omitempty"`
 }
 
 func clientView(c storage.ClientRecord) ClientView {
@@ -209,6 +212,9 @@ func (s *Service) Client(ctx context.Context, partition, clientID string) (*Clie
 		return nil, fmt.Errorf("%w: client %q in partition %q", ErrNotFound, clientID, partition)
 	}
 	v := clientView(*c)
+	if v.Lease, err = s.ClientLease(ctx, partition, clientID); err != nil {
+		return nil, err
+	}
 	return &v, nil
 }
 

@@ -16,13 +16,17 @@
 //	GET  /api/partitions/{p}/scopes?window=         commits per scope value
 //	GET  /api/events?after=&limit=                  retained events, oldest first
 //	GET  /api/events/stream                         live events (Server-Sent Events)
+//	GET  /api/reactions?partition=&state=&after=&limit=  stored reactions (id order; state pending|retrying|dead)
 //	POST /api/partitions/{p}/rotate-epoch           rotate the log epoch
+//	POST /api/partitions/{p}/clients/{c}/revoke-lease  revoke the client's auth lease
 //	POST /api/maintenance?dryRun=true               run one maintenance pass
 //
 // Pages: limit defaults to 50 and is capped at 500; the answer's "next" is
 // the cursor of the following page ("" at the end). Errors are JSON
 // {"error":{"code","message"}}: admin.unauthorized (401: missing or wrong
 // token), admin.not_found (404), admin.invalid_argument (400),
+// admin.feature_off (409: an action on a feature the server runs
+// without, e.g. revoke-lease with leases off),
 // admin.unavailable (503: the store failed
 // or the request timed out); protocol refusals keep their sync.* code.
 // Reads run with ReadTimeout (default 10s), actions with ActionTimeout
@@ -160,6 +164,17 @@ func (h *Handler) routes() {
 		return map[string]any{"items": evs, "stats": st}, nil
 	})
 	h.mux.Handle("GET /api/events/stream", h.auth(http.HandlerFunc(h.stream)))
+	read("GET /api/reactions", func(ctx context.Context, r *http.Request) (any, error) {
+		q := r.URL.Query()
+		return h.svc.Reactions(ctx, q.Get("partition"), q.Get("state"), q.Get("after"), intArg(r, "limit"))
+	})
+	act("POST /api/partitions/{p}/clients/{c}/revoke-lease", func(ctx context.Context, r *http.Request) (any, error) {
+		id, err := h.svc.RevokeLease(ctx, r.PathValue("p"), r.PathValue("c"))
+		if err != nil {
+			return nil, err
+		}
+		return map[string]string{"partition": r.PathValue("p"), "clientId": r.PathValue("c"), "leaseId": id}, nil
+	})
 	act("POST /api/partitions/{p}/rotate-epoch", func(ctx context.Context, r *http.Request) (any, error) {
 		ep, err := h.svc.RotateEpoch(ctx, r.PathValue("p"))
 		if err != nil {
@@ -275,6 +290,8 @@ func (h *Handler) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.As(err, &ae), errors.Is(err, adminsvc.ErrInvalid):
 		writeJSONError(w, http.StatusBadRequest, "admin.invalid_argument", err.Error())
+	case errors.Is(err, adminsvc.ErrFeatureOff):
+		writeJSONError(w, http.StatusConflict, "admin.feature_off", err.Error())
 	case errors.Is(err, adminsvc.ErrNotFound):
 		writeJSONError(w, http.StatusNotFound, "admin.not_found", err.Error())
 	case errors.As(err, &se) && se.Code != syncerr.InternalError:

@@ -65,13 +65,23 @@ var backends = []struct {
 
 func newServer(t testing.TB, st storage.Store) *server {
 	t.Helper()
+	return newServerWith(t, st, nil)
+}
+
+// newServerWith is newServer with the engine config adjusted by tune
+// (when non-nil) before the engine starts.
+func newServerWith(t testing.TB, st storage.Store, tune func(*engine.Config)) *server {
+	t.Helper()
 	sch, err := schema.Parse([]byte(schemaJSON))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ring := events.NewRing(256, nil)
-	eng, err := engine.New(context.Background(), engine.Config{Schema: sch, Store: st, Resolver: engine.AllowAll(sch),
-		Events: ring, SlowRequest: -1})
+	cfg := engine.Config{Schema: sch, Store: st, Resolver: engine.AllowAll(sch), Events: ring, SlowRequest: -1}
+	if tune != nil {
+		tune(&cfg)
+	}
+	eng, err := engine.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,208 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/events"
+	"github.com/synclane/synclane/storage"
+)
+
+// Views of the features that plug into the engine (durable reactions,
+// auth leases, blobs). A read of a feature the engine runs without
+// answers "enabled": false (or no lease) rather than failing, so the
+// console can say so in words; an action on it is ErrFeatureOff.
+
+// LeaseRevoked is the event kind of an operator's lease revocation.
+const LeaseRevoked events.Kind = "lease.revoked"
+
+// ErrFeatureOff reports an action on a feature the engine runs without
+// (no reaction handlers, leases off). The transport maps it to 409.
+var ErrFeatureOff = errors.New("admin: feature is off")
+
+// ReactionView is one stored reaction. State is "pending" (never
+// attempted, or being attempted for the first time), "retrying" (pending
+// after at least one failed attempt) or "dead" (dead-lettered).
+type ReactionView struct {
+	ID              int64  `json:"id"`
+	Partition       string `json:"partition"`
+	CommitSeq       int64  `json:"commitSeq"`
+	Name            string `json:"name"`
+	State           string `json:"state"`
+	Attempts        int    `json:"attempts"`
+	MaxAttempts     int    `json:"maxAttempts"`
+	NextAttemptAtMs int64  `json:"nextAttemptAtMs"`
+	LastError       string `json:"lastError"`
+	PayloadBytes    int    `json:"payloadBytes"`
+	CreatedAtMs     int64  `json:"createdAtMs"`
+	UpdatedAtMs     int64  `json:"updatedAtMs"`
+}
+
+// ReactionsView is a page of reactions with the queue's counters.
+type ReactionsView struct {
+	Enabled bool                  `json:"enabled"`
+	Stats   *engine.ReactionStats `json:"stats,omitempty"`
+	Items   []ReactionView        `json:"items"`
+	Next    string                `json:"next"`
+}
+
+// ReactionStates are the state filters Reactions accepts ("" is all).
+var ReactionStates = []string{"", "pending", "retrying", "dead"}
+
+// Reactions returns a page of stored reactions by ascending id, after the
+// cursor after (a reaction id, "" from the start), of one partition when
+// partition is non-empty, of one state when state is non-empty. The page
+// holds at most limit entries (DefaultPage when 0, at most MaxPage); with
+// the "retrying" filter a page may hold fewer entries than asked while
+// Next is non-empty (retrying is a filter over the stored pending state).
+// An engine without reaction handlers answers Enabled false, no items.
+func (s *Service) Reactions(ctx context.Context, partition, state, after string, limit int) (*ReactionsView, error) {
+	st, err := s.eng.ReactionStats(ctx)
+	if errors.Is(err, engine.ErrNoReactions) {
+		return &ReactionsView{Items: []ReactionView{}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("admin: reaction stats: %w", err)
+	}
+	f := storage.ReactionFilter{Partition: partition, Limit: clampPage(limit)}
+	switch state {
+	case "":
+	case "pending", "retrying":
+		p := storage.ReactionPending
+		f.State = &p
+	case "dead":
+		d := storage.ReactionDead
+		f.State = &d
+	default:
+		return nil, fmt.Errorf("%w: reaction state %q (want pending, retrying or dead)", ErrInvalid, state)
+	}
+	if after != "" {
+		id, err := strconv.ParseInt(after, 10, 64)
+		if err != nil || id < 0 {
+			return nil, fmt.Errorf("%w: reaction cursor %q is not a reaction id", ErrInvalid, after)
+		}
+		f.AfterID = id
+	}
+	rs, err := s.eng.Reactions(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("admin: reactions: %w", err)
+	}
+	v := &ReactionsView{Enabled: true, Stats: &st, Items: []ReactionView{}}
+	for _, r := range rs {
+		rv := reactionView(r)
+		if state == "retrying" && rv.State != "retrying" {
+			continue
+		}
+		v.Items = append(v.Items, rv)
+	}
+	if len(rs) == f.Limit {
+		v.Next = strconv.FormatInt(rs[len(rs)-1].ID, 10)
+	}
+	return v, nil
+}
+
+func reactionView(r storage.Reaction) ReactionView {
+	state := "pending"
+	switch {
+	case r.State == storage.ReactionDead:
+		state = "dead"
+	case r.Attempts > 0 && r.LastError != "":
+		state = "retrying"
+	}
+	return ReactionView{ID: r.ID, Partition: r.Partition, CommitSeq: r.CommitSeq, Name: r.Name, State: state,
+		Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, NextAttemptAtMs: r.NextAttemptAtMs, LastError: r.LastError,
+		PayloadBytes: len(r.Payload), CreatedAtMs: r.CreatedAtMs, UpdatedAtMs: r.UpdatedAtMs}
+}
+
+// LeaseView is a client's auth lease as stored (its signature is checked
+// when it is used, not here).
+type LeaseView struct {
+	LeaseID     string `json:"leaseId"`
+	Actor       string `json:"actor"`
+	IssuedAtMs  int64  `json:"issuedAtMs"`
+	ExpiresAtMs int64  `json:"expiresAtMs"`
+	RevokedAtMs int64  `json:"revokedAtMs"`
+	// AllowedScopes is the resolver's grant at the last slide (JSON).
+	AllowedScopes json.RawMessage `json:"allowedScopes"`
+}
+
+// ClientLease returns the stored lease of clientID in partition: nil
+// when the client has none, when leases are off or when the store keeps
+// no leases.
+func (s *Service) ClientLease(ctx context.Context, partition, clientID string) (*LeaseView, error) {
+	ls, ok := s.eng.Store().(storage.Leases)
+	if !s.eng.LeasesEnabled() || !ok {
+		return nil, nil
+	}
+	rec, err := ls.GetLease(ctx, partition, clientID)
+	if err != nil {
+		return nil, fmt.Errorf("admin: lease of client %q: %w", clientID, err)
+	}
+	if rec == nil {
+		return nil, nil
+	}
+	v := &LeaseView{LeaseID: rec.LeaseID, Actor: rec.ActorID, IssuedAtMs: rec.IssuedAtMs, ExpiresAtMs: rec.ExpiresAtMs,
+		RevokedAtMs: rec.RevokedAtMs, AllowedScopes: json.RawMessage("null")}
+	if json.Valid(rec.AllowedScopes) {
+		v.AllowedScopes = rec.AllowedScopes
+	}
+	return v, nil
+}
+
+// RevokeLease revokes the auth lease of clientID in partition
+// (engine.Engine.RevokeLease) and returns its id. A client without a lease
+// is ErrNotFound; an engine without leases, ErrFeatureOff. The revocation
+// is published to the event ring.
+func (s *Service) RevokeLease(ctx context.Context, partition, clientID string) (string, error) {
+	id, err := s.eng.RevokeLease(ctx, partition, clientID)
+	switch {
+	case errors.Is(err, engine.ErrLeasesOff):
+		return "", fmt.Errorf("%w: %w", ErrFeatureOff, err)
+	case errors.Is(err, engine.ErrNoLease):
+		return "", fmt.Errorf("%w: client %q in partition %q has no auth lease", ErrNotFound, clientID, partition)
+	case err != nil:
+		return "", fmt.Errorf("admin: revoke lease: %w", err)
+	}
+	s.eng.Events().Emit(events.Event{Kind: LeaseRevoked, Source: "admin", Partition: partition,
+		Message: "auth lease " + id + " of client " + clientID + " revoked"})
+	return id, nil
+}
+
+// BlobSection is the "blobs" section: this process's blob counters
+// (engine.BlobStats) and the size cap. Register it when the engine has a
+// blob store (engine.Engine.BlobsEnabled).
+func BlobSection(eng *engine.Engine) Section {
+	return Section{Name: "blobs", Stats: func(context.Context) (any, error) {
+		return map[string]any{"maxBlobBytes": eng.MaxBlobBytes(), "counters": eng.BlobStats()}, nil
+	}}
+}
+
+// ReactionSection is the "reactions" section: the queue's sizes and this
+// process's delivery counters. Register it when reactions are on.
+func ReactionSection(eng *engine.Engine) Section {
+	return Section{Name: "reactions", Stats: func(ctx context.Context) (any, error) {
+		st, err := eng.ReactionStats(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reaction stats: %w", err)
+		}
+		return st, nil
+	}}
+}
+
+// FeatureSections returns the sections of the features eng runs with:
+// "reactions" when it has reaction handlers, "blobs" when it has a blob
+// store.
+func FeatureSections(eng *engine.Engine) []Section {
+	var out []Section
+	if _, err := eng.ReactionStats(context.Background()); !errors.Is(err, engine.ErrNoReactions) {
+		out = append(out, ReactionSection(eng))
+	}
+	if eng.BlobsEnabled() {
+		out = append(out, BlobSection(eng))
+	}
+	return out
+}
