@@ -134,6 +134,7 @@ async function overview(g) {
       card('Retention', `${fmtDur(ret.activeWindowMs)} window`, `force after ${fmtDur(ret.ageForceMs)}, keep ${plural(ret.minRetainedCommits, 'commit')}`),
       card('Segments', `${fmtNum(o.segments?.Built)} built`, `${fmtNum(o.segments?.Served)} served, ${fmtBytes(o.segments?.ServedBytes)}`),
       card('Events', plural(o.events?.emitted || 0, 'event'), `${fmtNum(o.events?.retained)} of ${fmtNum(o.events?.size)} kept, ${fmtNum(o.events?.droppedSubscribers)} slow readers dropped`),
+      ...featureCards(o.sections || []),
     ),
     h('h2', {}, 'Partitions'),
     pager('partitions', ['Partition', { label: 'Max seq', num: 1 }, { label: 'Horizon', num: 1 }, { label: 'Clients', num: 1 }, 'Actor', 'Last activity', 'Log epoch'],
@@ -149,6 +150,55 @@ async function overview(g) {
     h('h2', {}, 'Maintenance'),
     h('button', { type: 'button', onclick: () => action('maintenance', 'Run one maintenance pass now?') }, 'Run one maintenance pass'),
   );
+}
+
+// featureCards summarizes the sections of optional features (reactions,
+// blobs) as cards; their full stats stay under Sections.
+function featureCards(sections) {
+  const out = [];
+  for (const sec of sections) {
+    const st = sec.stats || {};
+    if (sec.name === 'reactions' && !sec.error) {
+      out.push(card('Reactions', link('/reactions', `${fmtNum(st.Pending)} pending`, { id: 'reactions-link' }),
+        `${fmtNum(st.Dead)} dead-lettered · ${fmtNum(st.Delivered)} delivered, ${fmtNum(st.Retried)} retried here`));
+    }
+    if (sec.name === 'blobs' && !sec.error) {
+      const c = st.counters || {};
+      out.push(card('Blobs', `${fmtNum(c.Uploads)} uploaded`, `${fmtBytes(c.BytesIn)} in, ${fmtNum(c.Downloads)} downloads (${fmtBytes(c.BytesOut)}), ${fmtNum(c.Swept)} orphans swept in ${plural(c.SweepPasses || 0, 'pass')}, cap ${fmtBytes(st.maxBlobBytes)}`));
+    }
+  }
+  return out;
+}
+
+async function reactionsView(g, state) {
+  crumbs(link('/', 'overview'), link('/reactions', 'reactions'));
+  const first = await api(`reactions?limit=1&state=${enc(state)}`);
+  if (stale(g)) return;
+  const st = first.stats || {};
+  const pick = h('select', { id: 'reaction-state', onchange: (ev) => { location.hash = `#/reactions/${ev.target.value}`; } },
+    ['', 'pending', 'retrying', 'dead'].map(v => h('option', { value: v, selected: v === state }, v || 'all states')));
+  page.replaceChildren(
+    h('h1', {}, 'Durable reactions'),
+    first.enabled ? h('div', { class: 'cards' },
+      card('Pending', fmtNum(st.Pending), 'waiting or being delivered'), card('Dead-lettered', fmtNum(st.Dead), 'kept until deleted in the store'),
+      card('This process', `${fmtNum(st.Delivered)} delivered`, `${fmtNum(st.Retried)} retried, ${fmtNum(st.DeadLettered)} dead-lettered`))
+      : h('p', { class: 'muted' }, 'This server runs without reaction handlers: no reactions are scheduled.'),
+    h('p', {}, 'Show ', pick),
+    pager('reactions', [{ label: 'Id', num: 1 }, 'Partition', { label: 'Commit', num: 1 }, 'Name', 'State', { label: 'Attempts', num: 1 }, 'Next attempt', 'Last error'],
+      (after) => api(`reactions?limit=25&state=${enc(state)}&after=${enc(after)}`),
+      (r) => h('tr', { 'data-state': r.state }, td(fmtNum(r.id), 1), td(link(`/p/${enc(r.partition)}`, r.partition)),
+        td(link(`/p/${enc(r.partition)}/commit/${r.commitSeq}`, fmtNum(r.commitSeq)), 1), td(r.name),
+        td(h('span', { class: 'tag' + (r.state === 'dead' ? ' bad' : r.state === 'pending' ? ' ok' : '') }, r.state)),
+        td(`${fmtNum(r.attempts)} of ${fmtNum(r.maxAttempts)}`, 1),
+        td(r.state === 'dead' ? '—' : h('span', { title: fmtTime(r.nextAttemptAtMs) }, r.nextAttemptAtMs > Date.now() ? `in ${fmtDur(r.nextAttemptAtMs - Date.now())}` : 'due')),
+        td(r.lastError ? h('code', {}, r.lastError) : '—'))),
+  );
+}
+
+function leaseCard(p, c, l) {
+  if (!l) return card('Auth lease', 'none', 'leases off, or none issued yet');
+  const status = l.revokedAtMs ? `revoked ${fmtTime(l.revokedAtMs)}` : l.expiresAtMs < Date.now() ? 'expired' : `expires ${fmtTime(l.expiresAtMs)}`;
+  return card('Auth lease', h('code', { id: 'lease-id' }, l.leaseId), status);
 }
 
 async function action(path, question) {
@@ -213,8 +263,14 @@ async function clientView(g, p, c) {
     h('h1', {}, 'Client ', h('code', {}, c)),
     h('div', { class: 'cards' },
       card('Actor', d.actor), card('Cursor', fmtNum(d.cursor)), card('Wire version', `v${d.wireVersion}`),
-      card('Last seen', fmtTime(d.lastSeenMs), ago(d.lastSeenMs)), card('Subscriptions', fmtNum(d.subscriptionCount))),
+      card('Last seen', fmtTime(d.lastSeenMs), ago(d.lastSeenMs)), card('Subscriptions', fmtNum(d.subscriptionCount)),
+      leaseCard(p, c, d.lease)),
     h('h2', {}, 'Subscriptions'), h('pre', {}, JSON.stringify(d.subscriptions, null, 2)),
+    ...(d.lease ? [h('h2', {}, 'Auth lease'),
+      h('p', {}, `Issued ${fmtTime(d.lease.issuedAtMs)} to actor ${d.lease.actor}. Allowed scopes while the scope resolver is down:`),
+      h('pre', {}, JSON.stringify(d.lease.allowedScopes, null, 2)),
+      h('button', { type: 'button', class: 'danger', id: 'revoke-lease', onclick: () => action(`partitions/${enc(p)}/clients/${enc(c)}/revoke-lease`,
+        `Revoke the auth lease of ${c}? During a resolver outage its rounds then fail with sync.auth_lease_revoked; its next round with a working resolver gets a new lease. Nothing is purged.`) }, 'Revoke auth lease')] : []),
     h('h2', {}, 'Recent commits of this client'), commitsPager(p, c));
 }
 
@@ -262,6 +318,7 @@ async function route() {
   $('#login').hidden = true; $('#logout').hidden = false; showError('');
   const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
   try {
+    if (parts[0] === 'reactions') return await reactionsView(g, parts[1] || '');
     if (parts[0] === 'p' && parts.length >= 2) {
       const p = parts[1];
       if (parts[2] === 'c') return await clientView(g, p, parts[3]);

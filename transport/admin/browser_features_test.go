@@ -1,0 +1,106 @@
+package admin_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/synclane/synclane/engine"
+)
+
+// The console's feature panels in headless Chromium: the overview's
+// reactions card leads to the reactions table (a dead letter with its
+// error), and a client's detail shows its auth lease and revokes it.
+func TestConsoleFeaturePanelsInBrowser(t *testing.T) {
+	exe := chromiumPath(t)
+	res := &outageResolver{}
+	s := newServerWith(t, backends[1].open(t), func(c *engine.Config) {
+		failingReactions(c)
+		res.base = c.Resolver
+		c.Resolver = res
+		c.LeaseTTL, c.LeaseKey = time.Hour, []byte("0123456789abcdef0123456789abcdef")
+	})
+	s.push("dead", "ada", "laptop", "d1", "t1", "P", "x")
+	s.push("live", "bob", "phone", "r1", "t1", "P", "x")
+	eventually(t, "one dead letter", func() bool {
+		st, _ := s.eng.ReactionStats(context.Background())
+		return st.Dead == 1
+	})
+
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(exe), chromedp.Flag("headless", true),
+		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1500, 1000))
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	defer cancelBrowser()
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+		defer cancel()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			body, _ := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("body")))
+			t.Fatalf("%s: %v\npage text:\n%s", what, err, body)
+		}
+	}
+	text := func(what, css string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+		defer cancel()
+		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(css)))
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return v
+	}
+	eval := func(what, expr string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+		defer cancel()
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr)); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+
+	step("log in",
+		chromedp.Navigate(s.admin.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), testToken),
+		chromedp.Click(chromedp.CSS("#login button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS("#reactions-link")),
+	)
+	step("open the reactions panel",
+		chromedp.Click(chromedp.CSS("#reactions-link")),
+		chromedp.WaitVisible(chromedp.CSS(`#reactions tr[data-state="dead"]`)),
+	)
+	if row := text("dead letter row", `#reactions tr[data-state="dead"]`); !strings.Contains(row, "smtp server unreachable") || !strings.Contains(row, "1 of 1") {
+		t.Fatalf("dead letter row %q", row)
+	}
+
+	var before struct{ Lease struct{ LeaseID string } }
+	s.ok("GET", "/api/partitions/live/clients/phone", &before)
+	eval("open the client", `location.hash = '#/p/live/c/phone'; true`)
+	step("the lease is shown", chromedp.WaitVisible(chromedp.CSS("#lease-id")))
+	if id := text("lease id", "#lease-id"); id != before.Lease.LeaseID || id == "" {
+		t.Fatalf("lease card shows %q, want %q", id, before.Lease.LeaseID)
+	}
+	// The console asks before revoking; the test answers yes.
+	eval("answer dialogs", `window.confirm = () => true; window.alert = () => {}; true`)
+	step("revoke the lease", chromedp.Click(chromedp.CSS("#revoke-lease")))
+	eventually(t, "the lease revoked in the store", func() bool {
+		var after struct{ Lease struct{ RevokedAtMs int64 } }
+		s.ok("GET", "/api/partitions/live/clients/phone", &after)
+		return after.Lease.RevokedAtMs != 0
+	})
+	ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector('#page').textContent.includes('revoked')`,
+		chromedp.WithPollingTimeout(25*time.Second))); err != nil {
+		t.Fatalf("the client page does not say revoked: %v", err)
+	}
+}
