@@ -31,7 +31,10 @@ Reads (and two actions) against a server's admin listener (serve --admin-listen)
   row P TABLE ID                    one row and the commits that touched it
   scopes P [--window N]             commits per scope value over the newest N commits
   events [--after SEQ] [--follow]   recent server events; --follow streams new ones
+  reactions [--state S] [--partition P] [--after ID]
+                                    durable reactions by id (S: pending, retrying, dead)
   rotate-epoch P                    rotate P's log epoch (every client bootstraps again)
+  revoke-lease P CLIENT             revoke the client's auth lease
   maintenance [--dry-run]           run one maintenance pass now
 
 Every command takes --url (default $SYNCLANE_ADMIN_URL or http://127.0.0.1:8788),
@@ -87,6 +90,8 @@ func adminCmd(ctx context.Context, args []string, lookup func(string) (string, b
 	window := fs.Int("window", 0, "commits counted by scopes (default 1000)")
 	follow := fs.Bool("follow", false, "events: keep streaming new events")
 	dry := fs.Bool("dry-run", false, "maintenance: only plan")
+	state := fs.String("state", "", "reactions: pending, retrying or dead (default all)")
+	inPartition := fs.String("partition", "", "reactions: only this partition's")
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -178,6 +183,26 @@ func adminCmd(ctx context.Context, args []string, lookup func(string) (string, b
 				return err
 			}
 			fmt.Fprintf(w, "partition %s: new log epoch %s (every client bootstraps again)\n", v["partition"], v["logEpoch"])
+			return nil
+		})
+	case "reactions":
+		if !need(0, "no arguments") {
+			return 2
+		}
+		q.Set("after", *after)
+		q.Set("state", *state)
+		q.Set("partition", *inPartition)
+		err = c.show(ctx, "GET", "api/reactions", q, printReactions)
+	case "revoke-lease":
+		if !need(2, "PARTITION CLIENT") {
+			return 2
+		}
+		err = c.show(ctx, "POST", "api/partitions/"+p(0)+"/clients/"+p(1)+"/revoke-lease", nil, func(w io.Writer, b []byte) error {
+			var v map[string]string
+			if err := json.Unmarshal(b, &v); err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "partition %s client %s: auth lease %s revoked\n", v["partition"], v["clientId"], v["leaseId"])
 			return nil
 		})
 	case "maintenance":
@@ -419,6 +444,36 @@ func printClient(w io.Writer, b []byte) error {
 	}
 	fmt.Fprintf(w, "client\t%s\nactor\t%s\ncursor\t%d\nwire version\tv%d\nlast seen\t%s\nsubscriptions\t%s\n",
 		c.ClientID, c.Actor, c.Cursor, c.WireVersion, localTime(c.LastSeenMs), c.Subscriptions)
+	if l := c.Lease; l != nil {
+		status := "expires " + localTime(l.ExpiresAtMs)
+		if l.RevokedAtMs != 0 {
+			status = "revoked " + localTime(l.RevokedAtMs)
+		}
+		fmt.Fprintf(w, "auth lease\t%s (%s)\nlease scopes\t%s\n", l.LeaseID, status, l.AllowedScopes)
+	}
+	return nil
+}
+
+func printReactions(w io.Writer, b []byte) error {
+	var v adminsvc.ReactionsView
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if !v.Enabled {
+		fmt.Fprintln(w, "reactions are off (no reaction handlers)")
+		return nil
+	}
+	fmt.Fprintf(w, "stored: %d pending, %d dead-lettered; this process: %d delivered, %d retried, %d dead-lettered\n\n",
+		v.Stats.Pending, v.Stats.Dead, v.Stats.Delivered, v.Stats.Retried, v.Stats.DeadLettered)
+	fmt.Fprintln(w, "ID\tPARTITION\tCOMMIT\tNAME\tSTATE\tATTEMPTS\tNEXT ATTEMPT\tLAST ERROR")
+	for _, r := range v.Items {
+		next := localTime(r.NextAttemptAtMs)
+		if r.State == "dead" {
+			next = "-"
+		}
+		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\t%d/%d\t%s\t%s\n", r.ID, r.Partition, r.CommitSeq, r.Name, r.State, r.Attempts, r.MaxAttempts, next, r.LastError)
+	}
+	nextLine(w, v.Next, "after")
 	return nil
 }
 

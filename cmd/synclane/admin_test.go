@@ -98,7 +98,7 @@ func TestServeAdminListener(t *testing.T) {
 // synclane admin reads what the server holds, as tables by default and as
 // the API's JSON with --json; refusals come back in words.
 func TestAdminCLI(t *testing.T) {
-	p := startProc(t, "--data", t.TempDir(), "--admin-listen", "127.0.0.1:0", "--admin-token", adminTestToken)
+	p := startProc(t, "--data", t.TempDir(), "--admin-listen", "127.0.0.1:0", "--admin-token", adminTestToken, "--lease-ttl", "1h")
 	c := devClient(p.base, "ada", "c1")
 	if err := pullOnce(c); err != nil {
 		t.Fatal(err)
@@ -115,10 +115,19 @@ func TestAdminCLI(t *testing.T) {
 		code int
 		want []string // substrings of stdout (code 0) or stderr
 	}{
-		{[]string{"overview"}, 0, []string{"serve gate", "open", "section realtime"}},
+		{[]string{"overview"}, 0, []string{"serve gate", "open", "section realtime", "section blobs", `"maxBlobBytes"`}},
+		{[]string{"reactions"}, 0, []string{"reactions are off"}},
+		{[]string{"reactions", "--json"}, 0, []string{`"enabled":false`, `"items":[]`}},
+		{[]string{"reactions", "--state", "lost"}, 1, []string{"admin.invalid_argument", "HTTP 400"}},
 		{[]string{"partitions"}, 0, []string{"PARTITION", "default", "live"}},
 		{[]string{"clients", "default"}, 0, []string{"CLIENT", "c1", "ada"}},
 		{[]string{"clients", "default", "c1"}, 0, []string{"actor", "ada"}},
+		{[]string{"clients", "default", "c1", "--json"}, 0, []string{`"lease":{"leaseId"`, `"revokedAtMs":0`}},
+		{[]string{"revoke-lease", "default", "c1"}, 0, []string{"client c1: auth lease", "revoked"}},
+		{[]string{"clients", "default", "c1"}, 0, []string{"auth lease", "(revoked "}},
+		{[]string{"revoke-lease", "default", "c1", "--json"}, 0, []string{`"leaseId":"`}},
+		{[]string{"revoke-lease", "default", "nobody"}, 1, []string{"admin.not_found", "no auth lease"}},
+		{[]string{"revoke-lease", "default"}, 2, []string{"PARTITION CLIENT"}},
 		{[]string{"clients", "default", "nobody"}, 1, []string{"admin.not_found", "HTTP 404"}},
 		{[]string{"commits", "default", "--limit", "5"}, 0, []string{"SEQ", "CHANGES"}},
 		{[]string{"commits", "default", "--client", "client-bob"}, 0, []string{"client-bob", "todos/t1"}},

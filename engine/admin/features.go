@@ -61,13 +61,6 @@ var ReactionStates = []string{"", "pending", "retrying", "dead"}
 // Next is non-empty (retrying is a filter over the stored pending state).
 // An engine without reaction handlers answers Enabled false, no items.
 func (s *Service) Reactions(ctx context.Context, partition, state, after string, limit int) (*ReactionsView, error) {
-	st, err := s.eng.ReactionStats(ctx)
-	if errors.Is(err, engine.ErrNoReactions) {
-		return &ReactionsView{Items: []ReactionView{}}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("admin: reaction stats: %w", err)
-	}
 	f := storage.ReactionFilter{Partition: partition, Limit: clampPage(limit)}
 	switch state {
 	case "":
@@ -86,6 +79,13 @@ func (s *Service) Reactions(ctx context.Context, partition, state, after string,
 			return nil, fmt.Errorf("%w: reaction cursor %q is not a reaction id", ErrInvalid, after)
 		}
 		f.AfterID = id
+	}
+	st, err := s.eng.ReactionStats(ctx)
+	if errors.Is(err, engine.ErrNoReactions) {
+		return &ReactionsView{Items: []ReactionView{}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("admin: reaction stats: %w", err)
 	}
 	rs, err := s.eng.Reactions(ctx, f)
 	if err != nil {

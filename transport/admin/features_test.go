@@ -160,6 +160,7 @@ func TestReactionsEndpointWhenOff(t *testing.T) {
 	if v.Enabled || v.Stats != nil || len(v.Items) != 0 {
 		t.Fatalf("reactions off: %+v", v)
 	}
+	s.wantError("GET", "/api/reactions?state=lost", http.StatusBadRequest, "admin.invalid_argument")
 	var o adminsvc.Overview
 	s.ok("GET", "/api/overview", &o)
 	for _, sec := range o.Sections {
