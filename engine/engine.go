@@ -243,6 +243,8 @@ type Engine struct {
 	leases *lease.Keeper
 	// reactions is the reaction worker (nil without reaction handlers).
 	reactions *reactionWorker
+	// ops counts remote operations (operation_stats.go).
+	ops operationCounters
 }
 
 // Reply is a built SSP2 response, ready to stream with WriteTo (see

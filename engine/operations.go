@@ -62,6 +62,7 @@ func (r OperationResult) Encode() ([]byte, error) {
 // sync.internal_error for storage failures.
 func (e *Engine) Operations(ctx context.Context, id Identity, req *opwire.Request) (OperationResult, error) {
 	res, err := e.operations(ctx, id, req)
+	e.ops.count(req, err)
 	if err != nil {
 		var coded *syncerr.Error
 		if !errors.As(err, &coded) {

@@ -195,7 +195,7 @@ func ReactionSection(eng *engine.Engine) Section {
 
 // FeatureSections returns the sections of the features eng runs with:
 // "reactions" when it has reaction handlers, "blobs" when it has a blob
-// store.
+// store, "operations" when it has registered remote operations.
 func FeatureSections(eng *engine.Engine) []Section {
 	var out []Section
 	if _, err := eng.ReactionStats(context.Background()); !errors.Is(err, engine.ErrNoReactions) {
@@ -204,5 +204,19 @@ func FeatureSections(eng *engine.Engine) []Section {
 	if eng.BlobsEnabled() {
 		out = append(out, BlobSection(eng))
 	}
+	if r := eng.RegisteredOperations(); len(r.Queries)+len(r.Commands) > 0 {
+		out = append(out, OperationSection(eng))
+	}
 	return out
+}
+
+// OperationSection is the "operations" section: the registered remote
+// queries and commands and this process's operation counters (executed
+// by kind, refused by kind and code). Register it when the engine has
+// registered operations.
+func OperationSection(eng *engine.Engine) Section {
+	return Section{Name: "operations", Stats: func(context.Context) (any, error) {
+		s := eng.OperationStats()
+		return map[string]any{"registered": eng.RegisteredOperations(), "executed": s.Executed, "refused": s.Refused}, nil
+	}}
 }

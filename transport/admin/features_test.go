@@ -13,6 +13,8 @@ import (
 
 	"github.com/synclane/synclane/engine"
 	adminsvc "github.com/synclane/synclane/engine/admin"
+	"github.com/synclane/synclane/engine/operations"
+	"github.com/synclane/synclane/protocol/opwire"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage/blobstore"
@@ -292,4 +294,51 @@ func TestBlobSection(t *testing.T) {
 		}
 	}
 	t.Fatalf("no blobs section in %+v", o.Sections)
+}
+
+// With registered remote operations the overview has an "operations"
+// section naming them, with the operation counters.
+func TestOperationSection(t *testing.T) {
+	s := newServerWith(t, memory.New(), func(c *engine.Config) {
+		reg := operations.NewRegistry(c.Schema)
+		if err := reg.AddQuery(operations.Query{ID: "tasksOfProject", SQL: "SELECT id, title FROM {tasks} ORDER BY id", MaxRows: 10,
+			Columns:  []operations.Column{{Name: "id", Type: ssp2.TypeString}, {Name: "title", Type: ssp2.TypeString}},
+			Coverage: []operations.Coverage{{Table: "tasks", Params: map[string]string{"project_id": "project"}}}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"closeTask", "archive"} {
+			if err := reg.AddCommand(operations.Command{ID: id,
+				Authorize: func(context.Context, operations.Caller, any) (bool, error) { return false, nil },
+				Run:       func(context.Context, operations.Invocation) ([]operations.Mutation, error) { return nil, nil }}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.Operations = reg
+	})
+	id := engine.Identity{ActorID: "ada", Partition: "p1"}
+	_, err := s.eng.Operations(context.Background(), id, &opwire.Request{Kind: opwire.KindCommand, ClientID: "c1", OperationID: "archive", RequestID: "r1"})
+	if syncerr.CodeOf(err) != syncerr.OperationForbidden {
+		t.Fatalf("refused command: %v", err)
+	}
+	var o struct {
+		Sections []struct {
+			Name  string
+			Stats struct {
+				Registered engine.RegisteredOperations
+				Refused    map[string]map[string]uint64
+			}
+		}
+	}
+	s.ok("GET", "/api/overview", &o)
+	for _, sec := range o.Sections {
+		if sec.Name == "operations" {
+			r := sec.Stats.Registered
+			if fmt.Sprint(r.Queries) != "[tasksOfProject]" || fmt.Sprint(r.Commands) != "[archive closeTask]" ||
+				sec.Stats.Refused["command"]["operation.forbidden"] != 1 {
+				t.Fatalf("operations section %+v", sec.Stats)
+			}
+			return
+		}
+	}
+	t.Fatalf("no operations section in %+v", o.Sections)
 }

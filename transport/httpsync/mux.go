@@ -196,6 +196,7 @@ func writeMetrics(ctx context.Context, w http.ResponseWriter, eng *engine.Engine
 	}
 	writeRetentionMetrics(w, s.Retention)
 	writeReactionMetrics(ctx, w, eng)
+	writeOperationMetrics(w, eng)
 	// Backfill progress, read from storage so every process reports every
 	// runner's progress.
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)

@@ -157,4 +157,19 @@ func TestOperationsHTTP(t *testing.T) {
 	if !bytes.Contains(m, []byte(`route="operations"`)) {
 		t.Fatalf("metrics lack the operations route")
 	}
+	// The engine's operation counters: refusals before the engine (content
+	// type, authentication, decoding) are not in them.
+	for _, want := range []string{
+		`synclane_operations_executed_total{kind="query"} 2`,
+		`synclane_operations_executed_total{kind="command"} 2`,
+		`synclane_operations_refused_total{kind="query",code="operation.forbidden"} 1`,
+		`synclane_operations_refused_total{kind="query",code="operation.unknown"} 1`,
+	} {
+		if !bytes.Contains(m, []byte(want+"\n")) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if bytes.Contains(m, []byte(`synclane_operations_refused_total{kind="command"`)) {
+		t.Error("a command refusal was counted; none happened")
+	}
 }

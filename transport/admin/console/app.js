@@ -162,6 +162,12 @@ function featureCards(sections) {
       out.push(card('Reactions', link('/reactions', `${fmtNum(st.Pending)} pending`, { id: 'reactions-link' }),
         `${fmtNum(st.Dead)} dead-lettered · ${fmtNum(st.Delivered)} delivered, ${fmtNum(st.Retried)} retried here`));
     }
+    if (sec.name === 'operations' && !sec.error) {
+      const r = st.registered || {}, sum = (m) => Object.values(m || {}).reduce((a, b) => a + b, 0);
+      const refused = Object.values(st.refused || {}).reduce((a, m) => a + sum(m), 0);
+      out.push(card('Remote operations', `${plural((r.queries || []).length, 'query').replace('querys', 'queries')}, ${plural((r.commands || []).length, 'command')}`,
+        `${fmtNum(sum(st.executed))} executed, ${fmtNum(refused)} refused here · ${[...(r.queries || []), ...(r.commands || [])].join(', ')}`));
+    }
     if (sec.name === 'blobs' && !sec.error) {
       const c = st.counters || {};
       out.push(card('Blobs', `${fmtNum(c.Uploads)} uploaded`, `${fmtBytes(c.BytesIn)} in, ${fmtNum(c.Downloads)} downloads (${fmtBytes(c.BytesOut)}), ${fmtNum(c.Swept)} orphans swept in ${plural(c.SweepPasses || 0, 'pass')}, cap ${fmtBytes(st.maxBlobBytes)}`));
