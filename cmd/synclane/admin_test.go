@@ -115,7 +115,7 @@ func TestAdminCLI(t *testing.T) {
 		code int
 		want []string // substrings of stdout (code 0) or stderr
 	}{
-		{[]string{"overview"}, 0, []string{"serve gate", "open", "section realtime", "section blobs", `"maxBlobBytes"`}},
+		{[]string{"overview"}, 0, []string{"serve gate", "open", "section realtime", "section blobs", `"maxBlobBytes"`, `"stored":{"Deleting":0,"Present":0,"PresentBytes":0,"References":0,"Uploading":0}`}},
 		{[]string{"reactions"}, 0, []string{"reactions are off"}},
 		{[]string{"reactions", "--json"}, 0, []string{`"enabled":false`, `"items":[]`}},
 		{[]string{"reactions", "--state", "lost"}, 1, []string{"admin.invalid_argument", "HTTP 400"}},

@@ -106,6 +106,11 @@ func New(eng *engine.Engine) (*Service, error) {
 func NewWithReader(eng *engine.Engine, r storage.AdminReader) *Service {
 	s := &Service{eng: eng, reader: r, now: eng.Now}
 	s.Register(FeatureSections(eng)...)
+	if _, direct := eng.Store().(storage.BlobCounter); !direct && eng.BlobsEnabled() {
+		if bc, ok := r.(storage.BlobCounter); ok { // the reader sees through a store wrapper
+			s.Register(blobSection(eng, bc))
+		}
+	}
 	return s
 }
 

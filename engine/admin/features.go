@@ -173,11 +173,27 @@ func (s *Service) RevokeLease(ctx context.Context, partition, clientID string) (
 }
 
 // BlobSection is the "blobs" section: this process's blob counters
-// (engine.BlobStats) and the size cap. Register it when the engine has a
-// blob store (engine.Engine.BlobsEnabled).
+// (engine.BlobStats), the size cap, and, when the engine's store is a
+// storage.BlobCounter, the stored blobs by state with the present bytes
+// and the reference entries ("stored"; a failed count is "storedError",
+// the counters are still shown). Register it when the engine has a blob
+// store (engine.Engine.BlobsEnabled).
 func BlobSection(eng *engine.Engine) Section {
-	return Section{Name: "blobs", Stats: func(context.Context) (any, error) {
-		return map[string]any{"maxBlobBytes": eng.MaxBlobBytes(), "counters": eng.BlobStats()}, nil
+	bc, _ := eng.Store().(storage.BlobCounter)
+	return blobSection(eng, bc)
+}
+
+func blobSection(eng *engine.Engine, bc storage.BlobCounter) Section {
+	return Section{Name: "blobs", Stats: func(ctx context.Context) (any, error) {
+		out := map[string]any{"maxBlobBytes": eng.MaxBlobBytes(), "counters": eng.BlobStats()}
+		if bc != nil {
+			if c, err := bc.CountBlobs(ctx); err != nil {
+				out["storedError"] = err.Error()
+			} else {
+				out["stored"] = c
+			}
+		}
+		return out, nil
 	}}
 }
 

@@ -22,6 +22,7 @@ var blobTests = []test{
 	{name: "OrphanSweep", fn: testBlobOrphanSweep},
 	{name: "SweepSkipsAClaimOfARunningPush", fn: testBlobSweepRace},
 	{name: "RestoreBringsBackTheReferences", fn: testBlobRefsRestore},
+	{name: "Counts", fn: testBlobCounts},
 }
 
 func (e *env) blobIndex() storage.BlobIndex {

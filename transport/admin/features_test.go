@@ -17,6 +17,7 @@ import (
 	"github.com/synclane/synclane/protocol/opwire"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/blobstore"
 	"github.com/synclane/synclane/storage/memory"
 )
@@ -281,13 +282,15 @@ func TestBlobSection(t *testing.T) {
 			Stats struct {
 				MaxBlobBytes int64
 				Counters     engine.BlobStats
+				Stored       storage.BlobCounts
 			}
 		}
 	}
 	s.ok("GET", "/api/overview", &o)
 	for _, sec := range o.Sections {
 		if sec.Name == "blobs" {
-			if sec.Stats.MaxBlobBytes != 1<<20 || sec.Stats.Counters.Uploads != 1 || sec.Stats.Counters.BytesIn != uint64(len(body)) {
+			if sec.Stats.MaxBlobBytes != 1<<20 || sec.Stats.Counters.Uploads != 1 || sec.Stats.Counters.BytesIn != uint64(len(body)) ||
+				sec.Stats.Stored != (storage.BlobCounts{Present: 1, PresentBytes: int64(len(body))}) {
 				t.Fatalf("blobs section %+v", sec.Stats)
 			}
 			return

@@ -169,7 +169,10 @@ function featureCards(sections) {
         `${fmtNum(sum(st.executed))} executed, ${fmtNum(refused)} refused here · ${[...(r.queries || []), ...(r.commands || [])].join(', ')}`));
     }
     if (sec.name === 'blobs' && !sec.error) {
-      const c = st.counters || {};
+      const c = st.counters || {}, sd = st.stored;
+      if (sd) out.push(card('Stored blobs', `${fmtNum(sd.Present)} present, ${fmtBytes(sd.PresentBytes)}`,
+        `${fmtNum(sd.Uploading)} uploading, ${fmtNum(sd.Deleting)} being swept, ${plural(sd.References, 'row reference')}`));
+      else if (st.storedError) out.push(card('Stored blobs', 'unknown', st.storedError));
       out.push(card('Blobs', `${fmtNum(c.Uploads)} uploaded`, `${fmtBytes(c.BytesIn)} in, ${fmtNum(c.Downloads)} downloads (${fmtBytes(c.BytesOut)}), ${fmtNum(c.Swept)} orphans swept in ${plural(c.SweepPasses || 0, 'pass')}, cap ${fmtBytes(st.maxBlobBytes)}`));
     }
   }
