@@ -540,7 +540,15 @@ func printRow(w io.Writer, b []byte) error {
 		fmt.Fprintln(w, "stored\tno (deleted)")
 	}
 	sc, _ := json.Marshal(d.Scopes)
-	fmt.Fprintf(w, "scopes\t%s\n\n", sc)
+	fmt.Fprintf(w, "scopes\t%s\n", sc)
+	for _, bv := range d.Blobs {
+		rows := make([]string, 0, len(bv.Rows))
+		for _, r := range bv.Rows {
+			rows = append(rows, r.Table+"/"+r.RowID)
+		}
+		fmt.Fprintf(w, "blob %s\t%s %s, %d bytes %s; referenced by %s\n", bv.Column, bv.BlobID, bv.State, bv.ByteLength, bv.MediaType, strings.Join(rows, ", "))
+	}
+	fmt.Fprintln(w)
 	scope := fmt.Sprintf("newest %d commits looked at", d.ScannedCommits)
 	if d.Complete {
 		scope = fmt.Sprintf("whole retained log, %d commits", d.ScannedCommits)

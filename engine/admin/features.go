@@ -9,6 +9,9 @@ import (
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/events"
+	partitionpkg "github.com/synclane/synclane/partition"
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 )
 
@@ -235,4 +238,78 @@ func OperationSection(eng *engine.Engine) Section {
 		s := eng.OperationStats()
 		return map[string]any{"registered": eng.RegisteredOperations(), "executed": s.Executed, "refused": s.Refused}, nil
 	}}
+}
+
+// MaxBlobRowRefs bounds the referencing rows a row's blob view lists per
+// blob.
+const MaxBlobRowRefs = 20
+
+// RowBlobView is one blob a row's blob_ref column names: the blob's
+// metadata (State "missing" when the store has none) and up to
+// MaxBlobRowRefs rows of the same partition referencing it (table, row id
+// order).
+type RowBlobView struct {
+	Column     string   `json:"column"`
+	BlobID     string   `json:"blobId"`
+	State      string   `json:"state"`
+	ByteLength int64    `json:"byteLength"`
+	MediaType  string   `json:"mediaType"`
+	Rows       []RowRef `json:"rows"`
+}
+
+// blobIndex returns the blob index the admin reads use (the reader's
+// when it has one, else the engine's store's), or nil.
+func (s *Service) blobIndex() storage.BlobIndex {
+	if bi, ok := s.reader.(storage.BlobIndex); ok {
+		return bi
+	}
+	bi, _ := s.eng.Store().(storage.BlobIndex)
+	return bi
+}
+
+// rowBlobs lists the blobs of a stored row's blob_ref columns.
+func (s *Service) rowBlobs(ctx context.Context, partition string, t *schema.Table, values ssp2.Row) ([]RowBlobView, error) {
+	bi := s.blobIndex()
+	if bi == nil {
+		return nil, nil
+	}
+	var out []RowBlobView
+	for i, c := range t.Columns {
+		if c.Type != ssp2.TypeBlobRef || i >= len(values) {
+			continue
+		}
+		id, ok := partitionpkg.BlobIDOf(values[i])
+		if !ok {
+			continue
+		}
+		v := RowBlobView{Column: c.Name, BlobID: id, State: "missing", Rows: []RowRef{}}
+		m, err := bi.GetBlob(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("blob %s: %w", id, err)
+		}
+		if m != nil {
+			v.State, v.ByteLength, v.MediaType = blobStateName(m.State), m.ByteLength, m.MediaType
+		}
+		refs, err := bi.BlobRefs(ctx, partition, id, MaxBlobRowRefs)
+		if err != nil {
+			return nil, fmt.Errorf("blob %s: references: %w", id, err)
+		}
+		for _, r := range refs {
+			v.Rows = append(v.Rows, RowRef{Table: r.Table, RowID: r.RowID})
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func blobStateName(st storage.BlobState) string {
+	switch st {
+	case storage.BlobPresent:
+		return "present"
+	case storage.BlobUploading:
+		return "uploading"
+	case storage.BlobDeleting:
+		return "deleting"
+	}
+	return "unknown"
 }

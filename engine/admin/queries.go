@@ -403,6 +403,9 @@ type RowDetail struct {
 	// history was pruned, not skipped).
 	ScannedCommits int  `json:"scannedCommits"`
 	Complete       bool `json:"complete"`
+	// Blobs lists the blobs the stored row's blob_ref columns name, with
+	// the partition's rows referencing each (features.go).
+	Blobs []RowBlobView `json:"blobs,omitempty"`
 }
 
 // RowChange is one commit's change of a row.
@@ -439,6 +442,9 @@ func (s *Service) Row(ctx context.Context, partition, table, rowID string, limit
 			if sv.Column < len(rec.Values) && rec.Values[sv.Column] != nil {
 				d.Scopes[sv.Var] = fmt.Sprint(rec.Values[sv.Column])
 			}
+		}
+		if d.Blobs, err = s.rowBlobs(ctx, partition, t, rec.Values); err != nil {
+			return nil, fmt.Errorf("admin: row %s/%q: %w", table, rowID, err)
 		}
 	}
 	err = s.scanCommits(ctx, partition, scan, func(c storage.CommitRecord) bool {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	adminsvc "github.com/synclane/synclane/engine/admin"
 	"github.com/synclane/synclane/engine/operations"
 	"github.com/synclane/synclane/protocol/opwire"
+	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
@@ -344,4 +346,61 @@ func TestOperationSection(t *testing.T) {
 		}
 	}
 	t.Fatalf("no operations section in %+v", o.Sections)
+}
+
+// The row inspector lists the blobs a row's blob_ref columns name, with
+// their metadata and the partition's rows referencing each; a row without
+// blobs has none.
+func TestRowBlobs(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			fileSchema, err := schema.Parse([]byte(`{"version":1,"tables":[{"name":"files","columns":[
+				{"name":"id","type":"string"},{"name":"project_id","type":"string"},
+				{"name":"file","type":"blob_ref","nullable":true}],"primaryKey":"id","scopes":["project:{project_id}"]}]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			s := newServerWith(t, b.open(t), func(c *engine.Config) {
+				fs, err := blobstore.NewFS(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.Schema, c.Resolver, c.Blobs = fileSchema, engine.AllowAll(fileSchema), engine.BlobConfig{Store: fs}
+			})
+			body := []byte("report bytes")
+			id := blobstore.IDOf(body)
+			if err := s.eng.UploadBlob(context.Background(), id, "application/pdf", int64(len(body)), 0, bytes.NewReader(body)); err != nil {
+				t.Fatal(err)
+			}
+			codec := ssp2.NewRowCodec(fileSchema.Table("files").Columns)
+			ref := fmt.Sprintf(`{"blobId":%q,"byteLength":%d}`, id, len(body))
+			for i, row := range []ssp2.Row{{"f1", "P", ref}, {"f2", "P", ref}, {"f3", "P", nil}} {
+				payload, err := codec.Append(nil, row)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := s.client("p1", "ada", "c1").Push(context.Background(), &ssp2.PushCommit{ClientCommitID: fmt.Sprint("c", i),
+					Operations: []ssp2.Operation{{Table: "files", RowID: row[0].(string), Op: ssp2.OpUpsert, Payload: payload}}})
+				if err != nil || res[0].Status != ssp2.CommitApplied {
+					t.Fatalf("push %v: %v %+v", row[0], err, res)
+				}
+			}
+			var d adminsvc.RowDetail
+			s.ok("GET", "/api/partitions/p1/rows/files/f1", &d)
+			if len(d.Blobs) != 1 {
+				t.Fatalf("blobs of f1: %+v", d.Blobs)
+			}
+			bv := d.Blobs[0]
+			if bv.Column != "file" || bv.BlobID != id || bv.State != "present" || bv.ByteLength != int64(len(body)) || bv.MediaType != "application/pdf" ||
+				!slices.Equal(bv.Rows, []adminsvc.RowRef{{Table: "files", RowID: "f1"}, {Table: "files", RowID: "f2"}}) {
+				t.Fatalf("blob of f1: %+v", bv)
+			}
+			var none adminsvc.RowDetail
+			s.ok("GET", "/api/partitions/p1/rows/files/f3", &none)
+			if !none.Exists || none.Blobs != nil {
+				t.Fatalf("blobs of a row without one: %+v", none.Blobs)
+			}
+		})
+	}
 }
