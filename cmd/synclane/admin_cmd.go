@@ -35,6 +35,8 @@ Reads (and two actions) against a server's admin listener (serve --admin-listen)
                                     durable reactions by id (S: pending, retrying, dead)
   rotate-epoch P                    rotate P's log epoch (every client bootstraps again)
   revoke-lease P CLIENT             revoke the client's auth lease
+  redrive-reaction ID               a dead-lettered reaction pending again (full attempts)
+  delete-reaction ID                remove a dead-lettered reaction for good
   maintenance [--dry-run]           run one maintenance pass now
 
 Every command takes --url (default $SYNCLANE_ADMIN_URL or http://127.0.0.1:8788),
@@ -193,6 +195,15 @@ func adminCmd(ctx context.Context, args []string, lookup func(string) (string, b
 		q.Set("state", *state)
 		q.Set("partition", *inPartition)
 		err = c.show(ctx, "GET", "api/reactions", q, printReactions)
+	case "redrive-reaction", "delete-reaction":
+		if !need(1, "REACTION-ID") {
+			return 2
+		}
+		action := strings.TrimSuffix(cmd, "-reaction")
+		err = c.show(ctx, "POST", "api/reactions/"+p(0)+"/"+action, nil, func(w io.Writer, b []byte) error {
+			fmt.Fprintf(w, "reaction %s: %s done\n", pos[0], action)
+			return nil
+		})
 	case "revoke-lease":
 		if !need(2, "PARTITION CLIENT") {
 			return 2

@@ -313,3 +313,36 @@ func blobStateName(st storage.BlobState) string {
 	}
 	return "unknown"
 }
+
+// ReactionAction is a dead-letter action: "redrive" (pending again with a
+// full set of attempts, due now) or "delete" (removed for good). An id
+// that is not a dead-lettered reaction is ErrNotFound; an engine without
+// reaction handlers, ErrFeatureOff. The action is published to the event
+// ring.
+func (s *Service) ReactionAction(ctx context.Context, id, action string) error {
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil || n < 1 {
+		return fmt.Errorf("%w: reaction id %q is not a positive integer", ErrInvalid, id)
+	}
+	switch action {
+	case "redrive":
+		err = s.eng.RedriveReaction(ctx, n)
+	case "delete":
+		err = s.eng.DeleteDeadReaction(ctx, n)
+	default:
+		return fmt.Errorf("%w: reaction action %q (want redrive or delete)", ErrInvalid, action)
+	}
+	switch {
+	case errors.Is(err, engine.ErrNoReactions):
+		return fmt.Errorf("%w: %w", ErrFeatureOff, err)
+	case errors.Is(err, engine.ErrNotDeadLettered):
+		return fmt.Errorf("%w: reaction %d is not dead-lettered (unknown, pending or already removed)", ErrNotFound, n)
+	case err != nil:
+		return fmt.Errorf("admin: %s reaction %d: %w", action, n, err)
+	}
+	s.eng.Events().Emit(events.Event{Kind: ReactionActed, Source: "admin", Message: fmt.Sprintf("dead-lettered reaction %d: %s", n, action)})
+	return nil
+}
+
+// ReactionActed is the event kind of an operator's dead-letter action.
+const ReactionActed events.Kind = "reaction.dead_letter_action"

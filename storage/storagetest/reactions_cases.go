@@ -61,6 +61,7 @@ func (e *env) claimReactions(nowMs, leaseMs int64, limit int) []storage.Reaction
 }
 
 var reactionTests = []test{
+	{name: "DeadLetterActions", fn: testDeadLetters},
 	{name: "StoredWithTheCommitOnly", fn: func(e *env) {
 		// Rolled back with the transaction.
 		tx := e.begin("p")

@@ -40,6 +40,7 @@ func TestEveryEndpointRequiresTheToken(t *testing.T) {
 		{"POST", "/api/maintenance?dryRun=true"},
 		{"GET", "/api/reactions?limit=5"},
 		{"POST", "/api/partitions/p1/clients/c1/revoke-lease"},
+		{"POST", "/api/reactions/1/redrive"},
 		{"GET", "/api/no-such-route"},
 	}
 	tokens := []struct {
@@ -86,7 +87,7 @@ func TestEveryEndpointRequiresTheToken(t *testing.T) {
 			s.wantError(r.method, r.path, http.StatusNotFound, "admin.not_found")
 			continue
 		}
-		if strings.HasSuffix(r.path, "/revoke-lease") { // this server runs without leases
+		if strings.HasSuffix(r.path, "/revoke-lease") || strings.HasSuffix(r.path, "/redrive") { // this server runs without leases and reactions
 			s.wantError(r.method, r.path, http.StatusConflict, "admin.feature_off")
 			continue
 		}

@@ -81,6 +81,13 @@ func TestConsoleFeaturePanelsInBrowser(t *testing.T) {
 	if row := text("dead letter row", `#reactions tr[data-state="dead"]`); !strings.Contains(row, "smtp server unreachable") || !strings.Contains(row, "1 of 1") {
 		t.Fatalf("dead letter row %q", row)
 	}
+	// The console asks before acting; the test answers yes.
+	eval("answer dialogs", `window.confirm = () => true; window.alert = () => {}; true`)
+	step("re-drive the dead letter", chromedp.Click(chromedp.CSS(`#reactions tr[data-state="dead"] button.redrive`)))
+	eventually(t, "the re-driven reaction attempted and dead-lettered again", func() bool {
+		st, _ := s.eng.ReactionStats(context.Background())
+		return st.DeadLettered == 2 && st.Dead == 1
+	})
 
 	var before struct{ Lease struct{ LeaseID string } }
 	s.ok("GET", "/api/partitions/live/clients/phone", &before)
@@ -89,7 +96,6 @@ func TestConsoleFeaturePanelsInBrowser(t *testing.T) {
 	if id := text("lease id", "#lease-id"); id != before.Lease.LeaseID || id == "" {
 		t.Fatalf("lease card shows %q, want %q", id, before.Lease.LeaseID)
 	}
-	// The console asks before revoking; the test answers yes.
 	eval("answer dialogs", `window.confirm = () => true; window.alert = () => {}; true`)
 	step("revoke the lease", chromedp.Click(chromedp.CSS("#revoke-lease")))
 	eventually(t, "the lease revoked in the store", func() bool {

@@ -152,6 +152,40 @@ func TestReactionsEndpoint(t *testing.T) {
 			if !found {
 				t.Fatalf("no reactions section in the overview: %+v", o.Sections)
 			}
+
+			// Dead-letter actions: a redriven dead letter is attempted again
+			// (and, its handler still failing, dead-lettered again); a deleted
+			// one is gone; neither applies to a retrying reaction.
+			var deadIDs, liveIDs []int64
+			for _, r := range all {
+				if r.State == "dead" {
+					deadIDs = append(deadIDs, r.ID)
+				} else {
+					liveIDs = append(liveIDs, r.ID)
+				}
+			}
+			s.ok("POST", fmt.Sprintf("/api/reactions/%d/redrive", deadIDs[0]), nil)
+			eventually(t, "the redriven reaction dead-lettered again", func() bool {
+				st, _ := s.eng.ReactionStats(context.Background())
+				return st.DeadLettered == 4 && st.Dead == 3
+			})
+			s.ok("POST", fmt.Sprintf("/api/reactions/%d/delete", deadIDs[1]), nil)
+			var dead adminsvc.ReactionsView
+			s.ok("GET", "/api/reactions?state=dead", &dead)
+			if len(dead.Items) != 2 || dead.Items[0].ID != deadIDs[0] || dead.Items[1].ID != deadIDs[2] || dead.Items[0].Attempts != 1 {
+				t.Fatalf("dead letters after redrive and delete: %+v", dead.Items)
+			}
+			s.wantError("POST", fmt.Sprintf("/api/reactions/%d/delete", deadIDs[1]), http.StatusNotFound, "admin.not_found")
+			s.wantError("POST", fmt.Sprintf("/api/reactions/%d/redrive", liveIDs[0]), http.StatusNotFound, "admin.not_found")
+			s.wantError("POST", fmt.Sprintf("/api/reactions/%d/resurrect", deadIDs[0]), http.StatusBadRequest, "admin.invalid_argument")
+			s.wantError("POST", "/api/reactions/x/redrive", http.StatusBadRequest, "admin.invalid_argument")
+			found = false
+			for _, e := range s.ring.Recent(0, 0) {
+				found = found || e.Kind == adminsvc.ReactionActed
+			}
+			if !found {
+				t.Fatal("no dead-letter action event")
+			}
 		})
 	}
 }
@@ -166,6 +200,7 @@ func TestReactionsEndpointWhenOff(t *testing.T) {
 		t.Fatalf("reactions off: %+v", v)
 	}
 	s.wantError("GET", "/api/reactions?state=lost", http.StatusBadRequest, "admin.invalid_argument")
+	s.wantError("POST", "/api/reactions/1/redrive", http.StatusConflict, "admin.feature_off")
 	var o adminsvc.Overview
 	s.ok("GET", "/api/overview", &o)
 	for _, sec := range o.Sections {

@@ -19,6 +19,8 @@
 //	GET  /api/reactions?partition=&state=&after=&limit=  stored reactions (id order; state pending|retrying|dead)
 //	POST /api/partitions/{p}/rotate-epoch           rotate the log epoch
 //	POST /api/partitions/{p}/clients/{c}/revoke-lease  revoke the client's auth lease
+//	POST /api/reactions/{id}/redrive                a dead letter pending again (full attempts, due now)
+//	POST /api/reactions/{id}/delete                 remove a dead letter for good
 //	POST /api/maintenance?dryRun=true               run one maintenance pass
 //
 // Pages: limit defaults to 50 and is capped at 500; the answer's "next" is
@@ -167,6 +169,12 @@ func (h *Handler) routes() {
 	read("GET /api/reactions", func(ctx context.Context, r *http.Request) (any, error) {
 		q := r.URL.Query()
 		return h.svc.Reactions(ctx, q.Get("partition"), q.Get("state"), q.Get("after"), intArg(r, "limit"))
+	})
+	act("POST /api/reactions/{id}/{action}", func(ctx context.Context, r *http.Request) (any, error) {
+		if err := h.svc.ReactionAction(ctx, r.PathValue("id"), r.PathValue("action")); err != nil {
+			return nil, err
+		}
+		return map[string]string{"reaction": r.PathValue("id"), "action": r.PathValue("action")}, nil
 	})
 	act("POST /api/partitions/{p}/clients/{c}/revoke-lease", func(ctx context.Context, r *http.Request) (any, error) {
 		id, err := h.svc.RevokeLease(ctx, r.PathValue("p"), r.PathValue("c"))

@@ -189,18 +189,21 @@ async function reactionsView(g, state) {
   page.replaceChildren(
     h('h1', {}, 'Durable reactions'),
     first.enabled ? h('div', { class: 'cards' },
-      card('Pending', fmtNum(st.Pending), 'waiting or being delivered'), card('Dead-lettered', fmtNum(st.Dead), 'kept until deleted in the store'),
+      card('Pending', fmtNum(st.Pending), 'waiting or being delivered'), card('Dead-lettered', fmtNum(st.Dead), 'kept until re-driven or deleted here'),
       card('This process', `${fmtNum(st.Delivered)} delivered`, `${fmtNum(st.Retried)} retried, ${fmtNum(st.DeadLettered)} dead-lettered`))
       : h('p', { class: 'muted' }, 'This server runs without reaction handlers: no reactions are scheduled.'),
     h('p', {}, 'Show ', pick),
-    pager('reactions', [{ label: 'Id', num: 1 }, 'Partition', { label: 'Commit', num: 1 }, 'Name', 'State', { label: 'Attempts', num: 1 }, 'Next attempt', 'Last error'],
+    pager('reactions', [{ label: 'Id', num: 1 }, 'Partition', { label: 'Commit', num: 1 }, 'Name', 'State', { label: 'Attempts', num: 1 }, 'Next attempt', 'Last error', ''],
       (after) => api(`reactions?limit=25&state=${enc(state)}&after=${enc(after)}`),
       (r) => h('tr', { 'data-state': r.state }, td(fmtNum(r.id), 1), td(link(`/p/${enc(r.partition)}`, r.partition)),
         td(link(`/p/${enc(r.partition)}/commit/${r.commitSeq}`, fmtNum(r.commitSeq)), 1), td(r.name),
         td(h('span', { class: 'tag' + (r.state === 'dead' ? ' bad' : r.state === 'pending' ? ' ok' : '') }, r.state)),
         td(`${fmtNum(r.attempts)} of ${fmtNum(r.maxAttempts)}`, 1),
         td(r.state === 'dead' ? '—' : h('span', { title: fmtTime(r.nextAttemptAtMs) }, r.nextAttemptAtMs > Date.now() ? `in ${fmtDur(r.nextAttemptAtMs - Date.now())}` : 'due')),
-        td(r.lastError ? h('code', {}, r.lastError) : '—'))),
+        td(r.lastError ? h('code', {}, r.lastError) : '—'),
+        td(r.state === 'dead' ? [
+          h('button', { type: 'button', class: 'redrive', onclick: () => action(`reactions/${r.id}/redrive`, `Deliver reaction ${r.id} again (${r.maxAttempts} more attempts)?`) }, 'Re-drive'), ' ',
+          h('button', { type: 'button', class: 'danger', onclick: () => action(`reactions/${r.id}/delete`, `Delete dead-lettered reaction ${r.id} for good? It is never delivered.`) }, 'Delete')] : ''))),
   );
 }
 

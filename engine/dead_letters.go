@@ -1,0 +1,63 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/synclane/synclane/storage"
+)
+
+// ErrNotDeadLettered reports a dead-letter action on an id that is not a
+// dead-lettered reaction (unknown, pending, or already removed).
+var ErrNotDeadLettered = errors.New("engine: no dead-lettered reaction with that id")
+
+// deadLetters returns the queue's dead-letter actions.
+func (e *Engine) deadLetters() (storage.DeadLetters, error) {
+	if e.reactions == nil {
+		return nil, ErrNoReactions
+	}
+	dl, ok := e.reactions.queue.(storage.DeadLetters)
+	if !ok {
+		return nil, fmt.Errorf("engine: the reaction queue (%T) has no dead-letter actions", e.reactions.queue)
+	}
+	return dl, nil
+}
+
+// RedriveReaction makes the dead-lettered reaction id pending again with
+// a full set of attempts, due now, and wakes this process's worker (it is
+// delivered at least once more, by whichever process claims it first).
+// An id that is not dead-lettered is ErrNotDeadLettered; an engine
+// without reaction handlers, ErrNoReactions.
+func (e *Engine) RedriveReaction(ctx context.Context, id int64) error {
+	dl, err := e.deadLetters()
+	if err != nil {
+		return err
+	}
+	ok, err := dl.RedriveReaction(ctx, id, e.reactions.cfg.Now().UnixMilli())
+	if err != nil {
+		return fmt.Errorf("engine: redrive reaction %d: %w", id, err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: %d", ErrNotDeadLettered, id)
+	}
+	e.reactions.poke()
+	return nil
+}
+
+// DeleteDeadReaction removes the dead-lettered reaction id for good (it
+// is never delivered). Errors as RedriveReaction.
+func (e *Engine) DeleteDeadReaction(ctx context.Context, id int64) error {
+	dl, err := e.deadLetters()
+	if err != nil {
+		return err
+	}
+	ok, err := dl.DeleteDeadReaction(ctx, id)
+	if err != nil {
+		return fmt.Errorf("engine: delete reaction %d: %w", id, err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: %d", ErrNotDeadLettered, id)
+	}
+	return nil
+}
