@@ -146,7 +146,7 @@ func AuthorizeRow(t *schema.Table, row ssp2.Row, allowed Allowed, resolved bool)
 // scope column of incoming differed, in which case the caller re-encodes.
 func KeepStoredScopes(t *schema.Table, stored, incoming ssp2.Row) (row ssp2.Row, changed bool) {
 	for _, sv := range t.Scopes {
-		if !sameValue(stored[sv.Column], incoming[sv.Column]) {
+		if !equalValue(stored[sv.Column], incoming[sv.Column]) {
 			if !changed {
 				incoming = slices.Clone(incoming)
 				changed = true
@@ -155,19 +155,4 @@ func KeepStoredScopes(t *schema.Table, stored, incoming ssp2.Row) (row ssp2.Row,
 		}
 	}
 	return incoming, changed
-}
-
-func sameValue(a, b any) bool {
-	switch x := a.(type) {
-	case nil:
-		return b == nil
-	case string:
-		y, ok := b.(string)
-		return ok && x == y
-	case int64:
-		y, ok := b.(int64)
-		return ok && x == y
-	default:
-		return false
-	}
 }

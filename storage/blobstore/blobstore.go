@@ -131,3 +131,15 @@ func (v *Verifier) Check() error {
 	}
 	return nil
 }
+
+// checkRange resolves an Open range of a blob of size bytes: a negative
+// length means to the end; a range outside the blob is an error.
+func checkRange(id string, offset, length, size int64) (int64, error) {
+	if length < 0 {
+		length = size - offset
+	}
+	if offset < 0 || length < 0 || offset+length > size {
+		return 0, fmt.Errorf("blobstore: open %s: range [%d, +%d) outside %d bytes", id, offset, length, size)
+	}
+	return length, nil
+}

@@ -126,12 +126,9 @@ func (s *FS) Open(ctx context.Context, id string, offset, length int64) (io.Read
 		_ = f.Close()
 		return nil, fmt.Errorf("blobstore: open %s: %w", id, err)
 	}
-	if length < 0 {
-		length = fi.Size() - offset
-	}
-	if offset < 0 || length < 0 || offset+length > fi.Size() {
+	if length, err = checkRange(id, offset, length, fi.Size()); err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("blobstore: open %s: range [%d, +%d) outside %d bytes", id, offset, length, fi.Size())
+		return nil, err
 	}
 	return struct {
 		io.Reader

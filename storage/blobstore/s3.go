@@ -146,11 +146,8 @@ func (s *S3) Open(ctx context.Context, id string, offset, length int64) (io.Read
 	if err != nil {
 		return nil, err
 	}
-	if length < 0 {
-		length = size - offset
-	}
-	if offset < 0 || length < 0 || offset+length > size {
-		return nil, fmt.Errorf("blobstore: open %s: range [%d, +%d) outside %d bytes", id, offset, length, size)
+	if length, err = checkRange(id, offset, length, size); err != nil {
+		return nil, err
 	}
 	if length == 0 {
 		return io.NopCloser(bytes.NewReader(nil)), nil

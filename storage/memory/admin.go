@@ -15,14 +15,9 @@ var _ storage.AdminReader = (*Store)(nil)
 // peekPart returns the partition's state without allocating one for a
 // name never used (admin reads of unknown names leave no trace), or nil.
 func (s *Store) peekPart(name string) (*schema.Schema, *part, error) {
-	s.mu.Lock()
-	closed, sch := s.closed, s.sch
-	s.mu.Unlock()
-	if closed {
-		return nil, nil, errClosed
-	}
-	if sch == nil {
-		return nil, nil, storage.ErrSchemaNotEnsured
+	sch, err := s.ensured()
+	if err != nil {
+		return nil, nil, err
 	}
 	s.d.mu.Lock()
 	defer s.d.mu.Unlock()

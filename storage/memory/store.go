@@ -116,17 +116,27 @@ func (s *Store) open() error {
 	return nil
 }
 
-// schemaAndPart returns the ensured schema and the partition's state,
-// allocating the (not yet existing) partition state on first use.
-func (s *Store) schemaAndPart(name string) (*schema.Schema, *part, error) {
+// ensured returns the ensured schema, or errClosed /
+// storage.ErrSchemaNotEnsured.
+func (s *Store) ensured() (*schema.Schema, error) {
 	s.mu.Lock()
 	closed, sch := s.closed, s.sch
 	s.mu.Unlock()
 	if closed {
-		return nil, nil, errClosed
+		return nil, errClosed
 	}
 	if sch == nil {
-		return nil, nil, storage.ErrSchemaNotEnsured
+		return nil, storage.ErrSchemaNotEnsured
+	}
+	return sch, nil
+}
+
+// schemaAndPart returns the ensured schema and the partition's state,
+// allocating the (not yet existing) partition state on first use.
+func (s *Store) schemaAndPart(name string) (*schema.Schema, *part, error) {
+	sch, err := s.ensured()
+	if err != nil {
+		return nil, nil, err
 	}
 	s.d.mu.Lock()
 	defer s.d.mu.Unlock()

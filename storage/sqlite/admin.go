@@ -183,21 +183,11 @@ func (s *Store) AdminRow(ctx context.Context, partition string, t *schema.Table,
 	}
 	q := fmt.Sprintf("SELECT %s FROM %s WHERE partition_id = ? AND %s = ?", ts.selectCols, quote(ts.t.Name), quote(ts.t.Columns[ts.t.PK].Name))
 	rows, err := s.readQuery(ctx, q, partition, rowID)
+	rec, err := oneRow(rows, err, ts.t)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: admin row %s/%q: %w", t.Name, rowID, err)
 	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("sqlite: admin row %s/%q: %w", t.Name, rowID, err)
-		}
-		return nil, nil
-	}
-	rec, err := scanRow(rows, ts.t)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: admin row %s/%q: %w", t.Name, rowID, err)
-	}
-	return &rec, nil
+	return rec, nil
 }
 
 func wrapSQLiteAdmin(op string, err error) error {

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 
@@ -114,19 +115,26 @@ func (tx *pushTx) GetRow(ctx context.Context, t *schema.Table, rowID string) (*s
 		return nil, err
 	}
 	rows, err := ts.get.QueryContext(ctx, tx.info.Partition, rowID)
+	rec, err := oneRow(rows, err, ts.t)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get row %s/%q: %w", t.Name, rowID, err)
+	}
+	return rec, nil
+}
+
+// oneRow reads the first row of t from the result of a query (rows, err),
+// closing rows; nil when the query found none.
+func oneRow(rows *sql.Rows, err error, t *schema.Table) (*storage.RowRecord, error) {
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("sqlite: get row %s/%q: %w", t.Name, rowID, err)
-		}
-		return nil, nil
+		return nil, rows.Err()
 	}
-	rec, err := scanRow(rows, ts.t)
+	rec, err := scanRow(rows, t)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: get row %s/%q: %w", t.Name, rowID, err)
+		return nil, err
 	}
 	return &rec, nil
 }
