@@ -55,6 +55,19 @@ func (r *reader) uvarint() (uint64, error) {
 }
 
 // skipVarint skips a lib0 signed varint.
+// count reads an element count, refusing one larger than the bytes left
+// (every element takes at least one byte), so it can size an allocation.
+func (r *reader) count() (uint64, error) {
+	n, err := r.uvarint()
+	if err != nil {
+		return 0, err
+	}
+	if n > uint64(r.remaining()) {
+		return 0, errTruncated
+	}
+	return n, nil
+}
+
 func (r *reader) skipVarint() error {
 	for i := 0; ; i++ {
 		b, err := r.byte()

@@ -256,12 +256,9 @@ func (it *item) readContent(r *reader) error {
 		it.length = n
 		return nil
 	case refJSON:
-		n, err := r.uvarint()
+		n, err := r.count()
 		if err != nil {
 			return err
-		}
-		if n > uint64(r.remaining()) {
-			return errTruncated
 		}
 		it.elems = make([][]byte, 0, n)
 		for range n {
@@ -277,12 +274,9 @@ func (it *item) readContent(r *reader) error {
 		it.length = n
 		return nil
 	case refAny:
-		n, err := r.uvarint()
+		n, err := r.count()
 		if err != nil {
 			return err
-		}
-		if n > uint64(r.remaining()) {
-			return errTruncated
 		}
 		it.elems = make([][]byte, 0, n)
 		for range n {
