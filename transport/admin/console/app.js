@@ -92,7 +92,10 @@ function pager(id, head, load, rows) {
   const prev = h('button', { type: 'button', class: 'prev' }, '◀ Newer/previous');
   const next = h('button', { type: 'button', class: 'next' }, 'Next ▶');
   let nextCursor = '';
+  // Both buttons stay disabled until a page has loaded (a click before
+  // that would page from a cursor not known yet).
   async function show() {
+    prev.disabled = next.disabled = true;
     try {
       const res = await load(stack[stack.length - 1]);
       nextCursor = res.next;
@@ -100,7 +103,7 @@ function pager(id, head, load, rows) {
       box.append(table(head, res.items.map(rows)));
       prev.disabled = stack.length === 1; next.disabled = !res.next;
       info.textContent = `page ${stack.length} · ${plural(res.items.length, 'entry').replace('entrys', 'entries')}`;
-    } catch (e) { handle(e); }
+    } catch (e) { prev.disabled = stack.length === 1; handle(e); }
   }
   prev.addEventListener('click', () => { if (stack.length > 1) { stack.pop(); show(); } });
   next.addEventListener('click', () => { if (nextCursor) { stack.push(nextCursor); show(); } });
