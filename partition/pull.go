@@ -293,7 +293,7 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 		}
 		rep.built += len(built.Data)
 		prevSize = len(built.Data)
-		rep.Frames = append(rep.Frames, &ssp2.SegmentInline{Payload: built.Data})
+		rep.Frames = append(rep.Frames, &ssp2.SegmentInline{Payload: built.Data, Verified: true})
 		done = built.Meta.NextRowCursor == nil
 		tok.RowCursor = built.Meta.NextRowCursor
 	}

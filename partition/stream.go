@@ -147,7 +147,7 @@ func (j *PageJob) run(ctx context.Context, p *Partition) {
 			j.answer(pageResult{err: storageErr(err)})
 			return
 		}
-		r.frame, r.next, r.size = &ssp2.SegmentInline{Payload: b.Data}, b.Meta.NextRowCursor, len(b.Data)
+		r.frame, r.next, r.size = &ssp2.SegmentInline{Payload: b.Data, Verified: true}, b.Meta.NextRowCursor, len(b.Data)
 		s.lastSize = len(b.Data)
 	}
 	// Read, verify, release: no page built under another token leaves.

@@ -100,7 +100,7 @@ func (e *Encoder) writeLargeInline(si *SegmentInline) error {
 	if uint64(len(si.Payload)) > 0xFFFFFFFF {
 		return encFail("frame payload of %d bytes exceeds u32", len(si.Payload))
 	}
-	if verr := validateSegment(si.Payload, 0); verr != nil {
+	if verr := checkInline(si); verr != nil {
 		return encFail("SEGMENT_INLINE payload is not a valid SSG2 segment: %v", verr)
 	}
 	if why := e.g.step(FrameSegmentInline, false); why != "" {

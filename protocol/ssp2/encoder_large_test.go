@@ -41,6 +41,10 @@ func TestEncoderLargeInlineSegment(t *testing.T) {
 		{"large twice", append(append([]Frame{}, head...), &SegmentInline{Payload: large}, &SegmentInline{Payload: small}, &SegmentInline{Payload: large}, &SubEnd{NextCursor: 1}), false},
 		{"large, invalid", append(append([]Frame{}, head...), &SegmentInline{Payload: append(bytes.Clone(large[:len(large)-4]), 1, 0, 0, 0)}), true},
 		{"large outside a section", []Frame{head[0], &SegmentInline{Payload: large}}, true},
+		// Verified payloads are not decoded again, but still need an SSG2 header.
+		{"large, verified", append(append([]Frame{}, head...), &SegmentInline{Payload: large, Verified: true}, &SegmentInline{Payload: small, Verified: true}, &SubEnd{NextCursor: 1}), false},
+		{"verified without a header", append(append([]Frame{}, head...), &SegmentInline{Payload: []byte("SSG"), Verified: true}), true},
+		{"verified, bad magic", append(append([]Frame{}, head...), &SegmentInline{Payload: append([]byte("XXXX"), large[4:]...), Verified: true}), true},
 	}
 	for _, c := range cases {
 		var buf bytes.Buffer

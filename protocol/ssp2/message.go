@@ -292,7 +292,7 @@ func appendFrame(b []byte, f Frame, version uint16, g *grammar) ([]byte, error) 
 	case *SegmentRef:
 		b, err = appendSegmentRef(b, f)
 	case *SegmentInline:
-		if verr := validateSegment(f.Payload, 0); verr != nil {
+		if verr := checkInline(f); verr != nil {
 			err = encFail("SEGMENT_INLINE payload is not a valid SSG2 segment: %v", verr)
 		} else {
 			b = append(b, f.Payload...)

@@ -119,8 +119,7 @@ func (c *Cache) TTL() time.Duration { return c.ttl }
 // that this call did not build.
 func (c *Cache) Obtain(ctx context.Context, partition string, key KeyParts, build func(ctx context.Context) (Built, error)) (m Meta, reused bool, err error) {
 	k := key.Key()
-	nowMs := c.now().UnixMilli()
-	if m, err := c.store.Lookup(ctx, partition, k, nowMs); err == nil {
+	if m, err := c.lookup(ctx, partition, k); err == nil {
 		c.reused.Add(1)
 		return m, true, nil
 	} else if !errors.Is(err, ErrNotFound) {
@@ -267,10 +266,20 @@ func (c *Cache) Close() error { return c.store.Close() }
 // Lookup returns the unexpired segment stored for (partition, key), counted
 // as a reuse; ErrNotFound when there is none.
 func (c *Cache) Lookup(ctx context.Context, partition string, key KeyParts) (Meta, error) {
-	m, err := c.store.Lookup(ctx, partition, key.Key(), c.now().UnixMilli())
+	m, err := c.lookup(ctx, partition, key.Key())
 	if err != nil {
 		return Meta{}, err
 	}
 	c.reused.Add(1)
 	return m, nil
+}
+
+// lookup answers from the hot set when the key's segment is kept there,
+// from the store otherwise.
+func (c *Cache) lookup(ctx context.Context, partition, key string) (Meta, error) {
+	nowMs := c.now().UnixMilli()
+	if m, ok := c.hot.lookup(hotKey(partition, key), nowMs); ok {
+		return m, nil
+	}
+	return c.store.Lookup(ctx, partition, key, nowMs)
 }

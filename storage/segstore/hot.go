@@ -26,7 +26,17 @@ type hotSet struct {
 	size  int
 	seen  map[string]struct{}
 	items map[string]*list.Element
-	lru   list.List // front: most recently used *hotItem
+	// keys indexes the kept segments by build key (hotKey(partition,
+	// Meta.Key) of each of their entries), so a lookup of a hot page by
+	// its key needs no store read either.
+	keys map[string]keyed
+	lru  list.List // front: most recently used *hotItem
+}
+
+// keyed is a kept segment's entry for one build key.
+type keyed struct {
+	el   *list.Element
+	meta Meta
 }
 
 type hotItem struct {
@@ -37,7 +47,7 @@ type hotItem struct {
 }
 
 func newHotSet(maxBytes int) *hotSet {
-	return &hotSet{max: maxBytes, seen: map[string]struct{}{}, items: map[string]*list.Element{}}
+	return &hotSet{max: maxBytes, seen: map[string]struct{}{}, items: map[string]*list.Element{}, keys: map[string]keyed{}}
 }
 
 func hotKey(partition, id string) string { return partition + "\x00" + id }
@@ -60,6 +70,26 @@ func (h *hotSet) get(key string, nowMs int64) ([]Meta, []byte, bool) {
 	}
 	h.lru.MoveToFront(el)
 	return it.metas, it.data, true
+}
+
+// lookup returns the entry kept for build key key (hotKey(partition,
+// buildKey)) if its segment is kept and the entry unexpired at nowMs.
+func (h *hotSet) lookup(key string, nowMs int64) (Meta, bool) {
+	if h == nil || h.max <= 0 {
+		return Meta{}, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k, ok := h.keys[key]
+	if !ok {
+		return Meta{}, false
+	}
+	if it := k.el.Value.(*hotItem); nowMs >= it.expiresMs {
+		h.remove(k.el)
+		return Meta{}, false
+	}
+	h.lru.MoveToFront(k.el)
+	return k.meta, true
 }
 
 // offer records a download of key read from the store; on the second
@@ -88,13 +118,24 @@ func (h *hotSet) offer(key string, metas []Meta, data []byte) {
 	for h.size+len(data) > h.max && h.lru.Len() > 0 {
 		h.remove(h.lru.Back())
 	}
-	h.items[key] = h.lru.PushFront(&hotItem{key: key, metas: metas, data: data, expiresMs: exp})
+	el := h.lru.PushFront(&hotItem{key: key, metas: metas, data: data, expiresMs: exp})
+	h.items[key] = el
+	for _, m := range metas {
+		if m.Key != "" {
+			h.keys[hotKey(m.Partition, m.Key)] = keyed{el, m}
+		}
+	}
 	h.size += len(data)
 }
 
 func (h *hotSet) remove(el *list.Element) {
 	it := h.lru.Remove(el).(*hotItem)
 	delete(h.items, it.key)
+	for _, m := range it.metas {
+		if k, ok := h.keys[hotKey(m.Partition, m.Key)]; ok && k.el == el {
+			delete(h.keys, hotKey(m.Partition, m.Key))
+		}
+	}
 	h.size -= len(it.data)
 }
 

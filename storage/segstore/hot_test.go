@@ -8,10 +8,15 @@ import (
 	"time"
 )
 
-// countingStore counts the Get calls that reach the backend.
+// countingStore counts the Get and Lookup calls that reach the backend.
 type countingStore struct {
 	Store
-	gets int
+	gets, lookups int
+}
+
+func (s *countingStore) Lookup(ctx context.Context, partition, key string, nowMs int64) (Meta, error) {
+	s.lookups++
+	return s.Store.Lookup(ctx, partition, key, nowMs)
 }
 
 func (s *countingStore) Get(ctx context.Context, partition, id string, nowMs int64) ([]Meta, []byte, error) {
@@ -58,9 +63,10 @@ func TestHotSegments(t *testing.T) {
 			cache.KeepHot(c.budget)
 			var ids []string
 			var datas [][]byte
+			keyOf := func(i int) KeyParts { return KeyParts{Table: "t", AsOfCommitSeq: int64(i + 1), Lane: "ref"} }
 			for i, n := range c.sizes {
 				data := bytes.Repeat([]byte{byte('a' + i)}, n)
-				m, _, err := cache.Obtain(ctx, "p", KeyParts{Table: "t", AsOfCommitSeq: int64(i + 1), Lane: "ref"}, func(context.Context) (Built, error) {
+				m, _, err := cache.Obtain(ctx, "p", keyOf(i), func(context.Context) (Built, error) {
 					return Built{Meta: Meta{Table: "t", RowCount: 1}, Data: data}, nil
 				})
 				if err != nil {
@@ -85,6 +91,22 @@ func TestHotSegments(t *testing.T) {
 			}
 			if got := cache.HotBytes(); got != c.hot {
 				t.Fatalf("hot bytes %d, want %d", got, c.hot)
+			}
+			// A lookup by build key is answered from memory exactly when
+			// the key's segment is kept, with the same entry the store has.
+			kept := 0
+			for i := range c.sizes {
+				before := cs.lookups
+				m, err := cache.Lookup(ctx, "p", keyOf(i))
+				if cs.lookups == before {
+					if err != nil || m.ID != ids[i] || m.Key != keyOf(i).Key() {
+						t.Fatalf("segment %d from memory: %v, id %q key %q", i, err, m.ID, m.Key)
+					}
+					kept += len(datas[i])
+				}
+			}
+			if kept != c.hot {
+				t.Fatalf("lookups answered from memory cover %d bytes, hot set holds %d", kept, c.hot)
 			}
 		})
 	}

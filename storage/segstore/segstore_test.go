@@ -189,3 +189,42 @@ func TestObtainAnswersTheStoredEntry(t *testing.T) {
 		})
 	}
 }
+
+// TestGetBytesAreTheCallers: the bytes Get returns stay intact while the
+// store serves other segments (no store may hand out a buffer it reuses).
+func TestGetBytesAreTheCallers(t *testing.T) {
+	for name, open := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			c := segstore.NewCache(open(t), time.Hour, nil, nil)
+			var ids []string
+			var want [][]byte
+			for i := range 3 {
+				data := make([]byte, 100_000+i)
+				for j := range data {
+					data[j] = byte(i*7 + j)
+				}
+				m, _, err := c.Obtain(ctx, "p", segstore.KeyParts{Table: "t", AsOfCommitSeq: int64(i + 1), Lane: "rows"}, func(context.Context) (segstore.Built, error) {
+					return segstore.Built{Meta: segstore.Meta{MediaType: ssp2.MediaRows, Table: "t", RowCount: 1}, Data: data}, nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids, want = append(ids, m.ID), append(want, append([]byte(nil), data...))
+			}
+			got := make([][]byte, len(ids))
+			for i, id := range ids {
+				_, b, err := c.Get(ctx, "p", id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got[i] = b
+			}
+			for i := range ids {
+				if string(got[i]) != string(want[i]) {
+					t.Fatalf("segment %d: the bytes changed after later reads", i)
+				}
+			}
+		})
+	}
+}

@@ -3,8 +3,10 @@ package segstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
@@ -139,14 +141,59 @@ func (s *SQLiteFile) Get(ctx context.Context, partition, id string, nowMs int64)
 		}
 		return nil, nil, ErrNotFound
 	}
-	var data []byte
-	if err := s.db.QueryRowContext(ctx, `SELECT data FROM segments WHERE partition = ? AND build_key = ?`, live.Partition, live.Key).Scan(&data); err != nil {
+	data, err := s.readData(ctx, live.Partition, live.Key)
+	if err != nil {
 		return nil, nil, fmt.Errorf("segstore: get data: %w", err)
 	}
 	if data == nil {
 		return nil, nil, ErrExpired // swept meanwhile
 	}
 	return metas, data, nil
+}
+
+// readData reads a segment's bytes (nil when swept) through the driver
+// directly: database/sql copies every []byte it scans, and the driver
+// already made the value a fresh Go slice, so going through Scan would hold
+// two copies of a page-sized blob at once. A driver value left in dest is
+// not modified by Rows.Close (database/sql/driver.Rows), so it may be kept.
+func (s *SQLiteFile) readData(ctx context.Context, partition, key string) ([]byte, error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	var data []byte
+	err = conn.Raw(func(dc any) error {
+		q, ok := dc.(driver.QueryerContext)
+		if !ok {
+			return fmt.Errorf("driver connection %T cannot query", dc)
+		}
+		rows, err := q.QueryContext(ctx, `SELECT data FROM segments WHERE partition = ? AND build_key = ?`,
+			[]driver.NamedValue{{Ordinal: 1, Value: partition}, {Ordinal: 2, Value: key}})
+		if err != nil {
+			return err
+		}
+		dest := make([]driver.Value, 1)
+		err = rows.Next(dest)
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil // the row is gone (forgotten): treat as swept
+		case err != nil:
+			return err
+		}
+		switch v := dest[0].(type) {
+		case nil:
+		case []byte:
+			data = v
+		default:
+			return fmt.Errorf("segment data of type %T", v)
+		}
+		return nil
+	})
+	return data, err
 }
 
 // Sweep implements Store.
