@@ -95,6 +95,53 @@ func stripInlineFrames(data []byte) ([]byte, int) {
 	return out, n
 }
 
+// inlineStripper is a roundTripper that can drop SEGMENT_INLINE frames
+// while reading a response: it returns the rest of the message, the pages
+// dropped and the bytes received.
+type inlineStripper interface {
+	roundTripStripped(ctx context.Context, id engine.Identity, body []byte) (rest []byte, pages int, bytesIn int64, err error)
+}
+
+// stripInlineStream reads a response message from r, keeping every frame
+// but SEGMENT_INLINE, whose payloads are read through a small buffer and
+// counted: the streaming form of stripInlineFrames, so a drain client never
+// holds an 8 MB answer.
+func stripInlineStream(r io.Reader) (out []byte, pages int, total int64, err error) {
+	out = make([]byte, ssp2.HeaderSize, 4096)
+	if _, err := io.ReadFull(r, out); err != nil {
+		return nil, 0, 0, err
+	}
+	total = int64(ssp2.HeaderSize)
+	var hdr [5]byte
+	var scratch [64 << 10]byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); errors.Is(err, io.EOF) {
+			return out, pages, total, nil
+		} else if err != nil {
+			return nil, 0, 0, err
+		}
+		size := int64(binary.LittleEndian.Uint32(hdr[1:]))
+		total += 5 + size
+		if ssp2.FrameType(hdr[0]) == ssp2.FrameSegmentInline {
+			pages++
+			for left := size; left > 0; {
+				n, err := io.ReadFull(r, scratch[:min(left, int64(len(scratch)))])
+				if err != nil {
+					return nil, 0, 0, err
+				}
+				left -= int64(n)
+			}
+			continue
+		}
+		out = append(out, hdr[:]...)
+		start := len(out)
+		out = append(out, make([]byte, size)...)
+		if _, err := io.ReadFull(r, out[start:]); err != nil {
+			return nil, 0, 0, err
+		}
+	}
+}
+
 // Do sends frames after a REQ_HEADER (acquiring the epoch first when the
 // client has none) and returns the decoded response.
 func (c *Client) Do(ctx context.Context, frames ...ssp2.Frame) (*ssp2.Message, error) {
@@ -131,15 +178,25 @@ func (c *Client) do(ctx context.Context, frames []ssp2.Frame) (*ssp2.Message, er
 	if err != nil {
 		return nil, fmt.Errorf("bench: encode request: %w", err)
 	}
-	data, err := c.rt.roundTrip(ctx, c.id, body)
-	if err != nil {
-		return nil, err
-	}
-	c.BytesIn += int64(len(data))
-	if c.stripInline {
-		var n int
-		data, n = stripInlineFrames(data)
-		c.inlineStripped += n
+	var data []byte
+	if st, ok := c.rt.(inlineStripper); ok && c.stripInline {
+		var pages int
+		var n int64
+		if data, pages, n, err = st.roundTripStripped(ctx, c.id, body); err != nil {
+			return nil, err
+		}
+		c.BytesIn += n
+		c.inlineStripped += pages
+	} else {
+		if data, err = c.rt.roundTrip(ctx, c.id, body); err != nil {
+			return nil, err
+		}
+		c.BytesIn += int64(len(data))
+		if c.stripInline {
+			var n int
+			data, n = stripInlineFrames(data)
+			c.inlineStripped += n
+		}
 	}
 	msg, err := ssp2.DecodeResponse(data)
 	if err != nil {
@@ -221,7 +278,7 @@ func newHTTPClient() *http.Client {
 	return &http.Client{Transport: tr}
 }
 
-func (r httpRT) roundTrip(ctx context.Context, id engine.Identity, body []byte) ([]byte, error) {
+func (r httpRT) post(ctx context.Context, id engine.Identity, body []byte) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -229,12 +286,35 @@ func (r httpRT) roundTrip(ctx context.Context, id engine.Identity, body []byte) 
 	req.Header.Set("Content-Type", httpsync.ContentType)
 	req.Header.Set("x-actor", id.ActorID)
 	req.Header.Set("x-partition", id.Partition)
-	res, err := r.hc.Do(req)
+	return r.hc.Do(req)
+}
+
+// roundTripStripped implements inlineStripper: SEGMENT_INLINE payloads are
+// counted and discarded as they arrive, never held.
+func (r httpRT) roundTripStripped(ctx context.Context, id engine.Identity, body []byte) ([]byte, int, int64, error) {
+	res, err := r.post(ctx, id, body)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		data, _ := readBody(res)
+		return nil, 0, 0, fmt.Errorf("bench: HTTP %d: %s", res.StatusCode, bytes.TrimSpace(data))
+	}
+	out, pages, n, err := stripInlineStream(res.Body)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("bench: read response: %w", err)
+	}
+	return out, pages, n, nil
+}
+
+func (r httpRT) roundTrip(ctx context.Context, id engine.Identity, body []byte) ([]byte, error) {
+	res, err := r.post(ctx, id, body)
 	if err != nil {
 		return nil, err
 	}
 	defer res.Body.Close()
-	data, err := io.ReadAll(res.Body)
+	data, err := readBody(res)
 	if err != nil {
 		return nil, fmt.Errorf("bench: read response: %w", err)
 	}
@@ -257,7 +337,7 @@ func (r httpRT) segment(ctx context.Context, id engine.Identity, segmentID strin
 		return nil, err
 	}
 	defer res.Body.Close()
-	data, err := io.ReadAll(res.Body)
+	data, err := readBody(res)
 	if err != nil {
 		return nil, fmt.Errorf("bench: read segment: %w", err)
 	}
@@ -265,4 +345,41 @@ func (r httpRT) segment(ctx context.Context, id engine.Identity, segmentID strin
 		return nil, fmt.Errorf("bench: segment HTTP %d: %s", res.StatusCode, bytes.TrimSpace(data))
 	}
 	return data, nil
+}
+
+// readBody reads a response body with one allocation of its final size
+// when the length is known, and otherwise in chunks joined once at the end:
+// io.ReadAll regrows (and copies) its buffer from 512 bytes, which for a
+// storm of 50 clients reading 8 MB answers made the harness, not the
+// server, the bottleneck.
+func readBody(res *http.Response) ([]byte, error) {
+	if n := res.ContentLength; n >= 0 && n <= 1<<30 {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(res.Body, b); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	var chunks [][]byte
+	total, size := 0, 32<<10
+	for {
+		c := make([]byte, size)
+		n, err := io.ReadFull(res.Body, c)
+		chunks, total = append(chunks, c[:n]), total+n
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		size = min(size*2, 4<<20)
+	}
+	if len(chunks) == 1 {
+		return chunks[0], nil
+	}
+	out := make([]byte, 0, total)
+	for _, c := range chunks {
+		out = append(out, c...)
+	}
+	return out, nil
 }
