@@ -68,11 +68,13 @@ func New[J Job](factory Factory[J], opts Options) *Runtime[J] {
 		opts:  opts,
 	}
 	o, stats, names := &r.opts, r.stats, &r.names
+	d := newWarmDispatcher(r.quit, workerIdle, maxIdleWorkers) // dispatch.go
 	r.props = func(partition string, slot uint32) *actor.Props {
 		return actor.PropsFromProducer(func() actor.Actor {
 			return &partitionActor[J]{partition: partition, worker: factory(partition), opts: o, stats: stats,
 				stopped: func() { names.put(slot) }}
-		}, actor.WithMailbox(actor.UnboundedLockfree())) // no preallocated ring per idle actor
+		}, actor.WithMailbox(actor.UnboundedLockfree()), // no preallocated ring per idle actor
+			actor.WithDispatcher(d))
 	}
 	if o.IdleTimeout > 0 || o.TickInterval > 0 {
 		r.swept.Add(1)

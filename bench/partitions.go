@@ -59,6 +59,8 @@ func partitionsCase(ctx context.Context, cfg *Config, store string, p int) (Resu
 	}
 	setup := time.Since(setupStart)
 	ph := newPhase(cfg.Warmup, cfg.Duration, cfg.MaxOps)
+	cpu := newCPUMeter(0, t.Mode)
+	cpuStartAt := cpu.sampleAt(ctx, ph.measureFrom)
 	pushes, pulls := make([]tally, w), make([]tally, w)
 	runWorkers(w, func(i int) {
 		set := sets[i]
@@ -90,11 +92,18 @@ func partitionsCase(ctx context.Context, cfg *Config, store string, p int) (Resu
 			}
 		}
 	})
+	cpuStart := cpuStartAt()
+	cpuEnd := cpu.sample()
 	elapsed := time.Since(ph.measureFrom)
 	pu, err1 := mergeTallies(pushes)
 	pl, err2 := mergeTallies(pulls)
 	r.add("commits/s", "1/s", float64(pu.ok)/elapsed.Seconds())
 	r.add("pulls/s", "1/s", float64(pl.ok)/elapsed.Seconds())
+	if ops := pu.ok + pl.ok; ops > 0 && cpuStart.ok && cpuEnd.ok {
+		// Process CPU (engine and load generator) per operation: less
+		// sensitive to other work on the machine than the rates.
+		r.add("CPU/op", "ms", ms(cpuEnd.cpu-cpuStart.cpu)/float64(ops))
+	}
 	r.add("push p50", "ms", ms(pu.lat.Quantile(0.5)))
 	r.add("push p99", "ms", ms(pu.lat.Quantile(0.99)))
 	r.add("pull p50", "ms", ms(pl.lat.Quantile(0.5)))

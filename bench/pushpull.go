@@ -80,16 +80,7 @@ func pushpullCase(ctx context.Context, cfg *Config, store string) (Result, error
 	cpu := newCPUMeter(cfg.ServerPID, t.Mode)
 	ph := newPhase(cfg.Warmup, cfg.Duration, cfg.MaxOps)
 	tallies := make([]tally, len(vus))
-	var cpuStart cpuSample
-	started := make(chan struct{})
-	go func() {
-		select {
-		case <-time.After(time.Until(ph.measureFrom)):
-			cpuStart = cpu.sample()
-		case <-ctx.Done():
-		}
-		close(started)
-	}()
+	cpuStartAt := cpu.sampleAt(ctx, ph.measureFrom)
 	runWorkers(len(vus), func(w int) {
 		v, tl := vus[w], &tallies[w]
 		for n := int64(0); ph.next() && ctx.Err() == nil; n++ {
@@ -119,7 +110,7 @@ func pushpullCase(ctx context.Context, cfg *Config, store string) (Result, error
 			}
 		}
 	})
-	<-started
+	cpuStart := cpuStartAt()
 	cpuEnd := cpu.sample()
 	elapsed := time.Since(ph.measureFrom)
 	tot, ferr := mergeTallies(tallies)
@@ -252,6 +243,22 @@ func (m *cpuMeter) sample() cpuSample {
 		return cpuSample{}
 	}
 	return cpuSample{cpu: time.Duration(ut+st) * 10 * time.Millisecond, ok: true}
+}
+
+// sampleAt samples the CPU time at t (or when ctx ends, then not ok) on
+// a goroutine it owns; the returned func waits for that sample.
+func (m *cpuMeter) sampleAt(ctx context.Context, t time.Time) func() cpuSample {
+	var s cpuSample
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-time.After(time.Until(t)):
+			s = m.sample()
+		case <-ctx.Done():
+		}
+	}()
+	return func() cpuSample { <-done; return s }
 }
 
 // peakRSS returns the measured process's VmHWM in KiB.

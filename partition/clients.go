@@ -225,14 +225,30 @@ func (p *Partition) markDirty(ce *clientEntry) {
 	}
 }
 
+// flushDue reports whether the buffered client records are due for
+// write-back: one has waited the flush interval, or 512 are buffered.
+func (p *Partition) flushDue() bool {
+	return p.clients.dirty > 0 && (p.clients.dirty >= 512 || p.cfg.Now().Sub(p.clients.lastFlush) >= p.cfg.ClientFlushInterval)
+}
+
 func (p *Partition) maybeFlushClients(ctx context.Context) {
-	if p.clients.dirty == 0 {
-		return
+	if p.flushDue() {
+		p.flushClients(ctx)
 	}
-	if p.clients.dirty < 512 && p.cfg.Now().Sub(p.clients.lastFlush) < p.cfg.ClientFlushInterval {
-		return
+}
+
+// dirtyClients returns the entries awaiting write-back and their records
+// (pending acks folded in).
+func (p *Partition) dirtyClients() ([]*clientEntry, []storage.ClientRecord) {
+	entries := make([]*clientEntry, 0, p.clients.dirty)
+	recs := make([]storage.ClientRecord, 0, p.clients.dirty)
+	for _, ce := range p.clients.entries {
+		if ce.dirty {
+			ce.settle()
+			entries, recs = append(entries, ce), append(recs, ce.rec)
+		}
 	}
-	p.flushClients(ctx)
+	return entries, recs
 }
 
 // flushClients writes buffered client records back to storage in one
@@ -242,23 +258,56 @@ func (p *Partition) flushClients(ctx context.Context) {
 	if p.clients.dirty == 0 {
 		return
 	}
-	recs := make([]storage.ClientRecord, 0, p.clients.dirty)
-	for _, ce := range p.clients.entries {
-		if ce.dirty {
-			ce.settle()
-			recs = append(recs, ce.rec)
-		}
-	}
-	if err := p.cfg.Store.PutClient(ctx, p.name, recs...); err != nil {
-		if !errors.Is(err, storage.ErrUnstorable) {
-			p.log().Warn("client records write failed; will retry", zap.Int("clients", len(recs)), zap.Error(err))
-			return
-		}
-		// The storable records were written; the others never can be.
-		p.log().Warn("client records dropped: the store cannot hold them", zap.Error(err))
+	_, recs := p.dirtyClients()
+	if err := p.cfg.Store.PutClient(ctx, p.name, recs...); err != nil && !p.clientsDropped(err, len(recs)) {
+		return
 	}
 	for _, ce := range p.clients.entries {
 		ce.dirty = false
 	}
 	p.clients.dirty = 0
+}
+
+// clientsDropped logs a failed write-back of n records and reports whether
+// it still counts as done: the storable records were written and the
+// others never can be (storage.ErrUnstorable). Otherwise the records stay
+// buffered and are retried.
+func (p *Partition) clientsDropped(err error, n int) bool {
+	if !errors.Is(err, storage.ErrUnstorable) {
+		p.log().Warn("client records write failed; will retry", zap.Int("clients", n), zap.Error(err))
+		return false
+	}
+	p.log().Warn("client records dropped: the store cannot hold them", zap.Error(err))
+	return true
+}
+
+// writeBackInTx writes the buffered client records inside the push
+// transaction tx when their write-back is due and tx can hold them
+// (storage.TxClientWriter), instead of in a write transaction of their
+// own: with many partitions, each flushing every second, those small
+// transactions cost about as much as the pushes. It returns the entries
+// written; they turn clean only once tx commits (clientsWrittenBack) and
+// stay buffered otherwise. An error is a storage failure of tx.
+func (p *Partition) writeBackInTx(ctx context.Context, tx storage.PushTx) ([]*clientEntry, error) {
+	w, ok := tx.(storage.TxClientWriter)
+	if !ok || !p.flushDue() {
+		return nil, nil
+	}
+	p.clients.lastFlush = p.cfg.Now()
+	written, recs := p.dirtyClients()
+	if err := w.PutClients(ctx, recs...); err != nil && !p.clientsDropped(err, len(recs)) {
+		return nil, err
+	}
+	return written, nil
+}
+
+// clientsWrittenBack marks entries written by a committed push transaction
+// clean, unless the cache was reset or replaced them meanwhile.
+func (p *Partition) clientsWrittenBack(written []*clientEntry) {
+	for _, ce := range written {
+		if ce.dirty && p.clients.entries[ce.rec.ClientID] == ce {
+			ce.dirty = false
+			p.clients.dirty--
+		}
+	}
 }

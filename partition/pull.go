@@ -70,7 +70,13 @@ func (p *Partition) pull(ctx context.Context, j *SyncJob) {
 // sections from a cursor below it may have missed pruned commits, and the
 // caller expires them (Reply.expireBelow) before releasing the replies.
 func (p *Partition) verified(ctx context.Context, token GateToken, jobs []*SyncJob) (int64, bool) {
-	now, horizon, err := p.cfg.Gate.Verify(ctx, p.cfg.Store, p.name, token)
+	return p.verifiedBy(ctx, p.cfg.Store, token, jobs)
+}
+
+// verifiedBy is verified with the gate read by r (a read made after the
+// replies were built).
+func (p *Partition) verifiedBy(ctx context.Context, r GateReader, token GateToken, jobs []*SyncJob) (int64, bool) {
+	now, horizon, err := p.cfg.Gate.Verify(ctx, r, p.name, token)
 	if err != nil {
 		for _, j := range jobs {
 			j.answer(nil, err)

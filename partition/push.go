@@ -52,13 +52,19 @@ func (p *Partition) push(ctx context.Context, jobs []*SyncJob) {
 		return
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after Commit
+	written, err := p.writeBackInTx(ctx, tx)
+	if err != nil {
+		p.failGroup(live, storageErr(err))
+		return
+	}
 	applied, ok := p.applyGroup(ctx, tx, info, live)
 	if !ok || !p.commitGroup(ctx, tx, info, applied) {
 		return
 	}
+	p.clientsWrittenBack(written)
 	p.addLeases(ctx, applied) // lease.go: written after the push transaction
 	applied = p.answerPulls(ctx, applied)
-	horizon, ok := p.verified(ctx, token, requestsOf(applied))
+	horizon, ok := p.verifiedBy(ctx, p.afterCommit(tx, applied), token, requestsOf(applied))
 	if !ok {
 		return
 	}
@@ -104,6 +110,36 @@ func (p *Partition) openPush(ctx context.Context, jobs []*SyncJob) (tx storage.P
 	}
 	p.adopt(token)
 	return tx, token, info, true
+}
+
+// afterCommit returns where the push group's replies verify the gate:
+// when every reply was built before the commit (push results only: no
+// pull part, no lease frame) and the store read the gate after the
+// group's commit (storage.TxCommittedGate), that read, shared by every
+// partition of the commit group; otherwise the store, read again now.
+func (p *Partition) afterCommit(tx storage.PushTx, applied []started) GateReader {
+	c, ok := tx.(storage.TxCommittedGate)
+	if !ok || p.cfg.Leases != nil {
+		return p.cfg.Store
+	}
+	for _, a := range applied {
+		if a.job.req.Pull != nil {
+			return p.cfg.Store
+		}
+	}
+	g, ok := c.CommittedGate()
+	if !ok {
+		return p.cfg.Store
+	}
+	return readGate(g)
+}
+
+// readGate is a gate already read.
+type readGate storage.ServeGate
+
+// ReadServeGate answers GateReader.
+func (g readGate) ReadServeGate(context.Context, string, int32) (storage.ServeGate, error) {
+	return storage.ServeGate(g), nil
 }
 
 // applyGroup checks each request and applies its commits. Requests failing

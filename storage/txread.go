@@ -10,3 +10,28 @@ import "context"
 type TxRowScanner interface {
 	ScanRows(ctx context.Context, q RowQuery) ([]RowRecord, error)
 }
+
+// TxClientWriter is implemented by a PushTx that can write client records
+// inside the push transaction, so a partition that pushes does not pay a
+// write transaction of its own for its buffered client records. PutClients
+// has Store.PutClient's contract on the transaction's partition (an
+// existing record's ActorID never changes; records CheckClient refuses are
+// skipped and named by an error wrapping ErrUnstorable, the others
+// written), except that the records are durable exactly when the
+// transaction commits and are discarded with it on Rollback.
+type TxClientWriter interface {
+	PutClients(ctx context.Context, recs ...ClientRecord) error
+}
+
+// TxCommittedGate is implemented by a PushTx whose Commit also reads the
+// serve gate again once the transaction is durable, one read for the
+// whole commit group it shared a COMMIT with. After Commit returned nil,
+// CommittedGate returns that read for the transaction's partition, at the
+// running version of the transaction's own ReadServeGate call; ok is
+// false when there is none (no gate read in the transaction, or the read
+// after the COMMIT failed) and always before Commit returned. A reply
+// built entirely before Commit may be verified against it: the read
+// happened after the commit.
+type TxCommittedGate interface {
+	CommittedGate() (g ServeGate, ok bool)
+}

@@ -5,9 +5,12 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/storage"
 )
@@ -285,11 +288,11 @@ func scanGate(row *sql.Row) (storage.ServeGate, error) {
 	}
 	g.HorizonSeq = horizon.Int64
 	if marker.Valid {
-		v, err := strconv.ParseInt(marker.String, 10, 32)
+		v, err := parseMarker(marker.String)
 		if err != nil {
-			return g, fmt.Errorf("stored schema version %q: %w", marker.String, err)
+			return g, err
 		}
-		g.StoredSchemaVersion = int32(v)
+		g.StoredSchemaVersion = v
 	}
 	g.LogEpoch = epoch.String
 	if pending.Valid && pending.String != "[]" {
@@ -302,6 +305,15 @@ func scanGate(row *sql.Row) (storage.ServeGate, error) {
 		}
 	}
 	return g, nil
+}
+
+// parseMarker reads the stored schema version of sync_meta.
+func parseMarker(m string) (int32, error) {
+	v, err := strconv.ParseInt(m, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("stored schema version %q: %w", m, err)
+	}
+	return int32(v), nil
 }
 
 // PruneThrough deletes commits, changes and scope index entries with seq
@@ -360,11 +372,36 @@ func (tx *pushTx) AdvanceCheckpoint(ctx context.Context, name string, epoch, wat
 	return n == 1, nil
 }
 
-// ReadServeGate reads the gate on the transaction's connection.
+// groupGate is the part of the serve gate that no member of a commit
+// group can change: the stored schema version and the pending checkpoints
+// at a running version. Both change only in transactions of their own
+// (EnsureSchema, DeclareCheckpoint, ClaimCheckpoint, ActivateCheckpoint
+// take the lock, which finishes an open group first; AdvanceCheckpoint in
+// a push transaction moves a watermark, not a state), and the group's
+// BEGIN IMMEDIATE keeps other processes from writing until its COMMIT.
+type groupGate struct {
+	running int32
+	stored  int32
+	pending []storage.CheckpointRef
+}
+
+// ReadServeGate reads the gate on the transaction's connection. The first
+// member of a commit group to read it runs gateSQL and keeps the shared
+// part in the group (groupGate); later members read it from there, with
+// the partition's epoch and horizon as BeginPush read them in the same
+// transaction, so a push transaction of another partition costs no gate
+// statement.
 func (tx *pushTx) ReadServeGate(ctx context.Context, running int32) (storage.ServeGate, error) {
 	ctx, err := tx.check(ctx, "read serve gate")
 	if err != nil {
 		return storage.ServeGate{}, err
+	}
+	grp := tx.s.group
+	tx.grp = grp
+	if c := grp.gate; c != nil && c.running == running {
+		grp.wantAfter(tx.info.Partition)
+		return storage.ServeGate{StoredSchemaVersion: c.stored, LogEpoch: tx.info.LogEpoch, HorizonSeq: tx.info.HorizonSeq,
+			Pending: slices.Clone(c.pending)}, nil
 	}
 	if tx.s.txGateStmt == nil { // prepared once on the writer connection (we hold the lock)
 		if tx.s.txGateStmt, err = tx.s.conn.PrepareContext(ctx, gateSQL); err != nil {
@@ -375,5 +412,114 @@ func (tx *pushTx) ReadServeGate(ctx context.Context, running int32) (storage.Ser
 	if err != nil {
 		return g, fmt.Errorf("sqlite: read serve gate: %w", err)
 	}
+	if grp.gate == nil {
+		grp.gate = &groupGate{running: running, stored: g.StoredSchemaVersion, pending: slices.Clone(g.Pending)}
+		grp.wantAfter(tx.info.Partition)
+	}
 	return g, nil
+}
+
+// wantAfter asks for partition's gate to be read again after the group's
+// COMMIT (readAfterCommit), at the running version of the group's gate.
+func (g *commitGroup) wantAfter(partition string) {
+	if g.after == nil {
+		g.after = map[string]*storage.ServeGate{}
+	}
+	g.after[partition] = nil
+}
+
+// gateAfterSQL is gateSQL for many partitions in one statement (one
+// snapshot): kind 0 is the schema marker, kind 1 the pending checkpoints
+// at the running version ?2 in gateSQL's order, kind 2 the epoch and
+// horizon of each partition named in the JSON array ?1.
+const gateAfterSQL = `SELECT 0, NULL, value, NULL FROM sync_meta WHERE key = 'schema_version'
+UNION ALL SELECT 1, partition_id, name, NULL FROM sync_backfill_checkpoints WHERE schema_version = ?2 AND state <> 'activated'
+UNION ALL SELECT 2, partition_id, log_epoch, horizon_seq FROM sync_partitions WHERE partition_id IN (SELECT value FROM json_each(?1))
+ORDER BY 1, 2, 3`
+
+// readAfterCommit reads the serve gate of every member partition that
+// read it in the group, right after the group's COMMIT and before any
+// member is woken, in one statement on the writer connection (outside any
+// transaction: the newest committed state, other processes' included).
+// A member verifies its push-only replies against it (pushTx.CommittedGate)
+// instead of reading the gate again on its own. A failed read leaves the
+// members to read it themselves. The caller holds the lock.
+func (s *Store) readAfterCommit(g *commitGroup) {
+	if g.gate == nil || len(g.after) == 0 {
+		return
+	}
+	if err := s.scanAfterCommit(g); err != nil {
+		clear(g.after)
+		s.log.Debug("sqlite: gate read after commit failed; members read it again", zap.Error(err))
+	}
+}
+
+func (s *Store) scanAfterCommit(g *commitGroup) error {
+	ctx := context.Background()
+	names := make([]string, 0, len(g.after))
+	for p := range g.after {
+		names = append(names, p)
+	}
+	ids, err := json.Marshal(names)
+	if err != nil {
+		return err
+	}
+	st, err := s.writerStmt(ctx, gateAfterSQL)
+	if err != nil {
+		return err
+	}
+	rows, err := st.QueryContext(ctx, string(ids), g.gate.running)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var shared storage.ServeGate
+	for rows.Next() {
+		var kind int
+		var a, b sql.NullString
+		var horizon sql.NullInt64
+		if err := rows.Scan(&kind, &a, &b, &horizon); err != nil {
+			return err
+		}
+		switch kind {
+		case 0:
+			if shared.StoredSchemaVersion, err = parseMarker(b.String); err != nil {
+				return err
+			}
+		case 1:
+			shared.Pending = append(shared.Pending, storage.CheckpointRef{Partition: a.String, Name: b.String})
+		default:
+			g.after[a.String] = &storage.ServeGate{LogEpoch: b.String, HorizonSeq: horizon.Int64}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for p, pg := range g.after {
+		if pg == nil { // no row: the partition is gone, as gateSQL would read it
+			pg = &storage.ServeGate{}
+			g.after[p] = pg
+		}
+		pg.StoredSchemaVersion, pg.Pending = shared.StoredSchemaVersion, shared.Pending
+	}
+	return nil
+}
+
+// CommittedGate answers storage.TxCommittedGate.
+func (tx *pushTx) CommittedGate() (storage.ServeGate, bool) {
+	if tx.grp == nil || !tx.done {
+		return storage.ServeGate{}, false
+	}
+	select {
+	case <-tx.grp.done:
+	default:
+		return storage.ServeGate{}, false
+	}
+	g := tx.grp.after[tx.info.Partition]
+	if g == nil {
+		return storage.ServeGate{}, false
+	}
+	out := *g
+	out.Pending = slices.Clone(g.Pending)
+	return out, true
 }

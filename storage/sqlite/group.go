@@ -3,6 +3,8 @@ package sqlite
 import (
 	"context"
 	"fmt"
+
+	"github.com/synclane/synclane/storage"
 )
 
 // Group commit across partitions.
@@ -33,6 +35,12 @@ type commitGroup struct {
 	members int
 	done    chan struct{}
 	err     error
+	// gate is the shared part of the serve gate as the group's first gate
+	// read found it (checkpoint.go pushTx.ReadServeGate); after is the
+	// gate of every member partition that read it, read again after the
+	// group's COMMIT (readAfterCommit).
+	gate  *groupGate
+	after map[string]*storage.ServeGate
 }
 
 // acquire takes the process-wide write lock, waiting until it is free, ctx
@@ -154,6 +162,8 @@ func (s *Store) finishGroup() {
 	if _, err := s.conn.ExecContext(context.Background(), "COMMIT"); err != nil {
 		s.rollbackQuietly()
 		g.err = fmt.Errorf("sqlite: commit: %w", err)
+	} else {
+		s.readAfterCommit(g)
 	}
 	close(g.done)
 }

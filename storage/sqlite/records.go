@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
@@ -80,22 +81,128 @@ func (s *Store) PutClient(ctx context.Context, partition string, recs ...storage
 	if len(keep) == 0 {
 		return skipErr
 	}
-	err := s.writeMember(ctx, "put client", func(ctx context.Context) error {
-		for _, rec := range keep {
-			var subs any
-			if rec.Subscriptions != nil {
-				subs = []byte(rec.Subscriptions)
-			}
-			if _, err := s.conn.ExecContext(ctx, putClientSQL, partition, rec.ClientID, rec.ActorID, subs, rec.Cursor, int64(rec.WireVersion), rec.UpdatedAtMs); err != nil {
-				return fmt.Errorf("client %s: %w", storage.QuoteID(rec.ClientID), err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.writeBack(ctx, partition, keep); err != nil {
 		return err
 	}
 	return skipErr
+}
+
+// clientWriteBack combines the PutClient calls of many partitions: each
+// partition writes its buffered client records back about once a second,
+// and with a thousand partitions those small write transactions cost as
+// much as the pushes. A call joins the open batch, or opens one and leads
+// it: the leader waits for the writer and then writes every record that
+// joined until then as ONE member of the push commit group (group.go);
+// the others wait for that member's durable result. A failed batch is
+// retried by each of its callers alone, so no partition's records keep
+// another's from being written.
+type clientWriteBack struct {
+	mu   sync.Mutex
+	open *clientBatch
+}
+
+type clientBatch struct {
+	parts []partClients
+	done  chan struct{}
+	err   error
+}
+
+type partClients struct {
+	partition string
+	recs      []storage.ClientRecord
+}
+
+// writeBack writes storable records of partition in a batch shared with
+// other partitions (clientWriteBack), returning once they are durable.
+func (s *Store) writeBack(ctx context.Context, partition string, recs []storage.ClientRecord) error {
+	wb := &s.writeBacks
+	wb.mu.Lock()
+	b := wb.open
+	lead := b == nil
+	if lead {
+		b = &clientBatch{done: make(chan struct{})}
+		wb.open = b
+	}
+	b.parts = append(b.parts, partClients{partition, recs})
+	wb.mu.Unlock()
+	if lead {
+		b.err = s.writeMember(ctx, "put client", func(ctx context.Context) error {
+			// Sealed once the writer is ours: later calls open the next batch.
+			wb.mu.Lock()
+			wb.open = nil
+			parts := b.parts
+			wb.mu.Unlock()
+			for _, pc := range parts {
+				if err := s.putClients(ctx, pc.partition, pc.recs); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		wb.mu.Lock()
+		if wb.open == b { // the writer was never ours
+			wb.open = nil
+		}
+		alone := len(b.parts) == 1
+		wb.mu.Unlock()
+		close(b.done)
+		if b.err == nil || alone {
+			return b.err
+		}
+	} else {
+		select {
+		case <-b.done:
+			if b.err == nil {
+				return nil
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("sqlite: put client: %w", ctx.Err())
+		}
+	}
+	return s.writeMember(ctx, "put client", func(ctx context.Context) error {
+		return s.putClients(ctx, partition, recs)
+	})
+}
+
+// PutClients answers storage.TxClientWriter: PutClient's upserts run in
+// the push transaction (no write transaction, savepoint or lock hand-off
+// of their own), durable with its group's COMMIT.
+func (tx *pushTx) PutClients(ctx context.Context, recs ...storage.ClientRecord) error {
+	ctx, err := tx.check(ctx, "put clients")
+	if err != nil {
+		return err
+	}
+	keep, skipErr := storage.StorableClients(tx.info.Partition, recs)
+	if err := tx.s.putClients(ctx, tx.info.Partition, keep); err != nil {
+		return fmt.Errorf("sqlite: put clients: %w", err)
+	}
+	if skipErr != nil {
+		return fmt.Errorf("sqlite: put clients: %w", skipErr)
+	}
+	return nil
+}
+
+// putClients upserts storable records with putClientSQL, prepared once on
+// the writer connection; the caller holds the write lock inside an open
+// transaction.
+func (s *Store) putClients(ctx context.Context, partition string, keep []storage.ClientRecord) error {
+	if len(keep) == 0 {
+		return nil
+	}
+	st, err := s.writerStmt(ctx, putClientSQL)
+	if err != nil {
+		return err
+	}
+	for _, rec := range keep {
+		var subs any
+		if rec.Subscriptions != nil {
+			subs = []byte(rec.Subscriptions)
+		}
+		if _, err := st.ExecContext(ctx, partition, rec.ClientID, rec.ActorID, subs, rec.Cursor, int64(rec.WireVersion), rec.UpdatedAtMs); err != nil {
+			return fmt.Errorf("client %s: %w", storage.QuoteID(rec.ClientID), err)
+		}
+	}
+	return nil
 }
 
 // BindClient returns the actor of the committed record of clientID, read

@@ -120,6 +120,9 @@ type Store struct {
 	// wstmts caches statements prepared on the writer connection by SQL
 	// text (writerStmt; under wlock).
 	wstmts map[string]*sql.Stmt
+	// writeBacks batches PutClient calls of different partitions
+	// (records.go).
+	writeBacks clientWriteBack
 }
 
 var _ storage.Store = (*Store)(nil)

@@ -32,6 +32,9 @@ type pushTx struct {
 	// scratch buffers reused across statements.
 	args []any
 	keys map[string]struct{}
+	// grp is the commit group of the transaction's gate read
+	// (checkpoint.go).
+	grp *commitGroup
 }
 
 // BeginPush takes the process-wide write lock (waiting until it is free or
