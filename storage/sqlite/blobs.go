@@ -190,6 +190,9 @@ func (tx *pushTx) ClaimBlob(ctx context.Context, id string, nowMs int64) (bool, 
 	if !storage.Storable(id) {
 		return false, nil
 	}
+	if err := tx.write(ctx); err != nil {
+		return false, err
+	}
 	res, err := tx.s.conn.ExecContext(ctx, `UPDATE sync_blobs SET touched_at_ms = max(touched_at_ms, ?) WHERE blob_id = ? AND state = 1`, nowMs, id)
 	if err != nil {
 		return false, fmt.Errorf("sqlite: claim blob %s: %w", id, err)
@@ -202,6 +205,9 @@ func (tx *pushTx) ClaimBlob(ctx context.Context, id string, nowMs int64) (bool, 
 func (tx *pushTx) SetRowBlobs(ctx context.Context, table, rowID string, scopes map[string]string, ids []string) error {
 	ctx, err := tx.check(ctx, "set row blobs")
 	if err != nil {
+		return err
+	}
+	if err := tx.write(ctx); err != nil {
 		return err
 	}
 	if _, err := tx.s.conn.ExecContext(ctx, `DELETE FROM sync_blob_refs WHERE partition_id = ? AND table_name = ? AND row_id = ?`,

@@ -360,6 +360,9 @@ func (tx *pushTx) AdvanceCheckpoint(ctx context.Context, name string, epoch, wat
 	if err != nil {
 		return false, err
 	}
+	if err := tx.write(ctx); err != nil {
+		return false, err
+	}
 	res, err := tx.s.conn.ExecContext(ctx, `UPDATE sync_backfill_checkpoints SET watermark = ?, observed_rows = ?, updated_at_ms = ?
 		WHERE partition_id = ? AND name = ? AND owner_epoch = ?`, watermark, observedRows, time.Now().UnixMilli(), tx.info.Partition, name, epoch)
 	if err != nil {

@@ -82,19 +82,33 @@ func (s *Store) unlock() { <-s.wlock }
 // beginMember starts a push transaction: it joins the open group or opens
 // one, then sets the member savepoint. The caller holds the lock.
 func (s *Store) beginMember(ctx context.Context) error {
+	_, err := s.openMember(ctx, false)
+	return err
+}
+
+// openMember joins the open group or opens one. A member that opens the
+// group with first set gets no savepoint (ptx false): nothing of another
+// member is in the transaction yet, so its abort rolls the whole
+// transaction back (dropMember), and its writes are not copied to the
+// savepoint journal. Every other member sets the "ptx" savepoint (ptx
+// true). The caller holds the lock.
+func (s *Store) openMember(ctx context.Context, first bool) (ptx bool, err error) {
 	if s.group == nil {
 		if _, err := s.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-			return err
+			return false, err
 		}
 		s.group = &commitGroup{done: make(chan struct{})}
+		if first {
+			return false, nil
+		}
 	}
 	if _, err := s.conn.ExecContext(context.WithoutCancel(ctx), "SAVEPOINT ptx"); err != nil {
 		if s.group.members == 0 {
 			s.finishGroup()
 		}
-		return err
+		return false, err
 	}
-	return nil
+	return true, nil
 }
 
 // endMember ends the caller's push transaction (its savepoint already
@@ -133,17 +147,29 @@ func (s *Store) endMember(joined bool) error {
 // is gone (SQLite rolled the whole transaction back after an I/O error),
 // the group is failed as a whole, so no member reports lost writes as
 // durable.
-func (s *Store) abortMember() {
+func (s *Store) abortMember() { s.dropMember(true) }
+
+// dropMember ends the caller's member transaction without keeping
+// anything of it: with ptx, as abortMember; without (the member opened the
+// group and is alone in it, openMember), by rolling the whole transaction
+// back and closing the empty group. The caller holds the lock; dropMember
+// releases it.
+func (s *Store) dropMember(ptx bool) {
 	ctx := context.Background()
-	_, err := s.conn.ExecContext(ctx, "ROLLBACK TO ptx")
-	if err == nil {
-		_, err = s.conn.ExecContext(ctx, "RELEASE ptx")
+	var err error
+	if ptx {
+		_, err = s.conn.ExecContext(ctx, "ROLLBACK TO ptx")
+		if err == nil {
+			_, err = s.conn.ExecContext(ctx, "RELEASE ptx")
+		}
 	}
-	if err != nil {
+	if !ptx || err != nil {
 		g := s.group
 		s.group = nil
 		s.rollbackQuietly()
-		g.err = fmt.Errorf("sqlite: commit group aborted: %w", err)
+		if err != nil {
+			g.err = fmt.Errorf("sqlite: commit group aborted: %w", err)
+		}
 		close(g.done)
 		s.unlock()
 		return

@@ -51,6 +51,9 @@ func (tx *pushTx) PutReactions(ctx context.Context, rs []storage.NewReaction) er
 	if err := storage.CheckReactions(rs); err != nil {
 		return fmt.Errorf("sqlite: put reactions: %w", err)
 	}
+	if err := tx.write(ctx); err != nil {
+		return err
+	}
 	for _, r := range rs {
 		payload := r.Payload
 		if payload == nil {

@@ -173,6 +173,9 @@ func (tx *pushTx) PutClients(ctx context.Context, recs ...storage.ClientRecord) 
 		return err
 	}
 	keep, skipErr := storage.StorableClients(tx.info.Partition, recs)
+	if err := tx.write(ctx); err != nil {
+		return err
+	}
 	if err := tx.s.putClients(ctx, tx.info.Partition, keep); err != nil {
 		return fmt.Errorf("sqlite: put clients: %w", err)
 	}

@@ -11,10 +11,9 @@ import (
 
 // sysStmts are the prepared hot-path statements on the writer connection.
 type sysStmts struct {
-	readPart, insertPart, setMax     *sql.Stmt
-	lookupIdem, putIdem              *sql.Stmt
-	insCommit, insChange, insScopeIx *sql.Stmt
-	savepoint, release, rollbackTo   *sql.Stmt
+	readPart, insertPart, setMax   *sql.Stmt
+	lookupIdem                     *sql.Stmt
+	savepoint, release, rollbackTo *sql.Stmt
 }
 
 var sysSQL = map[string]string{
@@ -22,23 +21,17 @@ var sysSQL = map[string]string{
 	"insertPart": `INSERT INTO sync_partitions(partition_id, log_epoch, created_at_ms) VALUES(?, ?, ?) ON CONFLICT(partition_id) DO NOTHING`,
 	"setMax":     `UPDATE sync_partitions SET max_commit_seq = ? WHERE partition_id = ?`,
 	"lookupIdem": `SELECT status, commit_seq, result FROM sync_idempotency WHERE partition_id = ? AND client_id = ? AND client_commit_id = ?`,
-	"putIdem": `INSERT INTO sync_idempotency(partition_id, client_id, client_commit_id, status, commit_seq, result, log_seq) VALUES(?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT(partition_id, client_id, client_commit_id) DO UPDATE SET status = excluded.status, commit_seq = excluded.commit_seq, result = excluded.result, log_seq = excluded.log_seq`,
-	"insCommit":  `INSERT INTO sync_commits(partition_id, seq, created_at_ms, actor_id, client_id, client_commit_id, writer_version) VALUES(?, ?, ?, ?, ?, ?, ?)`,
-	"insChange":  `INSERT INTO sync_changes(partition_id, commit_seq, idx, table_name, row_id, op, row_version, scopes, row) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	"savepoint":  `SAVEPOINT sp`,
 	"release":    `RELEASE sp`,
 	"rollbackTo": `ROLLBACK TO sp`,
-	"insScopeIx": `INSERT OR IGNORE INTO sync_change_scopes(partition_id, table_name, scope_key, commit_seq) VALUES(?, ?, ?, ?)`,
 }
 
 func prepareSys(ctx context.Context, c *sql.Conn) (*sysStmts, error) {
 	s := &sysStmts{}
 	dst := map[string]**sql.Stmt{
 		"readPart": &s.readPart, "insertPart": &s.insertPart, "setMax": &s.setMax,
-		"lookupIdem": &s.lookupIdem, "putIdem": &s.putIdem,
-		"insCommit": &s.insCommit, "insChange": &s.insChange, "insScopeIx": &s.insScopeIx,
-		"savepoint": &s.savepoint, "release": &s.release, "rollbackTo": &s.rollbackTo,
+		"lookupIdem": &s.lookupIdem,
+		"savepoint":  &s.savepoint, "release": &s.release, "rollbackTo": &s.rollbackTo,
 	}
 	for name, q := range sysSQL {
 		st, err := c.PrepareContext(ctx, q)
@@ -52,7 +45,7 @@ func prepareSys(ctx context.Context, c *sql.Conn) (*sysStmts, error) {
 }
 
 func (s *sysStmts) all() []*sql.Stmt {
-	return []*sql.Stmt{s.readPart, s.insertPart, s.setMax, s.lookupIdem, s.putIdem, s.insCommit, s.insChange, s.insScopeIx, s.savepoint, s.release, s.rollbackTo}
+	return []*sql.Stmt{s.readPart, s.insertPart, s.setMax, s.lookupIdem, s.savepoint, s.release, s.rollbackTo}
 }
 
 // tableStmts are one row table's prepared statements and column list.
@@ -64,10 +57,12 @@ type tableStmts struct {
 
 func prepareTable(ctx context.Context, c *sql.Conn, t *schema.Table) (*tableStmts, error) {
 	cols := make([]string, len(t.Columns))
-	sets := make([]string, len(t.Columns))
+	sets := make([]string, 0, len(t.Columns))
 	for i, col := range t.Columns {
 		cols[i] = quote(col.Name)
-		sets[i] = cols[i] + " = excluded." + cols[i]
+		if i != t.PK { // the conflict target: its value is already equal
+			sets = append(sets, cols[i]+" = excluded."+cols[i])
+		}
 	}
 	pk := quote(t.Columns[t.PK].Name)
 	ts := &tableStmts{t: t, selectCols: strings.Join(cols, ", ") + ", _sync_version"}

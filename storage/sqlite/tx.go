@@ -3,11 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 
 	"github.com/synclane/synclane/protocol/schema"
-	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 )
 
@@ -24,11 +22,20 @@ type pushTx struct {
 	// startMax is MaxCommitSeq when the transaction began; Commit writes
 	// info.MaxCommitSeq back when it moved.
 	startMax int64
-	// spActive and spMax track the single savepoint and the MaxCommitSeq
-	// to restore on RollbackToSavepoint.
-	spActive bool
-	spMax    int64
-	done     bool
+	// ptx reports that the member savepoint "ptx" was set (openMember).
+	ptx bool
+	// log holds the log records written at Commit (log.go).
+	log pendingLog
+	// The savepoint is set lazily: Savepoint records spMax (the
+	// MaxCommitSeq to restore) and spMark (the pending log's length) and
+	// sets spWanted; the next statement that writes (write) sends
+	// SAVEPOINT first and sets spReal. A commit that writes no row (a
+	// replay, a rejection before any write) sends no savepoint statement
+	// at all.
+	spActive, spWanted, spReal bool
+	spMax                      int64
+	spMark                     logMark
+	done                       bool
 	// scratch buffers reused across statements.
 	args []any
 	keys map[string]struct{}
@@ -55,16 +62,17 @@ func (s *Store) BeginPush(ctx context.Context, partition string) (storage.PushTx
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: begin push on %q: %w", partition, err)
 	}
-	if err := s.beginMember(ctx); err != nil {
+	ptx, err := s.openMember(ctx, true)
+	if err != nil {
 		s.unlock()
 		return nil, fmt.Errorf("sqlite: begin push on %q: %w", partition, err)
 	}
 	info, err := s.ensurePartition(context.WithoutCancel(ctx), sys, partition, 0)
 	if err != nil {
-		s.abortMember()
+		s.dropMember(ptx)
 		return nil, fmt.Errorf("sqlite: begin push on %q: %w", partition, err)
 	}
-	return &pushTx{s: s, sys: sys, tables: tables, info: info, running: sch.Version, startMax: info.MaxCommitSeq, keys: map[string]struct{}{}}, nil
+	return &pushTx{s: s, sys: sys, tables: tables, info: info, running: sch.Version, startMax: info.MaxCommitSeq, ptx: ptx, keys: map[string]struct{}{}}, nil
 }
 
 // check fails once the transaction finished or ctx ended. Statements then
@@ -93,12 +101,15 @@ func (tx *pushTx) table(t *schema.Table) (*tableStmts, error) {
 // this transaction's appends.
 func (tx *pushTx) Partition() storage.PartitionInfo { return tx.info }
 
-// LookupIdempotency reads through the transaction, so it sees its own
-// PutIdempotency calls.
+// LookupIdempotency sees this transaction's own PutIdempotency calls
+// (still pending, log.go) before the stored records.
 func (tx *pushTx) LookupIdempotency(ctx context.Context, clientID, clientCommitID string) (*storage.IdempotencyRecord, error) {
 	ctx, err := tx.check(ctx, "lookup idempotency")
 	if err != nil {
 		return nil, err
+	}
+	if rec := tx.log.idempotency(clientID, clientCommitID); rec != nil {
+		return rec, nil
 	}
 	rec, err := scanIdem(tx.sys.lookupIdem.QueryRowContext(ctx, tx.info.Partition, clientID, clientCommitID), clientID, clientCommitID)
 	if err != nil {
@@ -142,7 +153,8 @@ func oneRow(rows *sql.Rows, err error, t *schema.Table) (*storage.RowRecord, err
 	return &rec, nil
 }
 
-// Savepoint releases the previous savepoint, if any, and sets a new one.
+// Savepoint releases the previous savepoint, if any, and sets a new one,
+// lazily: the SAVEPOINT statement goes out before the next write.
 func (tx *pushTx) Savepoint(ctx context.Context) error {
 	ctx, err := tx.check(ctx, "savepoint")
 	if err != nil {
@@ -153,15 +165,25 @@ func (tx *pushTx) Savepoint(ctx context.Context) error {
 			return err
 		}
 	}
-	if _, err := tx.sys.savepoint.ExecContext(ctx); err != nil {
-		return fmt.Errorf("sqlite: savepoint: %w", err)
-	}
-	tx.spActive, tx.spMax = true, tx.info.MaxCommitSeq
+	tx.spActive, tx.spWanted, tx.spMax, tx.spMark = true, true, tx.info.MaxCommitSeq, tx.log.mark()
 	return nil
 }
 
-// RollbackToSavepoint undoes the writes since Savepoint; the savepoint
-// stays set.
+// write sends the SAVEPOINT a Savepoint call deferred; every statement
+// that writes in the transaction calls it first.
+func (tx *pushTx) write(ctx context.Context) error {
+	if !tx.spWanted {
+		return nil
+	}
+	if _, err := tx.sys.savepoint.ExecContext(ctx); err != nil {
+		return fmt.Errorf("sqlite: savepoint: %w", err)
+	}
+	tx.spWanted, tx.spReal = false, true
+	return nil
+}
+
+// RollbackToSavepoint undoes the writes since Savepoint and drops the log
+// records added since; the savepoint stays set.
 func (tx *pushTx) RollbackToSavepoint(ctx context.Context) error {
 	ctx, err := tx.check(ctx, "rollback to savepoint")
 	if err != nil {
@@ -170,9 +192,12 @@ func (tx *pushTx) RollbackToSavepoint(ctx context.Context) error {
 	if !tx.spActive {
 		return fmt.Errorf("sqlite: rollback to savepoint: no savepoint")
 	}
-	if _, err := tx.sys.rollbackTo.ExecContext(ctx); err != nil {
-		return fmt.Errorf("sqlite: rollback to savepoint: %w", err)
+	if tx.spReal {
+		if _, err := tx.sys.rollbackTo.ExecContext(ctx); err != nil {
+			return fmt.Errorf("sqlite: rollback to savepoint: %w", err)
+		}
 	}
+	tx.log.reset(tx.spMark)
 	tx.info.MaxCommitSeq = tx.spMax
 	return nil
 }
@@ -186,10 +211,12 @@ func (tx *pushTx) ReleaseSavepoint(ctx context.Context) error {
 	if !tx.spActive {
 		return fmt.Errorf("sqlite: release savepoint: no savepoint")
 	}
-	if _, err := tx.sys.release.ExecContext(ctx); err != nil {
-		return fmt.Errorf("sqlite: release savepoint: %w", err)
+	if tx.spReal {
+		if _, err := tx.sys.release.ExecContext(ctx); err != nil {
+			return fmt.Errorf("sqlite: release savepoint: %w", err)
+		}
 	}
-	tx.spActive = false
+	tx.spActive, tx.spWanted, tx.spReal = false, false, false
 	return nil
 }
 
@@ -214,6 +241,9 @@ func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRe
 	}
 	if err := storage.CheckRow(tx.info.Partition, ts.t, rec); err != nil {
 		return fmt.Errorf("sqlite: put row %s: %w", t.Name, err)
+	}
+	if err := tx.write(ctx); err != nil {
+		return err
 	}
 	args := append(tx.args[:0], tx.info.Partition)
 	for i, c := range cols {
@@ -243,93 +273,76 @@ func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string) 
 	if err != nil {
 		return err
 	}
+	if err := tx.write(ctx); err != nil {
+		return err
+	}
 	if _, err := ts.drop.ExecContext(ctx, tx.info.Partition, rowID); err != nil {
 		return classify(err, fmt.Sprintf("delete row %s/%q", t.Name, rowID))
 	}
 	return nil
 }
 
-// AppendCommit inserts the commit, its changes (scopes as JSON) and one
-// scope-index entry per distinct (table, var, value) of the commit. A
-// commit storage.CheckCommit refuses is not written (storage.ErrUnstorable).
+// AppendCommit adds the commit, its changes (scopes as JSON) and one
+// scope-index entry per distinct (table, var, value) of the commit to the
+// log records written at Commit (log.go). A commit storage.CheckCommit
+// refuses is not added (storage.ErrUnstorable); a commit the writer
+// fence refuses fails Commit (storage.ErrWriterFenced).
 func (tx *pushTx) AppendCommit(ctx context.Context, c storage.CommitRecord) error {
-	ctx, err := tx.check(ctx, "append commit")
-	if err != nil {
+	if _, err := tx.check(ctx, "append commit"); err != nil {
 		return err
 	}
-	p := tx.info.Partition
 	if c.Seq != tx.info.MaxCommitSeq+1 {
 		return fmt.Errorf("sqlite: append commit seq %d to max %d: %w", c.Seq, tx.info.MaxCommitSeq, storage.ErrConflictingSeq)
 	}
-	if err := storage.CheckCommit(p, c); err != nil {
+	if err := storage.CheckCommit(tx.info.Partition, c); err != nil {
 		return fmt.Errorf("sqlite: append commit %d: %w", c.Seq, err)
 	}
-	if _, err := tx.sys.insCommit.ExecContext(ctx, p, c.Seq, c.CreatedAtMs, c.ActorID, c.ClientID, c.ClientCommitID, tx.running); err != nil {
-		return classifyAppend(err, c.Seq)
-	}
-	clear(tx.keys)
-	for i, ch := range c.Changes {
-		scopes, err := json.Marshal(ch.Scopes)
-		if err != nil {
-			return fmt.Errorf("sqlite: append commit %d: scopes: %w", c.Seq, err)
-		}
-		var row any
-		if ch.Op == ssp2.OpUpsert || ch.Row != nil {
-			row = ch.Row
-		}
-		if _, err := tx.sys.insChange.ExecContext(ctx, p, c.Seq, i, ch.Table, ch.RowID, int64(ch.Op), ch.RowVersion, string(scopes), row); err != nil {
-			return fmt.Errorf("sqlite: append commit %d change %d: %w", c.Seq, i, err)
-		}
-		for v, val := range ch.Scopes {
-			k := ch.Table + "\x00" + v + "\x00" + val
-			if _, dup := tx.keys[k]; dup {
-				continue
-			}
-			tx.keys[k] = struct{}{}
-			if _, err := tx.sys.insScopeIx.ExecContext(ctx, p, ch.Table, v+"\x00"+val, c.Seq); err != nil {
-				return fmt.Errorf("sqlite: append commit %d scope index: %w", c.Seq, err)
-			}
-		}
+	if err := tx.log.appendCommit(c); err != nil {
+		return err
 	}
 	tx.info.MaxCommitSeq = c.Seq
 	return nil
 }
 
-// PutIdempotency stores (or replaces) the outcome record; a record
-// storage.CheckIdempotency refuses is not written.
+// PutIdempotency adds (or replaces) the outcome record, written at
+// Commit; a record storage.CheckIdempotency refuses is not added.
 func (tx *pushTx) PutIdempotency(ctx context.Context, rec storage.IdempotencyRecord) error {
-	ctx, err := tx.check(ctx, "put idempotency")
-	if err != nil {
+	if _, err := tx.check(ctx, "put idempotency"); err != nil {
 		return err
 	}
 	if err := storage.CheckIdempotency(tx.info.Partition, rec); err != nil {
 		return fmt.Errorf("sqlite: put idempotency: %w", err)
 	}
-	if _, err := tx.sys.putIdem.ExecContext(ctx, tx.info.Partition, rec.ClientID, rec.ClientCommitID, int64(rec.Status), rec.CommitSeq, rec.Result, tx.info.MaxCommitSeq); err != nil {
-		return fmt.Errorf("sqlite: put idempotency: %w", err)
-	}
+	tx.log.putIdempotency(rec, tx.info.MaxCommitSeq)
 	return nil
 }
 
-// Commit records the new MaxCommitSeq and returns once the transaction is
-// durable: its writes commit in one fsync'd COMMIT together with the push
-// transactions of other partitions that were waiting for the writer
-// (group.go). On failure nothing of it is kept.
+// Commit writes the log records, records the new MaxCommitSeq and returns
+// once the transaction is durable: its writes commit in one fsync'd
+// COMMIT together with the push transactions of other partitions that
+// were waiting for the writer (group.go). On failure (a commit the writer
+// fence refuses: storage.ErrWriterFenced) nothing of it is kept.
 func (tx *pushTx) Commit(ctx context.Context) error {
 	ctx, err := tx.check(ctx, "commit")
 	if err != nil {
 		return err
 	}
 	tx.done = true
+	if err := tx.flushLog(ctx); err != nil {
+		tx.s.dropMember(tx.ptx)
+		return fmt.Errorf("sqlite: commit: %w", err)
+	}
 	if tx.info.MaxCommitSeq != tx.startMax {
 		if _, err := tx.sys.setMax.ExecContext(ctx, tx.info.MaxCommitSeq, tx.info.Partition); err != nil {
-			tx.s.abortMember()
+			tx.s.dropMember(tx.ptx)
 			return fmt.Errorf("sqlite: commit: record max seq: %w", err)
 		}
 	}
-	if _, err := tx.s.conn.ExecContext(ctx, "RELEASE ptx"); err != nil {
-		tx.s.abortMember()
-		return fmt.Errorf("sqlite: commit: %w", err)
+	if tx.ptx {
+		if _, err := tx.s.conn.ExecContext(ctx, "RELEASE ptx"); err != nil {
+			tx.s.dropMember(tx.ptx)
+			return fmt.Errorf("sqlite: commit: %w", err)
+		}
 	}
 	return tx.s.endMember(true)
 }
@@ -341,7 +354,7 @@ func (tx *pushTx) Rollback(ctx context.Context) error {
 		return nil
 	}
 	tx.done = true
-	tx.s.abortMember()
+	tx.s.dropMember(tx.ptx)
 	return nil
 }
 

@@ -8,21 +8,15 @@ var constraintTests = []test{
 	{name: "UniqueIndex", fn: func(e *env) {
 		tx := e.begin("p")
 		defer func() { _ = tx.Rollback(e.ctx) }()
-		must := func(err error) {
-			e.t.Helper()
-			if err != nil {
-				e.t.Fatal(err)
-			}
-		}
-		must(tx.Savepoint(e.ctx))
+		e.must(tx.Savepoint(e.ctx))
 		e.put(tx, e.items, 1, itemCode("r1", "p1", 1, "X"))
-		must(tx.ReleaseSavepoint(e.ctx))
+		e.must(tx.ReleaseSavepoint(e.ctx))
 
-		must(tx.Savepoint(e.ctx))
+		e.must(tx.Savepoint(e.ctx))
 		e.put(tx, e.items, 1, itemCode("other", "p1", 1, "Z"))
 		err := tx.PutRow(e.ctx, e.items, storage.RowRecord{RowID: "r2", Version: 1, Values: itemCode("r2", "p1", 1, "X")})
 		wantErrIs(e, "insert duplicate code", err, storage.ErrConstraint)
-		must(tx.RollbackToSavepoint(e.ctx))
+		e.must(tx.RollbackToSavepoint(e.ctx))
 		if r := e.getRow(tx, e.items, "r2"); r != nil {
 			e.t.Fatalf("violating row stored: %+v", r)
 		}
@@ -30,14 +24,14 @@ var constraintTests = []test{
 			e.t.Fatalf("write before the violation survived RollbackToSavepoint: %+v", r)
 		}
 		// The transaction stays usable.
-		must(tx.Savepoint(e.ctx))
+		e.must(tx.Savepoint(e.ctx))
 		e.put(tx, e.items, 1, itemCode("r2", "p1", 1, "Y"))
 		e.put(tx, e.items, 2, itemCode("r1", "p1", 1, "X")) // same row, same code
 		e.put(tx, e.items, 1, itemCode("n1", "p1", 1, nil))
 		e.put(tx, e.items, 1, itemCode("n2", "p1", 1, nil)) // NULLs never collide
 		e.appendNext(tx)
-		must(tx.ReleaseSavepoint(e.ctx))
-		must(tx.Commit(e.ctx))
+		e.must(tx.ReleaseSavepoint(e.ctx))
+		e.must(tx.Commit(e.ctx))
 
 		e.wantRow("r1", e.committedRow("p", e.items, "r1"), storage.RowRecord{RowID: "r1", Version: 2, Values: itemCode("r1", "p1", 1, "X")})
 		e.wantRow("r2", e.committedRow("p", e.items, "r2"), storage.RowRecord{RowID: "r2", Version: 1, Values: itemCode("r2", "p1", 1, "Y")})
@@ -47,13 +41,13 @@ var constraintTests = []test{
 
 		// Update path: moving r2 onto r1's code violates; freeing it first works.
 		e.push("p", func(tx storage.PushTx) {
-			must(tx.Savepoint(e.ctx))
+			e.must(tx.Savepoint(e.ctx))
 			err := tx.PutRow(e.ctx, e.items, storage.RowRecord{RowID: "r2", Version: 2, Values: itemCode("r2", "p1", 1, "X")})
 			wantErrIs(e, "update onto taken code", err, storage.ErrConstraint)
-			must(tx.RollbackToSavepoint(e.ctx))
+			e.must(tx.RollbackToSavepoint(e.ctx))
 			e.put(tx, e.items, 3, itemCode("r1", "p1", 1, "W"))
 			e.put(tx, e.items, 2, itemCode("r2", "p1", 1, "X"))
-			must(tx.ReleaseSavepoint(e.ctx))
+			e.must(tx.ReleaseSavepoint(e.ctx))
 		})
 		e.wantRow("r2 moved", e.committedRow("p", e.items, "r2"), storage.RowRecord{RowID: "r2", Version: 2, Values: itemCode("r2", "p1", 1, "X")})
 

@@ -55,6 +55,14 @@ func (e *env) put(tx storage.PushTx, t *schema.Table, version int64, row ssp2.Ro
 	}
 }
 
+// must fails the test on a non-nil err.
+func (e *env) must(err error) {
+	e.t.Helper()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // appendNext appends a commit with seq MaxCommitSeq+1 and returns its seq.
 func (e *env) appendNext(tx storage.PushTx, changes ...storage.ChangeRecord) int64 {
 	e.t.Helper()

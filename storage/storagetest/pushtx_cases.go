@@ -1,6 +1,8 @@
 package storagetest
 
 import (
+	"strconv"
+
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 )
@@ -96,28 +98,22 @@ var pushTxTests = []test{
 		})
 		tx := e.begin("p")
 		defer func() { _ = tx.Rollback(e.ctx) }()
-		step := func(err error) {
-			e.t.Helper()
-			if err != nil {
-				e.t.Fatal(err)
-			}
-		}
 		// Commit A: kept via ReleaseSavepoint.
-		step(tx.Savepoint(e.ctx))
+		e.must(tx.Savepoint(e.ctx))
 		e.put(tx, e.items, 1, item("a", "p1", 1))
 		e.appendNext(tx, upsert("items", "a", 1, sc("project", "p1", "owner", "1")))
-		step(tx.PutIdempotency(e.ctx, storage.IdempotencyRecord{ClientID: "c", ClientCommitID: "A", Status: ssp2.CommitApplied, CommitSeq: 2}))
-		step(tx.ReleaseSavepoint(e.ctx))
+		e.must(tx.PutIdempotency(e.ctx, storage.IdempotencyRecord{ClientID: "c", ClientCommitID: "A", Status: ssp2.CommitApplied, CommitSeq: 2}))
+		e.must(tx.ReleaseSavepoint(e.ctx))
 		// Commit B: undone.
-		step(tx.Savepoint(e.ctx))
+		e.must(tx.Savepoint(e.ctx))
 		e.put(tx, e.items, 1, item("b", "p1", 1))
 		changed := item("keep", "p1", 1)
 		changed[3] = "changed"
 		e.put(tx, e.items, 2, changed)
-		step(tx.DeleteRow(e.ctx, e.items, "a"))
+		e.must(tx.DeleteRow(e.ctx, e.items, "a"))
 		e.appendNext(tx, upsert("items", "b", 1, sc("project", "p1", "owner", "1")))
-		step(tx.PutIdempotency(e.ctx, storage.IdempotencyRecord{ClientID: "c", ClientCommitID: "B", Status: ssp2.CommitApplied, CommitSeq: 3}))
-		step(tx.RollbackToSavepoint(e.ctx))
+		e.must(tx.PutIdempotency(e.ctx, storage.IdempotencyRecord{ClientID: "c", ClientCommitID: "B", Status: ssp2.CommitApplied, CommitSeq: 3}))
+		e.must(tx.RollbackToSavepoint(e.ctx))
 		if got := tx.Partition().MaxCommitSeq; got != 2 {
 			e.t.Fatalf("MaxCommitSeq after RollbackToSavepoint = %d, want 2", got)
 		}
@@ -130,11 +126,11 @@ var pushTxTests = []test{
 			e.t.Fatalf("idempotency B survived: %+v %v", rec, err)
 		}
 		// Savepoints do not nest: a new one replaces the old.
-		step(tx.Savepoint(e.ctx))
+		e.must(tx.Savepoint(e.ctx))
 		e.put(tx, e.items, 1, item("c1", "p1", 1))
-		step(tx.Savepoint(e.ctx))
+		e.must(tx.Savepoint(e.ctx))
 		e.put(tx, e.items, 1, item("c2", "p1", 1))
-		step(tx.RollbackToSavepoint(e.ctx))
+		e.must(tx.RollbackToSavepoint(e.ctx))
 		if e.getRow(tx, e.items, "c1") == nil || e.getRow(tx, e.items, "c2") != nil {
 			e.t.Fatal("RollbackToSavepoint did not return to the latest savepoint")
 		}
@@ -142,7 +138,7 @@ var pushTxTests = []test{
 		if seq := e.appendNext(tx, upsert("items", "c1", 1, sc("project", "p1", "owner", "1"))); seq != 3 {
 			e.t.Fatalf("seq after rollback = %d, want 3", seq)
 		}
-		step(tx.Commit(e.ctx))
+		e.must(tx.Commit(e.ctx))
 
 		got := e.scanChanges("p", storage.ChangeQuery{Table: "items", Scopes: map[string][]string{"project": {"p1"}}, UpToSeq: 10, LimitChanges: 100})
 		e.wantScan("log after savepoints", got, ptr(false),
@@ -155,6 +151,54 @@ var pushTxTests = []test{
 		if rec, _ := e.s.LookupIdempotency(e.ctx, "p", "c", "B"); rec != nil {
 			e.t.Fatalf("idempotency B = %+v", rec)
 		}
+	}},
+	{name: "ManyCommitsOneTx", fn: func(e *env) {
+		// More commits, changes and idempotency records in one
+		// transaction than a backend that defers log writes puts in one
+		// statement; a key put twice keeps its latest record, and a
+		// rollback to a savepoint restores the record it replaced.
+		const n = 150
+		e.touch("p")
+		tx := e.begin("p")
+		defer func() { _ = tx.Rollback(e.ctx) }()
+		idem := func(k string, seq int64) storage.IdempotencyRecord {
+			return storage.IdempotencyRecord{ClientID: "c", ClientCommitID: k, Status: ssp2.CommitApplied, CommitSeq: seq, Result: []byte(k)}
+		}
+		var want []storage.CommitChanges
+		for i := 1; i <= n; i++ {
+			id := "r" + strconv.Itoa(i)
+			project := "p" + strconv.Itoa(i%3)
+			chs := []storage.ChangeRecord{upsert("items", id, 1, sc("project", project, "owner", "1")), upsert("items", id+"b", 1, sc("project", project, "owner", "2"))}
+			seq := e.appendNext(tx, chs...)
+			if project == "p1" {
+				want = append(want, cc(seq, chs...))
+			}
+			e.must(tx.PutIdempotency(e.ctx, idem("k"+strconv.Itoa(i), seq)))
+		}
+		e.must(tx.PutIdempotency(e.ctx, idem("k1", 99)))
+		e.must(tx.Savepoint(e.ctx))
+		e.must(tx.PutIdempotency(e.ctx, idem("k1", 100)))
+		e.must(tx.PutIdempotency(e.ctx, idem("k-undone", 101)))
+		e.must(tx.RollbackToSavepoint(e.ctx))
+		e.must(tx.ReleaseSavepoint(e.ctx))
+		r, err := tx.LookupIdempotency(e.ctx, "c", "k1")
+		e.wantIdem("tx lookup after rollback", r, err, ptr(idem("k1", 99)))
+		e.must(tx.Commit(e.ctx))
+
+		got := e.scanChanges("p", storage.ChangeQuery{Table: "items", Scopes: map[string][]string{"project": {"p1"}}, UpToSeq: n, LimitChanges: 10 * n})
+		e.wantScan("log of many commits", got, ptr(false), want...)
+		if p := e.readPartition("p"); p.MaxCommitSeq != n {
+			e.t.Fatalf("MaxCommitSeq = %d, want %d", p.MaxCommitSeq, n)
+		}
+		for _, k := range []int{2, 64, 65, 128, n} {
+			key := "k" + strconv.Itoa(k)
+			r, err := e.s.LookupIdempotency(e.ctx, "p", "c", key)
+			e.wantIdem("store lookup "+key, r, err, ptr(idem(key, int64(k))))
+		}
+		r, err = e.s.LookupIdempotency(e.ctx, "p", "c", "k1")
+		e.wantIdem("store lookup of the replaced key", r, err, ptr(idem("k1", 99)))
+		r, err = e.s.LookupIdempotency(e.ctx, "p", "c", "k-undone")
+		e.wantIdem("store lookup of a rolled-back key", r, err, nil)
 	}},
 	{name: "Rollback", fn: func(e *env) {
 		e.touch("p")

@@ -117,28 +117,22 @@ var unstorableTests = []test{
 		e.touch("p")
 		tx := e.begin("p")
 		defer func() { _ = tx.Rollback(e.ctx) }()
-		must := func(err error) {
-			e.t.Helper()
-			if err != nil {
-				e.t.Fatal(err)
-			}
-		}
 		seqA := e.honestCommit(tx, "a")
 		for _, b := range badCommits() {
-			must(tx.Savepoint(e.ctx))
+			e.must(tx.Savepoint(e.ctx))
 			// An honest write first: RollbackToSavepoint must undo it.
 			e.put(tx, e.items, 1, item("b-partial", "p1", 1))
 			err := b.try(e, tx, tx.Partition().MaxCommitSeq+1)
 			if err == nil {
 				// The engine keeps a commit storage accepted.
 				e.t.Errorf("%s: accepted, want an error wrapping storage.ErrUnstorable", b.name)
-				must(tx.ReleaseSavepoint(e.ctx))
+				e.must(tx.ReleaseSavepoint(e.ctx))
 				continue
 			}
 			if !errors.Is(err, storage.ErrUnstorable) {
 				e.t.Errorf("%s: err = %v, want errors.Is storage.ErrUnstorable", b.name, err)
 			}
-			must(tx.RollbackToSavepoint(e.ctx))
+			e.must(tx.RollbackToSavepoint(e.ctx))
 			if got := tx.Partition().MaxCommitSeq; got != seqA {
 				e.t.Fatalf("%s: MaxCommitSeq after RollbackToSavepoint = %d, want %d", b.name, got, seqA)
 			}
