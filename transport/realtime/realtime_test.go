@@ -155,12 +155,12 @@ func TestSlowReader(t *testing.T) {
 	}
 	bs := f.mustDial(ctx, "bob", "b")
 	f.waitLive(t, "b") // (live from the hello: its cursor is current)
+	// Each of the first three commits is received as its own delta before
+	// the next is made (commits made while a delta is being built may share
+	// it, which would leave no commit for the wake-up below).
 	var seqs []int64
-	for i := range 6 {
-		seqs = append(seqs, push(t, ctx, w, "t"+string(rune('a'+i)), "groceries", "x"))
-		_ = i
-	}
 	for i := range 3 {
+		seqs = append(seqs, push(t, ctx, w, "t"+string(rune('a'+i)), "groceries", "x"))
 		d := nextDelta(t, ctx, bs)
 		if d.Cursor() != seqs[i] {
 			t.Fatalf("delta %d up to %d, want %d", i, d.Cursor(), seqs[i])
@@ -168,6 +168,9 @@ func TestSlowReader(t *testing.T) {
 		if err := b.ApplyDelta(d.Message); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for i := 3; i < 6; i++ {
+		seqs = append(seqs, push(t, ctx, w, "t"+string(rune('a'+i)), "groceries", "x"))
 	}
 	wk := nextWake(t, ctx, bs)
 	if wk.Reason != ssp2.WakeCatchupRequired || wk.Cursor < seqs[3] {
