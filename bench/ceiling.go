@@ -10,6 +10,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // the driver the sqlite store uses
+
+	"github.com/synclane/synclane/storage/sqlite"
 )
 
 // ceilingCase is the most any engine could do on this disk and CPU: a bare
@@ -26,7 +28,7 @@ func ceilingCase(ctx context.Context, cfg *Config, batch int) (Result, error) {
 		return r, err
 	}
 	defer os.RemoveAll(dir)
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "ceiling.db")+"?_journal_mode=WAL&_synchronous=FULL&_busy_timeout=5000")
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "ceiling.db")+fmt.Sprintf("?_journal_mode=WAL&_synchronous=FULL&_busy_timeout=5000&_pragma=wal_autocheckpoint(%d)", sqlite.DefaultWALAutocheckpointPages))
 	if err != nil {
 		return r, err
 	}

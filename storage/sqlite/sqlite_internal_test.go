@@ -55,6 +55,26 @@ func TestDurabilitySettings(t *testing.T) {
 	}
 }
 
+// TestWALAutocheckpointSetting: the writer checkpoints the WAL at the
+// configured size: DefaultWALAutocheckpointPages by default, an explicit
+// value, or SQLite's own default when negative.
+func TestWALAutocheckpointSetting(t *testing.T) {
+	for _, c := range []struct {
+		opt, want int
+	}{{0, DefaultWALAutocheckpointPages}, {2500, 2500}, {-1, 1000}} {
+		s, err := Open(t.Context(), filepath.Join(t.TempDir(), "sync.db"), Options{WALAutocheckpointPages: c.opt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got int
+		err = s.conn.QueryRowContext(t.Context(), "PRAGMA wal_autocheckpoint").Scan(&got)
+		s.Close()
+		if err != nil || got != c.want {
+			t.Fatalf("option %d: wal_autocheckpoint = %d, %v; want %d", c.opt, got, err, c.want)
+		}
+	}
+}
+
 // queryPlan returns the EXPLAIN QUERY PLAN details of q, joined by "; ".
 func queryPlan(t *testing.T, s *Store, q string, args ...any) string {
 	t.Helper()
