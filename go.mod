@@ -13,6 +13,7 @@ require (
 	github.com/minio/minio-go/v7 v7.0.99
 	go.uber.org/zap v1.28.0
 	go.uber.org/zap/exp v0.3.0
+	modernc.org/libc v1.80.1
 	modernc.org/sqlite v1.62.0
 )
 
@@ -67,7 +68,6 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/tools v0.52.0 // indirect
 	google.golang.org/protobuf v1.33.0 // indirect
-	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )

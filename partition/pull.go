@@ -387,9 +387,11 @@ func (p *Partition) inlinePage(logEpoch string) func(ctx context.Context, t *sch
 
 // buildPage reads one page of the table's in-scope rows after tok's row
 // cursor and encodes it as an SSG2 rows segment. Meta.NextRowCursor is set
-// when rows remain after the page. A store that is a storage.RowVisitor
-// (every backend is) hands the rows one at a time and each is encoded as
-// it comes, so the page is held once, encoded; sizeHint (the previous
+// when rows remain after the page. A store that is a storage.RowEncoder
+// (SQLite) encodes the rows into the segment itself, without a RowRecord
+// per row; one that is a storage.RowVisitor (every backend) hands the rows
+// one at a time and each is encoded as it comes, so the page is held once,
+// encoded; sizeHint (the previous
 // page's bytes in a streamed section, or 0) presizes the segment buffer.
 func (p *Partition) buildPage(ctx context.Context, t *schema.Table, eff map[string][]string, digest string, tok BootstrapToken, pageRows, sizeHint int) (segstore.Built, error) {
 	q := storage.RowQuery{Table: t, Scopes: eff, AfterRowID: tok.RowCursor, Limit: pageRows + 1}
@@ -410,7 +412,14 @@ func (p *Partition) buildPage(ctx context.Context, t *schema.Table, eff map[stri
 		last = rec.RowID
 		return nil
 	}
-	if v, ok := p.cfg.Store.(storage.RowVisitor); ok {
+	if e, ok := p.cfg.Store.(storage.RowEncoder); ok {
+		q.Limit = pageRows
+		r, err := e.EncodeRows(ctx, p.name, q, sb)
+		if err != nil {
+			return segstore.Built{}, err
+		}
+		n, more, last = r.Rows, r.More, r.LastRowID
+	} else if v, ok := p.cfg.Store.(storage.RowVisitor); ok {
 		if err := v.VisitRows(ctx, p.name, q, add); err != nil {
 			return segstore.Built{}, err
 		}

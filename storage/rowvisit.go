@@ -1,6 +1,10 @@
 package storage
 
-import "context"
+import (
+	"context"
+
+	"github.com/synclane/synclane/protocol/ssp2"
+)
 
 // RowVisitor is a Store that hands the rows of a row query to a callback
 // one at a time instead of returning them as a slice, so a caller that
@@ -16,4 +20,31 @@ type RowVisitor interface {
 	// nothing calls fn zero times. fn runs while the read is open: it
 	// must not call back into the store.
 	VisitRows(ctx context.Context, partition string, q RowQuery, fn func(rec RowRecord) error) error
+}
+
+// RowEncoder is a Store that encodes the rows of a row query straight into
+// an SSG2 segment, without building a RowRecord per row: a bootstrap page
+// then costs one copy of each value, from the database into the segment.
+// It is optional (the SQLite store implements it); a caller falls back to
+// RowVisitor. The storagetest contract checks that its segments equal
+// those built from VisitRows with AddRow.
+type RowEncoder interface {
+	// EncodeRows appends to sb, in order, the first q.Limit rows that
+	// ScanRows(ctx, partition, q) would return (all of them when q.Limit
+	// <= 0), from one consistent read, and reports how many it appended,
+	// the row id of the last one, and whether at least one more row
+	// matches q after them. A row that sb refuses (a stored value that
+	// does not fit its column) fails the call; rows appended before it
+	// stay in sb, so a caller drops sb on error.
+	EncodeRows(ctx context.Context, partition string, q RowQuery, sb *ssp2.SegmentBuilder) (EncodedRows, error)
+}
+
+// EncodedRows is what RowEncoder.EncodeRows appended.
+type EncodedRows struct {
+	// Rows is how many rows were appended.
+	Rows int
+	// LastRowID is the row id of the last row appended ("" with none).
+	LastRowID string
+	// More reports that rows matching the query remain after them.
+	More bool
 }

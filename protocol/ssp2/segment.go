@@ -237,6 +237,14 @@ type SegmentBuilder struct {
 	blockRows  int
 	rows       int
 	err        error
+	// The row open between BeginRow and EndRow (segment_cells.go): where
+	// it starts, where its null bitmap is, the next column, and the first
+	// failed check.
+	rowOpen   bool
+	rowMark   int
+	rowBitmap int
+	rowCol    int
+	rowErr    error
 }
 
 // NewSegmentBuilder starts a segment for table at schemaVersion with the
@@ -257,6 +265,7 @@ func (sb *SegmentBuilder) AddRow(serverVersion int64, row Row) error {
 	if serverVersion < 1 || serverVersion > MaxSafeInt {
 		return encFail("serverVersion %d outside [1, 2^53-1]", serverVersion)
 	}
+	sb.dropOpenRow()
 	sb.openBlock()
 	mark := len(sb.buf)
 	sb.buf = appendI64(sb.buf, serverVersion)
@@ -277,6 +286,7 @@ func (sb *SegmentBuilder) AddEncodedRow(serverVersion int64, rowBytes []byte) {
 	if sb.err != nil {
 		return
 	}
+	sb.dropOpenRow()
 	sb.openBlock()
 	sb.buf = appendI64(sb.buf, serverVersion)
 	sb.buf = append(sb.buf, rowBytes...)
@@ -301,6 +311,11 @@ func (sb *SegmentBuilder) rowAdded() {
 
 func (sb *SegmentBuilder) closeBlock() {
 	if sb.blockStart < 0 {
+		return
+	}
+	if sb.blockRows == 0 { // its only rows were rejected: no empty block
+		sb.buf = sb.buf[:sb.blockStart]
+		sb.blockStart = -1
 		return
 	}
 	binary.LittleEndian.PutUint32(sb.buf[sb.blockStart:], uint32(sb.blockRows))
@@ -332,6 +347,7 @@ func (sb *SegmentBuilder) Finish() []byte {
 	if sb.err != nil {
 		return nil
 	}
+	sb.dropOpenRow()
 	sb.closeBlock()
 	out := append(sb.buf, 0, 0, 0, 0)
 	sb.buf = nil

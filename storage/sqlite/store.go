@@ -70,7 +70,9 @@ import (
 type Options struct {
 	// Logger receives migration and lifecycle messages; nil means zap.NewNop().
 	Logger *zap.Logger
-	// ReadConns bounds the read connection pool; <= 0 means 4.
+	// ReadConns bounds the read connection pool, and separately the pool
+	// of read-only connections that encode bootstrap pages (EncodeRows);
+	// <= 0 means 4 each.
 	ReadConns int
 	// BusyTimeout is how long a connection waits for a lock held by another
 	// process before failing with SQLITE_BUSY; <= 0 means 10s.
@@ -138,6 +140,8 @@ type Store struct {
 	// writeBacks batches PutClient calls of different partitions
 	// (records.go).
 	writeBacks clientWriteBack
+	// raw holds EncodeRows' read-only C-API connections (encode_rows.go).
+	raw *rawPool
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -189,7 +193,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	rdb.SetMaxOpenConns(opts.ReadConns)
 	rdb.SetMaxIdleConns(opts.ReadConns)
 	s := &Store{log: opts.Logger, wdb: wdb, conn: conn, rdb: rdb,
-		wlock: make(chan struct{}, 1), closed: make(chan struct{}), path: path, holder: storage.NewLogEpoch()}
+		wlock: make(chan struct{}, 1), closed: make(chan struct{}), path: path, holder: storage.NewLogEpoch(),
+		raw: newRawPool(path, opts.ReadConns, opts.BusyTimeout, 32768)}
 	if err := s.createSystemTables(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -236,6 +241,7 @@ func (s *Store) Close() error {
 		if err := s.rdb.Close(); err != nil {
 			errs = append(errs, err)
 		}
+		s.raw.close()
 		if len(errs) > 0 {
 			s.closeErr = fmt.Errorf("sqlite: close: %v", errs)
 		}

@@ -208,6 +208,7 @@ func run(t *testing.T, open func(t *testing.T) storage.Store, share func(t *test
 		{"TxScanRows", txScanRowsTests},
 		{"Reactions", reactionTests},
 		{"VisitRows", visitRowsTests},
+		{"EncodeRows", encodeRowsTests},
 		{"Clients", slices.Concat(clientTests, putClientUnstorableTests, bindTests)},
 		{"Concurrency", concurrencyTests},
 		{"Checkpoint", checkpointTests},
