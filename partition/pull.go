@@ -214,6 +214,10 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 	signed := lim.Accept&ssp2.AcceptSignedURLs != 0
 	done := false
 	prevSize := 0 // the last page's bytes (presizes the next streamed page)
+	// lastFresh is the section's last inline page when its bytes were built
+	// here (not read back from the segment store): the stream reuses its
+	// buffer once it is written.
+	var lastFresh *ssp2.SegmentInline
 	for page := 0; page < int(lim.MaxSnapshotPages) && !done; page++ {
 		if page > 0 && rep.full(p.cfg.Limits.MaxResponseBytes) {
 			break // the reply is full: the resume token carries on
@@ -224,13 +228,14 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 			end := &ssp2.SubEnd{NextCursor: tok.AsOfCommitSeq, BootstrapState: tok.Encode()}
 			rep.streams = append(rep.streams, &pageStream{at: len(rep.Frames), end: end, partition: p.name, table: t, eff: eff,
 				digest: digest, logEpoch: info.LogEpoch, tok: tok, pageRows: pageRows, signed: signed, pagesLeft: int(lim.MaxSnapshotPages) - page,
-				budget: p.cfg.Limits.MaxResponseBytes - rep.built, lastSize: prevSize})
+				budget: p.cfg.Limits.MaxResponseBytes - rep.built, lastSize: prevSize, recycle: lastFresh})
 			rep.Frames = append(rep.Frames, end)
 			return nil
 		}
 		key := segstore.KeyParts{Table: t.Name, ScopeDigest: digest, AsOfCommitSeq: tok.AsOfCommitSeq, RowCursor: tok.RowCursor,
 			PageRows: pageRows, SchemaVersion: p.cfg.Schema.Version, LogEpoch: info.LogEpoch, Lane: LaneRef}
 		var built *segstore.Built
+		fresh := true // built's bytes are in a buffer of our own (see pageBuilder)
 		if tok.Lane == "" && canImage {
 			m, first, err := p.imageOrFirstPage(ctx, t, eff, digest, tok, pageRows, info.LogEpoch)
 			if err != nil {
@@ -260,11 +265,13 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 				}
 			}
 			if built == nil {
-				build := p.buildPage
-				if !canRef {
-					build = p.inlinePage(info.LogEpoch) // inline only: a large page is stored once
+				var b segstore.Built
+				var err error
+				if canRef {
+					b, err = p.buildPage(ctx, t, eff, digest, tok, pageRows, 0, nil)
+				} else {
+					b, fresh, err = p.inlinePage(info.LogEpoch)(ctx, t, eff, digest, tok, pageRows, 0, nil) // inline only: a large page is stored once
 				}
-				b, err := build(ctx, t, eff, digest, tok, pageRows, 0)
 				if err != nil {
 					return err
 				}
@@ -280,7 +287,7 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 				if built != nil {
 					return *built, nil
 				}
-				return p.buildPage(ctx, t, eff, digest, tok, pageRows, 0)
+				return p.buildPage(ctx, t, eff, digest, tok, pageRows, 0, nil)
 			})
 			if err != nil {
 				return err
@@ -291,15 +298,20 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 			continue
 		}
 		if built == nil {
-			b, err := p.inlinePage(info.LogEpoch)(ctx, t, eff, digest, tok, pageRows, prevSize)
+			b, f, err := p.inlinePage(info.LogEpoch)(ctx, t, eff, digest, tok, pageRows, prevSize, nil)
 			if err != nil {
 				return err
 			}
-			built = &b
+			built, fresh = &b, f
 		}
 		rep.built += len(built.Data)
 		prevSize = len(built.Data)
-		rep.Frames = append(rep.Frames, &ssp2.SegmentInline{Payload: built.Data, Verified: true})
+		frame := &ssp2.SegmentInline{Payload: built.Data, Verified: true}
+		rep.Frames = append(rep.Frames, frame)
+		lastFresh = nil
+		if fresh {
+			lastFresh = frame
+		}
 		done = built.Meta.NextRowCursor == nil
 		tok.RowCursor = built.Meta.NextRowCursor
 	}
@@ -326,7 +338,7 @@ const (
 func (p *Partition) imageOrFirstPage(ctx context.Context, t *schema.Table, eff map[string][]string, digest string, tok BootstrapToken, pageRows int, logEpoch string) (*segstore.Meta, *segstore.Built, error) {
 	key := segstore.KeyParts{Table: t.Name, ScopeDigest: digest, AsOfCommitSeq: tok.AsOfCommitSeq,
 		SchemaVersion: p.cfg.Schema.Version, LogEpoch: logEpoch, Lane: LaneSQLite}
-	first, err := p.buildPage(ctx, t, eff, digest, tok, pageRows, 0)
+	first, err := p.buildPage(ctx, t, eff, digest, tok, pageRows, 0, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -358,32 +370,39 @@ func (p *Partition) imageOrFirstPage(ctx context.Context, t *schema.Table, eff m
 // inline-only clients bootstraps one scope with each large page built
 // once. Smaller pages are built per request and never stored. A stored
 // page that expired or vanished is rebuilt.
-func (p *Partition) inlinePage(logEpoch string) func(ctx context.Context, t *schema.Table, eff map[string][]string, digest string, tok BootstrapToken, pageRows, sizeHint int) (segstore.Built, error) {
-	return func(ctx context.Context, t *schema.Table, eff map[string][]string, digest string, tok BootstrapToken, pageRows, sizeHint int) (segstore.Built, error) {
+func (p *Partition) inlinePage(logEpoch string) pageBuilder {
+	return func(ctx context.Context, t *schema.Table, eff map[string][]string, digest string, tok BootstrapToken, pageRows, sizeHint int, buf []byte) (segstore.Built, bool, error) {
 		if p.cfg.Segments == nil {
-			return p.buildPage(ctx, t, eff, digest, tok, pageRows, sizeHint)
+			b, err := p.buildPage(ctx, t, eff, digest, tok, pageRows, sizeHint, buf)
+			return b, true, err
 		}
 		key := segstore.KeyParts{Table: t.Name, ScopeDigest: digest, AsOfCommitSeq: tok.AsOfCommitSeq, RowCursor: tok.RowCursor,
 			PageRows: pageRows, SchemaVersion: p.cfg.Schema.Version, LogEpoch: logEpoch, Lane: LaneRef}
 		if m, err := p.cfg.Segments.Lookup(ctx, p.name, key); err == nil {
 			if _, data, err := p.cfg.Segments.Get(ctx, p.name, m.ID); err == nil {
-				return segstore.Built{Meta: m, Data: data}, nil
+				return segstore.Built{Meta: m, Data: data}, false, nil
 			} else if !errors.Is(err, segstore.ErrNotFound) && !errors.Is(err, segstore.ErrExpired) {
-				return segstore.Built{}, err
+				return segstore.Built{}, false, err
 			}
 		} else if !errors.Is(err, segstore.ErrNotFound) {
-			return segstore.Built{}, err
+			return segstore.Built{}, false, err
 		}
-		b, err := p.buildPage(ctx, t, eff, digest, tok, pageRows, sizeHint)
+		b, err := p.buildPage(ctx, t, eff, digest, tok, pageRows, sizeHint, buf)
 		if err != nil || len(b.Data) <= p.cfg.InlineSegmentMaxBytes {
-			return b, err
+			return b, err == nil, err
 		}
 		if _, _, err := p.cfg.Segments.Obtain(ctx, p.name, key, func(context.Context) (segstore.Built, error) { return b, nil }); err != nil {
-			return segstore.Built{}, err
+			return segstore.Built{}, false, err
 		}
-		return b, nil
+		return b, true, nil // Put copied the bytes: the buffer is still ours
 	}
 }
+
+// pageBuilder builds (or reads back) one inline page: see inlinePage. It
+// reports whether the page's bytes were built into a buffer of this
+// process's own (fresh) and so may be reused once written; bytes read back
+// from the segment store may be shared (hot set) and must not be.
+type pageBuilder func(ctx context.Context, t *schema.Table, eff map[string][]string, digest string, tok BootstrapToken, pageRows, sizeHint int, buf []byte) (segstore.Built, bool, error)
 
 // buildPage reads one page of the table's in-scope rows after tok's row
 // cursor and encodes it as an SSG2 rows segment. Meta.NextRowCursor is set
@@ -391,13 +410,23 @@ func (p *Partition) inlinePage(logEpoch string) func(ctx context.Context, t *sch
 // (SQLite) encodes the rows into the segment itself, without a RowRecord
 // per row; one that is a storage.RowVisitor (every backend) hands the rows
 // one at a time and each is encoded as it comes, so the page is held once,
-// encoded; sizeHint (the previous
-// page's bytes in a streamed section, or 0) presizes the segment buffer.
-func (p *Partition) buildPage(ctx context.Context, t *schema.Table, eff map[string][]string, digest string, tok BootstrapToken, pageRows, sizeHint int) (segstore.Built, error) {
+// encoded; sizeHint (the previous page's bytes in a streamed section, or
+// 0) presizes the segment buffer, and buf, when not nil, is a page buffer
+// the caller is done with, whose storage the page is written into.
+func (p *Partition) buildPage(ctx context.Context, t *schema.Table, eff map[string][]string, digest string, tok BootstrapToken, pageRows, sizeHint int, buf []byte) (segstore.Built, error) {
 	q := storage.RowQuery{Table: t, Scopes: eff, AfterRowID: tok.RowCursor, Limit: pageRows + 1}
-	sb := ssp2.NewSegmentBuilder(t.Name, p.cfg.Schema.Version, t.Columns)
-	if sizeHint > 0 {
-		sb.Grow(sizeHint + sizeHint/32 + 4096) // slack: pages vary a little, Finish appends 4 bytes
+	sb := ssp2.NewSegmentBuilderBuffer(buf, t.Name, p.cfg.Schema.Version, t.Columns)
+	// A page buffer gets a quarter of headroom, so that the pages of a
+	// stream, which vary a little in size, all fit the one buffer they
+	// reuse: a page that outgrew it would hold its old and its regrown
+	// buffer at once.
+	switch {
+	case sizeHint > 0 && cap(buf) >= sizeHint+sizeHint/8+4096:
+		// The spare buffer holds a page of this size with room: no allocation.
+	case sizeHint > 0:
+		sb.Grow(sizeHint + sizeHint/4 + 4096)
+	default:
+		sb.ExpectRows(pageRows) // sized once, with the same headroom, after its first block
 	}
 	n, more, last := 0, false, ""
 	add := func(rec storage.RowRecord) error {

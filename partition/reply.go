@@ -113,6 +113,7 @@ func (r *Reply) WriteTo(w io.Writer) (int64, error) {
 				if err := enc.WriteFrame(page); err != nil {
 					return cw.n, err
 				}
+				s.written(page)
 			}
 			s.finish()
 		}
@@ -126,8 +127,11 @@ func (r *Reply) WriteTo(w io.Writer) (int64, error) {
 			}
 			break
 		}
-		if _, ok := f.(*ssp2.SegmentInline); ok {
+		if si, ok := f.(*ssp2.SegmentInline); ok {
 			r.Frames[i] = nil // written: the response holds one page at a time
+			if next < len(r.streams) && r.streams[next].recycle == si {
+				r.streams[next].written(si)
+			}
 		}
 	}
 	if err := enc.Close(); err != nil {

@@ -39,6 +39,18 @@ type pageStream struct {
 	// lastSize is the size of the last page built for the stream (the
 	// next page's buffer is presized to it).
 	lastSize int
+	// recycle is the section's page written just before the stream starts
+	// (in the reply's frames) when its buffer may be reused; spare is a
+	// written page's buffer that the next page is built into, so a stream
+	// keeps one page buffer instead of allocating one per page (and a
+	// collector that counts the page being written and the page being
+	// built as live at once sees one of them). Only buffers this process
+	// built itself are reused: bytes read back from the segment store may
+	// be shared. spare is handed from the writer to the actor through the
+	// job submission, never used by both at once.
+	recycle   *ssp2.SegmentInline
+	spare     []byte
+	lastFresh bool
 
 	// gate, ctx and submit are bound when the reply is released.
 	gate   GateToken
@@ -75,6 +87,21 @@ func (s *pageStream) next() (ssp2.Frame, error) {
 	s.budget -= r.size
 	s.tok.RowCursor = r.next
 	return r.frame, nil
+}
+
+// written hands a page back after the writer wrote it (a page of the
+// stream, or recycle, the page just before it): when its bytes were built
+// by this process, the next page is built into them. io.Writer's contract
+// (Write must not retain its argument) makes that safe.
+func (s *pageStream) written(f ssp2.Frame) {
+	si, ok := f.(*ssp2.SegmentInline)
+	if !ok {
+		return
+	}
+	if si == s.recycle || s.lastFresh {
+		s.spare = si.Payload[:0]
+	}
+	s.recycle, s.lastFresh = nil, false
 }
 
 // finish sets the section's SUB_END token: absent once the table is done.
@@ -132,20 +159,29 @@ func (j *PageJob) run(ctx context.Context, p *Partition) {
 		key := segstore.KeyParts{Table: s.table.Name, ScopeDigest: s.digest, AsOfCommitSeq: s.tok.AsOfCommitSeq, RowCursor: s.tok.RowCursor,
 			PageRows: s.pageRows, SchemaVersion: p.cfg.Schema.Version, LogEpoch: s.logEpoch, Lane: LaneRef}
 		tok := s.tok
+		var built []byte
 		m, _, err := p.cfg.Segments.Obtain(ctx, p.name, key, func(ctx context.Context) (segstore.Built, error) {
-			return p.buildPage(ctx, s.table, s.eff, s.digest, tok, s.pageRows, s.lastSize)
+			b, err := p.buildPage(ctx, s.table, s.eff, s.digest, tok, s.pageRows, s.lastSize, s.spare)
+			built = b.Data
+			return b, err
 		})
 		if err != nil {
 			j.answer(pageResult{err: storageErr(err)})
 			return
 		}
+		if built != nil {
+			s.spare = built[:0] // stored (Put keeps no reference): reuse it
+		}
 		r.frame, r.next, r.size = p.refFrame(m, s.tok, s.signed), m.NextRowCursor, refSize(m)
 		s.lastSize = int(m.ByteLength)
 	} else {
-		b, err := p.inlinePage(s.logEpoch)(ctx, s.table, s.eff, s.digest, s.tok, s.pageRows, s.lastSize)
+		b, fresh, err := p.inlinePage(s.logEpoch)(ctx, s.table, s.eff, s.digest, s.tok, s.pageRows, s.lastSize, s.spare)
 		if err != nil {
 			j.answer(pageResult{err: storageErr(err)})
 			return
+		}
+		if s.lastFresh = fresh; fresh {
+			s.spare = nil // now the page's; handed back once it is written
 		}
 		r.frame, r.next, r.size = &ssp2.SegmentInline{Payload: b.Data, Verified: true}, b.Meta.NextRowCursor, len(b.Data)
 		s.lastSize = len(b.Data)

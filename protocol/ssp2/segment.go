@@ -245,14 +245,29 @@ type SegmentBuilder struct {
 	rowBitmap int
 	rowCol    int
 	rowErr    error
+	// expect is the row count announced by ExpectRows (0: none); the
+	// buffer is sized for it when the first block closes.
+	expect int
 }
 
 // NewSegmentBuilder starts a segment for table at schemaVersion with the
 // given column table. Invalid table or column data is reported by AddRow
 // and surfaces as an empty result from Finish.
 func NewSegmentBuilder(table string, schemaVersion int32, cols []Column) *SegmentBuilder {
+	return NewSegmentBuilderBuffer(nil, table, schemaVersion, cols)
+}
+
+// NewSegmentBuilderBuffer is NewSegmentBuilder writing into buf's storage
+// (from its start, whatever it holds): a caller that builds page after page
+// and is done with the previous page's bytes hands them back, so a stream
+// of pages keeps one buffer instead of allocating one per page. A nil or
+// small buf is replaced as the segment grows.
+func NewSegmentBuilderBuffer(buf []byte, table string, schemaVersion int32, cols []Column) *SegmentBuilder {
+	if cap(buf) < 4096 {
+		buf = make([]byte, 0, 4096)
+	}
 	sb := &SegmentBuilder{codec: NewRowCodec(cols), blockStart: -1}
-	sb.buf, sb.err = appendSegmentHeader(make([]byte, 0, 4096), table, schemaVersion, cols)
+	sb.buf, sb.err = appendSegmentHeader(buf[:0], table, schemaVersion, cols)
 	return sb
 }
 
@@ -306,6 +321,29 @@ func (sb *SegmentBuilder) rowAdded() {
 	sb.rows++
 	if sb.blockRows == SegmentBlockRows {
 		sb.closeBlock()
+		if sb.expect > sb.rows {
+			// Size the buffer once for the rows still to come, at the
+			// first block's bytes per row plus a quarter, instead of
+			// letting append regrow it (each regrowth holds the old and
+			// the new buffer at once).
+			perRow := (len(sb.buf) + sb.rows - 1) / sb.rows
+			n := perRow * (sb.expect - sb.rows)
+			sb.Grow(n + n/4 + 8*((sb.expect-sb.rows)/SegmentBlockRows+1) + 4)
+			sb.expect = 0
+		}
+	}
+}
+
+// ExpectRows announces that about n rows will be added (the page size of
+// a bootstrap page). Once the first block of SegmentBlockRows rows is
+// complete, the buffer is grown once to hold n rows at that block's bytes
+// per row, plus a quarter (rows vary): a page whose size is not known in advance then costs
+// one large allocation, not a series of doublings. Fewer rows than
+// announced just leave unused capacity. Use Grow instead when the size is
+// known.
+func (sb *SegmentBuilder) ExpectRows(n int) {
+	if n > 0 {
+		sb.expect = n
 	}
 }
 

@@ -1,6 +1,7 @@
 package segstore
 
 import (
+	"bytes"
 	"context"
 	"sync"
 )
@@ -38,7 +39,7 @@ func (s *Memory) Put(_ context.Context, m Meta, data []byte) error {
 	if e := s.keys[k]; e != nil && e.data != nil && e.meta.ExpiresAtMs > m.CreatedAtMs {
 		return nil
 	}
-	s.keys[k] = &memEntry{meta: m, data: data}
+	s.keys[k] = &memEntry{meta: m, data: bytes.Clone(data)} // Put keeps no reference to data
 	return nil
 }
 

@@ -53,6 +53,8 @@ type Store interface {
 	// Put stores data under m.Partition and m.Key, replacing an expired
 	// entry for the same key. Storing a key that is already present and
 	// unexpired keeps the existing entry (another builder won the race).
+	// Put keeps no reference to data once it returns (a store holding
+	// segments in memory copies them): the caller may reuse the buffer.
 	Put(ctx context.Context, m Meta, data []byte) error
 	// Get returns the unexpired entries of segment id in partition (one per
 	// build key that produced these bytes) and the bytes. ErrExpired when

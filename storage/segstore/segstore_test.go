@@ -228,3 +228,37 @@ func TestGetBytesAreTheCallers(t *testing.T) {
 		})
 	}
 }
+
+// TestPutKeepsNoReference: a builder may reuse its buffer once Obtain (and
+// so Put) returned: what is served afterwards is what was built.
+func TestPutKeepsNoReference(t *testing.T) {
+	for name, open := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			c := segstore.NewCache(open(t), time.Hour, nil, nil)
+			buf := make([]byte, 50_000)
+			for i := range buf {
+				buf[i] = byte(i)
+			}
+			want := append([]byte(nil), buf...)
+			m, _, err := c.Obtain(ctx, "p", segstore.KeyParts{Table: "t", AsOfCommitSeq: 1, Lane: "rows"}, func(context.Context) (segstore.Built, error) {
+				return segstore.Built{Meta: segstore.Meta{MediaType: ssp2.MediaRows, Table: "t", RowCount: 1}, Data: buf}, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range buf {
+				buf[i] = 0xAA // the next page written into the same buffer
+			}
+			for range 2 { // twice: the second read may come from the hot set
+				_, got, err := c.Get(ctx, "p", m.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(got) != string(want) {
+					t.Fatal("the stored segment changed when the builder reused its buffer")
+				}
+			}
+		})
+	}
+}
