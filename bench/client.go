@@ -35,19 +35,161 @@ func (c *Client) ResolveSegments(ctx context.Context, msg *ssp2.Message, scopes 
 		if !ok {
 			continue
 		}
-		data, err := c.rt.segment(ctx, c.id, ref.SegmentID, scopes)
+		si, err := c.resolveRef(ctx, ref, scopes, sch)
 		if err != nil {
 			return err
 		}
-		c.BytesIn += int64(len(data))
-		if ref.MediaType == ssp2.MediaSQLite {
-			if data, err = httpsync.ImageToSegment(ctx, sch, ref, data); err != nil {
+		msg.Frames[i] = si
+	}
+	return nil
+}
+
+// resolveRef downloads ref's segment (converting a SQLite image to rows).
+func (c *Client) resolveRef(ctx context.Context, ref *ssp2.SegmentRef, scopes map[string][]string, sch *schema.Schema) (*ssp2.SegmentInline, error) {
+	data, err := c.rt.segment(ctx, c.id, ref.SegmentID, scopes)
+	if err != nil {
+		return nil, err
+	}
+	c.BytesIn += int64(len(data))
+	if ref.MediaType == ssp2.MediaSQLite {
+		if data, err = httpsync.ImageToSegment(ctx, sch, ref, data); err != nil {
+			return nil, err
+		}
+	}
+	return &ssp2.SegmentInline{Payload: data}, nil
+}
+
+// frameStreamer is a roundTripper that hands a response over as a stream
+// (HTTP), so a client decodes and applies its frames while the rest is
+// still arriving, as a streaming client does.
+type frameStreamer interface {
+	roundTripStream(ctx context.Context, id engine.Identity, body []byte) (io.ReadCloser, error)
+}
+
+// Stream sends frames like Do and hands each response frame to fn as it is
+// read off the wire (SEGMENT_REFs resolved to their downloaded segments when
+// resolve is set). A roundTripper that cannot stream gets Do's whole
+// response, frame by frame. The response is checked as Do checks it; an
+// ERROR frame reaches fn (the section is dropped) and is returned as the
+// error once the response ended.
+func (c *Client) Stream(ctx context.Context, scopes map[string][]string, sch *schema.Schema, fn func(ssp2.Frame) error, frames ...ssp2.Frame) error {
+	if c.epoch == "" {
+		if err := c.Handshake(ctx); err != nil {
+			return err
+		}
+	}
+	st, ok := c.rt.(frameStreamer)
+	if !ok || c.stripInline {
+		msg, err := c.Do(ctx, frames...)
+		if err != nil {
+			return err
+		}
+		if err := c.ResolveSegments(ctx, msg, scopes, sch); err != nil {
+			return err
+		}
+		for _, f := range msg.Frames {
+			if err := fn(f); err != nil {
 				return err
 			}
 		}
-		msg.Frames[i] = &ssp2.SegmentInline{Payload: data}
+		return nil
 	}
-	return nil
+	body, err := c.encode(frames)
+	if err != nil {
+		return err
+	}
+	rc, err := st.roundTripStream(ctx, c.id, body)
+	if err != nil {
+		return err
+	}
+	// A reader goroutine decodes frames off the socket ahead of fn (up to
+	// streamAhead frames), so the server is never held up by the client
+	// applying a page: the two overlap on different cores.
+	cr := &countingReader{r: rc}
+	dec := ssp2.NewDecoder(cr, ssp2.KindResponse, 0)
+	type item struct {
+		f   ssp2.Frame
+		err error
+	}
+	ahead := make(chan item, streamAhead)
+	stop := make(chan struct{})
+	go func() {
+		defer close(ahead)
+		for {
+			f, err := dec.Next()
+			select {
+			case ahead <- item{f, err}:
+			case <-stop:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		_ = rc.Close() // unblocks a read in progress
+		for range ahead {
+		}
+		c.BytesIn += cr.n
+	}()
+	var inBand error
+	for first := true; ; first = false {
+		it := <-ahead
+		f, err := it.f, it.err
+		if errors.Is(err, io.EOF) {
+			return inBand
+		}
+		if err != nil {
+			return fmt.Errorf("bench: decode response: %w", err)
+		}
+		if first {
+			hdr, _ := f.(*ssp2.RespHeader)
+			if hdr == nil {
+				return errors.New("bench: response has no RESP_HEADER")
+			}
+			if hdr.ResetRequired {
+				c.epoch = hdr.LogEpoch
+				return errReset
+			}
+			if hdr.RequiredSchemaVersion != nil {
+				return fmt.Errorf("bench: schema version 1 not served (required %d)", *hdr.RequiredSchemaVersion)
+			}
+			if hdr.LogEpoch != "" {
+				c.epoch = hdr.LogEpoch
+			}
+		}
+		switch x := f.(type) {
+		case *ssp2.ErrorFrame:
+			if inBand == nil {
+				inBand = &syncerr.Error{Code: syncerr.Code(x.Code), Message: x.Message}
+			}
+		case *ssp2.SegmentRef:
+			if f, err = c.resolveRef(ctx, x, scopes, sch); err != nil {
+				return err
+			}
+		}
+		if err := fn(f); err != nil {
+			return err
+		}
+	}
+}
+
+// streamAhead is how many decoded frames Stream's reader may hold before
+// the consumer takes them (a few bootstrap pages).
+const streamAhead = 4
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // errReset is returned by Client.Do when the server answered with a wire-v2
@@ -166,7 +308,8 @@ func (c *Client) Handshake(ctx context.Context) error {
 	return err
 }
 
-func (c *Client) do(ctx context.Context, frames []ssp2.Frame) (*ssp2.Message, error) {
+// encode renders a request: a REQ_HEADER with the client's epoch, then frames.
+func (c *Client) encode(frames []ssp2.Frame) ([]byte, error) {
 	h := &ssp2.ReqHeader{ClientID: c.clientID, SchemaVersion: 1}
 	if c.epoch != "" {
 		e := c.epoch
@@ -177,6 +320,14 @@ func (c *Client) do(ctx context.Context, frames []ssp2.Frame) (*ssp2.Message, er
 	body, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV2, Kind: ssp2.KindRequest, Frames: all})
 	if err != nil {
 		return nil, fmt.Errorf("bench: encode request: %w", err)
+	}
+	return body, nil
+}
+
+func (c *Client) do(ctx context.Context, frames []ssp2.Frame) (*ssp2.Message, error) {
+	body, err := c.encode(frames)
+	if err != nil {
+		return nil, err
 	}
 	var data []byte
 	if st, ok := c.rt.(inlineStripper); ok && c.stripInline {
@@ -306,6 +457,19 @@ func (r httpRT) roundTripStripped(ctx context.Context, id engine.Identity, body 
 		return nil, 0, 0, fmt.Errorf("bench: read response: %w", err)
 	}
 	return out, pages, n, nil
+}
+
+func (r httpRT) roundTripStream(ctx context.Context, id engine.Identity, body []byte) (io.ReadCloser, error) {
+	res, err := r.post(ctx, id, body)
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode != http.StatusOK {
+		defer res.Body.Close()
+		data, _ := readBody(res)
+		return nil, fmt.Errorf("bench: HTTP %d: %s", res.StatusCode, bytes.TrimSpace(data))
+	}
+	return res.Body, nil
 }
 
 func (r httpRT) roundTrip(ctx context.Context, id engine.Identity, body []byte) ([]byte, error) {

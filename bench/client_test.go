@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"reflect"
 	"testing"
 
+	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/transport/httpsync/httpsynctest"
 )
 
 // TestStripInlineStream: reading a response while dropping its inline
@@ -43,5 +46,64 @@ func TestStripInlineStream(t *testing.T) {
 	}
 	if _, _, _, err := stripInlineStream(bytes.NewReader(data[:len(data)-100_000])); err == nil {
 		t.Fatal("a truncated body was read without error")
+	}
+}
+
+// TestStreamBootstrapsLikeDo: a streamed bootstrap (frames decoded and
+// applied as they arrive, refs downloaded as they come) converges to the
+// same replica as whole responses, in the inline and the by-ref lanes.
+func TestStreamBootstrapsLikeDo(t *testing.T) {
+	ctx := t.Context()
+	cfg := &Config{Mode: ModeLoopback, DataDir: t.TempDir()}
+	tg, err := openTarget(ctx, cfg, "sqlite", EngineOpts{ServeSegments: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	const n = 1200
+	if err := seedRows(ctx, tg, "boot", n); err != nil {
+		t.Fatal(err)
+	}
+	sch := schema.MustDemo()
+	scopes := map[string][]string{"list_id": allLists}
+	for _, lane := range []uint8{ssp2.AcceptInlineRows, ssp2.AcceptRefRows} {
+		ph := &ssp2.PullHeader{Accept: lane, LimitSnapshotRows: 100, MaxSnapshotPages: 4}
+		bootstrap := func(name string, stream bool) map[string]httpsynctest.ReplicaRow {
+			c := tg.Client("reader", "boot", name)
+			rep := httpsynctest.NewReplica(nil, sch)
+			rep.Subscribe("s", "todos", scopes)
+			for i := 0; ; i++ {
+				if i > 100 {
+					t.Fatalf("lane %d, %s: no convergence", lane, name)
+				}
+				s := rep.Subs[0]
+				var st httpsynctest.PullStats
+				if stream {
+					a := rep.Applier()
+					if err := c.Stream(ctx, scopes, sch, a.Frame, ph, allTodos(s.ID, s.Cursor, s.Token)); err != nil {
+						t.Fatalf("lane %d, %s: %v", lane, name, err)
+					}
+					st = a.Stats()
+				} else {
+					msg, err := c.Do(ctx, ph, allTodos(s.ID, s.Cursor, s.Token))
+					if err == nil {
+						err = c.ResolveSegments(ctx, msg, scopes, sch)
+					}
+					if err == nil {
+						st, err = rep.Apply(msg)
+					}
+					if err != nil {
+						t.Fatalf("lane %d, %s: %v", lane, name, err)
+					}
+				}
+				if !st.Incomplete {
+					return rep.Rows["todos"]
+				}
+			}
+		}
+		whole, streamed := bootstrap(fmt.Sprintf("whole-%d", lane), false), bootstrap(fmt.Sprintf("streamed-%d", lane), true)
+		if len(whole) != n || !reflect.DeepEqual(whole, streamed) {
+			t.Fatalf("lane %d: streamed replica has %d rows, whole-response replica %d (want %d), or they differ", lane, len(streamed), len(whole), n)
+		}
 	}
 }

@@ -111,86 +111,114 @@ type pendingOp struct {
 // Apply applies a pull response. Sections are applied at their SUB_END; a
 // section cut by an ERROR frame is dropped.
 func (r *Replica) Apply(resp *ssp2.Message) (PullStats, error) {
-	var st PullStats
-	byID := map[string]*ReplicaSub{}
-	for _, s := range r.Subs {
-		byID[s.ID] = s
-	}
-	var cur *ReplicaSub
-	var start *ssp2.SubStart
-	var ops []pendingOp
-	clearFirst := false
+	a := r.Applier()
 	for _, f := range resp.Frames {
-		switch x := f.(type) {
-		case *ssp2.SubStart:
-			cur, start, ops = byID[x.ID], x, nil
-			if cur == nil {
-				return st, fmt.Errorf("replica: section for unknown subscription %q", x.ID)
-			}
-			clearFirst = x.Bootstrap && cur.Cursor < 0 && cur.Token == nil
-		case *ssp2.Commit:
-			st.Commits++
-			for _, ch := range x.Changes {
-				st.Changes++
-				t := x.Tables[ch.TableIndex]
-				op := pendingOp{table: t, rowID: ch.RowID, del: ch.Op == ssp2.OpDelete}
-				if !op.del {
-					vals, err := r.codecs[t].Decode(ch.Row)
-					if err != nil {
-						return st, fmt.Errorf("replica: commit %d row %s: %w", x.CommitSeq, ch.RowID, err)
-					}
-					op.row = ReplicaRow{Version: *ch.RowVersion, Values: vals}
-				}
-				ops = append(ops, op)
-			}
-		case *ssp2.SegmentInline:
-			seg, err := ssp2.DecodeSegment(x.Payload)
-			if err != nil {
-				return st, fmt.Errorf("replica: segment: %w", err)
-			}
-			pk := r.Schema.Table(seg.Table).PK
-			for _, b := range seg.Blocks {
-				for _, row := range b {
-					st.SegmentRows++
-					ops = append(ops, pendingOp{table: seg.Table, rowID: row.Values[pk].(string), row: ReplicaRow{Version: row.ServerVersion, Values: row.Values}})
-				}
-			}
-		case *ssp2.SegmentRef:
-			return st, errors.New("replica: unresolved SEGMENT_REF (Pull follows refs; callers of Apply use Client.ResolveSegments first)")
-		case *ssp2.SubEnd:
-			if cur == nil {
-				continue
-			}
-			cur.Status = start.Status
-			switch start.Status {
-			case ssp2.SubRevoked:
-				r.purge(cur)
-			case ssp2.SubReset:
-				r.purge(cur)
-				cur.Cursor, cur.Token = -1, nil
-				st.Incomplete = true
-				cur = nil
-				continue
-			}
-			if clearFirst {
-				r.purge(cur)
-			}
-			for _, op := range ops {
-				if op.del {
-					delete(r.Rows[op.table], op.rowID)
-				} else {
-					r.Rows[op.table][op.rowID] = op.row
-				}
-			}
-			cur.Cursor = x.NextCursor
-			cur.Token = x.BootstrapState
-			if cur.Token != nil {
-				st.Incomplete = true
-			}
-			cur, ops = nil, nil
+		if err := a.Frame(f); err != nil {
+			return a.Stats(), err
 		}
 	}
-	return st, nil
+	return a.Stats(), nil
+}
+
+// Applier applies a pull response frame by frame, as Apply does for a
+// whole one, so that a client reading a streamed response decodes each
+// bootstrap page while the server builds the next. Sections still apply
+// at their SUB_END.
+type Applier struct {
+	r          *Replica
+	st         PullStats
+	byID       map[string]*ReplicaSub
+	cur        *ReplicaSub
+	start      *ssp2.SubStart
+	ops        []pendingOp
+	clearFirst bool
+}
+
+// Applier returns an Applier for one response.
+func (r *Replica) Applier() *Applier {
+	a := &Applier{r: r, byID: map[string]*ReplicaSub{}}
+	for _, s := range r.Subs {
+		a.byID[s.ID] = s
+	}
+	return a
+}
+
+// Stats reports what the frames applied so far brought.
+func (a *Applier) Stats() PullStats { return a.st }
+
+// Frame applies the response's next frame.
+func (a *Applier) Frame(f ssp2.Frame) error {
+	r, st := a.r, &a.st
+	switch x := f.(type) {
+	case *ssp2.SubStart:
+		a.cur, a.start, a.ops = a.byID[x.ID], x, nil
+		if a.cur == nil {
+			return fmt.Errorf("replica: section for unknown subscription %q", x.ID)
+		}
+		a.clearFirst = x.Bootstrap && a.cur.Cursor < 0 && a.cur.Token == nil
+	case *ssp2.Commit:
+		st.Commits++
+		for _, ch := range x.Changes {
+			st.Changes++
+			t := x.Tables[ch.TableIndex]
+			op := pendingOp{table: t, rowID: ch.RowID, del: ch.Op == ssp2.OpDelete}
+			if !op.del {
+				vals, err := r.codecs[t].Decode(ch.Row)
+				if err != nil {
+					return fmt.Errorf("replica: commit %d row %s: %w", x.CommitSeq, ch.RowID, err)
+				}
+				op.row = ReplicaRow{Version: *ch.RowVersion, Values: vals}
+			}
+			a.ops = append(a.ops, op)
+		}
+	case *ssp2.SegmentInline:
+		seg, err := ssp2.DecodeSegment(x.Payload)
+		if err != nil {
+			return fmt.Errorf("replica: segment: %w", err)
+		}
+		pk := r.Schema.Table(seg.Table).PK
+		for _, b := range seg.Blocks {
+			for _, row := range b {
+				st.SegmentRows++
+				a.ops = append(a.ops, pendingOp{table: seg.Table, rowID: row.Values[pk].(string), row: ReplicaRow{Version: row.ServerVersion, Values: row.Values}})
+			}
+		}
+	case *ssp2.SegmentRef:
+		return errors.New("replica: unresolved SEGMENT_REF (Pull follows refs; callers of Apply use Client.ResolveSegments first)")
+	case *ssp2.SubEnd:
+		cur := a.cur
+		if cur == nil {
+			return nil
+		}
+		cur.Status = a.start.Status
+		switch a.start.Status {
+		case ssp2.SubRevoked:
+			r.purge(cur)
+		case ssp2.SubReset:
+			r.purge(cur)
+			cur.Cursor, cur.Token = -1, nil
+			st.Incomplete = true
+			a.cur = nil
+			return nil
+		}
+		if a.clearFirst {
+			r.purge(cur)
+		}
+		for _, op := range a.ops {
+			if op.del {
+				delete(r.Rows[op.table], op.rowID)
+			} else {
+				r.Rows[op.table][op.rowID] = op.row
+			}
+		}
+		cur.Cursor = x.NextCursor
+		cur.Token = x.BootstrapState
+		if cur.Token != nil {
+			st.Incomplete = true
+		}
+		a.cur, a.ops = nil, nil
+	}
+	return nil
 }
 
 // purge deletes the rows of sub's table that its scopes select.
