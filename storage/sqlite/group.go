@@ -26,7 +26,19 @@ import (
 //     waiting in Commit to get it back, so some member always finishes the
 //     group even if a waiter it handed off to gave up;
 //   - any other writer (lock) finishes an open group before it begins its
-//     own transaction.
+//     own transaction;
+//   - a group holds at most one push transaction per partition: a BeginPush
+//     for a partition that already committed in the open group finishes
+//     the group first.
+//
+// Deferred to the group: a member's log records (log.go) and its new
+// MaxCommitSeq are not written at its Commit but kept in the group
+// (commitGroup.logs) and written for all members at once, the log records
+// with multi-row INSERTs per table, right before the group's COMMIT
+// (flushGroup). The writer fence is checked per member at its Commit
+// (fencedIn, the fence trigger's condition read in the same transaction),
+// so a fenced partition fails alone; the trigger still guards the group's
+// INSERT into sync_commits.
 
 // maxGroupMembers bounds how many push transactions share one COMMIT.
 const maxGroupMembers = 256
@@ -41,6 +53,55 @@ type commitGroup struct {
 	// group's COMMIT (readAfterCommit).
 	gate  *groupGate
 	after map[string]*storage.ServeGate
+	// logs are the deferred log records of the members that committed,
+	// written by flushGroup; their partitions are first (once joined is
+	// set) and, once a second one joined, parts.
+	logs   []memberLog
+	first  string
+	joined bool
+	parts  map[string]struct{}
+	// fenceRunning, fenceRead and fenceAbove cache whether any partition
+	// has a writer fence above running schema version fenceRunning
+	// (fencedIn).
+	fenceRunning          int32
+	fenceRead, fenceAbove bool
+}
+
+// memberLog is one committed member's deferred writes.
+type memberLog struct {
+	partition string
+	running   int32 // writer_version of its commits
+	log       *pendingLog
+	// max is the partition's new MaxCommitSeq; setMax reports that it
+	// moved.
+	max    int64
+	setMax bool
+}
+
+// join adds the deferred writes of tx, which committed in the group.
+func (g *commitGroup) join(tx *pushTx) {
+	switch p := tx.info.Partition; {
+	case !g.joined:
+		g.first, g.joined = p, true
+	case g.parts == nil:
+		g.parts = map[string]struct{}{g.first: {}, p: {}}
+	default:
+		g.parts[p] = struct{}{}
+	}
+	if len(tx.log.commits) == 0 && len(tx.log.idems) == 0 && tx.info.MaxCommitSeq == tx.startMax {
+		return
+	}
+	g.logs = append(g.logs, memberLog{partition: tx.info.Partition, running: tx.running, log: &tx.log,
+		max: tx.info.MaxCommitSeq, setMax: tx.info.MaxCommitSeq != tx.startMax})
+}
+
+// has reports whether a push transaction of partition committed in g.
+func (g *commitGroup) has(partition string) bool {
+	if g.parts != nil {
+		_, ok := g.parts[partition]
+		return ok
+	}
+	return g.joined && g.first == partition
 }
 
 // acquire takes the process-wide write lock, waiting until it is free, ctx
@@ -94,7 +155,7 @@ func (s *Store) beginMember(ctx context.Context) error {
 // true). The caller holds the lock.
 func (s *Store) openMember(ctx context.Context, first bool) (ptx bool, err error) {
 	if s.group == nil {
-		if _, err := s.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		if err := s.execWriter(ctx, "BEGIN IMMEDIATE"); err != nil {
 			return false, err
 		}
 		s.group = &commitGroup{done: make(chan struct{})}
@@ -102,7 +163,7 @@ func (s *Store) openMember(ctx context.Context, first bool) (ptx bool, err error
 			return false, nil
 		}
 	}
-	if _, err := s.conn.ExecContext(context.WithoutCancel(ctx), "SAVEPOINT ptx"); err != nil {
+	if err := s.execWriter(context.WithoutCancel(ctx), "SAVEPOINT ptx"); err != nil {
 		if s.group.members == 0 {
 			s.finishGroup()
 		}
@@ -158,9 +219,9 @@ func (s *Store) dropMember(ptx bool) {
 	ctx := context.Background()
 	var err error
 	if ptx {
-		_, err = s.conn.ExecContext(ctx, "ROLLBACK TO ptx")
+		err = s.execWriter(ctx, "ROLLBACK TO ptx")
 		if err == nil {
-			_, err = s.conn.ExecContext(ctx, "RELEASE ptx")
+			err = s.execWriter(ctx, "RELEASE ptx")
 		}
 	}
 	if !ptx || err != nil {
@@ -177,19 +238,71 @@ func (s *Store) dropMember(ptx bool) {
 	_ = s.endMember(false)
 }
 
-// finishGroup commits the open outer transaction (rolling back on
-// failure) and wakes every member with the result. The caller holds the
-// lock.
+// finishGroup writes the members' deferred log records (flushGroup),
+// commits the open outer transaction (rolling back on failure) and wakes
+// every member with the result. The caller holds the lock.
 func (s *Store) finishGroup() {
 	g := s.group
 	s.group = nil
 	s.groupCommits.Add(1)
 	s.groupMembers.Add(uint64(g.members))
-	if _, err := s.conn.ExecContext(context.Background(), "COMMIT"); err != nil {
+	ctx := context.Background()
+	if err := s.flushGroup(ctx, g); err != nil {
+		s.rollbackQuietly()
+		g.err = fmt.Errorf("sqlite: commit: %w", err)
+	} else if err := s.execWriter(ctx, "COMMIT"); err != nil {
 		s.rollbackQuietly()
 		g.err = fmt.Errorf("sqlite: commit: %w", err)
 	} else {
 		s.readAfterCommit(g)
 	}
+	g.logs = nil
 	close(g.done)
+}
+
+// execWriter runs a statement without arguments (prepared once,
+// writerStmt) on the writer connection. The caller holds the lock.
+func (s *Store) execWriter(ctx context.Context, q string) error {
+	st, err := s.writerStmt(ctx, q)
+	if err != nil {
+		return err
+	}
+	_, err = st.ExecContext(ctx)
+	return err
+}
+
+// fencedIn reports whether the writer fence refuses commits of partition
+// written at schema version running: the condition of the
+// sync_commits_writer_fence trigger (a fence row of the partition above
+// the writer version), read in the open group's transaction, where
+// nothing can change it (fences are raised in transactions of their own,
+// which finish an open group first, and BEGIN IMMEDIATE keeps other
+// processes out). One statement per group (per running version)
+// answers "no fence above running anywhere"; only otherwise is the
+// partition's fence read. The caller holds the lock, inside an open group.
+func (s *Store) fencedIn(ctx context.Context, partition string, running int32) (bool, error) {
+	g := s.group
+	if !g.fenceRead || g.fenceRunning != running {
+		st, err := s.writerStmt(ctx, `SELECT EXISTS (SELECT 1 FROM sync_writer_fence WHERE required_writer_version > ?)`)
+		if err != nil {
+			return false, err
+		}
+		if err := st.QueryRowContext(ctx, running).Scan(&g.fenceAbove); err != nil {
+			g.fenceRead = false
+			return false, err
+		}
+		g.fenceRead, g.fenceRunning = true, running
+	}
+	if !g.fenceAbove {
+		return false, nil
+	}
+	st, err := s.writerStmt(ctx, `SELECT EXISTS (SELECT 1 FROM sync_writer_fence WHERE partition_id = ? AND required_writer_version > ?)`)
+	if err != nil {
+		return false, err
+	}
+	var fenced bool
+	if err := st.QueryRowContext(ctx, partition, running).Scan(&fenced); err != nil {
+		return false, err
+	}
+	return fenced, nil
 }

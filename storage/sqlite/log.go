@@ -15,12 +15,14 @@ import (
 //
 // A push transaction does not write its log records (commit rows, change
 // rows, scope-index entries, idempotency records) as they come: it keeps
-// them in a pendingLog and writes them at Commit with a few multi-row
-// INSERTs per table, in the same transaction, before the group's COMMIT.
-// Everything a record could be refused for is checked when it is added
-// (storage.CheckCommit, storage.CheckIdempotency, the scopes' JSON), so
-// only the writer fence (storage.ErrWriterFenced) or an I/O failure can
-// fail the flush, and then the whole push transaction is dropped.
+// them in a pendingLog, hands it to its commit group at Commit (group.go),
+// and the group writes the records of all its members with a few
+// multi-row INSERTs per table, in the same transaction, right before its
+// COMMIT (flushGroup). Everything a record could be refused for is
+// checked when it is added (storage.CheckCommit, storage.CheckIdempotency,
+// the scopes' JSON) or, for the writer fence, at the member's Commit
+// (fencedIn), so only an I/O failure can fail the flush, and then the
+// whole group fails, as when its COMMIT fails.
 
 // pendingLog is a push transaction's deferred log records.
 type pendingLog struct {
@@ -131,13 +133,14 @@ var (
 		` ON CONFLICT(partition_id, client_id, client_commit_id) DO UPDATE SET status = excluded.status, commit_seq = excluded.commit_seq, result = excluded.result, log_seq = excluded.log_seq`, 7)
 )
 
-// write inserts the rows whose values args holds (width per row, in
-// order) on tx's connection, in chunks of powers of two rows.
-func (b *bulkTable) write(ctx context.Context, tx *pushTx, args []any) error {
+// write runs the statement for the rows whose values args holds (width
+// per row, in order) on the writer connection, in chunks of powers of two
+// rows. The caller holds the lock.
+func (b *bulkTable) write(ctx context.Context, s *Store, args []any) error {
 	for len(args) > 0 {
 		n := min(len(args)/b.width, maxBulkRows)
 		k := bits.Len(uint(n)) - 1 // 1<<k is the largest power of two <= n
-		st, err := tx.s.writerStmt(ctx, b.sqls[k])
+		st, err := s.writerStmt(ctx, b.sqls[k])
 		if err != nil {
 			return err
 		}
@@ -150,62 +153,96 @@ func (b *bulkTable) write(ctx context.Context, tx *pushTx, args []any) error {
 	return nil
 }
 
-// flushLog writes the pending log records in the open transaction. An
-// error wrapping storage.ErrWriterFenced reports a commit the writer
-// fence refused.
-func (tx *pushTx) flushLog(ctx context.Context) error {
-	l := &tx.log
-	p := tx.info.Partition
-	args := tx.args[:0]
-	defer func() { clear(args); tx.args = args[:0] }()
-	if len(l.commits) > 0 {
-		for _, pc := range l.commits {
+// flushGroup writes the deferred log records and MaxCommitSeq of every
+// member that committed in g, in the open transaction: the log records
+// with multi-row INSERTs across members. Every member was checked against
+// the writer fence at its Commit (fencedIn), so the fence trigger does not
+// fire here; if it did, the error wraps storage.ErrWriterFenced and the
+// whole group fails. The caller holds the lock.
+func (s *Store) flushGroup(ctx context.Context, g *commitGroup) error {
+	if len(g.logs) == 0 {
+		return nil
+	}
+	args := s.flushArgs[:0]
+	defer func() { clear(args); s.flushArgs = args[:0] }()
+	var firstSeq int64 = -1
+	for _, m := range g.logs {
+		for _, pc := range m.log.commits {
 			c := pc.c
-			args = append(args, p, c.Seq, c.CreatedAtMs, c.ActorID, c.ClientID, c.ClientCommitID, tx.running)
+			if firstSeq < 0 {
+				firstSeq = c.Seq
+			}
+			args = append(args, m.partition, c.Seq, c.CreatedAtMs, c.ActorID, c.ClientID, c.ClientCommitID, m.running)
 		}
-		if err := bulkCommits.write(ctx, tx, args); err != nil {
-			return classifyAppend(err, l.commits[0].c.Seq)
-		}
-		args = args[:0]
-		for _, pc := range l.commits {
+	}
+	if err := bulkCommits.write(ctx, s, args); err != nil {
+		return classifyAppend(err, firstSeq)
+	}
+	args = args[:0]
+	for _, m := range g.logs {
+		for _, pc := range m.log.commits {
 			for i, ch := range pc.c.Changes {
 				var row any
 				if ch.Op == ssp2.OpUpsert || ch.Row != nil {
 					row = ch.Row
 				}
-				args = append(args, p, pc.c.Seq, i, ch.Table, ch.RowID, int64(ch.Op), ch.RowVersion, pc.scopes[i], row)
+				args = append(args, m.partition, pc.c.Seq, i, ch.Table, ch.RowID, int64(ch.Op), ch.RowVersion, pc.scopes[i], row)
 			}
 		}
-		if err := bulkChanges.write(ctx, tx, args); err != nil {
-			return fmt.Errorf("sqlite: append commits: changes: %w", err)
-		}
-		args = args[:0]
-		for _, pc := range l.commits {
-			clear(tx.keys)
+	}
+	if err := bulkChanges.write(ctx, s, args); err != nil {
+		return fmt.Errorf("sqlite: append commits: changes: %w", err)
+	}
+	args = args[:0]
+	if s.flushKeys == nil {
+		s.flushKeys = map[string]struct{}{}
+	}
+	keys := s.flushKeys
+	for _, m := range g.logs {
+		for _, pc := range m.log.commits {
+			clear(keys)
 			for _, ch := range pc.c.Changes {
 				for v, val := range ch.Scopes {
 					k := ch.Table + "\x00" + v + "\x00" + val
-					if _, dup := tx.keys[k]; dup {
+					if _, dup := keys[k]; dup {
 						continue
 					}
-					tx.keys[k] = struct{}{}
-					args = append(args, p, ch.Table, v+"\x00"+val, pc.c.Seq)
+					keys[k] = struct{}{}
+					args = append(args, m.partition, ch.Table, v+"\x00"+val, pc.c.Seq)
 				}
 			}
 		}
-		if err := bulkScopes.write(ctx, tx, args); err != nil {
-			return fmt.Errorf("sqlite: append commits: scope index: %w", err)
-		}
-		args = args[:0]
 	}
-	for i, r := range l.idems {
-		if l.latest[idemKey{r.rec.ClientID, r.rec.ClientCommitID}] != i {
-			continue // a later record of the key replaces this one
-		}
-		args = append(args, p, r.rec.ClientID, r.rec.ClientCommitID, int64(r.rec.Status), r.rec.CommitSeq, r.rec.Result, r.pos)
+	clear(keys)
+	if err := bulkScopes.write(ctx, s, args); err != nil {
+		return fmt.Errorf("sqlite: append commits: scope index: %w", err)
 	}
-	if err := bulkIdems.write(ctx, tx, args); err != nil {
+	args = args[:0]
+	for _, m := range g.logs {
+		l := m.log
+		for i, r := range l.idems {
+			if l.latest[idemKey{r.rec.ClientID, r.rec.ClientCommitID}] != i {
+				continue // a later record of the key replaces this one
+			}
+			args = append(args, m.partition, r.rec.ClientID, r.rec.ClientCommitID, int64(r.rec.Status), r.rec.CommitSeq, r.rec.Result, r.pos)
+		}
+	}
+	if err := bulkIdems.write(ctx, s, args); err != nil {
 		return fmt.Errorf("sqlite: put idempotency: %w", err)
+	}
+	// One UPDATE per partition: a multi-row UPDATE ... FROM (VALUES ...)
+	// materializes its rows first and cost a single-member group more
+	// than the plain statement.
+	st, err := s.writerStmt(ctx, `UPDATE sync_partitions SET max_commit_seq = ? WHERE partition_id = ?`)
+	if err != nil {
+		return fmt.Errorf("sqlite: record max seq: %w", err)
+	}
+	for _, m := range g.logs {
+		if m.setMax {
+			if _, err := st.ExecContext(ctx, m.max, m.partition); err != nil {
+				return fmt.Errorf("sqlite: record max seq: %w", err)
+			}
+		}
 	}
 	return nil
 }

@@ -263,7 +263,7 @@ func (s *Store) writeMember(ctx context.Context, what string, fn func(ctx contex
 		s.abortMember()
 		return fmt.Errorf("sqlite: %s: %w", what, err)
 	}
-	if _, err := s.conn.ExecContext(wctx, "RELEASE ptx"); err != nil {
+	if err := s.execWriter(wctx, "RELEASE ptx"); err != nil {
 		s.abortMember()
 		return fmt.Errorf("sqlite: %s: %w", what, err)
 	}

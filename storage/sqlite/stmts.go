@@ -11,7 +11,7 @@ import (
 
 // sysStmts are the prepared hot-path statements on the writer connection.
 type sysStmts struct {
-	readPart, insertPart, setMax   *sql.Stmt
+	readPart, insertPart           *sql.Stmt
 	lookupIdem                     *sql.Stmt
 	savepoint, release, rollbackTo *sql.Stmt
 }
@@ -19,7 +19,6 @@ type sysStmts struct {
 var sysSQL = map[string]string{
 	"readPart":   `SELECT log_epoch, epoch_required, max_commit_seq, horizon_seq FROM sync_partitions WHERE partition_id = ?`,
 	"insertPart": `INSERT INTO sync_partitions(partition_id, log_epoch, created_at_ms) VALUES(?, ?, ?) ON CONFLICT(partition_id) DO NOTHING`,
-	"setMax":     `UPDATE sync_partitions SET max_commit_seq = ? WHERE partition_id = ?`,
 	"lookupIdem": `SELECT status, commit_seq, result FROM sync_idempotency WHERE partition_id = ? AND client_id = ? AND client_commit_id = ?`,
 	"savepoint":  `SAVEPOINT sp`,
 	"release":    `RELEASE sp`,
@@ -29,7 +28,7 @@ var sysSQL = map[string]string{
 func prepareSys(ctx context.Context, c *sql.Conn) (*sysStmts, error) {
 	s := &sysStmts{}
 	dst := map[string]**sql.Stmt{
-		"readPart": &s.readPart, "insertPart": &s.insertPart, "setMax": &s.setMax,
+		"readPart": &s.readPart, "insertPart": &s.insertPart,
 		"lookupIdem": &s.lookupIdem,
 		"savepoint":  &s.savepoint, "release": &s.release, "rollbackTo": &s.rollbackTo,
 	}
@@ -45,7 +44,7 @@ func prepareSys(ctx context.Context, c *sql.Conn) (*sysStmts, error) {
 }
 
 func (s *sysStmts) all() []*sql.Stmt {
-	return []*sql.Stmt{s.readPart, s.insertPart, s.setMax, s.lookupIdem, s.savepoint, s.release, s.rollbackTo}
+	return []*sql.Stmt{s.readPart, s.insertPart, s.lookupIdem, s.savepoint, s.release, s.rollbackTo}
 }
 
 // tableStmts are one row table's prepared statements and column list.

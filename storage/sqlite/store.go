@@ -143,6 +143,10 @@ type Store struct {
 	// wstmts caches statements prepared on the writer connection by SQL
 	// text (writerStmt; under wlock).
 	wstmts map[string]*sql.Stmt
+	// flushArgs and flushKeys are flushGroup's scratch buffers (under
+	// wlock).
+	flushArgs []any
+	flushKeys map[string]struct{}
 	// writeBacks batches PutClient calls of different partitions
 	// (records.go).
 	writeBacks clientWriteBack

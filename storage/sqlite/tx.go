@@ -24,7 +24,8 @@ type pushTx struct {
 	startMax int64
 	// ptx reports that the member savepoint "ptx" was set (openMember).
 	ptx bool
-	// log holds the log records written at Commit (log.go).
+	// log holds the log records, written for the commit group at its end
+	// (log.go flushGroup).
 	log pendingLog
 	// The savepoint is set lazily: Savepoint records spMax (the
 	// MaxCommitSeq to restore) and spMark (the pending log's length) and
@@ -36,9 +37,8 @@ type pushTx struct {
 	spMax                      int64
 	spMark                     logMark
 	done                       bool
-	// scratch buffers reused across statements.
+	// args is a scratch buffer reused across statements.
 	args []any
-	keys map[string]struct{}
 	// grp is the commit group of the transaction's gate read
 	// (checkpoint.go).
 	grp *commitGroup
@@ -62,6 +62,14 @@ func (s *Store) BeginPush(ctx context.Context, partition string) (storage.PushTx
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: begin push on %q: %w", partition, err)
 	}
+	if g := s.group; g != nil {
+		if g.has(partition) {
+			// The partition's writes from its earlier push transaction in
+			// the group are still deferred (log.go): commit them first, so
+			// this one reads them.
+			s.finishGroup()
+		}
+	}
 	ptx, err := s.openMember(ctx, true)
 	if err != nil {
 		s.unlock()
@@ -72,7 +80,7 @@ func (s *Store) BeginPush(ctx context.Context, partition string) (storage.PushTx
 		s.dropMember(ptx)
 		return nil, fmt.Errorf("sqlite: begin push on %q: %w", partition, err)
 	}
-	return &pushTx{s: s, sys: sys, tables: tables, info: info, running: sch.Version, startMax: info.MaxCommitSeq, ptx: ptx, keys: map[string]struct{}{}}, nil
+	return &pushTx{s: s, sys: sys, tables: tables, info: info, running: sch.Version, startMax: info.MaxCommitSeq, ptx: ptx}, nil
 }
 
 // check fails once the transaction finished or ctx ended. Statements then
@@ -284,9 +292,10 @@ func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string) 
 
 // AppendCommit adds the commit, its changes (scopes as JSON) and one
 // scope-index entry per distinct (table, var, value) of the commit to the
-// log records written at Commit (log.go). A commit storage.CheckCommit
-// refuses is not added (storage.ErrUnstorable); a commit the writer
-// fence refuses fails Commit (storage.ErrWriterFenced).
+// log records written when the transaction's commit group ends (log.go).
+// A commit storage.CheckCommit refuses is not added
+// (storage.ErrUnstorable); a commit the writer fence refuses fails Commit
+// (storage.ErrWriterFenced).
 func (tx *pushTx) AppendCommit(ctx context.Context, c storage.CommitRecord) error {
 	if _, err := tx.check(ctx, "append commit"); err != nil {
 		return err
@@ -304,8 +313,9 @@ func (tx *pushTx) AppendCommit(ctx context.Context, c storage.CommitRecord) erro
 	return nil
 }
 
-// PutIdempotency adds (or replaces) the outcome record, written at
-// Commit; a record storage.CheckIdempotency refuses is not added.
+// PutIdempotency adds (or replaces) the outcome record, written when the
+// transaction's commit group ends (log.go); a record
+// storage.CheckIdempotency refuses is not added.
 func (tx *pushTx) PutIdempotency(ctx context.Context, rec storage.IdempotencyRecord) error {
 	if _, err := tx.check(ctx, "put idempotency"); err != nil {
 		return err
@@ -317,33 +327,38 @@ func (tx *pushTx) PutIdempotency(ctx context.Context, rec storage.IdempotencyRec
 	return nil
 }
 
-// Commit writes the log records, records the new MaxCommitSeq and returns
-// once the transaction is durable: its writes commit in one fsync'd
-// COMMIT together with the push transactions of other partitions that
-// were waiting for the writer (group.go). On failure (a commit the writer
-// fence refuses: storage.ErrWriterFenced) nothing of it is kept.
+// Commit returns once the transaction is durable: its writes, its log
+// records and its new MaxCommitSeq (the last two written for the whole
+// group, group.go flushGroup) commit in one fsync'd COMMIT together with
+// the push transactions of other partitions that were waiting for the
+// writer. A transaction with commits that the writer fence refuses fails
+// alone (storage.ErrWriterFenced) and nothing of it is kept; so does one
+// that fails otherwise before joining the group. A failure of the group's
+// flush or COMMIT fails every member.
 func (tx *pushTx) Commit(ctx context.Context) error {
 	ctx, err := tx.check(ctx, "commit")
 	if err != nil {
 		return err
 	}
 	tx.done = true
-	if err := tx.flushLog(ctx); err != nil {
-		tx.s.dropMember(tx.ptx)
-		return fmt.Errorf("sqlite: commit: %w", err)
-	}
-	if tx.info.MaxCommitSeq != tx.startMax {
-		if _, err := tx.sys.setMax.ExecContext(ctx, tx.info.MaxCommitSeq, tx.info.Partition); err != nil {
+	if len(tx.log.commits) > 0 {
+		fenced, err := tx.s.fencedIn(ctx, tx.info.Partition, tx.running)
+		if err != nil {
 			tx.s.dropMember(tx.ptx)
-			return fmt.Errorf("sqlite: commit: record max seq: %w", err)
+			return fmt.Errorf("sqlite: commit: read writer fence: %w", err)
+		}
+		if fenced {
+			tx.s.dropMember(tx.ptx)
+			return fmt.Errorf("sqlite: commit: append commit %d: %w", tx.log.commits[0].c.Seq, storage.ErrWriterFenced)
 		}
 	}
 	if tx.ptx {
-		if _, err := tx.s.conn.ExecContext(ctx, "RELEASE ptx"); err != nil {
+		if err := tx.s.execWriter(ctx, "RELEASE ptx"); err != nil {
 			tx.s.dropMember(tx.ptx)
 			return fmt.Errorf("sqlite: commit: %w", err)
 		}
 	}
+	tx.s.group.join(tx)
 	return tx.s.endMember(true)
 }
 
