@@ -30,8 +30,8 @@ type RowVisitor interface {
 // those built from VisitRows with AddRow.
 type RowEncoder interface {
 	// EncodeRows appends to sb, in order, the first q.Limit rows that
-	// ScanRows(ctx, partition, q) would return (all of them when q.Limit
-	// <= 0), from one consistent read, and reports how many it appended,
+	// ScanRows(ctx, partition, q) would return (q.Limit must be > 0: a
+	// page is always bounded), from one consistent read, and reports how many it appended,
 	// the row id of the last one, and whether at least one more row
 	// matches q after them. A row that sb refuses (a stored value that
 	// does not fit its column) fails the call; rows appended before it

@@ -23,6 +23,12 @@ var _ storage.RowEncoder = (*Store)(nil)
 // is one consistent snapshot; ctx's end interrupts it.
 func (s *Store) EncodeRows(ctx context.Context, partition string, q storage.RowQuery, sb *ssp2.SegmentBuilder) (storage.EncodedRows, error) {
 	var out storage.EncodedRows
+	if q.Limit <= 0 {
+		return out, fmt.Errorf("sqlite: encode rows: limit %d, want > 0", q.Limit)
+	}
+	if err := ctx.Err(); err != nil {
+		return out, fmt.Errorf("sqlite: encode rows: %w", err)
+	}
 	_, tables, _, err := s.current()
 	if err != nil {
 		return out, fmt.Errorf("sqlite: encode rows: %w", err)
@@ -33,9 +39,7 @@ func (s *Store) EncodeRows(ctx context.Context, partition string, q storage.RowQ
 	}
 	t := ts.t
 	limit := q.Limit
-	if limit > 0 {
-		q.Limit = limit + 1 // the row past the page tells More
-	}
+	q.Limit = limit + 1 // the row past the page tells More
 	query, args, none, err := rowsQuery(ts, partition, q)
 	if err != nil || none {
 		return out, err
@@ -74,7 +78,7 @@ func (s *Store) EncodeRows(ctx context.Context, partition string, q storage.RowQ
 		if !row {
 			break
 		}
-		if limit > 0 && out.Rows == limit {
+		if out.Rows == limit {
 			out.More = true
 			break
 		}
@@ -183,6 +187,9 @@ func newRawPool(path string, size int, busy time.Duration, cacheKiB int) *rawPoo
 // get returns an idle connection or opens one, waiting for a free slot
 // until ctx ends.
 func (p *rawPool) get(ctx context.Context) (*rawread.Conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // a free slot must not win over an ended context
+	}
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():

@@ -32,7 +32,6 @@ var encodeRowsTests = []test{
 			q    storage.RowQuery
 		}{
 			{"all of p1", "p", storage.RowQuery{Table: e.items, Scopes: p1, Limit: 100}},
-			{"no limit", "p", storage.RowQuery{Table: e.items, Scopes: p1}},
 			{"after B, limit 3", "p", storage.RowQuery{Table: e.items, Scopes: p1, AfterRowID: ptr("B"), Limit: 3}},
 			{"limit 1", "p", storage.RowQuery{Table: e.items, Scopes: p1, Limit: 1}},
 			{"limit equals the rows", "p", storage.RowQuery{Table: e.items, Scopes: p1, AfterRowID: ptr("t-all"), Limit: 2}},
@@ -56,8 +55,12 @@ var encodeRowsTests = []test{
 				e.t.Fatalf("%s: EncodeRows segment differs from VisitRows + AddRow:\n%x\n%x", c.name, seg, wantSeg)
 			}
 		}
-		if _, s := e.visitEncoded("p", storage.RowQuery{Table: e.items, Scopes: p1}); !bytes.Contains(s, []byte("title ü")) {
+		if _, s := e.visitEncoded("p", storage.RowQuery{Table: e.items, Scopes: p1, Limit: 100}); !bytes.Contains(s, []byte("title ü")) {
 			e.t.Fatal("the fixture's full row is not in the reference segment")
+		}
+		sb := ssp2.NewSegmentBuilder("items", 1, e.items.Columns)
+		if _, err := enc.EncodeRows(e.ctx, "p", storage.RowQuery{Table: e.items, Scopes: p1}, sb); err == nil {
+			e.t.Fatal("EncodeRows without a limit succeeded; a page is always bounded")
 		}
 	}},
 	{name: "CanceledContext", fn: func(e *env) {
@@ -66,12 +69,12 @@ var encodeRowsTests = []test{
 		ctx, cancel := context.WithCancel(e.ctx)
 		cancel()
 		sb := ssp2.NewSegmentBuilder("items", 1, e.items.Columns)
-		if _, err := enc.EncodeRows(ctx, "p", storage.RowQuery{Table: e.items, Scopes: p1}, sb); !errors.Is(err, context.Canceled) {
+		if _, err := enc.EncodeRows(ctx, "p", storage.RowQuery{Table: e.items, Scopes: p1, Limit: 100}, sb); !errors.Is(err, context.Canceled) {
 			e.t.Fatalf("EncodeRows with a canceled context = %v, want context.Canceled", err)
 		}
 		// The store keeps serving afterwards.
 		sb = ssp2.NewSegmentBuilder("items", 1, e.items.Columns)
-		got, err := enc.EncodeRows(e.ctx, "p", storage.RowQuery{Table: e.items, Scopes: p1}, sb)
+		got, err := enc.EncodeRows(e.ctx, "p", storage.RowQuery{Table: e.items, Scopes: p1, Limit: 100}, sb)
 		if err != nil || got.Rows != len(rowIDs) {
 			e.t.Fatalf("EncodeRows after a canceled one = %+v, %v; want %d rows", got, err, len(rowIDs))
 		}
@@ -95,11 +98,9 @@ func (e *env) visitEncoded(part string, q storage.RowQuery) (storage.EncodedRows
 	var out storage.EncodedRows
 	sb := ssp2.NewSegmentBuilder(q.Table.Name, 1, q.Table.Columns)
 	limit := q.Limit
-	if limit > 0 {
-		q.Limit = limit + 1
-	}
+	q.Limit = limit + 1
 	err := e.visitor().VisitRows(e.ctx, part, q, func(rec storage.RowRecord) error {
-		if limit > 0 && out.Rows == limit {
+		if out.Rows == limit {
 			out.More = true
 			return nil
 		}
