@@ -106,16 +106,12 @@ func bootstrapCase(ctx context.Context, cfg *Config, store string, n int) (Resul
 		}
 		s := rep.Subs[0]
 		t0 := time.Now()
-		// Inline pages are decoded and applied as they arrive (a
-		// streaming client), so the client's work overlaps the server's
-		// next page. The by-ref lanes read the whole response of refs
-		// first, then download: downloading each ref while the server
-		// still builds the next pages measured 12 % slower (bench/RESULTS.md).
+		// Pages are decoded and applied as they arrive (a streaming
+		// client; refs downloaded ahead), so the client's work overlaps
+		// the server's next page.
 		a := rep.Applier()
 		var err error
-		if lane == "inline" {
-			err = c.Stream(ctx, scopes, sch, a.Frame, ph, allTodos(s.ID, s.Cursor, s.Token))
-		} else {
+		if lane == "sqlite" {
 			var msg *ssp2.Message
 			if msg, err = c.Do(ctx, ph, allTodos(s.ID, s.Cursor, s.Token)); err == nil {
 				if err = c.ResolveSegments(ctx, msg, scopes, sch); err == nil {
@@ -126,6 +122,8 @@ func bootstrapCase(ctx context.Context, cfg *Config, store string, n int) (Resul
 					}
 				}
 			}
+		} else {
+			err = c.Stream(ctx, scopes, sch, a.Frame, ph, allTodos(s.ID, s.Cursor, s.Token))
 		}
 		if err != nil {
 			samp.Stop()

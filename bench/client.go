@@ -102,9 +102,10 @@ func (c *Client) Stream(ctx context.Context, scopes map[string][]string, sch *sc
 	if err != nil {
 		return err
 	}
-	// A reader goroutine decodes frames off the socket ahead of fn (up to
-	// streamAhead frames), so the server is never held up by the client
-	// applying a page: the two overlap on different cores.
+	// A reader goroutine decodes frames off the socket, and downloads the
+	// segments of SEGMENT_REFs, ahead of fn (up to streamAhead frames), so
+	// the server is never held up by the client applying a page: the two
+	// overlap on different cores.
 	cr := &countingReader{r: rc}
 	dec := ssp2.NewDecoder(cr, ssp2.KindResponse, 0)
 	type item struct {
@@ -117,6 +118,11 @@ func (c *Client) Stream(ctx context.Context, scopes map[string][]string, sch *sc
 		defer close(ahead)
 		for {
 			f, err := dec.Next()
+			if ref, ok := f.(*ssp2.SegmentRef); ok && err == nil {
+				// Download here, ahead of the consumer: page N+1 arrives
+				// while page N is decoded.
+				f, err = c.resolveRef(ctx, ref, scopes, sch)
+			}
 			select {
 			case ahead <- item{f, err}:
 			case <-stop:
@@ -164,10 +170,6 @@ func (c *Client) Stream(ctx context.Context, scopes map[string][]string, sch *sc
 		case *ssp2.ErrorFrame:
 			if inBand == nil {
 				inBand = &syncerr.Error{Code: syncerr.Code(x.Code), Message: x.Message}
-			}
-		case *ssp2.SegmentRef:
-			if f, err = c.resolveRef(ctx, x, scopes, sch); err != nil {
-				return err
 			}
 		}
 		if err := fn(f); err != nil {
