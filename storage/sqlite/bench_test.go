@@ -7,10 +7,24 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
+	"github.com/synclane/synclane/storage/sqlite"
 	"github.com/synclane/synclane/storage/storagetest"
 )
+
+// benchStore opens a store on a temporary file with storagetest's schema
+// v1, closed when b ends, and returns it with its items table.
+func benchStore(b *testing.B) (*sqlite.Store, *schema.Table) {
+	s := openTemp(b)
+	b.Cleanup(func() { _ = s.Close() })
+	sch := storagetest.MustParse(storagetest.SchemaV1)
+	if err := s.EnsureSchema(b.Context(), sch); err != nil {
+		b.Fatal(err)
+	}
+	return s, sch.Table("items")
+}
 
 // BenchmarkPushTx measures durable group commit: each PushTx applies 64
 // single-row commits the way the engine does (idempotency check,
@@ -19,14 +33,8 @@ import (
 // benchmark op is one commit; commits/s is reported.
 func BenchmarkPushTx(b *testing.B) {
 	const batch = 64
-	s := openTemp(b)
-	defer s.Close()
+	s, items := benchStore(b)
 	ctx := b.Context()
-	sch := storagetest.MustParse(storagetest.SchemaV1)
-	if err := s.EnsureSchema(ctx, sch); err != nil {
-		b.Fatal(err)
-	}
-	items := sch.Table("items")
 	scopes := map[string]string{"project": "p1", "owner": "1"}
 	rowBytes := make([]byte, 64)
 	b.ReportAllocs()
@@ -86,14 +94,8 @@ func BenchmarkPushTx(b *testing.B) {
 // op is one commit; commits/s is reported.
 func BenchmarkPushTxPartitions(b *testing.B) {
 	const parts, workers = 1000, 48
-	s := openTemp(b)
-	defer s.Close()
+	s, items := benchStore(b)
 	ctx := b.Context()
-	sch := storagetest.MustParse(storagetest.SchemaV1)
-	if err := s.EnsureSchema(ctx, sch); err != nil {
-		b.Fatal(err)
-	}
-	items := sch.Table("items")
 	rowBytes := make([]byte, 64)
 	var next atomic.Int64
 	push := func(w int, n int64) error {

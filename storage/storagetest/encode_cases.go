@@ -26,21 +26,8 @@ var encodeRowsTests = []test{
 			e.put(tx, e.items, int64(ssp2.MaxSafeInt), ssp2.Row{"t-big", "p1", int64(ssp2.MaxSafeInt), nil, int64(-ssp2.MaxSafeInt), -1e300, nil,
 				nil, nil, nil, nil, nil})
 		})
-		cases := []struct {
-			name string
-			part string
-			q    storage.RowQuery
-		}{
-			{"all of p1", "p", storage.RowQuery{Table: e.items, Scopes: p1, Limit: 100}},
-			{"after B, limit 3", "p", storage.RowQuery{Table: e.items, Scopes: p1, AfterRowID: ptr("B"), Limit: 3}},
-			{"limit 1", "p", storage.RowQuery{Table: e.items, Scopes: p1, Limit: 1}},
-			{"limit equals the rows", "p", storage.RowQuery{Table: e.items, Scopes: p1, AfterRowID: ptr("t-all"), Limit: 2}},
-			{"other partition", "other", storage.RowQuery{Table: e.items, Scopes: p1, Limit: 100}},
-			{"undeclared var", "p", storage.RowQuery{Table: e.items, Scopes: map[string][]string{"nope": {"p1"}}, Limit: 100}},
-			{"no values", "p", storage.RowQuery{Table: e.items, Scopes: map[string][]string{"project": {}}, Limit: 100}},
-			{"after last", "p", storage.RowQuery{Table: e.items, Scopes: p1, AfterRowID: ptr("ü"), Limit: 10}},
-			{"other table", "p", storage.RowQuery{Table: e.notes, Scopes: p1, Limit: 10}},
-		}
+		cases := append(e.rowQueryCases(),
+			rowQueryCase{"limit equals the rows", "p", storage.RowQuery{Table: e.items, Scopes: p1, AfterRowID: ptr("t-all"), Limit: 2}})
 		for _, c := range cases {
 			want, wantSeg := e.visitEncoded(c.part, c.q)
 			sb := ssp2.NewSegmentBuilder(c.q.Table.Name, 1, c.q.Table.Columns)

@@ -13,21 +13,7 @@ var visitRowsTests = []test{
 	{name: "SameRowsAsScanRows", fn: func(e *env) {
 		e.rowFixture()
 		v := e.visitor()
-		cases := []struct {
-			name string
-			part string
-			q    storage.RowQuery
-		}{
-			{"all of p1", "p", storage.RowQuery{Table: e.items, Scopes: p1, Limit: 100}},
-			{"after B, limit 3", "p", storage.RowQuery{Table: e.items, Scopes: p1, AfterRowID: ptr("B"), Limit: 3}},
-			{"limit 1", "p", storage.RowQuery{Table: e.items, Scopes: p1, Limit: 1}},
-			{"other partition", "other", storage.RowQuery{Table: e.items, Scopes: p1, Limit: 100}},
-			{"undeclared var", "p", storage.RowQuery{Table: e.items, Scopes: map[string][]string{"nope": {"p1"}}, Limit: 100}},
-			{"no values", "p", storage.RowQuery{Table: e.items, Scopes: map[string][]string{"project": {}}, Limit: 100}},
-			{"after last", "p", storage.RowQuery{Table: e.items, Scopes: p1, AfterRowID: ptr("ü"), Limit: 10}},
-			{"other table", "p", storage.RowQuery{Table: e.notes, Scopes: p1, Limit: 10}},
-		}
-		for _, c := range cases {
+		for _, c := range e.rowQueryCases() {
 			want := e.scanRows(c.part, c.q)
 			var got []storage.RowRecord
 			err := v.VisitRows(e.ctx, c.part, c.q, func(rec storage.RowRecord) error {
@@ -65,6 +51,29 @@ var visitRowsTests = []test{
 			e.t.Fatalf("callback ran %d times after returning an error at 2", calls)
 		}
 	}},
+}
+
+// rowQueryCase is a row query of the row fixture (rowFixture).
+type rowQueryCase struct {
+	name string
+	part string
+	q    storage.RowQuery
+}
+
+// rowQueryCases are the queries VisitRows and EncodeRows are checked
+// with: paging, limits, other partitions and tables, and queries that
+// match nothing.
+func (e *env) rowQueryCases() []rowQueryCase {
+	return []rowQueryCase{
+		{"all of p1", "p", storage.RowQuery{Table: e.items, Scopes: p1, Limit: 100}},
+		{"after B, limit 3", "p", storage.RowQuery{Table: e.items, Scopes: p1, AfterRowID: ptr("B"), Limit: 3}},
+		{"limit 1", "p", storage.RowQuery{Table: e.items, Scopes: p1, Limit: 1}},
+		{"other partition", "other", storage.RowQuery{Table: e.items, Scopes: p1, Limit: 100}},
+		{"undeclared var", "p", storage.RowQuery{Table: e.items, Scopes: map[string][]string{"nope": {"p1"}}, Limit: 100}},
+		{"no values", "p", storage.RowQuery{Table: e.items, Scopes: map[string][]string{"project": {}}, Limit: 100}},
+		{"after last", "p", storage.RowQuery{Table: e.items, Scopes: p1, AfterRowID: ptr("ü"), Limit: 10}},
+		{"other table", "p", storage.RowQuery{Table: e.notes, Scopes: p1, Limit: 10}},
+	}
 }
 
 // visitor returns the store as a storage.RowVisitor (every backend is one).
