@@ -346,10 +346,21 @@ func (p *Partition) imageOrFirstPage(ctx context.Context, t *schema.Table, eff m
 		return nil, &first, nil
 	}
 	m, _, err := p.cfg.Segments.Obtain(ctx, p.name, key, func(ctx context.Context) (segstore.Built, error) {
-		data, n, err := segstore.BuildSQLiteImage(ctx, t, p.cfg.Schema.Version, tok.AsOfCommitSeq, digest,
-			func(ctx context.Context, after *string, limit int) ([]storage.RowRecord, error) {
-				return p.cfg.Store.ScanRows(ctx, p.name, storage.RowQuery{Table: t, Scopes: eff, AfterRowID: after, Limit: limit})
-			})
+		var data []byte
+		var n int64
+		var err error
+		if c, ok := p.cfg.Store.(storage.ImageCopier); ok {
+			// The store copies the rows into the image itself.
+			data, n, err = segstore.BuildSQLiteImageCopy(ctx, t, p.cfg.Schema.Version, tok.AsOfCommitSeq, digest,
+				func(ctx context.Context, imagePath string) (int64, error) {
+					return c.CopyRowsToImage(ctx, p.name, storage.RowQuery{Table: t, Scopes: eff}, imagePath)
+				})
+		} else {
+			data, n, err = segstore.BuildSQLiteImage(ctx, t, p.cfg.Schema.Version, tok.AsOfCommitSeq, digest,
+				func(ctx context.Context, after *string, limit int) ([]storage.RowRecord, error) {
+					return p.cfg.Store.ScanRows(ctx, p.name, storage.RowQuery{Table: t, Scopes: eff, AfterRowID: after, Limit: limit})
+				})
+		}
 		if err != nil {
 			return segstore.Built{}, err
 		}

@@ -48,3 +48,18 @@ type EncodedRows struct {
 	// More reports that rows matching the query remain after them.
 	More bool
 }
+
+// ImageCopier is a Store that writes the rows of a row query straight into
+// a SQLite segment image (SPEC §5.3) file, inside the database engine,
+// instead of handing them out one by one: a table image then costs one
+// INSERT ... SELECT. It is optional (the SQLite store implements it).
+type ImageCopier interface {
+	// CopyRowsToImage inserts into table q.Table.Name of the SQLite file
+	// at imagePath (created with the image's columns and
+	// _syncular_version, empty) every row ScanRows(ctx, partition, q)
+	// would return (q.Limit <= 0: all of them), from one consistent read,
+	// with booleans as 0/1, and returns how many it inserted. A stored
+	// value that does not fit its column fails the call, as it fails
+	// VisitRows.
+	CopyRowsToImage(ctx context.Context, partition string, q RowQuery, imagePath string) (int64, error)
+}

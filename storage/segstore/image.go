@@ -36,6 +36,39 @@ const (
 // describing the image. It returns the database file's bytes and the row
 // count. Tables with encrypted columns must never be imaged; it refuses them.
 func BuildSQLiteImage(ctx context.Context, t *schema.Table, schemaVersion int32, asOf int64, scopeDigest string, scan ImageScan) ([]byte, int64, error) {
+	return buildImage(ctx, t, func(db *sql.DB, _ string) (int64, error) {
+		return fillImage(ctx, db, t, schemaVersion, asOf, scopeDigest, scan)
+	})
+}
+
+// ImageCopy writes the rows of an image into the data table of the image
+// file at imagePath, whose tables exist and are empty, and returns how
+// many it wrote. It runs while nothing else has the file open for writing.
+type ImageCopy func(ctx context.Context, imagePath string) (int64, error)
+
+// BuildSQLiteImageCopy is BuildSQLiteImage with the rows written by copy
+// (a store that copies them into the file itself, e.g. with one INSERT ...
+// SELECT) instead of read through a scan and inserted here. The image is
+// the same: the same tables, rows and metadata.
+func BuildSQLiteImageCopy(ctx context.Context, t *schema.Table, schemaVersion int32, asOf int64, scopeDigest string, copyRows ImageCopy) ([]byte, int64, error) {
+	return buildImage(ctx, t, func(db *sql.DB, path string) (int64, error) {
+		if err := createImageTables(ctx, db, t); err != nil {
+			return 0, err
+		}
+		n, err := copyRows(ctx, path)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO _syncular_segment VALUES (1, ?, ?, ?, ?, ?)`, t.Name, schemaVersion, asOf, scopeDigest, n); err != nil {
+			return 0, fmt.Errorf("segstore: image metadata: %w", err)
+		}
+		return n, nil
+	})
+}
+
+// buildImage creates a temporary image file, fills it with fill and
+// returns its bytes and fill's row count.
+func buildImage(ctx context.Context, t *schema.Table, fill func(db *sql.DB, path string) (int64, error)) ([]byte, int64, error) {
 	for _, m := range t.Meta {
 		if m.Encrypted {
 			return nil, 0, fmt.Errorf("segstore: table %q has encrypted columns and is never imaged", t.Name)
@@ -53,7 +86,7 @@ func BuildSQLiteImage(ctx context.Context, t *schema.Table, schemaVersion int32,
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	n, err := fillImage(ctx, db, t, schemaVersion, asOf, scopeDigest, scan)
+	n, err := fill(db, path)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -82,7 +115,8 @@ func affinity(ct ssp2.ColumnType) string {
 	}
 }
 
-func fillImage(ctx context.Context, db *sql.DB, t *schema.Table, schemaVersion int32, asOf int64, scopeDigest string, scan ImageScan) (int64, error) {
+// createImageTables creates the image's data table and _syncular_segment.
+func createImageTables(ctx context.Context, db *sql.DB, t *schema.Table) error {
 	var cols []string
 	for i, c := range t.Columns {
 		d := quoteIdent(c.Name) + " " + affinity(c.Type)
@@ -98,7 +132,14 @@ func fillImage(ctx context.Context, db *sql.DB, t *schema.Table, schemaVersion i
 	ddl := "CREATE TABLE " + quoteIdent(t.Name) + " (" + strings.Join(cols, ", ") + ");" +
 		`CREATE TABLE _syncular_segment (format INTEGER NOT NULL, "table" TEXT NOT NULL, schemaVersion INTEGER NOT NULL, asOfCommitSeq INTEGER NOT NULL, scopeDigest TEXT NOT NULL, rowCount INTEGER NOT NULL);`
 	if _, err := db.ExecContext(ctx, ddl); err != nil {
-		return 0, fmt.Errorf("segstore: image schema: %w", err)
+		return fmt.Errorf("segstore: image schema: %w", err)
+	}
+	return nil
+}
+
+func fillImage(ctx context.Context, db *sql.DB, t *schema.Table, schemaVersion int32, asOf int64, scopeDigest string, scan ImageScan) (int64, error) {
+	if err := createImageTables(ctx, db, t); err != nil {
+		return 0, err
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {

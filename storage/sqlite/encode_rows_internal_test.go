@@ -9,6 +9,7 @@ import (
 
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
+	"github.com/synclane/synclane/storage/segstore"
 	"github.com/synclane/synclane/storage/storagetest"
 )
 
@@ -122,5 +123,58 @@ func TestEncodeRowsPoolIsBounded(t *testing.T) {
 	}
 	if _, err := s.raw.get(ctx); err == nil {
 		t.Fatal("get after Close succeeded")
+	}
+}
+
+// TestCopyRowsToImageRefusesWhatVisitRowsRefuses: a value of the wrong
+// storage class fails the image copy, naming the column; a value that
+// fits (an integer in a float column, a blob in a string column) is copied
+// as VisitRows hands it out.
+func TestCopyRowsToImageRefusesWhatVisitRowsRefuses(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "sync.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sch := storagetest.MustParse(storagetest.SchemaV1)
+	if err := s.EnsureSchema(ctx, sch); err != nil {
+		t.Fatal(err)
+	}
+	items := sch.Table("items")
+	cases := []struct {
+		name, column, value string
+		wantErr             string
+	}{
+		{"text in an integer column", "n", "'seven'", "column n"},
+		{"real in a boolean column", "b", "0.5", "column b"},
+		{"text in a bytes column", "bin", "'abc'", "column bin"},
+		{"fine: integer in a float column", "f", "3", ""},
+		{"fine: blob in a string column", "title", "x'6869'", ""},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			part := fmt.Sprintf("p%d", i)
+			stmt := fmt.Sprintf(`INSERT INTO items (partition_id, id, project, owner, %s, _sync_version) VALUES (?, 'r', 'p1', 1, %s, 1)`, quote(c.column), c.value)
+			if _, err := s.conn.ExecContext(ctx, stmt, part); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := segstore.BuildSQLiteImageCopy(ctx, items, 1, 1, "d", func(ctx context.Context, path string) (int64, error) {
+				return s.CopyRowsToImage(ctx, part, storage.RowQuery{Table: items, Scopes: map[string][]string{"project": {"p1"}}}, path)
+			})
+			visitErr := s.VisitRows(ctx, part, storage.RowQuery{Table: items, Scopes: map[string][]string{"project": {"p1"}}, Limit: 10}, func(storage.RowRecord) error { return nil })
+			if c.wantErr == "" {
+				if err != nil || visitErr != nil {
+					t.Fatalf("copy: %v; VisitRows: %v; want both to take the row", err, visitErr)
+				}
+				return
+			}
+			if visitErr == nil {
+				t.Fatal("VisitRows took the value; the case is wrong")
+			}
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Fatalf("copy = %v, want an error containing %q", err, c.wantErr)
+			}
+		})
 	}
 }

@@ -99,6 +99,12 @@ const (
 // reports none when q matches no row (an undeclared var, or no value left
 // for a var).
 func rowsQuery(ts *tableStmts, partition string, q storage.RowQuery) (query string, args []any, none bool, err error) {
+	return rowsQueryFrom(ts, "", ts.selectCols, partition, q)
+}
+
+// rowsQueryFrom is rowsQuery reading the table of database schema (""
+// for main, else e.g. "src.") and selecting cols.
+func rowsQueryFrom(ts *tableStmts, schemaPrefix, cols, partition string, q storage.RowQuery) (query string, args []any, none bool, err error) {
 	t := ts.t
 	pk := quote(t.Columns[t.PK].Name)
 	var where strings.Builder
@@ -123,7 +129,7 @@ func rowsQuery(ts *tableStmts, partition string, q storage.RowQuery) (query stri
 		fmt.Fprintf(&where, " AND %s IN (SELECT value FROM json_each(?))", quote(t.Columns[sv.Column].Name))
 		args = append(args, vals)
 	}
-	query = fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s", ts.selectCols, quote(t.Name), where.String(), pk)
+	query = fmt.Sprintf("SELECT %s FROM %s%s WHERE %s ORDER BY %s", cols, schemaPrefix, quote(t.Name), where.String(), pk)
 	if q.Limit > 0 {
 		query += " LIMIT ?"
 		args = append(args, q.Limit)

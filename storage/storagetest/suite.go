@@ -209,6 +209,7 @@ func run(t *testing.T, open func(t *testing.T) storage.Store, share func(t *test
 		{"Reactions", reactionTests},
 		{"VisitRows", visitRowsTests},
 		{"EncodeRows", encodeRowsTests},
+		{"ImageCopy", imageCopyTests},
 		{"Clients", slices.Concat(clientTests, putClientUnstorableTests, bindTests)},
 		{"Concurrency", concurrencyTests},
 		{"Checkpoint", checkpointTests},

@@ -16,6 +16,7 @@ package rawread
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 	"unsafe"
 
@@ -92,6 +93,55 @@ func Open(path string, busy time.Duration, cacheKiB int) (*Conn, error) {
 	}
 	return c, nil
 }
+
+// OpenImageWriter opens path read-write (creating it) with no journal and
+// no syncs, for filling a SQLite image file that is read back whole once
+// closed, and attaches the database file src read-only as schema "src"
+// (through a mode=ro URI), so that one INSERT ... SELECT copies rows from
+// src into the image inside SQLite.
+func OpenImageWriter(path, src string, busy time.Duration) (*Conn, error) {
+	c := &Conn{tls: libc.NewTLS(), stmts: map[string]*Stmt{}}
+	name, err := libc.CString(path)
+	if err != nil {
+		c.tls.Close()
+		return nil, err
+	}
+	defer libc.Xfree(c.tls, name)
+	pp := libc.Xmalloc(c.tls, 8)
+	if pp == 0 {
+		c.tls.Close()
+		return nil, errors.New("rawread: out of memory")
+	}
+	defer libc.Xfree(c.tls, pp)
+	*(*uintptr)(cmem(pp)) = 0
+	rc := sqlite3.Xsqlite3_open_v2(c.tls, name, pp, sqlite3.SQLITE_OPEN_READWRITE|sqlite3.SQLITE_OPEN_CREATE|sqlite3.SQLITE_OPEN_URI|sqlite3.SQLITE_OPEN_NOMUTEX, 0)
+	c.db = *(*uintptr)(cmem(pp))
+	if rc != sqlite3.SQLITE_OK {
+		err := c.err(rc)
+		_ = c.Close()
+		return nil, fmt.Errorf("rawread: open %s: %w", path, err)
+	}
+	sqlite3.Xsqlite3_extended_result_codes(c.tls, c.db, 1)
+	sqlite3.Xsqlite3_busy_timeout(c.tls, c.db, int32(min(busy.Milliseconds(), 1<<31-1)))
+	if err := c.exec("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF"); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("rawread: open %s: %w", path, err)
+	}
+	st, err := c.Prepare("ATTACH ? AS src")
+	if err == nil {
+		if err = st.Bind("file:" + (&url.URL{Path: src}).EscapedPath() + "?mode=ro"); err == nil {
+			_, err = st.Step()
+		}
+	}
+	if err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("rawread: attach %s: %w", src, err)
+	}
+	return c, nil
+}
+
+// Changes reports the rows the last INSERT, UPDATE or DELETE changed.
+func (c *Conn) Changes() int64 { return sqlite3.Xsqlite3_changes64(c.tls, c.db) }
 
 // exec runs sql (no rows expected).
 func (c *Conn) exec(sql string) error {

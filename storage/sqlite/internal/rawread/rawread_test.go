@@ -180,3 +180,41 @@ func TestStatementCacheIsBounded(t *testing.T) {
 		t.Fatalf("re-prepared statement step = %v, %v", ok, err)
 	}
 }
+
+// TestImageWriterAttachesTheSourceReadOnly: the image writer copies rows
+// from the attached source with one INSERT ... SELECT, and cannot write to
+// the source.
+func TestImageWriterAttachesTheSourceReadOnly(t *testing.T) {
+	src := fixture(t, 50)
+	img := filepath.Join(t.TempDir(), "image.db")
+	c, err := OpenImageWriter(img, src, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, q := range []string{`CREATE TABLE main.t(id TEXT PRIMARY KEY, n INTEGER)`, `INSERT INTO main.t SELECT id, n FROM src.t WHERE n >= ?`} {
+		st, err := c.Prepare(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(q, "?") {
+			if err := st.Bind(int64(9)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := st.Step(); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		st.Reset()
+	}
+	if n := c.Changes(); n != 40 { // n = i-1 for i in 0..49: 9..48
+		t.Fatalf("copied %d rows, want 40", n)
+	}
+	st, err := c.Prepare(`DELETE FROM src.t`)
+	if err == nil {
+		_, err = st.Step()
+	}
+	if err == nil {
+		t.Fatal("a DELETE on the attached source succeeded; it must be read-only")
+	}
+}
