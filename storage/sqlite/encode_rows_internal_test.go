@@ -7,11 +7,28 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/segstore"
 	"github.com/synclane/synclane/storage/storagetest"
 )
+
+// itemsStore opens a store on a temporary file with storagetest's schema
+// v1, closed when t ends, and returns it with its items table.
+func itemsStore(t *testing.T) (*Store, *schema.Table) {
+	t.Helper()
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "sync.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	sch := storagetest.MustParse(storagetest.SchemaV1)
+	if err := s.EnsureSchema(t.Context(), sch); err != nil {
+		t.Fatal(err)
+	}
+	return s, sch.Table("items")
+}
 
 // TestEncodeRowsRefusesWhatVisitRowsRefuses: values written into a row
 // table behind the store's back (by a host's own SQL) that do not fit
@@ -19,16 +36,7 @@ import (
 // the store keeps serving the rows that do fit.
 func TestEncodeRowsRefusesWhatVisitRowsRefuses(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "sync.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	sch := storagetest.MustParse(storagetest.SchemaV1)
-	if err := s.EnsureSchema(ctx, sch); err != nil {
-		t.Fatal(err)
-	}
-	items := sch.Table("items")
+	s, items := itemsStore(t)
 	cases := []struct {
 		name, column, value string // value is an SQL literal
 		wantErr             string
@@ -132,16 +140,7 @@ func TestEncodeRowsPoolIsBounded(t *testing.T) {
 // as VisitRows hands it out.
 func TestCopyRowsToImageRefusesWhatVisitRowsRefuses(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "sync.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	sch := storagetest.MustParse(storagetest.SchemaV1)
-	if err := s.EnsureSchema(ctx, sch); err != nil {
-		t.Fatal(err)
-	}
-	items := sch.Table("items")
+	s, items := itemsStore(t)
 	cases := []struct {
 		name, column, value string
 		wantErr             string

@@ -16,16 +16,7 @@ import (
 var encodeRowsTests = []test{
 	{name: "SameSegmentAsVisitRows", fn: func(e *env) {
 		enc := e.encoder()
-		e.rowFixture()
-		ref := `{"blobId":"sha256:` + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff" + `","byteLength":3,"mediaType":"text/plain"}`
-		e.push("p", func(tx storage.PushTx) {
-			e.put(tx, e.items, 3, ssp2.Row{"t-all", "p1", int64(3), "title ü", int64(-5), 2.5, true,
-				json.RawMessage(`{"a":[1,"x"]}`), []byte{0, 1, 255}, ref, []byte{1, 2}, "code-1"})
-			e.put(tx, e.items, 4, ssp2.Row{"t-empty", "p1", int64(0), "", int64(0), 0.0, false,
-				json.RawMessage(`[]`), []byte{}, nil, []byte{}, nil})
-			e.put(tx, e.items, int64(ssp2.MaxSafeInt), ssp2.Row{"t-big", "p1", int64(ssp2.MaxSafeInt), nil, int64(-ssp2.MaxSafeInt), -1e300, nil,
-				nil, nil, nil, nil, nil})
-		})
+		e.allTypesFixture()
 		cases := append(e.rowQueryCases(),
 			rowQueryCase{"limit equals the rows", "p", storage.RowQuery{Table: e.items, Scopes: p1, AfterRowID: ptr("t-all"), Limit: 2}})
 		for _, c := range cases {
@@ -67,6 +58,24 @@ var encodeRowsTests = []test{
 		}
 	}},
 }
+
+// allTypesFixture is rowFixture plus rows of p1 in partition p that set
+// every column type, with empty values and the extreme safe integers.
+func (e *env) allTypesFixture() {
+	e.rowFixture()
+	ref := `{"blobId":"sha256:` + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff" + `","byteLength":3,"mediaType":"text/plain"}`
+	e.push("p", func(tx storage.PushTx) {
+		e.put(tx, e.items, 3, ssp2.Row{"t-all", "p1", int64(3), "title ü", int64(-5), 2.5, true,
+			json.RawMessage(`{"a":[1,"x"]}`), []byte{0, 1, 255}, ref, []byte{1, 2}, "code-1"})
+		e.put(tx, e.items, 4, ssp2.Row{"t-empty", "p1", int64(0), "", int64(0), 0.0, false,
+			json.RawMessage(`[]`), []byte{}, nil, []byte{}, nil})
+		e.put(tx, e.items, int64(ssp2.MaxSafeInt), ssp2.Row{"t-big", "p1", int64(ssp2.MaxSafeInt), nil, int64(-ssp2.MaxSafeInt), -1e300, nil,
+			nil, nil, nil, nil, nil})
+	})
+}
+
+// allTypesRows is how many rows of p1 partition p holds after allTypesFixture.
+var allTypesRows = len(rowIDs) + 3
 
 // encoder returns the store as a storage.RowEncoder, or skips: the
 // interface is optional.

@@ -3,7 +3,6 @@ package storagetest
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 
 	_ "modernc.org/sqlite" // reads the images back
 
-	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/segstore"
 )
@@ -25,14 +23,7 @@ var imageCopyTests = []test{
 		if !ok {
 			e.t.Skipf("%T does not implement the optional storage.ImageCopier", e.s)
 		}
-		e.rowFixture()
-		ref := `{"blobId":"sha256:` + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff" + `","byteLength":3,"mediaType":"text/plain"}`
-		e.push("p", func(tx storage.PushTx) {
-			e.put(tx, e.items, 3, ssp2.Row{"t-all", "p1", int64(3), "title ü", int64(-5), 2.5, true,
-				json.RawMessage(`{"a":[1,"x"]}`), []byte{0, 1, 255}, ref, []byte{1, 2}, "code-1"})
-			e.put(tx, e.items, 4, ssp2.Row{"t-empty", "p1", int64(0), "", int64(0), 0.0, false,
-				json.RawMessage(`[]`), []byte{}, nil, []byte{}, nil})
-		})
+		e.allTypesFixture()
 		for _, c := range []struct {
 			name string
 			part string
@@ -62,8 +53,8 @@ var imageCopyTests = []test{
 				e.t.Fatalf("%s: copied image (%d rows) differs from the scanned one (%d rows):\n%v\n%v", c.name, n2, n1, b, a)
 			}
 		}
-		if got := e.imageRowsOf(cp, "p"); len(got) != len(rowIDs)+2+1 { // + the metadata row
-			e.t.Fatalf("the copied image of p holds %d rows and metadata, want %d", len(got), len(rowIDs)+3)
+		if got := e.imageRowsOf(cp, "p"); len(got) != allTypesRows+1 { // + the metadata row
+			e.t.Fatalf("the copied image of p holds %d rows and metadata, want %d", len(got), allTypesRows+1)
 		}
 	}},
 }

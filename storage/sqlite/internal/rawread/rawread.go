@@ -60,29 +60,10 @@ type Conn struct {
 // read waits for a lock (WAL recovery by another connection) before
 // SQLITE_BUSY; cacheKiB sizes the page cache (0 keeps SQLite's default).
 func Open(path string, busy time.Duration, cacheKiB int) (*Conn, error) {
-	c := &Conn{tls: libc.NewTLS(), stmts: map[string]*Stmt{}}
-	name, err := libc.CString(path)
+	c, err := open(path, sqlite3.SQLITE_OPEN_READONLY, busy)
 	if err != nil {
-		c.tls.Close()
 		return nil, err
 	}
-	defer libc.Xfree(c.tls, name)
-	pp := libc.Xmalloc(c.tls, 8)
-	if pp == 0 {
-		c.tls.Close()
-		return nil, errors.New("rawread: out of memory")
-	}
-	defer libc.Xfree(c.tls, pp)
-	*(*uintptr)(cmem(pp)) = 0
-	rc := sqlite3.Xsqlite3_open_v2(c.tls, name, pp, sqlite3.SQLITE_OPEN_READONLY|sqlite3.SQLITE_OPEN_NOMUTEX, 0)
-	c.db = *(*uintptr)(cmem(pp))
-	if rc != sqlite3.SQLITE_OK {
-		err := c.err(rc)
-		_ = c.Close()
-		return nil, fmt.Errorf("rawread: open %s: %w", path, err)
-	}
-	sqlite3.Xsqlite3_extended_result_codes(c.tls, c.db, 1)
-	sqlite3.Xsqlite3_busy_timeout(c.tls, c.db, int32(min(busy.Milliseconds(), 1<<31-1)))
 	pragmas := "PRAGMA query_only = 1"
 	if cacheKiB > 0 {
 		pragmas += fmt.Sprintf("; PRAGMA cache_size = -%d", cacheKiB)
@@ -94,12 +75,9 @@ func Open(path string, busy time.Duration, cacheKiB int) (*Conn, error) {
 	return c, nil
 }
 
-// OpenImageWriter opens path read-write (creating it) with no journal and
-// no syncs, for filling a SQLite image file that is read back whole once
-// closed, and attaches the database file src read-only as schema "src"
-// (through a mode=ro URI), so that one INSERT ... SELECT copies rows from
-// src into the image inside SQLite.
-func OpenImageWriter(path, src string, busy time.Duration) (*Conn, error) {
+// open opens path with flags (NOMUTEX added: a Conn is used by one
+// goroutine at a time), extended result codes and busy's timeout.
+func open(path string, flags int32, busy time.Duration) (*Conn, error) {
 	c := &Conn{tls: libc.NewTLS(), stmts: map[string]*Stmt{}}
 	name, err := libc.CString(path)
 	if err != nil {
@@ -114,7 +92,7 @@ func OpenImageWriter(path, src string, busy time.Duration) (*Conn, error) {
 	}
 	defer libc.Xfree(c.tls, pp)
 	*(*uintptr)(cmem(pp)) = 0
-	rc := sqlite3.Xsqlite3_open_v2(c.tls, name, pp, sqlite3.SQLITE_OPEN_READWRITE|sqlite3.SQLITE_OPEN_CREATE|sqlite3.SQLITE_OPEN_URI|sqlite3.SQLITE_OPEN_NOMUTEX, 0)
+	rc := sqlite3.Xsqlite3_open_v2(c.tls, name, pp, flags|sqlite3.SQLITE_OPEN_NOMUTEX, 0)
 	c.db = *(*uintptr)(cmem(pp))
 	if rc != sqlite3.SQLITE_OK {
 		err := c.err(rc)
@@ -123,6 +101,19 @@ func OpenImageWriter(path, src string, busy time.Duration) (*Conn, error) {
 	}
 	sqlite3.Xsqlite3_extended_result_codes(c.tls, c.db, 1)
 	sqlite3.Xsqlite3_busy_timeout(c.tls, c.db, int32(min(busy.Milliseconds(), 1<<31-1)))
+	return c, nil
+}
+
+// OpenImageWriter opens path read-write (creating it) with no journal and
+// no syncs, for filling a SQLite image file that is read back whole once
+// closed, and attaches the database file src read-only as schema "src"
+// (through a mode=ro URI), so that one INSERT ... SELECT copies rows from
+// src into the image inside SQLite.
+func OpenImageWriter(path, src string, busy time.Duration) (*Conn, error) {
+	c, err := open(path, sqlite3.SQLITE_OPEN_READWRITE|sqlite3.SQLITE_OPEN_CREATE|sqlite3.SQLITE_OPEN_URI, busy)
+	if err != nil {
+		return nil, err
+	}
 	if err := c.exec("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF"); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("rawread: open %s: %w", path, err)
