@@ -130,7 +130,7 @@ type Applier struct {
 	byID       map[string]*ReplicaSub
 	cur        *ReplicaSub
 	start      *ssp2.SubStart
-	ops        []pendingOp
+	ops        [][]pendingOp // one chunk per frame: a page's rows are never copied to grow one slice
 	clearFirst bool
 }
 
@@ -158,6 +158,7 @@ func (a *Applier) Frame(f ssp2.Frame) error {
 		a.clearFirst = x.Bootstrap && a.cur.Cursor < 0 && a.cur.Token == nil
 	case *ssp2.Commit:
 		st.Commits++
+		chunk := make([]pendingOp, 0, len(x.Changes))
 		for _, ch := range x.Changes {
 			st.Changes++
 			t := x.Tables[ch.TableIndex]
@@ -169,20 +170,27 @@ func (a *Applier) Frame(f ssp2.Frame) error {
 				}
 				op.row = ReplicaRow{Version: *ch.RowVersion, Values: vals}
 			}
-			a.ops = append(a.ops, op)
+			chunk = append(chunk, op)
 		}
+		a.ops = append(a.ops, chunk)
 	case *ssp2.SegmentInline:
 		seg, err := ssp2.DecodeSegment(x.Payload)
 		if err != nil {
 			return fmt.Errorf("replica: segment: %w", err)
 		}
 		pk := r.Schema.Table(seg.Table).PK
+		n := 0
+		for _, b := range seg.Blocks {
+			n += len(b)
+		}
+		chunk := make([]pendingOp, 0, n)
 		for _, b := range seg.Blocks {
 			for _, row := range b {
 				st.SegmentRows++
-				a.ops = append(a.ops, pendingOp{table: seg.Table, rowID: row.Values[pk].(string), row: ReplicaRow{Version: row.ServerVersion, Values: row.Values}})
+				chunk = append(chunk, pendingOp{table: seg.Table, rowID: row.Values[pk].(string), row: ReplicaRow{Version: row.ServerVersion, Values: row.Values}})
 			}
 		}
+		a.ops = append(a.ops, chunk)
 	case *ssp2.SegmentRef:
 		return errors.New("replica: unresolved SEGMENT_REF (Pull follows refs; callers of Apply use Client.ResolveSegments first)")
 	case *ssp2.SubEnd:
@@ -204,11 +212,13 @@ func (a *Applier) Frame(f ssp2.Frame) error {
 		if a.clearFirst {
 			r.purge(cur)
 		}
-		for _, op := range a.ops {
-			if op.del {
-				delete(r.Rows[op.table], op.rowID)
-			} else {
-				r.Rows[op.table][op.rowID] = op.row
+		for _, chunk := range a.ops {
+			for _, op := range chunk {
+				if op.del {
+					delete(r.Rows[op.table], op.rowID)
+				} else {
+					r.Rows[op.table][op.rowID] = op.row
+				}
 			}
 		}
 		cur.Cursor = x.NextCursor
