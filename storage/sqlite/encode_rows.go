@@ -173,6 +173,7 @@ type rawPool struct {
 	path     string
 	busy     time.Duration
 	cacheKiB int
+	mmap     int64
 	slots    chan struct{}
 
 	mu     sync.Mutex
@@ -180,8 +181,8 @@ type rawPool struct {
 	closed bool
 }
 
-func newRawPool(path string, size int, busy time.Duration, cacheKiB int) *rawPool {
-	return &rawPool{path: path, busy: busy, cacheKiB: cacheKiB, slots: make(chan struct{}, size)}
+func newRawPool(path string, size int, busy time.Duration, cacheKiB int, mmap int64) *rawPool {
+	return &rawPool{path: path, busy: busy, cacheKiB: cacheKiB, mmap: mmap, slots: make(chan struct{}, size)}
 }
 
 // get returns an idle connection or opens one, waiting for a free slot
@@ -208,7 +209,7 @@ func (p *rawPool) get(ctx context.Context) (*rawread.Conn, error) {
 		return c, nil
 	}
 	p.mu.Unlock()
-	c, err := rawread.Open(p.path, p.busy, p.cacheKiB)
+	c, err := rawread.Open(p.path, p.busy, p.cacheKiB, p.mmap)
 	if err != nil {
 		<-p.slots
 		return nil, err

@@ -58,8 +58,11 @@ type Conn struct {
 
 // Open opens path (a file name, not a URI) read-only. busy is how long a
 // read waits for a lock (WAL recovery by another connection) before
-// SQLITE_BUSY; cacheKiB sizes the page cache (0 keeps SQLite's default).
-func Open(path string, busy time.Duration, cacheKiB int) (*Conn, error) {
+// SQLITE_BUSY; cacheKiB sizes the page cache (0 keeps SQLite's default);
+// mmapBytes > 0 reads up to that many bytes of the database file through a
+// memory map (PRAGMA mmap_size) instead of copying each page into the page
+// cache (pages still in the write-ahead log are read as before).
+func Open(path string, busy time.Duration, cacheKiB int, mmapBytes int64) (*Conn, error) {
 	c, err := open(path, sqlite3.SQLITE_OPEN_READONLY, busy)
 	if err != nil {
 		return nil, err
@@ -67,6 +70,9 @@ func Open(path string, busy time.Duration, cacheKiB int) (*Conn, error) {
 	pragmas := "PRAGMA query_only = 1"
 	if cacheKiB > 0 {
 		pragmas += fmt.Sprintf("; PRAGMA cache_size = -%d", cacheKiB)
+	}
+	if mmapBytes > 0 {
+		pragmas += fmt.Sprintf("; PRAGMA mmap_size = %d", mmapBytes)
 	}
 	if err := c.exec(pragmas); err != nil {
 		_ = c.Close()

@@ -43,11 +43,30 @@ func fixture(t *testing.T, rows int) string {
 
 func TestReadsEveryStorageClass(t *testing.T) {
 	path := fixture(t, 3)
-	c, err := Open(path, time.Second, 1024)
+	// Without and with the memory map (the fixture is checkpointed into
+	// the database file, so the mapped run reads its pages through it).
+	for _, mmap := range []int64{0, 1 << 20} {
+		t.Run(fmt.Sprintf("mmap=%d", mmap), func(t *testing.T) { readsEveryStorageClass(t, path, mmap) })
+	}
+}
+
+func readsEveryStorageClass(t *testing.T, path string, mmap int64) {
+	c, err := Open(path, time.Second, 1024, mmap)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	pragma, err := c.Prepare(`PRAGMA mmap_size`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := pragma.Step(); err != nil || !ok {
+		t.Fatalf("PRAGMA mmap_size: %v, %v", ok, err)
+	}
+	if got := pragma.Int64(0); got != mmap {
+		t.Fatalf("mmap_size = %d, want %d", got, mmap)
+	}
+	pragma.Reset()
 	st, err := c.Prepare(`SELECT id, n, f, b, s, 'ü' FROM t WHERE id > ? AND n >= ? ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +106,7 @@ func TestReadsEveryStorageClass(t *testing.T) {
 }
 
 func TestReadOnly(t *testing.T) {
-	c, err := Open(fixture(t, 1), time.Second, 0)
+	c, err := Open(fixture(t, 1), time.Second, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +122,7 @@ func TestReadOnly(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	c, err := Open(fixture(t, 1), time.Second, 0)
+	c, err := Open(fixture(t, 1), time.Second, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +137,7 @@ func TestErrors(t *testing.T) {
 	if err := st.Bind(1.5); err == nil {
 		t.Fatal("Bind took a float64, which it does not support")
 	}
-	if _, err := Open(filepath.Join(t.TempDir(), "missing", "db"), time.Second, 0); err == nil {
+	if _, err := Open(filepath.Join(t.TempDir(), "missing", "db"), time.Second, 0, 0); err == nil {
 		t.Fatal("Open of a missing file succeeded")
 	}
 }
@@ -126,7 +145,7 @@ func TestErrors(t *testing.T) {
 // TestInterruptStopsARunningStatement: Interrupt between two steps of an
 // active statement makes the next step fail with ErrInterrupted.
 func TestInterruptStopsARunningStatement(t *testing.T) {
-	c, err := Open(fixture(t, 500), time.Second, 0)
+	c, err := Open(fixture(t, 500), time.Second, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +171,7 @@ func TestInterruptStopsARunningStatement(t *testing.T) {
 }
 
 func TestStatementCacheIsBounded(t *testing.T) {
-	c, err := Open(fixture(t, 1), time.Second, 0)
+	c, err := Open(fixture(t, 1), time.Second, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
