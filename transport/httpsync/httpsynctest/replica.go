@@ -212,6 +212,15 @@ func (a *Applier) Frame(f ssp2.Frame) error {
 		if a.clearFirst {
 			r.purge(cur)
 		}
+		if len(r.Rows[cur.Table]) == 0 {
+			// An empty table (a first bootstrap) is sized once for the
+			// section's rows instead of growing through every power of two.
+			n := 0
+			for _, chunk := range a.ops {
+				n += len(chunk)
+			}
+			r.Rows[cur.Table] = make(map[string]ReplicaRow, n)
+		}
 		for _, chunk := range a.ops {
 			for _, op := range chunk {
 				if op.del {
