@@ -61,7 +61,7 @@ func (c *RowCodec) Columns() []Column { return c.cols }
 // alias b). Errors are sync.invalid_request wrapping a *DecodeError.
 func (c *RowCodec) Decode(b []byte) (Row, error) {
 	r := &rd{b: b}
-	row := c.read(r, true)
+	row := c.read(r, make(Row, len(c.cols)))
 	if r.err == nil && r.off != len(b) {
 		r.fail("%d trailing bytes after row", len(b)-r.off)
 	}
@@ -75,15 +75,17 @@ func (c *RowCodec) Decode(b []byte) (Row, error) {
 // values.
 func (c *RowCodec) Validate(b []byte) error {
 	r := &rd{b: b}
-	c.read(r, false)
+	c.read(r, nil)
 	if r.err == nil && r.off != len(b) {
 		r.fail("%d trailing bytes after row", len(b)-r.off)
 	}
 	return r.err
 }
 
-// read decodes one row at r's position; values are built only if build.
-func (c *RowCodec) read(r *rd, build bool) Row {
+// read decodes one row at r's position into row (len(c.cols) values),
+// which it returns; a nil row only validates.
+func (c *RowCodec) read(r *rd, row Row) Row {
+	build := row != nil
 	if !r.need(c.bitmapLen, "row null bitmap") {
 		return nil
 	}
@@ -102,10 +104,6 @@ func (c *RowCodec) read(r *rd, build bool) Row {
 		}
 	}
 	r.off += c.bitmapLen
-	var row Row
-	if build {
-		row = make(Row, n)
-	}
 	for i, col := range c.cols {
 		if bm[i/8]&(1<<uint(i%8)) != 0 {
 			continue

@@ -15,7 +15,9 @@ const SegmentFormatV1 uint16 = 1
 // SegmentBlockRows is the number of rows per block the builder emits.
 const SegmentBlockRows = 1000
 
-// Segment is a decoded SSG2 rows segment (notes §10).
+// Segment is a decoded SSG2 rows segment (notes §10). The rows of one
+// block share one backing array of values (each row's Values has its own
+// length and capacity, so appending to one never overwrites another).
 type Segment struct {
 	FormatVersion uint16
 	Table         string
@@ -130,8 +132,10 @@ func decodeSegment(b []byte, base int, build bool) (*Segment, error) {
 		}
 		br := &rd{b: b[r.off : r.off+int(bl)], base: base + r.off}
 		var block []SegmentRow
+		var vals []any // the block's values: one allocation, not one per row
 		if build {
 			block = make([]SegmentRow, n)
+			vals = make([]any, int(n)*nc)
 		}
 		for i := 0; i < int(n) && br.err == nil; i++ {
 			vst := br.off
@@ -140,7 +144,11 @@ func decodeSegment(b []byte, base int, build bool) (*Segment, error) {
 				br.off = vst
 				br.fail("row serverVersion %d < 1", sv)
 			}
-			row := codec.read(br, build)
+			var row Row
+			if build {
+				row = vals[i*nc : (i+1)*nc : (i+1)*nc]
+			}
+			row = codec.read(br, row)
 			if build {
 				block[i] = SegmentRow{ServerVersion: sv, Values: row}
 			}
