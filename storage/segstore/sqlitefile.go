@@ -2,11 +2,18 @@ package segstore
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
@@ -14,10 +21,28 @@ import (
 )
 
 // SQLiteFile is the embedded-mode Store: one SQLite file (WAL) holding
-// every segment of the processes that open it.
+// every segment's entries for the processes that open it, and a directory
+// beside it (the file's path + "-data") holding each segment's bytes as a
+// file of its own. Writing a page-sized segment as a file costs one
+// write of its bytes, where a blob in the database was written to the WAL
+// and again at checkpoint. Bytes are written to a temporary file and
+// renamed into place before their entry is committed, and are checked
+// against their id (sha256) when read back, so a file torn by a power
+// loss (files are not fsync'd: a segment is a cache) or altered on disk is
+// answered as expired (the client re-pulls and the page is rebuilt),
+// never served. Entries written by earlier versions, with the bytes in
+// the database, are still served. Sweep deletes the files of expired
+// entries, and files no entry names (left by a crash between the rename
+// and the commit, or by an entry replaced after expiring) once they are an
+// hour old.
 type SQLiteFile struct {
-	db *sql.DB
+	db  *sql.DB
+	dir string
 }
+
+// orphanAge is how old a segment file no entry names must be before Sweep
+// deletes it: far longer than a Put's rename-to-commit window.
+const orphanAge = time.Hour
 
 const sqliteSchema = `CREATE TABLE IF NOT EXISTS segments (
   partition TEXT NOT NULL, build_key TEXT NOT NULL, id TEXT NOT NULL,
@@ -29,8 +54,9 @@ const sqliteSchema = `CREATE TABLE IF NOT EXISTS segments (
 CREATE INDEX IF NOT EXISTS segments_by_id ON segments (id, partition);
 CREATE INDEX IF NOT EXISTS segments_by_expiry ON segments (expires_at_ms);`
 
-// sqliteFileTuning makes whole-segment reads cheap: 64 KiB pages (a
-// segment's overflow chain is 16x shorter; takes effect when the file is
+// sqliteFileTuning keeps whole-blob reads cheap for entries that hold
+// their bytes in the database (written by earlier versions): 64 KiB pages
+// (a blob's overflow chain is 16x shorter; takes effect when the file is
 // created, an existing file keeps its page size) and reads through a
 // memory map of up to 256 MiB instead of one pread per page.
 const sqliteFileTuning = "&_pragma=page_size(65536)&_pragma=mmap_size(268435456)"
@@ -46,8 +72,32 @@ func OpenSQLiteFile(ctx context.Context, path string) (*SQLiteFile, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("segstore: create tables in %s: %w", path, err)
 	}
-	return &SQLiteFile{db: db}, nil
+	// data_file names the file holding the bytes (NULL: in the data column,
+	// as versions before it stored them, or swept).
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('segments') WHERE name = 'data_file'`).Scan(&n); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("segstore: read the schema of %s: %w", path, err)
+	}
+	if n == 0 {
+		if _, err := db.ExecContext(ctx, `ALTER TABLE segments ADD COLUMN data_file TEXT`); err != nil && !strings.Contains(err.Error(), "duplicate column") {
+			_ = db.Close()
+			return nil, fmt.Errorf("segstore: add data_file to %s: %w", path, err)
+		}
+	}
+	dir := path + "-data"
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("segstore: segment directory: %w", err)
+	}
+	return &SQLiteFile{db: db, dir: dir}, nil
 }
+
+// hasBytes is the SQL condition "the entry still holds its bytes". Whether
+// the data column does is read with typeof(data), which SQLite answers
+// from the record header; "data IS NOT NULL" would load a whole blob
+// (hundreds of KiB) through its overflow pages.
+const hasBytes = `(data_file IS NOT NULL OR typeof(data) <> 'null')`
 
 const metaCols = `partition, build_key, id, media_type, tbl, scope_digest, as_of, byte_length, row_count, row_cursor, next_row_cursor, created_at_ms, expires_at_ms`
 
@@ -79,12 +129,9 @@ func nullable(s *string) any {
 	return *s
 }
 
-// Lookup implements Store. Whether a row still holds its bytes is read
-// with typeof(data), which SQLite answers from the record header; "data IS
-// NOT NULL" loads the whole blob (hundreds of KiB) through its overflow
-// pages on every lookup.
+// Lookup implements Store.
 func (s *SQLiteFile) Lookup(ctx context.Context, partition, key string, nowMs int64) (Meta, error) {
-	row := s.db.QueryRowContext(ctx, `SELECT `+metaCols+` FROM segments WHERE partition = ? AND build_key = ? AND expires_at_ms > ? AND typeof(data) <> 'null'`, partition, key, nowMs)
+	row := s.db.QueryRowContext(ctx, `SELECT `+metaCols+` FROM segments WHERE partition = ? AND build_key = ? AND expires_at_ms > ? AND `+hasBytes, partition, key, nowMs)
 	m, err := scanMeta(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Meta{}, ErrNotFound
@@ -95,25 +142,67 @@ func (s *SQLiteFile) Lookup(ctx context.Context, partition, key string, nowMs in
 	return m, nil
 }
 
-// Put implements Store.
+// Put implements Store. The bytes go to a file of their own (written to a
+// temporary name, then renamed) before the entry naming it is committed;
+// when the entry is not stored (another builder's unexpired entry holds
+// the key) the file is removed again.
 func (s *SQLiteFile) Put(ctx context.Context, m Meta, data []byte) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO segments (`+metaCols+`, data) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+	name, err := s.writeFile(data)
+	if err != nil {
+		return fmt.Errorf("segstore: put: %w", err)
+	}
+	var stored int
+	err = s.db.QueryRowContext(ctx, `INSERT INTO segments (`+metaCols+`, data, data_file) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,?)
 ON CONFLICT (partition, build_key) DO UPDATE SET id = excluded.id, media_type = excluded.media_type, tbl = excluded.tbl,
   scope_digest = excluded.scope_digest, as_of = excluded.as_of, byte_length = excluded.byte_length, row_count = excluded.row_count,
   row_cursor = excluded.row_cursor, next_row_cursor = excluded.next_row_cursor, created_at_ms = excluded.created_at_ms,
-  expires_at_ms = excluded.expires_at_ms, data = excluded.data
-WHERE segments.data IS NULL OR segments.expires_at_ms <= excluded.created_at_ms`,
+  expires_at_ms = excluded.expires_at_ms, data = NULL, data_file = excluded.data_file
+WHERE NOT (segments.data_file IS NOT NULL OR typeof(segments.data) <> 'null') OR segments.expires_at_ms <= excluded.created_at_ms
+RETURNING 1`,
 		m.Partition, m.Key, m.ID, int64(m.MediaType), m.Table, m.ScopeDigest, m.AsOfCommitSeq, m.ByteLength, m.RowCount,
-		nullable(m.RowCursor), nullable(m.NextRowCursor), m.CreatedAtMs, m.ExpiresAtMs, data)
+		nullable(m.RowCursor), nullable(m.NextRowCursor), m.CreatedAtMs, m.ExpiresAtMs, name).Scan(&stored)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Another builder's entry holds the key: ours is not needed.
+		_ = os.Remove(filepath.Join(s.dir, name))
+		return nil
+	}
 	if err != nil {
+		_ = os.Remove(filepath.Join(s.dir, name))
 		return fmt.Errorf("segstore: put: %w", err)
 	}
 	return nil
 }
 
+// writeFile writes data to a new file in the segment directory and returns
+// its name. A file is complete under its final name or absent (a crash
+// leaves at most a temporary file, which the orphan sweep removes).
+func (s *SQLiteFile) writeFile(data []byte) (string, error) {
+	var rnd [16]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return "", err
+	}
+	name := hex.EncodeToString(rnd[:]) + ".seg"
+	tmp := filepath.Join(s.dir, name+".tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		_ = os.Remove(tmp)
+		return "", err
+	}
+	if err := os.Rename(tmp, filepath.Join(s.dir, name)); err != nil {
+		_ = os.Remove(tmp)
+		return "", err
+	}
+	return name, nil
+}
+
+// fileOfEntry selects the file holding an entry's bytes, or '' when they
+// are in the data column. An entry with bytes in both was last written by
+// an earlier version sharing the file (it stores blobs and leaves
+// data_file alone), so its blob is the current one.
+const fileOfEntry = `CASE WHEN typeof(data) <> 'null' THEN '' ELSE coalesce(data_file, '') END`
+
 // Get implements Store.
 func (s *SQLiteFile) Get(ctx context.Context, partition, id string, nowMs int64) ([]Meta, []byte, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+metaCols+`, typeof(data) <> 'null' AND expires_at_ms > ? FROM segments WHERE id = ? AND (? = '' OR partition = ?)`, nowMs, id, partition, partition)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+metaCols+`, `+hasBytes+` AND expires_at_ms > ?, `+fileOfEntry+` FROM segments WHERE id = ? AND (? = '' OR partition = ?)`, nowMs, id, partition, partition)
 	if err != nil {
 		return nil, nil, fmt.Errorf("segstore: get: %w", err)
 	}
@@ -121,15 +210,17 @@ func (s *SQLiteFile) Get(ctx context.Context, partition, id string, nowMs int64)
 	var metas []Meta
 	known := false
 	var live Meta
+	var liveFile string
 	for rows.Next() {
 		var ok bool
-		m, err := scanMeta(rows, &ok)
+		var file string
+		m, err := scanMeta(rows, &ok, &file)
 		if err != nil {
 			return nil, nil, fmt.Errorf("segstore: get: %w", err)
 		}
 		known = true
 		if ok {
-			metas, live = append(metas, m), m
+			metas, live, liveFile = append(metas, m), m, file
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -141,14 +232,39 @@ func (s *SQLiteFile) Get(ctx context.Context, partition, id string, nowMs int64)
 		}
 		return nil, nil, ErrNotFound
 	}
-	data, err := s.readData(ctx, live.Partition, live.Key)
+	var data []byte
+	if liveFile != "" {
+		data, err = s.readFile(liveFile, live)
+	} else {
+		data, err = s.readData(ctx, live.Partition, live.Key)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("segstore: get data: %w", err)
 	}
 	if data == nil {
-		return nil, nil, ErrExpired // swept meanwhile
+		return nil, nil, ErrExpired // swept meanwhile, or its file is unusable
 	}
 	return metas, data, nil
+}
+
+// readFile reads the segment file name of entry m: nil when it is gone
+// (swept meanwhile) or does not hold m's bytes (torn by a power loss, or
+// altered), which the caller answers as expired.
+func (s *SQLiteFile) readFile(name string, m Meta) ([]byte, error) {
+	if filepath.Base(name) != name || name == "." || name == ".." {
+		return nil, fmt.Errorf("segment file name %q", name)
+	}
+	data, err := os.ReadFile(filepath.Join(s.dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) != m.ByteLength || ID(data) != m.ID {
+		return nil, nil
+	}
+	return data, nil
 }
 
 // readData reads a segment's bytes (nil when swept) through the driver
@@ -196,17 +312,96 @@ func (s *SQLiteFile) readData(ctx context.Context, partition, key string) ([]byt
 	return data, err
 }
 
-// Sweep implements Store.
+// Sweep implements Store. It also deletes the segment files no entry
+// names once they are orphanAge old by the system clock.
 func (s *SQLiteFile) Sweep(ctx context.Context, nowMs, forgetBeforeMs int64) (int, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE segments SET data = NULL WHERE expires_at_ms <= ? AND data IS NOT NULL`, nowMs)
+	// The files of the entries about to expire, read first (RETURNING
+	// would give the updated, NULL, names). An entry replaced in between
+	// leaves its old file unnamed, so removing it is right; one that
+	// expires in between keeps its file until the orphan sweep.
+	rows, err := s.db.QueryContext(ctx, `SELECT data_file FROM segments WHERE expires_at_ms <= ? AND data_file IS NOT NULL`, nowMs)
 	if err != nil {
 		return 0, fmt.Errorf("segstore: sweep: %w", err)
 	}
-	n, _ := res.RowsAffected()
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM segments WHERE expires_at_ms < ? AND data IS NULL`, forgetBeforeMs); err != nil {
-		return int(n), fmt.Errorf("segstore: forget tombstones: %w", err)
+	var files []string
+	for rows.Next() {
+		var f string
+		if err := rows.Scan(&f); err != nil {
+			_ = rows.Close()
+			return 0, fmt.Errorf("segstore: sweep: %w", err)
+		}
+		files = append(files, f)
 	}
-	return int(n), nil
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("segstore: sweep: %w", err)
+	}
+	_ = rows.Close()
+	res, err := s.db.ExecContext(ctx, `UPDATE segments SET data = NULL, data_file = NULL WHERE expires_at_ms <= ? AND `+hasBytes, nowMs)
+	if err != nil {
+		return 0, fmt.Errorf("segstore: sweep: %w", err)
+	}
+	n64, _ := res.RowsAffected()
+	n := int(n64)
+	// The entries no longer name these files: a download that read an
+	// entry before the update finds the file gone and answers "expired".
+	for _, f := range files {
+		if filepath.Base(f) == f {
+			_ = os.Remove(filepath.Join(s.dir, f))
+		}
+	}
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM segments WHERE expires_at_ms < ? AND NOT `+hasBytes, forgetBeforeMs); err != nil {
+		return n, fmt.Errorf("segstore: forget tombstones: %w", err)
+	}
+	// File times are the operating system's, so the cutoff is too (nowMs
+	// may be a test clock).
+	if err := s.removeOrphans(ctx, time.Now().Add(-orphanAge)); err != nil {
+		return n, fmt.Errorf("segstore: sweep orphan files: %w", err)
+	}
+	return n, nil
+}
+
+// removeOrphans deletes the files of the segment directory that no entry
+// names and that were last written before cutoff.
+func (s *SQLiteFile) removeOrphans(ctx context.Context, cutoff time.Time) error {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return err
+	}
+	var old []string
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if info, err := e.Info(); err == nil && info.ModTime().Before(cutoff) {
+			old = append(old, e.Name())
+		}
+	}
+	if len(old) == 0 {
+		return nil
+	}
+	named := map[string]bool{}
+	rows, err := s.db.QueryContext(ctx, `SELECT data_file FROM segments WHERE data_file IS NOT NULL`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var f string
+		if err := rows.Scan(&f); err != nil {
+			_ = rows.Close()
+			return err
+		}
+		named[f] = true
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	_ = rows.Close()
+	for _, f := range old {
+		if !named[f] {
+			_ = os.Remove(filepath.Join(s.dir, f))
+		}
+	}
+	return nil
 }
 
 // Close implements Store.
