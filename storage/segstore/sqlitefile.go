@@ -194,7 +194,8 @@ func (s *SQLiteFile) writeFile(data []byte) (string, error) {
 	return name, nil
 }
 
-// fileOfEntry selects the file holding an entry's bytes, or ” when they
+// fileOfEntry selects the file holding an entry's bytes, or the empty
+// string when they
 // are in the data column. An entry with bytes in both was last written by
 // an earlier version sharing the file (it stores blobs and leaves
 // data_file alone), so its blob is the current one.
