@@ -195,10 +195,9 @@ func (s *SQLiteFile) writeFile(data []byte) (string, error) {
 }
 
 // fileOfEntry selects the file holding an entry's bytes, or the empty
-// string when they
-// are in the data column. An entry with bytes in both was last written by
-// an earlier version sharing the file (it stores blobs and leaves
-// data_file alone), so its blob is the current one.
+// string when they are in the data column. An entry with bytes in both
+// was last written by an earlier version sharing the file (it stores
+// blobs and leaves data_file alone), so its blob is the current one.
 const fileOfEntry = `CASE WHEN typeof(data) <> 'null' THEN '' ELSE coalesce(data_file, '') END`
 
 // Get implements Store.
