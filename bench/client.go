@@ -410,7 +410,7 @@ func (r inprocRT) segment(ctx context.Context, id engine.Identity, segmentID str
 	if err != nil {
 		return nil, err
 	}
-	return seg.Data, nil
+	return seg.Bytes()
 }
 
 // httpRT posts requests to an SSP2 HTTP endpoint with the development

@@ -3,6 +3,9 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"os"
 
 	"go.uber.org/zap"
 
@@ -12,11 +15,61 @@ import (
 	"github.com/synclane/synclane/storage/segstore"
 )
 
-// Segment is a segment a caller may download.
+// Segment is a segment a caller may download. Its bytes are in Data or,
+// when the segment store keeps them in a file (the embedded store), in
+// File; the caller must Close the Segment either way.
 type Segment struct {
 	Meta segstore.Meta
-	// Data is the uncompressed segment (SSG2 rows or a SQLite image).
+	// Data is the uncompressed segment (SSG2 rows or a SQLite image), or
+	// nil when File holds it. It must not be modified (it may be shared).
 	Data []byte
+	// File, when not nil, holds the uncompressed segment: Meta.ByteLength
+	// bytes, already checked against Meta.ID, read from its start.
+	File *os.File
+}
+
+// Close releases the segment's file, if it has one.
+func (s *Segment) Close() error {
+	if s == nil || s.File == nil {
+		return nil
+	}
+	f := s.File
+	s.File = nil
+	return f.Close()
+}
+
+// Bytes returns the segment's bytes, reading (and closing) its file if it
+// has one.
+func (s *Segment) Bytes() ([]byte, error) {
+	if s.File == nil {
+		return s.Data, nil
+	}
+	data := make([]byte, s.Meta.ByteLength)
+	_, err := io.ReadFull(s.File, data)
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("engine: read segment %s: %w", s.Meta.ID, err)
+	}
+	s.Data = data
+	return data, nil
+}
+
+// openSegment fetches segment segmentID of partition ("" for any) from
+// the segment cache, with the protocol's errors; a returned file is the
+// caller's to close.
+func (e *Engine) openSegment(ctx context.Context, part, segmentID string) ([]segstore.Meta, []byte, *os.File, error) {
+	metas, data, f, err := e.segments.Open(ctx, part, segmentID)
+	switch {
+	case errors.Is(err, segstore.ErrNotFound):
+		return nil, nil, nil, syncerr.New(syncerr.NotFound, "no segment %s", segmentID)
+	case errors.Is(err, segstore.ErrExpired):
+		return nil, nil, nil, syncerr.New(syncerr.SegmentExpired, "segment %s has expired; pull again", segmentID)
+	case err != nil:
+		return nil, nil, nil, syncerr.Wrap(syncerr.InternalError, err, "reading the segment failed")
+	}
+	return metas, data, f, nil
 }
 
 // Segment authorizes and returns segment segmentID of the caller's
@@ -34,17 +87,14 @@ func (e *Engine) Segment(ctx context.Context, id Identity, segmentID string, req
 	if verr := partition.ValidateIdentity(id.ActorID, id.Partition); verr != nil {
 		return nil, verr
 	}
-	metas, data, err := e.segments.Get(ctx, id.Partition, segmentID)
-	switch {
-	case errors.Is(err, segstore.ErrNotFound):
-		return nil, syncerr.New(syncerr.NotFound, "no segment %s", segmentID)
-	case errors.Is(err, segstore.ErrExpired):
-		return nil, syncerr.New(syncerr.SegmentExpired, "segment %s has expired; pull again", segmentID)
-	case err != nil:
-		return nil, syncerr.Wrap(syncerr.InternalError, err, "reading the segment failed")
+	metas, data, f, err := e.openSegment(ctx, id.Partition, segmentID)
+	if err != nil {
+		return nil, err
 	}
+	seg := &Segment{Data: data, File: f}
 	grants, rerr := e.cfg.Resolver.ResolveScopes(ctx, id)
 	if rerr != nil {
+		_ = seg.Close()
 		e.cfg.Logger.Warn("scope resolver failed", zap.String("actor", id.ActorID),
 			zap.String("partition", id.Partition), zap.Error(rerr))
 		return nil, syncerr.New(syncerr.Forbidden, "the caller's scopes could not be resolved")
@@ -59,10 +109,12 @@ func (e *Engine) Segment(ctx context.Context, id Identity, segmentID string, req
 			continue
 		}
 		if ssp2.ScopeDigest(eff) == m.ScopeDigest {
-			e.segments.CountServed(len(data))
-			return &Segment{Meta: m, Data: data}, nil
+			e.segments.CountServed(int(m.ByteLength))
+			seg.Meta = m
+			return seg, nil
 		}
 	}
+	_ = seg.Close()
 	return nil, syncerr.New(syncerr.Forbidden, "the caller's effective scopes do not match segment %s", segmentID)
 }
 
@@ -86,20 +138,18 @@ func (e *Engine) SignedSegment(ctx context.Context, segmentID, token string) (*S
 	if err != nil {
 		return nil, syncerr.Wrap(syncerr.Forbidden, err, "the signed segment URL is invalid or expired")
 	}
-	metas, data, err := e.segments.Get(ctx, "", segmentID)
-	switch {
-	case errors.Is(err, segstore.ErrNotFound):
-		return nil, syncerr.New(syncerr.NotFound, "no segment %s", segmentID)
-	case errors.Is(err, segstore.ErrExpired):
-		return nil, syncerr.New(syncerr.SegmentExpired, "segment %s has expired; pull again", segmentID)
-	case err != nil:
-		return nil, syncerr.Wrap(syncerr.InternalError, err, "reading the segment failed")
+	metas, data, f, err := e.openSegment(ctx, "", segmentID)
+	if err != nil {
+		return nil, err
 	}
+	seg := &Segment{Data: data, File: f}
 	for _, m := range metas {
 		if m.ScopeDigest == cl.ScopeDigest && e.cfg.SignedURLs.Audience(m.Partition) == cl.Audience {
-			e.segments.CountServed(len(data))
-			return &Segment{Meta: m, Data: data}, nil
+			e.segments.CountServed(int(m.ByteLength))
+			seg.Meta = m
+			return seg, nil
 		}
 	}
+	_ = seg.Close()
 	return nil, syncerr.New(syncerr.Forbidden, "the signed segment URL does not match segment %s", segmentID)
 }

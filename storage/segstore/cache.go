@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -197,6 +199,48 @@ func (c *Cache) Get(ctx context.Context, partition, id string) ([]Meta, []byte, 
 	}
 	c.hot.offer(key, metas, data)
 	return metas, data, nil
+}
+
+// Open is Get for a download that can stream: when the store keeps the
+// segment's bytes in a file (FileOpener) and the hot set will not keep
+// them, it returns the open, checked file instead of bytes (the caller
+// closes it); otherwise the bytes, as Get. The download is counted
+// toward hot-set admission either way.
+func (c *Cache) Open(ctx context.Context, partition, id string) ([]Meta, []byte, *os.File, error) {
+	fo, ok := c.store.(FileOpener)
+	if !ok {
+		metas, data, err := c.Get(ctx, partition, id)
+		return metas, data, nil, err
+	}
+	nowMs := c.now().UnixMilli()
+	key := hotKey(partition, id)
+	if metas, data, ok := c.hot.get(key, nowMs); ok {
+		return metas, data, nil, nil
+	}
+	metas, f, err := fo.OpenFile(ctx, partition, id, nowMs)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if f == nil { // bytes in the store itself
+		metas, data, err := c.store.Get(ctx, partition, id, nowMs)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		c.hot.offer(key, metas, data)
+		return metas, data, nil, nil
+	}
+	if !c.hot.wants(key, metas[0].ByteLength) {
+		return metas, nil, f, nil
+	}
+	// A second download: the hot set keeps the bytes.
+	data := make([]byte, metas[0].ByteLength)
+	_, err = io.ReadFull(f, data)
+	_ = f.Close()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("segstore: read segment file: %w", err)
+	}
+	c.hot.offer(key, metas, data)
+	return metas, data, nil, nil
 }
 
 // KeepHot sets the byte budget of the segments kept in memory after their

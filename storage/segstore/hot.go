@@ -94,6 +94,28 @@ func (h *hotSet) lookup(key string, nowMs int64) (Meta, bool) {
 
 // offer records a download of key read from the store; on the second
 // download it keeps the bytes (evicting the least recently used).
+// wants counts a download of key (size bytes) that is not kept, as offer
+// would, and reports whether offer would keep it now (it was downloaded
+// before): the caller then reads the bytes and offers them.
+func (h *hotSet) wants(key string, size int64) bool {
+	if h == nil || h.max <= 0 || size > int64(h.max) {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.items[key] != nil {
+		return false
+	}
+	if _, ok := h.seen[key]; ok {
+		return true
+	}
+	if len(h.seen) >= hotSeenMax {
+		clear(h.seen)
+	}
+	h.seen[key] = struct{}{}
+	return false
+}
+
 func (h *hotSet) offer(key string, metas []Meta, data []byte) {
 	if h == nil || h.max <= 0 || len(data) > h.max || len(metas) == 0 {
 		return

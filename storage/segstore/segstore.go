@@ -16,6 +16,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"os"
 
 	"github.com/synclane/synclane/protocol/ssp2"
 )
@@ -69,6 +70,17 @@ type Store interface {
 	Sweep(ctx context.Context, nowMs, forgetBeforeMs int64) (int, error)
 	// Close releases the backend's resources.
 	Close() error
+}
+
+// FileOpener is implemented by a Store that keeps each segment's bytes in a
+// file (SQLiteFile). OpenFile answers like Get but hands the bytes out as
+// the open file, already checked against the id and positioned at its
+// start, so a download can stream them (with sendfile where the transport
+// allows) instead of holding the segment in memory; the caller closes it.
+// A segment whose bytes are not in a file gives a nil file and no error
+// (use Get).
+type FileOpener interface {
+	OpenFile(ctx context.Context, partition, id string, nowMs int64) ([]Meta, *os.File, error)
 }
 
 // ID returns the segment id of uncompressed segment bytes.

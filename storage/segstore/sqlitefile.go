@@ -3,6 +3,7 @@ package segstore
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"database/sql"
 	"database/sql/driver"
 	"encoding/hex"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
@@ -202,9 +204,66 @@ const fileOfEntry = `CASE WHEN typeof(data) <> 'null' THEN '' ELSE coalesce(data
 
 // Get implements Store.
 func (s *SQLiteFile) Get(ctx context.Context, partition, id string, nowMs int64) ([]Meta, []byte, error) {
+	metas, live, liveFile, err := s.entries(ctx, partition, id, nowMs)
+	if err != nil {
+		return nil, nil, err
+	}
+	var data []byte
+	if liveFile != "" {
+		if data, err = s.readFile(liveFile, live); err == nil && data == nil {
+			s.dropFile(ctx, liveFile)
+		}
+	} else {
+		data, err = s.readData(ctx, live.Partition, live.Key)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("segstore: get data: %w", err)
+	}
+	if data == nil {
+		return nil, nil, ErrExpired // swept meanwhile, or its file is unusable
+	}
+	return metas, data, nil
+}
+
+// OpenFile implements FileOpener: the segment's file, open at its start,
+// after its bytes were checked against the id (a torn or altered file is
+// ErrExpired, as is one swept meanwhile). An entry whose bytes are in the
+// database (written by an earlier version) gives a nil file and no error.
+func (s *SQLiteFile) OpenFile(ctx context.Context, partition, id string, nowMs int64) ([]Meta, *os.File, error) {
+	metas, live, liveFile, err := s.entries(ctx, partition, id, nowMs)
+	if err != nil || liveFile == "" {
+		return metas, nil, err
+	}
+	f, err := s.openVerified(liveFile, live)
+	if err != nil {
+		return nil, nil, fmt.Errorf("segstore: open segment file: %w", err)
+	}
+	if f == nil {
+		s.dropFile(ctx, liveFile)
+		return nil, nil, ErrExpired
+	}
+	return metas, f, nil
+}
+
+// dropFile turns the entry naming segment file name, found gone or
+// unusable, into a tombstone (so a lookup misses and the segment is built
+// again, instead of every download answering "expired" until its TTL
+// ends) and removes the file. Best effort: the download is answered as
+// expired either way.
+func (s *SQLiteFile) dropFile(ctx context.Context, name string) {
+	if _, err := s.db.ExecContext(ctx, `UPDATE segments SET data_file = NULL WHERE data_file = ?`, name); err == nil && filepath.Base(name) == name {
+		_ = os.Remove(filepath.Join(s.dir, name))
+	}
+}
+
+// entries reads the unexpired entries of segment id in partition ("" for
+// any), the last of them and the file holding its bytes ("" when they are
+// in the database): ErrExpired when every entry has expired, ErrNotFound
+// when there is none.
+func (s *SQLiteFile) entries(ctx context.Context, partition, id string, nowMs int64) ([]Meta, Meta, string, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+metaCols+`, `+hasBytes+` AND expires_at_ms > ?, `+fileOfEntry+` FROM segments WHERE id = ? AND (? = '' OR partition = ?)`, nowMs, id, partition, partition)
 	if err != nil {
-		return nil, nil, fmt.Errorf("segstore: get: %w", err)
+		return nil, Meta{}, "", fmt.Errorf("segstore: get: %w", err)
 	}
 	defer rows.Close()
 	var metas []Meta
@@ -216,7 +275,7 @@ func (s *SQLiteFile) Get(ctx context.Context, partition, id string, nowMs int64)
 		var file string
 		m, err := scanMeta(rows, &ok, &file)
 		if err != nil {
-			return nil, nil, fmt.Errorf("segstore: get: %w", err)
+			return nil, Meta{}, "", fmt.Errorf("segstore: get: %w", err)
 		}
 		known = true
 		if ok {
@@ -224,27 +283,65 @@ func (s *SQLiteFile) Get(ctx context.Context, partition, id string, nowMs int64)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("segstore: get: %w", err)
+		return nil, Meta{}, "", fmt.Errorf("segstore: get: %w", err)
 	}
 	if len(metas) == 0 {
 		if known {
-			return nil, nil, ErrExpired
+			return nil, Meta{}, "", ErrExpired
 		}
-		return nil, nil, ErrNotFound
+		return nil, Meta{}, "", ErrNotFound
 	}
-	var data []byte
-	if liveFile != "" {
-		data, err = s.readFile(liveFile, live)
-	} else {
-		data, err = s.readData(ctx, live.Partition, live.Key)
+	return metas, live, liveFile, nil
+}
+
+// verifyBufs are the buffers openVerified hashes a file through.
+var verifyBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+
+// openVerified opens segment file name of entry m and checks its length
+// and hash, reading it through a small pooled buffer (no page-sized
+// allocation): nil when the file is gone or does not hold m's bytes. The
+// file is returned at its start. Segment files are never rewritten once
+// renamed into place, only removed, which an open file survives, so what
+// was checked is what a reader of the file gets.
+func (s *SQLiteFile) openVerified(name string, m Meta) (*os.File, error) {
+	if filepath.Base(name) != name || name == "." || name == ".." {
+		return nil, fmt.Errorf("segment file name %q", name)
+	}
+	f, err := os.Open(filepath.Join(s.dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("segstore: get data: %w", err)
+		return nil, err
 	}
-	if data == nil {
-		return nil, nil, ErrExpired // swept meanwhile, or its file is unusable
+	ok, err := fileHolds(f, m)
+	if err == nil && ok {
+		_, err = f.Seek(0, io.SeekStart)
 	}
-	return metas, data, nil
+	if err != nil || !ok {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// fileHolds reports whether f holds exactly m's bytes.
+func fileHolds(f *os.File, m Meta) (bool, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	if st.Size() != m.ByteLength {
+		return false, nil
+	}
+	h := sha256.New()
+	buf := verifyBufs.Get().(*[]byte)
+	defer verifyBufs.Put(buf)
+	n, err := io.CopyBuffer(h, struct{ io.Reader }{f}, *buf)
+	if err != nil {
+		return false, err
+	}
+	return n == m.ByteLength && "sha256:"+hex.EncodeToString(h.Sum(nil)) == m.ID, nil
 }
 
 // readFile reads the segment file name of entry m: nil when it is gone

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -81,21 +82,47 @@ func TestSQLiteFileUnusableFileIsExpired(t *testing.T) {
 		"truncated": func(p string) error { return os.Truncate(p, 3) },
 		"removed":   os.Remove,
 	}
+	reads := map[string]func(s *segstore.SQLiteFile, id string) error{
+		"Get": func(s *segstore.SQLiteFile, id string) error { _, _, err := s.Get(ctx, "p", id, 5000); return err },
+		"OpenFile": func(s *segstore.SQLiteFile, id string) error {
+			_, f, err := s.OpenFile(ctx, "p", id, 5000)
+			if f != nil {
+				_ = f.Close()
+			}
+			return err
+		},
+	}
 	for name, spoil := range cases {
-		t.Run(name, func(t *testing.T) {
-			s, _, dir := openSQLiteFile(t)
-			data := []byte("page bytes")
-			m := metaFor("p", "k1", data, 1000, 10_000)
-			if err := s.Put(ctx, m, data); err != nil {
-				t.Fatal(err)
-			}
-			if err := spoil(filepath.Join(dir, segFiles(t, dir)[0])); err != nil {
-				t.Fatal(err)
-			}
-			if _, got, err := s.Get(ctx, "p", m.ID, 5000); !errors.Is(err, segstore.ErrExpired) {
-				t.Fatalf("Get of a %s file = %q, %v; want ErrExpired", name, got, err)
-			}
-		})
+		for rname, read := range reads {
+			t.Run(name+"/"+rname, func(t *testing.T) {
+				s, _, dir := openSQLiteFile(t)
+				data := []byte("page bytes")
+				m := metaFor("p", "k1", data, 1000, 10_000)
+				if err := s.Put(ctx, m, data); err != nil {
+					t.Fatal(err)
+				}
+				if err := spoil(filepath.Join(dir, segFiles(t, dir)[0])); err != nil {
+					t.Fatal(err)
+				}
+				if err := read(s, m.ID); !errors.Is(err, segstore.ErrExpired) {
+					t.Fatalf("%s of a %s file: %v; want ErrExpired", rname, name, err)
+				}
+				// The entry is now a tombstone: a lookup misses, so the
+				// segment is built again, and the rebuilt bytes replace it.
+				if _, err := s.Lookup(ctx, "p", "k1", 5000); !errors.Is(err, segstore.ErrNotFound) {
+					t.Fatalf("Lookup after an unusable file: %v, want ErrNotFound", err)
+				}
+				if err := s.Put(ctx, metaFor("p", "k1", data, 6000, 10_000), data); err != nil {
+					t.Fatal(err)
+				}
+				if _, got, err := s.Get(ctx, "p", m.ID, 7000); err != nil || string(got) != string(data) {
+					t.Fatalf("Get after the rebuild = %q, %v", got, err)
+				}
+				if files := segFiles(t, dir); len(files) != 1 {
+					t.Fatalf("directory holds %v, want the rebuilt file only", files)
+				}
+			})
+		}
 	}
 }
 
@@ -163,5 +190,49 @@ VALUES (?, ?, ?, ?, 'todos', 'd', 1, ?, 1, 1000, 10000, ?, 'missing.seg')`, m.Pa
 	}
 	if _, got, err := s.Get(ctx, "p", m.ID, 5000); err != nil || string(got) != string(blob) {
 		t.Fatalf("Get = %q, %v; want the blob", got, err)
+	}
+}
+
+// Cache.Open hands a file-backed segment out as its open file (nothing
+// page-sized in memory), except on its second download, when the hot set
+// keeps the bytes; later downloads are served from memory.
+func TestCacheOpenStreamsFiles(t *testing.T) {
+	ctx := context.Background()
+	for _, hot := range []int{0, 1 << 20} {
+		s, _, _ := openSQLiteFile(t)
+		c := segstore.NewCache(s, time.Hour, time.Now, nil)
+		c.KeepHot(hot)
+		data := []byte("segment bytes for streaming")
+		m, _, err := c.Obtain(ctx, "p", segstore.KeyParts{Table: "todos", ScopeDigest: "d", PageRows: 10, SchemaVersion: 1, Lane: "rows"},
+			func(context.Context) (segstore.Built, error) {
+				return segstore.Built{Meta: segstore.Meta{MediaType: ssp2.MediaRows, Table: "todos", ScopeDigest: "d", RowCount: 1}, Data: data}, nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i <= 3; i++ {
+			metas, got, f, err := c.Open(ctx, "p", m.ID)
+			if err != nil || len(metas) != 1 {
+				t.Fatalf("hot=%d download %d: %d metas, %v", hot, i, len(metas), err)
+			}
+			wantFile := hot == 0 || i == 1
+			if (f != nil) != wantFile || (got != nil) == wantFile {
+				t.Fatalf("hot=%d download %d: file %v, %d bytes in memory; want a file: %v", hot, i, f != nil, len(got), wantFile)
+			}
+			if f != nil {
+				b, err := io.ReadAll(f)
+				_ = f.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = b
+			}
+			if string(got) != string(data) {
+				t.Fatalf("hot=%d download %d: %q", hot, i, got)
+			}
+		}
+		if want := map[int]int{0: 0, 1 << 20: len(data)}[hot]; c.HotBytes() != want {
+			t.Fatalf("hot=%d: %d bytes kept, want %d", hot, c.HotBytes(), want)
+		}
 	}
 }

@@ -54,6 +54,13 @@ var (
 	smallBufs   = sync.Pool{New: func() any { b := make([]byte, 0, 2*DefaultCompressMinBytes); return &b }}
 )
 
+// compresses reports whether an answer of size bytes to a client sending
+// accept (Accept-Encoding) is compressed under the policy of
+// answerWriter with minBytes.
+func compresses(accept string, size int64, minBytes int) bool {
+	return pickEncoding(accept) != "" && size >= int64(minBytes)
+}
+
 // answerWriter writes a 200 answer body through the compression policy: it
 // holds back the first min bytes, and decides at the first byte past them
 // (compress) or at Close (identity, with Content-Length). It sends the

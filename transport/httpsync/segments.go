@@ -2,7 +2,9 @@ package httpsync
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"go.uber.org/zap"
@@ -73,6 +75,7 @@ func (h *SegmentHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // answer writes a segment download or its refusal.
 func (h *SegmentHandler) answer(w http.ResponseWriter, r *http.Request, rid, partition string, seg *engine.Segment, err error) {
+	defer seg.Close()
 	if err != nil {
 		e := syncerr.As(err)
 		if e.Code == syncerr.InternalError {
@@ -94,8 +97,29 @@ func (h *SegmentHandler) answer(w http.ResponseWriter, r *http.Request, rid, par
 		w.WriteHeader(http.StatusOK)
 		return
 	}
+	if seg.File != nil && !compresses(r.Header.Get("Accept-Encoding"), seg.Meta.ByteLength, h.opts.CompressMinBytes) {
+		// Identity from the segment file: straight from the file to the
+		// socket (sendfile), never through a page-sized buffer.
+		hdr.Set("Content-Length", strconv.FormatInt(seg.Meta.ByteLength, 10))
+		w.WriteHeader(http.StatusOK)
+		var werr error
+		if rf, ok := w.(io.ReaderFrom); ok {
+			_, werr = rf.ReadFrom(seg.File)
+		} else {
+			_, werr = io.Copy(w, seg.File)
+		}
+		if werr != nil {
+			h.opts.Logger.Debug("segment download aborted", zap.String("request_id", rid), zap.Error(werr))
+		}
+		return
+	}
 	out := newAnswerWriter(w, w, r.Header.Get("Accept-Encoding"), h.opts.CompressMinBytes)
-	if _, err := out.Write(seg.Data); err != nil {
+	if seg.File != nil {
+		_, err = io.Copy(out, seg.File)
+	} else {
+		_, err = out.Write(seg.Data)
+	}
+	if err != nil {
 		h.opts.Logger.Debug("segment download aborted", zap.String("request_id", rid), zap.Error(err))
 	}
 	if err := out.Close(); err != nil {

@@ -500,3 +500,54 @@ func TestSignedSegmentURLs(t *testing.T) {
 		}
 	})
 }
+
+// TestSegmentFileSpoiledOnDisk: on the embedded store a segment's bytes
+// are a file; one torn or altered on disk is answered 404
+// sync.segment_expired (never served), and the client's re-pull gets the
+// page rebuilt instead of the same reference again.
+func TestSegmentFileSpoiledOnDisk(t *testing.T) {
+	for _, be := range backends(t) {
+		if be.name != "sqlite" { // PostgreSQL keeps segments in a table
+			continue
+		}
+		s := startServer(t, be)
+		dataDir := filepath.Join(s.segDir, "segments.db-data")
+		const n = 1500
+		seed(t, s, n)
+		ctx := context.Background()
+		c := s.client("reader", "cr")
+		ph := ssp2.PullHeader{Accept: ssp2.AcceptRefRows, LimitSnapshotRows: 1000, MaxSnapshotPages: 1}
+		resp, err := c.Pull(ctx, ph, sub0(-1, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := refsOf(resp)[0]
+		scopes := string(ssp2.CanonicalScopesJSON(listL()))
+		files, err := filepath.Glob(filepath.Join(dataDir, "*.seg"))
+		if err != nil || len(files) != 1 {
+			t.Fatalf("segment files %v, %v; want one", files, err)
+		}
+		b, err := os.ReadFile(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len(b)/2] ^= 0xff
+		if err := os.WriteFile(files[0], b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		res, body := getSegment(t, s, ref.SegmentID, "reader", scopes, nil)
+		wantCode(t, res, body, 404, syncerr.SegmentExpired)
+		r := httpsynctest.NewReplica(c, s.schema)
+		r.Subscribe("todos", "todos", listL())
+		r.Limits = ph
+		if err := r.SyncUntilIdle(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(r.Rows["todos"]); got != n {
+			t.Fatalf("replica has %d rows after re-pull, want %d", got, n)
+		}
+		if res, body := getSegment(t, s, ref.SegmentID, "reader", scopes, nil); res.StatusCode != 200 || int64(len(body)) != ref.ByteLength {
+			t.Fatalf("the rebuilt segment: %d, %d bytes", res.StatusCode, len(body))
+		}
+	}
+}
