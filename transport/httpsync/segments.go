@@ -97,15 +97,23 @@ func (h *SegmentHandler) answer(w http.ResponseWriter, r *http.Request, rid, par
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	if seg.File != nil && !compresses(r.Header.Get("Accept-Encoding"), seg.Meta.ByteLength, h.opts.CompressMinBytes) {
-		// Identity from the segment file: straight from the file to the
-		// socket (sendfile), never through a page-sized buffer.
-		hdr.Set("Content-Length", strconv.FormatInt(seg.Meta.ByteLength, 10))
+	size := seg.Meta.ByteLength // a file's length was checked when opened
+	if seg.File == nil {
+		size = int64(len(seg.Data))
+	}
+	if !compresses(r.Header.Get("Accept-Encoding"), size, h.opts.CompressMinBytes) {
+		// Identity: the length is known, so no chunked encoding, and a
+		// segment file goes straight to the socket (sendfile), never
+		// through a page-sized buffer.
+		hdr.Set("Content-Length", strconv.FormatInt(size, 10))
 		w.WriteHeader(http.StatusOK)
 		var werr error
-		if rf, ok := w.(io.ReaderFrom); ok {
+		switch rf, ok := w.(io.ReaderFrom); {
+		case seg.File == nil:
+			_, werr = w.Write(seg.Data)
+		case ok:
 			_, werr = rf.ReadFrom(seg.File)
-		} else {
+		default:
 			_, werr = io.Copy(w, seg.File)
 		}
 		if werr != nil {
