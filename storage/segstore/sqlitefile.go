@@ -348,18 +348,14 @@ func fileHolds(f *os.File, m Meta) (bool, error) {
 // (swept meanwhile) or does not hold m's bytes (torn by a power loss, or
 // altered), which the caller answers as expired.
 func (s *SQLiteFile) readFile(name string, m Meta) ([]byte, error) {
-	if filepath.Base(name) != name || name == "." || name == ".." {
-		return nil, fmt.Errorf("segment file name %q", name)
-	}
-	data, err := os.ReadFile(filepath.Join(s.dir, name))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+	f, err := s.openVerified(name, m)
+	if f == nil || err != nil {
 		return nil, err
 	}
-	if int64(len(data)) != m.ByteLength || ID(data) != m.ID {
-		return nil, nil
+	defer f.Close()
+	data := make([]byte, m.ByteLength)
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, err
 	}
 	return data, nil
 }

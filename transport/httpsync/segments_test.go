@@ -159,6 +159,25 @@ func TestSegmentLanesEndToEnd(t *testing.T) {
 	})
 }
 
+// seedAndPullRef seeds n rows and pulls the first 1,000-row page by
+// reference as "reader" (client "cr"): the client, its pull header, the
+// response and the page's SEGMENT_REF.
+func seedAndPullRef(t *testing.T, s *server, n int) (*httpsync.Client, ssp2.PullHeader, *ssp2.Message, *ssp2.SegmentRef) {
+	t.Helper()
+	seed(t, s, n)
+	c := s.client("reader", "cr")
+	ph := ssp2.PullHeader{Accept: ssp2.AcceptRefRows, LimitSnapshotRows: 1000, MaxSnapshotPages: 1}
+	resp, err := c.Pull(context.Background(), ph, sub0(-1, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := refsOf(resp)
+	if len(refs) == 0 {
+		t.Fatal("the pull answered no SEGMENT_REF")
+	}
+	return c, ph, resp, refs[0]
+}
+
 // getSegment downloads id with raw headers.
 func getSegment(t *testing.T, s *server, id, actor, scopes string, hdr map[string]string) (*http.Response, []byte) {
 	t.Helper()
@@ -201,15 +220,8 @@ func TestSegmentDownloadRules(t *testing.T) {
 		clk.ms.Store(time.Now().UnixMilli())
 		s := startServerWith(t, s0.be, func(c *engine.Config) { c.Now = clk.now; c.SegmentTTL = time.Hour })
 		const n = 1500
-		seed(t, s, n)
 		ctx := context.Background()
-		c := s.client("reader", "cr")
-		ph := ssp2.PullHeader{Accept: ssp2.AcceptRefRows, LimitSnapshotRows: 1000, MaxSnapshotPages: 1}
-		resp, err := c.Pull(ctx, ph, sub0(-1, nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ref := refsOf(resp)[0]
+		c, ph, resp, ref := seedAndPullRef(t, s, n)
 		scopes := string(ssp2.CanonicalScopesJSON(listL()))
 
 		res, body := getSegment(t, s, ref.SegmentID, "reader", scopes, nil)
@@ -513,15 +525,8 @@ func TestSegmentFileSpoiledOnDisk(t *testing.T) {
 		s := startServer(t, be)
 		dataDir := filepath.Join(s.segDir, "segments.db-data")
 		const n = 1500
-		seed(t, s, n)
 		ctx := context.Background()
-		c := s.client("reader", "cr")
-		ph := ssp2.PullHeader{Accept: ssp2.AcceptRefRows, LimitSnapshotRows: 1000, MaxSnapshotPages: 1}
-		resp, err := c.Pull(ctx, ph, sub0(-1, nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ref := refsOf(resp)[0]
+		c, ph, _, ref := seedAndPullRef(t, s, n)
 		scopes := string(ssp2.CanonicalScopesJSON(listL()))
 		files, err := filepath.Glob(filepath.Join(dataDir, "*.seg"))
 		if err != nil || len(files) != 1 {
