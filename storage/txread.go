@@ -1,6 +1,10 @@
 package storage
 
-import "context"
+import (
+	"context"
+
+	"github.com/synclane/synclane/protocol/schema"
+)
 
 // TxRowScanner is implemented by every backend's PushTx: ScanRows as the
 // transaction sees it (its own staged writes included), for host hooks
@@ -34,4 +38,29 @@ type TxClientWriter interface {
 // happened after the commit.
 type TxCommittedGate interface {
 	CommittedGate() (g ServeGate, ok bool)
+}
+
+// IdempotencyKey names one idempotency record of a partition.
+type IdempotencyKey struct {
+	ClientID, ClientCommitID string
+}
+
+// RowKey names one row of a partition.
+type RowKey struct {
+	Table *schema.Table
+	RowID string
+}
+
+// PushPrefetcher is implemented by a PushTx that can read many
+// idempotency records and rows in one round trip (PostgreSQL). Prefetch
+// reads the named keys as they stand in the transaction, so that the
+// LookupIdempotency and GetRow calls that follow for them answer from
+// memory. It changes no answer: each prefetched value is handed out once,
+// a row written in the transaction afterwards (PutRow, DeleteRow) is read
+// from the database again, and a record put in the transaction is answered
+// from the transaction as before. Keys that are not Storable are skipped;
+// keys of unknown tables are the caller's to leave out. An error leaves
+// the transaction as usable as a failed LookupIdempotency would.
+type PushPrefetcher interface {
+	Prefetch(ctx context.Context, idem []IdempotencyKey, rows []RowKey) error
 }

@@ -20,6 +20,7 @@ type sysSQL struct {
 	readPartition, lockPartition, insertPartition string
 	rotate, deleteClients, setMaxSeq              string
 	getIdem, getClient, putClient, bindClient     string
+	prefetchIdem                                  string
 	insertCommits, insertChanges, insertScopes    string
 	putIdems                                      string
 	listPartitions, listPartitionInfos            string
@@ -64,6 +65,12 @@ ON CONFLICT (partition) DO NOTHING RETURNING ` + partCols)
 	q.setMaxSeq = r.Replace(`UPDATE {partitions} SET max_commit_seq = $2 WHERE partition = $1`)
 	q.getIdem = r.Replace(`SELECT status, commit_seq, result FROM {idempotency}
 WHERE partition = $1 AND client_id = $2 AND client_commit_id = $3`)
+	// One primary-key probe per key (LATERAL ... LIMIT 1 is never
+	// flattened into a join), whatever the table's statistics say: a
+	// generic plan built while the table was small otherwise scans the
+	// whole partition.
+	q.prefetchIdem = r.Replace(`SELECT k.c, k.id, i.status, i.commit_seq, i.result FROM unnest($2::text[], $3::text[]) AS k(c, id),
+LATERAL (SELECT status, commit_seq, result FROM {idempotency} WHERE partition = $1 AND client_id = k.c AND client_commit_id = k.id LIMIT 1) AS i`)
 	q.getClient = r.Replace(`SELECT actor_id, subscriptions, cursor, wire_version, updated_at_ms FROM {clients}
 WHERE partition = $1 AND client_id = $2`)
 	q.putClient = r.Replace(`INSERT INTO {clients} (partition, client_id, actor_id, subscriptions, cursor, wire_version, updated_at_ms)
@@ -95,6 +102,7 @@ type tableSQL struct {
 	cols       []string // quoted column names in schema order
 	selectList string   // cols..., _sync_version
 	get        string   // $1 partition, $2 row id
+	getMany    string   // $1 partition, $2 row ids (text[])
 	upsert     string   // $1 partition, $2.. values, $n+2 version
 	del        string   // $1 partition, $2 row id
 }
@@ -108,6 +116,8 @@ func newTableSQL(schemaName string, t *schema.Table) *tableSQL {
 	pk := ts.cols[t.PK]
 	ts.selectList = strings.Join(ts.cols, ", ") + ", _sync_version"
 	ts.get = fmt.Sprintf(`SELECT %s FROM %s WHERE partition_id = $1 AND %s = $2`, ts.selectList, ts.ident, pk)
+	// One primary-key probe per id, as prefetchIdem.
+	ts.getMany = fmt.Sprintf(`SELECT r.* FROM unnest($2::text[]) AS k(id), LATERAL (SELECT %s FROM %s WHERE partition_id = $1 AND %s = k.id LIMIT 1) AS r`, ts.selectList, ts.ident, pk)
 	ts.del = fmt.Sprintf(`DELETE FROM %s WHERE partition_id = $1 AND %s = $2`, ts.ident, pk)
 
 	var vals, sets []string

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 )
 
@@ -61,7 +62,15 @@ type pushTx struct {
 	spWanted      bool // SAVEPOINT must precede the next row write
 	spEstablished bool // a server-side savepoint "sp" exists
 	spMarkState   logMark
+
+	// idemPre and rowPre hold Prefetch's answers (nil: known absent),
+	// each handed out once (storage.PushPrefetcher).
+	idemPre map[storage.IdempotencyKey]*storage.IdempotencyRecord
+	rowPre  map[prefetchedRow]*storage.RowRecord
 }
+
+// prefetchedRow keys rowPre: table name and row id.
+type prefetchedRow struct{ table, rowID string }
 
 func (tx *pushTx) begin(ctx context.Context) error {
 	b := &pgx.Batch{}
@@ -208,8 +217,98 @@ func (tx *pushTx) LookupIdempotency(ctx context.Context, clientID, clientCommitI
 	if rec := tx.pending.idempotency(clientID, clientCommitID); rec != nil {
 		return rec, nil
 	}
+	if k := (storage.IdempotencyKey{ClientID: clientID, ClientCommitID: clientCommitID}); tx.idemPre != nil {
+		if rec, ok := tx.idemPre[k]; ok {
+			delete(tx.idemPre, k)
+			return rec, nil
+		}
+	}
 	rec, err := lookupIdempotency(ctx, tx.conn, tx.s.q.getIdem, tx.partition, clientID, clientCommitID)
 	return rec, classify("LookupIdempotency", err)
+}
+
+// Prefetch implements storage.PushPrefetcher: one round trip reads the
+// idempotency records (one statement) and the rows (one per table) of the
+// keys; a key already prefetched and not yet asked for is read again.
+func (tx *pushTx) Prefetch(ctx context.Context, idem []storage.IdempotencyKey, rows []storage.RowKey) error {
+	if err := tx.check(); err != nil {
+		return err
+	}
+	b := &pgx.Batch{}
+	var clients, commits []string
+	for _, k := range idem {
+		if storage.Storable(k.ClientID) && storage.Storable(k.ClientCommitID) {
+			clients, commits = append(clients, k.ClientID), append(commits, k.ClientCommitID)
+		}
+	}
+	idemFound := map[storage.IdempotencyKey]*storage.IdempotencyRecord{}
+	if len(clients) > 0 {
+		b.Queue(tx.s.q.prefetchIdem, tx.partition, clients, commits).Query(func(rs pgx.Rows) error {
+			for rs.Next() {
+				var rec storage.IdempotencyRecord
+				var status int16
+				if err := rs.Scan(&rec.ClientID, &rec.ClientCommitID, &status, &rec.CommitSeq, &rec.Result); err != nil {
+					return err
+				}
+				rec.Status = ssp2.CommitStatus(status)
+				idemFound[storage.IdempotencyKey{ClientID: rec.ClientID, ClientCommitID: rec.ClientCommitID}] = &rec
+			}
+			return rs.Err()
+		})
+	}
+	byTable := map[string][]string{}
+	tables := map[string]*tableSQL{}
+	for _, k := range rows {
+		if k.Table == nil || !storage.Storable(k.RowID) {
+			continue
+		}
+		if tables[k.Table.Name] == nil {
+			ts, err := tx.s.table(k.Table.Name)
+			if err != nil {
+				return err
+			}
+			tables[k.Table.Name] = ts
+		}
+		byTable[k.Table.Name] = append(byTable[k.Table.Name], k.RowID)
+	}
+	rowFound := map[prefetchedRow]*storage.RowRecord{}
+	for name, ids := range byTable {
+		ts := tables[name]
+		b.Queue(ts.getMany, tx.partition, ids).Query(func(rs pgx.Rows) error {
+			sc := newRowScanner(ts.t)
+			for rs.Next() {
+				if err := rs.Scan(sc.targets...); err != nil {
+					return err
+				}
+				rec := sc.record()
+				rowFound[prefetchedRow{name, rec.RowID}] = &rec
+			}
+			return rs.Err()
+		})
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := tx.conn.SendBatch(ctx, b).Close(); err != nil {
+		return classify("Prefetch", err)
+	}
+	if tx.idemPre == nil {
+		tx.idemPre = map[storage.IdempotencyKey]*storage.IdempotencyRecord{}
+	}
+	for i, c := range clients {
+		k := storage.IdempotencyKey{ClientID: c, ClientCommitID: commits[i]}
+		tx.idemPre[k] = idemFound[k] // nil: known absent
+	}
+	if tx.rowPre == nil {
+		tx.rowPre = map[prefetchedRow]*storage.RowRecord{}
+	}
+	for name, ids := range byTable {
+		for _, id := range ids {
+			k := prefetchedRow{name, id}
+			tx.rowPre[k] = rowFound[k]
+		}
+	}
+	return nil
 }
 
 // GetRow returns the row as seen by this transaction, or nil. A rowID
@@ -225,6 +324,12 @@ func (tx *pushTx) GetRow(ctx context.Context, t *schema.Table, rowID string) (*s
 	}
 	if !storage.Storable(rowID) {
 		return nil, nil
+	}
+	if k := (prefetchedRow{t.Name, rowID}); tx.rowPre != nil {
+		if rec, ok := tx.rowPre[k]; ok {
+			delete(tx.rowPre, k)
+			return rec, nil
+		}
 	}
 	rs := newRowScanner(ts.t)
 	err = tx.conn.QueryRow(ctx, ts.get, tx.partition, rowID).Scan(rs.targets...)
@@ -258,6 +363,7 @@ func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRe
 	if pk, ok := rec.Values[ts.t.PK].(string); !ok || pk != rec.RowID {
 		return fmt.Errorf("postgres: PutRow %s: primary key value %v does not match RowID %q", t.Name, rec.Values[ts.t.PK], rec.RowID)
 	}
+	delete(tx.rowPre, prefetchedRow{t.Name, rec.RowID}) // read again after the write
 	if err := storage.CheckRow(tx.partition, ts.t, rec); err != nil {
 		return fmt.Errorf("postgres: PutRow %s: %w", t.Name, err)
 	}
@@ -287,6 +393,7 @@ func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string) 
 	if !storage.Storable(rowID) {
 		return nil
 	}
+	delete(tx.rowPre, prefetchedRow{t.Name, rowID}) // read again after the write
 	return classifyRowWrite("DeleteRow", tx.exec(ctx, ts.del, tx.partition, rowID))
 }
 

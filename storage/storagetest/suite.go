@@ -199,6 +199,7 @@ func run(t *testing.T, open func(t *testing.T) storage.Store, share func(t *test
 		{"Schema", schemaTests},
 		{"Partition", partitionTests},
 		{"PushTx", pushTxTests},
+		{"Prefetch", prefetchTests},
 		{"Values", valueTests},
 		{"Constraint", constraintTests},
 		{"Unstorable", unstorableTests},
