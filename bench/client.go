@@ -56,6 +56,8 @@ func (c *Client) resolveRef(ctx context.Context, ref *ssp2.SegmentRef, scopes ma
 			return nil, err
 		}
 	}
+	// Not decoded here: on Stream's reader goroutine that would hold up the
+	// next download (measured slower); the consumer decodes it.
 	return &ssp2.SegmentInline{Payload: data}, nil
 }
 
@@ -108,6 +110,7 @@ func (c *Client) Stream(ctx context.Context, scopes map[string][]string, sch *sc
 	// overlap on different cores.
 	cr := &countingReader{r: rc}
 	dec := ssp2.NewDecoder(cr, ssp2.KindResponse, 0)
+	dec.DecodeSegments() // each page decoded once, on the reader goroutine
 	type item struct {
 		f   ssp2.Frame
 		err error

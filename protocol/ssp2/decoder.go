@@ -42,6 +42,11 @@ func NewDecoder(r io.Reader, want MsgKind, maxFrame int) *Decoder {
 	return &Decoder{r: r, want: want, maxFrame: maxFrame}
 }
 
+// DecodeSegments makes every SEGMENT_INLINE frame Next returns carry its
+// payload decoded (SegmentInline.Segment), built in the same pass that
+// checks it; call it before the first Next. Errors are unchanged.
+func (d *Decoder) DecodeSegments() { d.d.buildSegments = true }
+
 // WireVersion reports the message's wire version (0 before the first Next).
 func (d *Decoder) WireVersion() uint16 { return d.d.version }
 

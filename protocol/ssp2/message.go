@@ -17,6 +17,9 @@ const HeaderSize = 8
 type dec struct {
 	version uint16
 	in      map[string]string
+	// buildSegments makes SEGMENT_INLINE frames carry their decoded
+	// Segment (Decoder.DecodeSegments).
+	buildSegments bool
 }
 
 func (d *dec) intern(b []byte) string {
@@ -183,10 +186,16 @@ func (d *dec) frame(t FrameType, payload []byte, base int, g *grammar) (Frame, e
 	case FrameSegmentRef:
 		f = d.segmentRef(r)
 	case FrameSegmentInline:
-		if err := validateSegment(payload, base); err != nil {
+		// Decoding builds the rows or only checks them: one pass either way.
+		seg, err := decodeSegment(payload, base, d.buildSegments)
+		if err != nil {
 			return nil, err
 		}
-		f = &SegmentInline{Payload: payload}
+		si := &SegmentInline{Payload: payload}
+		if d.buildSegments {
+			si.Segment = seg
+		}
+		f = si
 		r.off = len(payload)
 	case FrameSubEnd:
 		f = d.subEnd(r)

@@ -267,6 +267,11 @@ type SegmentInline struct {
 	// to validate, paid per client per page). Decoders never set it; set it
 	// only for bytes this process produced or stored itself.
 	Verified bool
+	// Segment is Payload decoded, set only by a Decoder asked to
+	// (Decoder.DecodeSegments): a client that applies the rows then decodes
+	// the page once instead of validating it and decoding it again.
+	// Encoders ignore it.
+	Segment *Segment
 }
 
 // SubEnd is SUB_END (0x16).

@@ -174,9 +174,12 @@ func (a *Applier) Frame(f ssp2.Frame) error {
 		}
 		a.ops = append(a.ops, chunk)
 	case *ssp2.SegmentInline:
-		seg, err := ssp2.DecodeSegment(x.Payload)
-		if err != nil {
-			return fmt.Errorf("replica: segment: %w", err)
+		seg := x.Segment // decoded by a Decoder asked to, or by the caller
+		if seg == nil {
+			var err error
+			if seg, err = ssp2.DecodeSegment(x.Payload); err != nil {
+				return fmt.Errorf("replica: segment: %w", err)
+			}
 		}
 		pk := r.Schema.Table(seg.Table).PK
 		n := 0
