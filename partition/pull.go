@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"go.uber.org/zap"
+
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
@@ -389,24 +391,36 @@ func (p *Partition) inlinePage(logEpoch string) pageBuilder {
 		}
 		key := segstore.KeyParts{Table: t.Name, ScopeDigest: digest, AsOfCommitSeq: tok.AsOfCommitSeq, RowCursor: tok.RowCursor,
 			PageRows: pageRows, SchemaVersion: p.cfg.Schema.Version, LogEpoch: logEpoch, Lane: LaneRef}
+		// The segment store is a cache for inline pages: when it fails
+		// (disk full, database down), the page is built and sent anyway.
 		if m, err := p.cfg.Segments.Lookup(ctx, p.name, key); err == nil {
 			if _, data, err := p.cfg.Segments.Get(ctx, p.name, m.ID); err == nil {
 				return segstore.Built{Meta: m, Data: data}, false, nil
 			} else if !errors.Is(err, segstore.ErrNotFound) && !errors.Is(err, segstore.ErrExpired) {
-				return segstore.Built{}, false, err
+				p.segmentStoreFailed("read", err)
 			}
 		} else if !errors.Is(err, segstore.ErrNotFound) {
-			return segstore.Built{}, false, err
+			p.segmentStoreFailed("lookup", err)
 		}
 		b, err := p.buildPage(ctx, t, eff, digest, tok, pageRows, sizeHint, buf)
 		if err != nil || len(b.Data) <= p.cfg.InlineSegmentMaxBytes {
 			return b, err == nil, err
 		}
 		if _, _, err := p.cfg.Segments.Obtain(ctx, p.name, key, func(context.Context) (segstore.Built, error) { return b, nil }); err != nil {
-			return segstore.Built{}, false, err
+			p.segmentStoreFailed("store", err)
 		}
 		return b, true, nil // Put copied the bytes: the buffer is still ours
 	}
+}
+
+// segmentStoreFailed logs a segment store failure that an inline page
+// outlives (the page is served without being stored or reused); a
+// cancelled request is not a store failure.
+func (p *Partition) segmentStoreFailed(op string, err error) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return
+	}
+	p.log().Warn("segment store failed; inline page served without it", zap.String("op", op), zap.Error(err))
 }
 
 // pageBuilder builds (or reads back) one inline page: see inlinePage. It

@@ -1,0 +1,83 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/storage/memory"
+	"github.com/synclane/synclane/storage/segstore"
+)
+
+// brokenSegments is a segment store whose lookups or writes fail.
+type brokenSegments struct {
+	*segstore.Memory
+	lookup, put error
+}
+
+func (b *brokenSegments) Lookup(ctx context.Context, partition, key string, nowMs int64) (segstore.Meta, error) {
+	if b.lookup != nil {
+		return segstore.Meta{}, b.lookup
+	}
+	return b.Memory.Lookup(ctx, partition, key, nowMs)
+}
+
+func (b *brokenSegments) Put(ctx context.Context, m segstore.Meta, data []byte) error {
+	if b.put != nil {
+		return b.put
+	}
+	return b.Memory.Put(ctx, m, data)
+}
+
+// TestInlinePagesOutliveAFailingSegmentStore: pages above the inline limit
+// are stored for reuse, but the store is a cache: when it cannot be read
+// or written, an inline-only bootstrap still gets every row inline.
+func TestInlinePagesOutliveAFailingSegmentStore(t *testing.T) {
+	down := errors.New("segment store down")
+	for name, segs := range map[string]*brokenSegments{
+		"lookup fails": {Memory: segstore.NewMemory(), lookup: down},
+		"put fails":    {Memory: segstore.NewMemory(), put: down},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, memory.New(), func(c *engine.Config) { c.Segments = segs; c.InlineSegmentMaxBytes = 1 })
+			a := f.client("alice", "ca")
+			const rows, perPage = 30, 10
+			for i := range rows {
+				id := fmt.Sprintf("t%02d", i)
+				a.push("c"+id, upsert("tasks", id, f.row(id, "P", "title "+id), nil))
+			}
+			rep, err := a.sync(&ssp2.PullHeader{Accept: ssp2.AcceptInlineRows, LimitSnapshotRows: perPage, MaxSnapshotPages: rows / perPage}, sub("s", -1, "P"))
+			if err != nil {
+				t.Fatalf("bootstrap with the segment store failing: %v", err)
+			}
+			seen := 0
+			for _, fr := range rep.Frames {
+				if _, ok := fr.(*ssp2.SegmentRef); ok {
+					t.Fatal("a SEGMENT_REF to an inline-only client")
+				}
+				si, ok := fr.(*ssp2.SegmentInline)
+				if !ok {
+					continue
+				}
+				seg, err := ssp2.DecodeSegment(si.Payload)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, b := range seg.Blocks {
+					for _, r := range b {
+						if want := fmt.Sprintf("t%02d", seen); r.Values[0] != want {
+							t.Fatalf("row %d is %v, want %s", seen, r.Values[0], want)
+						}
+						seen++
+					}
+				}
+			}
+			if seen != rows {
+				t.Fatalf("%d rows arrived inline, want %d", seen, rows)
+			}
+		})
+	}
+}
