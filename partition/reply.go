@@ -77,8 +77,11 @@ func (r *Reply) Header() *ssp2.RespHeader {
 // END. Streamed bootstrap pages are built as it goes; when one is refused
 // (gate closed or token changed) or fails, the response ends with an ERROR
 // frame and END. A frame that cannot be encoded (a server bug) is replaced by an
-// in-band ERROR frame so the client rolls back the open section. It returns
-// the bytes written and the first write error.
+// in-band ERROR frame so the client rolls back the open section. After each
+// streamed page the bytes so far are written to w, and w is flushed if it
+// has a Flush() error method (a transport's buffered or compressing
+// writer), so the client can take that page while the next is built. It
+// returns the bytes written and the first write error.
 func (r *Reply) WriteTo(w io.Writer) (int64, error) {
 	cw := &countingWriter{w: w}
 	// The encoder buffers up to 32 KiB itself; encoders are pooled so a
@@ -114,6 +117,18 @@ func (r *Reply) WriteTo(w io.Writer) (int64, error) {
 					return cw.n, err
 				}
 				s.written(page)
+				// The page goes out now, not when the encoder's buffer
+				// fills: a client downloads (or applies) it while the next
+				// one is built. A reference is a few hundred bytes, so
+				// without this a by-ref section left only at its end.
+				if err := enc.Flush(); err != nil {
+					return cw.n, err
+				}
+				if f, ok := w.(interface{ Flush() error }); ok {
+					if err := f.Flush(); err != nil {
+						return cw.n, err
+					}
+				}
 			}
 			s.finish()
 		}

@@ -118,6 +118,16 @@ func (e *Encoder) writeLargeInline(si *SegmentInline) error {
 	return nil
 }
 
+// Flush writes the frames buffered so far to the writer; the message stays
+// open for more frames. A streaming server calls it so that what it has
+// written reaches the client before it builds more.
+func (e *Encoder) Flush() error {
+	if e.err != nil {
+		return e.err
+	}
+	return e.flush()
+}
+
 func (e *Encoder) flush() error {
 	if len(e.buf) == 0 {
 		return nil

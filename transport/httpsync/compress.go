@@ -2,6 +2,7 @@ package httpsync
 
 import (
 	"compress/gzip"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -143,6 +144,30 @@ func (a *answerWriter) start(compress bool) error {
 		a.buf = nil
 	}
 	return err
+}
+
+// Flush sends what was written so far (a streamed answer's page): an
+// undecided answer is decided now, compressed if the client accepts an
+// encoding (its length is not known yet), and the compressor and the
+// response are flushed.
+func (a *answerWriter) Flush() error {
+	if !a.decided {
+		// Only an answer the client may get compressed is undecided (one
+		// it may not starts at once, chunked): compress it, as its length
+		// is not known yet.
+		if err := a.start(true); err != nil {
+			return err
+		}
+	}
+	if f, ok := a.zw.(interface{ Flush() error }); ok {
+		if err := f.Flush(); err != nil {
+			return err
+		}
+	}
+	if err := http.NewResponseController(a.w).Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
 }
 
 // Close finishes the answer: an undecided answer goes out uncompressed; a

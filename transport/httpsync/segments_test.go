@@ -1,6 +1,8 @@
 package httpsync_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -553,6 +557,73 @@ func TestSegmentFileSpoiledOnDisk(t *testing.T) {
 		}
 		if res, body := getSegment(t, s, ref.SegmentID, "reader", scopes, nil); res.StatusCode != 200 || int64(len(body)) != ref.ByteLength {
 			t.Fatalf("the rebuilt segment: %d, %d bytes", res.StatusCode, len(body))
+		}
+	}
+}
+
+// TestStreamedRefsUnderEveryEncoding: a by-ref bootstrap whose later pages
+// are streamed (and flushed page by page) decodes whole with the answer
+// identity, gzip or zstd.
+func TestStreamedRefsUnderEveryEncoding(t *testing.T) {
+	for _, be := range backends(t) {
+		if be.name != "sqlite" {
+			continue
+		}
+		s := startServer(t, be)
+		const n = 3000
+		seed(t, s, n)
+		c := s.client("reader", "cr")
+		if err := c.Handshake(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		epoch := c.Epoch
+		body, err := ssp2.Encode(&ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+			&ssp2.ReqHeader{ClientID: "cr", SchemaVersion: 1, LogEpoch: &epoch},
+			&ssp2.PullHeader{Accept: ssp2.AcceptRefRows, LimitSnapshotRows: 1000, MaxSnapshotPages: 3}, sub0(-1, nil)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, enc := range []string{"identity", "gzip", "zstd"} {
+			req, _ := http.NewRequest(http.MethodPost, s.url, bytes.NewReader(body))
+			req.Header.Set("Content-Type", httpsync.ContentType)
+			req.Header.Set("X-Actor", "reader")
+			req.Header.Set("X-Partition", "team")
+			req.Header.Set("Accept-Encoding", enc)
+			res, err := (&http.Client{Transport: &http.Transport{DisableCompression: true}}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(res.Body)
+			res.Body.Close()
+			if err != nil || res.StatusCode != 200 {
+				t.Fatalf("%s: HTTP %d, %v", enc, res.StatusCode, err)
+			}
+			if ce := res.Header.Get("Content-Encoding"); (enc == "identity" && ce != "") || (enc != "identity" && ce != enc) {
+				t.Fatalf("%s: Content-Encoding %q", enc, ce)
+			}
+			switch enc {
+			case "gzip":
+				zr, err := gzip.NewReader(bytes.NewReader(b))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b, err = io.ReadAll(zr); err != nil {
+					t.Fatal(err)
+				}
+			case "zstd":
+				zr, _ := zstd.NewReader(nil)
+				if b, err = zr.DecodeAll(b, nil); err != nil {
+					t.Fatal(err)
+				}
+				zr.Close()
+			}
+			m, err := ssp2.DecodeResponse(b)
+			if err != nil {
+				t.Fatalf("%s: %v", enc, err)
+			}
+			if got := len(refsOf(m)); got != 3 {
+				t.Fatalf("%s: %d refs, want 3", enc, got)
+			}
 		}
 	}
 }
