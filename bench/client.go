@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/protocol/schema"
@@ -57,7 +58,8 @@ func (c *Client) resolveRef(ctx context.Context, ref *ssp2.SegmentRef, scopes ma
 		}
 	}
 	// Not decoded here: on Stream's reader goroutine that would hold up the
-	// next download (measured slower); the consumer decodes it.
+	// next download (measured slower); Stream decodes it on a goroutine of
+	// its own, Do's callers in the consumer.
 	return &ssp2.SegmentInline{Payload: data}, nil
 }
 
@@ -111,27 +113,44 @@ func (c *Client) Stream(ctx context.Context, scopes map[string][]string, sch *sc
 	cr := &countingReader{r: rc}
 	dec := ssp2.NewDecoder(cr, ssp2.KindResponse, 0)
 	dec.DecodeSegments() // each page decoded once, on the reader goroutine
+	// A downloaded segment is decoded on a goroutine of its own (at most
+	// streamAhead in flight, handed over in order), so decoding page N
+	// overlaps downloading page N+1 and applying page N-1.
 	type item struct {
-		f   ssp2.Frame
-		err error
+		f     ssp2.Frame
+		err   error
+		ready chan struct{} // closed once f is decoded (nil: ready)
 	}
-	ahead := make(chan item, streamAhead)
+	ahead := make(chan *item, streamAhead)
 	stop := make(chan struct{})
+	var decoding sync.WaitGroup
 	go func() {
 		defer close(ahead)
 		for {
 			f, err := dec.Next()
+			it := &item{f: f, err: err}
 			if ref, ok := f.(*ssp2.SegmentRef); ok && err == nil {
 				// Download here, ahead of the consumer: page N+1 arrives
 				// while page N is decoded.
-				f, err = c.resolveRef(ctx, ref, scopes, sch)
+				si, err := c.resolveRef(ctx, ref, scopes, sch)
+				it.f, it.err = si, err
+				if err == nil {
+					it.ready = make(chan struct{})
+					decoding.Add(1)
+					go func() {
+						defer decoding.Done()
+						defer close(it.ready)
+						seg, err := ssp2.DecodeSegment(si.Payload)
+						si.Segment, it.err = seg, err
+					}()
+				}
 			}
 			select {
-			case ahead <- item{f, err}:
+			case ahead <- it:
 			case <-stop:
 				return
 			}
-			if err != nil {
+			if it.err != nil && it.ready == nil {
 				return
 			}
 		}
@@ -141,11 +160,18 @@ func (c *Client) Stream(ctx context.Context, scopes map[string][]string, sch *sc
 		_ = rc.Close() // unblocks a read in progress
 		for range ahead {
 		}
+		decoding.Wait()
 		c.BytesIn += cr.n
 	}()
 	var inBand error
 	for first := true; ; first = false {
 		it := <-ahead
+		if it == nil {
+			return errors.New("bench: response stream ended early")
+		}
+		if it.ready != nil {
+			<-it.ready
+		}
 		f, err := it.f, it.err
 		if errors.Is(err, io.EOF) {
 			return inBand
