@@ -294,14 +294,21 @@ func drainBootstrap(ctx context.Context, c *Client, ph *ssp2.PullHeader, countIn
 		for _, f := range resp.Frames {
 			switch x := f.(type) {
 			case *ssp2.SegmentRef:
-				data, err := c.rt.segment(ctx, c.id, x.SegmentID, scopes)
+				var n int64
+				if sz, ok := c.rt.(segmentSizer); ok {
+					n, err = sz.segmentSize(ctx, c.id, x.SegmentID, scopes)
+				} else {
+					var data []byte
+					data, err = c.rt.segment(ctx, c.id, x.SegmentID, scopes)
+					n = int64(len(data))
+				}
 				if err != nil {
 					return out, err
 				}
-				if int64(len(data)) != x.ByteLength {
-					return out, fmt.Errorf("segment %s: %d bytes, ref says %d", x.SegmentID, len(data), x.ByteLength)
+				if n != x.ByteLength {
+					return out, fmt.Errorf("segment %s: %d bytes, ref says %d", x.SegmentID, n, x.ByteLength)
 				}
-				c.BytesIn += int64(len(data))
+				c.BytesIn += n
 				out.rows += x.RowCount
 			case *ssp2.SegmentInline:
 				out.inline++

@@ -542,6 +542,44 @@ func (r httpRT) segment(ctx context.Context, id engine.Identity, segmentID strin
 	return data, nil
 }
 
+// segmentSize downloads a segment like segment but keeps none of it: it
+// returns the bytes read (storm drain clients check only the length, so
+// they cost the harness no page-sized buffer per download).
+func (r httpRT) segmentSize(ctx context.Context, id engine.Identity, segmentID string, scopes map[string][]string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(r.url, "/sync")+"/segments/"+segmentID, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("x-actor", id.ActorID)
+	req.Header.Set("x-partition", id.Partition)
+	req.Header.Set(httpsync.ScopesHeader, string(ssp2.CanonicalScopesJSON(scopes)))
+	res, err := r.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		data, _ := readBody(res)
+		return 0, fmt.Errorf("bench: segment HTTP %d: %s", res.StatusCode, bytes.TrimSpace(data))
+	}
+	buf := discardBufs.Get().(*[]byte)
+	defer discardBufs.Put(buf)
+	n, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{res.Body}, *buf)
+	if err != nil {
+		return n, fmt.Errorf("bench: read segment: %w", err)
+	}
+	return n, nil
+}
+
+// discardBufs are segmentSize's read buffers.
+var discardBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// segmentSizer is a roundTripper that can download a segment without
+// keeping it (httpRT).
+type segmentSizer interface {
+	segmentSize(ctx context.Context, id engine.Identity, segmentID string, scopes map[string][]string) (int64, error)
+}
+
 // readBody reads a response body with one allocation of its final size
 // when the length is known, and otherwise in chunks joined once at the end:
 // io.ReadAll regrows (and copies) its buffer from 512 bytes, which for a
