@@ -45,36 +45,23 @@ func TestInlinePagesOutliveAFailingSegmentStore(t *testing.T) {
 			f := newFixture(t, memory.New(), func(c *engine.Config) { c.Segments = segs; c.InlineSegmentMaxBytes = 1 })
 			a := f.client("alice", "ca")
 			const rows, perPage = 30, 10
-			for i := range rows {
-				id := fmt.Sprintf("t%02d", i)
-				a.push("c"+id, upsert("tasks", id, f.row(id, "P", "title "+id), nil))
-			}
+			a.seedTitled(rows, "title ")
 			rep, err := a.sync(&ssp2.PullHeader{Accept: ssp2.AcceptInlineRows, LimitSnapshotRows: perPage, MaxSnapshotPages: rows / perPage}, sub("s", -1, "P"))
 			if err != nil {
 				t.Fatalf("bootstrap with the segment store failing: %v", err)
 			}
-			seen := 0
 			for _, fr := range rep.Frames {
 				if _, ok := fr.(*ssp2.SegmentRef); ok {
 					t.Fatal("a SEGMENT_REF to an inline-only client")
 				}
-				si, ok := fr.(*ssp2.SegmentInline)
-				if !ok {
-					continue
-				}
-				seg, err := ssp2.DecodeSegment(si.Payload)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, b := range seg.Blocks {
-					for _, r := range b {
-						if want := fmt.Sprintf("t%02d", seen); r.Values[0] != want {
-							t.Fatalf("row %d is %v, want %s", seen, r.Values[0], want)
-						}
-						seen++
-					}
+			}
+			got := inlineRows(t, rep.Frames)
+			for i, r := range got {
+				if want := fmt.Sprintf("t%02d", i); r[0] != want {
+					t.Fatalf("row %d is %v, want %s", i, r[0], want)
 				}
 			}
+			seen := len(got)
 			if seen != rows {
 				t.Fatalf("%d rows arrived inline, want %d", seen, rows)
 			}

@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -49,17 +48,8 @@ func TestStreamedPagesAreFlushed(t *testing.T) {
 	f := newFixture(t, memory.New(), func(c *engine.Config) { c.Segments = segstore.NewMemory() })
 	a := f.client("alice", "ca")
 	const rows, perPage = 40, 10
-	for i := range rows {
-		id := fmt.Sprintf("t%02d", i)
-		a.push("c"+id, upsert("tasks", id, f.row(id, "P", "title "+id), nil))
-	}
-	h := &ssp2.ReqHeader{ClientID: a.cid, SchemaVersion: a.sv, LogEpoch: a.epoch}
-	msg := &ssp2.Message{WireVersion: a.wire, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{h,
-		&ssp2.PullHeader{Accept: ssp2.AcceptRefRows, LimitSnapshotRows: perPage, MaxSnapshotPages: rows / perPage}, sub("s", -1, "P")}}
-	rep, err := f.eng.Sync(context.Background(), a.id, msg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a.seedTitled(rows, "title ")
+	rep := a.bootstrapReply(&ssp2.PullHeader{Accept: ssp2.AcceptRefRows, LimitSnapshotRows: perPage, MaxSnapshotPages: rows / perPage})
 	var w flushWriter
 	if _, err := rep.WriteTo(&w); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -34,17 +33,8 @@ func TestStreamedInlinePagesReuseOneBuffer(t *testing.T) {
 	a := f.client("alice", "ca")
 	const rows, perPage = 60, 10
 	long := strings.Repeat("x", 5000) // 10 rows: a 50 KB page, written as is
-	for i := range rows {
-		id := fmt.Sprintf("t%02d", i)
-		a.push("c"+id, upsert("tasks", id, f.row(id, "P", long+id), nil))
-	}
-	h := &ssp2.ReqHeader{ClientID: a.cid, SchemaVersion: a.sv, LogEpoch: a.epoch}
-	msg := &ssp2.Message{WireVersion: a.wire, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{h,
-		&ssp2.PullHeader{Accept: ssp2.AcceptInlineRows, LimitSnapshotRows: perPage, MaxSnapshotPages: rows / perPage}, sub("s", -1, "P")}}
-	rep, err := f.eng.Sync(context.Background(), a.id, msg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a.seedTitled(rows, long)
+	rep := a.bootstrapReply(&ssp2.PullHeader{Accept: ssp2.AcceptInlineRows, LimitSnapshotRows: perPage, MaxSnapshotPages: rows / perPage})
 	var w payloadWriter
 	if _, err := rep.WriteTo(&w); err != nil {
 		t.Fatal(err)
@@ -53,27 +43,14 @@ func TestStreamedInlinePagesReuseOneBuffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := 0
-	for _, fr := range dec.Frames {
-		si, ok := fr.(*ssp2.SegmentInline)
-		if !ok {
-			continue
-		}
-		seg, err := ssp2.DecodeSegment(si.Payload)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, b := range seg.Blocks {
-			for _, r := range b {
-				if want := fmt.Sprintf("t%02d", seen); r.Values[0] != want || r.Values[2] != long+want {
-					t.Fatalf("row %d is %v, want %s with its title", seen, r.Values[0], want)
-				}
-				seen++
-			}
+	got := inlineRows(t, dec.Frames)
+	for i, r := range got {
+		if want := fmt.Sprintf("t%02d", i); r[0] != want || r[2] != long+want {
+			t.Fatalf("row %d is %v, want %s with its title", i, r[0], want)
 		}
 	}
-	if seen != rows {
-		t.Fatalf("%d rows arrived, want %d", seen, rows)
+	if len(got) != rows {
+		t.Fatalf("%d rows arrived, want %d", len(got), rows)
 	}
 	if len(w.pages) != rows/perPage {
 		t.Fatalf("%d page payloads written, want %d", len(w.pages), rows/perPage)
