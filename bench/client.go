@@ -132,7 +132,8 @@ func (c *Client) Stream(ctx context.Context, scopes map[string][]string, sch *sc
 			if ref, ok := f.(*ssp2.SegmentRef); ok && err == nil {
 				// Download here, ahead of the consumer: page N+1 arrives
 				// while page N is decoded.
-				si, err := c.resolveRef(ctx, ref, scopes, sch)
+				var si *ssp2.SegmentInline
+				si, err = c.resolveRef(ctx, ref, scopes, sch)
 				it.f, it.err = si, err
 				if err == nil {
 					it.ready = make(chan struct{})
@@ -150,7 +151,9 @@ func (c *Client) Stream(ctx context.Context, scopes map[string][]string, sch *sc
 			case <-stop:
 				return
 			}
-			if it.err != nil && it.ready == nil {
+			// err is this goroutine's own (the read or the download): a
+			// decode failure arrives with its item and ends the consumer.
+			if err != nil {
 				return
 			}
 		}
