@@ -236,3 +236,51 @@ func TestCacheOpenStreamsFiles(t *testing.T) {
 		}
 	}
 }
+
+// A segments.db written before segment files existed (no data_file
+// column) opens, gains the column, and still serves its blob entries.
+func TestSQLiteFileOpensAnOlderFile(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "segments.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob := []byte("bytes from an older version")
+	m := metaFor("p", "old", blob, 1000, 10_000)
+	if _, err := db.ExecContext(ctx, `CREATE TABLE segments (
+  partition TEXT NOT NULL, build_key TEXT NOT NULL, id TEXT NOT NULL,
+  media_type INTEGER NOT NULL, tbl TEXT NOT NULL, scope_digest TEXT NOT NULL,
+  as_of INTEGER NOT NULL, byte_length INTEGER NOT NULL, row_count INTEGER NOT NULL,
+  row_cursor TEXT, next_row_cursor TEXT, created_at_ms INTEGER NOT NULL,
+  expires_at_ms INTEGER NOT NULL, data BLOB,
+  PRIMARY KEY (partition, build_key)) WITHOUT ROWID`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO segments VALUES (?, ?, ?, ?, 'todos', 'd', 1, ?, 1, NULL, NULL, 1000, 10000, ?)`,
+		m.Partition, m.Key, m.ID, int64(m.MediaType), m.ByteLength, blob); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // and again once the column exists
+		s, err := segstore.OpenSQLiteFile(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, got, err := s.Get(ctx, "p", m.ID, 5000); err != nil || string(got) != string(blob) {
+			t.Fatalf("Get of an older entry = %q, %v", got, err)
+		}
+		data := []byte("a new page")
+		if err := s.Put(ctx, metaFor("p", "new", data, 1000, 10_000), data); err != nil {
+			t.Fatal(err)
+		}
+		if _, got, err := s.Get(ctx, "p", segstore.ID(data), 5000); err != nil || string(got) != string(data) {
+			t.Fatalf("Get of a new entry = %q, %v", got, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
