@@ -65,6 +65,9 @@ func TestInlinePagesOutliveAFailingSegmentStore(t *testing.T) {
 			if seen != rows {
 				t.Fatalf("%d rows arrived inline, want %d", seen, rows)
 			}
+			if st := f.eng.SegmentStats(); st.Bypassed < rows/perPage {
+				t.Fatalf("%d pages counted as served without the store, want at least %d", st.Bypassed, rows/perPage)
+			}
 		})
 	}
 }

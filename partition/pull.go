@@ -420,6 +420,7 @@ func (p *Partition) segmentStoreFailed(op string, err error) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return
 	}
+	p.cfg.Segments.CountBypassed()
 	p.log().Warn("segment store failed; inline page served without it", zap.String("op", op), zap.Error(err))
 }
 

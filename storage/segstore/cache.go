@@ -73,6 +73,9 @@ type Stats struct {
 	Served, ServedBytes uint64
 	// Expired counts segments whose bytes the sweep dropped.
 	Expired uint64
+	// Bypassed counts inline pages served without the store because it
+	// failed (CountBypassed).
+	Bypassed uint64
 }
 
 // Cache is the segment service every partition of a process shares: TTL,
@@ -88,7 +91,7 @@ type Cache struct {
 	flight map[string]*flight
 	hot    *hotSet // nil: none (KeepHot)
 
-	built, reused, served, servedBytes, expired atomic.Uint64
+	built, reused, served, servedBytes, expired, bypassed atomic.Uint64
 }
 
 type flight struct {
@@ -301,8 +304,12 @@ func (c *Cache) RunSweeper(ctx context.Context, interval time.Duration) {
 // Stats returns the counters.
 func (c *Cache) Stats() Stats {
 	return Stats{Built: c.built.Load(), Reused: c.reused.Load(), Served: c.served.Load(),
-		ServedBytes: c.servedBytes.Load(), Expired: c.expired.Load()}
+		ServedBytes: c.servedBytes.Load(), Expired: c.expired.Load(), Bypassed: c.bypassed.Load()}
 }
+
+// CountBypassed records an inline page served without the store, which
+// failed to read or keep it.
+func (c *Cache) CountBypassed() { c.bypassed.Add(1) }
 
 // Close closes the Store.
 func (c *Cache) Close() error { return c.store.Close() }

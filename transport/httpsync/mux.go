@@ -170,6 +170,7 @@ func writeMetrics(ctx context.Context, w http.ResponseWriter, eng *engine.Engine
 	p("synclane_segments_served_total", "Segment downloads served.", ss.Served)
 	p("synclane_segment_bytes_served_total", "Uncompressed bytes of segment downloads served.", ss.ServedBytes)
 	p("synclane_segments_expired_total", "Segments whose bytes the expiry sweep dropped.", ss.Expired)
+	p("synclane_segment_store_bypassed_total", "Inline pages served without the segment store because it failed (not stored for reuse).", ss.Bypassed)
 	bs := eng.BlobStats()
 	p("synclane_blob_uploads_total", "Blob uploads stored (or confirmed already stored).", bs.Uploads)
 	p("synclane_blob_uploads_refused_total", "Blob uploads refused (hash mismatch, too large, busy, storage failure).", bs.UploadsRefused)
