@@ -251,8 +251,10 @@ func (s *SQLiteFile) OpenFile(ctx context.Context, partition, id string, nowMs i
 // ends) and removes the file. Best effort: the download is answered as
 // expired either way.
 func (s *SQLiteFile) dropFile(ctx context.Context, name string) {
-	if _, err := s.db.ExecContext(ctx, `UPDATE segments SET data_file = NULL WHERE data_file = ?`, name); err == nil && filepath.Base(name) == name {
-		_ = os.Remove(filepath.Join(s.dir, name))
+	if _, err := s.db.ExecContext(ctx, `UPDATE segments SET data_file = NULL WHERE data_file = ?`, name); err == nil {
+		if path, err := s.filePath(name); err == nil {
+			_ = os.Remove(path)
+		}
 	}
 }
 
@@ -304,10 +306,11 @@ var verifyBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &
 // renamed into place, only removed, which an open file survives, so what
 // was checked is what a reader of the file gets.
 func (s *SQLiteFile) openVerified(name string, m Meta) (*os.File, error) {
-	if filepath.Base(name) != name || name == "." || name == ".." {
-		return nil, fmt.Errorf("segment file name %q", name)
+	path, err := s.filePath(name)
+	if err != nil {
+		return nil, err
 	}
-	f, err := os.Open(filepath.Join(s.dir, name))
+	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -344,20 +347,34 @@ func fileHolds(f *os.File, m Meta) (bool, error) {
 	return n == m.ByteLength && "sha256:"+hex.EncodeToString(h.Sum(nil)) == m.ID, nil
 }
 
-// readFile reads the segment file name of entry m: nil when it is gone
-// (swept meanwhile) or does not hold m's bytes (torn by a power loss, or
-// altered), which the caller answers as expired.
+// readFile reads the segment file name of entry m in one pass: nil when it
+// is gone (swept meanwhile) or does not hold m's bytes (torn by a power
+// loss, or altered), which the caller answers as expired.
 func (s *SQLiteFile) readFile(name string, m Meta) ([]byte, error) {
-	f, err := s.openVerified(name, m)
-	if f == nil || err != nil {
+	path, err := s.filePath(name)
+	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	data := make([]byte, m.ByteLength)
-	if _, err := io.ReadFull(f, data); err != nil {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
 		return nil, err
+	}
+	if int64(len(data)) != m.ByteLength || ID(data) != m.ID {
+		return nil, nil
 	}
 	return data, nil
+}
+
+// filePath is the path of segment file name, refusing a name that is not
+// a plain file name of the segment directory.
+func (s *SQLiteFile) filePath(name string) (string, error) {
+	if filepath.Base(name) != name || name == "." || name == ".." {
+		return "", fmt.Errorf("segment file name %q", name)
+	}
+	return filepath.Join(s.dir, name), nil
 }
 
 // readData reads a segment's bytes (nil when swept) through the driver
@@ -438,8 +455,8 @@ func (s *SQLiteFile) Sweep(ctx context.Context, nowMs, forgetBeforeMs int64) (in
 	// The entries no longer name these files: a download that read an
 	// entry before the update finds the file gone and answers "expired".
 	for _, f := range files {
-		if filepath.Base(f) == f {
-			_ = os.Remove(filepath.Join(s.dir, f))
+		if path, err := s.filePath(f); err == nil {
+			_ = os.Remove(path)
 		}
 	}
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM segments WHERE expires_at_ms < ? AND NOT `+hasBytes, forgetBeforeMs); err != nil {

@@ -34,6 +34,16 @@ func itemsStore(t *testing.T) (*Store, *schema.Table) {
 // table behind the store's back (by a host's own SQL) that do not fit
 // their column fail EncodeRows as they fail VisitRows, naming the column;
 // the store keeps serving the rows that do fit.
+// storeRawValue writes row r of partition part with SQL expression value
+// in column, past every check of the write path (a hostile stored value).
+func storeRawValue(t *testing.T, s *Store, part, column, value string) {
+	t.Helper()
+	stmt := fmt.Sprintf(`INSERT INTO items (partition_id, id, project, owner, %s, _sync_version) VALUES (?, 'r', 'p1', 1, %s, 1)`, quote(column), value)
+	if _, err := s.conn.ExecContext(context.Background(), stmt, part); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestEncodeRowsRefusesWhatVisitRowsRefuses(t *testing.T) {
 	ctx := t.Context()
 	s, items := itemsStore(t)
@@ -55,10 +65,7 @@ func TestEncodeRowsRefusesWhatVisitRowsRefuses(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			part := fmt.Sprintf("p%d", i)
-			stmt := fmt.Sprintf(`INSERT INTO items (partition_id, id, project, owner, %s, _sync_version) VALUES (?, 'r', 'p1', 1, %s, 1)`, quote(c.column), c.value)
-			if _, err := s.conn.ExecContext(ctx, stmt, part); err != nil {
-				t.Fatal(err)
-			}
+			storeRawValue(t, s, part, c.column, c.value)
 			if _, err := s.conn.ExecContext(ctx, `INSERT INTO items (partition_id, id, project, owner, _sync_version) VALUES (?, 'a-ok', 'p1', 1, 1)`, part); err != nil {
 				t.Fatal(err)
 			}
@@ -154,10 +161,7 @@ func TestCopyRowsToImageRefusesWhatVisitRowsRefuses(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			part := fmt.Sprintf("p%d", i)
-			stmt := fmt.Sprintf(`INSERT INTO items (partition_id, id, project, owner, %s, _sync_version) VALUES (?, 'r', 'p1', 1, %s, 1)`, quote(c.column), c.value)
-			if _, err := s.conn.ExecContext(ctx, stmt, part); err != nil {
-				t.Fatal(err)
-			}
+			storeRawValue(t, s, part, c.column, c.value)
 			_, _, err := segstore.BuildSQLiteImageCopy(ctx, items, 1, 1, "d", func(ctx context.Context, path string) (int64, error) {
 				return s.CopyRowsToImage(ctx, part, storage.RowQuery{Table: items, Scopes: map[string][]string{"project": {"p1"}}}, path)
 			})
