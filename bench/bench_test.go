@@ -116,3 +116,33 @@ func TestSummarizeMedian(t *testing.T) {
 		t.Errorf("median %v min %v max %v", m.Median, m.Min, m.Max)
 	}
 }
+
+// TestBootstrapRateCheckRowsLanesOnly checks that the ≥ 500,000 rows/s
+// target is judged per rows lane and not against a SQLite image bootstrap.
+func TestBootstrapRateCheckRowsLanesOnly(t *testing.T) {
+	var rs []Result
+	for lane, rps := range map[string]float64{"inline": 600000, "ref": 400000, "sqlite": 150000} {
+		r := Result{Workload: "bootstrap", Case: "100000 rows, " + lane, Store: "sqlite", Mode: "http",
+			Params: map[string]any{"rows": 100000, "lane": lane}}
+		r.add("rows/s", "1/s", rps)
+		rs = append(rs, r)
+	}
+	got := map[string]bool{}
+	for _, c := range checkTargets(summarize(rs)) {
+		if strings.HasPrefix(c.Target, "bootstrap 100,000 rows") {
+			got[c.Target] = c.Pass
+		}
+	}
+	want := map[string]bool{
+		"bootstrap 100,000 rows over loopback HTTP (inline rows) ≥ 500,000 rows/s": true,
+		"bootstrap 100,000 rows over loopback HTTP (ref rows) ≥ 500,000 rows/s":    false,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("bootstrap checks %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if p, ok := got[k]; !ok || p != v {
+			t.Errorf("check %q: pass %v (present %v), want %v", k, p, ok, v)
+		}
+	}
+}

@@ -73,9 +73,15 @@ func checkTargets(ss []Summary) []Check {
 				fmt.Sprintf("%.2f × (%.0f vs %.0f commits/s)", b/max(a, 1), b, a)})
 		}
 	}
-	if b := find("bootstrap", "http", "sqlite", func(s *Summary) bool { return s.Params["rows"] == 100000 }); b != nil {
-		rps := med(b, "rows/s")
-		out = append(out, Check{"bootstrap 100,000 rows over loopback HTTP ≥ 500,000 rows/s", rps >= 500000, fmt.Sprintf("%.0f rows/s", rps)})
+	// The rows/s target is the rows lanes' (inline and by ref); a SQLite
+	// image is built and copied whole, and has no rate target of its own.
+	for _, lane := range []string{"inline", "ref"} {
+		if b := find("bootstrap", "http", "sqlite", func(s *Summary) bool {
+			return s.Params["rows"] == 100000 && s.Params["lane"] == lane
+		}); b != nil {
+			rps := med(b, "rows/s")
+			out = append(out, Check{"bootstrap 100,000 rows over loopback HTTP (" + lane + " rows) ≥ 500,000 rows/s", rps >= 500000, fmt.Sprintf("%.0f rows/s", rps)})
+		}
 	}
 	if s := find("idle", "inproc", "sqlite", func(*Summary) bool { return true }); s != nil {
 		live, pass := med(s, "heap/live partition"), med(s, "heap/passivated partition")
