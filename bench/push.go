@@ -90,11 +90,13 @@ func runPush(ctx context.Context, cfg *Config, store string) ([]Result, error) {
 				batch = int(m.Value + 0.5)
 			}
 		}
-		c, err := ceilingCase(ctx, cfg, batch)
-		if err != nil {
-			return out, fmt.Errorf("ceiling: %w", err)
+		for _, layout := range []string{layoutCeiling, layoutSynclane} {
+			c, err := ceilingCase(ctx, cfg, batch, layout)
+			if err != nil {
+				return out, fmt.Errorf("ceiling (%s): %w", layout, err)
+			}
+			out = append(out, c)
 		}
-		out = append(out, c)
 	}
 	if cfg.Baseline && cfg.Mode != ModeURL {
 		b, err := pushCase(ctx, cfg, store, label+", baseline (group commit disabled)", EngineOpts{DisableGroupCommit: true})
