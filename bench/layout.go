@@ -21,8 +21,14 @@ import (
 type logLayout struct {
 	name  string
 	ddl   []string
-	stmts []string // prepared once per transaction, passed to apply in order
-	apply func(ctx context.Context, st []*sql.Stmt, c layoutCommit) error
+	steps []layoutStep // run in order for every commit
+}
+
+// layoutStep is one statement of a commit: its SQL, prepared once per
+// transaction, and how a commit runs it.
+type layoutStep struct {
+	sql string
+	run func(ctx context.Context, st *sql.Stmt, c layoutCommit) error
 }
 
 // layoutCommit is the n-th commit of the loop: one upsert of writer
@@ -35,14 +41,9 @@ type layoutCommit struct {
 const (
 	layoutDataDDL = `CREATE TABLE todos(id TEXT PRIMARY KEY, list_id TEXT NOT NULL, title TEXT NOT NULL, done INTEGER NOT NULL,
 		position INTEGER, updated_at INTEGER, _version INTEGER NOT NULL)`
-	layoutUpsert = `INSERT INTO todos(id, list_id, title, done, position, updated_at, _version) VALUES(?,?,?,?,?,?,1)
-		ON CONFLICT(id) DO UPDATE SET title=excluded.title, done=excluded.done, position=excluded.position, updated_at=excluded.updated_at, _version=_version+1`
-	layoutRowRead   = `SELECT _version FROM todos WHERE id = ?`
 	layoutLogDDL    = `CREATE TABLE log(p TEXT, seq INTEGER, created INTEGER, actor TEXT, c TEXT, k TEXT, changes BLOB, PRIMARY KEY(p, seq)) WITHOUT ROWID`
 	layoutLogIdem   = `CREATE UNIQUE INDEX log_idem ON log(p, c, k)`
-	layoutLogInsert = `INSERT INTO log(p, seq, created, actor, c, k, changes) VALUES('p', ?, ?, 'a', ?, ?, ?)`
 	layoutScopesDDL = `CREATE TABLE scopes(p TEXT, t TEXT, sk TEXT, seq INTEGER, PRIMARY KEY(p, t, sk, seq)) WITHOUT ROWID`
-	layoutScopeIns  = `INSERT OR IGNORE INTO scopes(p, t, sk, seq) VALUES('p', 'todos', ?, ?)`
 )
 
 // Layout names used by the push workload.
@@ -50,6 +51,46 @@ const (
 	layoutCeiling  = "ceiling"
 	layoutSynclane = "synclane"
 )
+
+// The steps the layouts share.
+var (
+	stepUpsert = layoutStep{`INSERT INTO todos(id, list_id, title, done, position, updated_at, _version) VALUES(?,?,?,?,?,?,1)
+		ON CONFLICT(id) DO UPDATE SET title=excluded.title, done=excluded.done, position=excluded.position, updated_at=excluded.updated_at, _version=_version+1`,
+		func(ctx context.Context, st *sql.Stmt, c layoutCommit) error {
+			_, err := st.ExecContext(ctx, c.id, c.list, c.title, c.n%2, c.n, time.Now().UnixMilli())
+			return err
+		}}
+	stepReadRow = layoutStep{`SELECT _version FROM todos WHERE id = ?`,
+		func(ctx context.Context, st *sql.Stmt, c layoutCommit) error {
+			var v int64
+			if err := st.QueryRowContext(ctx, c.id).Scan(&v); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("row read: %w", err)
+			}
+			return nil
+		}}
+	stepAppendLog = layoutStep{`INSERT INTO log(p, seq, created, actor, c, k, changes) VALUES('p', ?, ?, 'a', ?, ?, ?)`,
+		func(ctx context.Context, st *sql.Stmt, c layoutCommit) error {
+			_, err := st.ExecContext(ctx, c.n, c.n, c.c, c.k, []byte(c.id+c.title+c.title+c.title))
+			return err
+		}}
+	stepIndexScope = layoutStep{`INSERT OR IGNORE INTO scopes(p, t, sk, seq) VALUES('p', 'todos', ?, ?)`,
+		func(ctx context.Context, st *sql.Stmt, c layoutCommit) error {
+			_, err := st.ExecContext(ctx, "list_id\x00"+c.list, c.n)
+			return err
+		}}
+)
+
+// idemMissStep looks the commit's idempotency key up with q (a query of
+// p, c, k), which must find nothing: every commit of the loop is new.
+func idemMissStep(q string) layoutStep {
+	return layoutStep{q, func(ctx context.Context, st *sql.Stmt, c layoutCommit) error {
+		var seq int64
+		if err := st.QueryRowContext(ctx, "p", c.c, c.k).Scan(&seq); !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("idempotency lookup found %d: %v", seq, err)
+		}
+		return nil
+	}}
+}
 
 // logLayouts lists the layouts BenchmarkLogLayout compares:
 //   - ceiling: the row upsert alone;
@@ -63,107 +104,39 @@ const (
 //     idempotency lookup: not a valid SSP2 server; the bound of an
 //     append-only layout).
 func logLayouts() []logLayout {
-	upsert := func(ctx context.Context, st *sql.Stmt, c layoutCommit) error {
-		_, err := st.ExecContext(ctx, c.id, c.list, c.title, c.n%2, c.n, time.Now().UnixMilli())
-		return err
-	}
-	readRow := func(ctx context.Context, st *sql.Stmt, c layoutCommit) error {
-		var v int64
-		if err := st.QueryRowContext(ctx, c.id).Scan(&v); err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("row read: %w", err)
-		}
-		return nil
-	}
-	idemMiss := func(ctx context.Context, st *sql.Stmt, c layoutCommit) error {
-		var seq int64
-		if err := st.QueryRowContext(ctx, "p", c.c, c.k).Scan(&seq); !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("idempotency lookup found %d: %v", seq, err)
-		}
-		return nil
-	}
-	appendLog := func(ctx context.Context, st *sql.Stmt, c layoutCommit) error {
-		_, err := st.ExecContext(ctx, c.n, c.n, c.c, c.k, []byte(c.id+c.title+c.title+c.title))
-		return err
-	}
-	indexScope := func(ctx context.Context, st *sql.Stmt, c layoutCommit) error {
-		_, err := st.ExecContext(ctx, "list_id\x00"+c.list, c.n)
-		return err
-	}
 	return []logLayout{
-		{name: layoutCeiling, ddl: []string{layoutDataDDL}, stmts: []string{layoutUpsert},
-			apply: func(ctx context.Context, st []*sql.Stmt, c layoutCommit) error { return upsert(ctx, st[0], c) }},
+		{name: layoutCeiling, ddl: []string{layoutDataDDL}, steps: []layoutStep{stepUpsert}},
 		{name: layoutSynclane,
 			ddl: []string{layoutDataDDL,
 				`CREATE TABLE commits(p TEXT, seq INTEGER, created INTEGER, actor TEXT, c TEXT, k TEXT, PRIMARY KEY(p, seq)) WITHOUT ROWID`,
 				`CREATE TABLE changes(p TEXT, seq INTEGER, idx INTEGER, t TEXT, rid TEXT, op INTEGER, ver INTEGER, scopes TEXT, row BLOB, PRIMARY KEY(p, seq, idx)) WITHOUT ROWID`,
 				layoutScopesDDL,
 				`CREATE TABLE idem(p TEXT, c TEXT, k TEXT, status INTEGER, seq INTEGER, PRIMARY KEY(p, c, k)) WITHOUT ROWID`},
-			stmts: []string{`SELECT seq FROM idem WHERE p = ? AND c = ? AND k = ?`, layoutRowRead, layoutUpsert,
-				`INSERT INTO commits(p, seq, created, actor, c, k) VALUES('p', ?, ?, 'a', ?, ?)`,
-				`INSERT INTO changes(p, seq, idx, t, rid, op, ver, scopes, row) VALUES('p', ?, 0, 'todos', ?, 1, ?, ?, ?)`,
-				layoutScopeIns,
-				`INSERT INTO idem(p, c, k, status, seq) VALUES('p', ?, ?, 1, ?)`},
-			apply: func(ctx context.Context, st []*sql.Stmt, c layoutCommit) error {
-				if err := idemMiss(ctx, st[0], c); err != nil {
-					return err
-				}
-				if err := readRow(ctx, st[1], c); err != nil {
-					return err
-				}
-				if err := upsert(ctx, st[2], c); err != nil {
-					return err
-				}
-				if _, err := st[3].ExecContext(ctx, c.n, c.n, c.c, c.k); err != nil {
-					return err
-				}
-				if _, err := st[4].ExecContext(ctx, c.n, c.id, c.n, "list_id:"+c.list, []byte(c.title+c.title+c.title)); err != nil {
-					return err
-				}
-				if err := indexScope(ctx, st[5], c); err != nil {
-					return err
-				}
-				_, err := st[6].ExecContext(ctx, c.c, c.k, c.n)
-				return err
+			steps: []layoutStep{
+				idemMissStep(`SELECT seq FROM idem WHERE p = ? AND c = ? AND k = ?`), stepReadRow, stepUpsert,
+				{`INSERT INTO commits(p, seq, created, actor, c, k) VALUES('p', ?, ?, 'a', ?, ?)`,
+					func(ctx context.Context, st *sql.Stmt, c layoutCommit) error {
+						_, err := st.ExecContext(ctx, c.n, c.n, c.c, c.k)
+						return err
+					}},
+				{`INSERT INTO changes(p, seq, idx, t, rid, op, ver, scopes, row) VALUES('p', ?, 0, 'todos', ?, 1, ?, ?, ?)`,
+					func(ctx context.Context, st *sql.Stmt, c layoutCommit) error {
+						_, err := st.ExecContext(ctx, c.n, c.id, c.n, "list_id:"+c.list, []byte(c.title+c.title+c.title))
+						return err
+					}},
+				stepIndexScope,
+				{`INSERT INTO idem(p, c, k, status, seq) VALUES('p', ?, ?, 1, ?)`,
+					func(ctx context.Context, st *sql.Stmt, c layoutCommit) error {
+						_, err := st.ExecContext(ctx, c.c, c.k, c.n)
+						return err
+					}},
 			}},
 		{name: "log+idem", ddl: []string{layoutDataDDL, layoutLogDDL, layoutLogIdem},
-			stmts: []string{`SELECT seq FROM log WHERE p = ? AND c = ? AND k = ?`, layoutRowRead, layoutUpsert, layoutLogInsert},
-			apply: func(ctx context.Context, st []*sql.Stmt, c layoutCommit) error {
-				if err := idemMiss(ctx, st[0], c); err != nil {
-					return err
-				}
-				if err := readRow(ctx, st[1], c); err != nil {
-					return err
-				}
-				if err := upsert(ctx, st[2], c); err != nil {
-					return err
-				}
-				return appendLog(ctx, st[3], c)
-			}},
+			steps: []layoutStep{idemMissStep(`SELECT seq FROM log WHERE p = ? AND c = ? AND k = ?`), stepReadRow, stepUpsert, stepAppendLog}},
 		{name: "log+scopes", ddl: []string{layoutDataDDL, layoutLogDDL, layoutScopesDDL},
-			stmts: []string{layoutRowRead, layoutUpsert, layoutLogInsert, layoutScopeIns},
-			apply: func(ctx context.Context, st []*sql.Stmt, c layoutCommit) error {
-				if err := readRow(ctx, st[0], c); err != nil {
-					return err
-				}
-				if err := upsert(ctx, st[1], c); err != nil {
-					return err
-				}
-				if err := appendLog(ctx, st[2], c); err != nil {
-					return err
-				}
-				return indexScope(ctx, st[3], c)
-			}},
+			steps: []layoutStep{stepReadRow, stepUpsert, stepAppendLog, stepIndexScope}},
 		{name: "log", ddl: []string{layoutDataDDL, layoutLogDDL},
-			stmts: []string{layoutRowRead, layoutUpsert, layoutLogInsert},
-			apply: func(ctx context.Context, st []*sql.Stmt, c layoutCommit) error {
-				if err := readRow(ctx, st[0], c); err != nil {
-					return err
-				}
-				if err := upsert(ctx, st[1], c); err != nil {
-					return err
-				}
-				return appendLog(ctx, st[2], c)
-			}},
+			steps: []layoutStep{stepReadRow, stepUpsert, stepAppendLog}},
 	}
 }
 
@@ -198,15 +171,15 @@ func runLayout(ctx context.Context, path string, l logLayout, writers, batch int
 		}
 	}
 	batch = max(batch, 1)
-	st := make([]*sql.Stmt, len(l.stmts))
+	st := make([]*sql.Stmt, len(l.steps))
 	for n := int64(0); more() && ctx.Err() == nil; {
 		began := time.Now()
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
-		for i, q := range l.stmts {
-			if st[i], err = tx.PrepareContext(ctx, q); err != nil {
+		for i, step := range l.steps {
+			if st[i], err = tx.PrepareContext(ctx, step.sql); err != nil {
 				_ = tx.Rollback()
 				return err
 			}
@@ -216,9 +189,11 @@ func runLayout(ctx context.Context, path string, l logLayout, writers, batch int
 			id := "w" + strconv.FormatInt(w, 10) + "-" + strconv.FormatInt((n/int64(writers))%rowsPerWriter, 10)
 			c := layoutCommit{n: n, id: id, list: listID(int(w)), title: "todo " + id + " #" + strconv.FormatInt(n, 10),
 				c: "client" + strconv.FormatInt(w, 10), k: "c" + strconv.FormatInt(n, 10)}
-			if err := l.apply(ctx, st, c); err != nil {
-				_ = tx.Rollback()
-				return fmt.Errorf("layout %s, commit %d: %w", l.name, n, err)
+			for i, step := range l.steps {
+				if err := step.run(ctx, st[i], c); err != nil {
+					_ = tx.Rollback()
+					return fmt.Errorf("layout %s, commit %d: %w", l.name, n, err)
+				}
 			}
 			n++
 		}
