@@ -45,7 +45,8 @@ var (
 		return zw
 	}}
 	zstdDecoders = sync.Pool{New: func() any {
-		zr, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(64<<20), zstd.WithDecoderLowmem(true))
+		zr, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(64<<20), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxWindow(maxZstdWindow))
 		if err != nil {
 			panic(err)
 		}

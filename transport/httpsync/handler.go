@@ -10,6 +10,7 @@
 package httpsync
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -122,22 +123,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	body, err := decodedBody(r)
+	body, err := decodedBody(r, h.opts.MaxBodyBytes)
 	if err != nil {
-		writeError(w, 0, err)
+		writeError(w, bodyStatus(err), err)
 		return
 	}
 	defer body.Close()
 	msg, err := ssp2.ReadRequest(body, h.opts.MaxBodyBytes)
 	if err != nil {
-		status := 0
-		switch {
-		case errors.Is(err, ssp2.ErrTooLarge):
-			status = http.StatusRequestEntityTooLarge
-		case errors.Is(err, os.ErrDeadlineExceeded):
+		status := bodyStatus(err)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
 			// The server's read timeout passed before the body arrived.
-			status = http.StatusRequestTimeout
-			err = syncerr.Wrap(syncerr.InvalidRequest, err, "request body not received within the server's read timeout")
+			err = syncerr.Wrap(syncerr.InvalidRequest, err, "%s", errBodyLate.Error())
 		}
 		writeError(w, status, err)
 		return
@@ -182,21 +179,74 @@ func mediaType(v string) string {
 	return strings.ToLower(strings.TrimSpace(v))
 }
 
-// decodedBody undoes the request's Content-Encoding.
-func decodedBody(r *http.Request) (io.ReadCloser, error) {
+// maxZstdWindow caps the window a zstd request body may declare (a frame
+// declaring more is refused as invalid): the decoder allocates the whole
+// window, so without a cap a few dozen bytes could make it allocate up to
+// its 64 MiB memory limit. 8 MiB is the window zstd encoders use by
+// default and the default body limit.
+const maxZstdWindow = 8 << 20
+
+// zstdOverhead is how much larger than its content a zstd body may be
+// (frame header and checksum, 3 bytes a block of 128 KiB, rounded up): the
+// compressed body is refused beyond maxBody plus this.
+func zstdOverhead(maxBody int64) int64 { return maxBody/1024 + 1024 }
+
+// errBodyLate marks a request body the server's read timeout cut off;
+// bodyStatus answers it with 408.
+var errBodyLate = errors.New("request body not received within the server's read timeout")
+
+// bodyStatus is the HTTP status for an error of decodedBody or of reading
+// the body it returned: 408 when the read timeout cut the body off, 413
+// when it exceeded the limit, else 0 (the error code's own status).
+func bodyStatus(err error) int {
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, errBodyLate):
+		return http.StatusRequestTimeout
+	case errors.Is(err, ssp2.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
+	}
+	return 0
+}
+
+// decodedBody undoes the request's Content-Encoding. A zstd body is read
+// whole first (at most maxBody plus zstdOverhead) and then decoded from
+// memory, so a client that sends part of it and stalls holds only the
+// bytes it sent, never a decoder and its window. Errors carry
+// sync.invalid_request; bodyStatus gives their HTTP status.
+func decodedBody(r *http.Request, maxBody int64) (io.ReadCloser, error) {
+	late := func(err error) error {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return syncerr.Wrap(syncerr.InvalidRequest, errBodyLate, "%s", errBodyLate.Error())
+		}
+		return nil
+	}
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
 		return r.Body, nil
 	case "gzip", "x-gzip":
 		zr, err := pooledGzipReader(r.Body)
 		if err != nil {
+			if l := late(err); l != nil {
+				return nil, l
+			}
 			return nil, syncerr.Wrap(syncerr.InvalidRequest, err, "request body is not valid gzip")
 		}
 		return zr, nil
 	case "zstd":
-		zr, err := pooledZstdReader(r.Body)
+		limit := maxBody + zstdOverhead(maxBody)
+		comp, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+		switch {
+		case err != nil:
+			if l := late(err); l != nil {
+				return nil, l
+			}
+			return nil, syncerr.Wrap(syncerr.InvalidRequest, err, "request body could not be read")
+		case int64(len(comp)) > limit:
+			return nil, syncerr.Wrap(syncerr.InvalidRequest, ssp2.ErrTooLarge, "zstd request body exceeds %d bytes", limit)
+		}
+		zr, err := pooledZstdReader(bytes.NewReader(comp))
 		if err != nil {
-			return nil, syncerr.Wrap(syncerr.InvalidRequest, err, "request body is not valid zstd")
+			return nil, syncerr.Wrap(syncerr.InvalidRequest, err, "request body is not valid zstd (windows above %d bytes are refused)", maxZstdWindow)
 		}
 		return zr, nil
 	default:

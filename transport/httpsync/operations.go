@@ -86,9 +86,13 @@ func (h *OperationsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	body, err := decodedBody(r)
+	body, err := decodedBody(r, h.opts.MaxBodyBytes)
 	if err != nil {
-		writeOpError(w, http.StatusBadRequest, syncerr.Wrap(syncerr.OperationInvalidRequest, err, "%s", syncerr.As(err).Message))
+		status := bodyStatus(err)
+		if status == 0 {
+			status = http.StatusBadRequest
+		}
+		writeOpError(w, status, syncerr.Wrap(syncerr.OperationInvalidRequest, err, "%s", syncerr.As(err).Message))
 		return
 	}
 	defer body.Close()
