@@ -144,6 +144,9 @@ func (h *BlobHandler) fail(w http.ResponseWriter, rid, what string, err error) {
 }
 
 func (h *BlobHandler) put(w http.ResponseWriter, r *http.Request, rid, id string) {
+	// A signed grant caps the body at its granted length, 0 included
+	// (engine.UploadBlob reads a cap <= 0 as the server's, so a grant for
+	// the empty blob is checked here); host auth at the server's cap.
 	var maxBytes int64
 	if st := r.URL.Query().Get("st"); st != "" {
 		n, err := h.eng.VerifyUploadGrant(id, st)
@@ -151,12 +154,23 @@ func (h *BlobHandler) put(w http.ResponseWriter, r *http.Request, rid, id string
 			h.fail(w, rid, "upload", err)
 			return
 		}
+		if n == 0 {
+			var one [1]byte
+			if r.ContentLength > 0 {
+				w.Header().Set("Connection", "close") // do not read the body
+				h.fail(w, rid, "upload", syncerr.New(syncerr.BlobTooLarge, "blob of %d bytes exceeds the granted 0 bytes", r.ContentLength))
+				return
+			}
+			if k, _ := io.ReadFull(r.Body, one[:]); k > 0 {
+				w.Header().Set("Connection", "close")
+				h.fail(w, rid, "upload", syncerr.New(syncerr.BlobTooLarge, "the body exceeds the granted 0 bytes"))
+				return
+			}
+			r.Body = http.NoBody
+		}
 		maxBytes = n
 	} else if _, ok := h.authenticate(w, r); !ok {
 		return
-	}
-	if maxBytes <= 0 {
-		maxBytes = h.eng.MaxBlobBytes()
 	}
 	if enc := r.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
 		writeError(w, http.StatusUnsupportedMediaType, syncerr.New(syncerr.InvalidRequest, "blob bodies are sent as stored, without Content-Encoding"))
@@ -164,7 +178,11 @@ func (h *BlobHandler) put(w http.ResponseWriter, r *http.Request, rid, id string
 	}
 	rc := http.NewResponseController(w)
 	body := &progressReader{r: r.Body, progressDeadline: progressDeadline{set: rc.SetReadDeadline}}
-	if err := h.eng.UploadBlob(r.Context(), id, r.Header.Get("Content-Type"), r.ContentLength, maxBytes, body); err != nil {
+	err := h.eng.UploadBlob(r.Context(), id, r.Header.Get("Content-Type"), r.ContentLength, maxBytes, body)
+	// The answer's write deadline starts now: http.Server.WriteTimeout
+	// counts from the request's start, which a long upload has passed.
+	_ = rc.SetWriteDeadline(time.Now().Add(BlobProgressTimeout))
+	if err != nil {
 		if syncerr.As(err).Code == syncerr.BlobTooLarge {
 			w.Header().Set("Connection", "close") // do not read the rest of a huge body
 		}
