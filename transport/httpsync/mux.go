@@ -10,7 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
 )
 
@@ -76,6 +79,10 @@ func NewMux(eng *engine.Engine, opts MuxOptions) *Mux {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
 	m.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if m.draining.Load() {
@@ -87,8 +94,12 @@ func NewMux(eng *engine.Engine, opts MuxOptions) *Mux {
 			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 			defer cancel()
 			if err := opts.Ready(ctx); err != nil {
+				// The probe is unauthenticated: it answers the error code,
+				// never the cause (a driver's message names hosts, users
+				// and databases); the log has the whole error.
+				log.Warn("readiness check failed", zap.Error(err))
 				w.WriteHeader(http.StatusServiceUnavailable)
-				_, _ = fmt.Fprintf(w, "not ready: %v\n", err)
+				_, _ = fmt.Fprintf(w, "not ready: %s\n", syncerr.As(err).Code)
 				return
 			}
 		}
