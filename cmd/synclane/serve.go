@@ -480,7 +480,8 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	}
 	cfg.Resolver = resolver
 	hub := realtime.New(realtime.Options{Auth: auth, Logger: log.Named("realtime"), MaxConnections: c.maxWebsockets,
-		MaxDeltaBytes: int(c.maxDeltaBytes), MaxPresenceBytes: int(c.maxPresenceBytes), MaxRequestBytes: c.maxBody})
+		MaxDeltaBytes: int(c.maxDeltaBytes), MaxPresenceBytes: int(c.maxPresenceBytes), MaxRequestBytes: c.maxBody,
+		RoundTimeout: c.readTimeout}) // a socket round's request arrives within the time a POST /sync body must
 	hub.Hooks(&cfg)            // commits (this process's and, on PostgreSQL, the others') fan out to sockets
 	var publicURL atomic.Value // set once the listener is bound
 	publicURL.Store(c.publicURL)

@@ -55,6 +55,7 @@ const (
 	DefaultMaxQueuedBytes    = 1 << 20
 	DefaultMaxPresenceBytes  = 16 << 10
 	DefaultDeltaChanges      = 1000
+	DefaultRoundTimeout      = 30 * time.Second
 )
 
 // Options configure a Hub. Zero values take the defaults above.
@@ -96,6 +97,13 @@ type Options struct {
 	// MaxRequestBytes bounds one socket round's request (default
 	// httpsync.DefaultMaxBodyBytes, like POST /sync).
 	MaxRequestBytes int64
+	// RoundTimeout bounds how long a socket round's request may take to
+	// arrive, from its first chunk to its END frame (default
+	// DefaultRoundTimeout, as --read-timeout bounds a POST /sync body).
+	// It is checked at every heartbeat, so a socket may hold an
+	// incomplete round up to RoundTimeout + HeartbeatInterval; then it is
+	// closed (1008).
+	RoundTimeout time.Duration
 	// DeltaChanges caps the changes of one subscription in one delta;
 	// beyond it the socket is told to catch up by pulling.
 	DeltaChanges int
@@ -134,6 +142,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxRequestBytes <= 0 {
 		o.MaxRequestBytes = httpsync.DefaultMaxBodyBytes
+	}
+	if o.RoundTimeout <= 0 {
+		o.RoundTimeout = DefaultRoundTimeout
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
@@ -40,15 +41,18 @@ func (s *session) roundChunk(b []byte) {
 	}
 	had := len(s.roundBuf)
 	if int64(had+len(b)) > s.h.opts.MaxRequestBytes {
-		s.roundBuf = nil
+		s.dropRound()
 		s.protocolError(websocket.StatusMessageTooBig, "socket round request exceeds the request size limit")
 		return
+	}
+	if had == 0 {
+		s.roundSince.Store(time.Now().UnixNano())
 	}
 	s.roundBuf = append(s.roundBuf, b...)
 	buf := s.roundBuf
 	if had < envelopeLen && len(buf) >= envelopeLen {
 		if !bytes.Equal(buf[:4], []byte("SSP2")) || (buf[4] != 1 && buf[4] != 2) || buf[5] != 0 || buf[6] != byte(ssp2.KindRequest) || buf[7] != 0 {
-			s.roundBuf = nil
+			s.dropRound()
 			s.protocolError(websocket.StatusPolicyViolation, "bad SSP2 request header")
 			return
 		}
@@ -56,7 +60,7 @@ func (s *session) roundChunk(b []byte) {
 	if !requestComplete(buf) {
 		return
 	}
-	s.roundBuf = nil
+	s.dropRound()
 	s.roundBusy.Store(true)
 	p := s.p
 	p.mu.Lock()
@@ -67,6 +71,12 @@ func (s *session) roundChunk(b []byte) {
 	if !s.h.spawn(func() { s.serveRound(buf) }) {
 		s.roundBusy.Store(false)
 	}
+}
+
+// dropRound forgets the incomplete round (reader goroutine).
+func (s *session) dropRound() {
+	s.roundBuf = nil
+	s.roundSince.Store(0)
 }
 
 // requestComplete reports whether buf holds a whole request: the envelope

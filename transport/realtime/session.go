@@ -84,6 +84,9 @@ type session struct {
 	// the round's goroutine)
 	roundBuf  []byte
 	roundBusy atomic.Bool
+	// roundSince is when the incomplete round in roundBuf began (UnixNano;
+	// 0: none), for the heartbeat's RoundTimeout check.
+	roundSince atomic.Int64
 }
 
 // outMsg is one queued message. Wake-ups are rendered when written, so a
@@ -270,6 +273,10 @@ func (s *session) beat() {
 	}
 	defer s.h.wg.Done()
 	if s.ctx.Err() != nil {
+		return
+	}
+	if t := s.roundSince.Load(); t != 0 && time.Since(time.Unix(0, t)) > s.h.opts.RoundTimeout {
+		s.protocolError(websocket.StatusPolicyViolation, "socket round request not completed within the round timeout")
 		return
 	}
 	if s.stuck() {
