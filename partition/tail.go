@@ -4,8 +4,29 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-// maxTailCommits bounds the in-memory log tail a partition actor keeps.
-const maxTailCommits = 1024
+// maxTailCommits and maxTailBytes bound the in-memory log tail a partition
+// actor keeps: at most 1,024 commits and 256 KiB of them (tailBytes), so a
+// partition whose clients push large rows holds at most that much beyond
+// what storage holds. A commit larger than the byte budget on its own
+// empties the tail; pulls then read storage until it refills.
+const (
+	maxTailCommits = 1024
+	maxTailBytes   = 256 << 10
+)
+
+// tailBytes estimates the memory a commit held in the tail takes: its
+// strings, row bytes and scope values plus a fixed overhead per record.
+func tailBytes(c *storage.CommitRecord) int {
+	n := 96 + len(c.ActorID) + len(c.ClientID) + len(c.ClientCommitID)
+	for i := range c.Changes {
+		ch := &c.Changes[i]
+		n += 96 + len(ch.Table) + len(ch.RowID) + len(ch.Row)
+		for k, v := range ch.Scopes {
+			n += 32 + len(k) + len(v)
+		}
+	}
+	return n
+}
 
 // logTail is the newest stretch of a partition's log that its actor made
 // durable itself: commits start..start+len-1, contiguous. Incremental pulls
@@ -15,24 +36,49 @@ const maxTailCommits = 1024
 type logTail struct {
 	start   int64
 	commits []storage.CommitRecord
+	sizes   []int // tailBytes of each commit
+	bytes   int   // their sum
 }
 
 func (t *logTail) end() int64 { return t.start + int64(len(t.commits)) - 1 }
 
-func (t *logTail) reset() { t.start, t.commits = 0, nil }
+func (t *logTail) reset() { t.start, t.commits, t.sizes, t.bytes = 0, nil, nil, 0 }
 
 // append records a just-committed commit; a non-contiguous seq restarts
-// the tail at it.
+// the tail at it. The oldest commits make room under maxTailCommits and
+// maxTailBytes; a commit over the byte budget alone empties the tail.
 func (t *logTail) append(c storage.CommitRecord) {
-	if len(t.commits) == 0 || c.Seq != t.end()+1 {
-		t.start, t.commits = c.Seq, t.commits[:0]
+	size := tailBytes(&c)
+	if size > maxTailBytes {
+		t.reset()
+		return
 	}
-	if len(t.commits) == maxTailCommits {
-		copy(t.commits, t.commits[1:])
-		t.commits = t.commits[:len(t.commits)-1]
-		t.start++
+	if len(t.commits) == 0 || c.Seq != t.end()+1 {
+		clear(t.commits)
+		t.start, t.commits, t.sizes, t.bytes = c.Seq, t.commits[:0], t.sizes[:0], 0
+	}
+	drop := 0
+	for bytes := t.bytes; drop < len(t.commits) && (len(t.commits)-drop >= maxTailCommits || bytes+size > maxTailBytes); drop++ {
+		bytes -= t.sizes[drop]
+	}
+	if drop > 0 {
+		t.dropFirst(drop)
 	}
 	t.commits = append(t.commits, c)
+	t.sizes = append(t.sizes, size)
+	t.bytes += size
+}
+
+// dropFirst forgets the n oldest commits of the tail.
+func (t *logTail) dropFirst(n int) {
+	for _, s := range t.sizes[:n] {
+		t.bytes -= s
+	}
+	k := copy(t.commits, t.commits[n:])
+	clear(t.commits[k:])
+	t.commits = t.commits[:k]
+	t.sizes = t.sizes[:copy(t.sizes, t.sizes[n:])]
+	t.start += int64(n)
 }
 
 // dropThrough forgets the commits at or below a partition's horizon, so
@@ -43,10 +89,7 @@ func (t *logTail) dropThrough(horizon int64) {
 	case horizon >= t.end():
 		t.reset()
 	default:
-		n := copy(t.commits, t.commits[horizon-t.start+1:])
-		clear(t.commits[n:])
-		t.commits = t.commits[:n]
-		t.start = horizon + 1
+		t.dropFirst(int(horizon - t.start + 1))
 	}
 }
 

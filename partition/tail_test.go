@@ -137,3 +137,65 @@ func TestReplyExpireBelow(t *testing.T) {
 		t.Fatalf("frames after expireBelow(5): %v, want %s", got, want)
 	}
 }
+
+// checkTailInvariants checks that the tail's byte count is the sum of its
+// commits' sizes, within budget, and that its commits are contiguous.
+func checkTailInvariants(t *testing.T, tail *logTail) {
+	t.Helper()
+	sum := 0
+	for i := range tail.commits {
+		sum += tailBytes(&tail.commits[i])
+		if tail.commits[i].Seq != tail.start+int64(i) {
+			t.Fatalf("commit %d has seq %d, tail starts at %d", i, tail.commits[i].Seq, tail.start)
+		}
+	}
+	if sum != tail.bytes || len(tail.sizes) != len(tail.commits) {
+		t.Fatalf("tail counts %d bytes over %d sizes, its %d commits take %d", tail.bytes, len(tail.sizes), len(tail.commits), sum)
+	}
+	if tail.bytes > maxTailBytes || len(tail.commits) > maxTailCommits {
+		t.Fatalf("tail holds %d commits, %d bytes: over its bounds (%d, %d)", len(tail.commits), tail.bytes, maxTailCommits, maxTailBytes)
+	}
+}
+
+// TestLogTailByteBudget: large rows keep the tail under maxTailBytes (the
+// newest commits stay, contiguous); a commit over the budget alone
+// empties it; pruning keeps the byte count exact.
+func TestLogTailByteBudget(t *testing.T) {
+	row := func(seq int64, size int) storage.CommitRecord {
+		return storage.CommitRecord{Seq: seq, ActorID: "a", ClientID: "c", ClientCommitID: fmt.Sprint(seq),
+			Changes: []storage.ChangeRecord{{Table: "todos", RowID: fmt.Sprint(seq), Op: ssp2.OpUpsert, RowVersion: 1,
+				Scopes: map[string]string{"list_id": "l"}, Row: make([]byte, size)}}}
+	}
+	var tail logTail
+	for seq := int64(1); seq <= 200; seq++ {
+		tail.append(row(seq, 10<<10))
+		checkTailInvariants(t, &tail)
+	}
+	if tail.end() != 200 || !tail.covers(199, 200) {
+		t.Fatalf("tail ends at %d, want the newest commit 200", tail.end())
+	}
+	if n := len(tail.commits); n < 20 || n > maxTailBytes/(10<<10) {
+		t.Fatalf("tail keeps %d commits of 10 KiB, want about %d", n, maxTailBytes/(10<<10))
+	}
+	tail.dropThrough(tail.start + 3)
+	checkTailInvariants(t, &tail)
+
+	tail.append(row(201, maxTailBytes)) // over the budget on its own
+	if len(tail.commits) != 0 || tail.bytes != 0 || tail.covers(200, 201) {
+		t.Fatalf("a commit over the budget left the tail at %d commits, %d bytes", len(tail.commits), tail.bytes)
+	}
+	tail.append(row(202, 100))
+	checkTailInvariants(t, &tail)
+	if tail.start != 202 || !tail.covers(201, 202) {
+		t.Fatalf("tail after the large commit: start %d, want 202", tail.start)
+	}
+
+	var small logTail
+	for seq := int64(1); seq <= 3*maxTailCommits; seq++ {
+		small.append(row(seq, 8))
+	}
+	checkTailInvariants(t, &small)
+	if len(small.commits) != maxTailCommits || small.end() != 3*maxTailCommits {
+		t.Fatalf("small commits: tail of %d ending at %d, want %d ending at %d", len(small.commits), small.end(), maxTailCommits, 3*maxTailCommits)
+	}
+}
