@@ -153,7 +153,8 @@ func (e *Engine) UploadBlob(ctx context.Context, blobID, mediaType string, decla
 	if declared > maxBytes {
 		return syncerr.New(syncerr.BlobTooLarge, "blob of %d bytes exceeds the cap of %d bytes", declared, maxBytes)
 	}
-	info, err := bi.BeginBlobUpload(ctx, blobID, e.cfg.Now().UnixMilli())
+	began := e.cfg.Now().UnixMilli()
+	info, err := bi.BeginBlobUpload(ctx, blobID, began)
 	if errors.Is(err, storage.ErrBlobBusy) {
 		return syncerr.Wrap(syncerr.InternalError, err, "blob %s is being removed by the orphan sweep; retry in a few seconds", blobID)
 	}
@@ -172,6 +173,15 @@ func (e *Engine) UploadBlob(ctx context.Context, blobID, mediaType string, decla
 		n, err = e.cfg.Blobs.Store.Put(ctx, blobID, body, maxBytes)
 	}
 	e.blobs.bytesIn.Add(uint64(max(n, 0)))
+	if err != nil && info.State == storage.BlobUploading {
+		// Nothing was stored: drop the metadata this upload created (a
+		// stream of refused uploads would otherwise leave a row each
+		// until the orphan sweep). A failure here only leaves the row to
+		// the sweep.
+		if aerr := bi.AbandonBlobUpload(context.WithoutCancel(ctx), blobID, began); aerr != nil {
+			e.cfg.Logger.Warn("abandoning a refused blob upload failed", zap.String("blob", blobID), zap.Error(aerr))
+		}
+	}
 	switch {
 	case errors.Is(err, blobstore.ErrTooLarge):
 		return syncerr.New(syncerr.BlobTooLarge, "blob exceeds the cap of %d bytes", maxBytes)

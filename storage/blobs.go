@@ -95,6 +95,12 @@ type BlobIndex interface {
 	MarkOrphanBlobs(ctx context.Context, cutoffMs int64, limit int) ([]string, error)
 	// ForgetBlobs deletes the metadata of those ids that are BlobDeleting.
 	ForgetBlobs(ctx context.Context, ids []string) error
+	// AbandonBlobUpload deletes id's metadata if it is still BlobUploading
+	// and TouchedAtMs is still beganMs (the nowMs of the refused upload's
+	// own BeginBlobUpload), so a refused upload leaves nothing behind; an
+	// upload of the same id begun later (touched since) keeps the row, and
+	// a present or deleting blob is never touched.
+	AbandonBlobUpload(ctx context.Context, id string, beganMs int64) error
 }
 
 // BlobTx is the write-transaction side: PushTx implementations implement

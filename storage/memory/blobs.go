@@ -170,6 +170,20 @@ func (s *Store) ForgetBlobs(ctx context.Context, ids []string) error {
 	return nil
 }
 
+// AbandonBlobUpload implements storage.BlobIndex.
+func (s *Store) AbandonBlobUpload(ctx context.Context, id string, beganMs int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b := &s.d.blobs
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if m := b.meta[id]; m != nil && m.State == storage.BlobUploading && m.TouchedAtMs == beganMs {
+		delete(b.meta, id)
+	}
+	return nil
+}
+
 // ClaimBlob implements storage.BlobTx: a present blob is pinned until the
 // transaction ends and touched at Commit.
 func (tx *pushTx) ClaimBlob(ctx context.Context, id string, nowMs int64) (bool, error) {

@@ -192,6 +192,18 @@ func (s *Store) ForgetBlobs(ctx context.Context, ids []string) error {
 	return classify("ForgetBlobs", err)
 }
 
+// AbandonBlobUpload implements storage.BlobIndex.
+func (s *Store) AbandonBlobUpload(ctx context.Context, id string, beganMs int64) error {
+	if err := s.ready(); err != nil {
+		return err
+	}
+	if !storage.Storable(id) {
+		return nil
+	}
+	_, err := s.pool.Exec(ctx, `DELETE FROM `+s.q.blobs()+` WHERE blob_id = $1 AND state = 0 AND touched_at_ms = $2`, id, beganMs)
+	return classify("AbandonBlobUpload", err)
+}
+
 // execTag is exec returning the last statement's command tag.
 func (tx *pushTx) execTag(ctx context.Context, sql string, args ...any) (int64, error) {
 	prefix := tx.writePrefix()

@@ -181,6 +181,14 @@ func (s *Store) ForgetBlobs(ctx context.Context, ids []string) error {
 	})
 }
 
+// AbandonBlobUpload implements storage.BlobIndex.
+func (s *Store) AbandonBlobUpload(ctx context.Context, id string, beganMs int64) error {
+	return s.blobWrite(ctx, "abandon blob upload", func(ctx context.Context) error {
+		_, err := s.conn.ExecContext(ctx, `DELETE FROM sync_blobs WHERE blob_id = ? AND state = 0 AND touched_at_ms = ?`, id, beganMs)
+		return err
+	})
+}
+
 // ClaimBlob implements storage.BlobTx.
 func (tx *pushTx) ClaimBlob(ctx context.Context, id string, nowMs int64) (bool, error) {
 	ctx, err := tx.check(ctx, "claim blob")

@@ -23,6 +23,56 @@ var blobTests = []test{
 	{name: "SweepSkipsAClaimOfARunningPush", fn: testBlobSweepRace},
 	{name: "RestoreBringsBackTheReferences", fn: testBlobRefsRestore},
 	{name: "Counts", fn: testBlobCounts},
+	{name: "AbandonOnlyTheRefusedUpload", fn: testBlobAbandon},
+}
+
+// testBlobAbandon: AbandonBlobUpload removes the metadata of an upload
+// that is still uploading and untouched since it began, and nothing else:
+// not an upload of the same id begun later, not a present blob.
+func testBlobAbandon(e *env) {
+	bi := e.blobIndex()
+	get := func(id string) *storage.BlobInfo {
+		e.t.Helper()
+		m, err := bi.GetBlob(e.ctx, id)
+		if err != nil {
+			e.t.Fatalf("GetBlob(%s): %v", id, err)
+		}
+		return m
+	}
+	abandon := func(id string, began int64) {
+		e.t.Helper()
+		if err := bi.AbandonBlobUpload(e.ctx, id, began); err != nil {
+			e.t.Fatalf("AbandonBlobUpload(%s, %d): %v", id, began, err)
+		}
+	}
+	if _, err := bi.BeginBlobUpload(e.ctx, blobA, 100); err != nil {
+		e.t.Fatal(err)
+	}
+	abandon(blobA, 100)
+	if m := get(blobA); m != nil {
+		e.t.Errorf("a refused upload left its metadata: %+v", m)
+	}
+
+	if _, err := bi.BeginBlobUpload(e.ctx, blobB, 100); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := bi.BeginBlobUpload(e.ctx, blobB, 200); err != nil { // a second upload of the same id
+		e.t.Fatal(err)
+	}
+	abandon(blobB, 100)
+	if m := get(blobB); m == nil || m.State != storage.BlobUploading {
+		e.t.Errorf("abandoning the first upload removed the second's metadata: %+v", m)
+	}
+	if err := bi.CompleteBlobUpload(e.ctx, blobB, 5, "", 200); err != nil {
+		e.t.Fatalf("the second upload completes: %v", err)
+	}
+
+	e.upload(blobC, 7, 300)
+	abandon(blobC, 300)
+	if m := get(blobC); m == nil || m.State != storage.BlobPresent {
+		e.t.Errorf("abandon removed a present blob: %+v", m)
+	}
+	abandon("sha256:dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd", 1) // unknown: nothing to do
 }
 
 func (e *env) blobIndex() storage.BlobIndex {

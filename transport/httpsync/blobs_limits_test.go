@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/blobstore"
 )
 
@@ -87,4 +88,45 @@ func TestLongBlobUploadGetsItsAnswer(t *testing.T) {
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("slow upload: HTTP %d", res.StatusCode)
 	}
+}
+
+// TestRefusedUploadsLeaveNoMetadata: an upload refused after it began (hash
+// mismatch, over the cap) leaves no blob metadata behind, so a stream of
+// them cannot grow the blob table faster than the orphan sweep empties it;
+// a refused re-upload of a stored blob keeps the blob.
+func TestRefusedUploadsLeaveNoMetadata(t *testing.T) {
+	forEachBlobBackend(t, false, func(t *testing.T, s *blobServer) {
+		bi, ok := s.store.(storage.BlobIndex)
+		if !ok {
+			t.Fatalf("%T keeps no blob metadata", s.store)
+		}
+		meta := func(id string) *storage.BlobInfo {
+			m, err := bi.GetBlob(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+		data := []byte("the real bytes")
+		id := blobstore.IDOf(data)
+		big := bytes.Repeat([]byte("x"), 1<<20+1)
+		bigID := blobstore.IDOf(big)
+		st, b, _ := s.do(http.MethodPut, "/blobs/"+id, "alice", bytes.NewReader([]byte("other bytes")), nil)
+		wantBlobCode(t, "hash mismatch", st, b, http.StatusBadRequest, syncerr.BlobHashMismatch)
+		st, b, _ = s.do(http.MethodPut, "/blobs/"+bigID, "alice", io.MultiReader(bytes.NewReader(big)), nil)
+		wantBlobCode(t, "over the cap (chunked)", st, b, http.StatusRequestEntityTooLarge, syncerr.BlobTooLarge)
+		for _, x := range []string{id, bigID} {
+			if m := meta(x); m != nil {
+				t.Errorf("a refused upload of %s left metadata: %+v", x, m)
+			}
+		}
+		if st, b, _ := s.do(http.MethodPut, "/blobs/"+id, "alice", bytes.NewReader(data), nil); st != http.StatusOK {
+			t.Fatalf("upload: HTTP %d %s", st, b)
+		}
+		st, b, _ = s.do(http.MethodPut, "/blobs/"+id, "alice", bytes.NewReader([]byte("nope")), nil)
+		wantBlobCode(t, "hash mismatch on a stored blob", st, b, http.StatusBadRequest, syncerr.BlobHashMismatch)
+		if m := meta(id); m == nil || m.State != storage.BlobPresent {
+			t.Errorf("a refused re-upload changed the stored blob's metadata: %+v", m)
+		}
+	})
 }

@@ -82,6 +82,15 @@ func (s *Store) ForgetBlobs(ctx context.Context, ids []string) error {
 	return bi.ForgetBlobs(ctx, ids)
 }
 
+// AbandonBlobUpload implements storage.BlobIndex.
+func (s *Store) AbandonBlobUpload(ctx context.Context, id string, beganMs int64) error {
+	bi, err := s.blobs()
+	if err != nil {
+		return err
+	}
+	return bi.AbandonBlobUpload(ctx, id, beganMs)
+}
+
 func (t *pushTx) blobTx() (storage.BlobTx, error) {
 	bt, ok := t.PushTx.(storage.BlobTx)
 	if !ok {
