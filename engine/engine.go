@@ -214,8 +214,10 @@ type Config struct {
 
 // CommitFeed reports commits made to a shared store by any process.
 // Subscribe blocks, calling fn for every notification, until ctx ends or
-// the feed fails; after a reconnect it reports every partition so nothing
-// is missed.
+// the feed fails. Once it listens, and after every reconnect, it reports
+// every partition's max seq, so a commit made before a (re)subscription —
+// at start-up, or while the engine waited to subscribe again after a
+// failure — is not missed.
 type CommitFeed interface {
 	Subscribe(ctx context.Context, fn func(partition string, maxSeq int64)) error
 }

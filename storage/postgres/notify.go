@@ -41,6 +41,12 @@ type Notifier struct {
 // commit whose transaction commits after Listen returns is reported. It
 // fails if the first connection cannot be made.
 func (s *Store) Listen(ctx context.Context, fn func(partition string, maxSeq int64)) (*Notifier, error) {
+	return s.listen(ctx, fn, false)
+}
+
+// listen is Listen; with resync the notifier first reports every
+// partition's max_commit_seq once LISTEN is active (as after a reconnect).
+func (s *Store) listen(ctx context.Context, fn func(partition string, maxSeq int64), resync bool) (*Notifier, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -62,15 +68,18 @@ func (s *Store) Listen(ctx context.Context, fn func(partition string, maxSeq int
 	}
 	s.notifiers[n] = struct{}{}
 	s.mu.Unlock()
-	go n.run(runCtx, conn)
+	go n.run(runCtx, conn, resync)
 	return n, nil
 }
 
 // Subscribe runs a Notifier calling fn until ctx is cancelled, then returns
 // ctx's error. It returns earlier only if the first connection fails or the
-// Store is closed (then nil).
+// Store is closed (then nil). Once LISTEN is active it reports every
+// partition's max_commit_seq, as after a reconnect, so a subscriber that
+// calls Subscribe again after a failure (or starts late) misses no commit
+// made while it was not listening.
 func (s *Store) Subscribe(ctx context.Context, fn func(partition string, maxSeq int64)) error {
-	n, err := s.Listen(ctx, fn)
+	n, err := s.listen(ctx, fn, true)
 	if err != nil {
 		return err
 	}
@@ -119,13 +128,26 @@ func closeConn(c *pgx.Conn) {
 	_ = c.Close(ctx)
 }
 
-func (n *Notifier) run(ctx context.Context, conn *pgx.Conn) {
+func (n *Notifier) run(ctx context.Context, conn *pgx.Conn, resync bool) {
 	defer func() {
 		n.s.mu.Lock()
 		delete(n.s.notifiers, n)
 		n.s.mu.Unlock()
 		close(n.done)
 	}()
+	if resync {
+		if err := n.resync(ctx); err != nil {
+			n.setConn(nil)
+			closeConn(conn)
+			if ctx.Err() != nil {
+				return
+			}
+			n.s.log.Warn("postgres notifier: first resync failed; reconnecting", zap.Error(err))
+			if conn = n.reconnect(ctx); conn == nil {
+				return
+			}
+		}
+	}
 	for {
 		note, err := conn.WaitForNotification(ctx)
 		if err == nil {

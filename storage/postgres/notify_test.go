@@ -115,3 +115,24 @@ func TestNotifierStoppedByContextAndStoreClose(t *testing.T) {
 		t.Fatal("Listen on a closed store succeeded")
 	}
 }
+
+// TestSubscribeReportsCommitsMadeBeforeIt: a subscriber that starts late
+// (or subscribes again after its feed failed) is told every partition's
+// max_commit_seq once LISTEN is active, so a commit another process made
+// while it was not listening is not missed.
+func TestSubscribeReportsCommitsMadeBeforeIt(t *testing.T) {
+	a, b, _ := twoStores(t, 4)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	if _, err := pushOne(ctx, a, "early", "k1"); err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan report, 1024)
+	done := make(chan error, 1)
+	go func() { done <- b.Subscribe(ctx, func(p string, seq int64) { ch <- report{p, seq} }) }()
+	waitFor(t, ch, "early", 1)
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Fatalf("Subscribe returned %v after its context ended", err)
+	}
+}
