@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -217,6 +218,12 @@ func (c *serveConfig) validate(given map[string]bool) error {
 	}
 	if c.maxWebsockets < 1 {
 		return errors.New("--max-websockets must be positive")
+	}
+	if c.pgMaxConns < postgres.MinMaxConns || c.pgMaxConns > math.MaxInt32 {
+		return fmt.Errorf("--pg-max-conns must be between %d and %d (a maintenance pass holds one connection while it works on another), got %d", postgres.MinMaxConns, math.MaxInt32, c.pgMaxConns)
+	}
+	if c.idleTimeout <= 0 {
+		return errors.New("--idle-timeout must be positive (idle partition actors are passivated after it)")
 	}
 	for name, v := range map[string]time.Duration{"segment-ttl": c.segmentTTL, "signed-url-ttl": c.signedURLTTL, "lease-ttl": c.leaseTTL,
 		"drain-delay": c.drainDelay, "shutdown-timeout": c.shutdownTimeout} {

@@ -2,10 +2,12 @@ package postgres_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/synclane/synclane/storage/postgres"
+	"github.com/synclane/synclane/storage/postgres/pgtest"
 )
 
 type report struct {
@@ -134,5 +136,19 @@ func TestSubscribeReportsCommitsMadeBeforeIt(t *testing.T) {
 	cancel()
 	if err := <-done; err != context.Canceled {
 		t.Fatalf("Subscribe returned %v after its context ended", err)
+	}
+}
+
+// TestOpenRefusesAPoolOfOne: a pool of one connection would wedge the
+// first maintenance pass (it holds one connection for its lock and waits
+// for another), so Open refuses it.
+func TestOpenRefusesAPoolOfOne(t *testing.T) {
+	st, err := postgres.Open(t.Context(), pgtest.URL(t), postgres.Options{MaxConns: 1})
+	if err == nil {
+		st.Close()
+		t.Fatal("Open accepted MaxConns 1")
+	}
+	if !strings.Contains(err.Error(), "at least 2") {
+		t.Errorf("Open(MaxConns 1): %v; want the minimum named", err)
 	}
 }

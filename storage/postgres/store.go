@@ -42,8 +42,8 @@ type Options struct {
 	// Logger receives operational messages (notifier reconnects). Nil means
 	// zap.NewNop().
 	Logger *zap.Logger
-	// MaxConns bounds the pool Open creates (default 16). Ignored by
-	// OpenPool.
+	// MaxConns bounds the pool Open creates (default 16 when <= 0; at
+	// least MinMaxConns, or Open fails). Ignored by OpenPool.
 	MaxConns int32
 	// StatementTimeout is set as statement_timeout on every connection Open
 	// creates (default 30s; negative disables). Ignored by OpenPool, whose
@@ -87,17 +87,25 @@ type Store struct {
 
 var _ storage.Store = (*Store)(nil)
 
+// MinMaxConns is the smallest pool Open accepts: a maintenance pass holds
+// one connection for its lock while it reads and prunes on another.
+const MinMaxConns = 2
+
 // Open connects a new pool to connString (a pgx URL or DSN) and returns a
 // Store using it. The Store owns the pool and closes it on Close. Open
-// verifies connectivity with a ping; it does not run EnsureSchema.
+// verifies connectivity with a ping; it does not run EnsureSchema. A
+// pool smaller than MinMaxConns is refused.
 func Open(ctx context.Context, connString string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse connection string: %w", err)
 	}
 	cfg.MaxConns = opts.MaxConns
-	if cfg.MaxConns <= 0 {
+	switch {
+	case cfg.MaxConns <= 0:
 		cfg.MaxConns = 16
+	case cfg.MaxConns < MinMaxConns:
+		return nil, fmt.Errorf("postgres: a pool of %d connection is too small: MaxConns must be at least %d (a maintenance pass holds one for its lock while it reads and prunes on another)", cfg.MaxConns, MinMaxConns)
 	}
 	timeout := opts.StatementTimeout
 	if timeout == 0 {
