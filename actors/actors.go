@@ -178,7 +178,7 @@ type partitionActor[J Job] struct {
 	stats     *counters
 	// stopped runs once the actor has terminated (its registry name is
 	// free again).
-	stopped func()
+	stopped func(self *actor.PID)
 }
 
 func (a *partitionActor[J]) Receive(ctx actor.Context) {
@@ -219,7 +219,7 @@ func (a *partitionActor[J]) Receive(ctx actor.Context) {
 		}
 	case *actor.Stopped:
 		if a.stopped != nil {
-			a.stopped()
+			a.stopped(ctx.Self())
 		}
 	case tick:
 		if t, ok := a.worker.(Ticker); ok {

@@ -69,12 +69,21 @@ func New[J Job](factory Factory[J], opts Options) *Runtime[J] {
 	}
 	o, stats, names := &r.opts, r.stats, &r.names
 	d := newWarmDispatcher(r.quit, workerIdle, maxIdleWorkers) // dispatch.go
+	// A partition actor that panics is restarted however often it fails:
+	// protoactor's default for root actors stops one after 10 failures in
+	// 10 s, which would leave its partition routed to a dead PID (and, once
+	// its recycled name went to another partition, to that partition's
+	// actor). One strategy value: protoactor keeps one guardian per value.
+	guardian := actor.NewRestartingStrategy()
 	r.props = func(partition string, slot uint32) *actor.Props {
 		return actor.PropsFromProducer(func() actor.Actor {
 			return &partitionActor[J]{partition: partition, worker: factory(partition), opts: o, stats: stats,
-				stopped: func() { names.put(slot) }}
+				stopped: func(self *actor.PID) {
+					r.forget(partition, self) // before the name can go to another actor
+					names.put(slot)
+				}}
 		}, actor.WithMailbox(actor.UnboundedLockfree()), // no preallocated ring per idle actor
-			actor.WithDispatcher(d))
+			actor.WithDispatcher(d), actor.WithGuardian(guardian))
 	}
 	if o.IdleTimeout > 0 || o.TickInterval > 0 {
 		r.swept.Add(1)
@@ -116,6 +125,20 @@ func (r *Runtime[J]) Submit(partition string, job J) {
 		c.lastSeen = time.Now()
 	}
 	r.system.Root.Send(c.pid, job)
+	s.mu.Unlock()
+}
+
+// forget removes partition's route if it still leads to self, a stopped
+// actor: a later Submit then starts a new actor instead of sending to a PID
+// whose registry name may be recycled. (Passivation and Stop remove the
+// route themselves before stopping the actor.)
+func (r *Runtime[J]) forget(partition string, self *actor.PID) {
+	s := r.shard(partition)
+	s.mu.Lock()
+	if c, ok := s.children[partition]; ok && c.pid.Equal(self) {
+		delete(s.children, partition)
+		r.opts.Logger.Warn("partition actor stopped on its own; its route is removed", zap.String("partition", partition))
+	}
 	s.mu.Unlock()
 }
 

@@ -125,13 +125,15 @@ type Config struct {
 	// OnCommit, when set, is called after commits become durable: for this
 	// process's pushes (after their transaction commits) and for commits
 	// reported by Feed. maxSeq is the partition's highest commit seq. It
-	// must not block; realtime fan-out hooks in here.
+	// must not block; realtime fan-out hooks in here. A panic in it is
+	// logged and swallowed (the commits have happened).
 	OnCommit func(partition string, maxSeq int64)
 	// OnRegistration, when set, is called from the partition's actor after
 	// each served round of a client is recorded: its wire version and, for
 	// rounds carrying a pull, its new registered subscriptions (see
 	// partition.Registration). It must not block; realtime sockets follow
-	// their client's registrations through it.
+	// their client's registrations through it. A panic in it is logged
+	// and swallowed.
 	OnRegistration func(partition string, r partition.Registration)
 	// Segments stores the rows segments bootstraps hand out by reference
 	// (default: an in-memory store). Use segstore.OpenSQLiteFile for the
@@ -383,6 +385,12 @@ func (e *Engine) runFeed(ctx context.Context) {
 func (e *Engine) observeRemoteCommit(partition string, maxSeq int64) {
 	e.metrics.remoteCommits.Add(1)
 	if e.cfg.OnCommit != nil {
+		defer func() { // a host bug must not take down the feed's goroutine (and the process)
+			if r := recover(); r != nil {
+				e.cfg.Logger.Error("host callback panicked", zap.String("callback", "OnCommit"), zap.String("partition", partition),
+					zap.Any("panic", r), zap.Stack("stack"))
+			}
+		}()
 		e.cfg.OnCommit(partition, maxSeq)
 	}
 }

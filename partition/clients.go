@@ -213,7 +213,7 @@ func (p *Partition) recordClient(j *SyncJob, rep *Reply) {
 	}
 	p.markDirty(ce)
 	if p.cfg.OnRegistration != nil {
-		p.cfg.OnRegistration(p.name, reg)
+		p.callHost("OnRegistration", func() { p.cfg.OnRegistration(p.name, reg) })
 	}
 }
 

@@ -230,8 +230,21 @@ func (p *Partition) adoptEpoch(epoch string) {
 // commitDurable is called once commits up to maxSeq are durable.
 func (p *Partition) commitDurable(maxSeq int64) {
 	if p.cfg.OnCommit != nil {
-		p.cfg.OnCommit(p.name, maxSeq)
+		p.callHost("OnCommit", func() { p.cfg.OnCommit(p.name, maxSeq) })
 	}
+}
+
+// callHost runs a host notification callback (OnCommit, OnRegistration).
+// A panic in it is logged and swallowed: the commit or registration it
+// reports has happened, and a host bug must not fail the request or take
+// the partition actor down.
+func (p *Partition) callHost(name string, fn func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.log().Error("host callback panicked", zap.String("callback", name), zap.Any("panic", r), zap.Stack("stack"))
+		}
+	}()
+	fn()
 }
 
 // storageErr maps a storage failure to a protocol error: a writer-fence
