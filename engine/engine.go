@@ -54,6 +54,20 @@ type ScopeResolver interface {
 	ResolveScopes(ctx context.Context, id Identity) (map[string][]string, error)
 }
 
+// resolveScopes calls the configured resolver; a panic in it is logged and
+// answered as a failed resolution (which every caller treats as no scopes:
+// fail closed), so a host bug cannot take down the goroutine that asked.
+func (e *Engine) resolveScopes(ctx context.Context, id Identity) (grants map[string][]string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			e.cfg.Logger.Error("scope resolver panicked", zap.String("actor", id.ActorID), zap.String("partition", id.Partition),
+				zap.Any("panic", r), zap.Stack("stack"))
+			grants, err = nil, fmt.Errorf("engine: scope resolver panicked: %v", r)
+		}
+	}()
+	return e.cfg.Resolver.ResolveScopes(ctx, id)
+}
+
 // ScopeResolverFunc adapts a function to ScopeResolver.
 type ScopeResolverFunc func(ctx context.Context, id Identity) (map[string][]string, error)
 
@@ -470,7 +484,7 @@ func (e *Engine) sync(ctx context.Context, id Identity, msg *ssp2.Message) (*Rep
 	// With leases on every round resolves (each successful one slides the
 	// lease); otherwise only rounds that push or pull need scopes.
 	if len(req.Commits) > 0 || len(req.Subscriptions) > 0 || e.leases != nil {
-		grants, rerr := e.cfg.Resolver.ResolveScopes(ctx, id)
+		grants, rerr := e.resolveScopes(ctx, id)
 		switch {
 		case errors.Is(rerr, ErrResolverOutage):
 			outage = true

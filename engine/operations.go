@@ -246,7 +246,7 @@ func (e *Engine) runCommand(ctx context.Context, id Identity, caller operations.
 	if req.RequestID == "" {
 		return OperationResult{}, syncerr.New(syncerr.OperationInvalidRequest, "a command needs a non-empty requestId")
 	}
-	ok, err := c.Authorize(ctx, caller, req.Params)
+	ok, err := operations.Guard("Authorize of command "+c.ID, func() (bool, error) { return c.Authorize(ctx, caller, req.Params) })
 	if err != nil {
 		return OperationResult{}, syncerr.Wrap(syncerr.OperationForbidden, err, "authorization of command %q failed", c.ID)
 	}

@@ -37,7 +37,7 @@ func (e *Engine) ClientState(ctx context.Context, id Identity, clientID string) 
 // ok is false when it failed (every subscription is then revoked) or
 // returned a variable no table declares.
 func (e *Engine) Resolve(ctx context.Context, id Identity) (allowed partition.Allowed, ok bool) {
-	grants, err := e.cfg.Resolver.ResolveScopes(ctx, id)
+	grants, err := e.resolveScopes(ctx, id)
 	if err != nil {
 		e.cfg.Logger.Warn("scope resolver failed", zap.String("actor", id.ActorID),
 			zap.String("partition", id.Partition), zap.Error(err))

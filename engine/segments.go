@@ -92,7 +92,7 @@ func (e *Engine) Segment(ctx context.Context, id Identity, segmentID string, req
 		return nil, err
 	}
 	seg := &Segment{Data: data, File: f}
-	grants, rerr := e.cfg.Resolver.ResolveScopes(ctx, id)
+	grants, rerr := e.resolveScopes(ctx, id)
 	if rerr != nil {
 		_ = seg.Close()
 		e.cfg.Logger.Warn("scope resolver failed", zap.String("actor", id.ActorID),

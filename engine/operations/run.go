@@ -47,7 +47,7 @@ func (cq *CompiledQuery) Prepare(ctx context.Context, caller Caller, params any,
 			}
 		}
 	} else {
-		ok, err := cq.Authorize(ctx, caller, params)
+		ok, err := Guard("Authorize of query "+cq.ID, func() (bool, error) { return cq.Authorize(ctx, caller, params) })
 		if err != nil {
 			return q, syncerr.Wrap(syncerr.OperationForbidden, err, "authorization of query %q failed", cq.ID)
 		}
@@ -56,7 +56,7 @@ func (cq *CompiledQuery) Prepare(ctx context.Context, caller Caller, params any,
 		}
 	}
 	if cq.binds > 0 {
-		args, err := cq.Bind(params)
+		args, err := Guard("Bind of query "+cq.ID, func() ([]any, error) { return cq.Bind(params) })
 		if err != nil {
 			return q, syncerr.Wrap(syncerr.OperationInvalidRequest, err, "params of query %q: %v", cq.ID, err)
 		}
@@ -286,4 +286,17 @@ func RowValues(t *schema.Table, row ssp2.Row) map[string]any {
 		}
 	}
 	return out
+}
+
+// Guard runs a host callback (an Authorize, a Bind), turning a panic in it
+// into an error naming what panicked, so the operation is refused (an
+// Authorize panic denies it) and the goroutine that called survives.
+func Guard[T any](what string, fn func() (T, error)) (v T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			var zero T
+			v, err = zero, fmt.Errorf("operations: %s panicked: %v", what, r)
+		}
+	}()
+	return fn()
 }
