@@ -89,25 +89,27 @@ WHERE synclane_segments.data IS NULL OR synclane_segments.expires_at_ms <= exclu
 	return nil
 }
 
-// Get implements Store.
+// Get implements Store. The entries are read without their bytes and the
+// bytes of one live entry once: a page whose rows did not change is stored
+// again under every pin's build key with the same id, and reading each
+// copy would cost a download N times its size.
 func (s *Postgres) Get(ctx context.Context, partition, id string, nowMs int64) ([]Meta, []byte, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+metaCols+`, CASE WHEN expires_at_ms > $1 THEN data END FROM synclane_segments WHERE id = $2 AND ($3 = '' OR partition = $3)`, nowMs, id, partition)
+	rows, err := s.pool.Query(ctx, `SELECT `+metaCols+`, expires_at_ms > $1 AND data IS NOT NULL FROM synclane_segments WHERE id = $2 AND ($3 = '' OR partition = $3)`, nowMs, id, partition)
 	if err != nil {
 		return nil, nil, fmt.Errorf("segstore: get: %w", err)
 	}
 	defer rows.Close()
 	var metas []Meta
-	var data []byte
 	known := false
 	for rows.Next() {
-		var d []byte
-		m, err := pgMeta(rows, &d)
+		var live bool
+		m, err := pgMeta(rows, &live)
 		if err != nil {
 			return nil, nil, fmt.Errorf("segstore: get: %w", err)
 		}
 		known = true
-		if d != nil {
-			metas, data = append(metas, m), d
+		if live {
+			metas = append(metas, m)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -118,6 +120,15 @@ func (s *Postgres) Get(ctx context.Context, partition, id string, nowMs int64) (
 			return nil, nil, ErrExpired
 		}
 		return nil, nil, ErrNotFound
+	}
+	var data []byte
+	err = s.pool.QueryRow(ctx, `SELECT data FROM synclane_segments WHERE id = $2 AND ($3 = '' OR partition = $3) AND expires_at_ms > $1 AND data IS NOT NULL LIMIT 1`,
+		nowMs, id, partition).Scan(&data)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows): // swept between the two reads
+		return nil, nil, ErrExpired
+	case err != nil:
+		return nil, nil, fmt.Errorf("segstore: get: %w", err)
 	}
 	return metas, data, nil
 }
