@@ -137,13 +137,7 @@ func (n *Notifier) run(ctx context.Context, conn *pgx.Conn, resync bool) {
 	}()
 	if resync {
 		if err := n.resync(ctx); err != nil {
-			n.setConn(nil)
-			closeConn(conn)
-			if ctx.Err() != nil {
-				return
-			}
-			n.s.log.Warn("postgres notifier: first resync failed; reconnecting", zap.Error(err))
-			if conn = n.reconnect(ctx); conn == nil {
+			if conn = n.replace(ctx, conn, "first resync failed", err); conn == nil {
 				return
 			}
 		}
@@ -158,16 +152,22 @@ func (n *Notifier) run(ctx context.Context, conn *pgx.Conn, resync bool) {
 			}
 			continue
 		}
-		n.setConn(nil)
-		closeConn(conn)
-		if ctx.Err() != nil {
-			return
-		}
-		n.s.log.Warn("postgres notifier: connection lost; reconnecting", zap.Error(err))
-		if conn = n.reconnect(ctx); conn == nil {
+		if conn = n.replace(ctx, conn, "connection lost", err); conn == nil {
 			return
 		}
 	}
+}
+
+// replace closes conn after what went wrong and reconnects (reporting
+// every partition once LISTEN is active again); nil when ctx is done.
+func (n *Notifier) replace(ctx context.Context, conn *pgx.Conn, what string, err error) *pgx.Conn {
+	n.setConn(nil)
+	closeConn(conn)
+	if ctx.Err() != nil {
+		return nil
+	}
+	n.s.log.Warn("postgres notifier: "+what+"; reconnecting", zap.Error(err))
+	return n.reconnect(ctx)
 }
 
 // reconnect re-establishes LISTEN with backoff and then reports every
