@@ -206,7 +206,8 @@ func (n *Notifier) reconnect(ctx context.Context) *pgx.Conn {
 	}
 }
 
-// resync reports the current max_commit_seq of every partition.
+// resync reports the current max_commit_seq of every partition that has
+// commits.
 func (n *Notifier) resync(ctx context.Context) error {
 	rows, err := n.s.pool.Query(ctx, n.s.q.listPartitions)
 	if err != nil {
@@ -225,7 +226,9 @@ func (n *Notifier) resync(ctx context.Context) error {
 		return fmt.Errorf("resync: %w", err)
 	}
 	for _, e := range all {
-		n.fn(e.p, e.seq)
+		if e.seq > 0 { // a partition without commits has nothing to report
+			n.fn(e.p, e.seq)
+		}
 	}
 	return nil
 }
