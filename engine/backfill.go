@@ -58,7 +58,11 @@ var ErrBackfillSuperseded = partition.ErrBackfillSuperseded
 // catches up from the stored watermark with the changes since (only those)
 // and tries again. After a crash, running it again resumes: a completed
 // pass is never repeated, since the stored watermark says what the
-// projection already reflects.
+// projection already reflects — unless the source's history above the
+// watermark was pruned meanwhile, or the crash cut a full pass short; then
+// the target is cleared (logged deletes; it is not served before
+// activation) and a full pass runs again, so the projection never keeps a
+// row whose source changed or vanished in between.
 func (e *Engine) Backfill(ctx context.Context, spec BackfillSpec) (BackfillReport, error) {
 	var rep BackfillReport
 	src, dst := e.cfg.Schema.Table(spec.Source), e.cfg.Schema.Table(spec.Target)
@@ -89,7 +93,21 @@ func (e *Engine) Backfill(ctx context.Context, spec BackfillSpec) (BackfillRepor
 			return rep, err
 		}
 		pin := info.MaxCommitSeq
-		if rep.Watermark == 0 {
+		// A full pass when nothing is projected yet, or when the source's
+		// changes since the watermark were pruned (replaying them would
+		// silently skip the pruned ones). Over a target an earlier pass
+		// wrote to, the target is cleared first: a full pass projects the
+		// source rows that exist now and would leave the projection of
+		// one deleted meanwhile.
+		full := rep.Watermark == 0 || info.HorizonSeq > rep.Watermark
+		if full && (rep.Watermark > 0 || rep.ObservedRows > 0) {
+			log.Info("backfill restarts with a full pass over a cleared target", zap.Int64("watermark", rep.Watermark),
+				zap.Int64("horizon", info.HorizonSeq), zap.Int64("observed_rows", rep.ObservedRows))
+			if err := e.clearTarget(ctx, spec, src, dst, &rep); err != nil {
+				return rep, err
+			}
+		}
+		if full {
 			err = e.backfillFull(ctx, spec, src, dst, &rep, pin)
 		} else {
 			err = e.backfillSince(ctx, spec, src, dst, &rep, pin)
@@ -134,7 +152,7 @@ func (e *Engine) backfillFull(ctx context.Context, spec BackfillSpec, src, dst *
 			wm = pin
 		}
 		ccid := fmt.Sprintf("%d:full:%d:%d", rep.OwnerEpoch, pin, batch)
-		if err := e.backfillCommit(ctx, spec, src, dst, rep.OwnerEpoch, ccid, writes, wm, rep.ObservedRows+int64(len(rows))); err != nil {
+		if err := e.backfillCommit(ctx, spec, src, dst, nil, rep.OwnerEpoch, ccid, writes, wm, rep.ObservedRows+int64(len(rows))); err != nil {
 			return err
 		}
 		rep.Watermark, rep.ObservedRows = wm, rep.ObservedRows+int64(len(rows))
@@ -145,6 +163,34 @@ func (e *Engine) backfillFull(ctx context.Context, spec BackfillSpec, src, dst *
 		if last {
 			return nil
 		}
+	}
+}
+
+// clearTarget deletes every row of the projection table, in batches
+// through the partition's push path (so the deletes are logged), keeping
+// the checkpoint's watermark. The target is not served before its
+// checkpoint activates, so no client sees it emptied.
+func (e *Engine) clearTarget(ctx context.Context, spec BackfillSpec, src, dst *schema.Table, rep *BackfillReport) error {
+	drop := func(_ *storage.RowRecord, id string) (string, ssp2.Row, bool) { return id, nil, true }
+	var after *string
+	for batch := 0; ; batch++ {
+		rows, err := e.cfg.Store.ScanRows(ctx, spec.Partition, storage.RowQuery{Table: dst, Scopes: map[string][]string{}, AfterRowID: after, Limit: spec.BatchSize})
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		writes := make([]partition.BackfillWrite, len(rows))
+		for i := range rows {
+			writes[i] = partition.BackfillWrite{SrcID: rows[i].RowID} // the target row's id, for drop
+		}
+		ccid := fmt.Sprintf("%d:clear:%d", rep.OwnerEpoch, batch)
+		if err := e.backfillCommit(ctx, spec, src, dst, drop, rep.OwnerEpoch, ccid, writes, rep.Watermark, rep.ObservedRows); err != nil {
+			return err
+		}
+		id := rows[len(rows)-1].RowID
+		after = &id
 	}
 }
 
@@ -172,7 +218,7 @@ func (e *Engine) backfillSince(ctx context.Context, spec BackfillSpec, src, dst 
 		writes[i] = partition.BackfillWrite{SrcID: id} // read and projected inside the transaction
 	}
 	ccid := fmt.Sprintf("%d:since:%d:%d", rep.OwnerEpoch, rep.Watermark, pin)
-	if err := e.backfillCommit(ctx, spec, src, dst, rep.OwnerEpoch, ccid, writes, pin, rep.ObservedRows+int64(len(order))); err != nil {
+	if err := e.backfillCommit(ctx, spec, src, dst, nil, rep.OwnerEpoch, ccid, writes, pin, rep.ObservedRows+int64(len(order))); err != nil {
 		return err
 	}
 	rep.Watermark, rep.ObservedRows = pin, rep.ObservedRows+int64(len(order))
@@ -196,10 +242,13 @@ func projection(spec *BackfillSpec, dst *schema.Table) partition.Projection {
 }
 
 // backfillCommit writes one batch through the partition's actor.
-func (e *Engine) backfillCommit(ctx context.Context, spec BackfillSpec, src, dst *schema.Table, epoch int64, ccid string, writes []partition.BackfillWrite, watermark, observed int64) error {
+func (e *Engine) backfillCommit(ctx context.Context, spec BackfillSpec, src, dst *schema.Table, proj partition.Projection, epoch int64, ccid string, writes []partition.BackfillWrite, watermark, observed int64) error {
+	if proj == nil {
+		proj = projection(&spec, dst)
+	}
 	j := partition.NewBackfillJob(ctx)
 	j.Checkpoint, j.OwnerEpoch, j.CommitID = spec.Name, epoch, ccid
-	j.Source, j.Target, j.Project, j.Writes = src, dst, projection(&spec, dst), writes
+	j.Source, j.Target, j.Project, j.Writes = src, dst, proj, writes
 	j.Watermark, j.Observed = watermark, observed
 	start := time.Now()
 	e.runtime.Submit(spec.Partition, j)
