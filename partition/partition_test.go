@@ -231,6 +231,8 @@ func TestPullModeAndToken(t *testing.T) {
 		"other table":   {BootstrapToken{AsOfCommitSeq: 8, Tables: []string{"x"}}.Encode(), 0, 10},
 		"pin < horizon": {good, 9, 10},
 		"pin > max":     {good, 0, 7},
+		"image lane":    {BootstrapToken{AsOfCommitSeq: 8, Tables: []string{"tasks"}, RowCursor: &rc, Lane: LaneSQLite}.Encode(), 0, 10},
+		"unknown lane":  {BootstrapToken{AsOfCommitSeq: 8, Tables: []string{"tasks"}, RowCursor: &rc, Lane: "carrier-pigeon"}.Encode(), 0, 10},
 	} {
 		if _, ok := ResumeToken(c.raw, "tasks", c.horizon, c.max); ok {
 			t.Errorf("%s: token resumed, want restart", name)

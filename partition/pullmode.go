@@ -45,9 +45,10 @@ type BootstrapToken struct {
 }
 
 // ResumeToken decides whether a received token can be resumed for a
-// subscription of table: it must parse, name exactly [table] at index 0 and
-// pin at or above the horizon and at or below max. Otherwise the bootstrap
-// restarts silently with a fresh pin (SPEC §4.7).
+// subscription of table: it must parse, name exactly [table] at index 0,
+// pin at or above the horizon and at or below max, and carry a rows lane
+// (none yet, inline or ref). Otherwise the bootstrap restarts silently
+// with a fresh pin (SPEC §4.7).
 func ResumeToken(raw json.RawMessage, table string, horizon, max int64) (BootstrapToken, bool) {
 	var tok BootstrapToken
 	if len(raw) == 0 || json.Unmarshal(raw, &tok) != nil {
@@ -57,7 +58,11 @@ func ResumeToken(raw json.RawMessage, table string, horizon, max int64) (Bootstr
 		tok.AsOfCommitSeq < horizon || tok.AsOfCommitSeq > max || tok.AsOfCommitSeq < 0 {
 		return BootstrapToken{}, false
 	}
-	return tok, true
+	switch tok.Lane { // a table resumes only in a rows lane (an image is one page)
+	case "", LaneInline, LaneRef:
+		return tok, true
+	}
+	return BootstrapToken{}, false
 }
 
 // Encode renders the token as compact JSON.
