@@ -87,35 +87,50 @@ func (e *Engine) Segment(ctx context.Context, id Identity, segmentID string, req
 	if verr := partition.ValidateIdentity(id.ActorID, id.Partition); verr != nil {
 		return nil, verr
 	}
-	metas, data, f, err := e.openSegment(ctx, id.Partition, segmentID)
-	if err != nil {
-		return nil, err
+	if verr := partition.ValidateScopeMap("X-Syncular-Scopes", requested, e.pcfg.Limits); verr != nil {
+		return nil, syncerr.New(syncerr.InvalidRequest, "%s", verr.Message)
 	}
-	seg := &Segment{Data: data, File: f}
 	grants, rerr := e.resolveScopes(ctx, id)
 	if rerr != nil {
-		_ = seg.Close()
 		e.cfg.Logger.Warn("scope resolver failed", zap.String("actor", id.ActorID),
 			zap.String("partition", id.Partition), zap.Error(rerr))
 		return nil, syncerr.New(syncerr.Forbidden, "the caller's scopes could not be resolved")
 	}
-	for _, m := range metas {
-		t := e.cfg.Schema.Table(m.Table)
-		if t == nil || partition.ValidateRequested(t, requested) != nil {
-			continue
+	// The digest of (requested ∩ allowed) depends only on the entry's
+	// table: computed once per table, however many entries (pins, page
+	// sizes, scopes) stored the same bytes.
+	digests := map[string]string{} // table → digest; "" when refused
+	digestOf := func(table string) string {
+		d, ok := digests[table]
+		if !ok {
+			if t := e.cfg.Schema.Table(table); t != nil && partition.ValidateRequested(t, requested) == nil {
+				if eff, revoked := partition.Effective(requested, partition.Allowed(grants), true); !revoked {
+					d = ssp2.ScopeDigest(eff)
+				}
+			}
+			digests[table] = d
 		}
-		eff, revoked := partition.Effective(requested, partition.Allowed(grants), true)
-		if revoked {
-			continue
+		return d
+	}
+	for attempt := 0; ; attempt++ {
+		metas, data, f, err := e.openSegment(ctx, id.Partition, segmentID)
+		if err != nil {
+			return nil, err
 		}
-		if ssp2.ScopeDigest(eff) == m.ScopeDigest {
-			e.segments.CountServed(int(m.ByteLength))
-			seg.Meta = m
-			return seg, nil
+		for _, m := range metas {
+			if d := digestOf(m.Table); d != "" && d == m.ScopeDigest {
+				e.segments.CountServed(int(m.ByteLength))
+				return &Segment{Meta: m, Data: data, File: f}, nil
+			}
+		}
+		_ = (&Segment{Data: data, File: f}).Close()
+		// The entries came from the hot set, which may predate the
+		// caller's entry (same bytes, other scope digest): read the
+		// store once more before refusing.
+		if attempt > 0 || !e.segments.Forget(id.Partition, segmentID) {
+			return nil, syncerr.New(syncerr.Forbidden, "the caller's effective scopes do not match segment %s", segmentID)
 		}
 	}
-	_ = seg.Close()
-	return nil, syncerr.New(syncerr.Forbidden, "the caller's effective scopes do not match segment %s", segmentID)
 }
 
 // SegmentStats returns the segment cache's counters.
@@ -138,18 +153,20 @@ func (e *Engine) SignedSegment(ctx context.Context, segmentID, token string) (*S
 	if err != nil {
 		return nil, syncerr.Wrap(syncerr.Forbidden, err, "the signed segment URL is invalid or expired")
 	}
-	metas, data, f, err := e.openSegment(ctx, "", segmentID)
-	if err != nil {
-		return nil, err
-	}
-	seg := &Segment{Data: data, File: f}
-	for _, m := range metas {
-		if m.ScopeDigest == cl.ScopeDigest && e.cfg.SignedURLs.Audience(m.Partition) == cl.Audience {
-			e.segments.CountServed(int(m.ByteLength))
-			seg.Meta = m
-			return seg, nil
+	for attempt := 0; ; attempt++ {
+		metas, data, f, err := e.openSegment(ctx, "", segmentID)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range metas {
+			if m.ScopeDigest == cl.ScopeDigest && e.cfg.SignedURLs.Audience(m.Partition) == cl.Audience {
+				e.segments.CountServed(int(m.ByteLength))
+				return &Segment{Meta: m, Data: data, File: f}, nil
+			}
+		}
+		_ = (&Segment{Data: data, File: f}).Close()
+		if attempt > 0 || !e.segments.Forget("", segmentID) { // a kept entry list may predate the URL's entry
+			return nil, syncerr.New(syncerr.Forbidden, "the signed segment URL does not match segment %s", segmentID)
 		}
 	}
-	_ = seg.Close()
-	return nil, syncerr.New(syncerr.Forbidden, "the signed segment URL does not match segment %s", segmentID)
 }

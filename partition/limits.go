@@ -115,19 +115,31 @@ func ValidateRequest(req *ssp2.Request, lim Limits) *syncerr.Error {
 		if e := checkIdent("subscription "+storage.QuoteID(sub.ID)+" table", sub.Table, false); e != nil {
 			return e
 		}
-		n := 0
-		for k, vals := range sub.Scopes {
-			if e := checkIdent("subscription "+storage.QuoteID(sub.ID)+" scope variable", k, false); e != nil {
+		if e := ValidateScopeMap("subscription "+storage.QuoteID(sub.ID), sub.Scopes, lim); e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// ValidateScopeMap checks a requested scope map named what (a
+// subscription's, a segment download's): at most lim.MaxScopeValues
+// values in all (sync.invalid_subscription beyond), and every variable and
+// value a valid identifier (sync.invalid_request).
+func ValidateScopeMap(what string, scopes map[string][]string, lim Limits) *syncerr.Error {
+	lim = lim.WithDefaults()
+	n := 0
+	for k, vals := range scopes {
+		if e := checkIdent(what+" scope variable", k, false); e != nil {
+			return e
+		}
+		n += len(vals)
+		if n > lim.MaxScopeValues {
+			return syncerr.New(syncerr.InvalidSubscription, "%s requests more than %d scope values", what, lim.MaxScopeValues)
+		}
+		for _, v := range vals {
+			if e := checkIdent(what+" scope value of "+storage.QuoteID(k), v, false); e != nil {
 				return e
-			}
-			n += len(vals)
-			if n > lim.MaxScopeValues {
-				return syncerr.New(syncerr.InvalidSubscription, "subscription %s requests more than %d scope values", storage.QuoteID(sub.ID), lim.MaxScopeValues)
-			}
-			for _, v := range vals {
-				if e := checkIdent("subscription "+storage.QuoteID(sub.ID)+" scope value of "+storage.QuoteID(k), v, false); e != nil {
-					return e
-				}
 			}
 		}
 	}

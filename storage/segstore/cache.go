@@ -186,6 +186,13 @@ func (c *Cache) Obtain(ctx context.Context, partition string, key KeyParts, buil
 	return m, false, nil
 }
 
+// Forget drops segment id of partition from the hot set and reports
+// whether it was kept there: its entry list is read from the store again
+// on the next Get or Open (an entry stored under another build key since
+// the segment was kept, by this process or another sharing the store, is
+// not in the kept list).
+func (c *Cache) Forget(partition, id string) bool { return c.hot.drop(hotKey(partition, id)) }
+
 // Get returns the unexpired entries and bytes of segment id in partition
 // (ErrNotFound, ErrExpired otherwise) and counts the download.
 // A segment downloaded again is served from the hot set (see KeepHot)

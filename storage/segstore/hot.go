@@ -161,6 +161,21 @@ func (h *hotSet) remove(el *list.Element) {
 	h.size -= len(it.data)
 }
 
+// drop forgets the kept segment of key, if any (its entry list may be
+// stale: another entry of the same id was stored since it was kept).
+func (h *hotSet) drop(key string) bool {
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	el, ok := h.items[key]
+	if ok {
+		h.remove(el)
+	}
+	return ok
+}
+
 // bytes reports the bytes kept.
 func (h *hotSet) bytes() int {
 	if h == nil {
