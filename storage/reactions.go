@@ -15,6 +15,9 @@ import (
 const (
 	// MaxReactionsPerCommit bounds the reactions one commit schedules.
 	MaxReactionsPerCommit = 100
+	// LeaseExpiredError is the last error of a reaction dead-lettered
+	// because its last attempt's lease ran out without an outcome.
+	LeaseExpiredError = "the lease of its last attempt ran out without an outcome (the worker died or outlived its lease)"
 	// MaxReactionAttempts bounds a reaction's MaxAttempts (1-100).
 	MaxReactionAttempts = 100
 	// MaxReactionNameBytes bounds a reaction's handler name.
@@ -120,7 +123,10 @@ type Reactions interface {
 	// NextAttemptAtMs <= nowMs, oldest due first: each gets Attempts+1 and
 	// NextAttemptAtMs = nowMs+leaseMs, so no other claim (in any process
 	// sharing the store) takes it before the lease ends. It returns them
-	// as claimed.
+	// as claimed. A due reaction that already used all its attempts (its
+	// last claim's lease ran out with no outcome: the worker died or
+	// outlived its lease) is dead-lettered in the same write with
+	// LeaseExpiredError, never claimed again.
 	ClaimReactions(ctx context.Context, nowMs, leaseMs int64, limit int) ([]Reaction, error)
 	// CompleteReactions deletes delivered reactions, each only if it is
 	// still under the claim numbered Attempt, in one write; it returns how

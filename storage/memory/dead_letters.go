@@ -31,7 +31,7 @@ func (s *Store) deadLetter(ctx context.Context, id int64, fn func(q *reactionQue
 // RedriveReaction implements storage.DeadLetters.
 func (s *Store) RedriveReaction(ctx context.Context, id, nowMs int64) (bool, error) {
 	return s.deadLetter(ctx, id, func(_ *reactionQueue, r *storage.Reaction) {
-		r.State, r.Attempts, r.NextAttemptAtMs, r.UpdatedAtMs = storage.ReactionPending, 0, nowMs, nowMs
+		r.State, r.MaxAttempts, r.NextAttemptAtMs, r.UpdatedAtMs = storage.ReactionPending, r.Attempts+r.MaxAttempts, nowMs, nowMs
 	})
 }
 

@@ -76,9 +76,14 @@ func (s *Store) ClaimReactions(ctx context.Context, nowMs, leaseMs int64, limit 
 	defer q.mu.Unlock()
 	var due []*storage.Reaction
 	for _, r := range q.items {
-		if r.State == storage.ReactionPending && r.NextAttemptAtMs <= nowMs {
-			due = append(due, r)
+		if r.State != storage.ReactionPending || r.NextAttemptAtMs > nowMs {
+			continue
 		}
+		if r.Attempts >= r.MaxAttempts { // its last claim's lease ran out with no outcome
+			r.State, r.LastError, r.UpdatedAtMs = storage.ReactionDead, storage.LeaseExpiredError, nowMs
+			continue
+		}
+		due = append(due, r)
 	}
 	sort.Slice(due, func(i, j int) bool {
 		if due[i].NextAttemptAtMs != due[j].NextAttemptAtMs {

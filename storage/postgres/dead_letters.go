@@ -13,7 +13,7 @@ func (s *Store) RedriveReaction(ctx context.Context, id, nowMs int64) (bool, err
 	if err := s.ready(); err != nil {
 		return false, err
 	}
-	ct, err := s.pool.Exec(ctx, `UPDATE `+s.reactionsTable()+` SET state = 0, attempts = 0, next_attempt_at_ms = $2, updated_at_ms = $2
+	ct, err := s.pool.Exec(ctx, `UPDATE `+s.reactionsTable()+` SET state = 0, max_attempts = attempts + max_attempts, next_attempt_at_ms = $2, updated_at_ms = $2
 WHERE id = $1 AND state = 1`, id, nowMs)
 	if err != nil {
 		return false, classify("RedriveReaction", err)

@@ -108,12 +108,16 @@ func (s *Store) ClaimReactions(ctx context.Context, nowMs, leaseMs int64, limit 
 		return nil, err
 	}
 	t := s.reactionsTable()
-	q := `UPDATE ` + t + ` SET attempts = attempts + 1, next_attempt_at_ms = $1 + $2, updated_at_ms = $1
-WHERE id IN (SELECT id FROM ` + t + ` WHERE state = 0 AND next_attempt_at_ms <= $1 ORDER BY next_attempt_at_ms, id LIMIT $3 FOR UPDATE SKIP LOCKED)
+	// The CTE dead-letters due reactions whose last claim's lease ran out
+	// with no outcome; the claim takes only ones with attempts left.
+	q := `WITH spent AS (UPDATE ` + t + ` SET state = 1, last_error = $4, updated_at_ms = $1
+WHERE id IN (SELECT id FROM ` + t + ` WHERE state = 0 AND next_attempt_at_ms <= $1 AND attempts >= max_attempts FOR UPDATE SKIP LOCKED))
+UPDATE ` + t + ` SET attempts = attempts + 1, next_attempt_at_ms = $1 + $2, updated_at_ms = $1
+WHERE id IN (SELECT id FROM ` + t + ` WHERE state = 0 AND next_attempt_at_ms <= $1 AND attempts < max_attempts ORDER BY next_attempt_at_ms, id LIMIT $3 FOR UPDATE SKIP LOCKED)
 RETURNING ` + reactionCols
 	var out []storage.Reaction
 	err := retry(ctx, "ClaimReactions", func() error {
-		rows, err := s.pool.Query(ctx, q, nowMs, leaseMs, limit)
+		rows, err := s.pool.Query(ctx, q, nowMs, leaseMs, limit, storage.LeaseExpiredError)
 		if err != nil {
 			return err
 		}

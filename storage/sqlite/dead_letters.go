@@ -25,7 +25,7 @@ func (s *Store) deadWrite(ctx context.Context, what, q string, args ...any) (boo
 
 // RedriveReaction implements storage.DeadLetters.
 func (s *Store) RedriveReaction(ctx context.Context, id, nowMs int64) (bool, error) {
-	return s.deadWrite(ctx, "redrive reaction", `UPDATE sync_reactions SET state = 0, attempts = 0, next_attempt_at_ms = ?, updated_at_ms = ?
+	return s.deadWrite(ctx, "redrive reaction", `UPDATE sync_reactions SET state = 0, max_attempts = attempts + max_attempts, next_attempt_at_ms = ?, updated_at_ms = ?
 		WHERE id = ? AND state = 1`, nowMs, nowMs, id)
 }
 

@@ -33,7 +33,10 @@ const (
 
 	reactionCols   = `id, partition_id, commit_seq, name, payload, max_attempts, attempts, state, next_attempt_at_ms, last_error, created_at_ms, updated_at_ms`
 	insertReaction = `INSERT INTO sync_reactions (partition_id, commit_seq, name, payload, max_attempts, next_attempt_at_ms, created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
-	claimReactions = `UPDATE sync_reactions SET attempts = attempts + 1, next_attempt_at_ms = ?1 + ?2, updated_at_ms = ?1 WHERE id IN (SELECT id FROM sync_reactions WHERE state = 0 AND next_attempt_at_ms <= ?1 ORDER BY next_attempt_at_ms, id LIMIT ?3) RETURNING ` + reactionCols
+	claimReactions = `UPDATE sync_reactions SET attempts = attempts + 1, next_attempt_at_ms = ?1 + ?2, updated_at_ms = ?1 WHERE id IN (SELECT id FROM sync_reactions WHERE state = 0 AND next_attempt_at_ms <= ?1 AND attempts < max_attempts ORDER BY next_attempt_at_ms, id LIMIT ?3) RETURNING ` + reactionCols
+	// spentReactions dead-letters due reactions whose last claim's lease
+	// ran out with no outcome (ClaimReactions).
+	spentReactions = `UPDATE sync_reactions SET state = 1, last_error = ?2, updated_at_ms = ?1 WHERE state = 0 AND next_attempt_at_ms <= ?1 AND attempts >= max_attempts`
 	// completeReactions binds the claims as one JSON array of [id, attempt].
 	completeReactions = `DELETE FROM sync_reactions WHERE state = 0 AND (id, attempts) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`
 	failReaction      = `UPDATE sync_reactions SET state = ?, next_attempt_at_ms = ?, last_error = ?, updated_at_ms = ? WHERE id = ? AND attempts = ? AND state = 0`
@@ -106,6 +109,13 @@ func (s *Store) writeReactions(ctx context.Context, what string, fn func(ctx con
 func (s *Store) ClaimReactions(ctx context.Context, nowMs, leaseMs int64, limit int) ([]storage.Reaction, error) {
 	var out []storage.Reaction
 	err := s.writeReactions(ctx, "claim reactions", func(ctx context.Context) error {
+		spent, err := s.writerStmt(ctx, spentReactions)
+		if err != nil {
+			return err
+		}
+		if _, err := spent.ExecContext(ctx, nowMs, storage.LeaseExpiredError); err != nil {
+			return err
+		}
 		st, err := s.writerStmt(ctx, claimReactions)
 		if err != nil {
 			return err

@@ -49,18 +49,54 @@ func testDeadLetters(e *env) {
 		e.t.Fatalf("after the actions: %s, want a,c", reactionNames(all))
 	}
 	r := all[0]
-	if r.State != storage.ReactionPending || r.Attempts != 0 || r.NextAttemptAtMs != 5000 || r.UpdatedAtMs != 5000 || r.LastError != "boom" {
-		e.t.Fatalf("redriven reaction %+v", r)
+	if r.State != storage.ReactionPending || r.Attempts != 1 || r.MaxAttempts != 1+3 || r.NextAttemptAtMs != 5000 || r.UpdatedAtMs != 5000 || r.LastError != "boom" {
+		e.t.Fatalf("redriven reaction %+v; want pending, attempts kept (1), MaxAttempts 3 more (4)", r)
 	}
-	// The redriven reaction is claimable again, with its attempts counted
-	// from 0 (claim order is not part of the contract).
+	// The redriven reaction is claimable again; its attempt number goes on
+	// from where it was (claim order is not part of the contract).
 	got := e.claimReactions(5000, 1000, 10)
 	if len(got) != 2 {
 		e.t.Fatalf("claim after the redrive: %s", reactionNames(got))
 	}
 	for _, r := range got {
-		if r.Name == "a" && r.Attempts != 1 {
-			e.t.Fatalf("redriven reaction claimed with attempts %d, want 1", r.Attempts)
+		if r.Name == "a" && r.Attempts != 2 {
+			e.t.Fatalf("redriven reaction claimed with attempts %d, want 2", r.Attempts)
 		}
+	}
+	// A late outcome of a claim from before the dead letter (attempt 1)
+	// does not match the new claim (attempt 2).
+	if ok, err := e.reactions().FailReaction(e.ctx, a, 1, "a stale outcome", 0, true, 5100); err != nil || ok {
+		e.t.Fatalf("a stale outcome after the redrive = %v, %v; want refused", ok, err)
+	}
+	if r := e.listReactions(storage.ReactionFilter{})[0]; r.State != storage.ReactionPending || r.LastError != "boom" {
+		e.t.Fatalf("the stale outcome changed the redriven reaction: %+v", r)
+	}
+}
+
+// testSpentLeases: a reaction whose last attempt's lease ran out without
+// an outcome (its worker died) is dead-lettered at the next claim, never
+// handed out beyond its MaxAttempts.
+func testSpentLeases(e *env) {
+	e.push("p", func(tx storage.PushTx) {
+		poison := reaction("poison", 1)
+		poison.MaxAttempts = 2
+		if err := e.putReactions(tx, poison); err != nil {
+			e.t.Fatal(err)
+		}
+	})
+	now := int64(1000)
+	for attempt := 1; attempt <= 2; attempt++ { // two claims, no outcome recorded
+		got := e.claimReactions(now, 1000, 10)
+		if len(got) != 1 || got[0].Attempts != attempt {
+			e.t.Fatalf("claim %d: %+v", attempt, got)
+		}
+		now += 1001
+	}
+	if got := e.claimReactions(now, 1000, 10); len(got) != 0 {
+		e.t.Fatalf("a reaction claimed beyond its MaxAttempts: %+v", got)
+	}
+	r := e.listReactions(storage.ReactionFilter{})[0]
+	if r.State != storage.ReactionDead || r.LastError != storage.LeaseExpiredError || r.Attempts != 2 {
+		e.t.Fatalf("after its last lease ran out: %+v; want dead-lettered with the lease error", r)
 	}
 }

@@ -62,6 +62,7 @@ func (e *env) claimReactions(nowMs, leaseMs int64, limit int) []storage.Reaction
 
 var reactionTests = []test{
 	{name: "DeadLetterActions", fn: testDeadLetters},
+	{name: "SpentLeasesDeadLetter", fn: testSpentLeases},
 	{name: "StoredWithTheCommitOnly", fn: func(e *env) {
 		// Rolled back with the transaction.
 		tx := e.begin("p")

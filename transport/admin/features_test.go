@@ -172,7 +172,8 @@ func TestReactionsEndpoint(t *testing.T) {
 			s.ok("POST", fmt.Sprintf("/api/reactions/%d/delete", deadIDs[1]), nil)
 			var dead adminsvc.ReactionsView
 			s.ok("GET", "/api/reactions?state=dead", &dead)
-			if len(dead.Items) != 2 || dead.Items[0].ID != deadIDs[0] || dead.Items[1].ID != deadIDs[2] || dead.Items[0].Attempts != 1 {
+			if len(dead.Items) != 2 || dead.Items[0].ID != deadIDs[0] || dead.Items[1].ID != deadIDs[2] ||
+				dead.Items[0].Attempts != 2 || dead.Items[0].MaxAttempts != 2 { // the redrive's one more attempt, counted on from the first
 				t.Fatalf("dead letters after redrive and delete: %+v", dead.Items)
 			}
 			s.wantError("POST", fmt.Sprintf("/api/reactions/%d/delete", deadIDs[1]), http.StatusNotFound, "admin.not_found")
