@@ -35,8 +35,10 @@ type fixture struct {
 
 	mu     sync.Mutex
 	grants map[string]map[string][]string
-	// gate, when set, blocks the scope resolver until it is closed.
-	gate chan struct{}
+	// gate, when set, blocks the scope resolver until it is closed;
+	// entered, when set, is sent to as a resolution starts waiting on it.
+	gate    chan struct{}
+	entered chan struct{}
 }
 
 type fixtureOpts struct {
@@ -93,10 +95,16 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 
 func (f *fixture) resolve(ctx context.Context, id engine.Identity) (map[string][]string, error) {
 	f.mu.Lock()
-	gate := f.gate
+	gate, entered := f.gate, f.entered
 	g, ok := f.grants[id.ActorID]
 	f.mu.Unlock()
 	if gate != nil {
+		if entered != nil {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+		}
 		select {
 		case <-gate:
 		case <-ctx.Done():

@@ -308,20 +308,37 @@ func (h *Hub) OnRegistration(partitionName string, r partition.Registration) {
 		if s.ident.ActorID != r.ActorID || s.state == stateClosed {
 			continue
 		}
+		if s.state == stateConnecting {
+			// Not upgraded yet (no connection to write to, no hello
+			// sent): connect applies the newest registration after the
+			// upgrade instead of the client record it read before it.
+			reg := r
+			if !r.Pulled && s.pendingReg != nil { // keep the last pull's subscriptions
+				reg = *s.pendingReg
+				reg.WireVersion = r.WireVersion
+			}
+			s.pendingReg = &reg
+			continue
+		}
 		s.wire = r.WireVersion
 		if !r.Pulled {
 			continue
-		}
-		subs := make([]sub, 0, len(r.Subscriptions))
-		for _, rs := range r.Subscriptions {
-			subs = append(subs, sub{id: rs.ID, table: rs.Table, eff: rs.Effective, cursor: rs.Cursor, active: rs.Active, ready: rs.Ready})
 		}
 		s.epoch, s.reset = r.LogEpoch, false
 		s.gen++
 		s.live = false
 		s.sent = s.sent[:0]
-		p.register(s, subs)
+		p.register(s, registeredSubs(r))
 	}
+}
+
+// registeredSubs are the subscriptions of a pull's registration.
+func registeredSubs(r partition.Registration) []sub {
+	subs := make([]sub, 0, len(r.Subscriptions))
+	for _, rs := range r.Subscriptions {
+		subs = append(subs, sub{id: rs.ID, table: rs.Table, eff: rs.Effective, cursor: rs.Cursor, active: rs.Active, ready: rs.Ready})
+	}
+	return subs
 }
 
 // part is the hub's state of one partition with sockets. Its mutex guards
@@ -503,6 +520,16 @@ func (h *Hub) connect(w http.ResponseWriter, r *http.Request, eng *engine.Engine
 	requiresSync := !st.Exists || st.Cursor < latest
 	s.highest, s.wokeAt = latest, latest
 	s.live = !requiresSync
+	if reg := s.pendingReg; reg != nil {
+		// A round of this client was served while the socket connected:
+		// its registration is newer than the client record read above.
+		s.wire = reg.WireVersion
+		if reg.Pulled {
+			s.epoch, subs = reg.LogEpoch, registeredSubs(*reg)
+			s.live = false // wake-ups until an ack: the pull's answer may still be on its way
+		}
+		s.pendingReg = nil
+	}
 	s.state = stateStarted
 	hello := &ssp2.Hello{ProtocolVersion: 1, SessionID: s.id, ActorID: s.ident.ActorID, ClientID: s.clientID,
 		Cursor: st.Cursor, LatestCursor: latest, RequiresSync: requiresSync, Timestamp: h.nowMs()}

@@ -80,6 +80,11 @@ type session struct {
 	beatTimer *time.Timer
 	beatMu    sync.Mutex
 
+	// pendingReg is the newest registration of this socket's client that
+	// arrived while the socket was connecting (guarded by part.mu; applied
+	// by connect after the upgrade).
+	pendingReg *partition.Registration
+
 	// round state, owned by the reader goroutine (roundBusy is shared with
 	// the round's goroutine)
 	roundBuf  []byte
