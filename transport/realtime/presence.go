@@ -62,17 +62,13 @@ func (p *part) presenceLeave(s *session, key string) {
 
 // presenceFanout tells every other socket registered on key (p.mu held).
 func (p *part) presenceFanout(from *session, key, kind string, doc json.RawMessage, now int64) {
-	b, err := ssp2.MarshalControl(&ssp2.PresenceFanout{ScopeKey: key, Kind: kind, ActorID: from.ident.ActorID,
-		ClientID: from.clientID, Doc: doc, Timestamp: now})
-	if err != nil {
-		return
-	}
 	for o := range p.keys[key] {
 		if o == from || o.state != stateStarted {
 			continue
 		}
 		p.h.stats.presence.Add(1)
-		o.enqueue(outMsg{typ: textMessage, data: b}, true)
+		o.enqueue(outMsg{typ: textMessage, presence: &ssp2.PresenceFanout{ScopeKey: key, Kind: kind, ActorID: from.ident.ActorID,
+			ClientID: from.clientID, Doc: doc, Timestamp: now}}, true)
 	}
 }
 
@@ -84,6 +80,7 @@ func (p *part) presenceBurst(s *session, key string) {
 			continue
 		}
 		p.h.stats.presence.Add(1)
-		s.control(&ssp2.PresenceFanout{ScopeKey: key, Kind: ssp2.PresenceJoin, ActorID: o.ident.ActorID, ClientID: o.clientID, Doc: e.doc, Timestamp: now})
+		s.enqueue(outMsg{typ: textMessage, presence: &ssp2.PresenceFanout{ScopeKey: key, Kind: ssp2.PresenceJoin, ActorID: o.ident.ActorID,
+			ClientID: o.clientID, Doc: e.doc, Timestamp: now}}, true)
 	}
 }

@@ -100,6 +100,10 @@ type outMsg struct {
 	typ  websocket.MessageType
 	data []byte
 	wake *ssp2.Wake
+	// presence, set for a presence event, is rendered when written, so a
+	// queued one can take a later update of the same document instead of
+	// queuing another.
+	presence *ssp2.PresenceFanout
 }
 
 func (h *Hub) newSession(id engine.Identity, clientID string) *session {
@@ -136,6 +140,23 @@ func (s *session) enqueue(m outMsg, control bool) bool {
 			return true
 		}
 	}
+	if p := m.presence; p != nil && p.Kind == ssp2.PresenceUpdate {
+		// An update replaces the document of a join or update of the same
+		// client on the same key still queued: a publisher flooding a key
+		// costs its receivers one queued message, not one per update.
+		for i := len(s.queue) - 1; i >= 0; i-- {
+			q := s.queue[i].presence
+			if q == nil || q.ScopeKey != p.ScopeKey || q.ClientID != p.ClientID {
+				continue
+			}
+			if q.Kind == ssp2.PresenceJoin || q.Kind == ssp2.PresenceUpdate {
+				q.Doc, q.Timestamp = p.Doc, p.Timestamp
+				s.qmu.Unlock()
+				return true
+			}
+			break // a leave: the update follows it
+		}
+	}
 	full := len(s.queue) >= o.MaxQueuedMessages
 	if !control && (full || s.qbytes+len(m.data) > o.MaxQueuedBytes) {
 		s.qmu.Unlock()
@@ -143,7 +164,9 @@ func (s *session) enqueue(m outMsg, control bool) bool {
 	}
 	if control && full {
 		s.qmu.Unlock()
-		s.h.stats.closedSlow.Add(1)
+		if !s.shutting.Load() { // counted once per socket, not per refused message
+			s.h.stats.closedSlow.Add(1)
+		}
 		s.shut(websocket.StatusPolicyViolation, "send buffer full: the client is not reading")
 		return false
 	}
@@ -181,8 +204,11 @@ func (s *session) writeLoop() {
 		s.queue[0] = outMsg{}
 		s.queue = s.queue[1:]
 		s.qbytes -= len(m.data)
-		if m.wake != nil {
+		switch {
+		case m.wake != nil:
 			m.data, _ = ssp2.MarshalControl(m.wake)
+		case m.presence != nil:
+			m.data, _ = ssp2.MarshalControl(m.presence)
 		}
 		s.qmu.Unlock()
 		if err := s.write(m.typ, m.data); err != nil {
