@@ -128,6 +128,7 @@ func (k *Keeper) Slide(ctx context.Context, partition, clientID, actorID string,
 	if c, ok := k.cache.get(key); ok && k.fresh(c, actorID, scopes, now) {
 		return &ssp2.Lease{LeaseID: c.LeaseID, ExpiresAtMs: c.ExpiresAtMs}, nil
 	}
+	gen := k.cache.generation() // a revocation from here on wins over what this round caches
 	for range swapAttempts {
 		cur, err := k.store.GetLease(ctx, partition, clientID)
 		if err != nil {
@@ -140,7 +141,7 @@ func (k *Keeper) Slide(ctx context.Context, partition, clientID, actorID string,
 			if _, verr := k.sign.verify(partition, cur); verr != nil {
 				k.refused(partition, cur, verr)
 			} else if k.fresh(*cur, actorID, scopes, now) {
-				k.cache.put(key, *cur) // another process slid it just now
+				k.cache.putIf(key, *cur, gen) // another process slid it just now
 				return &ssp2.Lease{LeaseID: cur.LeaseID, ExpiresAtMs: cur.ExpiresAtMs}, nil
 			} else if cur.RevokedAtMs == 0 && cur.ActorID == actorID && now < cur.ExpiresAtMs {
 				next.LeaseID, next.IssuedAtMs = cur.LeaseID, cur.IssuedAtMs // slide: same id
@@ -155,7 +156,7 @@ func (k *Keeper) Slide(ctx context.Context, partition, clientID, actorID string,
 			return nil, fmt.Errorf("lease: write: %w", err)
 		}
 		if ok {
-			k.cache.put(key, next)
+			k.cache.putIf(key, next, gen)
 			return &ssp2.Lease{LeaseID: next.LeaseID, ExpiresAtMs: next.ExpiresAtMs}, nil
 		}
 		// Another process wrote the lease meanwhile: read it again.
@@ -267,9 +268,30 @@ type cacheKey struct{ partition, clientID string }
 
 // cache holds verified records by (partition, clientID), at most
 // MaxCached.
+// gen counts drops: a record read before a drop (a revocation, an outage
+// round) is not cached after it (putIf).
 type cache struct {
-	mu sync.Mutex
-	m  map[cacheKey]storage.LeaseRecord
+	mu  sync.Mutex
+	m   map[cacheKey]storage.LeaseRecord
+	gen uint64
+}
+
+// generation is the drop count, read before a record is read from storage.
+func (c *cache) generation() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}
+
+// putIf caches r unless a drop happened since generation g was read: the
+// drop (say a revocation) may be newer than r.
+func (c *cache) putIf(k cacheKey, r storage.LeaseRecord, g uint64) {
+	c.mu.Lock()
+	stale := c.gen != g
+	c.mu.Unlock()
+	if !stale {
+		c.put(k, r)
+	}
 }
 
 func (c *cache) get(k cacheKey) (storage.LeaseRecord, bool) {
@@ -295,4 +317,5 @@ func (c *cache) drop(k cacheKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.m, k)
+	c.gen++
 }
