@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"testing"
 
@@ -16,15 +15,7 @@ import (
 // the pruned range is projected before the checkpoint activates.
 func TestBackfillResumeAfterPruneRedoesTheProjection(t *testing.T) {
 	f := newBackfillFixture(t, filepath.Join(t.TempDir(), "db.sqlite"))
-	for i := range 12 {
-		id := string(rune('a'+i)) + "-todo"
-		f.push("c"+id, f.todo(id, "x"))
-	}
-	crash := errors.New("process died before activating")
-	f.store.before = func() error { return crash }
-	if _, err := f.eng.Backfill(context.Background(), f.spec()); !errors.Is(err, crash) {
-		t.Fatalf("first run: %v", err)
-	}
+	f.seedAndCrashBeforeActivation(12)
 	f.store.before = nil
 	// Source seqs 1-12, projection batches 13-14, watermark 12.
 	f.push("rename-a", f.todo("a-todo", "renamed")) // 15

@@ -157,18 +157,26 @@ func TestBackfillRunsToActivationAndCatchesUp(t *testing.T) {
 	}
 }
 
-func TestBackfillResumesFromStoredWatermarkAfterCrash(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "db.sqlite")
-	f := newBackfillFixture(t, path)
-	for i := range 12 {
+// seedAndCrashBeforeActivation pushes n todos (seqs 1..n), then runs a
+// backfill that dies right before activating: its full pass is stored
+// (watermark n), the checkpoint not activated.
+func (f *bfFixture) seedAndCrashBeforeActivation(n int) {
+	f.t.Helper()
+	for i := range n {
 		id := string(rune('a'+i)) + "-todo"
 		f.push("c"+id, f.todo(id, "x"))
 	}
 	crash := errors.New("process died before activating")
 	f.store.before = func() error { return crash }
 	if _, err := f.eng.Backfill(context.Background(), f.spec()); !errors.Is(err, crash) {
-		t.Fatalf("first run: %v", err)
+		f.t.Fatalf("first run: %v", err)
 	}
+}
+
+func TestBackfillResumesFromStoredWatermarkAfterCrash(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db.sqlite")
+	f := newBackfillFixture(t, path)
+	f.seedAndCrashBeforeActivation(12)
 	f.push("meanwhile", f.todo("z-todo", "new"))
 	f.store.before = nil
 	rep, err := f.eng.Backfill(context.Background(), f.spec())
