@@ -222,7 +222,7 @@ func (w *reactionWorker) run(ctx context.Context) {
 // (Concurrency at a time) and records the outcomes: the delivered ones in
 // one write. It returns how many it claimed.
 func (w *reactionWorker) round(ctx context.Context) int {
-	now := w.cfg.Now()
+	now, started := w.cfg.Now(), time.Now()
 	rs, err := w.queue.ClaimReactions(ctx, now.UnixMilli(), w.cfg.Lease.Milliseconds(), w.cfg.BatchSize)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -233,6 +233,22 @@ func (w *reactionWorker) round(ctx context.Context) int {
 	}
 	if len(rs) == 0 {
 		return 0
+	}
+	if waited := time.Since(started); waited > w.cfg.Lease*4/10 {
+		// The claim waited (for SQLite's writer, held by a push with slow
+		// hooks) through much of its lease: the handlers would start with
+		// little or none of it left. Give the claims back uncounted; the
+		// next round claims them with a fresh lease.
+		claims := make([]storage.ReactionClaim, len(rs))
+		for i, r := range rs {
+			claims[i] = storage.ReactionClaim{ID: r.ID, Attempt: r.Attempts}
+		}
+		if _, err := w.queue.ReleaseReactions(context.WithoutCancel(ctx), claims, w.cfg.Now().UnixMilli()); err != nil {
+			w.failedOps.Add(1)
+			w.log.Warn("giving back late reaction claims failed; they retry after their lease", zap.Error(err))
+		}
+		w.log.Info("reaction claim came late; claims given back", zap.Duration("waited", waited), zap.Int("reactions", len(rs)))
+		return 0 // the next round after the claim interval
 	}
 	// Every handler of the batch ends before the claim's lease does.
 	hctx, cancel := context.WithDeadline(ctx, now.Add(w.cfg.Lease*9/10))

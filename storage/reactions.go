@@ -132,6 +132,11 @@ type Reactions interface {
 	// still under the claim numbered Attempt, in one write; it returns how
 	// many it deleted.
 	CompleteReactions(ctx context.Context, done []ReactionClaim) (int, error)
+	// ReleaseReactions gives back claims whose handlers were not run: each
+	// reaction still under the claim numbered Attempt (and pending) gets
+	// Attempts-1 and NextAttemptAtMs = nowMs, so the claim does not count
+	// as an attempt. It returns how many it gave back, in one write.
+	ReleaseReactions(ctx context.Context, claims []ReactionClaim, nowMs int64) (int, error)
 	// FailReaction records a failed attempt of the claim numbered attempt:
 	// the reaction becomes pending again at retryAtMs, or dead when dead
 	// is true. It reports whether the claim was still current.

@@ -130,6 +130,28 @@ func (s *Store) CompleteReactions(ctx context.Context, done []storage.ReactionCl
 	return n, nil
 }
 
+// ReleaseReactions implements storage.Reactions.
+func (s *Store) ReleaseReactions(ctx context.Context, claims []storage.ReactionClaim, nowMs int64) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	q, err := s.reactionQueue()
+	if err != nil {
+		return 0, err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, c := range claims {
+		if r := q.items[c.ID]; r != nil && r.State == storage.ReactionPending && r.Attempts == c.Attempt {
+			r.Attempts--
+			r.NextAttemptAtMs, r.UpdatedAtMs = nowMs, nowMs
+			n++
+		}
+	}
+	return n, nil
+}
+
 // FailReaction implements storage.Reactions.
 func (s *Store) FailReaction(ctx context.Context, id int64, attempt int, errMsg string, retryAtMs int64, dead bool, nowMs int64) (bool, error) {
 	if err := ctx.Err(); err != nil {

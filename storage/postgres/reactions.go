@@ -154,6 +154,26 @@ WHERE r.id = d.id AND r.attempts = d.attempt AND r.state = 0`, ids, attempts)
 	return int(ct.RowsAffected()), nil
 }
 
+// ReleaseReactions implements storage.Reactions in one statement.
+func (s *Store) ReleaseReactions(ctx context.Context, claims []storage.ReactionClaim, nowMs int64) (int, error) {
+	if err := s.ready(); err != nil {
+		return 0, err
+	}
+	if len(claims) == 0 {
+		return 0, nil
+	}
+	ids, attempts := make([]int64, len(claims)), make([]int32, len(claims))
+	for i, c := range claims {
+		ids[i], attempts[i] = c.ID, int32(c.Attempt)
+	}
+	ct, err := s.pool.Exec(ctx, `UPDATE `+s.reactionsTable()+` r SET attempts = r.attempts - 1, next_attempt_at_ms = $3, updated_at_ms = $3
+FROM unnest($1::bigint[], $2::int[]) AS d(id, attempt) WHERE r.id = d.id AND r.attempts = d.attempt AND r.state = 0`, ids, attempts, nowMs)
+	if err != nil {
+		return 0, classify("ReleaseReactions", err)
+	}
+	return int(ct.RowsAffected()), nil
+}
+
 // FailReaction implements storage.Reactions.
 func (s *Store) FailReaction(ctx context.Context, id int64, attempt int, errMsg string, retryAtMs int64, dead bool, nowMs int64) (bool, error) {
 	if err := s.ready(); err != nil {

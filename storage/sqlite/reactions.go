@@ -39,6 +39,7 @@ const (
 	spentReactions = `UPDATE sync_reactions SET state = 1, last_error = ?2, updated_at_ms = ?1 WHERE state = 0 AND next_attempt_at_ms <= ?1 AND attempts >= max_attempts`
 	// completeReactions binds the claims as one JSON array of [id, attempt].
 	completeReactions = `DELETE FROM sync_reactions WHERE state = 0 AND (id, attempts) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`
+	releaseReactions  = `UPDATE sync_reactions SET attempts = attempts - 1, next_attempt_at_ms = ?2, updated_at_ms = ?2 WHERE state = 0 AND (id, attempts) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?1))`
 	failReaction      = `UPDATE sync_reactions SET state = ?, next_attempt_at_ms = ?, last_error = ?, updated_at_ms = ? WHERE id = ? AND attempts = ? AND state = 0`
 	listReactions     = `SELECT ` + reactionCols + ` FROM sync_reactions WHERE id > ? AND (? < 0 OR state = ?) AND (? = '' OR partition_id = ?) ORDER BY id LIMIT ?`
 	countReactions    = `SELECT COALESCE(SUM(state = 0), 0), COALESCE(SUM(state = 1), 0) FROM sync_reactions`
@@ -131,6 +132,35 @@ func (s *Store) ClaimReactions(ctx context.Context, nowMs, leaseMs int64, limit 
 	// their due time, so ID order is the claim order.
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, err
+}
+
+// ReleaseReactions implements storage.Reactions in one write transaction.
+func (s *Store) ReleaseReactions(ctx context.Context, claims []storage.ReactionClaim, nowMs int64) (int, error) {
+	if len(claims) == 0 {
+		return 0, nil
+	}
+	pairs := make([][2]int64, len(claims))
+	for i, c := range claims {
+		pairs[i] = [2]int64{c.ID, int64(c.Attempt)}
+	}
+	arg, err := json.Marshal(pairs)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	err = s.writeReactions(ctx, "release reactions", func(ctx context.Context) error {
+		st, err := s.writerStmt(ctx, releaseReactions)
+		if err != nil {
+			return err
+		}
+		res, err := st.ExecContext(ctx, string(arg), nowMs)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
 }
 
 // CompleteReactions implements storage.Reactions in one write

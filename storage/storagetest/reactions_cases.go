@@ -63,6 +63,7 @@ func (e *env) claimReactions(nowMs, leaseMs int64, limit int) []storage.Reaction
 var reactionTests = []test{
 	{name: "DeadLetterActions", fn: testDeadLetters},
 	{name: "SpentLeasesDeadLetter", fn: testSpentLeases},
+	{name: "ReleaseGivesBackAClaim", fn: testReleaseReactions},
 	{name: "StoredWithTheCommitOnly", fn: func(e *env) {
 		// Rolled back with the transaction.
 		tx := e.begin("p")
@@ -234,4 +235,34 @@ var reactionTests = []test{
 			}
 		}
 	}},
+}
+
+// testReleaseReactions: a released claim does not count as an attempt and
+// is due again at once; a release of a claim that is no longer current
+// changes nothing.
+func testReleaseReactions(e *env) {
+	e.push("p", func(tx storage.PushTx) {
+		if err := e.putReactions(tx, reaction("r", 1)); err != nil {
+			e.t.Fatal(err)
+		}
+	})
+	got := e.claimReactions(1000, 1000, 10)
+	if len(got) != 1 || got[0].Attempts != 1 {
+		e.t.Fatalf("claim: %+v", got)
+	}
+	stale := []storage.ReactionClaim{{ID: got[0].ID, Attempt: 2}}
+	if n, err := e.reactions().ReleaseReactions(e.ctx, stale, 1100); err != nil || n != 0 {
+		e.t.Fatalf("release of a claim that is not current = %d, %v; want 0", n, err)
+	}
+	claim := []storage.ReactionClaim{{ID: got[0].ID, Attempt: 1}}
+	if n, err := e.reactions().ReleaseReactions(e.ctx, claim, 1100); err != nil || n != 1 {
+		e.t.Fatalf("release = %d, %v; want 1", n, err)
+	}
+	r := e.listReactions(storage.ReactionFilter{})[0]
+	if r.State != storage.ReactionPending || r.Attempts != 0 || r.NextAttemptAtMs != 1100 {
+		e.t.Fatalf("released reaction %+v; want pending, attempts 0, due at 1100", r)
+	}
+	if again := e.claimReactions(1100, 1000, 10); len(again) != 1 || again[0].Attempts != 1 {
+		e.t.Fatalf("claim after the release: %+v", again)
+	}
 }

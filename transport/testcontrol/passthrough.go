@@ -57,6 +57,15 @@ func (s *Store) CompleteReactions(ctx context.Context, done []storage.ReactionCl
 	return q.CompleteReactions(ctx, done)
 }
 
+// ReleaseReactions implements storage.Reactions.
+func (s *Store) ReleaseReactions(ctx context.Context, claims []storage.ReactionClaim, nowMs int64) (int, error) {
+	q, err := s.queue()
+	if err != nil {
+		return 0, err
+	}
+	return q.ReleaseReactions(ctx, claims, nowMs)
+}
+
 // FailReaction implements storage.Reactions.
 func (s *Store) FailReaction(ctx context.Context, id int64, attempt int, errMsg string, retryAtMs int64, dead bool, nowMs int64) (bool, error) {
 	q, err := s.queue()
