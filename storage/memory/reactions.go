@@ -111,27 +111,20 @@ func copyReaction(r *storage.Reaction) storage.Reaction {
 
 // CompleteReactions implements storage.Reactions.
 func (s *Store) CompleteReactions(ctx context.Context, done []storage.ReactionClaim) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	q, err := s.reactionQueue()
-	if err != nil {
-		return 0, err
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	n := 0
-	for _, c := range done {
-		if r := q.items[c.ID]; r != nil && r.State == storage.ReactionPending && r.Attempts == c.Attempt {
-			delete(q.items, c.ID)
-			n++
-		}
-	}
-	return n, nil
+	return s.eachClaim(ctx, done, func(q *reactionQueue, r *storage.Reaction) { delete(q.items, r.ID) })
 }
 
 // ReleaseReactions implements storage.Reactions.
 func (s *Store) ReleaseReactions(ctx context.Context, claims []storage.ReactionClaim, nowMs int64) (int, error) {
+	return s.eachClaim(ctx, claims, func(_ *reactionQueue, r *storage.Reaction) {
+		r.Attempts--
+		r.NextAttemptAtMs, r.UpdatedAtMs = nowMs, nowMs
+	})
+}
+
+// eachClaim applies fn, under the queue's lock, to each reaction still
+// pending under its claim, and returns how many.
+func (s *Store) eachClaim(ctx context.Context, claims []storage.ReactionClaim, fn func(*reactionQueue, *storage.Reaction)) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -144,8 +137,7 @@ func (s *Store) ReleaseReactions(ctx context.Context, claims []storage.ReactionC
 	n := 0
 	for _, c := range claims {
 		if r := q.items[c.ID]; r != nil && r.State == storage.ReactionPending && r.Attempts == c.Attempt {
-			r.Attempts--
-			r.NextAttemptAtMs, r.UpdatedAtMs = nowMs, nowMs
+			fn(q, r)
 			n++
 		}
 	}

@@ -142,10 +142,7 @@ func (s *Store) CompleteReactions(ctx context.Context, done []storage.ReactionCl
 	if len(done) == 0 {
 		return 0, nil
 	}
-	ids, attempts := make([]int64, len(done)), make([]int32, len(done))
-	for i, c := range done {
-		ids[i], attempts[i] = c.ID, int32(c.Attempt)
-	}
+	ids, attempts := claimArrays(done)
 	ct, err := s.pool.Exec(ctx, `DELETE FROM `+s.reactionsTable()+` r USING unnest($1::bigint[], $2::int[]) AS d(id, attempt)
 WHERE r.id = d.id AND r.attempts = d.attempt AND r.state = 0`, ids, attempts)
 	if err != nil {
@@ -162,10 +159,7 @@ func (s *Store) ReleaseReactions(ctx context.Context, claims []storage.ReactionC
 	if len(claims) == 0 {
 		return 0, nil
 	}
-	ids, attempts := make([]int64, len(claims)), make([]int32, len(claims))
-	for i, c := range claims {
-		ids[i], attempts[i] = c.ID, int32(c.Attempt)
-	}
+	ids, attempts := claimArrays(claims)
 	ct, err := s.pool.Exec(ctx, `UPDATE `+s.reactionsTable()+` r SET attempts = r.attempts - 1, next_attempt_at_ms = $3, updated_at_ms = $3
 FROM unnest($1::bigint[], $2::int[]) AS d(id, attempt) WHERE r.id = d.id AND r.attempts = d.attempt AND r.state = 0`, ids, attempts, nowMs)
 	if err != nil {
@@ -221,4 +215,14 @@ func (s *Store) CountReactions(ctx context.Context) (storage.ReactionCounts, err
 	}
 	err := s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 0), count(*) FILTER (WHERE state = 1) FROM `+s.reactionsTable()).Scan(&c.Pending, &c.Dead)
 	return c, classify("CountReactions", err)
+}
+
+// claimArrays splits claims into the id and attempt arrays the
+// statements unnest.
+func claimArrays(claims []storage.ReactionClaim) ([]int64, []int32) {
+	ids, attempts := make([]int64, len(claims)), make([]int32, len(claims))
+	for i, c := range claims {
+		ids[i], attempts[i] = c.ID, int32(c.Attempt)
+	}
+	return ids, attempts
 }

@@ -136,6 +136,19 @@ func (s *Store) ClaimReactions(ctx context.Context, nowMs, leaseMs int64, limit 
 
 // ReleaseReactions implements storage.Reactions in one write transaction.
 func (s *Store) ReleaseReactions(ctx context.Context, claims []storage.ReactionClaim, nowMs int64) (int, error) {
+	return s.execClaims(ctx, "release reactions", releaseReactions, claims, nowMs)
+}
+
+// CompleteReactions implements storage.Reactions in one write
+// transaction.
+func (s *Store) CompleteReactions(ctx context.Context, done []storage.ReactionClaim) (int, error) {
+	return s.execClaims(ctx, "complete reactions", completeReactions, done)
+}
+
+// execClaims runs statement q, whose first argument is the claims as one
+// JSON array of [id, attempt] (then args), in a write transaction, and
+// returns the rows it changed.
+func (s *Store) execClaims(ctx context.Context, what, q string, claims []storage.ReactionClaim, args ...any) (int, error) {
 	if len(claims) == 0 {
 		return 0, nil
 	}
@@ -148,42 +161,12 @@ func (s *Store) ReleaseReactions(ctx context.Context, claims []storage.ReactionC
 		return 0, err
 	}
 	var n int64
-	err = s.writeReactions(ctx, "release reactions", func(ctx context.Context) error {
-		st, err := s.writerStmt(ctx, releaseReactions)
+	err = s.writeReactions(ctx, what, func(ctx context.Context) error {
+		st, err := s.writerStmt(ctx, q)
 		if err != nil {
 			return err
 		}
-		res, err := st.ExecContext(ctx, string(arg), nowMs)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
-	})
-	return int(n), err
-}
-
-// CompleteReactions implements storage.Reactions in one write
-// transaction.
-func (s *Store) CompleteReactions(ctx context.Context, done []storage.ReactionClaim) (int, error) {
-	if len(done) == 0 {
-		return 0, nil
-	}
-	var n int64
-	pairs := make([][2]int64, len(done))
-	for i, c := range done {
-		pairs[i] = [2]int64{c.ID, int64(c.Attempt)}
-	}
-	arg, err := json.Marshal(pairs)
-	if err != nil {
-		return 0, err
-	}
-	err = s.writeReactions(ctx, "complete reactions", func(ctx context.Context) error {
-		st, err := s.writerStmt(ctx, completeReactions)
-		if err != nil {
-			return err
-		}
-		res, err := st.ExecContext(ctx, string(arg))
+		res, err := st.ExecContext(ctx, append([]any{string(arg)}, args...)...)
 		if err != nil {
 			return err
 		}
