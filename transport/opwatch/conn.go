@@ -28,6 +28,9 @@ type conn struct {
 
 	mu      sync.Mutex
 	watches map[string]*watch
+	// draining counts unwatched watches whose run is still in flight: they
+	// hold their slot of MaxWatches until the run returns.
+	draining int
 }
 
 // watch is one registered watch. Its fields after tables are guarded by
@@ -36,6 +39,9 @@ type watch struct {
 	id     string
 	req    opwire.Request
 	tables []string
+	// ctx ends when the watch is removed (its run's query is cancelled).
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	seq     int64 // maxCommitSeq of the last snapshot sent
 	running bool
@@ -68,6 +74,10 @@ func (c *conn) serve() {
 			if w := c.watches[m.WatchID]; w != nil {
 				w.removed = true
 				delete(c.watches, m.WatchID)
+				w.cancel()
+				if w.running {
+					c.draining++ // released when the run returns
+				}
 			}
 			c.mu.Unlock()
 			continue
@@ -93,13 +103,15 @@ func (c *conn) add(m *opwire.WatchMessage) {
 		c.send(opwire.EncodeWatchError(m.WatchID, syncerr.New(syncerr.OperationInvalidRequest, "watch %q is already active on this connection", m.WatchID)))
 		return
 	}
-	if len(c.watches) >= c.hub.opts.MaxWatches {
+	if len(c.watches)+c.draining >= c.hub.opts.MaxWatches {
 		c.mu.Unlock()
-		c.send(opwire.EncodeWatchError(m.WatchID, syncerr.New(syncerr.OperationInvalidRequest, "a connection may hold at most %d watches", c.hub.opts.MaxWatches)))
+		c.send(opwire.EncodeWatchError(m.WatchID, syncerr.New(syncerr.OperationInvalidRequest,
+			"a connection may hold at most %d watches (an unwatched one counts until its running query ends)", c.hub.opts.MaxWatches)))
 		return
 	}
 	w := &watch{id: m.WatchID, tables: tables, seq: -1, req: opwire.Request{Kind: opwire.KindQuery, ClientID: m.ClientID,
 		OperationID: m.OperationID, Params: m.Params}}
+	w.ctx, w.cancel = context.WithCancel(c.ctx)
 	c.watches[m.WatchID] = w
 	c.mu.Unlock()
 	c.trigger(w)
@@ -144,9 +156,12 @@ func (c *conn) trigger(w *watch) {
 func (c *conn) run(w *watch) {
 	defer c.wg.Done()
 	for {
-		res, err := c.eng.Operations(c.ctx, c.id, &w.req)
+		res, err := c.eng.Operations(w.ctx, c.id, &w.req)
 		c.mu.Lock()
 		if w.removed || c.ctx.Err() != nil { // unwatched meanwhile: the result is suppressed
+			if w.removed && w.running {
+				c.draining--
+			}
 			w.running = false
 			c.mu.Unlock()
 			return
@@ -159,6 +174,7 @@ func (c *conn) run(w *watch) {
 			msg = opwire.EncodeWatchError(w.id, syncerr.As(err))
 			w.removed, w.running = true, false
 			delete(c.watches, w.id)
+			w.cancel()
 			c.mu.Unlock()
 			c.send(msg)
 			return

@@ -17,6 +17,7 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/sqlite"
 	"github.com/synclane/synclane/transport/httpsync"
 	"github.com/synclane/synclane/transport/opwatch"
@@ -37,6 +38,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, func(st *sqlite.Store) storage.Store { return st })
+}
+
+// newEnvWith is newEnv with the engine's store wrapped by wrap.
+func newEnvWith(t *testing.T, wrap func(*sqlite.Store) storage.Store) *env {
+	t.Helper()
 	s, err := schema.Parse([]byte(twoTables))
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +59,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	hub := opwatch.New(opwatch.Options{Auth: httpsync.DevAuth{}})
-	cfg := engine.Config{Schema: s, Store: st, Operations: reg,
+	cfg := engine.Config{Schema: s, Store: wrap(st), Operations: reg,
 		Resolver: engine.ScopeResolverFunc(func(context.Context, engine.Identity) (map[string][]string, error) {
 			return map[string][]string{"list_id": {"L"}}, nil
 		})}
