@@ -68,9 +68,14 @@ type session struct {
 	wokeAt   int64   // the seq of the last wake-up (or hello) sent
 	sent     []int64 // seqs of deltas sent and not yet acked
 
-	qmu     sync.Mutex
-	queue   []outMsg
-	qbytes  int
+	qmu    sync.Mutex
+	queue  []outMsg
+	qbytes int
+	// pbytes estimates the queued presence events (documents plus an
+	// envelope each): they are bounded by MaxQueuedBytes on their own, not
+	// by the message count, so a join burst on a busy key fits.
+	pbytes  int
+	pcount  int // queued presence events (not counted toward MaxQueuedMessages)
 	writing bool
 
 	writeSince atomic.Int64 // UnixNano when the write in progress started (0: none)
@@ -150,6 +155,7 @@ func (s *session) enqueue(m outMsg, control bool) bool {
 				continue
 			}
 			if q.Kind == ssp2.PresenceJoin || q.Kind == ssp2.PresenceUpdate {
+				s.pbytes += len(p.Doc) - len(q.Doc)
 				q.Doc, q.Timestamp = p.Doc, p.Timestamp
 				s.qmu.Unlock()
 				return true
@@ -157,7 +163,10 @@ func (s *session) enqueue(m outMsg, control bool) bool {
 			break // a leave: the update follows it
 		}
 	}
-	full := len(s.queue) >= o.MaxQueuedMessages
+	full := len(s.queue)-s.pcount >= o.MaxQueuedMessages
+	if m.presence != nil {
+		full = s.pbytes+presenceSize(m.presence) > o.MaxQueuedBytes
+	}
 	if !control && (full || s.qbytes+len(m.data) > o.MaxQueuedBytes) {
 		s.qmu.Unlock()
 		return false
@@ -172,6 +181,10 @@ func (s *session) enqueue(m outMsg, control bool) bool {
 	}
 	s.queue = append(s.queue, m)
 	s.qbytes += len(m.data)
+	if m.presence != nil {
+		s.pbytes += presenceSize(m.presence)
+		s.pcount++
+	}
 	start := !s.writing
 	s.writing = true
 	s.qmu.Unlock()
@@ -196,7 +209,7 @@ func (s *session) writeLoop() {
 	for {
 		s.qmu.Lock()
 		if len(s.queue) == 0 || s.ctx.Err() != nil {
-			s.queue, s.qbytes, s.writing = nil, 0, false
+			s.queue, s.qbytes, s.pbytes, s.pcount, s.writing = nil, 0, 0, 0, false
 			s.qmu.Unlock()
 			return
 		}
@@ -204,6 +217,10 @@ func (s *session) writeLoop() {
 		s.queue[0] = outMsg{}
 		s.queue = s.queue[1:]
 		s.qbytes -= len(m.data)
+		if m.presence != nil {
+			s.pbytes -= presenceSize(m.presence)
+			s.pcount--
+		}
 		switch {
 		case m.wake != nil:
 			m.data, _ = ssp2.MarshalControl(m.wake)
@@ -213,7 +230,7 @@ func (s *session) writeLoop() {
 		s.qmu.Unlock()
 		if err := s.write(m.typ, m.data); err != nil {
 			s.qmu.Lock()
-			s.queue, s.qbytes, s.writing = nil, 0, false
+			s.queue, s.qbytes, s.pbytes, s.pcount, s.writing = nil, 0, 0, 0, false
 			s.qmu.Unlock()
 			return
 		}
@@ -497,4 +514,9 @@ func fastAck(b []byte) (int64, bool) {
 		return 0, false
 	}
 	return n, n <= 1<<53-1
+}
+
+// presenceSize estimates a queued presence event's bytes.
+func presenceSize(p *ssp2.PresenceFanout) int {
+	return 128 + len(p.ScopeKey) + len(p.ActorID) + len(p.ClientID) + len(p.Doc)
 }
