@@ -52,12 +52,7 @@ func TestRegistrationWhileConnecting(t *testing.T) {
 	push(t, ctx, w, "seed", "l2", "seed")
 	// Bob is present on list:l2; carl, on l2 too, sees bob join, so the
 	// presence is stored before ada's pull below.
-	for _, id := range []string{"bob", "carl"} {
-		if err := f.replica(id, id, "l2").CatchUp(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bob, carl := f.mustDial(ctx, "bob", "bob"), f.mustDial(ctx, "carl", "carl")
+	bob, carl := f.follow(ctx, "bob", "l2"), f.follow(ctx, "carl", "l2")
 	if err := bob.Publish(ctx, "list:l2", json.RawMessage(`{"name":"Bob"}`)); err != nil {
 		t.Fatal(err)
 	}

@@ -155,6 +155,16 @@ func (f *fixture) mustDial(ctx context.Context, actor, clientID string) *realtim
 	return c
 }
 
+// follow pulls list for id (actor and client id alike), registering its
+// subscription, and dials its socket.
+func (f *fixture) follow(ctx context.Context, id, list string) *realtime.Client {
+	f.t.Helper()
+	if err := f.replica(id, id, list).CatchUp(ctx); err != nil {
+		f.t.Fatal(err)
+	}
+	return f.mustDial(ctx, id, id)
+}
+
 var rowCodec = ssp2.NewRowCodec(schema.MustDemo().Table("todos").Columns)
 
 func todo(id, list, title string) []byte {

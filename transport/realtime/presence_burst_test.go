@@ -16,16 +16,9 @@ func TestPresenceBurstOnABusyKey(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
 	ctx := ctxT(t)
 	const present = 100
-	if err := f.replica("observer", "observer", "l1").CatchUp(ctx); err != nil {
-		t.Fatal(err)
-	}
-	observer := f.mustDial(ctx, "observer", "observer")
+	observer := f.follow(ctx, "observer", "l1")
 	for i := range present {
-		id := fmt.Sprintf("p%d", i)
-		if err := f.replica(id, id, "l1").CatchUp(ctx); err != nil {
-			t.Fatal(err)
-		}
-		c := f.mustDial(ctx, id, id)
+		c := f.follow(ctx, fmt.Sprintf("p%d", i), "l1")
 		if err := c.Publish(ctx, "list:l1", json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))); err != nil {
 			t.Fatal(err)
 		}
@@ -37,10 +30,7 @@ func TestPresenceBurstOnABusyKey(t *testing.T) {
 			seen[p.ClientID] = true
 		}
 	}
-	if err := f.replica("newcomer", "newcomer", "l1").CatchUp(ctx); err != nil {
-		t.Fatal(err)
-	}
-	newcomer := f.mustDial(ctx, "newcomer", "newcomer")
+	newcomer := f.follow(ctx, "newcomer", "l1")
 	got := map[string]bool{}
 	for len(got) < present {
 		p := nextPresence(t, ctx, newcomer) // fails the test if the socket is closed

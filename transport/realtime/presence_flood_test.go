@@ -20,11 +20,7 @@ func TestPresenceFloodCoalesces(t *testing.T) {
 	const victims, updates = 10, 2000
 	var cs []*realtime.Client
 	for i := range victims + 1 {
-		id := fmt.Sprintf("u%d", i)
-		if err := f.replica(id, id, "l1").CatchUp(ctx); err != nil {
-			t.Fatal(err)
-		}
-		cs = append(cs, f.mustDial(ctx, id, id))
+		cs = append(cs, f.follow(ctx, fmt.Sprintf("u%d", i), "l1"))
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, victims)
