@@ -131,12 +131,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer body.Close()
 	msg, err := ssp2.ReadRequest(body, h.opts.MaxBodyBytes)
 	if err != nil {
-		status := bodyStatus(err)
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			// The server's read timeout passed before the body arrived.
-			err = syncerr.Wrap(syncerr.InvalidRequest, err, "%s", errBodyLate.Error())
+		if errors.Is(err, os.ErrDeadlineExceeded) { // ReadRequest's own errors carry their code
+			err = bodyError(err, "")
 		}
-		writeError(w, status, err)
+		writeError(w, bodyStatus(err), err)
 		return
 	}
 	noteKind(w, RequestKind(msg))
@@ -191,16 +189,22 @@ const maxZstdWindow = 8 << 20
 // compressed body is refused beyond maxBody plus this.
 func zstdOverhead(maxBody int64) int64 { return maxBody/1024 + 1024 }
 
-// errBodyLate marks a request body the server's read timeout cut off;
-// bodyStatus answers it with 408.
-var errBodyLate = errors.New("request body not received within the server's read timeout")
+// bodyError is a failure reading or decoding the request body as a
+// sync.invalid_request: the read timeout's (it keeps the deadline error as
+// its cause, which bodyStatus answers with 408) or what went wrong.
+func bodyError(err error, what string) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return syncerr.Wrap(syncerr.InvalidRequest, err, "request body not received within the server's read timeout")
+	}
+	return syncerr.Wrap(syncerr.InvalidRequest, err, "%s", what)
+}
 
 // bodyStatus is the HTTP status for an error of decodedBody or of reading
 // the body it returned: 408 when the read timeout cut the body off, 413
 // when it exceeded the limit, else 0 (the error code's own status).
 func bodyStatus(err error) int {
 	switch {
-	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, errBodyLate):
+	case errors.Is(err, os.ErrDeadlineExceeded):
 		return http.StatusRequestTimeout
 	case errors.Is(err, ssp2.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
@@ -214,22 +218,13 @@ func bodyStatus(err error) int {
 // bytes it sent, never a decoder and its window. Errors carry
 // sync.invalid_request; bodyStatus gives their HTTP status.
 func decodedBody(r *http.Request, maxBody int64) (io.ReadCloser, error) {
-	late := func(err error) error {
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return syncerr.Wrap(syncerr.InvalidRequest, errBodyLate, "%s", errBodyLate.Error())
-		}
-		return nil
-	}
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
 		return r.Body, nil
 	case "gzip", "x-gzip":
 		zr, err := pooledGzipReader(r.Body)
 		if err != nil {
-			if l := late(err); l != nil {
-				return nil, l
-			}
-			return nil, syncerr.Wrap(syncerr.InvalidRequest, err, "request body is not valid gzip")
+			return nil, bodyError(err, "request body is not valid gzip")
 		}
 		return zr, nil
 	case "zstd":
@@ -237,10 +232,7 @@ func decodedBody(r *http.Request, maxBody int64) (io.ReadCloser, error) {
 		comp, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 		switch {
 		case err != nil:
-			if l := late(err); l != nil {
-				return nil, l
-			}
-			return nil, syncerr.Wrap(syncerr.InvalidRequest, err, "request body could not be read")
+			return nil, bodyError(err, "request body could not be read")
 		case int64(len(comp)) > limit:
 			return nil, syncerr.Wrap(syncerr.InvalidRequest, ssp2.ErrTooLarge, "zstd request body exceeds %d bytes", limit)
 		}
