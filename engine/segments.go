@@ -112,23 +112,32 @@ func (e *Engine) Segment(ctx context.Context, id Identity, segmentID string, req
 		}
 		return d
 	}
+	return e.matchSegment(ctx, id.Partition, segmentID, func(m segstore.Meta) bool {
+		d := digestOf(m.Table)
+		return d != "" && d == m.ScopeDigest
+	}, syncerr.New(syncerr.Forbidden, "the caller's effective scopes do not match segment %s", segmentID))
+}
+
+// matchSegment returns segment segmentID of part (every partition for
+// "") under its first entry that match accepts, or refusal. When no entry
+// matches and the entries came from the hot set, which may predate the
+// entry being looked for (the same bytes stored since under another scope
+// digest), the store is read once more before refusing.
+func (e *Engine) matchSegment(ctx context.Context, part, segmentID string, match func(segstore.Meta) bool, refusal error) (*Segment, error) {
 	for attempt := 0; ; attempt++ {
-		metas, data, f, err := e.openSegment(ctx, id.Partition, segmentID)
+		metas, data, f, err := e.openSegment(ctx, part, segmentID)
 		if err != nil {
 			return nil, err
 		}
 		for _, m := range metas {
-			if d := digestOf(m.Table); d != "" && d == m.ScopeDigest {
+			if match(m) {
 				e.segments.CountServed(int(m.ByteLength))
 				return &Segment{Meta: m, Data: data, File: f}, nil
 			}
 		}
 		_ = (&Segment{Data: data, File: f}).Close()
-		// The entries came from the hot set, which may predate the
-		// caller's entry (same bytes, other scope digest): read the
-		// store once more before refusing.
-		if attempt > 0 || !e.segments.Forget(id.Partition, segmentID) {
-			return nil, syncerr.New(syncerr.Forbidden, "the caller's effective scopes do not match segment %s", segmentID)
+		if attempt > 0 || !e.segments.Forget(part, segmentID) {
+			return nil, refusal
 		}
 	}
 }
@@ -153,20 +162,7 @@ func (e *Engine) SignedSegment(ctx context.Context, segmentID, token string) (*S
 	if err != nil {
 		return nil, syncerr.Wrap(syncerr.Forbidden, err, "the signed segment URL is invalid or expired")
 	}
-	for attempt := 0; ; attempt++ {
-		metas, data, f, err := e.openSegment(ctx, "", segmentID)
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range metas {
-			if m.ScopeDigest == cl.ScopeDigest && e.cfg.SignedURLs.Audience(m.Partition) == cl.Audience {
-				e.segments.CountServed(int(m.ByteLength))
-				return &Segment{Meta: m, Data: data, File: f}, nil
-			}
-		}
-		_ = (&Segment{Data: data, File: f}).Close()
-		if attempt > 0 || !e.segments.Forget("", segmentID) { // a kept entry list may predate the URL's entry
-			return nil, syncerr.New(syncerr.Forbidden, "the signed segment URL does not match segment %s", segmentID)
-		}
-	}
+	return e.matchSegment(ctx, "", segmentID, func(m segstore.Meta) bool {
+		return m.ScopeDigest == cl.ScopeDigest && e.cfg.SignedURLs.Audience(m.Partition) == cl.Audience
+	}, syncerr.New(syncerr.Forbidden, "the signed segment URL does not match segment %s", segmentID))
 }
