@@ -26,7 +26,8 @@ import (
 )
 
 // crdtSchemaJSON has a notes table whose doc column merges with the "lines"
-// merger, and a table whose crdt column names a crdtType nobody registers.
+// merger, and a table whose crdt column merges with "refusing", a merger
+// that fails every merge.
 const crdtSchemaJSON = `{"version":1,"tables":[
  {"name":"notes","columns":[
    {"name":"id","type":"string"},{"name":"project_id","type":"string"},
@@ -34,7 +35,7 @@ const crdtSchemaJSON = `{"version":1,"tables":[
   "primaryKey":"id","scopes":["project:{project_id}"]},
  {"name":"orphans","columns":[
    {"name":"id","type":"string"},{"name":"project_id","type":"string"},
-   {"name":"doc","type":"crdt","crdtType":"unregistered"}],
+   {"name":"doc","type":"crdt","crdtType":"refusing"}],
   "primaryKey":"id","scopes":["project:{project_id}"]}]}`
 
 // linesMerge is a test merger: the set of newline-separated lines, sorted
@@ -57,6 +58,9 @@ func linesMerge(stored, incoming []byte) ([]byte, error) {
 }
 
 const mergerSecret = "s3cret-merger-detail"
+
+// refusing is the merger of the orphans table: every merge fails.
+var refusing = partition.MergerFunc(func([]byte, []byte) ([]byte, error) { return nil, errors.New(mergerSecret) })
 
 // crdtStores opens each backend the CRDT end-to-end tests run on.
 func crdtStores() []struct {
@@ -133,7 +137,7 @@ func wantApplied(t *testing.T, pr *ssp2.PushResult) {
 // clean applies merge and bump the version, crdt-only edits never conflict
 // whatever their baseVersion, a non-crdt conflict merges nothing and shows
 // the merged state in serverRow, a replay is cached and not re-merged, and
-// a missing or failing merger rolls the commit back with
+// a failing merger rolls the commit back with
 // sync.crdt_merge_failed without leaking the merger's error.
 func TestCRDTPushRules(t *testing.T) {
 	for _, be := range crdtStores() {
@@ -143,7 +147,7 @@ func TestCRDTPushRules(t *testing.T) {
 				calls++
 				return linesMerge(s, in)
 			})
-			f := newCRDTFixture(t, be.open(t), map[string]partition.Merger{"lines": counting})
+			f := newCRDTFixture(t, be.open(t), map[string]partition.Merger{"lines": counting, "refusing": refusing})
 			a, b := f.client("alice", "ca"), f.client("bob", "cb")
 
 			wantApplied(t, a.push("a1", upsert("notes", "n1", f.note("n1", "T", []byte("x\na")), ver(0))))
@@ -181,12 +185,12 @@ func TestCRDTPushRules(t *testing.T) {
 				t.Fatalf("replay = %+v after %d merges, want cached seq %d after 1", replayed, calls-before, *first.CommitSeq)
 			}
 
-			// No merger for the crdtType: the whole commit rolls back.
+			// A failing merger: the whole commit rolls back.
 			pr = a.push("a4",
 				upsert("notes", "n2", f.note("n2", "T", []byte("kept?")), nil),
 				upsert("orphans", "o1", orphan(t, f, "o1"), nil))
 			if pr.Status != ssp2.CommitRejected || pr.Results[0].Code != string(syncerr.CRDTMergeFailed) || pr.Results[0].OpIndex != 1 || pr.Results[0].Retryable {
-				t.Fatalf("missing merger = %+v, want rejected %s at op 1", pr, syncerr.CRDTMergeFailed)
+				t.Fatalf("failing merger = %+v, want rejected %s at op 1", pr, syncerr.CRDTMergeFailed)
 			}
 			if _, ok := f.stored("r2")["n2"]; ok {
 				t.Fatal("the sibling op of a failed merge was applied")
@@ -204,8 +208,7 @@ func TestCRDTPushRules(t *testing.T) {
 // TestCRDTFailingMerger: a merger error rejects with sync.crdt_merge_failed
 // and its text never reaches the client.
 func TestCRDTFailingMerger(t *testing.T) {
-	failing := partition.MergerFunc(func([]byte, []byte) ([]byte, error) { return nil, errors.New(mergerSecret) })
-	f := newCRDTFixture(t, memory.New(), map[string]partition.Merger{"lines": failing})
+	f := newCRDTFixture(t, memory.New(), map[string]partition.Merger{"lines": refusing, "refusing": refusing})
 	a := f.client("alice", "ca")
 	pr := a.push("a1", upsert("notes", "n1", f.note("n1", "T", []byte("x")), nil))
 	if pr.Status != ssp2.CommitRejected || pr.Results[0].Code != string(syncerr.CRDTMergeFailed) {
@@ -265,7 +268,7 @@ func TestCRDTYjsConvergence(t *testing.T) {
 	}
 	for _, be := range crdtStores() {
 		t.Run(be.name, func(t *testing.T) {
-			f := newCRDTFixture(t, be.open(t), map[string]partition.Merger{"lines": yjs.Merger{}}) // the doc column, merged as a Yjs document
+			f := newCRDTFixture(t, be.open(t), map[string]partition.Merger{"lines": yjs.Merger{}, "refusing": refusing}) // the doc column, merged as a Yjs document
 			a, b := f.client("alice", "ca"), f.client("bob", "cb")
 			wantApplied(t, a.push("a-create", upsert("notes", "n1", f.note("n1", "T", nil), ver(0))))
 			type sent struct {
@@ -304,4 +307,43 @@ func TestCRDTYjsConvergence(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNewRefusesUnmergeableCRDTType (SPEC §5.10.1): an engine whose schema
+// has a crdt column with no merger for its crdtType does not start, and the
+// error names the table, the column and the crdtType.
+func TestNewRefusesUnmergeableCRDTType(t *testing.T) {
+	sch, err := schema.Parse([]byte(crdtSchemaJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := partition.MergerFunc(linesMerge)
+	cases := []struct {
+		name    string
+		mergers map[string]partition.Merger
+		want    string
+	}{
+		{"no registry", nil, `table "notes" column "doc": crdtType "lines" has no registered merger`},
+		{"one type missing", map[string]partition.Merger{"lines": lines}, `table "orphans" column "doc": crdtType "refusing" has no registered merger`},
+		{"nil merger", map[string]partition.Merger{"lines": nil, "refusing": refusing}, `table "notes" column "doc": crdtType "lines"`},
+		{"only other types", map[string]partition.Merger{yjs.CRDTType: yjs.Merger{}}, `crdtType "lines"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			eng, err := engine.New(context.Background(), engine.Config{Schema: sch, Store: memory.New(), Resolver: engine.AllowAll(sch), Mergers: c.mergers})
+			if err == nil {
+				eng.Close()
+				t.Fatal("engine.New accepted a crdtType without a merger")
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %q, want it to contain %q", err, c.want)
+			}
+		})
+	}
+	eng, err := engine.New(context.Background(), engine.Config{Schema: sch, Store: memory.New(), Resolver: engine.AllowAll(sch),
+		Mergers: map[string]partition.Merger{"lines": lines, "refusing": refusing}})
+	if err != nil {
+		t.Fatalf("every crdtType registered: %v", err)
+	}
+	eng.Close()
 }

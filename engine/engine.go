@@ -201,9 +201,10 @@ type Config struct {
 
 	// Mergers maps a crdtType to the merge of its crdt columns (SPEC
 	// §5.10; see partition.Merger for the contract and the push rules).
-	// A push writing a crdt column whose crdtType has no merger is refused
-	// with sync.crdt_merge_failed; tables without crdt columns never
-	// consult it. The yjs-doc merger is protocol/yjs.Merger.
+	// Every crdtType the schema names must have one: New refuses a schema
+	// whose crdt column names a crdtType without a merger (§5.10.1), with
+	// an error naming the table, column and crdtType. The yjs-doc merger is
+	// protocol/yjs.Merger.
 	Mergers map[string]partition.Merger
 
 	// SegmentHotBytes is the memory budget for segments downloaded more
@@ -277,6 +278,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
+	}
+	if err := partition.CheckMergers(cfg.Schema, cfg.Mergers); err != nil {
+		return nil, fmt.Errorf("engine: %w (Config.Mergers, SPEC §5.10.1)", err)
 	}
 	if cfg.Operations != nil && cfg.Operations.Schema() != cfg.Schema {
 		return nil, errors.New("engine: Operations was registered for another schema than Schema")

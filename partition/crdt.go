@@ -33,7 +33,9 @@ import (
 //     the state merged by earlier clean applies.
 //   - A missing merger or a failing (erring or panicking) one rejects the
 //     operation (and so rolls its commit back) with sync.crdt_merge_failed.
-//     The merger's error text is logged, never sent.
+//     The merger's error text is logged, never sent. (The engine refuses to
+//     start with a crdtType that has no merger, see CheckMergers, so a
+//     missing merger is reached only by a Config built by hand.)
 //   - A cached replay answers from the idempotency record and never merges
 //     again.
 
@@ -88,6 +90,25 @@ func DecideCRDTUpsert(exists bool, stored int64, baseVersion *int64, plainEqual 
 		return ApplyUpdate
 	}
 	return v
+}
+
+// CheckMergers reports the first crdt column of s (in declaration order)
+// whose crdtType has no merger in mergers, as an error naming its table,
+// column and crdtType; nil when every crdt column can merge. SPEC §5.10.1
+// makes a crdtType the server cannot merge a server bug refused before
+// serving, so hosts call it at startup (engine.New does).
+func CheckMergers(s *schema.Schema, mergers map[string]Merger) error {
+	for _, t := range s.Tables {
+		for i, c := range t.Columns {
+			if c.Type != ssp2.TypeCRDT {
+				continue
+			}
+			if typ := t.Meta[i].CrdtType; mergers[typ] == nil {
+				return fmt.Errorf("table %q column %q: crdtType %q has no registered merger", t.Name, c.Name, typ)
+			}
+		}
+	}
+	return nil
 }
 
 // MergeCRDTColumns returns row with each crdt column replaced by the merge

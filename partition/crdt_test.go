@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/synclane/synclane/protocol/schema"
@@ -80,6 +81,47 @@ func TestPlainColumnsEqual(t *testing.T) {
 				t.Fatalf("PlainColumnsEqual = %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestCheckMergers: every crdt column's crdtType must have a merger; the
+// refusal names the table, the column and the crdtType (SPEC §5.10.1).
+func TestCheckMergers(t *testing.T) {
+	sch, err := schema.Parse([]byte(`{"version":1,"tables":[
+	 {"name":"plain","columns":[{"name":"id","type":"string"}],"primaryKey":"id","scopes":["p:{id}"]},
+	 {"name":"notes","columns":[{"name":"id","type":"string"},{"name":"doc","type":"crdt","crdtType":"concat"},{"name":"other","type":"crdt","nullable":true,"crdtType":"none"}],
+	  "primaryKey":"id","scopes":["p:{id}"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	concat := MergerFunc(func(a, b []byte) ([]byte, error) { return append(append([]byte{}, a...), b...), nil })
+	cases := []struct {
+		name    string
+		mergers map[string]Merger
+		want    string // "" when accepted
+	}{
+		{"every crdtType registered", map[string]Merger{"concat": concat, "none": concat}, ""},
+		{"no registry", nil, `table "notes" column "doc": crdtType "concat" has no registered merger`},
+		{"second column unregistered", map[string]Merger{"concat": concat}, `table "notes" column "other": crdtType "none" has no registered merger`},
+		{"nil merger", map[string]Merger{"concat": concat, "none": nil}, `column "other": crdtType "none"`},
+		{"other types only", map[string]Merger{"yjs-doc": concat}, `column "doc": crdtType "concat"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := CheckMergers(sch, c.mergers)
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+	if err := CheckMergers(schema.MustDemo(), nil); err != nil {
+		t.Fatalf("a schema without crdt columns needs no merger: %v", err)
 	}
 }
 

@@ -101,7 +101,8 @@ type Config struct {
 
 	// Mergers maps a crdt column's crdtType to its Merger (see crdt.go);
 	// a push writing a crdt column without one is refused with
-	// sync.crdt_merge_failed.
+	// sync.crdt_merge_failed (engine.New refuses such a schema before
+	// serving, see CheckMergers).
 	Mergers map[string]Merger
 }
 

@@ -100,6 +100,9 @@ func openAdminStore(ctx context.Context, c *serveConfig) (storage.Store, *schema
 		return nil, nil, err
 	}
 	sch, err := schema.Parse(src)
+	if err == nil {
+		err = checkMergers(sch)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -155,7 +158,7 @@ func pruneCmd(ctx context.Context, args []string, lookup func(string) (string, b
 	if err != nil {
 		return fail(fmt.Errorf("open blob store: %w", err))
 	}
-	eng, err := engine.New(ctx, engine.Config{Schema: sch, Store: st, Retention: c.retention.engineConfig(), Segments: segs, Blobs: blobs,
+	eng, err := engine.New(ctx, engine.Config{Schema: sch, Store: st, Retention: c.retention.engineConfig(), Segments: segs, Blobs: blobs, Mergers: builtinMergers(),
 		Resolver: engine.ScopeResolverFunc(func(context.Context, engine.Identity) (map[string][]string, error) {
 			return nil, errors.New("synclane prune serves no requests")
 		})})

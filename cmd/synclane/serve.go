@@ -411,6 +411,21 @@ func openSegments(ctx context.Context, c serveConfig, st storage.Store) (segstor
 	return segstore.OpenSQLiteFile(ctx, filepath.Join(c.data, "segments.db"))
 }
 
+// builtinMergers is the crdt merger registry of serve and the maintenance
+// commands: the yjs-doc merger (SPEC §5.10).
+func builtinMergers() map[string]partition.Merger {
+	return map[string]partition.Merger{yjs.CRDTType: yjs.Merger{}}
+}
+
+// checkMergers refuses a schema whose crdt column names a crdtType this
+// binary cannot merge (SPEC §5.10.1), before any storage is touched.
+func checkMergers(s *schema.Schema) error {
+	if err := partition.CheckMergers(s, builtinMergers()); err != nil {
+		return fmt.Errorf("%w (synclane merges crdtType %q only)", err, yjs.CRDTType)
+	}
+	return nil
+}
+
 func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Writer) error {
 	src, err := schemaSource(c.schemaFile)
 	if err != nil {
@@ -421,6 +436,9 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	probe, err := schema.Parse(src)
 	if err != nil {
 		return &engine.ReadinessError{Phase: engine.PhaseSchemaCompile, Cause: fmt.Errorf("%s: %w", c.schemaFile, err)}
+	}
+	if err := checkMergers(probe); err != nil {
+		return &engine.ReadinessError{Phase: engine.PhaseSchemaCompile, SchemaVersion: probe.Version, Cause: fmt.Errorf("%s: %w", c.schemaFile, err)}
 	}
 	st, backend, err := openStore(ctx, c, log)
 	if err != nil {
@@ -454,8 +472,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	if c.inlineSegmentMaxBytes == 0 {
 		cfg.InlineSegmentMaxBytes = -1 // nothing inline when the client accepts refs
 	}
-	// crdt columns: the built-in yjs-doc merger (SPEC §5.10).
-	cfg.Mergers = map[string]partition.Merger{yjs.CRDTType: yjs.Merger{}}
+	cfg.Mergers = builtinMergers()
 	if cfg.Blobs, err = openBlobs(ctx, c, st, log); err != nil {
 		return fmt.Errorf("open blob store: %w", err)
 	}

@@ -102,6 +102,58 @@ func TestServeRejectsBadSchemaAndFlags(t *testing.T) {
 	}
 }
 
+// TestServeRefusesCRDTColumnsItCannotMerge (SPEC §5.10.1): a crdt column
+// without a crdtType, or with one this binary has no merger for, stops
+// serve (and the maintenance commands) at schema compile, naming the table
+// and the column, before any database is created.
+func TestServeRefusesCRDTColumnsItCannotMerge(t *testing.T) {
+	schemaWith := func(doc string) string {
+		return `{"version":1,"tables":[{"name":"notes","columns":[{"name":"id","type":"string"},` + doc +
+			`],"primaryKey":"id","scopes":["n:{id}"]}]}`
+	}
+	cases := []struct {
+		name, schema string
+		want         []string
+	}{
+		{"no crdtType", schemaWith(`{"name":"doc","type":"crdt","nullable":true}`),
+			[]string{`table \"notes\": columns[1] \"doc\": a crdt column needs a crdtType`}},
+		{"empty crdtType", schemaWith(`{"name":"doc","type":"crdt","crdtType":""}`),
+			[]string{`table \"notes\": columns[1] \"doc\": a crdt column needs a crdtType`}},
+		{"crdtType without a merger", schemaWith(`{"name":"doc","type":"crdt","crdtType":"automerge"}`),
+			[]string{`table \"notes\" column \"doc\": crdtType \"automerge\" has no registered merger`, `yjs-doc`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "schema.json")
+			if err := os.WriteFile(file, []byte(c.schema), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for _, cmd := range []string{"serve", "prune"} {
+				data := t.TempDir()
+				args := []string{cmd, "--data", data, "--schema", file}
+				if cmd == "serve" {
+					args = append(args, "--listen", "127.0.0.1:0")
+				}
+				code, _, stderr := runCmdEnv(t, nil, args...)
+				if code != 1 {
+					t.Fatalf("%s: exit %d, want 1; stderr %s", cmd, code, stderr)
+				}
+				for _, w := range c.want {
+					if !strings.Contains(stderr, w) && !strings.Contains(stderr, strings.ReplaceAll(w, `\"`, `"`)) {
+						t.Fatalf("%s: stderr %s, want it to contain %s", cmd, stderr, w)
+					}
+				}
+				if cmd == "serve" && !strings.Contains(stderr, "schema_compile") {
+					t.Fatalf("serve: stderr %s, want the schema_compile phase", stderr)
+				}
+				if entries, err := os.ReadDir(data); err != nil || len(entries) != 0 {
+					t.Fatalf("%s: the data directory holds %v (%v), want nothing", cmd, entries, err)
+				}
+			}
+		})
+	}
+}
+
 // storeFlags returns flags for one shared database: a SQLite data dir, or
 // a PostgreSQL schema.
 func sharedStores(t *testing.T) map[string][]string {

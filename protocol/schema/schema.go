@@ -35,8 +35,8 @@ type ColumnSource struct {
 	Name     string `json:"name"`
 	Type     string `json:"type"`
 	Nullable bool   `json:"nullable"`
-	// CrdtType names the merge of a crdt column (e.g. "yjs-doc"); only crdt
-	// columns may set it.
+	// CrdtType names the merge of a crdt column (e.g. "yjs-doc"): every
+	// crdt column must set it (SPEC §5.10.1) and no other column may.
 	CrdtType string `json:"crdtType,omitempty"`
 	// Encrypted marks a column whose values are client-side ciphertext
 	// (opaque to the server); never the primary key, a scope or a crdt column.
@@ -185,6 +185,9 @@ func compileTable(ts TableSource) (*Table, error) {
 		}
 		if cs.Encrypted && typ == ssp2.TypeCRDT {
 			return nil, fmt.Errorf("columns[%d] %q: a crdt column cannot be encrypted", i, cs.Name)
+		}
+		if typ == ssp2.TypeCRDT && strings.TrimSpace(cs.CrdtType) == "" {
+			return nil, fmt.Errorf("columns[%d] %q: a crdt column needs a crdtType naming its merger (e.g. \"yjs-doc\")", i, cs.Name)
 		}
 		if len(cs.CrdtType) > 64 || len(cs.DeclaredType) > 256 {
 			return nil, fmt.Errorf("columns[%d] %q: crdtType is at most 64 bytes and declaredType at most 256", i, cs.Name)

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/protocol/yjs"
 	"github.com/synclane/synclane/storage"
 )
 
@@ -41,7 +43,8 @@ func (e *env) engineOn(st storage.Store, mut ...func(*engine.Config)) *engEnv {
 	x := &engEnv{env: e}
 	x.clock.Store(base)
 	cfg := engine.Config{Schema: e.sch, Store: st, Resolver: engine.AllowAll(e.sch),
-		Now: func() time.Time { return time.UnixMilli(x.clock.Load()) }, IdleTimeout: -1}
+		Now: func() time.Time { return time.UnixMilli(x.clock.Load()) }, IdleTimeout: -1,
+		Mergers: map[string]partition.Merger{yjs.CRDTType: yjs.Merger{}}} // items.c
 	for _, m := range mut {
 		m(&cfg)
 	}

@@ -81,7 +81,7 @@ const SchemaV1 = `{
         {"name": "j", "type": "json", "nullable": true},
         {"name": "bin", "type": "bytes", "nullable": true},
         {"name": "ref", "type": "blob_ref", "nullable": true},
-        {"name": "c", "type": "crdt", "nullable": true},
+        {"name": "c", "type": "crdt", "nullable": true, "crdtType": "yjs-doc"},
         {"name": "code", "type": "string", "nullable": true}
       ],
       "primaryKey": "id",
@@ -122,7 +122,7 @@ const SchemaV2 = `{
         {"name": "j", "type": "json", "nullable": true},
         {"name": "bin", "type": "bytes", "nullable": true},
         {"name": "ref", "type": "blob_ref", "nullable": true},
-        {"name": "c", "type": "crdt", "nullable": true},
+        {"name": "c", "type": "crdt", "nullable": true, "crdtType": "yjs-doc"},
         {"name": "code", "type": "string", "nullable": true},
         {"name": "extra", "type": "string", "nullable": true}
       ],
