@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -126,6 +127,70 @@ func (f *crdtFixture) stored(cid string) map[string]ssp2.SegmentRow {
 	return out
 }
 
+// crdtState is what the store holds: the partition's last commit and every
+// notes row of project P (version and values), read from storage directly.
+type crdtState struct {
+	maxSeq int64
+	rows   map[string]storage.RowRecord
+}
+
+func (f *crdtFixture) state() crdtState {
+	f.t.Helper()
+	ctx := context.Background()
+	info, err := f.store.ReadPartition(ctx, "p1")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	rows, err := f.store.ScanRows(ctx, "p1", storage.RowQuery{Table: f.eng.Schema().Table("notes"), Scopes: map[string][]string{"project_id": {"P"}}, Limit: 1000})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	st := crdtState{maxSeq: info.MaxCommitSeq, rows: map[string]storage.RowRecord{}}
+	for _, r := range rows {
+		st.rows[r.RowID] = r
+	}
+	return st
+}
+
+// wantSameState fails unless the store holds exactly what it held at before.
+func (f *crdtFixture) wantSameState(step string, before crdtState) {
+	f.t.Helper()
+	after := f.state()
+	if after.maxSeq != before.maxSeq {
+		f.t.Fatalf("%s: the log moved from seq %d to %d", step, before.maxSeq, after.maxSeq)
+	}
+	if len(after.rows) != len(before.rows) {
+		f.t.Fatalf("%s: %d notes rows, want %d", step, len(after.rows), len(before.rows))
+	}
+	for id, b := range before.rows {
+		a, ok := after.rows[id]
+		if !ok || a.Version != b.Version || !reflect.DeepEqual(a.Values, b.Values) {
+			f.t.Fatalf("%s: row %s is v%d %q, want v%d %q", step, id, a.Version, a.Values, b.Version, b.Values)
+		}
+	}
+}
+
+// wantConflict fails unless pr is a rejected commit whose one result is a
+// sync.version_conflict at op opIndex showing serverVersion and a serverRow
+// with title and doc.
+func (f *crdtFixture) wantConflict(pr *ssp2.PushResult, opIndex int32, serverVersion int64, title string, doc []byte) {
+	f.t.Helper()
+	if pr.Status != ssp2.CommitRejected || pr.CommitSeq != nil || len(pr.Results) != 1 {
+		f.t.Fatalf("push %s = %+v, want a rejected commit with one result", pr.ClientCommitID, pr)
+	}
+	r := pr.Results[0]
+	if r.OpIndex != opIndex || r.Status != ssp2.OpConflict || r.Code != string(syncerr.VersionConflict) || r.ServerVersion != serverVersion {
+		f.t.Fatalf("push %s: result %+v, want %s at op %d with serverVersion %d", pr.ClientCommitID, r, syncerr.VersionConflict, opIndex, serverVersion)
+	}
+	sr, err := f.notes.Decode(r.ServerRow)
+	if err != nil {
+		f.t.Fatalf("serverRow: %v", err)
+	}
+	if sr[2] != title || !bytes.Equal(sr[3].([]byte), doc) {
+		f.t.Fatalf("serverRow = %q, want title %q doc %q", sr, title, doc)
+	}
+}
+
 func wantApplied(t *testing.T, pr *ssp2.PushResult) {
 	t.Helper()
 	if pr.Status != ssp2.CommitApplied {
@@ -134,10 +199,9 @@ func wantApplied(t *testing.T, pr *ssp2.PushResult) {
 }
 
 // TestCRDTPushRules runs the SPEC §5.10.3 rules end to end on every backend:
-// clean applies merge and bump the version, crdt-only edits never conflict
-// whatever their baseVersion, a non-crdt conflict merges nothing and shows
-// the merged state in serverRow, a replay is cached and not re-merged, and
-// a failing merger rolls the commit back with
+// clean applies merge and bump the version, a conflict merges nothing and
+// shows the merged state in serverRow, a replay is cached and not
+// re-merged, and a failing merger rolls the commit back with
 // sync.crdt_merge_failed without leaking the merger's error.
 func TestCRDTPushRules(t *testing.T) {
 	for _, be := range crdtStores() {
@@ -151,10 +215,9 @@ func TestCRDTPushRules(t *testing.T) {
 			a, b := f.client("alice", "ca"), f.client("bob", "cb")
 
 			wantApplied(t, a.push("a1", upsert("notes", "n1", f.note("n1", "T", []byte("x\na")), ver(0))))
-			// Both clients edit the doc from version 1: neither conflicts.
 			wantApplied(t, b.push("b1", upsert("notes", "n1", f.note("n1", "T", []byte("b")), ver(1))))
-			wantApplied(t, a.push("a2", upsert("notes", "n1", f.note("n1", "T", []byte("c")), ver(1))))
 			// Last-write-wins pushes merge too; NULL carries no update.
+			wantApplied(t, a.push("a2", upsert("notes", "n1", f.note("n1", "T", []byte("c")), nil)))
 			wantApplied(t, b.push("b2", upsert("notes", "n1", f.note("n1", "T", nil), nil)))
 			row := f.stored("r1")["n1"]
 			if row.ServerVersion != 4 || !bytes.Equal(row.Values[3].([]byte), []byte("a\nb\nc\nx")) {
@@ -163,17 +226,7 @@ func TestCRDTPushRules(t *testing.T) {
 
 			// A stale push changing a non-crdt column conflicts; serverRow
 			// carries the merged doc and nothing of this push is merged.
-			pr := a.push("a3", upsert("notes", "n1", f.note("n1", "T2", []byte("lost")), ver(2)))
-			if pr.Status != ssp2.CommitRejected || len(pr.Results) != 1 || pr.Results[0].Status != ssp2.OpConflict {
-				t.Fatalf("stale title push = %+v, want a conflict", pr)
-			}
-			sr, err := f.notes.Decode(pr.Results[0].ServerRow)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if pr.Results[0].ServerVersion != 4 || !bytes.Equal(sr[3].([]byte), []byte("a\nb\nc\nx")) || sr[2] != "T" {
-				t.Fatalf("conflict serverRow = v%d %q", pr.Results[0].ServerVersion, sr)
-			}
+			f.wantConflict(a.push("a3", upsert("notes", "n1", f.note("n1", "T2", []byte("lost")), ver(2))), 0, 4, "T", []byte("a\nb\nc\nx"))
 
 			// A replay is answered from the idempotency record: cached, the
 			// same seq, no merge.
@@ -186,7 +239,7 @@ func TestCRDTPushRules(t *testing.T) {
 			}
 
 			// A failing merger: the whole commit rolls back.
-			pr = a.push("a4",
+			pr := a.push("a4",
 				upsert("notes", "n2", f.note("n2", "T", []byte("kept?")), nil),
 				upsert("orphans", "o1", orphan(t, f, "o1"), nil))
 			if pr.Status != ssp2.CommitRejected || pr.Results[0].Code != string(syncerr.CRDTMergeFailed) || pr.Results[0].OpIndex != 1 || pr.Results[0].Retryable {
@@ -201,6 +254,83 @@ func TestCRDTPushRules(t *testing.T) {
 			}
 			// The server keeps serving: the next push applies.
 			wantApplied(t, b.push("b3", upsert("notes", "n1", f.note("n1", "T", []byte("e")), ver(5))))
+		})
+	}
+}
+
+// TestCRDTStaleBaseVersionConflicts (SPEC §5.10.3 rules 1 and 3): a push
+// with a stale baseVersion on a row with a crdt column is
+// sync.version_conflict even when only the crdt column moved since — the
+// version is checked as for any row. serverRow carries the state merged by
+// earlier clean applies; the rejected commit (and its sibling operation)
+// changes no row and appends nothing to the log, and its replay answers the
+// recorded conflict without merging. A rebased push with the current
+// baseVersion merges and bumps the version by one. On every backend.
+func TestCRDTStaleBaseVersionConflicts(t *testing.T) {
+	for _, be := range crdtStores() {
+		t.Run(be.name, func(t *testing.T) {
+			calls := 0
+			counting := partition.MergerFunc(func(s, in []byte) ([]byte, error) {
+				calls++
+				return linesMerge(s, in)
+			})
+			f := newCRDTFixture(t, be.open(t), map[string]partition.Merger{"lines": counting, "refusing": refusing})
+			a, b := f.client("alice", "ca"), f.client("bob", "cb")
+			wantApplied(t, a.push("create", upsert("notes", "n1", f.note("n1", "T", []byte("x")), ver(0))))
+			// Two updates merge: one under the current baseVersion, one LWW.
+			wantApplied(t, b.push("b-current", upsert("notes", "n1", f.note("n1", "T", []byte("b")), ver(1))))
+			if row := f.state().rows["n1"]; row.Version != 2 || !bytes.Equal(row.Values[3].([]byte), []byte("b\nx")) {
+				t.Fatalf("after a push at the current baseVersion: v%d %q, want v2 %q", row.Version, row.Values[3], "b\nx")
+			}
+			wantApplied(t, a.push("a-lww", upsert("notes", "n1", f.note("n1", "T", []byte("c")), nil)))
+			merged := []byte("b\nc\nx")
+			before := f.state()
+			if row := before.rows["n1"]; row.Version != 3 || !bytes.Equal(row.Values[3].([]byte), merged) {
+				t.Fatalf("merged row = v%d %q, want v3 %q", row.Version, row.Values[3], merged)
+			}
+
+			stale := []struct {
+				name  string
+				title string
+				base  int64
+			}{
+				{"crdt-only edit at an old version", "T", 2},
+				{"crdt-only edit at the first version", "T", 1},
+				{"crdt and title edit at an old version", "T2", 2},
+				{"lost insert race", "T", 0},
+				{"a version never issued", "T", 9},
+			}
+			for i, c := range stale {
+				ccid := fmt.Sprintf("stale-%d", i)
+				// A sibling insert that would merge on its own rides along:
+				// the conflict rolls it back too.
+				pr := a.push(ccid,
+					upsert("notes", "n2", f.note("n2", "T", []byte("sibling")), nil),
+					upsert("notes", "n1", f.note("n1", c.title, []byte("lost")), ver(c.base)))
+				f.wantConflict(pr, 1, 3, "T", merged)
+				f.wantSameState(c.name, before)
+				// Replayed, the commit answers the recorded conflict and
+				// merges nothing.
+				n := calls
+				f.wantConflict(a.push(ccid, upsert("notes", "n1", f.note("n1", "T", []byte("other")), nil)), 1, 3, "T", merged)
+				if calls != n {
+					t.Fatalf("%s: the replay merged %d times", c.name, calls-n)
+				}
+				f.wantSameState(c.name+" replayed", before)
+			}
+
+			// The client rebases on serverVersion: it applies once, merged.
+			wantApplied(t, a.push("rebased", upsert("notes", "n1", f.note("n1", "T", []byte("lost")), ver(3))))
+			after := f.state()
+			if row := after.rows["n1"]; row.Version != 4 || !bytes.Equal(row.Values[3].([]byte), []byte("b\nc\nlost\nx")) {
+				t.Fatalf("rebased row = v%d %q, want v4 %q", row.Version, row.Values[3], "b\nc\nlost\nx")
+			}
+			if after.maxSeq != before.maxSeq+1 {
+				t.Fatalf("log at seq %d after the rebase, want %d", after.maxSeq, before.maxSeq+1)
+			}
+			if _, ok := after.rows["n2"]; ok {
+				t.Fatal("the sibling insert of a conflicting commit was stored")
+			}
 		})
 	}
 }
@@ -253,12 +383,13 @@ func yjsVectorUpdates(t *testing.T, n int) [][]byte {
 	return out
 }
 
-// TestCRDTYjsConvergence: two clients push the Yjs updates of concurrent
-// edit histories to one crdt column, in an interleaved order and with stale
-// baseVersions. Every push applies (crdt edits never conflict among
-// themselves), the stored document is byte-identical to merging all the
-// updates at once (so independent of arrival order), and an offline
-// outbox replayed in full is answered cached without a new merge or
+// TestCRDTYjsConvergence: three clients push the Yjs updates of concurrent
+// edit histories to the doc column of two rows, without baseVersion
+// (crdt-only edits, SPEC §5.10.3), each row getting them in another order.
+// Every push applies, both stored documents are byte-identical to merging
+// all the updates at once (so independent of arrival order), a stale
+// baseVersion among them is a conflict showing that merged state, and an
+// offline outbox replayed in full is answered cached without a new merge or
 // version. On every backend.
 func TestCRDTYjsConvergence(t *testing.T) {
 	updates := yjsVectorUpdates(t, 3)
@@ -269,30 +400,40 @@ func TestCRDTYjsConvergence(t *testing.T) {
 	for _, be := range crdtStores() {
 		t.Run(be.name, func(t *testing.T) {
 			f := newCRDTFixture(t, be.open(t), map[string]partition.Merger{"lines": yjs.Merger{}, "refusing": refusing}) // the doc column, merged as a Yjs document
-			a, b := f.client("alice", "ca"), f.client("bob", "cb")
-			wantApplied(t, a.push("a-create", upsert("notes", "n1", f.note("n1", "T", nil), ver(0))))
+			clients := []*client{f.client("alice", "ca"), f.client("bob", "cb"), f.client("carol", "cc")}
+			rows := []string{"n1", "n2"}
+			for _, id := range rows {
+				wantApplied(t, clients[0].push("create-"+id, upsert("notes", id, f.note(id, "T", nil), ver(0))))
+			}
 			type sent struct {
 				c    *client
 				ccid string
 				op   ssp2.Operation
 			}
 			var outbox []sent
-			for i, u := range updates {
-				c, base := a, ver(1) // both clients edit from version 1
-				if i%2 == 1 {
-					c = b
+			for i := range updates {
+				for r, id := range rows {
+					u := updates[i]
+					if r == 1 {
+						u = updates[len(updates)-1-i] // n2 gets them in reverse order
+					}
+					s := sent{clients[(i+r)%len(clients)], fmt.Sprintf("u%d-%s", i, id), upsert("notes", id, f.note(id, "T", u), nil)}
+					wantApplied(t, s.c.push(s.ccid, s.op))
+					outbox = append(outbox, s)
 				}
-				if i%3 == 2 {
-					base = nil
+			}
+			stored := f.stored("r1")
+			for _, id := range rows {
+				row := stored[id]
+				if row.ServerVersion != int64(1+len(updates)) || !bytes.Equal(row.Values[3].([]byte), want) {
+					t.Fatalf("%s: stored doc v%d (%d bytes) differs from merging all %d updates (%d bytes)", id, row.ServerVersion, len(row.Values[3].([]byte)), len(updates), len(want))
 				}
-				s := sent{c, fmt.Sprintf("u%d", i), upsert("notes", "n1", f.note("n1", "T", u), base)}
-				wantApplied(t, c.push(s.ccid, s.op))
-				outbox = append(outbox, s)
 			}
-			row := f.stored("r1")["n1"]
-			if row.ServerVersion != int64(1+len(updates)) || !bytes.Equal(row.Values[3].([]byte), want) {
-				t.Fatalf("stored doc v%d (%d bytes) differs from merging all %d updates (%d bytes)", row.ServerVersion, len(row.Values[3].([]byte)), len(updates), len(want))
-			}
+			// A client that pushes an update with the baseVersion it read
+			// before the others' edits conflicts, and sees the merged doc.
+			version := int64(1 + len(updates))
+			stale := clients[1].push("stale", upsert("notes", "n1", f.note("n1", "T", updates[0]), ver(1)))
+			f.wantConflict(stale, 0, version, "T", want)
 			for _, s := range outbox {
 				if pr := s.c.push(s.ccid, s.op); pr.Status != ssp2.CommitCached {
 					t.Fatalf("replay of %s = %+v, want cached", s.ccid, pr)
@@ -300,10 +441,13 @@ func TestCRDTYjsConvergence(t *testing.T) {
 			}
 			// A client bypassing idempotency re-pushes an old update under a
 			// new id: the merge is a no-op on the document.
-			wantApplied(t, a.push("u0-again", outbox[0].op))
-			again := f.stored("r2")["n1"]
-			if again.ServerVersion != row.ServerVersion+1 || !bytes.Equal(again.Values[3].([]byte), want) {
-				t.Fatalf("after replays: v%d, doc changed %v", again.ServerVersion, !bytes.Equal(again.Values[3].([]byte), want))
+			wantApplied(t, clients[0].push("u0-again", outbox[0].op))
+			again := f.stored("r2")
+			if a := again["n1"]; a.ServerVersion != version+1 || !bytes.Equal(a.Values[3].([]byte), want) {
+				t.Fatalf("after replays: v%d, doc changed %v", a.ServerVersion, !bytes.Equal(a.Values[3].([]byte), want))
+			}
+			if a := again["n2"]; a.ServerVersion != version || !bytes.Equal(a.Values[3].([]byte), want) {
+				t.Fatalf("n2 after replays: v%d, doc changed %v", a.ServerVersion, !bytes.Equal(a.Values[3].([]byte), want))
 			}
 		})
 	}

@@ -1,10 +1,7 @@
 package partition
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 
 	"go.uber.org/zap"
@@ -19,25 +16,26 @@ import (
 // Config.Mergers. The rules, as the push path applies them to a table that
 // has crdt columns:
 //
-//   - baseVersion governs only the non-crdt columns. Push payloads are full
-//     rows and a row has one version, so a non-crdt column counts as moved
-//     only when the payload's value differs from the stored one: a stale
-//     baseVersion whose non-crdt values all equal the stored row applies
-//     (see DecideCRDTUpsert). Two clients editing only crdt columns thus
-//     never conflict with each other.
+//   - baseVersion is checked exactly as for any row (DecideUpsert): it must
+//     equal the stored row version. Only the values of the crdt columns are
+//     left out of that check: they merge on a clean apply. A stale
+//     baseVersion is sync.version_conflict even when nothing but crdt
+//     columns moved since (§5.10.3 rules 1 and 3); a crdt-only edit that
+//     must never conflict is pushed without baseVersion (last-write-wins).
 //   - A clean apply (insert or update) stores, for each crdt column,
 //     Merge(stored, incoming) — never the raw pushed bytes — and bumps the
 //     row version as every applied upsert does. A NULL incoming value
 //     carries no update: the stored value is kept.
-//   - A conflict merges nothing; serverRow is the stored row, which holds
-//     the state merged by earlier clean applies.
+//   - A conflict merges nothing and writes nothing (its commit rolls back);
+//     serverRow is the stored row, which holds the state merged by earlier
+//     clean applies.
 //   - A missing merger or a failing (erring or panicking) one rejects the
 //     operation (and so rolls its commit back) with sync.crdt_merge_failed.
 //     The merger's error text is logged, never sent. (The engine refuses to
 //     start with a crdtType that has no merger, see CheckMergers, so a
 //     missing merger is reached only by a Config built by hand.)
 //   - A cached replay answers from the idempotency record and never merges
-//     again.
+//     again; a replayed conflict answers the recorded conflict.
 
 // Merger merges a crdt column's stored value with an incoming update.
 //
@@ -62,34 +60,6 @@ func (f MergerFunc) Merge(stored, incoming []byte) ([]byte, error) { return f(st
 // HasCRDT reports whether t has a crdt column.
 func HasCRDT(t *schema.Table) bool {
 	return slices.ContainsFunc(t.Columns, func(c ssp2.Column) bool { return c.Type == ssp2.TypeCRDT })
-}
-
-// PlainColumnsEqual reports whether stored and incoming hold equal values in
-// every non-crdt column of t.
-func PlainColumnsEqual(t *schema.Table, stored, incoming ssp2.Row) bool {
-	for i, c := range t.Columns {
-		if c.Type == ssp2.TypeCRDT {
-			continue
-		}
-		if !equalValue(stored[i], incoming[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// DecideCRDTUpsert is DecideUpsert for a table with crdt columns: a
-// Conflict whose non-crdt columns all equal the stored row (plainEqual)
-// applies as an update instead, since only non-crdt columns are compared.
-// A baseVersion of 0 against an existing row (a lost insert race) stays a
-// conflict: it states the intent to create the row; so does a baseVersion
-// above the stored version, which the server never issued.
-func DecideCRDTUpsert(exists bool, stored int64, baseVersion *int64, plainEqual bool) UpsertVerdict {
-	v := DecideUpsert(exists, stored, baseVersion)
-	if v == Conflict && plainEqual && *baseVersion != 0 && *baseVersion < stored {
-		return ApplyUpdate
-	}
-	return v
 }
 
 // CheckMergers reports the first crdt column of s (in declaration order)
@@ -166,46 +136,6 @@ func safeMerge(m Merger, stored, incoming []byte) (out []byte, err error) {
 		}
 	}()
 	return m.Merge(stored, incoming)
-}
-
-// equalValue compares two decoded row values (see ssp2.Row).
-func equalValue(a, b any) bool {
-	switch x := a.(type) {
-	case nil:
-		return b == nil
-	case string:
-		y, ok := b.(string)
-		return ok && x == y
-	case int64:
-		y, ok := b.(int64)
-		return ok && x == y
-	case float64:
-		y, ok := b.(float64)
-		return ok && math.Float64bits(x) == math.Float64bits(y)
-	case bool:
-		y, ok := b.(bool)
-		return ok && x == y
-	case json.RawMessage:
-		y, ok := b.(json.RawMessage)
-		return ok && bytes.Equal(x, y)
-	case []byte:
-		y, ok := b.([]byte)
-		return ok && bytes.Equal(x, y)
-	default:
-		return false
-	}
-}
-
-// upsertVerdict applies the conflict rules to an upsert of row: those of
-// DecideCRDTUpsert for a table with crdt columns, DecideUpsert otherwise.
-func upsertVerdict(t *schema.Table, existing *storage.RowRecord, row ssp2.Row, baseVersion *int64) UpsertVerdict {
-	if existing == nil {
-		return DecideUpsert(false, 0, baseVersion)
-	}
-	if !HasCRDT(t) {
-		return DecideUpsert(true, existing.Version, baseVersion)
-	}
-	return DecideCRDTUpsert(true, existing.Version, baseVersion, PlainColumnsEqual(t, existing.Values, row))
 }
 
 // mergeCRDT merges the crdt columns of an upsert being applied (see

@@ -25,65 +25,6 @@ func crdtTable(t *testing.T) *schema.Table {
 	return s.Table("notes")
 }
 
-func TestDecideCRDTUpsert(t *testing.T) {
-	cases := []struct {
-		name       string
-		exists     bool
-		stored     int64
-		base       *int64
-		plainEqual bool
-		want       UpsertVerdict
-	}{
-		{"insert", false, 0, nil, false, ApplyInsert},
-		{"insert with base 0", false, 0, i64(0), false, ApplyInsert},
-		{"missing row", false, 0, i64(3), true, Missing},
-		{"current base", true, 4, i64(4), false, ApplyUpdate},
-		{"lww", true, 4, nil, false, ApplyUpdate},
-		{"stale base, crdt-only change", true, 4, i64(2), true, ApplyUpdate},
-		{"stale base, non-crdt change", true, 4, i64(2), false, Conflict},
-		{"lost insert race stays a conflict", true, 4, i64(0), true, Conflict},
-		{"future base stays a conflict", true, 4, i64(5), true, Conflict},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if got := DecideCRDTUpsert(c.exists, c.stored, c.base, c.plainEqual); got != c.want {
-				t.Fatalf("DecideCRDTUpsert = %v, want %v", got, c.want)
-			}
-		})
-	}
-}
-
-func i64(v int64) *int64 { return &v }
-
-func TestPlainColumnsEqual(t *testing.T) {
-	tb := crdtTable(t)
-	base := ssp2.Row{"r", "P", int64(1), 1.5, true, json.RawMessage(`{"a":1}`), []byte{1}, []byte("d1"), nil}
-	with := func(i int, v any) ssp2.Row { r := append(ssp2.Row(nil), base...); r[i] = v; return r }
-	cases := []struct {
-		name string
-		row  ssp2.Row
-		want bool
-	}{
-		{"identical", with(0, "r"), true},
-		{"scope", with(1, "Q"), false},
-		{"crdt columns differ", with(7, []byte("other")), true},
-		{"crdt NULL", with(8, []byte("x")), true},
-		{"integer", with(2, int64(2)), false},
-		{"integer to NULL", with(2, nil), false},
-		{"float", with(3, 1.25), false},
-		{"bool", with(4, false), false},
-		{"json text", with(5, json.RawMessage(`{"a": 1}`)), false},
-		{"bytes", with(6, []byte{2}), false},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if got := PlainColumnsEqual(tb, base, c.row); got != c.want {
-				t.Fatalf("PlainColumnsEqual = %v, want %v", got, c.want)
-			}
-		})
-	}
-}
-
 // TestCheckMergers: every crdt column's crdtType must have a merger; the
 // refusal names the table, the column and the crdtType (SPEC §5.10.1).
 func TestCheckMergers(t *testing.T) {

@@ -390,7 +390,8 @@ func (p *Partition) applyOp(ctx context.Context, tx storage.PushTx, j *SyncJob, 
 	if existing != nil {
 		stored = existing.Version
 	}
-	verdict := upsertVerdict(t, existing, row, op.BaseVersion)
+	// baseVersion is checked as for any row, crdt columns or not (§5.10.3).
+	verdict := DecideUpsert(existing != nil, stored, op.BaseVersion)
 	authRow := row
 	if existing != nil {
 		authRow = existing.Values // existing rows are authorized as stored, never by payload

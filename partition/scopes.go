@@ -6,6 +6,9 @@
 package partition
 
 import (
+	"bytes"
+	"encoding/json"
+	"math"
 	"slices"
 	"strconv"
 
@@ -155,4 +158,32 @@ func KeepStoredScopes(t *schema.Table, stored, incoming ssp2.Row) (row ssp2.Row,
 		}
 	}
 	return incoming, changed
+}
+
+// equalValue compares two decoded row values (see ssp2.Row).
+func equalValue(a, b any) bool {
+	switch x := a.(type) {
+	case nil:
+		return b == nil
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case int64:
+		y, ok := b.(int64)
+		return ok && x == y
+	case float64:
+		y, ok := b.(float64)
+		return ok && math.Float64bits(x) == math.Float64bits(y)
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	case json.RawMessage:
+		y, ok := b.(json.RawMessage)
+		return ok && bytes.Equal(x, y)
+	case []byte:
+		y, ok := b.([]byte)
+		return ok && bytes.Equal(x, y)
+	default:
+		return false
+	}
 }
