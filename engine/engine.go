@@ -227,6 +227,15 @@ type Config struct {
 	// Blobs.Store the blob routes are not served (pushes still check
 	// blob_ref references: none can be present).
 	Blobs BlobConfig
+	// IdempotencyFault is a test-only fault injector, nil in production
+	// (where it costs one nil check per commit). When set it is called at
+	// each authoritative idempotency read of a pushed commit or a command
+	// (inside the push transaction, after the read); true makes that read
+	// answer an unreadable record: the commit is answered rejected with
+	// the retryable sync.idempotency_cache_miss and nothing is persisted
+	// for it. The store and its transactions are the production ones
+	// either way. It must not block: it runs on the partition's actor.
+	IdempotencyFault func() bool
 }
 
 // CommitFeed reports commits made to a shared store by any process.
@@ -311,6 +320,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	pc.MaxOperations, pc.MinSchemaVersion, pc.ClientFlushInterval = cfg.MaxOperations, cfg.MinSchemaVersion, cfg.ClientFlushInterval
 	pc.OnCommit, pc.OnRegistration = cfg.OnCommit, cfg.OnRegistration
 	pc.Mergers = cfg.Mergers
+	pc.IdempotencyFault = cfg.IdempotencyFault
 	pc.Limits = cfg.Limits.WithDefaults()
 	if err := configureHooks(cfg, pc); err != nil {
 		return nil, err

@@ -144,7 +144,7 @@ func (p *Partition) command(ctx context.Context, j *CommandJob) {
 		return
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after Commit
-	rec, err := tx.LookupIdempotency(ctx, j.clientID, j.clientCommitID)
+	rec, err := p.lookupIdempotency(ctx, tx, j.clientID, j.clientCommitID)
 	if err != nil {
 		j.answer(CommandOutcome{}, storageErr(err))
 		return

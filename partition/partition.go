@@ -104,6 +104,10 @@ type Config struct {
 	// sync.crdt_merge_failed (engine.New refuses such a schema before
 	// serving, see CheckMergers).
 	Mergers map[string]Merger
+
+	// IdempotencyFault, when set, is a test-only fault injector (see
+	// lookupIdempotency): nil in production.
+	IdempotencyFault func() bool
 }
 
 // NewConfig returns a Config for s and st with the row codecs built and

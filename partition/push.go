@@ -264,7 +264,7 @@ func (p *Partition) applyCommits(ctx context.Context, tx storage.PushTx, j *Sync
 			rep.addOutcome(outcome{&dup, prev.details})
 			continue
 		}
-		rec, err := tx.LookupIdempotency(ctx, cid, c.ClientCommitID)
+		rec, err := p.lookupIdempotency(ctx, tx, cid, c.ClientCommitID)
 		if err != nil {
 			return err
 		}

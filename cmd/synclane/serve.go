@@ -486,14 +486,8 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 			log.Warn("--jwt-allow-no-exp: tokens without an exp claim are accepted and never expire")
 		}
 	case c.testControl:
-		controls = testcontrol.Controls{Store: testcontrol.WrapStore(st), Resolver: testcontrol.NewResolver()}
-		if c.clockMs >= 0 {
-			controls.Clock = testcontrol.NewClock(c.clockMs)
-			cfg.Now = controls.Clock.Now
-		}
-		auth, resolver, cfg.Store = httpsync.DevAuth{}, controls.Resolver, controls.Store
-		controls.Rules = testcontrol.NewRules(sch)
-		controls.Rules.Install(&cfg) // declarative validators (PUT /_test/validators, /_test/commit-validator)
+		controls = c.testControls(&cfg, sch) // testcontrol.go
+		auth, resolver = httpsync.DevAuth{}, controls.Resolver
 		log.Warn("test-control surface enabled under /_test/: development authentication, and no actor holds any scope until PUT /_test/allowed-scopes sets it")
 	default:
 		auth, resolver = httpsync.DevAuth{}, engine.AllowAll(sch)

@@ -337,25 +337,39 @@ func TestTestControlRowsEveryType(t *testing.T) {
 	}
 }
 
+// On every backend serve runs (SQLite, PostgreSQL), through the
+// production store and its transactions.
 func TestTestControlFailNextIdempotencyLookup(t *testing.T) {
-	base := startTestControl(t)
-	control(t, "PUT", base+"/_test/allowed-scopes/ada", `{"project_id":["p1"]}`, nil)
-	c := newThingsClient(base, "ada", "c-ada")
-	if pr := pushThing(t, c, "i1", "p1", "commit-1"); pr.Status != ssp2.CommitApplied {
-		t.Fatalf("first push: %+v", pr)
-	}
-	if code := control(t, "POST", base+"/_test/fail-next-idempotency-lookup", "", nil); code != 200 {
-		t.Fatalf("arm: %d", code)
-	}
-	pr := pushThing(t, c, "i1", "p1", "commit-1")
-	if pr.Status != ssp2.CommitRejected || pr.CommitSeq != nil || len(pr.Results) != 1 || pr.Results[0].Code != string(syncerr.IdempotencyCacheMiss) || !pr.Results[0].Retryable || pr.Results[0].OpIndex != 0 {
-		t.Fatalf("armed replay: %+v", pr)
-	}
-	// One read only, and the miss was not persisted: the retry replays the
-	// original outcome.
-	pr = pushThing(t, c, "i1", "p1", "commit-1")
-	if pr.Status != ssp2.CommitCached || pr.CommitSeq == nil || *pr.CommitSeq != 1 {
-		t.Fatalf("retry after the miss: %+v", pr)
+	for name, flags := range sharedStores(t) {
+		t.Run(name, func(t *testing.T) {
+			base := startTestControl(t, flags...)
+			control(t, "PUT", base+"/_test/allowed-scopes/ada", `{"project_id":["p1"]}`, nil)
+			c := newThingsClient(base, "ada", "c-ada")
+			if pr := pushThing(t, c, "i1", "p1", "commit-1"); pr.Status != ssp2.CommitApplied {
+				t.Fatalf("first push: %+v", pr)
+			}
+			if code := control(t, "POST", base+"/_test/fail-next-idempotency-lookup", "", nil); code != 200 {
+				t.Fatalf("arm: %d", code)
+			}
+			pr := pushThing(t, c, "i1", "p1", "commit-1")
+			if pr.Status != ssp2.CommitRejected || pr.CommitSeq != nil || len(pr.Results) != 1 || pr.Results[0].Code != string(syncerr.IdempotencyCacheMiss) || !pr.Results[0].Retryable || pr.Results[0].OpIndex != 0 {
+				t.Fatalf("armed replay: %+v", pr)
+			}
+			// One read only, and the miss was not persisted: the retry replays the
+			// original outcome.
+			pr = pushThing(t, c, "i1", "p1", "commit-1")
+			if pr.Status != ssp2.CommitCached || pr.CommitSeq == nil || *pr.CommitSeq != 1 {
+				t.Fatalf("retry after the miss: %+v", pr)
+			}
+			// A fresh commit under the fault is not applied; its retry is.
+			control(t, "POST", base+"/_test/fail-next-idempotency-lookup", "", nil)
+			if pr := pushThing(t, c, "i2", "p1", "commit-2"); pr.Status != ssp2.CommitRejected || pr.Results[0].Code != string(syncerr.IdempotencyCacheMiss) {
+				t.Fatalf("armed fresh commit: %+v", pr)
+			}
+			if pr := pushThing(t, c, "i2", "p1", "commit-2"); pr.Status != ssp2.CommitApplied || *pr.CommitSeq != 2 {
+				t.Fatalf("retry of the fresh commit: %+v", pr)
+			}
+		})
 	}
 }
 

@@ -101,7 +101,7 @@ func New(eng *engine.Engine) (*Service, error) {
 }
 
 // NewWithReader is New for a store wrapped in something that hides its
-// AdminReader (for example the test-control store): reads go to r.
+// AdminReader: reads go to r.
 // Both register the feature sections the engine runs with (FeatureSections).
 func NewWithReader(eng *engine.Engine, r storage.AdminReader) *Service {
 	s := &Service{eng: eng, reader: r, now: eng.Now}

@@ -36,8 +36,10 @@ const UnsupportedCode = "test.unsupported"
 type Controls struct {
 	// Engine is the engine under test (schema and storage reads).
 	Engine *engine.Engine
-	// Store is the engine's store wrapper (fail-next-idempotency-lookup).
-	Store *Store
+	// Faults holds the idempotency fault the engine was built with
+	// (Config.IdempotencyFault = Faults.Take; fail-next-idempotency-lookup);
+	// nil answers that endpoint 501 test.unsupported.
+	Faults *IdempotencyFault
 	// Resolver holds the per-actor grants.
 	Resolver *Resolver
 	// Clock is the virtual clock; nil when the server runs on wall time
@@ -63,7 +65,11 @@ func Handler(c Controls) http.Handler {
 	mux.HandleFunc("GET /_test/rows/{table}", c.rows)
 	mux.HandleFunc("POST /_test/signed-url-ttl", c.signedURLTTL)
 	mux.HandleFunc("POST /_test/fail-next-idempotency-lookup", func(w http.ResponseWriter, _ *http.Request) {
-		c.Store.FailNextIdempotencyLookup()
+		if c.Faults == nil {
+			unsupported(w, "idempotency faults")
+			return
+		}
+		c.Faults.Arm()
 		writeJSON(w, struct{}{})
 	})
 	mux.HandleFunc("POST /_test/blob-presign", c.blobPresign) // blobs.go

@@ -5,11 +5,13 @@
 // can reach it: the server refuses to start it unless authentication is
 // development auth and it listens on a loopback address.
 //
-// The surface owns three hooks the server is built with: a virtual Clock
+// The surface owns the hooks the server is built with: a virtual Clock
 // (every timestamp the engine writes reads it), a Resolver whose allowed
 // scopes the harness sets per actor (an actor it never set holds nothing)
-// and that can fail or signal an outage (auth leases),
-// and a Store wrapper that can make the next idempotency read unreadable.
+// and that can fail or signal an outage (auth leases), the declarative
+// validator Rules (rules.go), and an IdempotencyFault the engine consults
+// at each idempotency read. The engine runs the production store and its
+// transactions: the surface wraps nothing.
 // Endpoints of features synclane does not have yet answer 501 with
 // {"code":"test.unsupported"}.
 package testcontrol
@@ -23,8 +25,6 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/protocol/ssp2"
-	"github.com/synclane/synclane/storage"
 )
 
 // Clock is a virtual clock: it starts at a given instant and moves only
@@ -106,41 +106,20 @@ func (r *Resolver) ResolveScopes(_ context.Context, id engine.Identity) (map[str
 	return out, nil
 }
 
-// Store wraps a storage.Store so a harness can make the next idempotency
-// read of a push transaction behave as an unreadable record (the engine
-// then answers the commit with the retryable sync.idempotency_cache_miss
-// and persists nothing). Everything else passes through.
-type Store struct {
-	storage.Store
-	failNext atomic.Bool
-}
+// IdempotencyFault is the one-shot fault of POST
+// /_test/fail-next-idempotency-lookup. Its Take is the engine's
+// Config.IdempotencyFault: the next authoritative idempotency read of a
+// pushed commit (or command) after Arm answers an unreadable record, so
+// the commit is answered rejected with the retryable
+// sync.idempotency_cache_miss and nothing is persisted for it. The store
+// and its transactions are the production ones: nothing is wrapped. It is
+// safe for concurrent use.
+type IdempotencyFault struct{ armed atomic.Bool }
 
-// WrapStore returns st wrapped.
-func WrapStore(st storage.Store) *Store { return &Store{Store: st} }
+// Arm makes the next idempotency read fail (one read; arming twice before
+// it is used still fails one read).
+func (f *IdempotencyFault) Arm() { f.armed.Store(true) }
 
-// FailNextIdempotencyLookup arms the failure for the next idempotency read
-// (one read; arming twice before it is used still fails one read).
-func (s *Store) FailNextIdempotencyLookup() { s.failNext.Store(true) }
-
-// BeginPush implements storage.Store.
-func (s *Store) BeginPush(ctx context.Context, partition string) (storage.PushTx, error) {
-	tx, err := s.Store.BeginPush(ctx, partition)
-	if err != nil {
-		return nil, err
-	}
-	return &pushTx{PushTx: tx, s: s}, nil
-}
-
-type pushTx struct {
-	storage.PushTx
-	s *Store
-}
-
-// LookupIdempotency returns an unreadable record when the failure is armed.
-func (t *pushTx) LookupIdempotency(ctx context.Context, clientID, clientCommitID string) (*storage.IdempotencyRecord, error) {
-	if t.s.failNext.CompareAndSwap(true, false) {
-		return &storage.IdempotencyRecord{ClientID: clientID, ClientCommitID: clientCommitID,
-			Status: ssp2.CommitApplied, Result: []byte("\x00unreadable")}, nil
-	}
-	return t.PushTx.LookupIdempotency(ctx, clientID, clientCommitID)
-}
+// Take reports whether the fault is armed and disarms it: true for
+// exactly one call after Arm.
+func (f *IdempotencyFault) Take() bool { return f.armed.CompareAndSwap(true, false) }

@@ -7,10 +7,6 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/protocol/schema"
-	"github.com/synclane/synclane/protocol/ssp2"
-	"github.com/synclane/synclane/storage"
-	"github.com/synclane/synclane/storage/memory"
 )
 
 func TestClockMovesOnlyWhenAdvanced(t *testing.T) {
@@ -46,29 +42,18 @@ func TestResolverGrantsCopiesAndFails(t *testing.T) {
 	}
 }
 
-// The armed failure makes exactly one idempotency read unreadable.
-func TestStoreFailsOneIdempotencyLookup(t *testing.T) {
-	ctx := context.Background()
-	st := WrapStore(memory.New())
-	if err := st.EnsureSchema(ctx, schema.MustDemo()); err != nil {
-		t.Fatal(err)
+// The armed fault is taken by exactly one idempotency read.
+func TestIdempotencyFaultIsTakenOnce(t *testing.T) {
+	var f IdempotencyFault
+	if f.Take() {
+		t.Fatal("an unarmed fault was taken")
 	}
-	tx, err := st.BeginPush(ctx, "p")
-	if err != nil {
-		t.Fatal(err)
+	f.Arm()
+	f.Arm() // arming twice still fails one read
+	if !f.Take() {
+		t.Fatal("the armed fault was not taken")
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck
-	if rec, err := tx.LookupIdempotency(ctx, "c", "k"); err != nil || rec != nil {
-		t.Fatalf("unarmed lookup: %+v, %v", rec, err)
+	if f.Take() {
+		t.Fatal("the fault outlived one read")
 	}
-	st.FailNextIdempotencyLookup()
-	st.FailNextIdempotencyLookup() // arming twice still fails one read
-	rec, err := tx.LookupIdempotency(ctx, "c", "k")
-	if err != nil || rec == nil || rec.Status != ssp2.CommitApplied || rec.ClientCommitID != "k" {
-		t.Fatalf("armed lookup: %+v, %v", rec, err)
-	}
-	if rec, err := tx.LookupIdempotency(ctx, "c", "k"); err != nil || rec != nil {
-		t.Fatalf("the failure outlived one read: %+v, %v", rec, err)
-	}
-	var _ storage.PushTx = tx
 }
