@@ -76,6 +76,59 @@ type blobMetrics struct {
 	// (random per-process key, made on first use).
 	grantOnce   sync.Once
 	grantSigner *segstore.Signer
+
+	// presign is the current BlobPresign (Config.BlobPresign at start,
+	// then Engine.SetBlobPresign), read by every grant and download.
+	presign atomic.Int32
+}
+
+// BlobPresign is the presigned-URL switch of blob transfers (SPEC §5.9.3,
+// §5.9.5): whether an upload grant mints a presigned PUT URL, and whether
+// an authorized download answers a presigned GET URL instead of the
+// bytes. URLs already issued stay valid until they expire whatever the
+// switch says.
+type BlobPresign int32
+
+const (
+	// BlobPresignConfigured (the zero value) follows the configuration:
+	// upload grants always mint a URL (signed with Config.SignedURLs, or
+	// with a per-process key), downloads answer a URL iff
+	// Config.SignedURLs is set.
+	BlobPresignConfigured BlobPresign = iota
+	// BlobPresignOn: grants mint a URL and downloads answer one (signed
+	// with Config.SignedURLs, or with the per-process key: 15 minutes).
+	BlobPresignOn
+	// BlobPresignOff: no presigned URL. A grant answers neither a URL nor
+	// the present marker (SPEC §5.9.3 "no grant": the client uploads
+	// through PUT /blobs/{id}); downloads stream the bytes.
+	BlobPresignOff
+)
+
+// SetBlobPresign turns presigned blob URLs on (BlobPresignOn) or off
+// (BlobPresignOff) for every grant and download from now on. It is safe
+// for concurrent use.
+func (e *Engine) SetBlobPresign(enabled bool) {
+	m := BlobPresignOff
+	if enabled {
+		m = BlobPresignOn
+	}
+	e.blobs.presign.Store(int32(m))
+}
+
+// BlobPresignMode returns the current presigned-URL switch.
+func (e *Engine) BlobPresignMode() BlobPresign { return BlobPresign(e.blobs.presign.Load()) }
+
+// downloadSigner returns the signer of download URLs under the current
+// switch, or nil when downloads stream the bytes.
+func (e *Engine) downloadSigner() *segstore.Signer {
+	switch e.BlobPresignMode() {
+	case BlobPresignOn:
+		return e.blobSigner()
+	case BlobPresignOff:
+		return nil
+	default:
+		return e.cfg.SignedURLs
+	}
 }
 
 // BlobStats returns this process's blob counters.
@@ -197,7 +250,9 @@ func (e *Engine) UploadBlob(ctx context.Context, blobID, mediaType string, decla
 	return nil
 }
 
-// BlobGrant answers an upload grant (SPEC §5.9 POST upload-grant).
+// BlobGrant answers an upload grant (SPEC §5.9 POST upload-grant). With
+// neither Present nor Token, presigned uploads are off (BlobPresignOff):
+// no grant, the client uploads through PUT /blobs/{id} (answered {}).
 type BlobGrant struct {
 	// Present: the blob is already stored; nothing to upload.
 	Present bool
@@ -211,7 +266,8 @@ type BlobGrant struct {
 // the caller (host-authenticated): blob.too_large over the cap,
 // sync.invalid_request for a bad id or length. The token is signed with
 // Config.SignedURLs, or with a per-process key when that is unset (then
-// only this process accepts it).
+// only this process accepts it). Under BlobPresignOff it answers no grant
+// (a zero BlobGrant) once the checks passed, without reading the blob.
 func (e *Engine) UploadGrant(ctx context.Context, id Identity, blobID string, byteLength int64) (BlobGrant, error) {
 	bi, err := e.blobIndex()
 	if err != nil {
@@ -228,6 +284,9 @@ func (e *Engine) UploadGrant(ctx context.Context, id Identity, blobID string, by
 	}
 	if byteLength > e.MaxBlobBytes() {
 		return BlobGrant{}, syncerr.New(syncerr.BlobTooLarge, "blob of %d bytes exceeds the cap of %d bytes", byteLength, e.MaxBlobBytes())
+	}
+	if e.BlobPresignMode() == BlobPresignOff {
+		return BlobGrant{}, nil
 	}
 	m, err := bi.GetBlob(ctx, blobID)
 	if err != nil {
@@ -267,8 +326,9 @@ func (e *Engine) VerifyUploadGrant(blobID, token string) (int64, error) {
 // BlobDownload is an authorized download.
 type BlobDownload struct {
 	Info storage.BlobInfo
-	// Token and ExpiresAtMs are set when signed URLs are configured: the
-	// caller answers {"url","urlExpiresAtMs"} instead of the bytes.
+	// Token and ExpiresAtMs are set when downloads are presigned (see
+	// BlobPresign): the caller answers {"url","urlExpiresAtMs"} instead of
+	// the bytes.
 	Token       string
 	ExpiresAtMs int64
 }
@@ -308,8 +368,8 @@ func (e *Engine) Blob(ctx context.Context, id Identity, blobID string) (BlobDown
 		return BlobDownload{}, syncerr.New(syncerr.BlobForbidden, "no row the caller may access references blob %s", blobID)
 	}
 	d := BlobDownload{Info: *m}
-	if e.cfg.SignedURLs != nil {
-		d.Token, d.ExpiresAtMs = e.cfg.SignedURLs.SignBlob(id.Partition, blobID, segstore.BlobOpGet, 0)
+	if sg := e.downloadSigner(); sg != nil {
+		d.Token, d.ExpiresAtMs = sg.SignBlob(id.Partition, blobID, segstore.BlobOpGet, 0)
 	}
 	return d, nil
 }

@@ -227,6 +227,12 @@ type Config struct {
 	// Blobs.Store the blob routes are not served (pushes still check
 	// blob_ref references: none can be present).
 	Blobs BlobConfig
+	// BlobPresign is where the presigned-URL switch of blob transfers
+	// starts (see BlobPresign; the zero value keeps upload grants always
+	// presigned and downloads presigned iff SignedURLs is set).
+	// Engine.SetBlobPresign moves it at run time.
+	BlobPresign BlobPresign
+
 	// IdempotencyFault is a test-only fault injector, nil in production
 	// (where it costs one nil check per commit). When set it is called at
 	// each authoritative idempotency read of a pushed commit or a command
@@ -294,6 +300,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Operations != nil && cfg.Operations.Schema() != cfg.Schema {
 		return nil, errors.New("engine: Operations was registered for another schema than Schema")
 	}
+	if cfg.BlobPresign < BlobPresignConfigured || cfg.BlobPresign > BlobPresignOff {
+		return nil, fmt.Errorf("engine: BlobPresign %d is not a BlobPresign value", cfg.BlobPresign)
+	}
 	if cfg.MaxOperations <= 0 {
 		cfg.MaxOperations = 500
 	}
@@ -315,6 +324,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg.Logger.Warn("a backfill checkpoint at the running schema version is pending and not declared by this process; requests are refused until it is activated", zap.Error(err))
 	}
 	e := &Engine{cfg: cfg, metrics: newMetrics()}
+	e.blobs.presign.Store(int32(cfg.BlobPresign))
 	pc := partition.NewConfig(cfg.Schema, cfg.Store, partition.Gate{Running: cfg.Schema.Version, Declared: cfg.Checkpoints})
 	pc.Logger, pc.Now = cfg.Logger, cfg.Now
 	pc.MaxOperations, pc.MinSchemaVersion, pc.ClientFlushInterval = cfg.MaxOperations, cfg.MinSchemaVersion, cfg.ClientFlushInterval

@@ -27,12 +27,14 @@ import (
 //     blob or storage failed.
 //   - POST .../upload-grant {"byteLength","mediaType"?}: host auth.
 //     {"present":true} when stored, else {"url","urlExpiresAtMs"}: one PUT
-//     within 15 minutes; 413 over the cap; 400 for a bad body (at most
-//     4 KiB).
+//     within 15 minutes; {} when presigned uploads are off
+//     (engine.BlobPresignOff: upload through PUT); 413 over the cap; 400
+//     for a bad body (at most 4 KiB).
 //   - GET (and HEAD): host auth; allowed iff a row of the caller's
 //     partition referencing the blob passes the §3.4 check against the
 //     stored row, else 403 blob.forbidden (also when the resolver fails);
-//     404 blob.not_found. With signed URLs configured the answer is
+//     404 blob.not_found. When downloads are presigned (signed URLs
+//     configured, or engine.BlobPresignOn) the answer is
 //     {"url","urlExpiresAtMs"}; the URL (?st=, no host auth) serves the
 //     bytes. Bytes carry ETag "<id>", Cache-Control private, max-age=0,
 //     Vary: Authorization, Accept-Encoding, honour If-None-Match (304) and
@@ -221,8 +223,8 @@ func (h *BlobHandler) grant(w http.ResponseWriter, r *http.Request, rid, id stri
 		h.fail(w, rid, "upload grant", err)
 		return
 	}
-	if g.Present {
-		writeJSON(w, grantAnswer{Present: true})
+	if g.Present || g.Token == "" { // stored, or presigned uploads off: {} (upload through PUT)
+		writeJSON(w, grantAnswer{Present: g.Present})
 		return
 	}
 	writeJSON(w, grantAnswer{URL: h.blobURL(r, id, g.Token), URLExpiresAtMs: g.ExpiresAtMs})

@@ -10,7 +10,8 @@
 // scopes the harness sets per actor (an actor it never set holds nothing)
 // and that can fail or signal an outage (auth leases), the declarative
 // validator Rules (rules.go), and an IdempotencyFault the engine consults
-// at each idempotency read. The engine runs the production store and its
+// at each idempotency read. It also moves the engine's blob presign
+// switch (blobs.go). The engine runs the production store and its
 // transactions: the surface wraps nothing.
 // Endpoints of features synclane does not have yet answer 501 with
 // {"code":"test.unsupported"}.
