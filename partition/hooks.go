@@ -236,6 +236,32 @@ type Rejection struct {
 // Error describes the rejection.
 func (r *Rejection) Error() string { return r.Code + ": " + r.Message }
 
+// Check returns why r is not a valid host rejection (its code or details
+// break the rules above), or nil. A hook returning a rejection that fails
+// Check rejects its commit with sync.constraint_violation instead (a host
+// bug, logged); hosts building rejections from input can Check them first.
+func (r *Rejection) Check() error {
+	if bug := checkHostCode(r.Code); bug != "" {
+		return errors.New(bug)
+	}
+	if r.Details != nil {
+		b, err := json.Marshal(r.Details)
+		if err != nil {
+			return err
+		}
+		if err := ssp2.CheckDetailsJSON(string(b)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EqualValue reports whether two decoded row values (elements of an
+// ssp2.Row, as RowWrite.Row and RowWrite.Stored hold them) are equal: the
+// same Go type and value, floats bit for bit, json values by their raw
+// text, bytes by content.
+func EqualValue(a, b any) bool { return equalValue(a, b) }
+
 // RejectionDetails are the structured details of a rejection, sent as
 // PUSH_RESULT_DETAILS and persisted with the idempotent outcome. Tokens
 // (Reason, RequiredAction, reference keys) match
@@ -351,19 +377,15 @@ func (p *Partition) hookError(hook string, i int32, nops int, err error) *hookRe
 	if hook == "commit validator" && rj.OpIndex >= 0 && int(rj.OpIndex) < nops {
 		i = rj.OpIndex
 	}
-	bug := checkHostCode(rj.Code)
-	var details string
-	if bug == "" && rj.Details != nil {
-		b, _ := json.Marshal(rj.Details)
-		if derr := ssp2.CheckDetailsJSON(string(b)); derr != nil {
-			bug = derr.Error()
-		}
-		details = string(b)
-	}
-	if bug != "" {
+	if bug := rj.Check(); bug != nil {
 		p.log().Error("host hook returned an invalid rejection (a host bug); rejecting with sync.constraint_violation",
-			zap.String("hook", hook), zap.String("code", rj.Code), zap.String("problem", bug))
+			zap.String("hook", hook), zap.String("code", rj.Code), zap.String("problem", bug.Error()))
 		return &hookRejection{rec: opError(i, syncerr.New(syncerr.ConstraintViolation, "operation %d was rejected by the server's %s", i, hook))}
+	}
+	var details string
+	if rj.Details != nil {
+		b, _ := json.Marshal(rj.Details) // Check marshalled it
+		details = string(b)
 	}
 	msg := rj.Message
 	if msg == "" {
