@@ -348,6 +348,7 @@ func (p *Partition) imageOrFirstPage(ctx context.Context, t *schema.Table, eff m
 		return nil, &first, nil
 	}
 	m, _, err := p.cfg.Segments.Obtain(ctx, p.name, key, func(ctx context.Context) (segstore.Built, error) {
+		p.cfg.Segments.CountEncoded()
 		var data []byte
 		var n int64
 		var err error
@@ -438,8 +439,12 @@ type pageBuilder func(ctx context.Context, t *schema.Table, eff map[string][]str
 // one at a time and each is encoded as it comes, so the page is held once,
 // encoded; sizeHint (the previous page's bytes in a streamed section, or
 // 0) presizes the segment buffer, and buf, when not nil, is a page buffer
-// the caller is done with, whose storage the page is written into.
+// the caller is done with, whose storage the page is written into. Every
+// page encoded is counted (segstore.Stats.Encoded).
 func (p *Partition) buildPage(ctx context.Context, t *schema.Table, eff map[string][]string, digest string, tok BootstrapToken, pageRows, sizeHint int, buf []byte) (segstore.Built, error) {
+	if p.cfg.Segments != nil {
+		p.cfg.Segments.CountEncoded()
+	}
 	q := storage.RowQuery{Table: t, Scopes: eff, AfterRowID: tok.RowCursor, Limit: pageRows + 1}
 	sb := ssp2.NewSegmentBuilderBuffer(buf, t.Name, p.cfg.Schema.Version, t.Columns)
 	// A page buffer gets a quarter of headroom, so that the pages of a

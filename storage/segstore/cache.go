@@ -76,6 +76,10 @@ type Stats struct {
 	// Bypassed counts inline pages served without the store because it
 	// failed (CountBypassed).
 	Bypassed uint64
+	// Encoded counts bootstrap pages and SQLite images encoded from rows
+	// (CountEncoded), whether then stored, kept in memory or sent once:
+	// a bootstrap answered from a stored or kept segment adds none.
+	Encoded uint64
 }
 
 // Cache is the segment service every partition of a process shares: TTL,
@@ -92,6 +96,7 @@ type Cache struct {
 	hot    *hotSet // nil: none (KeepHot)
 
 	built, reused, served, servedBytes, expired, bypassed atomic.Uint64
+	encoded                                               atomic.Uint64
 }
 
 type flight struct {
@@ -311,8 +316,13 @@ func (c *Cache) RunSweeper(ctx context.Context, interval time.Duration) {
 // Stats returns the counters.
 func (c *Cache) Stats() Stats {
 	return Stats{Built: c.built.Load(), Reused: c.reused.Load(), Served: c.served.Load(),
-		ServedBytes: c.servedBytes.Load(), Expired: c.expired.Load(), Bypassed: c.bypassed.Load()}
+		ServedBytes: c.servedBytes.Load(), Expired: c.expired.Load(), Bypassed: c.bypassed.Load(),
+		Encoded: c.encoded.Load()}
 }
+
+// CountEncoded records one bootstrap page or SQLite image encoded from
+// rows.
+func (c *Cache) CountEncoded() { c.encoded.Add(1) }
 
 // CountBypassed records an inline page served without the store, which
 // failed to read or keep it.
