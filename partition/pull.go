@@ -199,7 +199,9 @@ func appendCommits(frames []ssp2.Frame, built, budget int, table string, scan st
 // the token (never switched mid-table): inline SSG2 rows segments, or
 // SEGMENT_REFs to rows segments in the segment cache. The ref lane is taken
 // when the client accepts refs (bit 1) and either does not accept inline
-// rows (bit 0) or the first page exceeds the inline limit.
+// rows (bit 0) or the first page exceeds the inline limit. Every page is
+// answered with what is already built for its key when there is one
+// (openTable, inlinePage, Obtain), and encoded only when there is none.
 func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, lim ssp2.PullHeader, sub *ssp2.Subscription, eff map[string][]string, rep *Reply) error {
 	t := p.cfg.Schema.Table(sub.Table)
 	tok := bootstrapToken(sub, t.Name, info)
@@ -211,8 +213,8 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 	}
 	canImage := p.cfg.Segments != nil && lim.Accept&ssp2.AcceptSQLite != 0 && !t.HasEncrypted() && tok.RowCursor == nil
 	rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive, EffectiveScopes: eff, Bootstrap: true})
-	pageRows := int(lim.LimitSnapshotRows)
-	digest := ssp2.ScopeDigest(eff)
+	src := tablePages{table: t, eff: eff, digest: ssp2.ScopeDigest(eff), pageRows: int(lim.LimitSnapshotRows),
+		logEpoch: info.LogEpoch, schemaVersion: p.cfg.Schema.Version}
 	signed := lim.Accept&ssp2.AcceptSignedURLs != 0
 	done := false
 	prevSize := 0 // the last page's bytes (presizes the next streamed page)
@@ -220,6 +222,23 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 	// here (not read back from the segment store): the stream reuses its
 	// buffer once it is written.
 	var lastFresh *ssp2.SegmentInline
+	addInline := func(b segstore.Built, fresh bool) {
+		rep.built += len(b.Data)
+		prevSize = len(b.Data)
+		frame := &ssp2.SegmentInline{Payload: b.Data, Verified: true}
+		rep.Frames = append(rep.Frames, frame)
+		lastFresh = nil
+		if fresh {
+			lastFresh = frame
+		}
+		done = b.Meta.NextRowCursor == nil
+		tok.RowCursor = b.Meta.NextRowCursor
+	}
+	addRef := func(m segstore.Meta) {
+		done = p.addRef(m, tok, signed, rep)
+		tok.RowCursor = m.NextRowCursor
+		prevSize = int(m.ByteLength)
+	}
 	for page := 0; page < int(lim.MaxSnapshotPages) && !done; page++ {
 		if page > 0 && rep.full(p.cfg.Limits.MaxResponseBytes) {
 			break // the reply is full: the resume token carries on
@@ -228,94 +247,44 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 			// The rest of the section is streamed page by page as the
 			// reply is written (stream.go).
 			end := &ssp2.SubEnd{NextCursor: tok.AsOfCommitSeq, BootstrapState: tok.Encode()}
-			rep.streams = append(rep.streams, &pageStream{at: len(rep.Frames), end: end, partition: p.name, table: t, eff: eff,
-				digest: digest, logEpoch: info.LogEpoch, tok: tok, pageRows: pageRows, signed: signed, pagesLeft: int(lim.MaxSnapshotPages) - page,
+			rep.streams = append(rep.streams, &pageStream{at: len(rep.Frames), end: end, partition: p.name, src: src,
+				tok: tok, signed: signed, pagesLeft: int(lim.MaxSnapshotPages) - page,
 				budget: p.cfg.Limits.MaxResponseBytes - rep.built, lastSize: prevSize, recycle: lastFresh})
 			rep.Frames = append(rep.Frames, end)
 			return nil
 		}
-		key := segstore.KeyParts{Table: t.Name, ScopeDigest: digest, AsOfCommitSeq: tok.AsOfCommitSeq, RowCursor: tok.RowCursor,
-			PageRows: pageRows, SchemaVersion: p.cfg.Schema.Version, LogEpoch: info.LogEpoch, Lane: LaneRef}
-		var built *segstore.Built
-		fresh := true // built's bytes are in a buffer of our own (see pageBuilder)
-		if tok.Lane == "" && canImage {
-			m, first, err := p.imageOrFirstPage(ctx, t, eff, digest, tok, pageRows, info.LogEpoch)
+		switch tok.Lane {
+		case "":
+			st, err := p.openTable(ctx, src, tok, canImage, canRef, canInline)
 			if err != nil {
 				return err
 			}
-			if m != nil {
+			tok.Lane = st.lane
+			switch {
+			case st.lane == LaneSQLite:
 				// The image is the table's one and last page.
-				tok.Lane = LaneSQLite
-				p.addRef(*m, tok, signed, rep)
+				p.addRef(*st.ref, tok, signed, rep)
 				done = true
-				continue
+			case st.ref != nil:
+				addRef(*st.ref)
+			default:
+				addInline(st.page, st.fresh)
 			}
-			built = first
-		}
-		if tok.Lane == "" {
-			// First page. A client taking refs only reuses a stored
-			// segment without reading; otherwise the page is built here and
-			// its size picks the lane (a large one is still stored once).
-			if canRef && !canInline && built == nil {
-				if m, err := p.cfg.Segments.Lookup(ctx, p.name, key); err == nil {
-					tok.Lane = LaneRef
-					done = p.addRef(m, tok, signed, rep)
-					tok.RowCursor = m.NextRowCursor
-					continue
-				} else if !errors.Is(err, segstore.ErrNotFound) {
-					return err
-				}
-			}
-			if built == nil {
-				var b segstore.Built
-				var err error
-				if canRef {
-					b, err = p.buildPage(ctx, t, eff, digest, tok, pageRows, 0, nil)
-				} else {
-					b, fresh, err = p.inlinePage(info.LogEpoch)(ctx, t, eff, digest, tok, pageRows, 0, nil) // inline only: a large page is stored once
-				}
-				if err != nil {
-					return err
-				}
-				built = &b
-			}
-			tok.Lane = LaneInline
-			if canRef && (!canInline || len(built.Data) > p.cfg.InlineSegmentMaxBytes) {
-				tok.Lane = LaneRef
-			}
-		}
-		if tok.Lane == LaneRef {
-			m, _, err := p.cfg.Segments.Obtain(ctx, p.name, key, func(ctx context.Context) (segstore.Built, error) {
-				if built != nil {
-					return *built, nil
-				}
-				return p.buildPage(ctx, t, eff, digest, tok, pageRows, 0, nil)
+		case LaneRef:
+			m, _, err := p.cfg.Segments.Obtain(ctx, p.name, src.key(tok), func(ctx context.Context) (segstore.Built, error) {
+				return p.buildPage(ctx, src, tok, 0, nil)
 			})
 			if err != nil {
 				return err
 			}
-			done = p.addRef(m, tok, signed, rep)
-			tok.RowCursor = m.NextRowCursor
-			prevSize = int(m.ByteLength)
-			continue
-		}
-		if built == nil {
-			b, f, err := p.inlinePage(info.LogEpoch)(ctx, t, eff, digest, tok, pageRows, prevSize, nil)
+			addRef(m)
+		default:
+			b, fresh, err := p.inlinePage(ctx, src, tok, prevSize, nil)
 			if err != nil {
 				return err
 			}
-			built, fresh = &b, f
+			addInline(b, fresh)
 		}
-		rep.built += len(built.Data)
-		prevSize = len(built.Data)
-		frame := &ssp2.SegmentInline{Payload: built.Data, Verified: true}
-		rep.Frames = append(rep.Frames, frame)
-		lastFresh = nil
-		if fresh {
-			lastFresh = frame
-		}
-		done = built.Meta.NextRowCursor == nil
-		tok.RowCursor = built.Meta.NextRowCursor
 	}
 	end := &ssp2.SubEnd{NextCursor: tok.AsOfCommitSeq}
 	if !done {
@@ -332,22 +301,130 @@ const (
 	LaneSQLite = "sqlite"
 )
 
-// imageOrFirstPage serves the start of a table for a client accepting
-// SQLite images (SPEC §5.3): the first page is read, and only when the
-// table exceeds it is the image of (table, scope digest, pin, schema
-// version, log epoch) returned: an unexpired one is reused, otherwise it is
-// built once (single flight). A table that fits one page returns that page.
-func (p *Partition) imageOrFirstPage(ctx context.Context, t *schema.Table, eff map[string][]string, digest string, tok BootstrapToken, pageRows int, logEpoch string) (*segstore.Meta, *segstore.Built, error) {
-	key := segstore.KeyParts{Table: t.Name, ScopeDigest: digest, AsOfCommitSeq: tok.AsOfCommitSeq,
-		SchemaVersion: p.cfg.Schema.Version, LogEpoch: logEpoch, Lane: LaneSQLite}
-	first, err := p.buildPage(ctx, t, eff, digest, tok, pageRows, 0, nil)
-	if err != nil {
-		return nil, nil, err
+// tablePages is what the pages of one bootstrap section are built from
+// and keyed by.
+type tablePages struct {
+	table    *schema.Table
+	eff      map[string][]string
+	digest   string // of eff
+	pageRows int
+	logEpoch string
+	// schemaVersion is the running schema version (the page's columns).
+	schemaVersion int32
+}
+
+// key is the build key of the rows page at tok's pin and row cursor
+// (whichever lane sends it: a rows segment and an inline page of the same
+// key are the same bytes).
+func (s tablePages) key(tok BootstrapToken) segstore.KeyParts {
+	return segstore.KeyParts{Table: s.table.Name, ScopeDigest: s.digest, AsOfCommitSeq: tok.AsOfCommitSeq, RowCursor: tok.RowCursor,
+		PageRows: s.pageRows, SchemaVersion: s.schemaVersion, LogEpoch: s.logEpoch, Lane: LaneRef}
+}
+
+// imageKey is the build key of the table's SQLite image at tok's pin.
+func (s tablePages) imageKey(tok BootstrapToken) segstore.KeyParts {
+	return segstore.KeyParts{Table: s.table.Name, ScopeDigest: s.digest, AsOfCommitSeq: tok.AsOfCommitSeq,
+		SchemaVersion: s.schemaVersion, LogEpoch: s.logEpoch, Lane: LaneSQLite}
+}
+
+// tableStart is how a table's bootstrap starts: its lane and either the
+// segment its first page references (the ref and sqlite lanes) or its
+// inline first page, whose bytes are fresh when they are in a buffer of
+// this request's own (see inlinePage).
+type tableStart struct {
+	lane  string
+	ref   *segstore.Meta
+	page  segstore.Built
+	fresh bool
+}
+
+// openTable starts a table's bootstrap at tok's pin. It looks for what is
+// already built for the pin before it encodes anything, in this order:
+//
+//  1. the SQLite image stored for (table, scope digest, pin, schema
+//     version, log epoch), when the client takes images and the image
+//     holds more rows than one page (a table that fits one page goes as
+//     rows, as when it is built);
+//  2. the first page stored as a rows segment (by an earlier request by
+//     ref, or an inline page over the inline limit): referenced, or read
+//     back for the inline lane.
+//
+// Only when none is there is the first page encoded; it is then stored or
+// kept for the next request of its key (keepPage). A first page that shows
+// the table exceeds one page gets a client taking images the image
+// instead (built once per key, single flight). The lane rule is the same
+// for a page found and a page built: by ref when the client takes refs and
+// either not inline rows or the page exceeds the inline limit.
+func (p *Partition) openTable(ctx context.Context, src tablePages, tok BootstrapToken, canImage, canRef, canInline bool) (tableStart, error) {
+	segs := p.cfg.Segments
+	byRef := func(size int) bool { return canRef && (!canInline || size > p.cfg.InlineSegmentMaxBytes) }
+	key := src.key(tok)
+	var page *segstore.Built
+	fresh := false
+	var lookupErr error // a segment store failure the page outlives if it goes inline
+	if canImage {
+		m, err := segs.Find(ctx, p.name, src.imageKey(tok))
+		switch {
+		case err == nil && m.RowCount > int64(src.pageRows):
+			segs.CountReused()
+			return tableStart{lane: LaneSQLite, ref: &m}, nil
+		case err != nil && !errors.Is(err, segstore.ErrNotFound):
+			lookupErr = err
+		}
 	}
-	if first.Meta.NextRowCursor == nil {
-		return nil, &first, nil
+	if segs != nil {
+		m, err := segs.Find(ctx, p.name, key)
+		switch {
+		case err == nil && canImage && m.NextRowCursor != nil:
+			return p.imageStart(ctx, src, tok)
+		case err == nil && byRef(int(m.ByteLength)):
+			segs.CountReused()
+			return tableStart{lane: LaneRef, ref: &m}, nil
+		case err == nil:
+			if _, data, err := segs.Get(ctx, p.name, m.ID); err == nil {
+				segs.CountReused()
+				page = &segstore.Built{Meta: m, Data: data}
+			} else if !errors.Is(err, segstore.ErrNotFound) && !errors.Is(err, segstore.ErrExpired) {
+				lookupErr = err
+			}
+		case !errors.Is(err, segstore.ErrNotFound):
+			lookupErr = err
+		}
 	}
-	m, _, err := p.cfg.Segments.Obtain(ctx, p.name, key, func(ctx context.Context) (segstore.Built, error) {
+	if page == nil {
+		b, err := p.buildPage(ctx, src, tok, 0, nil)
+		if err != nil {
+			return tableStart{}, err
+		}
+		page, fresh = &b, true
+	}
+	if canImage && page.Meta.NextRowCursor != nil {
+		return p.imageStart(ctx, src, tok)
+	}
+	if byRef(len(page.Data)) {
+		b := *page
+		m, _, err := segs.Obtain(ctx, p.name, key, func(context.Context) (segstore.Built, error) { return b, nil })
+		if err != nil {
+			return tableStart{}, err
+		}
+		return tableStart{lane: LaneRef, ref: &m}, nil
+	}
+	if lookupErr != nil {
+		p.segmentStoreFailed("lookup", lookupErr)
+	}
+	if fresh {
+		p.keepPage(ctx, src, tok, *page)
+	}
+	return tableStart{lane: LaneInline, page: *page, fresh: fresh}, nil
+}
+
+// imageStart serves the start of a table for a client accepting SQLite
+// images (SPEC §5.3) whose table exceeds one page: the image of (table,
+// scope digest, pin, schema version, log epoch) is returned, an unexpired
+// one reused, otherwise built once (single flight).
+func (p *Partition) imageStart(ctx context.Context, src tablePages, tok BootstrapToken) (tableStart, error) {
+	t, eff, digest := src.table, src.eff, src.digest
+	m, _, err := p.cfg.Segments.Obtain(ctx, p.name, src.imageKey(tok), func(ctx context.Context) (segstore.Built, error) {
 		p.cfg.Segments.CountEncoded()
 		var data []byte
 		var n int64
@@ -371,46 +448,59 @@ func (p *Partition) imageOrFirstPage(ctx context.Context, t *schema.Table, eff m
 			AsOfCommitSeq: tok.AsOfCommitSeq, RowCount: n}, Data: data}, nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return tableStart{}, err
 	}
-	return &m, nil, nil
+	return tableStart{lane: LaneSQLite, ref: &m}, nil
 }
 
-// inlinePage returns a page builder for the inline lane under logEpoch.
-// A page larger than the inline limit (InlineSegmentMaxBytes) is stored in
-// the segment store once per build key, exactly as the same page by
-// reference would be (same key, same bytes), and a later request for that
-// key at the same pin reads it back instead of scanning again: a storm of
+// inlinePage returns the inline page at tok's row cursor: the one stored
+// in the segment store for its key (an inline page over the inline limit,
+// or the same page by reference), else one built here and kept for the
+// next request when it is large (keepPage). A stored
+// page that expired or vanished is rebuilt. It reports whether the page's
+// bytes were built into a buffer of this request's own (fresh), which the
+// caller may reuse once the page is written (buf, when not nil, is such a
+// buffer the caller is done with: the page is built into it); bytes read
+// back from the segment store may be shared (hot set) and must not be. sizeHint presizes a page built here (see buildPage).
+func (p *Partition) inlinePage(ctx context.Context, src tablePages, tok BootstrapToken, sizeHint int, buf []byte) (segstore.Built, bool, error) {
+	segs := p.cfg.Segments
+	if segs == nil {
+		b, err := p.buildPage(ctx, src, tok, sizeHint, buf)
+		return b, true, err
+	}
+	// The segment store is a cache for inline pages: when it fails
+	// (disk full, database down), the page is built and sent anyway.
+	if m, err := segs.Find(ctx, p.name, src.key(tok)); err == nil {
+		if _, data, err := segs.Get(ctx, p.name, m.ID); err == nil {
+			segs.CountReused()
+			return segstore.Built{Meta: m, Data: data}, false, nil
+		} else if !errors.Is(err, segstore.ErrNotFound) && !errors.Is(err, segstore.ErrExpired) {
+			p.segmentStoreFailed("read", err)
+		}
+	} else if !errors.Is(err, segstore.ErrNotFound) {
+		p.segmentStoreFailed("lookup", err)
+	}
+	b, err := p.buildPage(ctx, src, tok, sizeHint, buf)
+	if err != nil {
+		return b, false, err
+	}
+	p.keepPage(ctx, src, tok, b)
+	return b, true, nil // Put copied the bytes: the buffer is still ours
+}
+
+// keepPage keeps an inline page just built for the next request of its
+// key when it is larger than the inline limit (InlineSegmentMaxBytes): it
+// is stored in the segment store once per build key, exactly as the same
+// page by reference would be (same key, same bytes), so a storm of
 // inline-only clients bootstraps one scope with each large page built
-// once. Smaller pages are built per request and never stored. A stored
-// page that expired or vanished is rebuilt.
-func (p *Partition) inlinePage(logEpoch string) pageBuilder {
-	return func(ctx context.Context, t *schema.Table, eff map[string][]string, digest string, tok BootstrapToken, pageRows, sizeHint int, buf []byte) (segstore.Built, bool, error) {
-		if p.cfg.Segments == nil {
-			b, err := p.buildPage(ctx, t, eff, digest, tok, pageRows, sizeHint, buf)
-			return b, true, err
-		}
-		key := segstore.KeyParts{Table: t.Name, ScopeDigest: digest, AsOfCommitSeq: tok.AsOfCommitSeq, RowCursor: tok.RowCursor,
-			PageRows: pageRows, SchemaVersion: p.cfg.Schema.Version, LogEpoch: logEpoch, Lane: LaneRef}
-		// The segment store is a cache for inline pages: when it fails
-		// (disk full, database down), the page is built and sent anyway.
-		if m, err := p.cfg.Segments.Lookup(ctx, p.name, key); err == nil {
-			if _, data, err := p.cfg.Segments.Get(ctx, p.name, m.ID); err == nil {
-				return segstore.Built{Meta: m, Data: data}, false, nil
-			} else if !errors.Is(err, segstore.ErrNotFound) && !errors.Is(err, segstore.ErrExpired) {
-				p.segmentStoreFailed("read", err)
-			}
-		} else if !errors.Is(err, segstore.ErrNotFound) {
-			p.segmentStoreFailed("lookup", err)
-		}
-		b, err := p.buildPage(ctx, t, eff, digest, tok, pageRows, sizeHint, buf)
-		if err != nil || len(b.Data) <= p.cfg.InlineSegmentMaxBytes {
-			return b, err == nil, err
-		}
-		if _, _, err := p.cfg.Segments.Obtain(ctx, p.name, key, func(context.Context) (segstore.Built, error) { return b, nil }); err != nil {
-			p.segmentStoreFailed("store", err)
-		}
-		return b, true, nil // Put copied the bytes: the buffer is still ours
+// once. Smaller pages are built per request and never stored. Put copies
+// the bytes.
+func (p *Partition) keepPage(ctx context.Context, src tablePages, tok BootstrapToken, b segstore.Built) {
+	if p.cfg.Segments == nil || len(b.Data) <= p.cfg.InlineSegmentMaxBytes {
+		return
+	}
+	if _, _, err := p.cfg.Segments.Obtain(ctx, p.name, src.key(tok), func(context.Context) (segstore.Built, error) { return b, nil }); err != nil {
+		p.segmentStoreFailed("store", err)
 	}
 }
 
@@ -425,12 +515,6 @@ func (p *Partition) segmentStoreFailed(op string, err error) {
 	p.log().Warn("segment store failed; inline page served without it", zap.String("op", op), zap.Error(err))
 }
 
-// pageBuilder builds (or reads back) one inline page: see inlinePage. It
-// reports whether the page's bytes were built into a buffer of this
-// process's own (fresh) and so may be reused once written; bytes read back
-// from the segment store may be shared (hot set) and must not be.
-type pageBuilder func(ctx context.Context, t *schema.Table, eff map[string][]string, digest string, tok BootstrapToken, pageRows, sizeHint int, buf []byte) (segstore.Built, bool, error)
-
 // buildPage reads one page of the table's in-scope rows after tok's row
 // cursor and encodes it as an SSG2 rows segment. Meta.NextRowCursor is set
 // when rows remain after the page. A store that is a storage.RowEncoder
@@ -441,7 +525,8 @@ type pageBuilder func(ctx context.Context, t *schema.Table, eff map[string][]str
 // 0) presizes the segment buffer, and buf, when not nil, is a page buffer
 // the caller is done with, whose storage the page is written into. Every
 // page encoded is counted (segstore.Stats.Encoded).
-func (p *Partition) buildPage(ctx context.Context, t *schema.Table, eff map[string][]string, digest string, tok BootstrapToken, pageRows, sizeHint int, buf []byte) (segstore.Built, error) {
+func (p *Partition) buildPage(ctx context.Context, src tablePages, tok BootstrapToken, sizeHint int, buf []byte) (segstore.Built, error) {
+	t, eff, digest, pageRows := src.table, src.eff, src.digest, src.pageRows
 	if p.cfg.Segments != nil {
 		p.cfg.Segments.CountEncoded()
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage/segstore"
@@ -26,12 +25,9 @@ type pageStream struct {
 	at        int
 	end       *ssp2.SubEnd
 	partition string
-	table     *schema.Table
-	eff       map[string][]string
-	digest    string
-	logEpoch  string
+	// src is what the section's pages are built from and keyed by.
+	src       tablePages
 	tok       BootstrapToken
-	pageRows  int
 	signed    bool
 	pagesLeft int
 	// budget is the page bytes the section may still add.
@@ -156,12 +152,10 @@ func (j *PageJob) run(ctx context.Context, p *Partition) {
 	s := j.s
 	var r pageResult
 	if s.tok.Lane == LaneRef {
-		key := segstore.KeyParts{Table: s.table.Name, ScopeDigest: s.digest, AsOfCommitSeq: s.tok.AsOfCommitSeq, RowCursor: s.tok.RowCursor,
-			PageRows: s.pageRows, SchemaVersion: p.cfg.Schema.Version, LogEpoch: s.logEpoch, Lane: LaneRef}
 		tok := s.tok
 		var built []byte
-		m, _, err := p.cfg.Segments.Obtain(ctx, p.name, key, func(ctx context.Context) (segstore.Built, error) {
-			b, err := p.buildPage(ctx, s.table, s.eff, s.digest, tok, s.pageRows, s.lastSize, s.spare)
+		m, _, err := p.cfg.Segments.Obtain(ctx, p.name, s.src.key(tok), func(ctx context.Context) (segstore.Built, error) {
+			b, err := p.buildPage(ctx, s.src, tok, s.lastSize, s.spare)
 			built = b.Data
 			return b, err
 		})
@@ -175,7 +169,7 @@ func (j *PageJob) run(ctx context.Context, p *Partition) {
 		r.frame, r.next, r.size = p.refFrame(m, s.tok, s.signed), m.NextRowCursor, refSize(m)
 		s.lastSize = int(m.ByteLength)
 	} else {
-		b, fresh, err := p.inlinePage(s.logEpoch)(ctx, s.table, s.eff, s.digest, s.tok, s.pageRows, s.lastSize, s.spare)
+		b, fresh, err := p.inlinePage(ctx, s.src, s.tok, s.lastSize, s.spare)
 		if err != nil {
 			j.answer(pageResult{err: storageErr(err)})
 			return

@@ -324,6 +324,9 @@ func (c *Cache) Stats() Stats {
 // rows.
 func (c *Cache) CountEncoded() { c.encoded.Add(1) }
 
+// CountReused records a request answered with a segment Find returned.
+func (c *Cache) CountReused() { c.reused.Add(1) }
+
 // CountBypassed records an inline page served without the store, which
 // failed to read or keep it.
 func (c *Cache) CountBypassed() { c.bypassed.Add(1) }
@@ -340,6 +343,12 @@ func (c *Cache) Lookup(ctx context.Context, partition string, key KeyParts) (Met
 	}
 	c.reused.Add(1)
 	return m, nil
+}
+
+// Find is Lookup without counting a reuse: the caller counts one
+// (CountReused) when it answers with the segment.
+func (c *Cache) Find(ctx context.Context, partition string, key KeyParts) (Meta, error) {
+	return c.lookup(ctx, partition, key.Key())
 }
 
 // lookup answers from the hot set when the key's segment is kept there,
