@@ -55,9 +55,10 @@ func (c *client) bootstrapOnce(ph ssp2.PullHeader, projects ...string) bootstrap
 // bootstrap of a scope at a pin whose pages (or image) an earlier
 // bootstrap already built is answered from them, encoding no page: the
 // image is looked up before any page is built, a first page by ref before
-// it is encoded to pick the lane, and an inline page over the inline limit
-// is reused from the segment store. Every client gets the same segments
-// and rows.
+// it is encoded to pick the lane, and an inline page is reused from the
+// segment store (over the inline limit) or from memory (under it: a
+// table's first page at once, later pages once built twice). Every client
+// gets the same segments and rows.
 func TestBootstrapAnsweredFromWhatIsBuiltEncodesNothing(t *testing.T) {
 	const rows, perPage = 30, 10
 	inlineOnly, both := ssp2.AcceptInlineRows, ssp2.AcceptInlineRows|ssp2.AcceptRefRows
@@ -76,6 +77,7 @@ func TestBootstrapAnsweredFromWhatIsBuiltEncodesNothing(t *testing.T) {
 		{"rows by ref, client taking both lanes", both, 1, [3]uint64{3, 0, 0}, false, rows / perPage},
 		{"rows by ref only", ssp2.AcceptRefRows, 0, [3]uint64{3, 0, 0}, false, rows / perPage},
 		{"inline pages over the inline limit", inlineOnly, 1, [3]uint64{3, 0, 0}, false, 0},
+		{"inline pages under the inline limit", inlineOnly, 0, [3]uint64{3, 2, 0}, false, 0},
 	}
 	for sname, open := range stores(t) {
 		for _, c := range cases {
@@ -156,6 +158,73 @@ func TestStoredImageIsServedOnlyForItsPinAndWhenTheTableExceedsAPage(t *testing.
 			}
 			if n := f.eng.SegmentStats().Encoded - before; n != 2 {
 				t.Fatalf("the new pin encoded %d pages or images, want its first page and its image", n)
+			}
+		})
+	}
+}
+
+// TestInlinePagesKeptWithinTheirBudget: the inline pages kept in memory
+// are bounded by bytes: with room for both scopes' pages each is encoded
+// once; with room for one, the other's evicts it (least recently used)
+// and it is encoded again; negative keeps none.
+func TestInlinePagesKeptWithinTheirBudget(t *testing.T) {
+	const perScope = 5
+	ph := ssp2.PullHeader{Accept: ssp2.AcceptInlineRows, LimitSnapshotRows: 10, MaxSnapshotPages: 1}
+	seedScopes := func(f *fixture) {
+		w := f.client("writer", "cw")
+		for _, p := range []string{"P", "Q"} {
+			for i := range perScope {
+				id := fmt.Sprintf("%s%d", p, i)
+				w.push("c"+id, upsert("tasks", id, f.row(id, p, strings.Repeat("y", 200)), nil))
+			}
+		}
+	}
+	// One page's size, as a fixture with room for everything sends it.
+	probe := newFixture(t, memory.New())
+	seedScopes(probe)
+	pageSize := 0
+	for _, p := range []string{"P", "Q"} {
+		rep, err := probe.client("reader", "probe"+p).sync(&ph, sub("s", -1, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fr := range rep.Frames {
+			if si, ok := fr.(*ssp2.SegmentInline); ok {
+				pageSize = max(pageSize, len(si.Payload))
+			}
+		}
+	}
+	if pageSize == 0 {
+		t.Fatal("no inline page")
+	}
+	const overhead = 256 // a kept page's fixed cost (segstore)
+	order := []string{"P", "P", "Q", "P", "Q", "Q"}
+	cases := []struct {
+		name    string
+		budget  int
+		encoded []uint64 // per request of order
+	}{
+		{"room for both", 2*(pageSize+overhead) + 16, []uint64{1, 0, 1, 0, 0, 0}},
+		{"room for one", pageSize + overhead + 16, []uint64{1, 0, 1, 1, 1, 0}},
+		{"none kept", -1, []uint64{1, 1, 1, 1, 1, 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, memory.New(), func(cfg *engine.Config) { cfg.InlinePageBytes = c.budget })
+			seedScopes(f)
+			for i, p := range order {
+				before := f.eng.SegmentStats()
+				got := f.client("reader", fmt.Sprintf("r%d", i)).bootstrapOnce(ph, p)
+				after := f.eng.SegmentStats()
+				if len(got.rows) != perScope || got.rows[0][1] != p {
+					t.Fatalf("request %d (%s) got %d rows %v", i, p, len(got.rows), got.rows)
+				}
+				if n := after.Encoded - before.Encoded; n != c.encoded[i] {
+					t.Fatalf("request %d (%s) encoded %d pages, want %d", i, p, n, c.encoded[i])
+				}
+				if reused := after.InlineReused - before.InlineReused; reused != 1-c.encoded[i] {
+					t.Fatalf("request %d (%s): %d inline pages reused, want %d", i, p, reused, 1-c.encoded[i])
+				}
 			}
 		})
 	}

@@ -213,6 +213,17 @@ type Config struct {
 	// segstore.DefaultHotBytes; negative: none). A segment downloaded once
 	// is never kept.
 	SegmentHotBytes int
+	// InlinePageBytes is the memory budget for inline bootstrap pages
+	// (those under InlineSegmentMaxBytes, sent in the response and never
+	// stored): a table's first page is kept when built, a later page on
+	// its second build, and answers every later request of its key
+	// (partition, table, scope digest, pin, row cursor, page size, schema
+	// version, log epoch, stored schema version) instead of being encoded
+	// again, least recently used out (0: 32 MiB,
+	// segstore.DefaultInlineBytes; negative: none). A commit moves the pin,
+	// a rotation or restore the log epoch: a kept page is never answered
+	// for rows that changed.
+	InlinePageBytes int
 
 	// Server events (events.go). Events, when set, receives the engine's
 	// events: rejected commits, gate refusals, failed and slow requests,
@@ -350,6 +361,10 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg.SegmentHotBytes = segstore.DefaultHotBytes
 	}
 	e.segments.KeepHot(cfg.SegmentHotBytes)
+	if cfg.InlinePageBytes == 0 {
+		cfg.InlinePageBytes = segstore.DefaultInlineBytes
+	}
+	e.segments.KeepInline(cfg.InlinePageBytes)
 	pc.Segments = e.segments
 	if cfg.InlineSegmentMaxBytes != 0 {
 		pc.InlineSegmentMaxBytes = cfg.InlineSegmentMaxBytes

@@ -48,7 +48,7 @@ func (p *Partition) pull(ctx context.Context, j *SyncJob) {
 	}
 	if !stop {
 		p.addLease(ctx, j, rep) // lease.go
-		if err := p.servePulls(ctx, j, info, rep); err != nil {
+		if err := p.servePulls(ctx, j, token, info, rep); err != nil {
 			j.answer(nil, err)
 			return
 		}
@@ -91,21 +91,22 @@ func (p *Partition) verifiedBy(ctx context.Context, r GateReader, token GateToke
 }
 
 // servePulls appends one section per subscription, in request order, to
-// rep: revoked, reset, incremental commits or bootstrap segments.
-func (p *Partition) servePulls(ctx context.Context, j *SyncJob, info storage.PartitionInfo, rep *Reply) error {
+// rep: revoked, reset, incremental commits or bootstrap segments, built
+// under the gate token token.
+func (p *Partition) servePulls(ctx context.Context, j *SyncJob, token GateToken, info storage.PartitionInfo, rep *Reply) error {
 	if j.req.Pull == nil {
 		return nil
 	}
 	lim := j.req.Pull.Clamped()
 	for _, sub := range j.req.Subscriptions {
-		if err := p.serveSubscription(ctx, j, info, lim, sub, rep); err != nil {
+		if err := p.serveSubscription(ctx, j, token, info, lim, sub, rep); err != nil {
 			return storageErr(err)
 		}
 	}
 	return nil
 }
 
-func (p *Partition) serveSubscription(ctx context.Context, j *SyncJob, info storage.PartitionInfo, lim ssp2.PullHeader, sub *ssp2.Subscription, rep *Reply) error {
+func (p *Partition) serveSubscription(ctx context.Context, j *SyncJob, token GateToken, info storage.PartitionInfo, lim ssp2.PullHeader, sub *ssp2.Subscription, rep *Reply) error {
 	t := p.cfg.Schema.Table(sub.Table)
 	eff, revoked := Effective(sub.Scopes, j.allowed, j.resolved)
 	if revoked {
@@ -126,7 +127,7 @@ func (p *Partition) serveSubscription(ctx context.Context, j *SyncJob, info stor
 		rep.Frames = append(rep.Frames, resetFrames(sub)...)
 		return nil
 	case Bootstrap:
-		return p.bootstrap(ctx, info, lim, sub, eff, rep)
+		return p.bootstrap(ctx, token, info, lim, sub, eff, rep)
 	}
 	q := storage.ChangeQuery{Table: t.Name, Scopes: eff, AfterSeq: sub.Cursor, UpToSeq: info.MaxCommitSeq, LimitChanges: int(lim.LimitCommits)}
 	scan, err := p.scanChanges(ctx, q)
@@ -193,7 +194,8 @@ func appendCommits(frames []ssp2.Frame, built, budget int, table string, scan st
 
 // bootstrap serves up to maxSnapshotPages pages of the table's in-scope rows
 // at a pinned asOfCommitSeq, and a resume token while rows remain. A token
-// that cannot be resumed restarts silently with a fresh pin.
+// that cannot be resumed restarts silently with a fresh pin. token is the
+// gate token the reply is built under.
 //
 // Each table is served in one lane, chosen at its first page and carried in
 // the token (never switched mid-table): inline SSG2 rows segments, or
@@ -202,7 +204,7 @@ func appendCommits(frames []ssp2.Frame, built, budget int, table string, scan st
 // rows (bit 0) or the first page exceeds the inline limit. Every page is
 // answered with what is already built for its key when there is one
 // (openTable, inlinePage, Obtain), and encoded only when there is none.
-func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, lim ssp2.PullHeader, sub *ssp2.Subscription, eff map[string][]string, rep *Reply) error {
+func (p *Partition) bootstrap(ctx context.Context, token GateToken, info storage.PartitionInfo, lim ssp2.PullHeader, sub *ssp2.Subscription, eff map[string][]string, rep *Reply) error {
 	t := p.cfg.Schema.Table(sub.Table)
 	tok := bootstrapToken(sub, t.Name, info)
 	canRef := p.cfg.Segments != nil && lim.Accept&ssp2.AcceptRefRows != 0
@@ -214,13 +216,13 @@ func (p *Partition) bootstrap(ctx context.Context, info storage.PartitionInfo, l
 	canImage := p.cfg.Segments != nil && lim.Accept&ssp2.AcceptSQLite != 0 && !t.HasEncrypted() && tok.RowCursor == nil
 	rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive, EffectiveScopes: eff, Bootstrap: true})
 	src := tablePages{table: t, eff: eff, digest: ssp2.ScopeDigest(eff), pageRows: int(lim.LimitSnapshotRows),
-		logEpoch: info.LogEpoch, schemaVersion: p.cfg.Schema.Version}
+		logEpoch: info.LogEpoch, schemaVersion: p.cfg.Schema.Version, storedVersion: token.StoredVersion}
 	signed := lim.Accept&ssp2.AcceptSignedURLs != 0
 	done := false
 	prevSize := 0 // the last page's bytes (presizes the next streamed page)
 	// lastFresh is the section's last inline page when its bytes were built
-	// here (not read back from the segment store): the stream reuses its
-	// buffer once it is written.
+	// here (not shared with the segment store or the inline pages kept in
+	// memory): the stream reuses its buffer once it is written.
 	var lastFresh *ssp2.SegmentInline
 	addInline := func(b segstore.Built, fresh bool) {
 		rep.built += len(b.Data)
@@ -311,6 +313,9 @@ type tablePages struct {
 	logEpoch string
 	// schemaVersion is the running schema version (the page's columns).
 	schemaVersion int32
+	// storedVersion is the stored schema version of the gate token the
+	// reply is built under (inline pages kept in memory are keyed by it).
+	storedVersion int32
 }
 
 // key is the build key of the rows page at tok's pin and row cursor
@@ -327,6 +332,12 @@ func (s tablePages) imageKey(tok BootstrapToken) segstore.KeyParts {
 		SchemaVersion: s.schemaVersion, LogEpoch: s.logEpoch, Lane: LaneSQLite}
 }
 
+// inlineKey names the inline page at tok's pin and row cursor among the
+// pages kept in memory.
+func (s tablePages) inlineKey(partition string, tok BootstrapToken) segstore.InlineKey {
+	return segstore.InlineKey{Partition: partition, Build: s.key(tok), StoredVersion: s.storedVersion}
+}
+
 // tableStart is how a table's bootstrap starts: its lane and either the
 // segment its first page references (the ref and sqlite lanes) or its
 // inline first page, whose bytes are fresh when they are in a buffer of
@@ -341,11 +352,12 @@ type tableStart struct {
 // openTable starts a table's bootstrap at tok's pin. It looks for what is
 // already built for the pin before it encodes anything, in this order:
 //
-//  1. the SQLite image stored for (table, scope digest, pin, schema
+//  1. the inline first page kept in memory (a client taking inline rows);
+//  2. the SQLite image stored for (table, scope digest, pin, schema
 //     version, log epoch), when the client takes images and the image
 //     holds more rows than one page (a table that fits one page goes as
 //     rows, as when it is built);
-//  2. the first page stored as a rows segment (by an earlier request by
+//  3. the first page stored as a rows segment (by an earlier request by
 //     ref, or an inline page over the inline limit): referenced, or read
 //     back for the inline lane.
 //
@@ -362,7 +374,12 @@ func (p *Partition) openTable(ctx context.Context, src tablePages, tok Bootstrap
 	var page *segstore.Built
 	fresh := false
 	var lookupErr error // a segment store failure the page outlives if it goes inline
-	if canImage {
+	if canInline && segs != nil {
+		if b, ok := segs.InlinePage(src.inlineKey(p.name, tok)); ok {
+			page = &b
+		}
+	}
+	if page == nil && canImage {
 		m, err := segs.Find(ctx, p.name, src.imageKey(tok))
 		switch {
 		case err == nil && m.RowCount > int64(src.pageRows):
@@ -372,7 +389,7 @@ func (p *Partition) openTable(ctx context.Context, src tablePages, tok Bootstrap
 			lookupErr = err
 		}
 	}
-	if segs != nil {
+	if page == nil && segs != nil {
 		m, err := segs.Find(ctx, p.name, key)
 		switch {
 		case err == nil && canImage && m.NextRowCursor != nil:
@@ -453,20 +470,24 @@ func (p *Partition) imageStart(ctx context.Context, src tablePages, tok Bootstra
 	return tableStart{lane: LaneSQLite, ref: &m}, nil
 }
 
-// inlinePage returns the inline page at tok's row cursor: the one stored
-// in the segment store for its key (an inline page over the inline limit,
-// or the same page by reference), else one built here and kept for the
-// next request when it is large (keepPage). A stored
+// inlinePage returns the inline page at tok's row cursor: the one kept in
+// memory for its key, else the one stored in the segment store for it (an
+// inline page over the inline limit, or the same page by reference),
+// else one built here and kept for the next request (keepPage). A stored
 // page that expired or vanished is rebuilt. It reports whether the page's
 // bytes were built into a buffer of this request's own (fresh), which the
 // caller may reuse once the page is written (buf, when not nil, is such a
-// buffer the caller is done with: the page is built into it); bytes read
-// back from the segment store may be shared (hot set) and must not be. sizeHint presizes a page built here (see buildPage).
+// buffer the caller is done with: the page is built into it); bytes kept
+// in memory or read back from the segment store are shared and must not
+// be. sizeHint presizes a page built here (see buildPage).
 func (p *Partition) inlinePage(ctx context.Context, src tablePages, tok BootstrapToken, sizeHint int, buf []byte) (segstore.Built, bool, error) {
 	segs := p.cfg.Segments
 	if segs == nil {
 		b, err := p.buildPage(ctx, src, tok, sizeHint, buf)
 		return b, true, err
+	}
+	if b, ok := segs.InlinePage(src.inlineKey(p.name, tok)); ok {
+		return b, false, nil
 	}
 	// The segment store is a cache for inline pages: when it fails
 	// (disk full, database down), the page is built and sent anyway.
@@ -485,18 +506,25 @@ func (p *Partition) inlinePage(ctx context.Context, src tablePages, tok Bootstra
 		return b, false, err
 	}
 	p.keepPage(ctx, src, tok, b)
-	return b, true, nil // Put copied the bytes: the buffer is still ours
+	return b, true, nil // both keepers copy the bytes: the buffer is still ours
 }
 
 // keepPage keeps an inline page just built for the next request of its
-// key when it is larger than the inline limit (InlineSegmentMaxBytes): it
-// is stored in the segment store once per build key, exactly as the same
+// key. A page larger than the inline limit (InlineSegmentMaxBytes) is
+// stored in the segment store once per build key, exactly as the same
 // page by reference would be (same key, same bytes), so a storm of
 // inline-only clients bootstraps one scope with each large page built
-// once. Smaller pages are built per request and never stored. Put copies
-// the bytes.
+// once; a smaller one is offered to the inline pages kept in memory
+// (segstore.Cache.OfferInlinePage: a table's first page is kept at once,
+// a later page on its second build), so N clients bootstrapping or
+// reconnecting on one scope at one pin cost one encode. Both copy the
+// bytes.
 func (p *Partition) keepPage(ctx context.Context, src tablePages, tok BootstrapToken, b segstore.Built) {
-	if p.cfg.Segments == nil || len(b.Data) <= p.cfg.InlineSegmentMaxBytes {
+	if p.cfg.Segments == nil {
+		return
+	}
+	if len(b.Data) <= p.cfg.InlineSegmentMaxBytes {
+		p.cfg.Segments.OfferInlinePage(src.inlineKey(p.name, tok), b, tok.RowCursor == nil)
 		return
 	}
 	if _, _, err := p.cfg.Segments.Obtain(ctx, p.name, src.key(tok), func(context.Context) (segstore.Built, error) { return b, nil }); err != nil {

@@ -63,7 +63,7 @@ func (p *Partition) push(ctx context.Context, jobs []*SyncJob) {
 	}
 	p.clientsWrittenBack(written)
 	p.addLeases(ctx, applied) // lease.go: written after the push transaction
-	applied = p.answerPulls(ctx, applied)
+	applied = p.answerPulls(ctx, token, applied)
 	horizon, ok := p.verifiedBy(ctx, p.afterCommit(tx, applied), token, requestsOf(applied))
 	if !ok {
 		return
@@ -214,8 +214,9 @@ func (p *Partition) commitGroup(ctx context.Context, tx storage.PushTx, info sto
 // answerPulls builds the pull part of each request that has one, reading
 // the partition once after the commit. A request whose pull fails is
 // answered with that error (its pushes are durable and replay as cached)
-// and leaves the group.
-func (p *Partition) answerPulls(ctx context.Context, applied []started) []started {
+// and leaves the group. token is the gate token the replies are built
+// under.
+func (p *Partition) answerPulls(ctx context.Context, token GateToken, applied []started) []started {
 	var fresh *storage.PartitionInfo
 	kept := applied[:0]
 	for _, a := range applied {
@@ -228,7 +229,7 @@ func (p *Partition) answerPulls(ctx context.Context, applied []started) []starte
 				}
 				fresh = &inf
 			}
-			if err := p.servePulls(ctx, a.job, *fresh, a.rep); err != nil {
+			if err := p.servePulls(ctx, a.job, token, *fresh, a.rep); err != nil {
 				a.job.answer(nil, err)
 				continue
 			}

@@ -40,9 +40,9 @@ type pageStream struct {
 	// written page's buffer that the next page is built into, so a stream
 	// keeps one page buffer instead of allocating one per page (and a
 	// collector that counts the page being written and the page being
-	// built as live at once sees one of them). Only buffers this process
-	// built itself are reused: bytes read back from the segment store may
-	// be shared. spare is handed from the writer to the actor through the
+	// built as live at once sees one of them). Only buffers this request
+	// built itself are reused: bytes read back from the segment store or
+	// kept in memory (inline pages) are shared. spare is handed from the writer to the actor through the
 	// job submission, never used by both at once.
 	recycle   *ssp2.SegmentInline
 	spare     []byte

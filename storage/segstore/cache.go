@@ -80,6 +80,9 @@ type Stats struct {
 	// (CountEncoded), whether then stored, kept in memory or sent once:
 	// a bootstrap answered from a stored or kept segment adds none.
 	Encoded uint64
+	// InlineReused counts inline pages answered from memory (InlinePage)
+	// instead of being encoded again.
+	InlineReused uint64
 }
 
 // Cache is the segment service every partition of a process shares: TTL,
@@ -93,10 +96,11 @@ type Cache struct {
 
 	mu     sync.Mutex
 	flight map[string]*flight
-	hot    *hotSet // nil: none (KeepHot)
+	hot    *hotSet    // nil: none (KeepHot)
+	inline *inlineSet // nil: none (KeepInline)
 
 	built, reused, served, servedBytes, expired, bypassed atomic.Uint64
-	encoded                                               atomic.Uint64
+	encoded, inlineReused                                 atomic.Uint64
 }
 
 type flight struct {
@@ -317,7 +321,7 @@ func (c *Cache) RunSweeper(ctx context.Context, interval time.Duration) {
 func (c *Cache) Stats() Stats {
 	return Stats{Built: c.built.Load(), Reused: c.reused.Load(), Served: c.served.Load(),
 		ServedBytes: c.servedBytes.Load(), Expired: c.expired.Load(), Bypassed: c.bypassed.Load(),
-		Encoded: c.encoded.Load()}
+		Encoded: c.encoded.Load(), InlineReused: c.inlineReused.Load()}
 }
 
 // CountEncoded records one bootstrap page or SQLite image encoded from

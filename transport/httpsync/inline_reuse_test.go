@@ -75,3 +75,91 @@ func TestInlineStormReusesLargePages(t *testing.T) {
 		}
 	})
 }
+
+// TestReconnectsEncodeTheirInlinePageOnce: clients reconnecting on one
+// scope (a fresh pull of a 2,000-row table that fits one inline page, each
+// accepting every lane as the official client does) cost one encode of the
+// page however many reconnect, at once or one after another, and every one
+// converges. The page is kept for its pin and log epoch only: after a
+// commit, an epoch rotation, or a restore followed by a different commit
+// at the same seq, the next reconnect encodes again and carries exactly
+// the rows that are there now.
+func TestReconnectsEncodeTheirInlinePageOnce(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *server) {
+		ctx := context.Background()
+		const rows = 2000
+		seed(t, s, rows)
+		limits := ssp2.PullHeader{Accept: ssp2.AcceptInlineRows | ssp2.AcceptRefRows | ssp2.AcceptSQLite, LimitSnapshotRows: 5000, MaxSnapshotPages: 1}
+		round := 0
+		// reconnect has n fresh clients pull the scope at once and checks
+		// what they cost and got: want rows each, titles of the named rows.
+		reconnect := func(what string, n int, wantEncoded uint64, want int, titles map[string]string) {
+			t.Helper()
+			round++
+			before := s.eng.SegmentStats()
+			var wg sync.WaitGroup
+			errs := make([]error, n)
+			for i := range errs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r := httpsynctest.NewReplica(s.client("reader", fmt.Sprintf("reconnect-%d-%d", round, i)), s.schema)
+					r.Subscribe("todos", "todos", listL())
+					r.Limits = limits
+					if err := r.SyncUntilIdle(ctx, 10); err != nil {
+						errs[i] = err
+						return
+					}
+					got := r.Rows["todos"]
+					if len(got) != want {
+						errs[i] = fmt.Errorf("client %d has %d rows, want %d", i, len(got), want)
+						return
+					}
+					for id, title := range titles {
+						if row, ok := got[id]; title == "" && ok || title != "" && (!ok || row.Values[2] != title) {
+							errs[i] = fmt.Errorf("client %d: row %s is %+v (present %v), want title %q", i, id, row.Values, ok, title)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			after := s.eng.SegmentStats()
+			if enc, reused := after.Encoded-before.Encoded, after.InlineReused-before.InlineReused; enc != wantEncoded || reused != uint64(n)-wantEncoded {
+				t.Fatalf("%s: %d clients encoded %d pages and reused %d, want %d and %d", what, n, enc, reused, wantEncoded, uint64(n)-wantEncoded)
+			}
+			if after.Built != before.Built {
+				t.Fatalf("%s: %d segments stored for a page under the inline limit", what, after.Built-before.Built)
+			}
+		}
+		reconnect("a storm of reconnects", 8, 1, rows, nil)
+		reconnect("reconnects after the storm", 3, 0, rows, nil)
+
+		w := s.client("writer", "cw")
+		push1(t, w, commit("c-moved", upsert(t, "t00000", "L", "moved the pin", nil)))
+		reconnect("after a commit", 4, 1, rows, map[string]string{"t00000": "moved the pin"})
+
+		if _, err := s.eng.RotateEpoch(ctx, "team"); err != nil {
+			t.Fatal(err)
+		}
+		reconnect("after an epoch rotation", 4, 1, rows, map[string]string{"t00000": "moved the pin"})
+
+		// A restore brings the log back to the capture; the next commit
+		// takes the same seq as one made before it, with other rows.
+		if err := s.eng.CapturePartition(ctx, "team"); err != nil {
+			t.Fatal(err)
+		}
+		w = s.client("writer", "cw-before-restore")
+		push1(t, w, commit("c-lost", upsert(t, "lost", "L", "lost with the restore", nil)))
+		reconnect("before the restore", 2, 1, rows+1, map[string]string{"lost": "lost with the restore"})
+		if _, err := s.eng.RestorePartition(ctx, "team"); err != nil {
+			t.Fatal(err)
+		}
+		w = s.client("writer", "cw-after-restore")
+		push1(t, w, commit("c-kept", upsert(t, "kept", "L", "written after the restore", nil)))
+		reconnect("after the restore", 2, 1, rows+1, map[string]string{"lost": "", "kept": "written after the restore"})
+	})
+}

@@ -183,6 +183,7 @@ func writeMetrics(ctx context.Context, w http.ResponseWriter, eng *engine.Engine
 	p("synclane_segments_expired_total", "Segments whose bytes the expiry sweep dropped.", ss.Expired)
 	p("synclane_segment_store_bypassed_total", "Inline pages served without the segment store because it failed (not stored for reuse).", ss.Bypassed)
 	p("synclane_bootstrap_pages_encoded_total", "Bootstrap pages and SQLite images encoded from rows (a page answered from a stored segment or a kept inline page adds none).", ss.Encoded)
+	p("synclane_inline_pages_reused_total", "Inline bootstrap pages answered from memory instead of being encoded again.", ss.InlineReused)
 	bs := eng.BlobStats()
 	p("synclane_blob_uploads_total", "Blob uploads stored (or confirmed already stored).", bs.Uploads)
 	p("synclane_blob_uploads_refused_total", "Blob uploads refused (hash mismatch, too large, busy, storage failure).", bs.UploadsRefused)
