@@ -46,6 +46,8 @@ func TestQuickSuite(t *testing.T) {
 			"pushpull":   {"rounds/s", "rounds"},
 			"realtime":   {"delta p99", "floor p99"},
 			"prune":      {"pruned commits", "pushes/s without pruning", "batches"},
+			"storm":      {"bootstraps/s", "bootstraps"},
+			"reconnect":  {"reconnects/s", "reconnects"},
 		}[s.Workload]
 		if s.Workload == "realtime" && strings.Contains(s.Case, "idle") {
 			positive = []string{"sockets open", "heap+stacks/idle socket"}
@@ -65,7 +67,8 @@ func TestQuickSuite(t *testing.T) {
 	// SQLite ceiling and synclane's log statements on bare SQLite once
 	// each (in-process SQLite); pushpull and prune: per mode and store.
 	want := map[string]int{"push": 2*2*nStores + 2, "partitions": 2 * 2 * nStores, "pull": 2 * nStores,
-		"bootstrap": 2 * nStores, "idle": nStores, "pushpull": 2 * nStores, "prune": 2 * nStores}
+		"bootstrap": 2 * nStores, "idle": nStores, "pushpull": 2 * nStores, "prune": 2 * nStores,
+		"storm": 2 * nStores, "reconnect": 2 * nStores}
 	for w, n := range want {
 		if seen[w] != n {
 			t.Errorf("%s: %d summaries, want %d", w, seen[w], n)
@@ -143,6 +146,24 @@ func TestBootstrapRateCheckRowsLanesOnly(t *testing.T) {
 	for k, v := range want {
 		if p, ok := got[k]; !ok || p != v {
 			t.Errorf("check %q: pass %v (present %v), want %v", k, p, ok, v)
+		}
+	}
+}
+
+// TestParseServerBins checks --server-bin: labels default to the file
+// name; an empty label or path is refused.
+func TestParseServerBins(t *testing.T) {
+	got, err := parseServerBins("before=/tmp/a/bench, /tmp/b/bench-after")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []serverBin{{"before", "/tmp/a/bench"}, {"bench-after", "/tmp/b/bench-after"}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	for _, bad := range []string{"=/tmp/x", "label="} {
+		if _, err := parseServerBins(bad); err == nil {
+			t.Errorf("%q accepted", bad)
 		}
 	}
 }

@@ -69,7 +69,7 @@ func bootstrapCase(ctx context.Context, cfg *Config, store string, n int) (Resul
 		if cfg.ServerGOGC > 0 {
 			r.Case += fmt.Sprintf(" (GOGC=%d)", cfg.ServerGOGC)
 		}
-		t, err = openServerProc(ctx, cfg, store)
+		t, err = openServerProc(ctx, cfg, store, "")
 	} else {
 		t, err = openTarget(ctx, cfg, store, EngineOpts{})
 	}

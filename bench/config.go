@@ -63,6 +63,11 @@ type Config struct {
 
 	VUs       int
 	ServerPID int
+	// ServerBins are the bench binaries whose server child the storm and
+	// reconnect workloads run against over --http (--server-bin), each
+	// in turn in every run: one built from another commit measures it
+	// against this one in the same run. Empty: this binary.
+	ServerBins []serverBin
 
 	Sockets, FanoutSockets, FanoutCommits int
 	FanoutAck                             bool
@@ -72,11 +77,15 @@ type Config struct {
 	PruneWindow  time.Duration
 
 	CPUProfile, MemProfile string
+
+	// Set holds the flags given on the command line (workload defaults
+	// apply to the others).
+	Set map[string]bool
 }
 
 var errUsage = errors.New("usage")
 
-const usage = `usage: go run ./bench <push|partitions|pull|bootstrap|idle|pushpull|realtime|prune|all> [flags]
+const usage = `usage: go run ./bench <push|partitions|pull|bootstrap|idle|pushpull|realtime|prune|storm|reconnect|all> [flags]
 
 Modes (several may be combined; default --inproc):
   --inproc          drive engine.Engine.Sync in this process
@@ -137,7 +146,9 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	fs.IntVar(&cfg.Storm, "storm", 0, "bootstrap: then N concurrent fresh clients bootstrap one scope (wall time vs one client, segments built/reused); needs --server-proc")
 	fs.IntVar(&cfg.IdlePartitions, "idle-partitions", 1000, "idle: partitions woken once")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 10*time.Second, "idle: engine IdleTimeout (passivation delay)")
-	fs.IntVar(&cfg.VUs, "vus", 50, "pushpull: virtual clients, one project each")
+	fs.IntVar(&cfg.VUs, "vus", 50, "pushpull: virtual clients, one project each; storm, reconnect: clients bootstrapping one scope over and over")
+	var bins string
+	fs.StringVar(&bins, "server-bin", "", "storm, reconnect --http: comma-separated [label=]path of bench binaries (e.g. built from another commit) whose server child is measured, each in turn in every run (default: this binary)")
 	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "pushpull with --url: pid of the server, for its CPU time and peak RSS")
 	fs.IntVar(&cfg.Sockets, "sockets", 10000, "realtime: idle sockets held (opened by a child process)")
 	fs.IntVar(&cfg.FanoutSockets, "fanout-sockets", 1000, "realtime: subscribed sockets a commit fans out to")
@@ -156,6 +167,7 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	cfg.Set = set
 	if cfg.Quick {
 		quick := map[string]string{"duration": "1s", "warmup": "200ms", "partitions": "1,10", "clients": "20",
 			"rows": "2000", "idle-partitions": "50", "writers": "16", "idle-timeout": "200ms", "pull-interval": "50ms",
@@ -182,6 +194,9 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	}
 	cfg.Stores = splitList(stores)
 	var err error
+	if cfg.ServerBins, err = parseServerBins(bins); err != nil {
+		return nil, fmt.Errorf("--server-bin: %w", err)
+	}
 	if cfg.Partitions, err = intList(parts); err != nil {
 		return nil, fmt.Errorf("--partitions: %w", err)
 	}

@@ -55,6 +55,9 @@ type heapProbe struct {
 	// (getrusage), less sensitive to a loaded machine than wall time.
 	CPUSeconds float64
 	Segments   segstore.Stats
+	// HasEncoded reports that the child's segment stats carry the
+	// pages-encoded counter (a child built before it reads 0).
+	HasEncoded bool `json:"-"`
 }
 
 // probeSampler samples the child's heap every millisecond until stopped.
@@ -183,11 +186,16 @@ func serverChild(args []string) int {
 
 // openServerProc starts the server child for store and returns a target
 // driving it over loopback HTTP (Engine is nil; probe with probeReset and
-// probeRead).
-func openServerProc(ctx context.Context, cfg *Config, store string) (*Target, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
+// probeRead). exe is the bench binary run as the child ("": this one); one
+// built from another commit (--server-bin) serves that commit's engine
+// under the same child protocol.
+func openServerProc(ctx context.Context, cfg *Config, store, exe string) (*Target, error) {
+	if exe == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		exe = self
 	}
 	cmd := exec.Command(exe, "server-child", "--store", store, "--data-dir", cfg.DataDir, "--postgres", cfg.PostgresURL)
 	cmd.Stderr = os.Stderr
@@ -205,7 +213,7 @@ func openServerProc(ctx context.Context, cfg *Config, store string) (*Target, er
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	t := &Target{Mode: ModeLoopback, Store: store, Prefix: "bench-" + randHex(4) + "-"}
+	t := &Target{Mode: ModeLoopback, Store: store, Prefix: "bench-" + randHex(4) + "-", pid: cmd.Process.Pid}
 	t.cleanup = append(t.cleanup, func() {
 		_ = stdin.Close()
 		done := make(chan struct{})
@@ -269,7 +277,12 @@ func (t *Target) probeRead(ctx context.Context) (heapProbe, error) {
 	if res.StatusCode != http.StatusOK {
 		return p, fmt.Errorf("probe: %s", res.Status)
 	}
-	return p, json.NewDecoder(res.Body).Decode(&p)
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		return p, err
+	}
+	p.HasEncoded = bytes.Contains(body, []byte(`"Encoded"`))
+	return p, json.Unmarshal(body, &p)
 }
 
 // bareLoop is the baseline of the bootstrap: the same rows read from the

@@ -70,6 +70,8 @@ type Target struct {
 	cleanup []func()
 	// dbPath is the SQLite store's file ("" for other stores).
 	dbPath string
+	// pid is the server child's process id (0: no child).
+	pid int
 }
 
 // Client returns a new logical client.
