@@ -102,6 +102,7 @@ func (p *Partition) openPush(ctx context.Context, jobs []*SyncJob) (tx storage.P
 	}
 	info = tx.Partition()
 	p.adoptEpoch(info.LogEpoch)
+	clear(p.staged) // a group's commit records (their rows alias its request bodies) must not outlive it
 	p.staged = p.staged[:0]
 	if token, err = p.cfg.Gate.OpenTx(ctx, tx); err != nil {
 		tx.Rollback(ctx) //nolint:errcheck // the refusal or read failure is the answer
@@ -204,6 +205,7 @@ func (p *Partition) commitGroup(ctx context.Context, tx storage.PushTx, info sto
 	for _, c := range p.staged {
 		p.tail.append(c)
 	}
+	clear(p.staged)
 	p.staged = p.staged[:0]
 	if seq := tx.Partition().MaxCommitSeq; seq > info.MaxCommitSeq {
 		p.commitDurable(seq)

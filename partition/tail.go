@@ -1,6 +1,8 @@
 package partition
 
 import (
+	"bytes"
+
 	"github.com/synclane/synclane/storage"
 )
 
@@ -64,6 +66,14 @@ func (t *logTail) append(c storage.CommitRecord) {
 	if drop > 0 {
 		t.dropFirst(drop)
 	}
+	// A pushed change's row aliases its request's body: keep a copy, so a
+	// 40 KB row does not hold a 20 MB body in memory.
+	changes := make([]storage.ChangeRecord, len(c.Changes))
+	for i, ch := range c.Changes {
+		ch.Row = bytes.Clone(ch.Row)
+		changes[i] = ch
+	}
+	c.Changes = changes
 	t.commits = append(t.commits, c)
 	t.sizes = append(t.sizes, size)
 	t.bytes += size
