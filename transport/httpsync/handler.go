@@ -11,9 +11,11 @@ package httpsync
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"strconv"
@@ -26,13 +28,19 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/bodybudget"
 )
 
 // ContentType is the SSP2 media type of requests and responses.
 const ContentType = "application/vnd.syncular.sync.v2"
 
-// DefaultMaxBodyBytes is the default limit on a decompressed request body.
-const DefaultMaxBodyBytes = 8 << 20
+// DefaultMaxBodyBytes is the default limit on a decompressed request body
+// (128 MiB). It is large because clients cut a push by its operation count,
+// never by its bytes (the official client sends up to 500 operations of any
+// size in one request, and that request also carries its pull): a push
+// refused as too large is resent unchanged forever. Memory is bounded by
+// the in-flight budget (Options.BodyBudget) instead.
+const DefaultMaxBodyBytes = 128 << 20
 
 // Authenticator is the host hook that authenticates a request, yielding the
 // actor and the one partition it addresses. Returning a *syncerr.Error
@@ -52,8 +60,15 @@ type Options struct {
 	// Auth authenticates every request (required).
 	Auth Authenticator
 	// MaxBodyBytes limits the decompressed request body
-	// (default DefaultMaxBodyBytes).
+	// (default DefaultMaxBodyBytes); a larger one is answered 413
+	// sync.invalid_request (at once when its Content-Length says so).
 	MaxBodyBytes int64
+	// BodyBudget bounds the request-body bytes held at once by every
+	// handler (and realtime hub) given the same budget: a body that finds
+	// no room within the budget's wait is answered 503 sync.rate_limited
+	// with Retry-After (see package bodybudget). nil: NewHandler (or
+	// NewMux, for all its routes) creates one of bodybudget.DefaultLimit.
+	BodyBudget *bodybudget.Budget
 	// CompressMinBytes is the answer size from which answers are
 	// compressed (default DefaultCompressMinBytes; negative compresses
 	// every answer the client accepts compressed). See the policy in
@@ -82,6 +97,9 @@ type Handler struct {
 func NewHandler(eng *engine.Engine, opts Options) *Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.BodyBudget == nil {
+		opts.BodyBudget = bodybudget.New(bodybudget.Options{})
 	}
 	if opts.CompressMinBytes == 0 {
 		opts.CompressMinBytes = DefaultCompressMinBytes
@@ -123,22 +141,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	body, err := decodedBody(r, h.opts.MaxBodyBytes)
+	charge := h.opts.BodyBudget.Charge()
+	defer charge.Release() // on every path: errors, a panic, a client gone
+	body, err := readRequestBody(r.Context(), r, h.opts.MaxBodyBytes, charge)
 	if err != nil {
-		writeError(w, bodyStatus(err), err)
-		return
-	}
-	defer body.Close()
-	msg, err := ssp2.ReadRequest(body, h.opts.MaxBodyBytes)
-	if err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) { // ReadRequest's own errors carry their code
-			err = bodyError(err, "")
+		if errors.Is(err, bodybudget.ErrBusy) {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(bodybudget.RetryAfter.Seconds()))))
+			h.opts.Logger.Info("sync request refused: the in-flight request-body budget is full", zap.String("request_id", rid),
+				zap.String("partition", id.Partition), zap.String("actor", id.ActorID), zap.Int64("content_length", r.ContentLength),
+				zap.Int64("budget_bytes", h.opts.BodyBudget.Limit()))
 		}
 		writeError(w, bodyStatus(err), err)
 		return
 	}
+	msg, err := ssp2.DecodeRequest(body)
+	if err != nil {
+		writeError(w, 0, err)
+		return
+	}
 	noteKind(w, RequestKind(msg))
 	rep, err := h.eng.Sync(r.Context(), id, msg)
+	charge.Release() // the engine is done with the request (the answer holds none of it)
 	if h.opts.WriteTimeout > 0 {
 		// The answer's write deadline starts now, however long the engine
 		// took (http.Server.WriteTimeout counts from the request's start).
@@ -181,7 +204,7 @@ func mediaType(v string) string {
 // declaring more is refused as invalid): the decoder allocates the whole
 // window, so without a cap a few dozen bytes could make it allocate up to
 // its 64 MiB memory limit. 8 MiB is the window zstd encoders use by
-// default and the default body limit.
+// default (a larger body is encoded with the same window).
 const maxZstdWindow = 8 << 20
 
 // zstdOverhead is how much larger than its content a zstd body may be
@@ -201,23 +224,27 @@ func bodyError(err error, what string) error {
 
 // bodyStatus is the HTTP status for an error of decodedBody or of reading
 // the body it returned: 408 when the read timeout cut the body off, 413
-// when it exceeded the limit, else 0 (the error code's own status).
+// when it exceeded the limit, 503 when the body budget had no room (or the
+// client left while waiting for it), else 0 (the error code's own status).
 func bodyStatus(err error) int {
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return http.StatusRequestTimeout
 	case errors.Is(err, ssp2.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, bodybudget.ErrBusy), errors.Is(err, context.Canceled):
+		return http.StatusServiceUnavailable
 	}
 	return 0
 }
 
 // decodedBody undoes the request's Content-Encoding. A zstd body is read
-// whole first (at most maxBody plus zstdOverhead) and then decoded from
-// memory, so a client that sends part of it and stalls holds only the
-// bytes it sent, never a decoder and its window. Errors carry
-// sync.invalid_request; bodyStatus gives their HTTP status.
-func decodedBody(r *http.Request, maxBody int64) (io.ReadCloser, error) {
+// whole first (at most maxBody plus zstdOverhead, charged to c as
+// readCharged charges) and then decoded from memory, so a client that
+// sends part of it and stalls holds only the bytes it sent, never a
+// decoder and its window. Errors carry sync.invalid_request (or the
+// budget's sync.rate_limited); bodyStatus gives their HTTP status.
+func decodedBody(ctx context.Context, r *http.Request, maxBody int64, c *bodybudget.Charge) (io.ReadCloser, error) {
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
 		return r.Body, nil
@@ -228,19 +255,15 @@ func decodedBody(r *http.Request, maxBody int64) (io.ReadCloser, error) {
 		}
 		return zr, nil
 	case "zstd":
-		limit := maxBody + zstdOverhead(maxBody)
-		comp, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-		switch {
-		case err != nil:
-			return nil, bodyError(err, "request body could not be read")
-		case int64(len(comp)) > limit:
-			return nil, syncerr.Wrap(syncerr.InvalidRequest, ssp2.ErrTooLarge, "zstd request body exceeds %d bytes", limit)
+		comp, err := readCharged(ctx, r.Body, r.ContentLength, maxBody+zstdOverhead(maxBody), 1, c, "zstd request body")
+		if err != nil {
+			return nil, err
 		}
 		zr, err := pooledZstdReader(bytes.NewReader(comp))
 		if err != nil {
 			return nil, syncerr.Wrap(syncerr.InvalidRequest, err, "request body is not valid zstd (windows above %d bytes are refused)", maxZstdWindow)
 		}
-		return zr, nil
+		return &returnOnClose{ReadCloser: zr, c: c, n: int64(len(comp))}, nil
 	default:
 		return nil, syncerr.New(syncerr.InvalidRequest, "unsupported Content-Encoding %q (use gzip, zstd or identity)", enc)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
+	"github.com/synclane/synclane/transport/bodybudget"
 )
 
 // MuxOptions configure NewMux.
@@ -46,8 +47,12 @@ type Mux struct {
 	routes   map[string]string // ServeMux pattern → route label
 }
 
-// NewMux returns the router for eng.
+// NewMux returns the router for eng. Its /metrics include the request-body
+// budget of opts.BodyBudget (created here when nil).
 func NewMux(eng *engine.Engine, opts MuxOptions) *Mux {
+	if opts.BodyBudget == nil {
+		opts.BodyBudget = bodybudget.New(bodybudget.Options{})
+	}
 	mount := strings.TrimRight(opts.Mount, "/")
 	m := &Mux{ServeMux: http.NewServeMux(), metrics: newHTTPMetrics(), routes: map[string]string{
 		mount + "/sync":                   RouteSync,
@@ -114,6 +119,7 @@ func NewMux(eng *engine.Engine, opts MuxOptions) *Mux {
 		}
 		_, _ = fmt.Fprintf(w, "# HELP synclane_draining Whether the server is draining (1: /readyz answers 503, shutdown under way).\n# TYPE synclane_draining gauge\nsynclane_draining %d\n", d)
 		writeRuntimeMetrics(w)
+		opts.BodyBudget.WriteMetrics(w)
 		writeMetrics(r.Context(), w, eng)
 		for _, f := range opts.Metrics {
 			f(w)

@@ -11,6 +11,7 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/protocol/opwire"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/bodybudget"
 )
 
 // RouteOperations labels POST <mount>/operations in the HTTP metrics.
@@ -86,7 +87,7 @@ func (h *OperationsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	body, err := decodedBody(r, h.opts.MaxBodyBytes)
+	body, err := decodedBody(r.Context(), r, h.opts.MaxBodyBytes, new(bodybudget.Charge)) // at most 1 MiB: not charged
 	if err != nil {
 		status := bodyStatus(err)
 		if status == 0 {
