@@ -40,6 +40,7 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/bodybudget"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -95,8 +96,14 @@ type Options struct {
 	// presence.too_large.
 	MaxPresenceBytes int
 	// MaxRequestBytes bounds one socket round's request (default
-	// httpsync.DefaultMaxBodyBytes, like POST /sync).
+	// httpsync.DefaultMaxBodyBytes, like POST /sync); a larger one closes
+	// the socket (1009).
 	MaxRequestBytes int64
+	// BodyBudget is the in-flight request-body budget the socket rounds'
+	// requests are charged to, shared with POST /sync in `synclane serve`
+	// (nil: the hub's own, of bodybudget.DefaultLimit). A round it has no
+	// room for is answered in-band with sync.rate_limited (see round.go).
+	BodyBudget *bodybudget.Budget
 	// RoundTimeout bounds how long a socket round's request may take to
 	// arrive, from its first chunk to its END frame (default
 	// DefaultRoundTimeout, as --read-timeout bounds a POST /sync body).
@@ -146,6 +153,21 @@ func (o *Options) defaults() {
 	if o.RoundTimeout <= 0 {
 		o.RoundTimeout = DefaultRoundTimeout
 	}
+	if o.BodyBudget == nil {
+		o.BodyBudget = bodybudget.New(bodybudget.Options{})
+	}
+}
+
+// minControlBytes is the least a control (text) message may hold.
+const minControlBytes = 1 << 20
+
+// maxControlBytes bounds one control (text) message from a client (1 MiB,
+// or twice MaxPresenceBytes when that is larger): an ack or a presence
+// publish, whose document may be up to MaxPresenceBytes (a larger one
+// within this bound is still refused in-band with presence.too_large; a
+// longer message closes the socket, 1009).
+func (h *Hub) maxControlBytes() int64 {
+	return max(minControlBytes, 2*int64(h.opts.MaxPresenceBytes)+4<<10)
 }
 
 // Hub holds every realtime socket of one process. Create it with New, wire

@@ -9,6 +9,9 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
@@ -145,8 +148,9 @@ func TestDeltaAndAck(t *testing.T) {
 // that does not read at all is closed and its send buffer never exceeds
 // its bound.
 func TestSlowReader(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
 	f := newFixture(t, fixtureOpts{hub: realtime.Options{MaxUnackedDeltas: 3, MaxQueuedMessages: 4,
-		HeartbeatInterval: 50 * time.Millisecond, PingTimeout: 200 * time.Millisecond, WriteTimeout: time.Second}})
+		HeartbeatInterval: 50 * time.Millisecond, PingTimeout: 200 * time.Millisecond, WriteTimeout: time.Second, Logger: zap.New(core)}})
 	ctx := ctxT(t)
 	w := f.httpClient("ada", "w")
 	b := f.replica("bob", "b", "groceries")
@@ -242,6 +246,9 @@ func TestSlowReader(t *testing.T) {
 	<-done
 	if maxQueued > 4 {
 		t.Fatalf("the non-reading socket's send buffer held %d messages; the bound is 4", maxQueued)
+	}
+	if e := closedLog(logs, "c"); len(e) != 1 || e[0].ContextMap()["reason"] == nil {
+		t.Fatalf("the non-reading socket's close is logged %d times (want once, at info, with a reason): %+v", len(e), e)
 	}
 	waitFor(t, "the closed socket to be unregistered", 15*time.Second, func() bool {
 		for _, s := range f.hub.Sessions(httpsync.DefaultPartition) {

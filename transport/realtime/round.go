@@ -1,8 +1,10 @@
 package realtime
 
 import (
-	"bytes"
 	"encoding/binary"
+	"errors"
+	"io"
+	"math"
 	"sync"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/bodybudget"
 )
 
 const textMessage = websocket.MessageText
@@ -22,10 +25,24 @@ const textMessage = websocket.MessageText
 // engine.Sync, exactly as POST /sync would run it, and the answer goes
 // back as TagRound chunks, one frame per chunk (the envelope header with
 // the first frame; a frame larger than maxChunk is split), whose
-// concatenation is byte for byte the HTTP answer's body. One round at a
-// time: a chunk that arrives while an answer is being produced closes the
-// socket. While a round runs the socket gets wake-ups, never deltas, until
-// the client's ack after the round.
+// concatenation is byte for byte the HTTP answer's body. While a round
+// runs the socket gets wake-ups, never deltas, until the client's ack
+// after the round.
+//
+// One round at a time, no pipelining: bytes past a request's END, in the
+// message that carries the END or in one that arrives while the answer is
+// being produced, close the socket (1008, "pipelining"). A request whose
+// END arrives with more bytes behind it in the same message is not run at
+// all: its answer could not be delivered, and the client resends it (push
+// idempotency makes that safe) on its next socket.
+//
+// The request's bytes are charged to the hub's body budget as its buffer
+// grows (bodybudget.DecodedFactor per byte), like a POST /sync body. A round that finds no room within the
+// budget's wait is refused: the rest of its request is read and dropped,
+// and once its END has arrived it is answered RESP_HEADER, ERROR
+// sync.rate_limited (retryable, retryLater, details.retryAfterMs), END;
+// the socket stays open. A request larger than MaxRequestBytes closes the
+// socket (1009).
 
 // maxChunk bounds one chunk of an answer.
 const maxChunk = 1 << 20
@@ -33,33 +50,171 @@ const maxChunk = 1 << 20
 // envelopeLen is the SSP2 envelope header's length.
 const envelopeLen = 8
 
-// roundChunk takes one request chunk (reader goroutine).
-func (s *session) roundChunk(b []byte) {
+// dropScratch holds the bytes of a refused round's request while they are
+// read and dropped.
+var dropScratch = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// roundMessage takes one TagRound message, its tag read, from r (reader
+// goroutine). It returns false when it closed the socket, leaving the
+// rest of the message for the caller to drain, or when r failed.
+func (s *session) roundMessage(r io.Reader) bool {
 	if s.roundBusy.Load() {
-		s.protocolError(websocket.StatusPolicyViolation, "one socket round at a time")
-		return
+		s.protocolError(websocket.StatusPolicyViolation, reasonPipelining, zap.String("detail", "a round's bytes arrived while the previous round's answer was being produced"))
+		return false
 	}
-	had := len(s.roundBuf)
-	if int64(had+len(b)) > s.h.opts.MaxRequestBytes {
-		s.dropRound()
-		s.protocolError(websocket.StatusMessageTooBig, "socket round request exceeds the request size limit")
-		return
-	}
-	if had == 0 {
-		s.roundSince.Store(time.Now().UnixNano())
-	}
-	s.roundBuf = append(s.roundBuf, b...)
-	buf := s.roundBuf
-	if had < envelopeLen && len(buf) >= envelopeLen {
-		if !bytes.Equal(buf[:4], []byte("SSP2")) || (buf[4] != 1 && buf[4] != 2) || buf[5] != 0 || buf[6] != byte(ssp2.KindRequest) || buf[7] != 0 {
-			s.dropRound()
-			s.protocolError(websocket.StatusPolicyViolation, "bad SSP2 request header")
-			return
+	limit := int(min(s.h.opts.MaxRequestBytes, math.MaxInt-1)) + 1
+	var scratch *[]byte
+	defer func() {
+		if scratch != nil {
+			dropScratch.Put(scratch)
+		}
+	}()
+	for {
+		var piece []byte
+		var rerr error
+		if s.roundRefused == nil {
+			if len(s.roundBuf) == cap(s.roundBuf) {
+				if s.roundCharge == nil {
+					s.roundCharge = s.h.opts.BodyBudget.Charge()
+				}
+				b, err := s.roundCharge.GrowBuffer(s.ctx, s.roundBuf, limit, bodybudget.DecodedFactor)
+				switch {
+				case errors.Is(err, bodybudget.ErrBusy):
+					s.refuseRound(err)
+					continue
+				case err != nil: // the socket is closing
+					return false
+				}
+				s.roundBuf = b
+			}
+			n := len(s.roundBuf)
+			if n == cap(s.roundBuf) { // at the limit (not reached: roundLen is checked below)
+				return s.roundTooLarge()
+			}
+			var k int
+			k, rerr = r.Read(s.roundBuf[n:cap(s.roundBuf)])
+			s.roundBuf = s.roundBuf[:n+k]
+			piece = s.roundBuf[n : n+k]
+		} else {
+			if scratch == nil {
+				scratch = dropScratch.Get().(*[]byte)
+			}
+			var k int
+			k, rerr = r.Read(*scratch)
+			piece = (*scratch)[:k]
+		}
+		if len(piece) > 0 {
+			if s.roundLen == 0 {
+				s.roundSince.Store(time.Now().UnixNano())
+			}
+			s.roundLen += int64(len(piece))
+			if s.roundLen > s.h.opts.MaxRequestBytes {
+				return s.roundTooLarge()
+			}
+			if !s.roundHeader(piece) {
+				return false
+			}
+			end, done := s.roundScan.feed(piece)
+			if done {
+				if end < len(piece) {
+					s.pipelined()
+					return false
+				}
+				if rerr == nil { // END ends the piece: nothing may follow it in the message
+					more, err := hasMore(r)
+					if err != nil {
+						return false
+					}
+					if more {
+						s.pipelined()
+						return false
+					}
+				}
+				s.startRound()
+				return true
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			return true // the request continues in the next message
+		}
+		if rerr != nil {
+			return false
 		}
 	}
-	if !requestComplete(buf) {
-		return
+}
+
+// hasMore reports whether r has another byte (it reads it).
+func hasMore(r io.Reader) (bool, error) {
+	var one [1]byte
+	for {
+		k, err := r.Read(one[:])
+		if k > 0 {
+			return true, nil
+		}
+		if errors.Is(err, io.EOF) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
 	}
+}
+
+// roundHeader copies the envelope header from a piece of the round as it
+// arrives and checks it once whole; false when it closed the socket.
+func (s *session) roundHeader(piece []byte) bool {
+	had := s.roundLen - int64(len(piece))
+	if had >= envelopeLen {
+		return true
+	}
+	copy(s.roundHdr[had:], piece)
+	if s.roundLen < envelopeLen {
+		return true
+	}
+	h := s.roundHdr
+	if string(h[:4]) != "SSP2" || (h[4] != 1 && h[4] != 2) || h[5] != 0 || h[6] != byte(ssp2.KindRequest) || h[7] != 0 {
+		s.dropRound()
+		s.protocolError(websocket.StatusPolicyViolation, "bad SSP2 request header")
+		return false
+	}
+	return true
+}
+
+// reasonPipelining is the close reason of bytes past a request's END.
+const reasonPipelining = "pipelining"
+
+// pipelined closes the socket for bytes past END in the message that
+// carried it; the request is not run.
+func (s *session) pipelined() {
+	s.dropRound()
+	s.protocolError(websocket.StatusPolicyViolation, reasonPipelining, zap.String("detail", "bytes past the request's END frame in the same message"))
+}
+
+// roundTooLarge closes the socket for a request over MaxRequestBytes.
+func (s *session) roundTooLarge() bool {
+	s.dropRound()
+	s.protocolError(websocket.StatusMessageTooBig, "socket round request exceeds the request size limit",
+		zap.Int64("max_request_bytes", s.h.opts.MaxRequestBytes))
+	return false
+}
+
+// refuseRound turns the incomplete round into a refused one: its bytes
+// and charge are dropped, the rest of its request is read and dropped,
+// and its answer will be err.
+func (s *session) refuseRound(err error) {
+	s.roundRefused = err
+	s.roundBuf = nil
+	s.roundCharge.Release()
+	s.roundCharge = nil
+	s.h.log.Info("socket round refused: the in-flight request-body budget is full", zap.String("partition", s.ident.Partition),
+		zap.String("client_id", s.clientID), zap.String("session_id", s.id), zap.Int64("received_bytes", s.roundLen),
+		zap.Int64("budget_bytes", s.h.opts.BodyBudget.Limit()))
+}
+
+// startRound serves the round whose request is complete.
+func (s *session) startRound() {
+	req, charge, refused, wire := s.roundBuf, s.roundCharge, s.roundRefused, binary.LittleEndian.Uint16(s.roundHdr[4:6])
+	s.roundCharge = nil // the round's goroutine releases it
 	s.dropRound()
 	s.roundBusy.Store(true)
 	p := s.p
@@ -68,37 +223,68 @@ func (s *session) roundChunk(b []byte) {
 	s.live = false
 	s.highest = max(s.highest, p.latest)
 	p.mu.Unlock()
-	if !s.h.spawn(func() { s.serveRound(buf) }) {
+	if !s.h.spawn(func() { s.serveRound(req, wire, refused, charge) }) {
+		charge.Release()
 		s.roundBusy.Store(false)
 	}
 }
 
-// dropRound forgets the incomplete round (reader goroutine).
+// dropRound forgets the incomplete round and releases its charge (reader
+// goroutine).
 func (s *session) dropRound() {
 	s.roundBuf = nil
+	s.roundCharge.Release()
+	s.roundCharge = nil
+	s.roundRefused = nil
+	s.roundLen = 0
+	s.roundScan = roundScanner{}
 	s.roundSince.Store(0)
 }
 
-// requestComplete reports whether buf holds a whole request: the envelope
-// header and frames up to an END frame.
-func requestComplete(buf []byte) bool {
-	off := envelopeLen
-	for off+5 <= len(buf) {
-		typ := buf[off]
-		n := int(binary.LittleEndian.Uint32(buf[off+1 : off+5]))
-		if typ == 0 { // END (a non-zero length is the decoder's to refuse)
-			return off+5+n <= len(buf) || n < 0
-		}
-		if n < 0 || off+5+n > len(buf) {
-			return false
-		}
-		off += 5 + n
-	}
-	return false
+// roundScanner finds the end of a request in the stream of its bytes, fed
+// piece by piece: the envelope header, then frames (type byte, u32 length,
+// payload) up to the END frame's 5-byte header, whatever END's length says
+// (a non-zero one is the decoder's to refuse).
+type roundScanner struct {
+	pos  int64 // bytes fed so far
+	next int64 // where the next frame header starts (0: after the envelope header)
+	fh   [5]byte
+	fhn  int
 }
 
-// serveRound runs one round and writes its answer.
-func (s *session) serveRound(req []byte) {
+// feed takes the next piece; done reports that END's header ends at
+// piece[:end].
+func (sc *roundScanner) feed(piece []byte) (end int, done bool) {
+	if sc.next == 0 {
+		sc.next = envelopeLen
+	}
+	i := 0
+	for i < len(piece) {
+		if sc.pos < sc.next { // in the envelope header or a frame's payload
+			k := int(min(int64(len(piece)-i), sc.next-sc.pos))
+			i += k
+			sc.pos += int64(k)
+			continue
+		}
+		sc.fh[sc.fhn] = piece[i]
+		sc.fhn++
+		i++
+		sc.pos++
+		if sc.fhn == len(sc.fh) {
+			sc.fhn = 0
+			if sc.fh[0] == byte(ssp2.FrameEnd) {
+				return i, true
+			}
+			sc.next = sc.pos + int64(binary.LittleEndian.Uint32(sc.fh[1:]))
+		}
+	}
+	return i, false
+}
+
+// serveRound runs one round (or answers the refusal it was given) and
+// writes its answer; the round's charge is released once the engine is
+// done with the request.
+func (s *session) serveRound(req []byte, wire uint16, refused error, charge *bodybudget.Charge) {
 	var once sync.Once
 	finish := func() {
 		once.Do(func() {
@@ -111,8 +297,13 @@ func (s *session) serveRound(req []byte) {
 	}
 	defer finish()
 	s.h.stats.rounds.Add(1)
-	wire := binary.LittleEndian.Uint16(req[4:6])
-	rep, err := s.runRound(req)
+	var rep *engine.Reply
+	err := refused
+	if err == nil {
+		rep, err = s.runRound(req)
+	}
+	req = nil
+	charge.Release()
 	if err != nil {
 		rep = s.errorReply(wire, err)
 	}
@@ -123,7 +314,7 @@ func (s *session) serveRound(req []byte) {
 }
 
 func (s *session) runRound(req []byte) (*engine.Reply, error) {
-	msg, err := ssp2.ReadRequest(bytes.NewReader(req), s.h.opts.MaxRequestBytes)
+	msg, err := ssp2.DecodeRequest(req) // at most MaxRequestBytes (roundMessage)
 	if err != nil {
 		return nil, err
 	}

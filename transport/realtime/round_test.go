@@ -134,7 +134,7 @@ func TestSocketRoundEqualsHTTP(t *testing.T) {
 }
 
 // Two rounds at once: a request chunk arriving while an answer is being
-// produced closes the socket (policy violation). A bad envelope header
+// produced closes the socket (1008 "pipelining"). A bad envelope header
 // closes it too.
 func TestTwoRoundsAtOnce(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
@@ -172,8 +172,8 @@ func TestTwoRoundsAtOnce(t *testing.T) {
 		}
 	}
 	close(gate)
-	if ce.Code != websocket.StatusPolicyViolation {
-		t.Fatalf("second round at once: closed with %v", ce)
+	if ce.Code != websocket.StatusPolicyViolation || ce.Reason != "pipelining" {
+		t.Fatalf("second round at once: closed with %v, want 1008 pipelining", ce)
 	}
 
 	conn2, _, err := websocket.Dial(ctx, f.srv.URL+"/realtime?clientId=w", &websocket.DialOptions{HTTPHeader: f.header("ada")})

@@ -3,6 +3,7 @@ package realtime
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/transport/bodybudget"
 )
 
 // Binary message tags (§8.7).
@@ -91,9 +93,17 @@ type session struct {
 	pendingReg *partition.Registration
 
 	// round state, owned by the reader goroutine (roundBusy is shared with
-	// the round's goroutine)
-	roundBuf  []byte
-	roundBusy atomic.Bool
+	// the round's goroutine): the request so far (roundBuf, its charge on
+	// the body budget), or the refusal of a round the budget had no room
+	// for (roundRefused: its bytes are dropped as they come); the bytes
+	// seen, the envelope header, and where END is.
+	roundBuf     []byte
+	roundCharge  *bodybudget.Charge
+	roundRefused error
+	roundLen     int64
+	roundHdr     [envelopeLen]byte
+	roundScan    roundScanner
+	roundBusy    atomic.Bool
 	// roundSince is when the incomplete round in roundBuf began (UnixNano;
 	// 0: none), for the heartbeat's RoundTimeout check.
 	roundSince atomic.Int64
@@ -175,6 +185,8 @@ func (s *session) enqueue(m outMsg, control bool) bool {
 		s.qmu.Unlock()
 		if !s.shutting.Load() { // counted once per socket, not per refused message
 			s.h.stats.closedSlow.Add(1)
+			s.logClosed("realtime socket closed: the client is not reading", zap.String("reason", "send buffer full"),
+				zap.Int("queued_messages", o.MaxQueuedMessages))
 		}
 		s.shut(websocket.StatusPolicyViolation, "send buffer full: the client is not reading")
 		return false
@@ -329,8 +341,8 @@ func (s *session) beat() {
 	}
 	if s.stuck() {
 		s.h.stats.closedSlow.Add(1)
-		s.h.log.Debug("realtime socket closed: a write did not finish within the write timeout", zap.String("partition", s.ident.Partition),
-			zap.String("client_id", s.clientID), zap.String("session_id", s.id))
+		s.logClosed("realtime socket closed: the client is not reading", zap.String("reason", "a write did not finish within the write timeout"),
+			zap.Duration("write_timeout", s.h.opts.WriteTimeout))
 		_ = s.conn.CloseNow()
 		return
 	}
@@ -341,8 +353,7 @@ func (s *session) beat() {
 	if err != nil {
 		if s.ctx.Err() == nil && !s.shutting.Load() {
 			s.h.stats.closedPing.Add(1)
-			s.h.log.Debug("realtime socket closed: no pong", zap.String("partition", s.ident.Partition),
-				zap.String("client_id", s.clientID), zap.String("session_id", s.id), zap.Error(err))
+			s.logClosed("realtime socket closed: no pong", zap.String("reason", "no pong within the ping timeout"), zap.Error(err))
 			_ = s.conn.CloseNow()
 		}
 		return
@@ -351,25 +362,48 @@ func (s *session) beat() {
 }
 
 // readLoop reads the client's messages until the socket ends, then
-// unregisters the socket.
+// unregisters the socket. A control (text) message is read whole, at most
+// maxControlBytes (a longer one closes the socket, 1009); a round message
+// is read piece by piece (roundMessage).
 func (s *session) readLoop() {
 	defer s.finish()
 	for {
 		// Closing the connection ends the read (no context registration
 		// per message).
-		typ, data, err := s.conn.Read(context.Background())
+		typ, r, err := s.conn.Reader(context.Background())
 		if err != nil {
 			return
 		}
+		ok := true
 		if typ == websocket.MessageText {
-			s.handleControl(data)
-			continue
+			data, err := io.ReadAll(io.LimitReader(r, s.h.maxControlBytes()+1))
+			switch {
+			case err != nil:
+				return
+			case int64(len(data)) > s.h.maxControlBytes():
+				s.protocolError(websocket.StatusMessageTooBig, "control message too large", zap.Int64("max_control_bytes", s.h.maxControlBytes()))
+				ok = false
+			default:
+				s.handleControl(data)
+			}
+		} else {
+			var tag [1]byte
+			_, err := io.ReadFull(r, tag[:])
+			switch {
+			case err != nil && !errors.Is(err, io.EOF):
+				return
+			case err != nil || tag[0] != TagRound:
+				s.protocolError(websocket.StatusUnsupportedData, "unknown binary tag")
+				ok = false
+			default:
+				ok = s.roundMessage(r)
+			}
 		}
-		if len(data) == 0 || data[0] != TagRound {
-			s.protocolError(websocket.StatusUnsupportedData, "unknown binary tag")
-			continue
+		if !ok { // the socket is closing: read on until the close ends the reader
+			if _, err := io.Copy(io.Discard, r); err != nil {
+				return
+			}
 		}
-		s.roundChunk(data[1:])
 	}
 }
 
@@ -384,6 +418,7 @@ func (s *session) finish() {
 	if !s.shutting.Load() {
 		_ = s.conn.CloseNow()
 	}
+	s.dropRound() // an incomplete round's charge
 	s.p.unregister(s)
 	s.h.releasePart(s.p)
 	s.h.mu.Lock()
@@ -393,12 +428,20 @@ func (s *session) finish() {
 		zap.String("session_id", s.id))
 }
 
-// protocolError closes the socket for a client violation.
-func (s *session) protocolError(code websocket.StatusCode, reason string) {
-	s.h.stats.closedProtocol.Add(1)
-	s.h.log.Debug("realtime socket closed: protocol violation", zap.String("partition", s.ident.Partition),
-		zap.String("client_id", s.clientID), zap.String("session_id", s.id), zap.String("reason", reason))
+// protocolError closes the socket for a client violation (logged at info
+// with the reason, which is also the close frame's).
+func (s *session) protocolError(code websocket.StatusCode, reason string, fields ...zap.Field) {
+	if !s.shutting.Load() {
+		s.h.stats.closedProtocol.Add(1)
+		s.logClosed("realtime socket closed: protocol violation", append(fields, zap.String("reason", reason), zap.Int("close_code", int(code)))...)
+	}
 	s.shut(code, reason)
+}
+
+// logClosed logs, at info, why the server closes the socket.
+func (s *session) logClosed(msg string, fields ...zap.Field) {
+	s.h.log.Info(msg, append([]zap.Field{zap.String("partition", s.ident.Partition), zap.String("client_id", s.clientID),
+		zap.String("session_id", s.id)}, fields...)...)
 }
 
 // handleControl handles a client→server control message: an ack or a
