@@ -27,6 +27,7 @@ import (
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/segstore"
 	"github.com/synclane/synclane/storage/sqlite"
+	"github.com/synclane/synclane/transport/bodybudget"
 	"github.com/synclane/synclane/transport/httpsync"
 	"github.com/synclane/synclane/transport/realtime"
 	"github.com/synclane/synclane/transport/testcontrol"
@@ -61,7 +62,7 @@ func parseCheckpointRef(v string) (storage.CheckpointRef, error) {
 type serveConfig struct {
 	checkpoints                                                       checkpointFlags
 	listen, data, schemaFile, mount, jwtSecret, postgresURL, logLevel string
-	maxBody                                                           int64
+	maxBody, maxInflightBody                                          int64
 	pgMaxConns                                                        int
 	pgStatementTimeout, shutdownTimeout, idleTimeout                  time.Duration
 	maxOps                                                            int
@@ -125,7 +126,8 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.BoolVar(&c.jwtAllowNoExp, "jwt-allow-no-exp", false, "with --jwt-secret: accept tokens without an exp claim (by default they are refused with 401 sync.auth_required)")
 	fs.BoolVar(&c.devAuth, "dev-auth", false, "development authentication: the actor from header x-actor, every scope allowed (the default when no --jwt-secret is given); loopback --listen only")
 	fs.BoolVar(&c.devAuthNonLoopback, "dev-auth-non-loopback", false, "allow development authentication on a non-loopback --listen address (anyone who reaches the port is any actor)")
-	fs.Int64Var(&c.maxBody, "max-body", httpsync.DefaultMaxBodyBytes, "maximum decompressed request body in bytes")
+	fs.Int64Var(&c.maxBody, "max-body", httpsync.DefaultMaxBodyBytes, "maximum decompressed request body in bytes, for POST /sync and realtime socket rounds (larger: 413, or the socket closed with 1009)")
+	fs.Int64Var(&c.maxInflightBody, "max-inflight-body-bytes", bodybudget.DefaultLimit, fmt.Sprintf("request-body bytes held at once by all POST /sync requests and socket rounds; beyond it a request waits up to %s, then gets 503 sync.rate_limited (retryable)", bodybudget.DefaultWait))
 	fs.IntVar(&c.maxOps, "max-operations", 500, "maximum push operations per request")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", 2*time.Minute, "passivate partition actors idle this long")
 	fs.DurationVar(&c.readTimeout, "read-timeout", 30*time.Second, "time to read a whole request, headers and body; a slower client's connection is closed (408 when the body is late)")
@@ -218,6 +220,9 @@ func (c *serveConfig) validate(given map[string]bool) error {
 	}
 	if c.maxWebsockets < 1 {
 		return errors.New("--max-websockets must be positive")
+	}
+	if c.maxBody < 1 || c.maxInflightBody < 1 {
+		return errors.New("--max-body and --max-inflight-body-bytes must be positive")
 	}
 	if c.pgMaxConns < postgres.MinMaxConns || c.pgMaxConns > math.MaxInt32 {
 		return fmt.Errorf("--pg-max-conns must be between %d and %d (a maintenance pass holds one connection while it works on another), got %d", postgres.MinMaxConns, math.MaxInt32, c.pgMaxConns)
@@ -497,8 +502,9 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		log.Warn("--dev-auth-non-loopback: development authentication on a non-loopback address; anyone who reaches it is any actor", zap.String("listen", c.listen))
 	}
 	cfg.Resolver = resolver
+	bodies := bodybudget.New(bodybudget.Options{Limit: c.maxInflightBody}) // POST /sync and socket rounds share it
 	hub := realtime.New(realtime.Options{Auth: auth, Logger: log.Named("realtime"), MaxConnections: c.maxWebsockets,
-		MaxDeltaBytes: int(c.maxDeltaBytes), MaxPresenceBytes: int(c.maxPresenceBytes), MaxRequestBytes: c.maxBody,
+		MaxDeltaBytes: int(c.maxDeltaBytes), MaxPresenceBytes: int(c.maxPresenceBytes), MaxRequestBytes: c.maxBody, BodyBudget: bodies,
 		RoundTimeout: c.readTimeout}) // a socket round's request arrives within the time a POST /sync body must
 	hub.Hooks(&cfg)            // commits (this process's and, on PostgreSQL, the others') fan out to sockets
 	var publicURL atomic.Value // set once the listener is bound
@@ -531,7 +537,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	controls.Engine = eng
 
 	mux := httpsync.NewMux(eng, httpsync.MuxOptions{
-		Options:  httpsync.Options{Auth: auth, MaxBodyBytes: c.maxBody, Logger: log, WriteTimeout: c.writeTimeout},
+		Options:  httpsync.Options{Auth: auth, MaxBodyBytes: c.maxBody, BodyBudget: bodies, Logger: log, WriteTimeout: c.writeTimeout},
 		Mount:    c.mount,
 		Ready:    eng.Ready,
 		Realtime: hub,

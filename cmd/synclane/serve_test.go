@@ -18,6 +18,7 @@ import (
 	"github.com/synclane/synclane/storage/postgres/pgtest"
 	"github.com/synclane/synclane/transport/httpsync"
 	"github.com/synclane/synclane/transport/httpsync/httpsynctest"
+	"github.com/synclane/synclane/transport/realtime"
 )
 
 var todoCodec = ssp2.NewRowCodec(schema.MustDemo().Table("todos").Columns)
@@ -151,6 +152,37 @@ func TestServeRefusesCRDTColumnsItCannotMerge(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// With the default flags a 20 MB push (500 one-operation commits, as the
+// official client cuts its outbox) is applied, over POST /sync and over a
+// socket round, and /metrics shows the in-flight body budget; a budget
+// that is not positive is refused at startup.
+func TestServeLargePushWithDefaultFlags(t *testing.T) {
+	base := startServe(t, "--data", t.TempDir())
+	p := httpsynctest.LargePush{Commits: 500, OpsPerCommit: 1, TitleBytes: 40_000}
+	c := &httpsync.Client{URL: base + "/sync", ClientID: "big", Header: http.Header{"X-Actor": {"ada"}}}
+	ctx := context.Background()
+	rs, err := c.Push(ctx, p.Build("http", "L")...)
+	if err != nil || len(rs) != p.Commits || rs[len(rs)-1].Status != ssp2.CommitApplied {
+		t.Fatalf("a %s push over POST /sync: %v", p, err)
+	}
+	sock, err := realtime.Dial(ctx, base+"/realtime", "big", realtime.DialOptions{Header: c.Header})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.CloseNow()
+	c.Rounds = sock
+	if rs, err := c.Push(ctx, p.Build("socket", "L")...); err != nil || len(rs) != p.Commits || rs[len(rs)-1].Status != ssp2.CommitApplied {
+		t.Fatalf("a %s push over a socket round: %v", p, err)
+	}
+	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "synclane_inflight_body_limit_bytes 536870912\n") ||
+		!strings.Contains(body, "synclane_inflight_body_bytes 0\n") {
+		t.Fatalf("/metrics = %d\n%s", code, body)
+	}
+	if code, _, stderr := runCmd(t, "serve", "--data", t.TempDir(), "--max-inflight-body-bytes", "0"); code != 2 || !strings.Contains(stderr, "--max-inflight-body-bytes") {
+		t.Fatalf("--max-inflight-body-bytes 0: exit %d\n%s", code, stderr)
 	}
 }
 
