@@ -85,7 +85,7 @@ type Config struct {
 
 var errUsage = errors.New("usage")
 
-const usage = `usage: go run ./bench <push|partitions|pull|bootstrap|idle|pushpull|realtime|prune|storm|reconnect|all> [flags]
+const usage = `usage: go run ./bench <push|partitions|pull|bootstrap|idle|pushpull|realtime|prune|storm|reconnect|bigpush|all> [flags]
 
 Modes (several may be combined; default --inproc):
   --inproc          drive engine.Engine.Sync in this process
@@ -130,7 +130,7 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unmeasured warm-up before each load case")
 	fs.DurationVar(&cfg.Timeout, "timeout", time.Hour, "abort the whole invocation after this long")
 	fs.Int64Var(&cfg.MaxOps, "max-ops", 5_000_000, "stop a load case after this many operations")
-	fs.IntVar(&cfg.Writers, "writers", 64, "push/partitions: concurrent writers")
+	fs.IntVar(&cfg.Writers, "writers", 64, "push/partitions: concurrent writers; bigpush: concurrent 20 MB pushes")
 	fs.StringVar(&parts, "partitions", "1,10,100,1000", "partitions: partition counts to compare")
 	fs.IntVar(&cfg.PullEvery, "pull-every", 4, "partitions: every Nth operation of a writer is an incremental pull")
 	fs.IntVar(&cfg.Clients, "clients", 1000, "pull: clients pulling incrementally")
@@ -149,7 +149,7 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	fs.IntVar(&cfg.VUs, "vus", 50, "pushpull: virtual clients, one project each; storm, reconnect: clients bootstrapping one scope over and over")
 	var bins string
 	fs.StringVar(&bins, "server-bin", "", "storm, reconnect --http: comma-separated [label=]path of bench binaries (e.g. built from another commit) whose server child is measured, each in turn in every run (default: this binary)")
-	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "pushpull with --url: pid of the server, for its CPU time and peak RSS")
+	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "pushpull, bigpush with --url: pid of the server, for its CPU time and peak RSS")
 	fs.IntVar(&cfg.Sockets, "sockets", 10000, "realtime: idle sockets held (opened by a child process)")
 	fs.IntVar(&cfg.FanoutSockets, "fanout-sockets", 1000, "realtime: subscribed sockets a commit fans out to")
 	fs.IntVar(&cfg.FanoutCommits, "fanout-commits", 100, "realtime: commits timed (each to every socket)")

@@ -2,7 +2,7 @@
 //
 //	go run ./bench <workload> [flags]
 //
-// Workloads: push, partitions, pull, bootstrap, idle, pushpull, realtime, prune, storm, reconnect, all. The harness
+// Workloads: push, partitions, pull, bootstrap, idle, pushpull, realtime, prune, storm, reconnect, bigpush, all. The harness
 // drives the engine in-process (--inproc, the default), over HTTP on a
 // loopback listener it starts itself (--http), or any SSP2 server speaking
 // wire v2 with development auth headers and the demo todos schema (--url).
@@ -49,6 +49,7 @@ var workloads = []struct {
 	{"prune", runPrune},
 	{"storm", runStorm},
 	{"reconnect", runReconnect},
+	{"bigpush", runBigPush},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

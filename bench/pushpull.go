@@ -263,23 +263,15 @@ func (m *cpuMeter) sampleAt(ctx context.Context, t time.Time) func() cpuSample {
 
 // peakRSS returns the measured process's VmHWM in KiB.
 func (m *cpuMeter) peakRSS() (int64, bool) {
-	path := "/proc/self/status"
-	if m.pid > 0 {
-		path = "/proc/" + strconv.Itoa(m.pid) + "/status"
-	} else if m.pid < 0 {
+	pid := m.pid
+	switch {
+	case pid < 0:
 		return 0, false
+	case pid == 0:
+		pid = os.Getpid()
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		var v int64
-		if _, err := fmt.Sscanf(line, "VmHWM: %d kB", &v); err == nil {
-			return v, true
-		}
-	}
-	return 0, false
+	v, err := procStatusKB(pid, "VmHWM")
+	return v, err == nil
 }
 
 func (b browserRT) segment(ctx context.Context, id engine.Identity, segmentID string, scopes map[string][]string) ([]byte, error) {
