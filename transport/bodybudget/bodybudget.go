@@ -213,11 +213,12 @@ func (c *Charge) Release() {
 	}
 }
 
-// First capacity of a body buffer, and the capacity from which it grows
+// First capacity of a body buffer (a socket round of one pull is a few
+// hundred bytes), and the capacity from which it grows
 // by a quarter instead of doubling (a 100 MiB body then costs about 20
 // copies and at most a quarter of unused capacity).
 const (
-	firstBuffer = 16 << 10
+	firstBuffer = 4 << 10
 	doubleBelow = 1 << 20
 )
 
@@ -230,7 +231,7 @@ const DecodedFactor = 2
 
 // GrowBuffer returns b with room for at least one more byte, charging c
 // perByte bytes for each byte of added capacity first: the capacity
-// doubles from 16 KiB up to 1 MiB, then grows by a quarter, never past
+// doubles from 4 KiB up to 1 MiB, then grows by a quarter, never past
 // limit. A full b already at limit comes back unchanged (the caller's body
 // is too large); b itself comes back unchanged with Grow's error when the
 // budget had no room. The old array is not charged once copied (it is
