@@ -19,16 +19,35 @@ const DefaultPartition = "default"
 
 // DevAuth is the development authenticator: the actor comes from header
 // x-actor (required) and the partition from x-partition (default
-// "default"). It trusts the caller completely; never use it in production.
+// "default"). On a WebSocket upgrade (GET with Upgrade: websocket), where
+// browsers and the official connector cannot set headers, the query
+// parameters actor and partition stand in for them: each header, when
+// given, wins over its parameter. Elsewhere the parameters are ignored.
+// The values are trimmed and then held to the identifier limits like the
+// headers' (partition.ValidateIdentity, applied by every route). It trusts
+// the caller completely; never use it in production.
 type DevAuth struct{}
 
 // Authenticate implements Authenticator.
 func (DevAuth) Authenticate(r *http.Request) (engine.Identity, error) {
 	actor := strings.TrimSpace(r.Header.Get("x-actor"))
+	p := strings.TrimSpace(r.Header.Get("x-partition"))
+	upgrade := isWebSocketUpgrade(r)
+	if upgrade && (actor == "" || p == "") {
+		q := r.URL.Query()
+		if actor == "" {
+			actor = strings.TrimSpace(q.Get("actor"))
+		}
+		if p == "" {
+			p = strings.TrimSpace(q.Get("partition"))
+		}
+	}
 	if actor == "" {
+		if upgrade {
+			return engine.Identity{}, syncerr.New(syncerr.AuthRequired, "development mode: send the actor id in header x-actor or, on a WebSocket upgrade, in query parameter actor")
+		}
 		return engine.Identity{}, syncerr.New(syncerr.AuthRequired, "development mode: send the actor id in header x-actor")
 	}
-	p := strings.TrimSpace(r.Header.Get("x-partition"))
 	if p == "" {
 		p = DefaultPartition
 	}

@@ -69,3 +69,49 @@ func TestJWTAccessTokenOnlyOnWebSocketUpgrade(t *testing.T) {
 		}
 	}
 }
+
+// In development mode a WebSocket upgrade may name its actor and partition
+// in the query (browsers cannot set headers there); a header, when given,
+// wins over its parameter; any other request ignores the parameters.
+func TestDevAuthQueryOnWebSocketUpgrade(t *testing.T) {
+	cases := []struct {
+		name             string
+		method, upgrade  string
+		query            string
+		header           map[string]string
+		actor, partition string // "" actor: refused with sync.auth_required
+	}{
+		{"headers", http.MethodPost, "", "", map[string]string{"x-actor": "ada", "x-partition": "p"}, "ada", "p"},
+		{"upgrade, query", http.MethodGet, "websocket", "actor=ada&partition=p", nil, "ada", "p"},
+		{"upgrade, query actor, default partition", http.MethodGet, "websocket", "actor=ada", nil, "ada", DefaultPartition},
+		{"upgrade, query values trimmed", http.MethodGet, "websocket", "actor=+ada+&partition=+p+", nil, "ada", "p"},
+		{"upgrade, headers win", http.MethodGet, "websocket", "actor=eve&partition=q", map[string]string{"x-actor": "ada", "x-partition": "p"}, "ada", "p"},
+		{"upgrade, header actor, query partition", http.MethodGet, "websocket", "actor=eve&partition=q", map[string]string{"x-actor": "ada"}, "ada", "q"},
+		{"upgrade, query actor, header partition", http.MethodGet, "websocket", "actor=eve&partition=q", map[string]string{"x-partition": "p"}, "eve", "p"},
+		{"upgrade, nothing", http.MethodGet, "websocket", "", nil, "", ""},
+		{"POST ignores the query", http.MethodPost, "", "actor=ada", nil, "", ""},
+		{"POST claiming an upgrade ignores the query", http.MethodPost, "websocket", "actor=ada", nil, "", ""},
+		{"GET without upgrade ignores the query", http.MethodGet, "", "actor=ada", nil, "", ""},
+		{"POST ignores the query's partition", http.MethodPost, "", "partition=q", map[string]string{"x-actor": "ada"}, "ada", DefaultPartition},
+	}
+	for _, c := range cases {
+		r, _ := http.NewRequest(c.method, "/realtime?clientId=c&"+c.query, nil)
+		if c.upgrade != "" {
+			r.Header.Set("Connection", "Upgrade")
+			r.Header.Set("Upgrade", c.upgrade)
+		}
+		for k, v := range c.header {
+			r.Header.Set(k, v)
+		}
+		id, err := DevAuth{}.Authenticate(r)
+		if c.actor == "" {
+			if syncerr.CodeOf(err) != syncerr.AuthRequired {
+				t.Errorf("%s: %+v %v, want sync.auth_required", c.name, id, err)
+			}
+			continue
+		}
+		if err != nil || id.ActorID != c.actor || id.Partition != c.partition {
+			t.Errorf("%s: %+v %v, want %s in %s", c.name, id, err, c.actor, c.partition)
+		}
+	}
+}

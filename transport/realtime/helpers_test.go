@@ -51,6 +51,9 @@ type fixtureOpts struct {
 	flush    time.Duration
 	// ops, when set, builds the engine's remote operation registry.
 	ops func(*schema.Schema) *operations.Registry
+	// auth, when set, authenticates instead of httpsync.DevAuth (hub and
+	// POST /sync alike).
+	auth httpsync.Authenticator
 }
 
 func newFixture(t *testing.T, o fixtureOpts) *fixture {
@@ -64,7 +67,10 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		}
 		f.store = st
 	}
-	o.hub.Auth = httpsync.DevAuth{}
+	if o.auth == nil {
+		o.auth = httpsync.DevAuth{}
+	}
+	o.hub.Auth = o.auth
 	f.hub = realtime.New(o.hub)
 	cfg := engine.Config{Schema: f.schema, Store: f.store, Now: o.now, ClientFlushInterval: o.flush,
 		Resolver: engine.ScopeResolverFunc(f.resolve), Feed: o.feed}
@@ -78,7 +84,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	}
 	f.eng = eng
 	f.hub.Start(eng)
-	f.srv = httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: httpsync.DevAuth{}}, Realtime: f.hub}))
+	f.srv = httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: o.auth}, Realtime: f.hub}))
 	t.Cleanup(func() {
 		f.srv.Close()
 		f.hub.Close()

@@ -515,11 +515,13 @@ func (h *Hub) connect(w http.ResponseWriter, r *http.Request, eng *engine.Engine
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Time{})
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: len(h.opts.OriginPatterns) == 0,
+	rw := &refusalWriter{ResponseWriter: w}
+	conn, err := websocket.Accept(rw, r, &websocket.AcceptOptions{InsecureSkipVerify: len(h.opts.OriginPatterns) == 0,
 		OriginPatterns: h.opts.OriginPatterns})
 	if err != nil {
 		p.unregister(s)
 		h.releasePart(p)
+		rw.answer() // a bad handshake or a refused Origin: the JSON error
 		h.log.Debug("realtime upgrade failed", zap.String("partition", p.name), zap.String("client_id", s.clientID), zap.Error(err))
 		return false
 	}
