@@ -142,6 +142,15 @@ type Config struct {
 	// must not block; realtime fan-out hooks in here. A panic in it is
 	// logged and swallowed (the commits have happened).
 	OnCommit func(partition string, maxSeq int64)
+	// OnCommitKeys, when set, is called for this process's commits (never
+	// for Feed's) right before their transaction commits, with the scope
+	// keys each touches (see partition.CommitKeys), so realtime wakes only
+	// the sockets registered on them; OnCommitOutcome follows with whether
+	// they became durable (before OnCommit reports them; false when rolled
+	// back or the outcome is unknown). They must not block; a panic in
+	// them is logged and swallowed.
+	OnCommitKeys    func(partition string, commits []partition.CommitKeys)
+	OnCommitOutcome func(partition string, durable bool)
 	// OnRegistration, when set, is called from the partition's actor after
 	// each served round of a client is recorded: its wire version and, for
 	// rounds carrying a pull, its new registered subscriptions (see
@@ -339,7 +348,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	pc := partition.NewConfig(cfg.Schema, cfg.Store, partition.Gate{Running: cfg.Schema.Version, Declared: cfg.Checkpoints})
 	pc.Logger, pc.Now = cfg.Logger, cfg.Now
 	pc.MaxOperations, pc.MinSchemaVersion, pc.ClientFlushInterval = cfg.MaxOperations, cfg.MinSchemaVersion, cfg.ClientFlushInterval
-	pc.OnCommit, pc.OnRegistration = cfg.OnCommit, cfg.OnRegistration
+	pc.OnCommit, pc.OnCommitKeys, pc.OnCommitOutcome, pc.OnRegistration = cfg.OnCommit, cfg.OnCommitKeys, cfg.OnCommitOutcome, cfg.OnRegistration
 	pc.Mergers = cfg.Mergers
 	pc.IdempotencyFault = cfg.IdempotencyFault
 	pc.Limits = cfg.Limits.WithDefaults()

@@ -159,9 +159,12 @@ func (p *Partition) backfill(ctx context.Context, j *BackfillJob) error {
 	if err != nil {
 		return err
 	}
+	announced := p.announceKeys([]storage.CommitRecord{rec})
 	if err := tx.Commit(ctx); err != nil {
+		p.settleKeys(announced, false)
 		return err
 	}
+	p.settleKeys(announced, true)
 	p.tail.reset() // backfill commits are not kept in the tail
 	p.commitDurable(rec.Seq)
 	return nil

@@ -87,6 +87,14 @@ type Config struct {
 	// OnCommit, when set, is called after commits become durable with the
 	// partition's highest commit seq; it must not block.
 	OnCommit func(partition string, maxSeq int64)
+	// OnCommitKeys, when set, is called right before the transaction
+	// holding commits this actor made commits, with the scope keys each
+	// touches (see CommitKeys), in seq order; OnCommitOutcome then follows
+	// once its outcome is known: durable reports that they are (before
+	// OnCommit reports them), false that they were rolled back or that
+	// the outcome is unknown. Neither may block; the slice is the callee's.
+	OnCommitKeys    func(partition string, commits []CommitKeys)
+	OnCommitOutcome func(partition string, durable bool)
 	// OnRegistration, when set, is called after each served round of a
 	// client is recorded (see Registration); it must not block.
 	OnRegistration func(partition string, r Registration)
@@ -230,6 +238,26 @@ func (p *Partition) adoptEpoch(epoch string) {
 	p.token.LogEpoch = epoch
 	p.clients.reset(p.cfg.Now())
 	p.tail.reset()
+}
+
+// announceKeys reports the scope keys of recs, whose transaction is about
+// to commit, through OnCommitKeys; it reports whether it did, for
+// settleKeys.
+func (p *Partition) announceKeys(recs []storage.CommitRecord) bool {
+	if p.cfg.OnCommitKeys == nil || len(recs) == 0 {
+		return false
+	}
+	keys := commitKeys(p.cfg.Schema, recs)
+	p.callHost("OnCommitKeys", func() { p.cfg.OnCommitKeys(p.name, keys) })
+	return true
+}
+
+// settleKeys reports the outcome of the transaction whose commits
+// announceKeys reported (announced).
+func (p *Partition) settleKeys(announced, durable bool) {
+	if announced && p.cfg.OnCommitOutcome != nil {
+		p.callHost("OnCommitOutcome", func() { p.cfg.OnCommitOutcome(p.name, durable) })
+	}
 }
 
 // commitDurable is called once commits up to maxSeq are durable.

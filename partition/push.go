@@ -198,10 +198,13 @@ func (p *Partition) prefetch(ctx context.Context, tx storage.PushTx, jobs []*Syn
 // commitGroup makes the group durable, then moves its commits into the
 // log tail and reports the new max seq.
 func (p *Partition) commitGroup(ctx context.Context, tx storage.PushTx, info storage.PartitionInfo, applied []started) bool {
+	announced := p.announceKeys(p.staged)
 	if err := tx.Commit(ctx); err != nil {
+		p.settleKeys(announced, false)
 		p.failGroup(requestsOf(applied), storageErr(err))
 		return false
 	}
+	p.settleKeys(announced, true)
 	for _, c := range p.staged {
 		p.tail.append(c)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 )
@@ -56,6 +57,62 @@ type StoredSubscription struct {
 	Scopes  map[string][]string
 	Cursor  int64
 	Pending bool
+}
+
+// CommitKeys are the scope keys one commit touches, reported through
+// Config.OnCommitKeys: "prefix:value" (schema.ScopeVar.Key) for
+// the stored scope value of every scope variable of each of its changes,
+// distinct. A delete's are the deleted row's, and scope columns never
+// change after insert, so a subscription a commit matches holds at least
+// one of them (a change matches when every variable of its effective
+// scopes matches, and an effective scope map is never empty). Any is set
+// when a change names a table or scope variable the schema does not know:
+// the commit may then touch any key.
+type CommitKeys struct {
+	Seq  int64
+	Keys []string
+	Any  bool
+}
+
+// commitKeys lists the scope keys of recs.
+func commitKeys(sch *schema.Schema, recs []storage.CommitRecord) []CommitKeys {
+	out := make([]CommitKeys, len(recs))
+	var seen map[string]struct{}
+	for i := range recs {
+		c := &out[i]
+		c.Seq = recs[i].Seq
+		clear(seen)
+		var lastVar *schema.ScopeVar
+		var lastVal string
+		for _, ch := range recs[i].Changes {
+			t := sch.Table(ch.Table)
+			if t == nil {
+				c.Any = true
+				continue
+			}
+			for v, val := range ch.Scopes {
+				sv := t.ScopeVar(v)
+				if sv == nil {
+					c.Any = true
+					continue
+				}
+				if sv == lastVar && val == lastVal {
+					continue // consecutive changes mostly share their keys
+				}
+				lastVar, lastVal = sv, val
+				k := sv.Key(val)
+				if seen == nil {
+					seen = map[string]struct{}{}
+				}
+				if _, dup := seen[k]; dup {
+					continue
+				}
+				seen[k] = struct{}{}
+				c.Keys = append(c.Keys, k)
+			}
+		}
+	}
+	return out
 }
 
 // ClientState is what a connecting socket starts from: the partition's

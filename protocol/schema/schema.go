@@ -90,6 +90,10 @@ type ScopeVar struct {
 	Column int // index into Table.Columns
 }
 
+// Key returns the scope key of value under v: "prefix:value", the unit
+// realtime registrations, wake-ups and presence are addressed by.
+func (v *ScopeVar) Key(value string) string { return v.Prefix + ":" + value }
+
 // Index is a compiled secondary index.
 type Index struct {
 	Name    string

@@ -33,7 +33,8 @@ type buildGroup struct {
 }
 
 // fanout brings every socket of the partition up to its newest commit:
-// live sockets get deltas, the others one wake-up per newer commit. It
+// live sockets get deltas, the others a wake-up for newer commits that
+// touch their scope keys (coalesced while one is queued). It
 // runs while there is work and then exits (level-triggered: it compares
 // each socket with the partition's newest seq, so a notification that
 // arrives while it builds is never lost).
@@ -58,8 +59,14 @@ func (p *part) fanout() {
 	}
 }
 
-// collect wakes the sockets that are behind and groups the live ones that
-// need a delta (p.mu held).
+// collect wakes the sockets that are not live (SPEC §8.2: each later
+// commit that matches their registration gets a catch-up wake-up) and
+// groups the live ones that need a delta (p.mu held). A socket that is not
+// live is woken only when a commit since the last one weighed for it may
+// touch one of its scope keys (commitKeyLog.touches): a socket with no
+// keys (it never pulled, or every subscription is revoked) is woken by
+// none; commits the hub holds no keys for wake every socket with keys;
+// a commit still pending is weighed once its outcome is known.
 func (p *part) collect(target int64) (map[string]*buildGroup, []string) {
 	var groups map[string]*buildGroup
 	var order []string
@@ -67,16 +74,26 @@ func (p *part) collect(target int64) (map[string]*buildGroup, []string) {
 		if s.state != stateStarted || s.reset {
 			continue
 		}
-		if target > s.highest {
-			s.highest = target
-		}
 		if !s.live || s.inRound {
-			if s.wokeAt < s.highest {
-				s.wake(ssp2.WakeCatchupRequired, s.highest)
+			if s.checked < target {
+				touch, undecided := p.recent.touches(s.checked, target, s.keys)
+				switch {
+				case touch:
+					s.wake(ssp2.WakeCatchupRequired, max(s.highest, target))
+				case undecided >= 0:
+					s.checked = undecided - 1 // weighed again once its outcome is known
+					p.undecided = true
+				default:
+					s.checked = target
+				}
 			}
 			continue
 		}
-		if s.building || !s.behind(target) {
+		if s.building {
+			continue
+		}
+		if !s.behind(target) {
+			s.checked = max(s.checked, target) // nothing it must be told
 			continue
 		}
 		key := make([]byte, 0, len(s.groupKey)+32)
@@ -196,6 +213,7 @@ func (s *session) advance(seq int64) {
 		}
 	}
 	s.highest = max(s.highest, seq)
+	s.checked = max(s.checked, seq)
 }
 
 // encodeDelta renders a delta message: the tag, then a whole SSP2 response

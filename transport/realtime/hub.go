@@ -202,8 +202,9 @@ func New(opts Options) *Hub {
 	return &Hub{opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, parts: map[string]*part{}}
 }
 
-// Hooks sets cfg's OnCommit and OnRegistration to the hub's, keeping (and
-// still calling) any OnCommit already set.
+// Hooks sets cfg's OnCommit, OnCommitKeys, OnCommitOutcome and
+// OnRegistration to the hub's, keeping (and still calling) any already
+// set.
 func (h *Hub) Hooks(cfg *engine.Config) {
 	prev := cfg.OnCommit
 	cfg.OnCommit = func(p string, seq int64) {
@@ -211,6 +212,20 @@ func (h *Hub) Hooks(cfg *engine.Config) {
 			prev(p, seq)
 		}
 		h.OnCommit(p, seq)
+	}
+	prevKeys := cfg.OnCommitKeys
+	cfg.OnCommitKeys = func(p string, commits []partition.CommitKeys) {
+		if prevKeys != nil {
+			prevKeys(p, commits)
+		}
+		h.OnCommitKeys(p, commits)
+	}
+	prevOutcome := cfg.OnCommitOutcome
+	cfg.OnCommitOutcome = func(p string, durable bool) {
+		if prevOutcome != nil {
+			prevOutcome(p, durable)
+		}
+		h.OnCommitOutcome(p, durable)
 	}
 	prevReg := cfg.OnRegistration
 	cfg.OnRegistration = func(p string, r partition.Registration) {
@@ -312,6 +327,44 @@ func (h *Hub) OnCommit(partitionName string, maxSeq int64) {
 	p.mu.Unlock()
 }
 
+// OnCommitKeys tells the hub which scope keys commits of this process are
+// about to make durable touch, so that a socket that is not live is woken
+// only by commits that touch its keys (a commit the hub learns of only
+// through OnCommit, such as another process's, wakes every socket that is
+// not live and has keys). Until OnCommitOutcome, those commits are
+// undecided: a socket is woken for them, or not, once the outcome is
+// known. It never blocks; Hooks installs it as engine.Config.OnCommitKeys.
+func (h *Hub) OnCommitKeys(partitionName string, commits []partition.CommitKeys) {
+	h.mu.RLock()
+	p := h.parts[partitionName]
+	h.mu.RUnlock()
+	if p == nil {
+		return // no socket: nothing to wake
+	}
+	p.mu.Lock()
+	p.recent.announce(commits)
+	p.mu.Unlock()
+}
+
+// OnCommitOutcome settles the commits OnCommitKeys announced: durable,
+// they wake the sockets on their keys; otherwise (rolled back, or an
+// unknown outcome) they count as touching every key. It never blocks;
+// Hooks installs it as engine.Config.OnCommitOutcome.
+func (h *Hub) OnCommitOutcome(partitionName string, durable bool) {
+	h.mu.RLock()
+	p := h.parts[partitionName]
+	h.mu.RUnlock()
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	if p.recent.settle(durable) && p.undecided {
+		p.undecided = false
+		p.kickFanout() // sockets whose decision waited on these commits
+	}
+	p.mu.Unlock()
+}
+
 // OnRegistration follows a client's served rounds: the wire version of
 // its deltas and, after a pull, its new registrations. The client's
 // sockets then get wake-ups, not deltas, until an ack covers the newest
@@ -351,7 +404,27 @@ func (h *Hub) OnRegistration(partitionName string, r partition.Registration) {
 		s.live = false
 		s.sent = s.sent[:0]
 		p.register(s, registeredSubs(r))
+		s.checked = registeredFloor(r, max(s.checked, s.highest))
+		if s.checked < p.latest {
+			p.kickFanout() // commits past the pull's cursors that touch its new keys wake it
+		}
 	}
+}
+
+// registeredFloor is the lowest cursor of a pull's active subscriptions
+// (what the client holds for certain), or def when none has one: commits
+// past it that touch the new keys must still reach the socket.
+func registeredFloor(r partition.Registration, def int64) int64 {
+	floor, ok := int64(0), false
+	for _, rs := range r.Subscriptions {
+		if rs.Active && rs.Cursor >= 0 && (!ok || rs.Cursor < floor) {
+			floor, ok = rs.Cursor, true
+		}
+	}
+	if !ok {
+		return def
+	}
+	return floor
 }
 
 // registeredSubs are the subscriptions of a pull's registration.
@@ -377,6 +450,10 @@ type part struct {
 	keys     map[string]map[*session]struct{}      // registered scope key → sockets
 	presence map[string]map[*session]presenceEntry // scope key → socket → doc
 	latest   int64                                 // newest commit seq known
+	recent   commitKeyLog                          // scope keys of this process's newest commits
+	// undecided is set when a socket's wake-up waits on a pending commit
+	// (commitKeyLog.touches); OnCommitOutcome then runs the fan-out.
+	undecided bool
 
 	fanRunning, fanDirty bool
 	acks                 map[string]partition.Ack
@@ -542,7 +619,7 @@ func (h *Hub) connect(w http.ResponseWriter, r *http.Request, eng *engine.Engine
 	p.latest = latest
 	s.epoch, s.wire = st.Info.LogEpoch, st.WireVersion
 	requiresSync := !st.Exists || st.Cursor < latest
-	s.highest, s.wokeAt = latest, latest
+	s.highest, s.checked = latest, latest
 	s.live = !requiresSync
 	if reg := s.pendingReg; reg != nil {
 		// A round of this client was served while the socket connected:
@@ -551,6 +628,7 @@ func (h *Hub) connect(w http.ResponseWriter, r *http.Request, eng *engine.Engine
 		if reg.Pulled {
 			s.epoch, subs = reg.LogEpoch, registeredSubs(*reg)
 			s.live = false // wake-ups until an ack: the pull's answer may still be on its way
+			s.checked = min(s.checked, registeredFloor(*reg, s.checked))
 		}
 		s.pendingReg = nil
 	}
@@ -561,7 +639,7 @@ func (h *Hub) connect(w http.ResponseWriter, r *http.Request, eng *engine.Engine
 		s.enqueue(outMsg{typ: websocket.MessageText, data: b}, true)
 	}
 	p.register(s, subs) // after hello: the presence burst follows it
-	if s.live && s.behind(latest) {
+	if s.live && s.behind(latest) || !s.live && s.checked < latest {
 		p.kickFanout()
 	}
 	p.mu.Unlock()
@@ -597,7 +675,7 @@ func (p *part) register(s *session, subs []sub) {
 				continue
 			}
 			for _, val := range vals {
-				keys[sv.Prefix+":"+val] = struct{}{}
+				keys[sv.Key(val)] = struct{}{}
 			}
 		}
 	}

@@ -67,7 +67,7 @@ type session struct {
 	inRound  bool    // a socket round is being served: no deltas
 	building bool    // part of a delta build in flight
 	highest  int64   // newest commit seq this socket was told about (hello, delta or wake-up)
-	wokeAt   int64   // the seq of the last wake-up (or hello) sent
+	checked  int64   // commits up to it were weighed: told (hello, delta, wake-up) or, while not live, touching none of its keys
 	sent     []int64 // seqs of deltas sent and not yet acked
 
 	qmu    sync.Mutex
@@ -124,7 +124,7 @@ type outMsg struct {
 func (h *Hub) newSession(id engine.Identity, clientID string) *session {
 	ctx, cancel := context.WithCancel(h.ctx)
 	return &session{h: h, id: uuid.NewString(), ident: id, clientID: clientID, ctx: ctx, cancel: cancel,
-		highest: -1, wokeAt: -1}
+		highest: -1, checked: -1}
 }
 
 // behind reports whether a ready subscription's cursor is below seq.
@@ -269,7 +269,7 @@ func (s *session) stuck() bool {
 
 // wake queues a sync wake-up (with p.mu held) and records it.
 func (s *session) wake(reason string, cursor int64) {
-	s.wokeAt = max(s.wokeAt, cursor)
+	s.checked = max(s.checked, cursor)
 	s.highest = max(s.highest, cursor)
 	switch reason {
 	case ssp2.WakeDeltaTooLarge:
