@@ -71,6 +71,9 @@ type Config struct {
 
 	Sockets, FanoutSockets, FanoutCommits int
 	FanoutAck                             bool
+	// WakeSockets > 0 runs the realtime wake-up cases (realtimewake.go)
+	// instead of the others, with WakeCommits push+pull requests each.
+	WakeSockets, WakeCommits int
 
 	PruneCommits int
 	PruneBatch   int
@@ -154,6 +157,8 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	fs.IntVar(&cfg.FanoutSockets, "fanout-sockets", 1000, "realtime: subscribed sockets a commit fans out to")
 	fs.IntVar(&cfg.FanoutCommits, "fanout-commits", 100, "realtime: commits timed (each to every socket)")
 	fs.BoolVar(&cfg.FanoutAck, "fanout-ack", true, "realtime: clients acknowledge every delta (and the floor is also measured with an ack-sized answer per message)")
+	fs.IntVar(&cfg.WakeSockets, "wake-sockets", 0, "realtime: run the wake-up cases instead (honest push+pull next to N idle sockets that are not live); 0 skips them")
+	fs.IntVar(&cfg.WakeCommits, "wake-commits", 200, "realtime wake-up cases: push+pull requests per case")
 	fs.IntVar(&cfg.PruneCommits, "prune-commits", 1_000_000, "prune: commits seeded in the partition (all but the newest 1,000 are pruned)")
 	fs.IntVar(&cfg.PruneBatch, "prune-batch", engine.DefaultPruneBatchCommits, "prune: commits per pruning transaction")
 	fs.DurationVar(&cfg.PruneWindow, "prune-window", 2*time.Second, "prune: pruning runs in windows this long, each followed by a window of pushes alone")
@@ -207,7 +212,7 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	case cfg.PruneCommits < 1, cfg.PruneBatch < 1, cfg.PruneWindow <= 0:
 		return nil, errors.New("--prune-commits, --prune-batch and --prune-window must be positive")
 	case cfg.Runs < 1, cfg.Writers < 1, cfg.Clients < 1, cfg.PullWriters < 1, cfg.Rate < 1, cfg.IdlePartitions < 1, cfg.PullEvery < 1, cfg.VUs < 1,
-		cfg.Sockets < 1, cfg.FanoutSockets < 1, cfg.FanoutCommits < 1:
+		cfg.Sockets < 1, cfg.FanoutSockets < 1, cfg.FanoutCommits < 1, cfg.WakeSockets < 0, cfg.WakeCommits < 1:
 		return nil, errors.New("--runs, --writers, --clients, --pull-writers, --rate, --pull-every, --idle-partitions, --vus, --sockets, --fanout-sockets and --fanout-commits must be positive")
 	case cfg.Duration <= 0 || cfg.Warmup < 0:
 		return nil, errors.New("--duration must be positive and --warmup non-negative")

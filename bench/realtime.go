@@ -505,6 +505,9 @@ func runRealtime(ctx context.Context, cfg *Config, store string) ([]Result, erro
 	if cfg.Mode != ModeInproc {
 		return nil, nil // runs once, whatever the modes
 	}
+	if cfg.WakeSockets > 0 {
+		return realtimeWakeCases(ctx, cfg, store)
+	}
 	var out []Result
 	r, err := realtimeFanoutCase(ctx, cfg, store)
 	if err != nil {
