@@ -167,3 +167,31 @@ func TestParseServerBins(t *testing.T) {
 		}
 	}
 }
+
+// TestRealtimeWakeCases runs the wake-up cases small: idle sockets on
+// other lists get no wake-up, those on the written lists get them, and the
+// honest requests are timed in every case.
+func TestRealtimeWakeCases(t *testing.T) {
+	args := []string{"realtime", "--json", "--quiet", "--store", "sqlite", "--data-dir", t.TempDir(),
+		"--wake-sockets", "20", "--wake-commits", "40", "--timeout", "2m"}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, errb.String())
+	}
+	var rep Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("bad JSON: %v\n%s", err, out.String())
+	}
+	if len(rep.Summaries) != 3 {
+		t.Fatalf("%d summaries, want 3", len(rep.Summaries))
+	}
+	for i, s := range rep.Summaries {
+		wakes, p99 := s.Metric("wake-ups sent"), s.Metric("push+pull p99")
+		if wakes == nil || p99 == nil || !(p99.Median > 0) {
+			t.Fatalf("%s: wake-ups %v, p99 %v", s.Case, wakes, p99)
+		}
+		if want := i == 2; (wakes.Median > 0) != want {
+			t.Errorf("%s: %v wake-ups sent", s.Case, wakes.Median)
+		}
+	}
+}
