@@ -303,6 +303,14 @@ func (h *Hub) enter() bool {
 	return true
 }
 
+// existing returns the hub's state of a partition that has sockets (or
+// had them recently), or nil; it never creates one.
+func (h *Hub) existing(partitionName string) *part {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.parts[partitionName]
+}
+
 func (h *Hub) nowMs() int64 {
 	if e := h.eng.Load(); e != nil {
 		return e.Now().UnixMilli()
@@ -313,9 +321,7 @@ func (h *Hub) nowMs() int64 {
 // OnCommit tells the hub that partition's commits up to maxSeq are
 // durable. It never blocks; Hooks installs it as engine.Config.OnCommit.
 func (h *Hub) OnCommit(partitionName string, maxSeq int64) {
-	h.mu.RLock()
-	p := h.parts[partitionName]
-	h.mu.RUnlock()
+	p := h.existing(partitionName)
 	if p == nil {
 		return
 	}
@@ -335,9 +341,7 @@ func (h *Hub) OnCommit(partitionName string, maxSeq int64) {
 // undecided: a socket is woken for them, or not, once the outcome is
 // known. It never blocks; Hooks installs it as engine.Config.OnCommitKeys.
 func (h *Hub) OnCommitKeys(partitionName string, commits []partition.CommitKeys) {
-	h.mu.RLock()
-	p := h.parts[partitionName]
-	h.mu.RUnlock()
+	p := h.existing(partitionName)
 	if p == nil {
 		return // no socket: nothing to wake
 	}
@@ -351,9 +355,7 @@ func (h *Hub) OnCommitKeys(partitionName string, commits []partition.CommitKeys)
 // unknown outcome) they count as touching every key. It never blocks;
 // Hooks installs it as engine.Config.OnCommitOutcome.
 func (h *Hub) OnCommitOutcome(partitionName string, durable bool) {
-	h.mu.RLock()
-	p := h.parts[partitionName]
-	h.mu.RUnlock()
+	p := h.existing(partitionName)
 	if p == nil {
 		return
 	}
@@ -371,9 +373,7 @@ func (h *Hub) OnCommitOutcome(partitionName string, durable bool) {
 // commit they were told about (the pull's answer may still be on its way
 // to the client). It never blocks; Hooks installs it.
 func (h *Hub) OnRegistration(partitionName string, r partition.Registration) {
-	h.mu.RLock()
-	p := h.parts[partitionName]
-	h.mu.RUnlock()
+	p := h.existing(partitionName)
 	if p == nil {
 		return
 	}
@@ -825,9 +825,7 @@ type SessionInfo struct {
 
 // Sessions lists the open sockets of a partition.
 func (h *Hub) Sessions(partitionName string) []SessionInfo {
-	h.mu.RLock()
-	p := h.parts[partitionName]
-	h.mu.RUnlock()
+	p := h.existing(partitionName)
 	if p == nil {
 		return nil
 	}
