@@ -90,4 +90,62 @@ func TestCurlWalkthrough(t *testing.T) {
 			t.Errorf("README's curl walkthrough does not use %s", f)
 		}
 	}
+
+	// push.json with the handshake's epoch put in, as README's sed does:
+	// its commit is applied and its pull bootstraps the row it wrote; sent
+	// again, the commit is answered cached.
+	epoch := m.Frames[0].(*ssp2.RespHeader).LogEpoch
+	tmpl, err := os.ReadFile("push.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(tmpl, []byte(`"EPOCH"`)) {
+		t.Fatal("push.json has no EPOCH placeholder for README's sed")
+	}
+	pushFile := t.TempDir() + "/push.json"
+	if err := os.WriteFile(pushFile, bytes.ReplaceAll(tmpl, []byte("EPOCH"), []byte(epoch)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []ssp2.CommitStatus{ssp2.CommitApplied, ssp2.CommitCached} {
+		status, b = post(t, srv.URL+"/sync", pushFile)
+		if status != 200 {
+			t.Fatalf("push.json #%d: HTTP %d %s", i+1, status, b)
+		}
+		m, err := ssp2.DecodeResponse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pr *ssp2.PushResult
+		var ss *ssp2.SubStart
+		var seg *ssp2.Segment
+		for _, f := range m.Frames {
+			switch f := f.(type) {
+			case *ssp2.PushResult:
+				pr = f
+			case *ssp2.SubStart:
+				ss = f
+			case *ssp2.SegmentInline:
+				if seg, err = ssp2.DecodeSegment(f.Payload); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if pr == nil || pr.Status != want || pr.CommitSeq == nil || *pr.CommitSeq != 1 {
+			t.Fatalf("push.json #%d: push result %+v, want status %d at commitSeq 1", i+1, pr, want)
+		}
+		if ss == nil || ss.Status != ssp2.SubActive || !ss.Bootstrap {
+			t.Fatalf("push.json #%d: subscription %+v, want an active bootstrap", i+1, ss)
+		}
+		if seg == nil || len(seg.Blocks) != 1 || len(seg.Blocks[0]) != 1 {
+			t.Fatalf("push.json #%d: want one inline segment with one row, got %+v", i+1, seg)
+		}
+		if row := seg.Blocks[0][0]; row.ServerVersion != 1 || row.Values[0] != "milk" || row.Values[2] != "Buy milk" {
+			t.Fatalf("push.json #%d: bootstrapped row %+v", i+1, row)
+		}
+	}
+	for _, f := range []string{"examples/curl/push.json", `"title": "Buy milk"`, `"status": "applied"`} {
+		if !strings.Contains(string(readme), f) {
+			t.Errorf("README's push walkthrough does not show %s", f)
+		}
+	}
 }
