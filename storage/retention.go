@@ -188,7 +188,7 @@ var ErrNoSnapshot = errors.New("storage: no captured snapshot of the partition")
 
 // Snapshots is the online partition backup a Store offers to test
 // harnesses (the process-level backups are synclane backup, VACUUM INTO,
-// and pg_dump; see the README).
+// and pg_dump; see docs/retention.md).
 type Snapshots interface {
 	// CapturePartition copies the partition's committed state (registry
 	// entry, rows of every synced table, commits, changes, scope index and
