@@ -251,7 +251,7 @@ func backupCmd(ctx context.Context, args []string, lookup func(string) (string, 
 		fmt.Fprintln(stderr, "synclane backup: --to FILE is required")
 		return 2
 	case c.postgresURL != "":
-		fmt.Fprintln(stderr, "synclane backup: backs up the embedded SQLite database; back PostgreSQL up with pg_dump or PITR, then restore it with synclane restore --rotate-epochs (see the README)")
+		fmt.Fprintln(stderr, "synclane backup: backs up the embedded SQLite database; back PostgreSQL up with pg_dump or PITR, then restore it with synclane restore --rotate-epochs (see docs/retention.md)")
 		return 2
 	}
 	db := filepath.Join(c.data, "synclane.db")
