@@ -47,23 +47,21 @@ type BackfillJob struct {
 	Writes         []BackfillWrite
 	// Watermark and Observed are the checkpoint progress the batch records.
 	Watermark, Observed int64
-	done                chan error
+	completion[struct{}]
 }
 
 // NewBackfillJob returns a batch job; fill its exported fields before
 // submitting it.
 func NewBackfillJob(ctx context.Context) *BackfillJob {
-	return &BackfillJob{ctx: ctx, done: make(chan error, 1)}
+	j := &BackfillJob{ctx: ctx}
+	j.init()
+	return j
 }
 
 // Wait returns the batch's outcome, or ctx's error when ctx ends first.
 func (j *BackfillJob) Wait(ctx context.Context) error {
-	select {
-	case err := <-j.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	_, err := j.wait(ctx, "")
+	return err
 }
 
 // Batchable is false: a backfill batch is its own transaction.
@@ -73,24 +71,14 @@ func (*BackfillJob) Batchable() bool { return false }
 // before it.
 func (*BackfillJob) AfterQueued() bool { return true }
 
-// Fail answers the batch with err.
-func (j *BackfillJob) Fail(err error) { j.answer(err) }
-
 func (*BackfillJob) push() *SyncJob { return nil }
-
-func (j *BackfillJob) answer(err error) {
-	select {
-	case j.done <- err:
-	default:
-	}
-}
 
 func (j *BackfillJob) run(ctx context.Context, p *Partition) {
 	if err := j.ctx.Err(); err != nil {
-		j.answer(err)
+		j.Fail(err)
 		return
 	}
-	j.answer(p.backfill(ctx, j))
+	j.answer(struct{}{}, p.backfill(ctx, j))
 }
 
 // backfill applies one batch: open the transaction and the gate, skip a

@@ -59,12 +59,7 @@ type CommandJob struct {
 	resolved       bool
 	callback       CommandRun
 	getErr         error // the last storage failure of a row read
-	done           chan commandResult
-}
-
-type commandResult struct {
-	out CommandOutcome
-	err error
+	completion[CommandOutcome]
 }
 
 // NewCommandJob returns the job for one command invocation by actorID
@@ -72,19 +67,16 @@ type commandResult struct {
 // idempotency identity the command maps to; allowed and resolved are the
 // caller's resolved write scopes (resolved false denies every write).
 func NewCommandJob(ctx context.Context, actorID, callerClientID, clientID, clientCommitID string, allowed Allowed, resolved bool, run CommandRun) *CommandJob {
-	return &CommandJob{ctx: ctx, actorID: actorID, callerClientID: callerClientID, clientID: clientID,
-		clientCommitID: clientCommitID, allowed: allowed, resolved: resolved, callback: run, done: make(chan commandResult, 1)}
+	j := &CommandJob{ctx: ctx, actorID: actorID, callerClientID: callerClientID, clientID: clientID,
+		clientCommitID: clientCommitID, allowed: allowed, resolved: resolved, callback: run}
+	j.init()
+	return j
 }
 
 // Wait returns the outcome, or an internal error when ctx ends first (the
 // actor may still run the command; a retry replays it).
 func (j *CommandJob) Wait(ctx context.Context) (CommandOutcome, error) {
-	select {
-	case r := <-j.done:
-		return r.out, r.err
-	case <-ctx.Done():
-		return CommandOutcome{}, syncerr.Wrap(syncerr.InternalError, ctx.Err(), "request abandoned before the partition answered")
-	}
+	return j.wait(ctx, abandonedUnanswered)
 }
 
 // Batchable is false: a command runs alone in its own push transaction.
@@ -96,13 +88,6 @@ func (j *CommandJob) Fail(err error) { j.answer(CommandOutcome{}, jobFailure(err
 func (j *CommandJob) push() *SyncJob { return nil }
 
 func (j *CommandJob) run(ctx context.Context, p *Partition) { p.command(ctx, j) }
-
-func (j *CommandJob) answer(out CommandOutcome, err error) {
-	select {
-	case j.done <- commandResult{out, err}:
-	default:
-	}
-}
 
 // outcomeOf renders a commit's outcome as a command outcome.
 func outcomeOf(o outcome) CommandOutcome {
@@ -140,7 +125,8 @@ func (p *Partition) command(ctx context.Context, j *CommandJob) {
 		Header: &ssp2.ReqHeader{ClientID: j.clientID}, Commits: []*ssp2.PushCommit{commit}}, j.allowed, j.resolved)
 	tx, _, info, ok := p.openPush(ctx, []*SyncJob{sj})
 	if !ok {
-		j.answer(CommandOutcome{}, (<-sj.done).err)
+		_, err := sj.result()
+		j.answer(CommandOutcome{}, err)
 		return
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after Commit
@@ -193,7 +179,8 @@ func (p *Partition) command(ctx context.Context, j *CommandJob) {
 		return
 	}
 	if !p.commitGroup(ctx, tx, info, []started{{job: sj}}) {
-		j.answer(CommandOutcome{}, (<-sj.done).err)
+		_, err := sj.result()
+		j.answer(CommandOutcome{}, err)
 		return
 	}
 	j.answer(outcomeOf(pr), nil)

@@ -33,12 +33,7 @@ type SyncJob struct {
 	resolved bool
 	// outage: the resolver signalled an outage (lease.go).
 	outage bool
-	done   chan syncResult
-}
-
-type syncResult struct {
-	reply *Reply
-	err   error
+	completion[*Reply]
 }
 
 // NewSyncJob returns the job for req from actorID. allowed holds the scope
@@ -46,19 +41,18 @@ type syncResult struct {
 // or was not asked (every subscription is then revoked and every write
 // forbidden).
 func NewSyncJob(ctx context.Context, actorID string, req *ssp2.Request, allowed Allowed, resolved bool) *SyncJob {
-	return &SyncJob{ctx: ctx, actorID: actorID, req: req, allowed: allowed, resolved: resolved, done: make(chan syncResult, 1)}
+	j := &SyncJob{ctx: ctx, actorID: actorID, req: req, allowed: allowed, resolved: resolved}
+	j.init()
+	return j
 }
 
 // Wait returns the job's reply or its request-level error, or an
 // internal error when ctx ends first (the actor still serves the job).
-func (j *SyncJob) Wait(ctx context.Context) (*Reply, error) {
-	select {
-	case r := <-j.done:
-		return r.reply, r.err
-	case <-ctx.Done():
-		return nil, syncerr.Wrap(syncerr.InternalError, ctx.Err(), "request abandoned before the partition answered")
-	}
-}
+func (j *SyncJob) Wait(ctx context.Context) (*Reply, error) { return j.wait(ctx, abandonedUnanswered) }
+
+// abandonedUnanswered is the message of the error a request's Wait returns
+// when its caller gives up first.
+const abandonedUnanswered = "request abandoned before the partition answered"
 
 // Batchable reports whether the request pushes commits.
 func (j *SyncJob) Batchable() bool { return len(j.req.Commits) > 0 }
@@ -106,11 +100,4 @@ func (j *SyncJob) abandoned() bool {
 		return true
 	}
 	return false
-}
-
-func (j *SyncJob) answer(r *Reply, err error) {
-	select {
-	case j.done <- syncResult{reply: r, err: err}:
-	default: // already answered; never block the actor
-	}
 }

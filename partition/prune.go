@@ -27,7 +27,7 @@ type PruneJob struct {
 	MaxCommits int
 	// DryRun plans (and writes client records back) without pruning.
 	DryRun bool
-	done   chan PruneOutcome
+	completion[PruneOutcome]
 }
 
 // PruneOutcome is a PruneJob's answer.
@@ -45,17 +45,18 @@ type PruneOutcome struct {
 // NewPruneJob returns a batch job; set its exported fields before
 // submitting it.
 func NewPruneJob(ctx context.Context) *PruneJob {
-	return &PruneJob{ctx: ctx, done: make(chan PruneOutcome, 1)}
+	j := &PruneJob{ctx: ctx}
+	j.init()
+	return j
 }
 
 // Wait returns the batch's outcome, or ctx's error when ctx ends first.
 func (j *PruneJob) Wait(ctx context.Context) PruneOutcome {
-	select {
-	case o := <-j.done:
-		return o
-	case <-ctx.Done():
-		return PruneOutcome{Err: ctx.Err()}
+	o, err := j.wait(ctx, "")
+	if err != nil { // failed (Fail) or abandoned
+		return PruneOutcome{Err: err}
 	}
+	return o
 }
 
 // Batchable is false: a batch is its own transaction.
@@ -65,24 +66,14 @@ func (*PruneJob) Batchable() bool { return false }
 // before it (their commits are in the log it plans from).
 func (*PruneJob) AfterQueued() bool { return true }
 
-// Fail answers the batch with err.
-func (j *PruneJob) Fail(err error) { j.answer(PruneOutcome{Err: err}) }
-
 func (*PruneJob) push() *SyncJob { return nil }
-
-func (j *PruneJob) answer(o PruneOutcome) {
-	select {
-	case j.done <- o:
-	default:
-	}
-}
 
 func (j *PruneJob) run(ctx context.Context, p *Partition) {
 	if err := j.ctx.Err(); err != nil {
-		j.answer(PruneOutcome{Err: err})
+		j.Fail(err)
 		return
 	}
-	j.answer(p.prune(ctx, j))
+	j.answer(p.prune(ctx, j), nil)
 }
 
 // prune plans (first batch) and runs one batch, then drops the pruned
@@ -119,54 +110,35 @@ func (p *Partition) prune(ctx context.Context, j *PruneJob) PruneOutcome {
 // client records and log tail the actor holds belong to the log being
 // replaced, so they are dropped first and never written back.
 type RestoreJob struct {
-	ctx  context.Context
-	done chan restoreOutcome
-}
-
-type restoreOutcome struct {
-	epoch string
-	err   error
+	ctx context.Context
+	// the answer is the new log epoch
+	completion[string]
 }
 
 // NewRestoreJob returns a restore job for the partition it is submitted to.
 func NewRestoreJob(ctx context.Context) *RestoreJob {
-	return &RestoreJob{ctx: ctx, done: make(chan restoreOutcome, 1)}
+	j := &RestoreJob{ctx: ctx}
+	j.init()
+	return j
 }
 
 // Wait returns the new log epoch, or the failure (ctx's error when ctx
 // ends first).
-func (j *RestoreJob) Wait(ctx context.Context) (string, error) {
-	select {
-	case o := <-j.done:
-		return o.epoch, o.err
-	case <-ctx.Done():
-		return "", ctx.Err()
-	}
-}
+func (j *RestoreJob) Wait(ctx context.Context) (string, error) { return j.wait(ctx, "") }
 
 // Batchable is false: the restore is its own transaction.
 func (*RestoreJob) Batchable() bool { return false }
 
-// Fail answers the job with err.
-func (j *RestoreJob) Fail(err error) { j.answer(restoreOutcome{err: err}) }
-
 func (*RestoreJob) push() *SyncJob { return nil }
-
-func (j *RestoreJob) answer(o restoreOutcome) {
-	select {
-	case j.done <- o:
-	default:
-	}
-}
 
 func (j *RestoreJob) run(ctx context.Context, p *Partition) {
 	if err := j.ctx.Err(); err != nil {
-		j.answer(restoreOutcome{err: err})
+		j.Fail(err)
 		return
 	}
 	st, ok := p.cfg.Store.(storage.Snapshots)
 	if !ok {
-		j.answer(restoreOutcome{err: errNoSnapshots})
+		j.Fail(errNoSnapshots)
 		return
 	}
 	p.clients.reset(p.cfg.Now())
@@ -175,7 +147,7 @@ func (j *RestoreJob) run(ctx context.Context, p *Partition) {
 	if err == nil {
 		p.adoptEpoch(ep)
 	}
-	j.answer(restoreOutcome{epoch: ep, err: err})
+	j.answer(ep, err)
 }
 
 // errNoSnapshots reports a store without partition snapshots.

@@ -132,43 +132,23 @@ type ClientState struct {
 type ClientJob struct {
 	ctx      context.Context
 	clientID string
-	done     chan clientResult
-}
-
-type clientResult struct {
-	st  ClientState
-	err error
+	completion[ClientState]
 }
 
 // NewClientJob returns the job reading clientID's state.
 func NewClientJob(ctx context.Context, clientID string) *ClientJob {
-	return &ClientJob{ctx: ctx, clientID: clientID, done: make(chan clientResult, 1)}
+	j := &ClientJob{ctx: ctx, clientID: clientID}
+	j.init()
+	return j
 }
 
 // Wait returns the state, or the job's error, or ctx's end.
-func (j *ClientJob) Wait(ctx context.Context) (ClientState, error) {
-	select {
-	case r := <-j.done:
-		return r.st, r.err
-	case <-ctx.Done():
-		return ClientState{}, ctx.Err()
-	}
-}
+func (j *ClientJob) Wait(ctx context.Context) (ClientState, error) { return j.wait(ctx, "") }
 
 // Batchable is false: the job runs alone.
 func (j *ClientJob) Batchable() bool { return false }
 
-// Fail answers the job with err.
-func (j *ClientJob) Fail(err error) { j.answer(ClientState{}, err) }
-
 func (j *ClientJob) push() *SyncJob { return nil }
-
-func (j *ClientJob) answer(st ClientState, err error) {
-	select {
-	case j.done <- clientResult{st, err}:
-	default:
-	}
-}
 
 func (j *ClientJob) run(ctx context.Context, p *Partition) {
 	if err := j.ctx.Err(); err != nil {
@@ -255,45 +235,25 @@ type DeltaResult struct {
 // in-memory tail when it covers the window, storage otherwise), under an
 // open serve gate; it writes nothing.
 type DeltaJob struct {
-	ctx  context.Context
-	req  DeltaRequest
-	done chan deltaResult
-}
-
-type deltaResult struct {
-	res *DeltaResult
-	err error
+	ctx context.Context
+	req DeltaRequest
+	completion[*DeltaResult]
 }
 
 // NewDeltaJob returns the job for req.
 func NewDeltaJob(ctx context.Context, req DeltaRequest) *DeltaJob {
-	return &DeltaJob{ctx: ctx, req: req, done: make(chan deltaResult, 1)}
+	j := &DeltaJob{ctx: ctx, req: req}
+	j.init()
+	return j
 }
 
 // Wait returns the result, or the job's error, or ctx's end.
-func (j *DeltaJob) Wait(ctx context.Context) (*DeltaResult, error) {
-	select {
-	case r := <-j.done:
-		return r.res, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
+func (j *DeltaJob) Wait(ctx context.Context) (*DeltaResult, error) { return j.wait(ctx, "") }
 
 // Batchable is false: the job runs alone.
 func (j *DeltaJob) Batchable() bool { return false }
 
-// Fail answers the job with err.
-func (j *DeltaJob) Fail(err error) { j.answer(nil, err) }
-
 func (j *DeltaJob) push() *SyncJob { return nil }
-
-func (j *DeltaJob) answer(r *DeltaResult, err error) {
-	select {
-	case j.done <- deltaResult{r, err}:
-	default:
-	}
-}
 
 func (j *DeltaJob) run(ctx context.Context, p *Partition) {
 	if err := j.ctx.Err(); err != nil {
@@ -397,34 +357,24 @@ type Ack struct {
 type AckJob struct {
 	ctx  context.Context
 	acks []Ack
-	done chan error
+	completion[struct{}]
 }
 
 // NewAckJob returns the job recording acks.
 func NewAckJob(ctx context.Context, acks []Ack) *AckJob {
-	return &AckJob{ctx: ctx, acks: acks, done: make(chan error, 1)}
+	j := &AckJob{ctx: ctx, acks: acks}
+	j.init()
+	return j
 }
 
 // Wait returns once the acks are recorded (or failed), or ctx ends.
 func (j *AckJob) Wait(ctx context.Context) error {
-	select {
-	case err := <-j.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	_, err := j.wait(ctx, "")
+	return err
 }
 
 // Batchable is false: the job runs alone.
 func (j *AckJob) Batchable() bool { return false }
-
-// Fail answers the job with err.
-func (j *AckJob) Fail(err error) {
-	select {
-	case j.done <- err:
-	default:
-	}
-}
 
 func (j *AckJob) push() *SyncJob { return nil }
 
@@ -443,5 +393,5 @@ func (j *AckJob) run(ctx context.Context, p *Partition) {
 		ce.rec.UpdatedAtMs = p.cfg.Now().UnixMilli()
 		p.markDirty(ce)
 	}
-	j.Fail(nil)
+	j.answer(struct{}{}, nil)
 }

@@ -20,25 +20,21 @@ var errNoRotation = errors.New("the store cannot rotate log epochs")
 // epoch under the partition's write lock, deleting the stored client
 // records. Every client then gets resetRequired on its next pull.
 type RotateJob struct {
-	ctx  context.Context
-	done chan restoreOutcome
+	ctx context.Context
+	// the answer is the new log epoch
+	completion[string]
 }
 
 // NewRotateJob returns a rotate job for the partition it is submitted to.
 func NewRotateJob(ctx context.Context) *RotateJob {
-	return &RotateJob{ctx: ctx, done: make(chan restoreOutcome, 1)}
+	j := &RotateJob{ctx: ctx}
+	j.init()
+	return j
 }
 
 // Wait returns the new log epoch, or the failure (ctx's error when ctx
 // ends first).
-func (j *RotateJob) Wait(ctx context.Context) (string, error) {
-	select {
-	case o := <-j.done:
-		return o.epoch, o.err
-	case <-ctx.Done():
-		return "", ctx.Err()
-	}
-}
+func (j *RotateJob) Wait(ctx context.Context) (string, error) { return j.wait(ctx, "") }
 
 // Batchable is false: the rotation is its own transaction.
 func (*RotateJob) Batchable() bool { return false }
@@ -47,26 +43,16 @@ func (*RotateJob) Batchable() bool { return false }
 // epoch first.
 func (*RotateJob) AfterQueued() bool { return true }
 
-// Fail answers the job with err.
-func (j *RotateJob) Fail(err error) { j.answer(restoreOutcome{err: err}) }
-
 func (*RotateJob) push() *SyncJob { return nil }
-
-func (j *RotateJob) answer(o restoreOutcome) {
-	select {
-	case j.done <- o:
-	default:
-	}
-}
 
 func (j *RotateJob) run(ctx context.Context, p *Partition) {
 	if err := j.ctx.Err(); err != nil {
-		j.answer(restoreOutcome{err: err})
+		j.Fail(err)
 		return
 	}
 	st, ok := p.cfg.Store.(epochRotator)
 	if !ok {
-		j.answer(restoreOutcome{err: errNoRotation})
+		j.Fail(errNoRotation)
 		return
 	}
 	p.clients.reset(p.cfg.Now())
@@ -75,5 +61,5 @@ func (j *RotateJob) run(ctx context.Context, p *Partition) {
 	if err == nil {
 		p.adoptEpoch(ep)
 	}
-	j.answer(restoreOutcome{epoch: ep, err: err})
+	j.answer(ep, err)
 }

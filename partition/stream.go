@@ -68,16 +68,12 @@ func (s *pageStream) next() (ssp2.Frame, error) {
 	if s.pagesLeft <= 0 || s.budget <= 0 || s.tok.RowCursor == nil {
 		return nil, nil
 	}
-	j := &PageJob{ctx: s.ctx, s: s, done: make(chan pageResult, 1)}
+	j := &PageJob{ctx: s.ctx, s: s}
+	j.init()
 	s.submit(s.partition, j)
-	var r pageResult
-	select {
-	case r = <-j.done:
-	case <-s.ctx.Done():
-		return nil, syncerr.Wrap(syncerr.InternalError, s.ctx.Err(), "request abandoned while streaming")
-	}
-	if r.err != nil {
-		return nil, r.err
+	r, err := j.wait(s.ctx, "request abandoned while streaming")
+	if err != nil {
+		return nil, err
 	}
 	s.pagesLeft--
 	s.budget -= r.size
@@ -111,16 +107,15 @@ func (s *pageStream) finish() {
 // PageJob builds one page of a streamed bootstrap section on the
 // partition's actor and verifies the gate before handing it out.
 type PageJob struct {
-	ctx  context.Context
-	s    *pageStream
-	done chan pageResult
+	ctx context.Context
+	s   *pageStream
+	completion[pageResult]
 }
 
 type pageResult struct {
 	frame ssp2.Frame
 	next  *string
 	size  int
-	err   error
 }
 
 // Batchable implements Job: a page never joins a group commit.
@@ -132,21 +127,14 @@ func (j *PageJob) Fail(err error) {
 	if !errors.As(err, &coded) {
 		err = syncerr.Wrap(syncerr.InternalError, err, "the partition failed while streaming this response; retry")
 	}
-	j.answer(pageResult{err: err})
+	j.answer(pageResult{}, err)
 }
 
 func (j *PageJob) push() *SyncJob { return nil }
 
-func (j *PageJob) answer(r pageResult) {
-	select {
-	case j.done <- r:
-	default:
-	}
-}
-
 func (j *PageJob) run(ctx context.Context, p *Partition) {
 	if j.ctx.Err() != nil {
-		j.answer(pageResult{err: j.ctx.Err()})
+		j.answer(pageResult{}, j.ctx.Err())
 		return
 	}
 	s := j.s
@@ -160,7 +148,7 @@ func (j *PageJob) run(ctx context.Context, p *Partition) {
 			return b, err
 		})
 		if err != nil {
-			j.answer(pageResult{err: storageErr(err)})
+			j.answer(pageResult{}, storageErr(err))
 			return
 		}
 		if built != nil {
@@ -171,7 +159,7 @@ func (j *PageJob) run(ctx context.Context, p *Partition) {
 	} else {
 		b, fresh, err := p.inlinePage(ctx, s.src, s.tok, s.lastSize, s.spare)
 		if err != nil {
-			j.answer(pageResult{err: storageErr(err)})
+			j.answer(pageResult{}, storageErr(err))
 			return
 		}
 		if s.lastFresh = fresh; fresh {
@@ -183,10 +171,10 @@ func (j *PageJob) run(ctx context.Context, p *Partition) {
 	// Read, verify, release: no page built under another token leaves.
 	now, horizon, err := p.cfg.Gate.Verify(ctx, p.cfg.Store, p.name, s.gate)
 	if err != nil {
-		j.answer(pageResult{err: err})
+		j.answer(pageResult{}, err)
 		return
 	}
 	p.adopt(now)
 	p.tail.dropThrough(horizon) // (a bootstrap page reads rows, not the log)
-	j.answer(r)
+	j.answer(r, nil)
 }
