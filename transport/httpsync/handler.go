@@ -12,7 +12,6 @@ package httpsync
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"math"
@@ -41,19 +40,6 @@ const ContentType = "application/vnd.syncular.sync.v2"
 // refused as too large is resent unchanged forever. Memory is bounded by
 // the in-flight budget (Options.BodyBudget) instead.
 const DefaultMaxBodyBytes = 128 << 20
-
-// Authenticator is the host hook that authenticates a request, yielding the
-// actor and the one partition it addresses. Returning a *syncerr.Error
-// chooses the refusal code (default sync.auth_required, HTTP 401).
-type Authenticator interface {
-	Authenticate(r *http.Request) (engine.Identity, error)
-}
-
-// AuthenticatorFunc adapts a function to Authenticator.
-type AuthenticatorFunc func(r *http.Request) (engine.Identity, error)
-
-// Authenticate calls f.
-func (f AuthenticatorFunc) Authenticate(r *http.Request) (engine.Identity, error) { return f(r) }
 
 // Options configure a Handler.
 type Options struct {
@@ -332,39 +318,3 @@ func pickEncoding(accept string) string {
 	}
 	return ""
 }
-
-// ErrorBody is the protocol's JSON error shape (SPEC §10.1).
-type ErrorBody struct {
-	Code              string          `json:"code"`
-	Category          string          `json:"category"`
-	Retryable         bool            `json:"retryable"`
-	RecommendedAction string          `json:"recommendedAction"`
-	Message           string          `json:"message"`
-	Details           json.RawMessage `json:"details,omitempty"`
-}
-
-// writeError answers a pre-stream error as the protocol's JSON body; status
-// 0 takes the catalog's HTTP status for the code.
-func writeError(w http.ResponseWriter, status int, err error) {
-	e := syncerr.As(err)
-	spec := e.Spec()
-	if status == 0 {
-		status = spec.HTTPStatus
-	}
-	b, _ := json.Marshal(ErrorBody{Code: string(e.Code), Category: spec.Category, Retryable: spec.Retryable,
-		RecommendedAction: spec.RecommendedAction, Message: e.Message, Details: e.Details})
-	noteCode(w, string(e.Code))
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
-}
-
-// WriteError writes err as the protocol's JSON error body with the catalog
-// status of its code; other transports and routes of the host use it to
-// answer pre-stream errors the same way.
-func WriteError(w http.ResponseWriter, err error) { writeError(w, 0, err) }
-
-// WriteErrorStatus is WriteError with an explicit HTTP status (0 takes the
-// catalog's status for the code).
-func WriteErrorStatus(w http.ResponseWriter, status int, err error) { writeError(w, status, err) }

@@ -208,7 +208,8 @@ func writeRuntimeMetrics(w io.Writer) {
 }
 
 // recorder captures what a request was answered: status, protocol error
-// code (noted by writeError) and the sync request kind (noted by Handler).
+// code (noted through httperr.NoteCode) and the sync request kind (noted
+// by Handler).
 type recorder struct {
 	http.ResponseWriter
 	status int
@@ -241,6 +242,9 @@ func (r *recorder) Flush() {
 // Unwrap lets http.ResponseController reach the connection (deadlines).
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
+// NoteCode implements httperr.CodeNoter: the answer's protocol error code.
+func (r *recorder) NoteCode(code string) { r.code = code }
+
 // findRecorder returns the Mux's recorder under w, or nil when the handler
 // is not served by a Mux.
 func findRecorder(w http.ResponseWriter) *recorder {
@@ -255,13 +259,6 @@ func findRecorder(w http.ResponseWriter) *recorder {
 		}
 	}
 	return nil
-}
-
-// noteCode records the protocol error code of an answer for the metrics.
-func noteCode(w http.ResponseWriter, code string) {
-	if r := findRecorder(w); r != nil {
-		r.code = code
-	}
 }
 
 // noteKind records the kind of a sync request for the metrics.

@@ -12,6 +12,7 @@ import (
 	"github.com/synclane/synclane/protocol/opwire"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/transport/bodybudget"
+	"github.com/synclane/synclane/transport/httperr"
 )
 
 // RouteOperations labels POST <mount>/operations in the HTTP metrics.
@@ -63,7 +64,7 @@ func writeOpError(w http.ResponseWriter, status int, err error) {
 	if status == 0 {
 		status = e.Spec().HTTPStatus
 	}
-	noteCode(w, string(e.Code))
+	httperr.NoteCode(w, string(e.Code))
 	w.Header().Set("Content-Type", opwire.ContentType)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)

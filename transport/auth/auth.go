@@ -1,4 +1,11 @@
-package httpsync
+// Package auth authenticates synclane's HTTP requests, for every
+// transport (POST /sync and its sibling routes, the realtime and
+// operation-watch WebSocket upgrades): the Authenticator hook a host
+// implements, the development and HS256 JWT authenticators, and the front
+// of a route (Authenticate, AuthenticateUpgrade) that answers a refused
+// request with the protocol's JSON error body and reports it to the
+// engine's event ring.
+package auth
 
 import (
 	"context"
@@ -16,6 +23,19 @@ import (
 
 // DefaultPartition is the partition of requests that name none.
 const DefaultPartition = "default"
+
+// Authenticator is the host hook that authenticates a request, yielding the
+// actor and the one partition it addresses. Returning a *syncerr.Error
+// chooses the refusal code (default sync.auth_required, HTTP 401).
+type Authenticator interface {
+	Authenticate(r *http.Request) (engine.Identity, error)
+}
+
+// AuthenticatorFunc adapts a function to Authenticator.
+type AuthenticatorFunc func(r *http.Request) (engine.Identity, error)
+
+// Authenticate calls f.
+func (f AuthenticatorFunc) Authenticate(r *http.Request) (engine.Identity, error) { return f(r) }
 
 // DevAuth is the development authenticator: the actor comes from header
 // x-actor (required) and the partition from x-partition (default

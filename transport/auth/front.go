@@ -1,4 +1,4 @@
-package httpsync
+package auth
 
 import (
 	"net/http"
@@ -6,6 +6,7 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/httperr"
 )
 
 // ReportAuthFailure publishes a refused authentication to eng's event ring
@@ -28,12 +29,12 @@ func ReportAuthFailure(eng *engine.Engine, source string, r *http.Request, e *sy
 // names the route as what.
 func AuthenticateUpgrade(w http.ResponseWriter, r *http.Request, eng *engine.Engine, auth Authenticator, source, what string) (engine.Identity, bool) {
 	if eng == nil {
-		WriteErrorStatus(w, http.StatusServiceUnavailable, syncerr.New(syncerr.InternalError, "%s is not started", what))
+		httperr.WriteStatus(w, http.StatusServiceUnavailable, syncerr.New(syncerr.InternalError, "%s is not started", what))
 		return engine.Identity{}, false
 	}
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", http.MethodGet)
-		WriteErrorStatus(w, http.StatusMethodNotAllowed, syncerr.New(syncerr.InvalidRequest, "use GET with a WebSocket upgrade for %s", what))
+		httperr.WriteStatus(w, http.StatusMethodNotAllowed, syncerr.New(syncerr.InvalidRequest, "use GET with a WebSocket upgrade for %s", what))
 		return engine.Identity{}, false
 	}
 	return Authenticate(w, r, eng, auth, source)
@@ -45,7 +46,7 @@ func AuthenticateUpgrade(w http.ResponseWriter, r *http.Request, eng *engine.Eng
 // sync.auth_required), reported to eng's event ring under source.
 func Authenticate(w http.ResponseWriter, r *http.Request, eng *engine.Engine, auth Authenticator, source string) (engine.Identity, bool) {
 	if auth == nil {
-		WriteErrorStatus(w, http.StatusInternalServerError, syncerr.New(syncerr.InternalError, "no authenticator configured"))
+		httperr.WriteStatus(w, http.StatusInternalServerError, syncerr.New(syncerr.InternalError, "no authenticator configured"))
 		return engine.Identity{}, false
 	}
 	id, err := auth.Authenticate(r)
@@ -55,7 +56,7 @@ func Authenticate(w http.ResponseWriter, r *http.Request, eng *engine.Engine, au
 			e = syncerr.Wrap(syncerr.AuthRequired, err, "authentication failed")
 		}
 		ReportAuthFailure(eng, source, r, e)
-		WriteError(w, e)
+		httperr.Write(w, e)
 		return engine.Identity{}, false
 	}
 	return id, true

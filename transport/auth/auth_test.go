@@ -1,4 +1,4 @@
-package httpsync
+package auth
 
 import (
 	"net/http"
