@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/transport/httperr"
 	"github.com/synclane/synclane/transport/httpsync"
 	"github.com/synclane/synclane/transport/httpsync/httpsynctest"
 )
@@ -179,7 +180,7 @@ func postBody(ctx context.Context, hc *http.Client, u string, h http.Header, bod
 		retry = time.Duration(s) * time.Second
 	}
 	if res.StatusCode == http.StatusServiceUnavailable {
-		var eb httpsync.ErrorBody
+		var eb httperr.Body
 		if json.Unmarshal(data, &eb) != nil || !eb.Retryable {
 			return res.StatusCode, 0, data, fmt.Errorf("503 that is not a retryable protocol error: %s", data)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/bodybudget"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -422,7 +423,7 @@ func firstFrame(m *ssp2.Message) ssp2.Frame {
 type inprocRT struct{ eng *engine.Engine }
 
 func (r inprocRT) roundTrip(ctx context.Context, id engine.Identity, body []byte) ([]byte, error) {
-	msg, err := ssp2.ReadRequest(bytes.NewReader(body), httpsync.DefaultMaxBodyBytes)
+	msg, err := ssp2.ReadRequest(bytes.NewReader(body), bodybudget.DefaultMaxBodyBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
 	"github.com/synclane/synclane/transport/realtime"
 )
@@ -56,7 +57,7 @@ func openRealtime(ctx context.Context, cfg *Config, store string, opts realtime.
 		return nil, err
 	}
 	rs := &rtServer{t: t}
-	opts.Auth = httpsync.DevAuth{}
+	opts.Auth = auth.DevAuth{}
 	rs.hub = realtime.New(opts)
 	ecfg := engine.Config{Schema: schema.MustDemo(), Store: st, IdleTimeout: time.Hour}
 	ecfg.Resolver = engine.AllowAll(ecfg.Schema)
@@ -82,7 +83,7 @@ func openRealtime(ctx context.Context, cfg *Config, store string, opts realtime.
 		t.Close()
 		return nil, err
 	}
-	rs.srv = &http.Server{Handler: httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: httpsync.DevAuth{}}, Realtime: rs.hub}),
+	rs.srv = &http.Server{Handler: httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: auth.DevAuth{}}, Realtime: rs.hub}),
 		ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = rs.srv.Serve(ln) }()
 	t.cleanup = append(t.cleanup, func() {
@@ -269,7 +270,7 @@ func realtimeFanoutCase(ctx context.Context, cfg *Config, store string) (Result,
 	// Every socket is live once its hello said so; wait for the hub too.
 	for {
 		live := 0
-		for _, s := range rs.hub.Sessions(httpsync.DefaultPartition) {
+		for _, s := range rs.hub.Sessions(auth.DefaultPartition) {
 			if s.Live {
 				live++
 			}

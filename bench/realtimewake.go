@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
 	"github.com/synclane/synclane/transport/realtime"
 )
@@ -120,7 +121,7 @@ func openIdle(ctx context.Context, rs *rtServer, hc *http.Client, prefix string,
 	}
 	for ctx.Err() == nil {
 		notLive := 0
-		for _, x := range rs.hub.Sessions(httpsync.DefaultPartition) {
+		for _, x := range rs.hub.Sessions(auth.DefaultPartition) {
 			if !x.Live && strings.HasPrefix(x.ClientID, prefix) {
 				notLive++
 			}

@@ -22,6 +22,7 @@ import (
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/segstore"
 	"github.com/synclane/synclane/storage/sqlite"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -136,7 +137,7 @@ func openTarget(ctx context.Context, cfg *Config, store string, eo EngineOpts) (
 		t.Close()
 		return nil, err
 	}
-	var h http.Handler = httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: httpsync.DevAuth{}}})
+	var h http.Handler = httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: auth.DevAuth{}}})
 	if eo.Wrap != nil {
 		h = eo.Wrap(eng, h)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -131,8 +132,8 @@ func jwtClient(base, token string) *httpsync.Client {
 func TestServeJWT(t *testing.T) {
 	ctx := context.Background()
 	exp := time.Now().Add(time.Hour).Unix()
-	withExp := httpsync.SignJWT([]byte(secret32), map[string]any{"sub": "ada", "exp": exp})
-	noExp := httpsync.SignJWT([]byte(secret32), map[string]any{"sub": "ada"})
+	withExp := auth.SignJWT([]byte(secret32), map[string]any{"sub": "ada", "exp": exp})
+	noExp := auth.SignJWT([]byte(secret32), map[string]any{"sub": "ada"})
 	unauthorized := func(t *testing.T, what string, err error) {
 		t.Helper()
 		if syncerr.CodeOf(err) != syncerr.AuthRequired || !strings.Contains(fmt.Sprint(syncerr.As(err).Err), "401") {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/transport/httperr"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -107,7 +108,7 @@ func TestTestControlValidatorRules(t *testing.T) {
 		{"/_test/commit-validator", `{"rules":[{"table":"things","scopes":{"project":["a"]},"maxRows":1,"throw":true}]}`},
 		{"/_test/commit-validator", `{"rules":[], "extra":1}`},
 	} {
-		var e httpsync.ErrorBody
+		var e httperr.Body
 		if code := control(t, "PUT", base+bad.path, bad.body, &e); code != 400 || e.Code != "sync.invalid_request" {
 			t.Fatalf("PUT %s %s: %d %+v, want 400 sync.invalid_request", bad.path, bad.body, code, e)
 		}

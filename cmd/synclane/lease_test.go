@@ -10,6 +10,7 @@ import (
 
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/httperr"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -108,7 +109,7 @@ func TestLeaseOutageAndRevokeThroughProcess(t *testing.T) {
 
 	// Revoke through the control surface: the next outage round is 401
 	// sync.auth_lease_revoked and nothing is purged.
-	var e httpsync.ErrorBody
+	var e httperr.Body
 	if code := control(t, "POST", base+"/_test/leases/no-such-lease/revoke", "", &e); code != http.StatusNotFound || e.Code != string(syncerr.NotFound) {
 		t.Fatalf("unknown lease: %d %+v", code, e)
 	}

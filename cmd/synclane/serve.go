@@ -27,6 +27,7 @@ import (
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/segstore"
 	"github.com/synclane/synclane/storage/sqlite"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/bodybudget"
 	"github.com/synclane/synclane/transport/httpsync"
 	"github.com/synclane/synclane/transport/realtime"
@@ -126,7 +127,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.BoolVar(&c.jwtAllowNoExp, "jwt-allow-no-exp", false, "with --jwt-secret: accept tokens without an exp claim (by default they are refused with 401 sync.auth_required)")
 	fs.BoolVar(&c.devAuth, "dev-auth", false, "development authentication: the actor from header x-actor, every scope allowed (the default when no --jwt-secret is given); loopback --listen only")
 	fs.BoolVar(&c.devAuthNonLoopback, "dev-auth-non-loopback", false, "allow development authentication on a non-loopback --listen address (anyone who reaches the port is any actor)")
-	fs.Int64Var(&c.maxBody, "max-body", httpsync.DefaultMaxBodyBytes, "maximum decompressed request body in bytes, for POST /sync and realtime socket rounds (larger: 413, or the socket closed with 1009)")
+	fs.Int64Var(&c.maxBody, "max-body", bodybudget.DefaultMaxBodyBytes, "maximum decompressed request body in bytes, for POST /sync and realtime socket rounds (larger: 413, or the socket closed with 1009)")
 	fs.Int64Var(&c.maxInflightBody, "max-inflight-body-bytes", bodybudget.DefaultLimit, fmt.Sprintf("request-body bytes held at once by all POST /sync requests and socket rounds; beyond it a request waits up to %s, then gets 503 sync.rate_limited (retryable)", bodybudget.DefaultWait))
 	fs.IntVar(&c.maxOps, "max-operations", 500, "maximum push operations per request")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", 2*time.Minute, "passivate partition actors idle this long")
@@ -463,7 +464,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		log.Warn("serving behind a closed gate: a pending backfill checkpoint was not declared by this process; requests get 503 sync.schema_not_ready until it is activated", zap.Error(err))
 	}
 
-	var auth httpsync.Authenticator
+	var authn auth.Authenticator
 	var resolver engine.ScopeResolver
 	var controls testcontrol.Controls
 	segs, err := openSegments(ctx, c, st)
@@ -486,16 +487,16 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	}
 	switch {
 	case !c.devAuth:
-		auth, resolver = httpsync.JWTAuth{Secret: []byte(c.jwtSecret), AllowNoExp: c.jwtAllowNoExp}, httpsync.GrantsResolver
+		authn, resolver = auth.JWTAuth{Secret: []byte(c.jwtSecret), AllowNoExp: c.jwtAllowNoExp}, auth.GrantsResolver
 		if c.jwtAllowNoExp {
 			log.Warn("--jwt-allow-no-exp: tokens without an exp claim are accepted and never expire")
 		}
 	case c.testControl:
 		controls = c.testControls(&cfg, sch) // testcontrol.go
-		auth, resolver = httpsync.DevAuth{}, controls.Resolver
+		authn, resolver = auth.DevAuth{}, controls.Resolver
 		log.Warn("test-control surface enabled under /_test/: development authentication, and no actor holds any scope until PUT /_test/allowed-scopes sets it")
 	default:
-		auth, resolver = httpsync.DevAuth{}, engine.AllowAll(sch)
+		authn, resolver = auth.DevAuth{}, engine.AllowAll(sch)
 		log.Warn("development authentication: the actor comes from header x-actor and every scope is allowed; pass --jwt-secret in production")
 	}
 	if c.devAuth && !loopback(c.listen) {
@@ -503,7 +504,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	}
 	cfg.Resolver = resolver
 	bodies := bodybudget.New(bodybudget.Options{Limit: c.maxInflightBody}) // POST /sync and socket rounds share it
-	hub := realtime.New(realtime.Options{Auth: auth, Logger: log.Named("realtime"), MaxConnections: c.maxWebsockets,
+	hub := realtime.New(realtime.Options{Auth: authn, Logger: log.Named("realtime"), MaxConnections: c.maxWebsockets,
 		MaxDeltaBytes: int(c.maxDeltaBytes), MaxPresenceBytes: int(c.maxPresenceBytes), MaxRequestBytes: c.maxBody, BodyBudget: bodies,
 		RoundTimeout: c.readTimeout}) // a socket round's request arrives within the time a POST /sync body must
 	hub.Hooks(&cfg)            // commits (this process's and, on PostgreSQL, the others') fan out to sockets
@@ -537,7 +538,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	controls.Engine = eng
 
 	mux := httpsync.NewMux(eng, httpsync.MuxOptions{
-		Options:  httpsync.Options{Auth: auth, MaxBodyBytes: c.maxBody, BodyBudget: bodies, Logger: log, WriteTimeout: c.writeTimeout},
+		Options:  httpsync.Options{Auth: authn, MaxBodyBytes: c.maxBody, BodyBudget: bodies, Logger: log, WriteTimeout: c.writeTimeout},
 		Mount:    c.mount,
 		Ready:    eng.Ready,
 		Realtime: hub,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/transport/httperr"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -179,7 +180,7 @@ func TestTestControlRowRuleKinds(t *testing.T) {
 		`[{"table":"tasks","rule":{"kind":"immutableWhen","column":"title","guardColumn":"nope","guardValue":true,"code":"app.x"}}]`,
 		`[{"table":"tasks","rule":{"kind":"match","throw":true,"reject":{"code":"app.x"}}}]`,
 	} {
-		var e httpsync.ErrorBody
+		var e httperr.Body
 		if code := control(t, "PUT", base+"/_test/validators", bad, &e); code != http.StatusBadRequest || e.Code != "sync.invalid_request" {
 			t.Fatalf("PUT validators %s: %d %+v, want 400 sync.invalid_request", bad, code, e)
 		}
@@ -236,7 +237,7 @@ func TestTestControlCommitRuleKinds(t *testing.T) {
 		`{"kind":"requireSiblingWhen","table":"tasks","column":"done","equals":true,"siblingRowIdSuffix":"-a"}`,
 		`{"kind":"maxRows","table":"tasks","scopes":{"project_id":["p1"]},"maxRows":1}`,
 	} {
-		var e httpsync.ErrorBody
+		var e httperr.Body
 		if code := control(t, "PUT", base+"/_test/commit-validator", bad, &e); code != http.StatusBadRequest || e.Code != "sync.invalid_request" {
 			t.Fatalf("PUT commit-validator %s: %d %+v, want 400 sync.invalid_request", bad, code, e)
 		}

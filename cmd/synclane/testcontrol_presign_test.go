@@ -10,7 +10,7 @@ import (
 
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage/blobstore"
-	"github.com/synclane/synclane/transport/httpsync"
+	"github.com/synclane/synclane/transport/httperr"
 )
 
 // The blob presign switch changes both the upload grant and the download
@@ -104,7 +104,7 @@ func TestTestControlBlobPresignSwitch(t *testing.T) {
 	off("switched off")
 
 	for _, bad := range []string{`{"enabled":"yes"}`, `{"enabled":true,"blobId":"` + id + `"}`, `{"enabled":true,"ttlSeconds":5}`, `{"enabled":true,"other":1}`} {
-		var e httpsync.ErrorBody
+		var e httperr.Body
 		if code := control(t, "POST", base+"/_test/blob-presign", bad, &e); code != http.StatusBadRequest || e.Code != "sync.invalid_request" {
 			t.Fatalf("blob-presign %s: %d %+v, want 400", bad, code, e)
 		}

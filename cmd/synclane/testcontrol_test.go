@@ -18,6 +18,7 @@ import (
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage/blobstore"
+	"github.com/synclane/synclane/transport/httperr"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -282,7 +283,7 @@ func TestTestControlScopesAndResolver(t *testing.T) {
 	}
 	// Bad input: an undeclared variable, a non-object body, an empty value.
 	for _, bad := range []string{`{"nope":["x"]}`, `["x"]`, `{"project_id":[""]}`, `null`} {
-		var e httpsync.ErrorBody
+		var e httperr.Body
 		if code := control(t, "PUT", base+"/_test/allowed-scopes/bob", bad, &e); code != http.StatusBadRequest || e.Code != string(syncerr.InvalidRequest) {
 			t.Fatalf("scopes %s: %d %+v", bad, code, e)
 		}
@@ -331,7 +332,7 @@ func TestTestControlRowsEveryType(t *testing.T) {
 			t.Fatalf("row %d:\n got %s\nwant %s", i, got, want[i])
 		}
 	}
-	var e httpsync.ErrorBody
+	var e httperr.Body
 	if code := control(t, "GET", base+"/_test/rows/nope", "", &e); code != http.StatusBadRequest || e.Code != string(syncerr.UnknownTable) {
 		t.Fatalf("unknown table: %d %+v", code, e)
 	}
@@ -375,7 +376,7 @@ func TestTestControlFailNextIdempotencyLookup(t *testing.T) {
 
 func TestTestControlUnsupportedAndUnknown(t *testing.T) {
 	base := startTestControl(t)
-	var e httpsync.ErrorBody
+	var e httperr.Body
 	if code := control(t, "POST", base+"/_test/leases/l1/revoke", "", &e); code != http.StatusConflict || e.Code != string(syncerr.InvalidRequest) {
 		t.Fatalf("revoke without --lease-ttl: %d %+v, want 409", code, e)
 	}
@@ -476,7 +477,7 @@ func TestTestControlBlobPresign(t *testing.T) {
 		t.Fatalf("presigned GET: %d %q", res.StatusCode, b)
 	}
 	_, expired := presign(`{"blobId":"` + id + `","method":"GET","ttlSeconds":0}`)
-	var e httpsync.ErrorBody
+	var e httperr.Body
 	if code := control(t, "GET", expired["url"].(string), "", &e); code != 403 || e.Code != "blob.forbidden" {
 		t.Errorf("expired presigned GET: %d %+v", code, e)
 	}

@@ -18,6 +18,8 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage/memory"
+	"github.com/synclane/synclane/transport/auth"
+	"github.com/synclane/synclane/transport/httperr"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -56,7 +58,7 @@ func TestCurlWalkthrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	srv := httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: httpsync.DevAuth{}}}))
+	srv := httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: auth.DevAuth{}}}))
 	t.Cleanup(srv.Close)
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
@@ -78,7 +80,7 @@ func TestCurlWalkthrough(t *testing.T) {
 
 	// pull-unknown-table.json: the protocol's JSON error, as README shows it.
 	status, b = post(t, srv.URL+"/sync", "pull-unknown-table.json")
-	var e httpsync.ErrorBody
+	var e httperr.Body
 	if status != 400 || json.Unmarshal(b, &e) != nil || e.Code != "sync.unknown_table" {
 		t.Fatalf("pull-unknown-table.json: HTTP %d %s", status, b)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage/sqlite"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -64,7 +65,7 @@ func newMux(eng *engine.Engine, logger *zap.Logger) *http.ServeMux {
 		_, _ = w.Write([]byte("the host's own routes live next to sync\n"))
 	})
 	mux.Handle("POST /api/sync", httpsync.NewHandler(eng, httpsync.Options{
-		Auth:   httpsync.AuthenticatorFunc(authenticate),
+		Auth:   auth.AuthenticatorFunc(authenticate),
 		Logger: logger,
 		// A client that stops reading its answer is cut off after 60s
 		// without progress.

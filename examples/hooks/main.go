@@ -27,6 +27,7 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage/sqlite"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -133,7 +134,7 @@ func main() {
 	}
 	defer eng.Close()
 	mux := http.NewServeMux()
-	mux.Handle("POST /api/sync", httpsync.NewHandler(eng, httpsync.Options{Auth: httpsync.DevAuth{}, Logger: logger}))
+	mux.Handle("POST /api/sync", httpsync.NewHandler(eng, httpsync.Options{Auth: auth.DevAuth{}, Logger: logger}))
 	srv := &http.Server{Addr: "127.0.0.1:8080", Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() {

@@ -14,6 +14,7 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage/sqlite"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -50,7 +51,7 @@ func TestHooksExample(t *testing.T) {
 	}
 	defer eng.Close()
 	mux := http.NewServeMux()
-	mux.Handle("POST /api/sync", httpsync.NewHandler(eng, httpsync.Options{Auth: httpsync.DevAuth{}}))
+	mux.Handle("POST /api/sync", httpsync.NewHandler(eng, httpsync.Options{Auth: auth.DevAuth{}}))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 

@@ -29,6 +29,7 @@ import (
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage/sqlite"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -126,7 +127,7 @@ func registry(s *schema.Schema) (*operations.Registry, error) {
 
 // newMux mounts sync and operations behind the host's authentication.
 func newMux(eng *engine.Engine, logger *zap.Logger) *http.ServeMux {
-	opts := httpsync.Options{Auth: httpsync.AuthenticatorFunc(authenticate), Logger: logger}
+	opts := httpsync.Options{Auth: auth.AuthenticatorFunc(authenticate), Logger: logger}
 	mux := http.NewServeMux()
 	mux.Handle("POST /api/sync", httpsync.NewHandler(eng, opts))
 	mux.Handle("POST /api/operations", httpsync.NewOperationsHandler(eng, opts))

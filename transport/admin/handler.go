@@ -56,8 +56,8 @@ import (
 	"go.uber.org/zap"
 
 	adminsvc "github.com/synclane/synclane/engine/admin"
-	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/auth"
 )
 
 // MinTokenBytes is the shortest admin token accepted.
@@ -248,8 +248,7 @@ func (h *Handler) unauthorized(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Authorization") != "" {
 		msg = "wrong admin token"
 	}
-	h.svc.Engine().Events().Emit(events.Event{Kind: events.AuthFailed, Source: "admin", Code: "admin.unauthorized",
-		Message: msg + " (" + r.Method + " " + r.URL.Path + " from " + r.RemoteAddr + ")"})
+	auth.ReportAuthFailure(h.svc.Engine(), "admin", r, "admin.unauthorized", msg)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="synclane-admin"`)
 	writeJSONError(w, http.StatusUnauthorized, "admin.unauthorized", msg)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/synclane/synclane/storage/memory"
 	"github.com/synclane/synclane/storage/sqlite"
 	"github.com/synclane/synclane/transport/admin"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -85,7 +86,7 @@ func newServerWith(t testing.TB, st storage.Store, tune func(*engine.Config)) *s
 	if err != nil {
 		t.Fatal(err)
 	}
-	syncSrv := httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: httpsync.DevAuth{}}}))
+	syncSrv := httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: auth.DevAuth{}}}))
 	svc, err := adminsvc.New(eng)
 	if err != nil {
 		t.Fatal(err)

@@ -9,15 +9,16 @@ import (
 	"github.com/synclane/synclane/transport/httperr"
 )
 
-// ReportAuthFailure publishes a refused authentication to eng's event ring
-// (nothing when eng is nil or has no ring): source names the transport,
-// the message says why and from which address and path. Never the token.
-func ReportAuthFailure(eng *engine.Engine, source string, r *http.Request, e *syncerr.Error) {
+// ReportAuthFailure publishes a refused authentication of r to eng's event
+// ring (nothing when eng is nil or has no ring): source names the
+// transport, code is the refusal's error code, and the event's message
+// says why (message) and from which address and path. Never the token.
+func ReportAuthFailure(eng *engine.Engine, source string, r *http.Request, code, message string) {
 	if eng == nil {
 		return
 	}
-	eng.Events().Emit(events.Event{Kind: events.AuthFailed, Source: source, Code: string(e.Code),
-		Message: e.Message + " (" + r.Method + " " + r.URL.Path + " from " + r.RemoteAddr + ")"})
+	eng.Events().Emit(events.Event{Kind: events.AuthFailed, Source: source, Code: code,
+		Message: message + " (" + r.Method + " " + r.URL.Path + " from " + r.RemoteAddr + ")"})
 }
 
 // AuthenticateUpgrade is the common front of a WebSocket route: it refuses
@@ -55,7 +56,7 @@ func Authenticate(w http.ResponseWriter, r *http.Request, eng *engine.Engine, au
 		if e.Code == syncerr.InternalError {
 			e = syncerr.Wrap(syncerr.AuthRequired, err, "authentication failed")
 		}
-		ReportAuthFailure(eng, source, r, e)
+		ReportAuthFailure(eng, source, r, string(e.Code), e.Message)
 		httperr.Write(w, e)
 		return engine.Identity{}, false
 	}

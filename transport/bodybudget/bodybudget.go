@@ -57,6 +57,25 @@ const (
 	RetryAfter = time.Second
 )
 
+// Per-request body limits shared by the transports: the budget bounds
+// what all requests hold together, these bound one request.
+const (
+	// DefaultMaxBodyBytes is the default limit on a decompressed sync
+	// request body, for POST /sync and realtime socket rounds alike (128
+	// MiB). It is large because clients cut a push by its operation count,
+	// never by its bytes (the official client sends up to 500 operations of
+	// any size in one request, and that request also carries its pull): a
+	// push refused as too large is resent unchanged forever. Memory is
+	// bounded by the in-flight budget instead.
+	DefaultMaxBodyBytes = 128 << 20
+	// MaxOperationBodyBytes caps a decompressed operation request body (one
+	// operation per request; its params are bounded by this too), for POST
+	// /operations and operation-watch socket messages alike. A larger body
+	// is answered 413 with operation.invalid_request (a larger message
+	// closes the socket).
+	MaxOperationBodyBytes = 1 << 20
+)
+
 // ErrBusy is the cause of the error Grow returns when the budget had no
 // room within the wait.
 var ErrBusy = errors.New("bodybudget: the server's in-flight request-body budget is exhausted")

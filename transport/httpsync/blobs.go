@@ -13,6 +13,8 @@ import (
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/auth"
+	"github.com/synclane/synclane/transport/httperr"
 )
 
 // Blob routes (SPEC §5.9), served by BlobHandler under <mount>/blobs/{id}:
@@ -115,26 +117,14 @@ func (h *BlobHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.get(w, r, rid, id)
 	default:
 		w.Header().Set("Allow", "GET, HEAD, PUT")
-		writeError(w, http.StatusMethodNotAllowed, syncerr.New(syncerr.InvalidRequest, "use GET or PUT for blobs, POST for upload grants"))
+		httperr.WriteStatus(w, http.StatusMethodNotAllowed, syncerr.New(syncerr.InvalidRequest, "use GET or PUT for blobs, POST for upload grants"))
 	}
 }
 
-// authenticate runs host auth; on failure it has answered.
+// authenticate runs host auth; on failure it has answered. Blob refusals
+// are not reported to the event ring (no engine is passed).
 func (h *BlobHandler) authenticate(w http.ResponseWriter, r *http.Request) (engine.Identity, bool) {
-	if h.opts.Auth == nil {
-		writeError(w, http.StatusInternalServerError, syncerr.New(syncerr.InternalError, "no authenticator configured"))
-		return engine.Identity{}, false
-	}
-	id, err := h.opts.Auth.Authenticate(r)
-	if err != nil {
-		e := syncerr.As(err)
-		if e.Code == syncerr.InternalError {
-			e = syncerr.Wrap(syncerr.AuthRequired, err, "authentication failed")
-		}
-		writeError(w, 0, e)
-		return engine.Identity{}, false
-	}
-	return id, true
+	return auth.Authenticate(w, r, nil, h.opts.Auth, "httpsync.blobs")
 }
 
 func (h *BlobHandler) fail(w http.ResponseWriter, rid, what string, err error) {
@@ -142,7 +132,7 @@ func (h *BlobHandler) fail(w http.ResponseWriter, rid, what string, err error) {
 	if e.Code == syncerr.InternalError {
 		h.opts.Logger.Warn("blob "+what+" failed", zap.String("request_id", rid), zap.Error(err))
 	}
-	writeError(w, 0, e)
+	httperr.Write(w, e)
 }
 
 func (h *BlobHandler) put(w http.ResponseWriter, r *http.Request, rid, id string) {
@@ -175,7 +165,7 @@ func (h *BlobHandler) put(w http.ResponseWriter, r *http.Request, rid, id string
 		return
 	}
 	if enc := r.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
-		writeError(w, http.StatusUnsupportedMediaType, syncerr.New(syncerr.InvalidRequest, "blob bodies are sent as stored, without Content-Encoding"))
+		httperr.WriteStatus(w, http.StatusUnsupportedMediaType, syncerr.New(syncerr.InvalidRequest, "blob bodies are sent as stored, without Content-Encoding"))
 		return
 	}
 	rc := http.NewResponseController(w)
@@ -215,7 +205,7 @@ func (h *BlobHandler) grant(w http.ResponseWriter, r *http.Request, rid, id stri
 	var req grantRequest
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxGrantBody+1))
 	if err != nil || len(body) > maxGrantBody || json.Unmarshal(body, &req) != nil || req.ByteLength == nil {
-		writeError(w, 0, syncerr.New(syncerr.InvalidRequest, `upload-grant takes {"byteLength":<int>,"mediaType"?:<string>} (at most %d bytes)`, maxGrantBody))
+		httperr.Write(w, syncerr.New(syncerr.InvalidRequest, `upload-grant takes {"byteLength":<int>,"mediaType"?:<string>} (at most %d bytes)`, maxGrantBody))
 		return
 	}
 	g, err := h.eng.UploadGrant(r.Context(), ident, id, *req.ByteLength)
@@ -299,7 +289,7 @@ func (h *BlobHandler) serveBytes(w http.ResponseWriter, r *http.Request, rid, id
 		switch {
 		case !satisfiable:
 			hdr.Set("Content-Range", fmt.Sprintf("bytes */%d", size))
-			writeError(w, http.StatusRequestedRangeNotSatisfiable, syncerr.New(syncerr.InvalidRequest, "range %q is outside the blob's %d bytes", rg, size))
+			httperr.WriteStatus(w, http.StatusRequestedRangeNotSatisfiable, syncerr.New(syncerr.InvalidRequest, "range %q is outside the blob's %d bytes", rg, size))
 			return
 		case ok:
 			off, n, status = o, l, http.StatusPartialContent

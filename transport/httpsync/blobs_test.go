@@ -22,6 +22,7 @@ import (
 	"github.com/synclane/synclane/storage/blobstore"
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/segstore"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -94,7 +95,7 @@ func startBlobServerWith(t *testing.T, be backend, signed bool, configure func(*
 	if s.eng, err = engine.New(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	s.http.Config.Handler = httpsync.NewMux(s.eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: httpsync.DevAuth{}}})
+	s.http.Config.Handler = httpsync.NewMux(s.eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: auth.DevAuth{}}})
 	s.http.Start()
 	t.Cleanup(func() {
 		s.http.Close()

@@ -22,7 +22,9 @@ import (
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage/memory"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/bodybudget"
+	"github.com/synclane/synclane/transport/httperr"
 	"github.com/synclane/synclane/transport/httpsync"
 	"github.com/synclane/synclane/transport/httpsync/httpsynctest"
 )
@@ -42,7 +44,7 @@ func newBudgetServer(t *testing.T, opts httpsync.Options) *budgetServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	opts.Auth = httpsync.DevAuth{}
+	opts.Auth = auth.DevAuth{}
 	mux := httpsync.NewMux(eng, httpsync.MuxOptions{Options: opts})
 	bs := &budgetServer{served: make(chan struct{}, 16)}
 	bs.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -182,7 +184,7 @@ func TestBodyBudgetRefusesAfterTheWaitThenServes(t *testing.T) {
 	default:
 		t.Fatal("the refused push never waited for the budget")
 	}
-	var eb httpsync.ErrorBody
+	var eb httperr.Body
 	if err := json.Unmarshal(b, &eb); err != nil || res.StatusCode != http.StatusServiceUnavailable || eb.Code != string(syncerr.RateLimited) ||
 		!eb.Retryable || eb.RecommendedAction != "retryLater" || res.Header.Get("Retry-After") != "1" || !strings.Contains(string(eb.Details), `"retryAfterMs":1000`) {
 		t.Fatalf("over the budget: HTTP %d Retry-After %q %s", res.StatusCode, res.Header.Get("Retry-After"), b)
@@ -304,7 +306,7 @@ func TestBodyOverTheLimitIs413(t *testing.T) {
 	}
 	defer conn.Close()
 	fmt.Fprintf(conn, "POST /sync HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nX-Actor: ada\r\nContent-Length: %d\r\n\r\n",
-		httpsync.ContentType, httpsync.DefaultMaxBodyBytes+1)
+		httpsync.ContentType, bodybudget.DefaultMaxBodyBytes+1)
 	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +314,7 @@ func TestBodyOverTheLimitIs413(t *testing.T) {
 	b, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	if res.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), `"code":"sync.invalid_request"`) {
-		t.Fatalf("declared %d bytes: HTTP %d %s", httpsync.DefaultMaxBodyBytes+1, res.StatusCode, b)
+		t.Fatalf("declared %d bytes: HTTP %d %s", bodybudget.DefaultMaxBodyBytes+1, res.StatusCode, b)
 	}
 	<-bs.served
 	if st := budget.Stats(); st.InUse != 0 || st.Waits != 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage/memory"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -84,7 +85,7 @@ func TestStalledZstdBodiesHoldNoWindow(t *testing.T) {
 	t.Cleanup(func() { eng.Close() })
 	const conns = 6
 	waiting := make(chan struct{}, conns)
-	h := httpsync.NewHandler(eng, httpsync.Options{Auth: httpsync.DevAuth{}, MaxBodyBytes: 64 << 10})
+	h := httpsync.NewHandler(eng, httpsync.Options{Auth: auth.DevAuth{}, MaxBodyBytes: 64 << 10})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = &waitingBody{ReadCloser: r.Body, waiting: func() { waiting <- struct{}{} }}
 		h.ServeHTTP(w, r)
@@ -128,7 +129,7 @@ func TestCompressedLateBodyGets408(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	srv := httptest.NewUnstartedServer(httpsync.NewHandler(eng, httpsync.Options{Auth: httpsync.DevAuth{}}))
+	srv := httptest.NewUnstartedServer(httpsync.NewHandler(eng, httpsync.Options{Auth: auth.DevAuth{}}))
 	srv.Config.ReadTimeout = 300 * time.Millisecond
 	srv.Start()
 	t.Cleanup(srv.Close)

@@ -13,6 +13,7 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/httperr"
 )
 
 // ErrResetRequired is returned by Client calls whose answer was a wire-v2
@@ -240,7 +241,7 @@ func (c *Client) send(req *http.Request, what string) ([]byte, error) {
 		return nil, fmt.Errorf("httpsync: read %s: %w", what, err)
 	}
 	if res.StatusCode != http.StatusOK {
-		var eb ErrorBody
+		var eb httperr.Body
 		if json.Unmarshal(data, &eb) == nil && eb.Code != "" {
 			return nil, &syncerr.Error{Code: syncerr.Code(eb.Code), Message: eb.Message, Details: eb.Details,
 				Err: fmt.Errorf("HTTP %d", res.StatusCode)}

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/httperr"
 )
 
 // BlobURL returns <mount>/blobs/<id>, derived from the client's sync URL.
@@ -40,7 +41,7 @@ func (c *Client) withHeader(req *http.Request) *http.Request {
 // JSON error body.
 func blobError(res *http.Response, what string) error {
 	data, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-	var eb ErrorBody
+	var eb httperr.Body
 	if json.Unmarshal(data, &eb) == nil && eb.Code != "" {
 		return &syncerr.Error{Code: syncerr.Code(eb.Code), Message: eb.Message, Details: eb.Details, Err: fmt.Errorf("HTTP %d", res.StatusCode)}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/synclane/synclane/protocol/opwire"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/httperr"
 )
 
 // OperationsClient calls POST <mount>/operations (remote operations).
@@ -113,7 +114,7 @@ func (c *OperationsClient) call(ctx context.Context, msg opwire.Object) (opwire.
 		return nil, fmt.Errorf("httpsync: read operation response: %w", err)
 	}
 	if mediaType(res.Header.Get("Content-Type")) != opwire.ContentType {
-		var eb ErrorBody
+		var eb httperr.Body
 		if json.Unmarshal(data, &eb) == nil && eb.Code != "" {
 			return nil, &syncerr.Error{Code: syncerr.Code(eb.Code), Message: eb.Message, Details: eb.Details,
 				Err: fmt.Errorf("HTTP %d", res.StatusCode)}

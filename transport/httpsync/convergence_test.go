@@ -15,6 +15,7 @@ import (
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/memory"
 	"github.com/synclane/synclane/storage/sqlite"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
 	"github.com/synclane/synclane/transport/httpsync/httpsynctest"
 )
@@ -47,7 +48,7 @@ func convergeOnce(t *testing.T, seed uint64, st storage.Store) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	srv := httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: httpsync.DevAuth{}}}))
+	srv := httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: auth.DevAuth{}}}))
 	defer srv.Close()
 
 	rng := rand.New(rand.NewPCG(seed, 99))

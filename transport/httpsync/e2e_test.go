@@ -23,6 +23,8 @@ import (
 	"github.com/synclane/synclane/storage/postgres/pgtest"
 	"github.com/synclane/synclane/storage/segstore"
 	"github.com/synclane/synclane/storage/sqlite"
+	"github.com/synclane/synclane/transport/auth"
+	"github.com/synclane/synclane/transport/httperr"
 	"github.com/synclane/synclane/transport/httpsync"
 	"github.com/synclane/synclane/transport/httpsync/httpsynctest"
 )
@@ -107,7 +109,7 @@ func (s *server) start() {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	mux := httpsync.NewMux(s.eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: httpsync.DevAuth{}, MaxBodyBytes: 1 << 20}})
+	mux := httpsync.NewMux(s.eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: auth.DevAuth{}, MaxBodyBytes: 1 << 20}})
 	if s.http == nil {
 		s.http = httptest.NewServer(mux)
 		s.url = s.http.URL + "/sync"
@@ -453,7 +455,7 @@ func TestE2EHostileInput(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		post := func(ct string, body []byte, hdr map[string]string) (int, httpsync.ErrorBody) {
+		post := func(ct string, body []byte, hdr map[string]string) (int, httperr.Body) {
 			req, _ := http.NewRequest(http.MethodPost, s.url, bytes.NewReader(body))
 			req.Header.Set("Content-Type", ct)
 			req.Header.Set("X-Actor", "alice")
@@ -466,7 +468,7 @@ func TestE2EHostileInput(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer res.Body.Close()
-			var eb httpsync.ErrorBody
+			var eb httperr.Body
 			b, _ := io.ReadAll(res.Body)
 			if res.StatusCode != 200 {
 				if err := jsonUnmarshal(b, &eb); err != nil {

@@ -27,26 +27,20 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/bodybudget"
+	"github.com/synclane/synclane/transport/httperr"
 )
 
 // ContentType is the SSP2 media type of requests and responses.
 const ContentType = "application/vnd.syncular.sync.v2"
 
-// DefaultMaxBodyBytes is the default limit on a decompressed request body
-// (128 MiB). It is large because clients cut a push by its operation count,
-// never by its bytes (the official client sends up to 500 operations of any
-// size in one request, and that request also carries its pull): a push
-// refused as too large is resent unchanged forever. Memory is bounded by
-// the in-flight budget (Options.BodyBudget) instead.
-const DefaultMaxBodyBytes = 128 << 20
-
 // Options configure a Handler.
 type Options struct {
 	// Auth authenticates every request (required).
-	Auth Authenticator
+	Auth auth.Authenticator
 	// MaxBodyBytes limits the decompressed request body
-	// (default DefaultMaxBodyBytes); a larger one is answered 413
+	// (default bodybudget.DefaultMaxBodyBytes); a larger one is answered 413
 	// sync.invalid_request (at once when its Content-Length says so).
 	MaxBodyBytes int64
 	// BodyBudget bounds the request-body bytes held at once by every
@@ -82,7 +76,7 @@ type Handler struct {
 // NewHandler returns the sync handler for eng.
 func NewHandler(eng *engine.Engine, opts Options) *Handler {
 	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = DefaultMaxBodyBytes
+		opts.MaxBodyBytes = bodybudget.DefaultMaxBodyBytes
 	}
 	if opts.BodyBudget == nil {
 		opts.BodyBudget = bodybudget.New(bodybudget.Options{})
@@ -116,14 +110,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(RequestIDHeader, rid)
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, http.StatusMethodNotAllowed, syncerr.New(syncerr.InvalidRequest, "use POST for /sync"))
+		httperr.WriteStatus(w, http.StatusMethodNotAllowed, syncerr.New(syncerr.InvalidRequest, "use POST for /sync"))
 		return
 	}
 	if ct := mediaType(r.Header.Get("Content-Type")); ct != ContentType {
-		writeError(w, http.StatusUnsupportedMediaType, syncerr.New(syncerr.InvalidRequest, "content type must be %s, got %q", ContentType, ct))
+		httperr.WriteStatus(w, http.StatusUnsupportedMediaType, syncerr.New(syncerr.InvalidRequest, "content type must be %s, got %q", ContentType, ct))
 		return
 	}
-	id, ok := Authenticate(w, r, h.eng, h.opts.Auth, "httpsync")
+	id, ok := auth.Authenticate(w, r, h.eng, h.opts.Auth, "httpsync")
 	if !ok {
 		return
 	}
@@ -137,12 +131,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				zap.String("partition", id.Partition), zap.String("actor", id.ActorID), zap.Int64("content_length", r.ContentLength),
 				zap.Int64("budget_bytes", h.opts.BodyBudget.Limit()))
 		}
-		writeError(w, bodyStatus(err), err)
+		httperr.WriteStatus(w, bodyStatus(err), err)
 		return
 	}
 	msg, err := ssp2.DecodeRequest(body)
 	if err != nil {
-		writeError(w, 0, err)
+		httperr.Write(w, err)
 		return
 	}
 	noteKind(w, RequestKind(msg))
@@ -159,7 +153,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.opts.Logger.Warn("sync request failed", zap.String("request_id", rid), zap.String("partition", id.Partition),
 				zap.String("actor", id.ActorID), zap.Error(err))
 		}
-		writeError(w, 0, e)
+		httperr.Write(w, e)
 		return
 	}
 	hdr := w.Header()

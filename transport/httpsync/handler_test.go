@@ -18,6 +18,7 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage/memory"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -37,7 +38,7 @@ func newMemoryServerOpts(t *testing.T, opts httpsync.Options) *httptest.Server {
 	}
 	t.Cleanup(func() { eng.Close() })
 	if opts.Auth == nil {
-		opts.Auth = httpsync.DevAuth{}
+		opts.Auth = auth.DevAuth{}
 	}
 	srv := httptest.NewServer(httpsync.NewHandler(eng, opts))
 	t.Cleanup(srv.Close)

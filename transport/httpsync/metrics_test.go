@@ -16,6 +16,7 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage/memory"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -75,7 +76,7 @@ func TestMetricsCountEveryRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	srv := httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: httpsync.DevAuth{}, MaxBodyBytes: 4 << 10}}))
+	srv := httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: auth.DevAuth{}, MaxBodyBytes: 4 << 10}}))
 	t.Cleanup(srv.Close)
 
 	send := func(method, path, contentType, actor string, body []byte) int {

@@ -11,6 +11,7 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/protocol/opwire"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/bodybudget"
 	"github.com/synclane/synclane/transport/httperr"
 )
@@ -20,11 +21,6 @@ const RouteOperations = "operations"
 
 // RouteOperationWatches labels GET <mount>/operations/realtime.
 const RouteOperationWatches = "operation_watches"
-
-// MaxOperationBodyBytes caps a decompressed operation request body (one
-// operation per request; its params are bounded by this too). A larger
-// body is answered 413 with operation.invalid_request.
-const MaxOperationBodyBytes = 1 << 20
 
 // OperationsHandler serves POST <mount>/operations (REMOTE.md revision 1):
 // one tagged-value request (opwire.ContentType) per HTTP request, a thin
@@ -39,9 +35,9 @@ const MaxOperationBodyBytes = 1 << 20
 // sync.schema_not_ready 503, sync.internal_error 500). Refusals before
 // decoding use the sync route's forms: authentication failures the JSON
 // error body (401 by default), another content type 415 and a body over
-// MaxOperationBodyBytes (or Options.MaxBodyBytes when smaller) 413, both
-// as encoded operation.invalid_request errors. Request bodies may be gzip
-// or zstd encoded.
+// bodybudget.MaxOperationBodyBytes (or Options.MaxBodyBytes when smaller)
+// 413, both as encoded operation.invalid_request errors. Request bodies
+// may be gzip or zstd encoded.
 type OperationsHandler struct {
 	eng  *engine.Engine
 	opts Options
@@ -50,8 +46,8 @@ type OperationsHandler struct {
 // NewOperationsHandler returns the operations handler for eng; opts.Auth
 // authenticates every request (fail closed without one).
 func NewOperationsHandler(eng *engine.Engine, opts Options) *OperationsHandler {
-	if opts.MaxBodyBytes <= 0 || opts.MaxBodyBytes > MaxOperationBodyBytes {
-		opts.MaxBodyBytes = MaxOperationBodyBytes
+	if opts.MaxBodyBytes <= 0 || opts.MaxBodyBytes > bodybudget.MaxOperationBodyBytes {
+		opts.MaxBodyBytes = bodybudget.MaxOperationBodyBytes
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
@@ -84,7 +80,7 @@ func (h *OperationsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeOpError(w, http.StatusUnsupportedMediaType, syncerr.New(syncerr.OperationInvalidRequest, "content type must be %s, got %q", opwire.ContentType, ct))
 		return
 	}
-	id, ok := Authenticate(w, r, h.eng, h.opts.Auth, "httpsync.operations")
+	id, ok := auth.Authenticate(w, r, h.eng, h.opts.Auth, "httpsync.operations")
 	if !ok {
 		return
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage/sqlite"
+	"github.com/synclane/synclane/transport/auth"
+	"github.com/synclane/synclane/transport/bodybudget"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -56,7 +58,7 @@ func newOperationsServer(t *testing.T) (*httptest.Server, *int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	srv := httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: httpsync.DevAuth{}}}))
+	srv := httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: auth.DevAuth{}}}))
 	t.Cleanup(srv.Close)
 	return srv, runs
 }
@@ -114,7 +116,7 @@ func TestOperationsHTTP(t *testing.T) {
 		{"no authentication", opwire.ContentType, valid, "", 401, syncerr.AuthRequired, true},
 		{"not a tagged value", opwire.ContentType, []byte(`{"revision":1}`), "ada", 400, syncerr.OperationInvalidRequest, false},
 		{"truncated", opwire.ContentType, valid[:len(valid)-3], "ada", 400, syncerr.OperationInvalidRequest, false},
-		{"body over 1 MiB", opwire.ContentType, append(bytes.Repeat([]byte(" "), httpsync.MaxOperationBodyBytes), valid...), "ada", 413, syncerr.OperationInvalidRequest, false},
+		{"body over 1 MiB", opwire.ContentType, append(bytes.Repeat([]byte(" "), bodybudget.MaxOperationBodyBytes), valid...), "ada", 413, syncerr.OperationInvalidRequest, false},
 		{"forbidden scope", opwire.ContentType, bytes.Replace(valid, []byte(`"v":"L"`), []byte(`"v":"M"`), 1), "ada", 403, syncerr.OperationForbidden, false},
 		{"unknown operation", opwire.ContentType, bytes.Replace(valid, []byte("todosByList"), []byte("nope"), 1), "ada", 404, syncerr.OperationUnknown, false},
 	}

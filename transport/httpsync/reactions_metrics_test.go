@@ -14,6 +14,7 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage/memory"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -36,7 +37,7 @@ func TestMetricsShowReactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	srv := httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: httpsync.DevAuth{}}}))
+	srv := httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: auth.DevAuth{}}}))
 	t.Cleanup(srv.Close)
 	c := &httpsync.Client{URL: srv.URL + "/sync", ClientID: "m", Header: http.Header{"X-Actor": {"ada"}}}
 	codec := ssp2.NewRowCodec(s.Table("todos").Columns)

@@ -14,6 +14,7 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/memory"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -41,7 +42,7 @@ func TestReadyzHidesStorageErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	srv := httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: httpsync.DevAuth{}}, Ready: eng.Ready}))
+	srv := httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: auth.DevAuth{}}, Ready: eng.Ready}))
 	t.Cleanup(srv.Close)
 	get := func() (int, string) {
 		res, err := http.Get(srv.URL + "/readyz")

@@ -11,6 +11,8 @@ import (
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/auth"
+	"github.com/synclane/synclane/transport/httperr"
 )
 
 // ScopesHeader carries the requested scope map of a segment download as
@@ -49,7 +51,7 @@ func (h *SegmentHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Vary", "Authorization, X-Syncular-Scopes, Accept-Encoding")
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, http.StatusMethodNotAllowed, syncerr.New(syncerr.InvalidRequest, "use GET for segments"))
+		httperr.WriteStatus(w, http.StatusMethodNotAllowed, syncerr.New(syncerr.InvalidRequest, "use GET for segments"))
 		return
 	}
 	if st := r.URL.Query().Get("st"); st != "" {
@@ -58,7 +60,7 @@ func (h *SegmentHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.answer(w, r, rid, "", seg, err)
 		return
 	}
-	id, ok := Authenticate(w, r, h.eng, h.opts.Auth, "httpsync.segments")
+	id, ok := auth.Authenticate(w, r, h.eng, h.opts.Auth, "httpsync.segments")
 	if !ok {
 		return
 	}
@@ -66,7 +68,7 @@ func (h *SegmentHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	raw := r.Header.Get(ScopesHeader)
 	var requested map[string][]string
 	if raw == "" || json.Unmarshal([]byte(raw), &requested) != nil {
-		writeError(w, 0, syncerr.New(syncerr.InvalidRequest, "%s must hold the requested scope map as JSON", ScopesHeader))
+		httperr.Write(w, syncerr.New(syncerr.InvalidRequest, "%s must hold the requested scope map as JSON", ScopesHeader))
 		return
 	}
 	seg, err := h.eng.Segment(r.Context(), id, segID, requested)
@@ -81,7 +83,7 @@ func (h *SegmentHandler) answer(w http.ResponseWriter, r *http.Request, rid, par
 		if e.Code == syncerr.InternalError {
 			h.opts.Logger.Warn("segment download failed", zap.String("request_id", rid), zap.String("partition", partition), zap.Error(err))
 		}
-		writeError(w, 0, e)
+		httperr.Write(w, e)
 		return
 	}
 	etag := `"` + seg.Meta.ID + `"`

@@ -16,6 +16,7 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage/memory"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -47,7 +48,7 @@ func TestWriteTimeoutCutsOffClientThatNeverReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	h := httpsync.NewHandler(eng, httpsync.Options{Auth: httpsync.DevAuth{}, MaxBodyBytes: 8 << 20, WriteTimeout: 300 * time.Millisecond})
+	h := httpsync.NewHandler(eng, httpsync.Options{Auth: auth.DevAuth{}, MaxBodyBytes: 8 << 20, WriteTimeout: 300 * time.Millisecond})
 	var bootstraps atomic.Int32
 	returned := make(chan time.Duration, 16)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

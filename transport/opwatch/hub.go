@@ -28,7 +28,7 @@
 //
 // Limits: Options.MaxWatches per connection (default 32; more is
 // operation.invalid_request), messages of at most
-// httpsync.MaxOperationBodyBytes (larger: the socket is closed with status
+// bodybudget.MaxOperationBodyBytes (larger: the socket is closed with status
 // 1009), Options.MaxConnections sockets (default 1000; more get HTTP 429
 // sync.websocket_connection_limit), and a socket that cannot take a
 // message within Options.WriteTimeout (default 10 s) is closed.
@@ -47,13 +47,15 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
-	"github.com/synclane/synclane/transport/httpsync"
+	"github.com/synclane/synclane/transport/auth"
+	"github.com/synclane/synclane/transport/bodybudget"
+	"github.com/synclane/synclane/transport/httperr"
 )
 
 // Options configure a Hub.
 type Options struct {
 	// Auth authenticates every upgrade (required; fail closed without).
-	Auth httpsync.Authenticator
+	Auth auth.Authenticator
 	// Logger receives connection-level logs (default: no-op).
 	Logger *zap.Logger
 	// MaxWatches bounds the active watches of one connection (default 32).
@@ -231,12 +233,12 @@ func (h *Hub) touches(p string, after int64, tables []string, seq int64, memo ma
 // ServeHTTP upgrades an authenticated GET to a watch socket.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	eng := h.eng.Load()
-	id, ok := httpsync.AuthenticateUpgrade(w, r, eng, h.opts.Auth, "opwatch", "operation watches")
+	id, ok := auth.AuthenticateUpgrade(w, r, eng, h.opts.Auth, "opwatch", "operation watches")
 	if !ok {
 		return
 	}
 	if id.ActorID == "" || id.Partition == "" {
-		httpsync.WriteError(w, syncerr.New(syncerr.AuthRequired, "no authenticated actor or partition"))
+		httperr.Write(w, syncerr.New(syncerr.AuthRequired, "no authenticated actor or partition"))
 		return
 	}
 	c := &conn{hub: h, eng: eng, id: id, watches: map[string]*watch{}}
@@ -246,11 +248,11 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case h.closed:
 		h.mu.Unlock()
-		httpsync.WriteErrorStatus(w, http.StatusServiceUnavailable, syncerr.New(syncerr.InternalError, "the server is shutting down"))
+		httperr.WriteStatus(w, http.StatusServiceUnavailable, syncerr.New(syncerr.InternalError, "the server is shutting down"))
 		return
 	case len(h.conns) >= h.opts.MaxConnections:
 		h.mu.Unlock()
-		httpsync.WriteError(w, syncerr.New(syncerr.WebsocketConnLimit, "too many watch sockets; retry later"))
+		httperr.Write(w, syncerr.New(syncerr.WebsocketConnLimit, "too many watch sockets; retry later"))
 		return
 	}
 	h.conns[c] = struct{}{}
@@ -268,7 +270,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.log.Debug("watch upgrade failed", zap.Error(err))
 		return
 	}
-	ws.SetReadLimit(httpsync.MaxOperationBodyBytes)
+	ws.SetReadLimit(bodybudget.MaxOperationBodyBytes)
 	c.ws = ws
 	c.serve()
 }

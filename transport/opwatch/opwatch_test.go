@@ -19,6 +19,7 @@ import (
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/sqlite"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
 	"github.com/synclane/synclane/transport/opwatch"
 )
@@ -58,7 +59,7 @@ func newEnvWith(t *testing.T, wrap func(*sqlite.Store) storage.Store) *env {
 		Coverage: []operations.Coverage{{Table: "todos", Params: map[string]string{"list_id": "list"}}}}); err != nil {
 		t.Fatal(err)
 	}
-	hub := opwatch.New(opwatch.Options{Auth: httpsync.DevAuth{}})
+	hub := opwatch.New(opwatch.Options{Auth: auth.DevAuth{}})
 	cfg := engine.Config{Schema: s, Store: wrap(st), Operations: reg,
 		Resolver: engine.ScopeResolverFunc(func(context.Context, engine.Identity) (map[string][]string, error) {
 			return map[string][]string{"list_id": {"L"}}, nil
@@ -69,7 +70,7 @@ func newEnvWith(t *testing.T, wrap func(*sqlite.Store) storage.Store) *env {
 		t.Fatal(err)
 	}
 	hub.Start(eng)
-	srv := httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: httpsync.DevAuth{}}, OperationWatches: hub}))
+	srv := httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: auth.DevAuth{}}, OperationWatches: hub}))
 	t.Cleanup(func() {
 		srv.Close()
 		hub.Close()

@@ -15,7 +15,7 @@ import (
 
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
-	"github.com/synclane/synclane/transport/httpsync"
+	"github.com/synclane/synclane/transport/httperr"
 )
 
 // ErrClosed is returned by Client calls after the socket ended.
@@ -85,7 +85,7 @@ func Dial(ctx context.Context, endpoint, clientID string, opts DialOptions) (*Cl
 	if err != nil {
 		if resp != nil && resp.Body != nil {
 			b, _ := io.ReadAll(resp.Body)
-			var eb httpsync.ErrorBody
+			var eb httperr.Body
 			if json.Unmarshal(b, &eb) == nil && eb.Code != "" {
 				return nil, &syncerr.Error{Code: syncerr.Code(eb.Code), Message: eb.Message, Details: eb.Details, Err: fmt.Errorf("HTTP %d", resp.StatusCode)}
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/sqlite"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
 	"github.com/synclane/synclane/transport/httpsync/httpsynctest"
 	"github.com/synclane/synclane/transport/realtime"
@@ -51,9 +52,9 @@ type fixtureOpts struct {
 	flush    time.Duration
 	// ops, when set, builds the engine's remote operation registry.
 	ops func(*schema.Schema) *operations.Registry
-	// auth, when set, authenticates instead of httpsync.DevAuth (hub and
+	// auth, when set, authenticates instead of auth.DevAuth (hub and
 	// POST /sync alike).
-	auth httpsync.Authenticator
+	auth auth.Authenticator
 }
 
 func newFixture(t *testing.T, o fixtureOpts) *fixture {
@@ -68,7 +69,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		f.store = st
 	}
 	if o.auth == nil {
-		o.auth = httpsync.DevAuth{}
+		o.auth = auth.DevAuth{}
 	}
 	o.hub.Auth = o.auth
 	f.hub = realtime.New(o.hub)
@@ -261,7 +262,7 @@ func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 func (f *fixture) waitLive(t *testing.T, clientID string) {
 	t.Helper()
 	waitFor(t, clientID+" live", 5*time.Second, func() bool {
-		for _, s := range f.hub.Sessions(httpsync.DefaultPartition) {
+		for _, s := range f.hub.Sessions(auth.DefaultPartition) {
 			if s.ClientID == clientID && s.Live {
 				return true
 			}

@@ -40,8 +40,9 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/bodybudget"
-	"github.com/synclane/synclane/transport/httpsync"
+	"github.com/synclane/synclane/transport/httperr"
 )
 
 // Defaults of Options.
@@ -62,9 +63,9 @@ const (
 // Options configure a Hub. Zero values take the defaults above.
 type Options struct {
 	// Auth authenticates the upgrade request (required), with the same
-	// authenticator as POST /sync (httpsync.JWTAuth accepts the
+	// authenticator as POST /sync (auth.JWTAuth accepts the
 	// access_token query parameter on upgrades only).
-	Auth httpsync.Authenticator
+	Auth auth.Authenticator
 	// Logger receives the hub's logs (default: no-op).
 	Logger *zap.Logger
 	// MaxConnections caps the sockets of this hub; an upgrade beyond it is
@@ -96,7 +97,7 @@ type Options struct {
 	// presence.too_large.
 	MaxPresenceBytes int
 	// MaxRequestBytes bounds one socket round's request (default
-	// httpsync.DefaultMaxBodyBytes, like POST /sync); a larger one closes
+	// bodybudget.DefaultMaxBodyBytes, like POST /sync); a larger one closes
 	// the socket (1009).
 	MaxRequestBytes int64
 	// BodyBudget is the in-flight request-body budget the socket rounds'
@@ -148,7 +149,7 @@ func (o *Options) defaults() {
 		o.WriteTimeout = DefaultWriteTimeout
 	}
 	if o.MaxRequestBytes <= 0 {
-		o.MaxRequestBytes = httpsync.DefaultMaxBodyBytes
+		o.MaxRequestBytes = bodybudget.DefaultMaxBodyBytes
 	}
 	if o.RoundTimeout <= 0 {
 		o.RoundTimeout = DefaultRoundTimeout
@@ -493,33 +494,33 @@ func (h *Hub) releasePart(p *part) {
 // client's registrations, upgrade, send hello.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	eng := h.eng.Load()
-	id, ok := httpsync.AuthenticateUpgrade(w, r, eng, h.opts.Auth, "realtime", "realtime")
+	id, ok := auth.AuthenticateUpgrade(w, r, eng, h.opts.Auth, "realtime", "realtime")
 	if !ok {
 		return
 	}
 	clientID := r.URL.Query().Get("clientId")
 	if verr := partition.ValidateClientID(clientID); verr != nil {
-		httpsync.WriteError(w, verr)
+		httperr.Write(w, verr)
 		return
 	}
 	if verr := partition.ValidateIdentity(id.ActorID, id.Partition); verr != nil {
-		httpsync.WriteError(w, verr)
+		httperr.Write(w, verr)
 		return
 	}
 	if !isUpgrade(r) {
-		httpsync.WriteErrorStatus(w, http.StatusUpgradeRequired, syncerr.New(syncerr.InvalidRequest, "GET /realtime needs a WebSocket upgrade"))
+		httperr.WriteStatus(w, http.StatusUpgradeRequired, syncerr.New(syncerr.InvalidRequest, "GET /realtime needs a WebSocket upgrade"))
 		return
 	}
 	h.mu.Lock()
 	switch {
 	case h.closed:
 		h.mu.Unlock()
-		httpsync.WriteErrorStatus(w, http.StatusServiceUnavailable, syncerr.New(syncerr.InternalError, "the server is shutting down; retry"))
+		httperr.WriteStatus(w, http.StatusServiceUnavailable, syncerr.New(syncerr.InternalError, "the server is shutting down; retry"))
 		return
 	case h.sockets >= h.opts.MaxConnections:
 		h.mu.Unlock()
 		h.stats.refusedLimit.Add(1)
-		httpsync.WriteError(w, syncerr.New(syncerr.WebsocketConnLimit, "this server holds its maximum of %d realtime sockets; retry later", h.opts.MaxConnections))
+		httperr.Write(w, syncerr.New(syncerr.WebsocketConnLimit, "this server holds its maximum of %d realtime sockets; retry later", h.opts.MaxConnections))
 		return
 	}
 	h.sockets++
@@ -564,7 +565,7 @@ func (h *Hub) connect(w http.ResponseWriter, r *http.Request, eng *engine.Engine
 	fail := func(err error) bool {
 		p.unregister(s)
 		h.releasePart(p)
-		httpsync.WriteError(w, err)
+		httperr.Write(w, err)
 		return false
 	}
 	st, err := eng.ClientState(r.Context(), s.ident, s.clientID)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
-	"github.com/synclane/synclane/transport/httpsync"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/realtime"
 )
 
@@ -118,7 +118,7 @@ func TestDeltaAndAck(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "B's stored cursor", 5*time.Second, func() bool {
-		rec, err := f.store.GetClient(ctx, httpsync.DefaultPartition, "b")
+		rec, err := f.store.GetClient(ctx, auth.DefaultPartition, "b")
 		return err == nil && rec != nil && rec.Cursor == seq
 	})
 
@@ -235,7 +235,7 @@ func TestSlowReader(t *testing.T) {
 		}
 	}()
 	waitFor(t, "the non-reading socket to be closed", 20*time.Second, func() bool {
-		for _, s := range f.hub.Sessions(httpsync.DefaultPartition) {
+		for _, s := range f.hub.Sessions(auth.DefaultPartition) {
 			if s.ClientID == "c" {
 				maxQueued = max(maxQueued, s.Queued)
 			}
@@ -251,7 +251,7 @@ func TestSlowReader(t *testing.T) {
 		t.Fatalf("the non-reading socket's close is logged %d times (want once, at info, with a reason): %+v", len(e), e)
 	}
 	waitFor(t, "the closed socket to be unregistered", 15*time.Second, func() bool {
-		for _, s := range f.hub.Sessions(httpsync.DefaultPartition) {
+		for _, s := range f.hub.Sessions(auth.DefaultPartition) {
 			if s.ClientID == "c" {
 				return false
 			}
@@ -271,7 +271,7 @@ func TestEpochRotationWakesReset(t *testing.T) {
 	}
 	bs := f.mustDial(ctx, "bob", "b")
 	f.waitLive(t, "b")
-	if _, err := f.store.RotateLogEpoch(ctx, httpsync.DefaultPartition, time.Now().UnixMilli()); err != nil {
+	if _, err := f.store.RotateLogEpoch(ctx, auth.DefaultPartition, time.Now().UnixMilli()); err != nil {
 		t.Fatal(err)
 	}
 	w := f.httpClient("ada", "w") // acquires the new epoch

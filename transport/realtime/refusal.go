@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/synclane/synclane/protocol/syncerr"
-	"github.com/synclane/synclane/transport/httpsync"
+	"github.com/synclane/synclane/transport/httperr"
 )
 
 // maxRefusalText bounds the refusal text a refusalWriter keeps.
@@ -61,6 +61,6 @@ func (w *refusalWriter) answer() bool {
 	if msg == "" {
 		msg = http.StatusText(w.status)
 	}
-	httpsync.WriteErrorStatus(w.ResponseWriter, w.status, syncerr.New(code, "WebSocket upgrade refused: %s", msg))
+	httperr.WriteStatus(w.ResponseWriter, w.status, syncerr.New(code, "WebSocket upgrade refused: %s", msg))
 	return true
 }

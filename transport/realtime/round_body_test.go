@@ -14,6 +14,7 @@ import (
 
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/bodybudget"
 	"github.com/synclane/synclane/transport/httpsync"
 	"github.com/synclane/synclane/transport/httpsync/httpsynctest"
@@ -92,7 +93,7 @@ func TestPipelinedRoundClosesTheSocket(t *testing.T) {
 		}
 	}
 	entries := closedLog(logs, "w")
-	if len(entries) != 2 || entries[0].ContextMap()["reason"] != "pipelining" || entries[0].ContextMap()["partition"] != httpsync.DefaultPartition {
+	if len(entries) != 2 || entries[0].ContextMap()["reason"] != "pipelining" || entries[0].ContextMap()["partition"] != auth.DefaultPartition {
 		t.Fatalf("close logs: %+v", entries)
 	}
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -54,7 +55,7 @@ func TestSocketRoundEqualsHTTP(t *testing.T) {
 		push(t, ctx, w, id, "groceries", "item "+id)
 	}
 	s := f.mustDial(ctx, "ada", "r")
-	if len(f.hub.Sessions(httpsync.DefaultPartition)[0].Keys) != 0 {
+	if len(f.hub.Sessions(auth.DefaultPartition)[0].Keys) != 0 {
 		t.Fatal("a client that never pulled is registered on keys")
 	}
 
@@ -88,7 +89,7 @@ func TestSocketRoundEqualsHTTP(t *testing.T) {
 		}
 	}
 	// The pull registered the socket on the list's key at once.
-	if k := f.hub.Sessions(httpsync.DefaultPartition)[0].Keys; len(k) != 1 || k[0] != "list:groceries" {
+	if k := f.hub.Sessions(auth.DefaultPartition)[0].Keys; len(k) != 1 || k[0] != "list:groceries" {
 		t.Fatalf("keys after a round with a pull: %v", k)
 	}
 
@@ -118,7 +119,7 @@ func TestSocketRoundEqualsHTTP(t *testing.T) {
 	checkError(bad, syncerr.UnknownTable)
 	checkError(encodeReq(t, "other", epoch, &ssp2.PullHeader{Accept: ssp2.AcceptInlineRows}), syncerr.InvalidClientID)
 	// A failed round leaves the registrations unchanged.
-	if k := f.hub.Sessions(httpsync.DefaultPartition)[0].Keys; len(k) != 1 {
+	if k := f.hub.Sessions(auth.DefaultPartition)[0].Keys; len(k) != 1 {
 		t.Fatalf("keys after failed rounds: %v", k)
 	}
 

@@ -11,7 +11,7 @@ import (
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/postgres/pgtest"
-	"github.com/synclane/synclane/transport/httpsync"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync/httpsynctest"
 	"github.com/synclane/synclane/transport/realtime"
 )
@@ -59,7 +59,7 @@ func (g *guarded) rows(list string) map[string]string {
 // serverRows reads the partition's todos of list from storage.
 func serverRows(t *testing.T, ctx context.Context, st storage.Store, list string) map[string]string {
 	t.Helper()
-	recs, err := st.ScanRows(ctx, httpsync.DefaultPartition, storage.RowQuery{Table: rowTable, Scopes: map[string][]string{"list_id": {list}}, Limit: 100_000})
+	recs, err := st.ScanRows(ctx, auth.DefaultPartition, storage.RowQuery{Table: rowTable, Scopes: map[string][]string{"list_id": {list}}, Limit: 100_000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,9 +184,9 @@ func TestReconnectStorm(t *testing.T) {
 	// Follow that is still in its first catch-up round closes its socket
 	// (an abandoned round), which a loaded machine makes likely for the
 	// last client to connect.
-	sessions := f.hub.Sessions(httpsync.DefaultPartition)
+	sessions := f.hub.Sessions(auth.DefaultPartition)
 	waitFor(t, "dropped sockets to be unregistered and the final ones registered", 30*time.Second, func() bool {
-		sessions = f.hub.Sessions(httpsync.DefaultPartition)
+		sessions = f.hub.Sessions(auth.DefaultPartition)
 		if len(sessions) != clients || f.hub.Stats().Sockets != clients {
 			return false // (a socket is counted until just after it is unregistered)
 		}

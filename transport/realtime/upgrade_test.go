@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/auth"
+	"github.com/synclane/synclane/transport/httperr"
 	"github.com/synclane/synclane/transport/httpsync"
 	"github.com/synclane/synclane/transport/httpsync/httpsynctest"
 	"github.com/synclane/synclane/transport/realtime"
@@ -51,7 +53,7 @@ func TestDevUpgradeByQuery(t *testing.T) {
 		t.Fatalf("hello: %+v", h)
 	}
 	f.waitLiveIn(t, "team", "b")
-	if n := len(f.hub.Sessions(httpsync.DefaultPartition)); n != 0 {
+	if n := len(f.hub.Sessions(auth.DefaultPartition)); n != 0 {
 		t.Fatalf("%d sockets in the default partition; the query named partition team", n)
 	}
 	a := &httpsync.Client{URL: f.srv.URL + "/sync", ClientID: "a", Header: team("ada")}
@@ -85,9 +87,9 @@ func TestDevUpgradeByQuery(t *testing.T) {
 // refused whatever the query says.
 func TestJWTUpgradeIgnoresDevQuery(t *testing.T) {
 	secret := []byte("0123456789abcdef0123456789abcdef")
-	f := newFixture(t, fixtureOpts{auth: httpsync.JWTAuth{Secret: secret}})
+	f := newFixture(t, fixtureOpts{auth: auth.JWTAuth{Secret: secret}})
 	ctx := ctxT(t)
-	tok := httpsync.SignJWT(secret, map[string]any{"sub": "ada", "partition": "p1", "exp": time.Now().Add(time.Hour).Unix()})
+	tok := auth.SignJWT(secret, map[string]any{"sub": "ada", "partition": "p1", "exp": time.Now().Add(time.Hour).Unix()})
 	c, err := realtime.Dial(ctx, f.srv.URL+"/realtime?actor=eve&partition=p2&access_token="+url.QueryEscape(tok), "c1", realtime.DialOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +164,7 @@ func TestUpgradeRefusalsAreJSON(t *testing.T) {
 		}
 		body, _ := io.ReadAll(res.Body)
 		res.Body.Close()
-		var eb httpsync.ErrorBody
+		var eb httperr.Body
 		if res.StatusCode != status || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") ||
 			json.Unmarshal(body, &eb) != nil || eb.Code != string(code) || eb.Message == "" {
 			t.Errorf("%s: %d %s %q, want %d with JSON code %s", name, res.StatusCode, res.Header.Get("Content-Type"), body, status, code)

@@ -10,6 +10,7 @@ import (
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/postgres/pgtest"
+	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
 	"github.com/synclane/synclane/transport/realtime"
 )
@@ -86,7 +87,7 @@ func TestWakeOnlyForCommitsTouchingItsKeys(t *testing.T) {
 	if got := catchupWakes(f.hub) - before; got != 3 {
 		t.Fatalf("%d wake-ups after the pull; want 3", got)
 	}
-	for _, s := range f.hub.Sessions(httpsync.DefaultPartition) {
+	for _, s := range f.hub.Sessions(auth.DefaultPartition) {
 		if s.ClientID == "never-pulled" && (s.Queued != 0 || len(s.Keys) != 0) {
 			t.Fatalf("the socket that never pulled: %+v", s)
 		}

@@ -17,7 +17,8 @@ import (
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/segstore"
-	"github.com/synclane/synclane/transport/httpsync"
+	"github.com/synclane/synclane/transport/auth"
+	"github.com/synclane/synclane/transport/httperr"
 )
 
 // Limits of the control surface's inputs.
@@ -327,7 +328,7 @@ func partitionOf(r *http.Request) string {
 	if p := strings.TrimSpace(r.Header.Get("x-partition")); p != "" {
 		return p
 	}
-	return httpsync.DefaultPartition
+	return auth.DefaultPartition
 }
 
 // readJSON decodes a bounded JSON body into v, answering 400 on bad input.
@@ -358,10 +359,10 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 func writeError(w http.ResponseWriter, status int, e *syncerr.Error) {
 	if status == 0 {
-		httpsync.WriteError(w, e)
+		httperr.Write(w, e)
 		return
 	}
-	httpsync.WriteErrorStatus(w, status, e)
+	httperr.WriteStatus(w, status, e)
 }
 
 func unsupported(w http.ResponseWriter, feature string) {
