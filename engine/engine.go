@@ -144,20 +144,20 @@ type Config struct {
 	OnCommit func(partition string, maxSeq int64)
 	// OnCommitKeys, when set, is called for this process's commits (never
 	// for Feed's) right before their transaction commits, with the scope
-	// keys each touches (see partition.CommitKeys), so realtime wakes only
+	// keys each touches (see CommitKeys), so realtime wakes only
 	// the sockets registered on them; OnCommitOutcome follows with whether
 	// they became durable (before OnCommit reports them; false when rolled
 	// back or the outcome is unknown). They must not block; a panic in
 	// them is logged and swallowed.
-	OnCommitKeys    func(partition string, commits []partition.CommitKeys)
+	OnCommitKeys    func(partition string, commits []CommitKeys)
 	OnCommitOutcome func(partition string, durable bool)
 	// OnRegistration, when set, is called from the partition's actor after
 	// each served round of a client is recorded: its wire version and, for
 	// rounds carrying a pull, its new registered subscriptions (see
-	// partition.Registration). It must not block; realtime sockets follow
+	// Registration). It must not block; realtime sockets follow
 	// their client's registrations through it. A panic in it is logged
 	// and swallowed.
-	OnRegistration func(partition string, r partition.Registration)
+	OnRegistration func(partition string, r Registration)
 	// Segments stores the rows segments bootstraps hand out by reference
 	// (default: an in-memory store). Use segstore.OpenSQLiteFile for the
 	// embedded mode and segstore.OpenPostgres when processes share a

@@ -4,6 +4,9 @@ import (
 	"fmt"
 
 	"github.com/synclane/synclane/partition"
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
 )
 
 // Host write hooks: the types a host implements, re-exported from package
@@ -39,4 +42,16 @@ func configureHooks(cfg Config, pc *partition.Config) error {
 	}
 	pc.Hooks = partition.Hooks{Validators: cfg.Validators, CommitValidator: cfg.CommitValidator}
 	return nil
+}
+
+// EqualValue reports whether two decoded row values (elements of an
+// ssp2.Row, as RowWrite.Row and RowWrite.Stored hold them) are equal: the
+// same Go type and value, floats bit for bit, json values by their raw
+// text, bytes by content.
+func EqualValue(a, b any) bool { return partition.EqualValue(a, b) }
+
+// ExtractScopes returns scope variable → value for every declared scope
+// variable of t, read from row; a missing value is sync.missing_scopes.
+func ExtractScopes(t *schema.Table, row ssp2.Row) (map[string]string, *syncerr.Error) {
+	return partition.ExtractScopes(t, row)
 }

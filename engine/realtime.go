@@ -14,15 +14,75 @@ import (
 // each reaches the partition's actor as a job, so sockets read client
 // records and the log only where the actor owns them.
 
+// The types a realtime transport exchanges with the engine, re-exported
+// from package partition (whose actor builds them) so a transport needs
+// only this package. See the partition types for their fields.
+type (
+	// ClientState is what a connecting socket starts from (ClientState).
+	ClientState = partition.ClientState
+	// StoredSubscription is a registered subscription as loaded from a
+	// client record (ClientState.Subscriptions).
+	StoredSubscription = partition.StoredSubscription
+	// Registration is a served round of a client, reported through
+	// Config.OnRegistration.
+	Registration = partition.Registration
+	// RegisteredSubscription is one subscription of a Registration.
+	RegisteredSubscription = partition.RegisteredSubscription
+	// CommitKeys are the scope keys one commit touches, reported through
+	// Config.OnCommitKeys.
+	CommitKeys = partition.CommitKeys
+	// DeltaRequest asks BuildDeltas for the sections of groups of sockets.
+	DeltaRequest = partition.DeltaRequest
+	// DeltaGroup is the subscription set of sockets that share it.
+	DeltaGroup = partition.DeltaGroup
+	// DeltaSub is one subscription a delta continues.
+	DeltaSub = partition.DeltaSub
+	// DeltaSections is one group's answer in a DeltaResult.
+	DeltaSections = partition.DeltaSections
+	// DeltaResult answers a DeltaRequest.
+	DeltaResult = partition.DeltaResult
+	// Ack is one client's acknowledgement of deltas, recorded by Ack.
+	Ack = partition.Ack
+	// Allowed is a scope resolution's result: scope variable to allowed
+	// values (Resolve).
+	Allowed = partition.Allowed
+)
+
+// ValidateIdentity checks an authenticated actor id and partition name
+// against the identifier limits, as every engine call does; a transport
+// checks it before it holds a connection for the identity.
+func ValidateIdentity(actorID, partitionName string) *syncerr.Error {
+	return partition.ValidateIdentity(actorID, partitionName)
+}
+
+// ValidateClientID checks a clientId given outside an SSP2 request (a
+// realtime connect's query parameter) against the identifier limits.
+func ValidateClientID(clientID string) *syncerr.Error { return partition.ValidateClientID(clientID) }
+
+// CheckClientID validates clientID, used by actorID, against the actor it
+// is bound to in its partition (boundActor, "" when unbound), as a sync
+// request's clientId is checked.
+func CheckClientID(clientID, actorID, boundActor string) *syncerr.Error {
+	return partition.CheckClientID(clientID, actorID, boundActor)
+}
+
+// Effective computes a subscription's effective scopes from its requested
+// scope map and the actor's Allowed map (resolved false: the resolver
+// failed), as a pull does; revoked reports a subscription left with no
+// effective scope.
+func Effective(requested map[string][]string, allowed Allowed, resolved bool) (effective map[string][]string, revoked bool) {
+	return partition.Effective(requested, allowed, resolved)
+}
+
 // Now returns the engine's clock (Config.Now).
 func (e *Engine) Now() time.Time { return e.cfg.Now() }
 
 // ClientState returns the state a realtime socket of clientID in id's
 // partition starts from: the partition's registry entry and the client's
 // record (bindings, registered subscriptions, cursor).
-func (e *Engine) ClientState(ctx context.Context, id Identity, clientID string) (partition.ClientState, error) {
+func (e *Engine) ClientState(ctx context.Context, id Identity, clientID string) (ClientState, error) {
 	if verr := partition.ValidateIdentity(id.ActorID, id.Partition); verr != nil {
-		return partition.ClientState{}, verr
+		return ClientState{}, verr
 	}
 	j := partition.NewClientJob(ctx, clientID)
 	e.runtime.Submit(id.Partition, j)
@@ -36,22 +96,22 @@ func (e *Engine) ClientState(ctx context.Context, id Identity, clientID string) 
 // Resolve runs the scope resolver for id, as Sync does once per request:
 // ok is false when it failed (every subscription is then revoked) or
 // returned a variable no table declares.
-func (e *Engine) Resolve(ctx context.Context, id Identity) (allowed partition.Allowed, ok bool) {
+func (e *Engine) Resolve(ctx context.Context, id Identity) (allowed Allowed, ok bool) {
 	grants, err := e.resolveScopes(ctx, id)
 	if err != nil {
 		e.cfg.Logger.Warn("scope resolver failed", zap.String("actor", id.ActorID),
 			zap.String("partition", id.Partition), zap.Error(err))
 		return nil, false
 	}
-	if partition.ValidateAllowed(e.cfg.Schema, partition.Allowed(grants)) != nil {
+	if partition.ValidateAllowed(e.cfg.Schema, Allowed(grants)) != nil {
 		return nil, false
 	}
-	return partition.Allowed(grants), true
+	return Allowed(grants), true
 }
 
 // BuildDeltas asks the partition's actor for realtime delta sections (see
 // partition.DeltaJob).
-func (e *Engine) BuildDeltas(ctx context.Context, partitionName string, req partition.DeltaRequest) (*partition.DeltaResult, error) {
+func (e *Engine) BuildDeltas(ctx context.Context, partitionName string, req DeltaRequest) (*DeltaResult, error) {
 	j := partition.NewDeltaJob(ctx, req)
 	e.runtime.Submit(partitionName, j)
 	return j.Wait(ctx)
@@ -59,7 +119,7 @@ func (e *Engine) BuildDeltas(ctx context.Context, partitionName string, req part
 
 // Ack records realtime acknowledgements in the partition's client records
 // (see partition.AckJob) and waits until the actor has taken them.
-func (e *Engine) Ack(ctx context.Context, partitionName string, acks []partition.Ack) error {
+func (e *Engine) Ack(ctx context.Context, partitionName string, acks []Ack) error {
 	j := partition.NewAckJob(ctx, acks)
 	e.runtime.Submit(partitionName, j)
 	return j.Wait(ctx)

@@ -44,7 +44,7 @@ func (f AuthenticatorFunc) Authenticate(r *http.Request) (engine.Identity, error
 // parameters actor and partition stand in for them: each header, when
 // given, wins over its parameter. Elsewhere the parameters are ignored.
 // The values are trimmed and then held to the identifier limits like the
-// headers' (partition.ValidateIdentity, applied by every route). It trusts
+// headers' (engine.ValidateIdentity, applied by every route). It trusts
 // the caller completely; never use it in production.
 type DevAuth struct{}
 

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage/blobstore"
@@ -25,16 +24,16 @@ func TestBlobCheckPrecedesValidators(t *testing.T) {
 			var mu sync.Mutex
 			var rowSeen, commitSeen []string // row ids the validators saw
 			s := startBlobServerWith(t, be, false, func(cfg *engine.Config) {
-				cfg.Validators = map[string]engine.RowValidator{"files": func(_ context.Context, w *partition.RowWrite) error {
+				cfg.Validators = map[string]engine.RowValidator{"files": func(_ context.Context, w *engine.RowWrite) error {
 					mu.Lock()
 					rowSeen = append(rowSeen, w.RowID)
 					mu.Unlock()
 					if w.RowID == "veto" {
-						return &partition.Rejection{Code: "app.vetoed", Message: "vetoed"}
+						return &engine.Rejection{Code: "app.vetoed", Message: "vetoed"}
 					}
 					return nil
 				}}
-				cfg.CommitValidator = func(_ context.Context, c *partition.CommitView) error {
+				cfg.CommitValidator = func(_ context.Context, c *engine.CommitView) error {
 					mu.Lock()
 					commitSeen = append(commitSeen, c.ClientCommitID)
 					mu.Unlock()

@@ -3,7 +3,7 @@ package realtime
 import (
 	"sort"
 
-	"github.com/synclane/synclane/partition"
+	"github.com/synclane/synclane/engine"
 )
 
 // Bounds of a partition's commitKeyLog: its newest 4,096 commits, at most
@@ -17,7 +17,7 @@ const (
 )
 
 // commitKeyLog remembers which scope keys this process's newest commits of
-// one partition touch (partition.CommitKeys), so the fan-out wakes a
+// one partition touch (engine.CommitKeys), so the fan-out wakes a
 // socket that is not live only for commits that touch its keys. Keys are
 // announced before their transaction commits (pending) and settled after:
 // a pending commit is undecided (the commit feed may report it first; a
@@ -42,7 +42,7 @@ type keyEntry struct {
 // commit (in seq order). Entries at or past their first seq are replaced
 // (a rolled-back transaction's seqs are used again); one still pending
 // is settled as touching every key (its outcome was never reported).
-func (l *commitKeyLog) announce(commits []partition.CommitKeys) {
+func (l *commitKeyLog) announce(commits []engine.CommitKeys) {
 	if len(commits) == 0 {
 		return
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/synclane/synclane/partition"
+	"github.com/synclane/synclane/engine"
 )
 
 func keySet(ks ...string) map[string]struct{} {
@@ -21,15 +21,15 @@ func keySet(ks ...string) map[string]struct{} {
 // and not at all while a commit is pending.
 func TestCommitKeyLogTouches(t *testing.T) {
 	var l commitKeyLog
-	l.announce([]partition.CommitKeys{{Seq: 5, Keys: []string{"list:a"}}, {Seq: 6, Keys: []string{"list:b", "list:c"}}})
+	l.announce([]engine.CommitKeys{{Seq: 5, Keys: []string{"list:a"}}, {Seq: 6, Keys: []string{"list:b", "list:c"}}})
 	if !l.settle(true) {
 		t.Fatal("settle: nothing was pending")
 	}
-	l.announce([]partition.CommitKeys{{Seq: 7, Keys: []string{"list:a"}}})
+	l.announce([]engine.CommitKeys{{Seq: 7, Keys: []string{"list:a"}}})
 	l.settle(true)
-	l.announce([]partition.CommitKeys{{Seq: 9, Any: true}})
+	l.announce([]engine.CommitKeys{{Seq: 9, Any: true}})
 	l.settle(true)
-	l.announce([]partition.CommitKeys{{Seq: 10, Keys: []string{"list:z"}}})
+	l.announce([]engine.CommitKeys{{Seq: 10, Keys: []string{"list:z"}}})
 	// 10 is pending; 8 has no entry (another process's commit).
 	cases := []struct {
 		after, upTo int64
@@ -66,15 +66,15 @@ func TestCommitKeyLogTouches(t *testing.T) {
 	if touch, _ := l.touches(9, 10, keySet("list:x")); !touch {
 		t.Error("a commit that was not durable does not touch every key")
 	}
-	l.announce([]partition.CommitKeys{{Seq: 10, Keys: []string{"list:y"}}, {Seq: 11, Keys: []string{"list:y"}}})
+	l.announce([]engine.CommitKeys{{Seq: 10, Keys: []string{"list:y"}}, {Seq: 11, Keys: []string{"list:y"}}})
 	l.settle(true)
 	if touch, u := l.touches(9, 11, keySet("list:x")); touch || u != -1 {
 		t.Errorf("seqs 10-11 announced again on list:y touch list:x: %v %d", touch, u)
 	}
 	// A pending commit never settled is settled as "any" by the next
 	// announce.
-	l.announce([]partition.CommitKeys{{Seq: 12, Keys: []string{"list:y"}}})
-	l.announce([]partition.CommitKeys{{Seq: 13, Keys: []string{"list:y"}}})
+	l.announce([]engine.CommitKeys{{Seq: 12, Keys: []string{"list:y"}}})
+	l.announce([]engine.CommitKeys{{Seq: 13, Keys: []string{"list:y"}}})
 	l.settle(true)
 	if touch, _ := l.touches(11, 12, keySet("list:x")); !touch {
 		t.Error("a commit whose outcome was never reported does not touch every key")
@@ -87,7 +87,7 @@ func TestCommitKeyLogTouches(t *testing.T) {
 func TestCommitKeyLogBounds(t *testing.T) {
 	var l commitKeyLog
 	for seq := int64(1); seq <= maxKeyLogCommits+10; seq++ {
-		l.announce([]partition.CommitKeys{{Seq: seq, Keys: []string{"list:a"}}})
+		l.announce([]engine.CommitKeys{{Seq: seq, Keys: []string{"list:a"}}})
 		l.settle(true)
 	}
 	if len(l.entries) != maxKeyLogCommits || l.entries[0].seq != 11 {
@@ -104,7 +104,7 @@ func TestCommitKeyLogBounds(t *testing.T) {
 	for i := range cap(big) {
 		big = append(big, fmt.Sprintf("list:%040d", i))
 	}
-	l2.announce([]partition.CommitKeys{{Seq: 1, Keys: big}})
+	l2.announce([]engine.CommitKeys{{Seq: 1, Keys: big}})
 	l2.settle(true)
 	if !l2.entries[0].any || l2.entries[0].keys != nil {
 		t.Fatalf("a commit with %d keys kept them", len(big))
@@ -112,7 +112,7 @@ func TestCommitKeyLogBounds(t *testing.T) {
 	per := 32 + 100*(len(big[0])+16)
 	n := 2 * maxKeyLogBytes / per
 	for seq := int64(2); seq < int64(2+n); seq++ {
-		l2.announce([]partition.CommitKeys{{Seq: seq, Keys: big[:100]}})
+		l2.announce([]engine.CommitKeys{{Seq: seq, Keys: big[:100]}})
 		l2.settle(true)
 		if l2.bytes > maxKeyLogBytes {
 			t.Fatalf("the log holds %d bytes of keys; the bound is %d", l2.bytes, maxKeyLogBytes)

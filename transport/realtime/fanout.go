@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/ssp2"
 )
 
@@ -27,7 +26,7 @@ func (p *part) kickFanout() {
 
 // buildGroup is the sockets sharing one subscription set and cursors.
 type buildGroup struct {
-	subs     []partition.DeltaSub
+	subs     []engine.DeltaSub
 	sessions []*session
 	gens     []uint64
 }
@@ -98,12 +97,12 @@ func (p *part) collect(target int64) (map[string]*buildGroup, []string) {
 		}
 		key := make([]byte, 0, len(s.groupKey)+32)
 		key = append(key, s.groupKey...)
-		var subs []partition.DeltaSub
+		var subs []engine.DeltaSub
 		for _, x := range s.subs {
 			if x.ready {
 				key = strconv.AppendInt(key, x.cursor, 10)
 				key = append(key, ',')
-				subs = append(subs, partition.DeltaSub{ID: x.id, Table: x.table, Effective: x.eff, Cursor: x.cursor})
+				subs = append(subs, engine.DeltaSub{ID: x.id, Table: x.table, Effective: x.eff, Cursor: x.cursor})
 			}
 		}
 		g := groups[string(key)]
@@ -126,9 +125,9 @@ func (p *part) collect(target int64) (map[string]*buildGroup, []string) {
 // delta once per wire version and queues it on the group's sockets.
 func (p *part) build(target int64, groups map[string]*buildGroup, order []string) {
 	h := p.h
-	req := partition.DeltaRequest{Groups: make([]partition.DeltaGroup, len(order)), LimitChanges: h.opts.DeltaChanges, MaxBytes: h.opts.MaxDeltaBytes}
+	req := engine.DeltaRequest{Groups: make([]engine.DeltaGroup, len(order)), LimitChanges: h.opts.DeltaChanges, MaxBytes: h.opts.MaxDeltaBytes}
 	for i, k := range order {
-		req.Groups[i] = partition.DeltaGroup{Subs: groups[k].subs}
+		req.Groups[i] = engine.DeltaGroup{Subs: groups[k].subs}
 	}
 	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
 	res, err := h.eng.Load().BuildDeltas(ctx, p.name, req)
@@ -147,7 +146,7 @@ func (p *part) build(target int64, groups map[string]*buildGroup, order []string
 	}
 	for i, k := range order {
 		g := groups[k]
-		var sec *partition.DeltaSections
+		var sec *engine.DeltaSections
 		if res != nil {
 			sec = &res.Groups[i]
 		}

@@ -36,7 +36,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
@@ -215,7 +214,7 @@ func (h *Hub) Hooks(cfg *engine.Config) {
 		h.OnCommit(p, seq)
 	}
 	prevKeys := cfg.OnCommitKeys
-	cfg.OnCommitKeys = func(p string, commits []partition.CommitKeys) {
+	cfg.OnCommitKeys = func(p string, commits []engine.CommitKeys) {
 		if prevKeys != nil {
 			prevKeys(p, commits)
 		}
@@ -229,7 +228,7 @@ func (h *Hub) Hooks(cfg *engine.Config) {
 		h.OnCommitOutcome(p, durable)
 	}
 	prevReg := cfg.OnRegistration
-	cfg.OnRegistration = func(p string, r partition.Registration) {
+	cfg.OnRegistration = func(p string, r engine.Registration) {
 		if prevReg != nil {
 			prevReg(p, r)
 		}
@@ -341,7 +340,7 @@ func (h *Hub) OnCommit(partitionName string, maxSeq int64) {
 // not live and has keys). Until OnCommitOutcome, those commits are
 // undecided: a socket is woken for them, or not, once the outcome is
 // known. It never blocks; Hooks installs it as engine.Config.OnCommitKeys.
-func (h *Hub) OnCommitKeys(partitionName string, commits []partition.CommitKeys) {
+func (h *Hub) OnCommitKeys(partitionName string, commits []engine.CommitKeys) {
 	p := h.existing(partitionName)
 	if p == nil {
 		return // no socket: nothing to wake
@@ -373,7 +372,7 @@ func (h *Hub) OnCommitOutcome(partitionName string, durable bool) {
 // sockets then get wake-ups, not deltas, until an ack covers the newest
 // commit they were told about (the pull's answer may still be on its way
 // to the client). It never blocks; Hooks installs it.
-func (h *Hub) OnRegistration(partitionName string, r partition.Registration) {
+func (h *Hub) OnRegistration(partitionName string, r engine.Registration) {
 	p := h.existing(partitionName)
 	if p == nil {
 		return
@@ -415,7 +414,7 @@ func (h *Hub) OnRegistration(partitionName string, r partition.Registration) {
 // registeredFloor is the lowest cursor of a pull's active subscriptions
 // (what the client holds for certain), or def when none has one: commits
 // past it that touch the new keys must still reach the socket.
-func registeredFloor(r partition.Registration, def int64) int64 {
+func registeredFloor(r engine.Registration, def int64) int64 {
 	floor, ok := int64(0), false
 	for _, rs := range r.Subscriptions {
 		if rs.Active && rs.Cursor >= 0 && (!ok || rs.Cursor < floor) {
@@ -429,7 +428,7 @@ func registeredFloor(r partition.Registration, def int64) int64 {
 }
 
 // registeredSubs are the subscriptions of a pull's registration.
-func registeredSubs(r partition.Registration) []sub {
+func registeredSubs(r engine.Registration) []sub {
 	subs := make([]sub, 0, len(r.Subscriptions))
 	for _, rs := range r.Subscriptions {
 		subs = append(subs, sub{id: rs.ID, table: rs.Table, eff: rs.Effective, cursor: rs.Cursor, active: rs.Active, ready: rs.Ready})
@@ -457,7 +456,7 @@ type part struct {
 	undecided bool
 
 	fanRunning, fanDirty bool
-	acks                 map[string]partition.Ack
+	acks                 map[string]engine.Ack
 	ackRunning           bool
 }
 
@@ -499,11 +498,11 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	clientID := r.URL.Query().Get("clientId")
-	if verr := partition.ValidateClientID(clientID); verr != nil {
+	if verr := engine.ValidateClientID(clientID); verr != nil {
 		httperr.Write(w, verr)
 		return
 	}
-	if verr := partition.ValidateIdentity(id.ActorID, id.Partition); verr != nil {
+	if verr := engine.ValidateIdentity(id.ActorID, id.Partition); verr != nil {
 		httperr.Write(w, verr)
 		return
 	}
@@ -572,14 +571,14 @@ func (h *Hub) connect(w http.ResponseWriter, r *http.Request, eng *engine.Engine
 	if err != nil {
 		return fail(err)
 	}
-	if cerr := partition.CheckClientID(s.clientID, s.ident.ActorID, st.ActorID); cerr != nil {
+	if cerr := engine.CheckClientID(s.clientID, s.ident.ActorID, st.ActorID); cerr != nil {
 		return fail(cerr)
 	}
 	var subs []sub
 	if len(st.Subscriptions) > 0 {
 		allowed, ok := eng.Resolve(r.Context(), s.ident)
 		for _, ss := range st.Subscriptions {
-			eff, revoked := partition.Effective(ss.Scopes, allowed, ok)
+			eff, revoked := engine.Effective(ss.Scopes, allowed, ok)
 			x := sub{id: ss.ID, table: ss.Table, cursor: ss.Cursor, active: !revoked}
 			if !revoked {
 				x.eff = eff

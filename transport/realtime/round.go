@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/transport/bodybudget"
@@ -355,7 +354,7 @@ func (s *session) errorReply(wire uint16, err error) *engine.Reply {
 	}
 	e := syncerr.As(err)
 	spec := e.Spec()
-	return &partition.Reply{WireVersion: wire, Frames: []ssp2.Frame{hdr, &ssp2.ErrorFrame{Code: string(e.Code), Message: e.Message,
+	return &engine.Reply{WireVersion: wire, Frames: []ssp2.Frame{hdr, &ssp2.ErrorFrame{Code: string(e.Code), Message: e.Message,
 		Category: spec.Category, Retryable: spec.Retryable, RecommendedAction: spec.RecommendedAction, Details: e.Details}}}
 }
 

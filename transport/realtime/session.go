@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/transport/bodybudget"
 )
@@ -90,7 +89,7 @@ type session struct {
 	// pendingReg is the newest registration of this socket's client that
 	// arrived while the socket was connecting (guarded by part.mu; applied
 	// by connect after the upgrade).
-	pendingReg *partition.Registration
+	pendingReg *engine.Registration
 
 	// round state, owned by the reader goroutine (roundBusy is shared with
 	// the round's goroutine): the request so far (roundBuf, its charge on
@@ -497,10 +496,10 @@ func (s *session) ack(cursor int64) {
 		}
 	}
 	if p.acks == nil {
-		p.acks = map[string]partition.Ack{}
+		p.acks = map[string]engine.Ack{}
 	}
 	if a, ok := p.acks[s.clientID]; !ok || a.Cursor < cursor || a.ActorID != s.ident.ActorID {
-		p.acks[s.clientID] = partition.Ack{ClientID: s.clientID, ActorID: s.ident.ActorID, Cursor: cursor}
+		p.acks[s.clientID] = engine.Ack{ClientID: s.clientID, ActorID: s.ident.ActorID, Cursor: cursor}
 	}
 	if !p.ackRunning && p.h.spawn(p.flushAcks) {
 		p.ackRunning = true
@@ -519,7 +518,7 @@ func (p *part) flushAcks() {
 			p.mu.Unlock()
 			return
 		}
-		batch := make([]partition.Ack, 0, len(p.acks))
+		batch := make([]engine.Ack, 0, len(p.acks))
 		for _, a := range p.acks {
 			batch = append(batch, a)
 		}

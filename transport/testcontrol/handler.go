@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
@@ -318,7 +317,7 @@ func renderRow(t *schema.Table, rec storage.RowRecord) Row {
 		}
 		row.Values[col.Name] = v
 	}
-	if scopes, err := partition.ExtractScopes(t, ssp2.Row(rec.Values)); err == nil {
+	if scopes, err := engine.ExtractScopes(t, ssp2.Row(rec.Values)); err == nil {
 		row.Scopes = scopes
 	}
 	return row

@@ -14,7 +14,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
@@ -227,7 +226,7 @@ func (m immutableWhenRule) apply(w *engine.RowWrite) (*RuleReaction, error) {
 		return nil, nil
 	}
 	stored := w.Stored.Values
-	if partition.EqualValue(valueAt(stored, m.guard), m.guardValue) && !partition.EqualValue(valueAt(stored, m.col), valueAt(w.Row, m.col)) {
+	if engine.EqualValue(valueAt(stored, m.guard), m.guardValue) && !engine.EqualValue(valueAt(stored, m.col), valueAt(w.Row, m.col)) {
 		return nil, m.rej.rejection()
 	}
 	return nil, nil
@@ -337,7 +336,7 @@ type requireSiblingRule struct {
 func (m requireSiblingRule) apply(_ context.Context, c *engine.CommitView) error {
 	var written map[string]bool
 	for _, op := range c.Ops {
-		if op.Table != m.table || op.Op != ssp2.OpUpsert || !partition.EqualValue(valueAt(op.Row, m.col), m.equals) {
+		if op.Table != m.table || op.Op != ssp2.OpUpsert || !engine.EqualValue(valueAt(op.Row, m.col), m.equals) {
 			continue
 		}
 		if written == nil {
