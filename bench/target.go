@@ -21,6 +21,8 @@ import (
 	"github.com/synclane/synclane/storage/memory"
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/segstore"
+	"github.com/synclane/synclane/storage/segstore/pgseg"
+	"github.com/synclane/synclane/storage/segstore/sqlitefile"
 	"github.com/synclane/synclane/storage/sqlite"
 	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
@@ -158,7 +160,7 @@ func openTarget(ctx context.Context, cfg *Config, store string, eo EngineOpts) (
 // for st (the engine closes it).
 func openServeSegments(ctx context.Context, cfg *Config, st storage.Store, t *Target) (segstore.Store, error) {
 	if pg, ok := st.(*postgres.Store); ok {
-		return segstore.OpenPostgres(ctx, pg.Pool())
+		return pgseg.Open(ctx, pg.Pool())
 	}
 	dir := filepath.Dir(t.dbPath)
 	if t.dbPath == "" {
@@ -169,7 +171,7 @@ func openServeSegments(ctx context.Context, cfg *Config, st storage.Store, t *Ta
 		t.cleanup = append(t.cleanup, func() { _ = os.RemoveAll(d) })
 		dir = d
 	}
-	return segstore.OpenSQLiteFile(ctx, filepath.Join(dir, "segments.db"))
+	return sqlitefile.Open(ctx, filepath.Join(dir, "segments.db"))
 }
 
 // syncURL accepts a server base URL or the full sync endpoint.

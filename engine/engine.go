@@ -159,10 +159,9 @@ type Config struct {
 	// and swallowed.
 	OnRegistration func(partition string, r Registration)
 	// Segments stores the rows segments bootstraps hand out by reference
-	// (default: an in-memory store). Use segstore.OpenSQLiteFile for the
-	// embedded mode and segstore.OpenPostgres when processes share a
-	// database, so any of them serves a segment another built. The engine
-	// closes it in Close.
+	// (default: an in-memory store). Use sqlitefile.Open for the embedded
+	// mode and pgseg.Open when processes share a database, so any of them
+	// serves a segment another built. The engine closes it in Close.
 	Segments segstore.Store
 	// SegmentTTL is how long a segment is served after it is built
 	// (default 24h); an expiry sweep runs every min(TTL/4, 10m).

@@ -11,6 +11,7 @@ import (
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/segstore"
+	"github.com/synclane/synclane/storage/segstore/sqliteimage"
 )
 
 // pull serves a request without commits in the partition's order of steps:
@@ -448,12 +449,12 @@ func (p *Partition) imageStart(ctx context.Context, src tablePages, tok Bootstra
 		var err error
 		if c, ok := p.cfg.Store.(storage.ImageCopier); ok {
 			// The store copies the rows into the image itself.
-			data, n, err = segstore.BuildSQLiteImageCopy(ctx, t, p.cfg.Schema.Version, tok.AsOfCommitSeq, digest,
+			data, n, err = sqliteimage.BuildCopy(ctx, t, p.cfg.Schema.Version, tok.AsOfCommitSeq, digest,
 				func(ctx context.Context, imagePath string) (int64, error) {
 					return c.CopyRowsToImage(ctx, p.name, storage.RowQuery{Table: t, Scopes: eff}, imagePath)
 				})
 		} else {
-			data, n, err = segstore.BuildSQLiteImage(ctx, t, p.cfg.Schema.Version, tok.AsOfCommitSeq, digest,
+			data, n, err = sqliteimage.Build(ctx, t, p.cfg.Schema.Version, tok.AsOfCommitSeq, digest,
 				func(ctx context.Context, after *string, limit int) ([]storage.RowRecord, error) {
 					return p.cfg.Store.ScanRows(ctx, p.name, storage.RowQuery{Table: t, Scopes: eff, AfterRowID: after, Limit: limit})
 				})

@@ -26,6 +26,8 @@ import (
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/segstore"
+	"github.com/synclane/synclane/storage/segstore/pgseg"
+	"github.com/synclane/synclane/storage/segstore/sqlitefile"
 	"github.com/synclane/synclane/storage/sqlite"
 	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/bodybudget"
@@ -412,9 +414,9 @@ func openStore(ctx context.Context, c serveConfig, log *zap.Logger) (storage.Sto
 // segments.db in the data directory. The engine closes it.
 func openSegments(ctx context.Context, c serveConfig, st storage.Store) (segstore.Store, error) {
 	if pg, ok := st.(*postgres.Store); ok {
-		return segstore.OpenPostgres(ctx, pg.Pool())
+		return pgseg.Open(ctx, pg.Pool())
 	}
-	return segstore.OpenSQLiteFile(ctx, filepath.Join(c.data, "segments.db"))
+	return sqlitefile.Open(ctx, filepath.Join(c.data, "segments.db"))
 }
 
 // builtinMergers is the crdt merger registry of serve and the maintenance

@@ -4,11 +4,13 @@
 // media type) and kept for a TTL. It is a cache: losing a segment costs a
 // client a re-pull, never data.
 //
-// Backends: Memory (tests and the in-memory storage), SQLiteFile (embedded
-// mode: one SQLite file next to the data) and Postgres (any process sharing
-// the database can serve a segment another built). Cache adds the TTL,
-// single-flight building, the expiry sweep and the metrics on top of any
-// backend.
+// Backends: Memory, here (tests and the in-memory storage); each backend
+// that needs a driver is a package of its own, so this one and its
+// importers link none: sqlitefile (embedded mode: one SQLite file next to
+// the data) and pgseg (any process sharing the database can serve a
+// segment another built). SQLite images are built by sqliteimage. Cache
+// adds the TTL, single-flight building, the expiry sweep and the metrics
+// on top of any backend.
 package segstore
 
 import (
@@ -72,11 +74,12 @@ type Store interface {
 	Close() error
 }
 
-// FileOpener is implemented by a Store that keeps each segment's bytes in a
-// file (SQLiteFile). OpenFile answers like Get but hands the bytes out as
-// the open file, already checked against the id and positioned at its
-// start, so a download can stream them (with sendfile where the transport
-// allows) instead of holding the segment in memory; the caller closes it.
+// FileOpener is implemented by a Store that keeps each segment's bytes in
+// a file (sqlitefile.Store). OpenFile answers like Get but hands the bytes
+// out as the open file, already checked against the id and positioned at
+// its start, so a download can stream them (with sendfile where the
+// transport allows) instead of holding the segment in memory; the caller
+// closes it.
 // A segment whose bytes are not in a file gives a nil file and no error
 // (use Get).
 type FileOpener interface {

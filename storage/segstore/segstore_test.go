@@ -12,13 +12,15 @@ import (
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage/postgres/pgtest"
 	"github.com/synclane/synclane/storage/segstore"
+	"github.com/synclane/synclane/storage/segstore/pgseg"
+	"github.com/synclane/synclane/storage/segstore/sqlitefile"
 )
 
 func backends(t *testing.T) map[string]func(t *testing.T) segstore.Store {
 	return map[string]func(t *testing.T) segstore.Store{
 		"memory": func(*testing.T) segstore.Store { return segstore.NewMemory() },
 		"sqlite": func(t *testing.T) segstore.Store {
-			s, err := segstore.OpenSQLiteFile(context.Background(), filepath.Join(t.TempDir(), "segments.db"))
+			s, err := sqlitefile.Open(context.Background(), filepath.Join(t.TempDir(), "segments.db"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -27,7 +29,7 @@ func backends(t *testing.T) map[string]func(t *testing.T) segstore.Store {
 		},
 		"postgres": func(t *testing.T) segstore.Store {
 			st := pgtest.Open(t)
-			s, err := segstore.OpenPostgres(context.Background(), st.Pool())
+			s, err := pgseg.Open(context.Background(), st.Pool())
 			if err != nil {
 				t.Fatal(err)
 			}

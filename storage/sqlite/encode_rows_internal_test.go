@@ -10,7 +10,7 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
-	"github.com/synclane/synclane/storage/segstore"
+	"github.com/synclane/synclane/storage/segstore/sqliteimage"
 	"github.com/synclane/synclane/storage/storagetest"
 )
 
@@ -162,7 +162,7 @@ func TestCopyRowsToImageRefusesWhatVisitRowsRefuses(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			part := fmt.Sprintf("p%d", i)
 			storeRawValue(t, s, part, c.column, c.value)
-			_, _, err := segstore.BuildSQLiteImageCopy(ctx, items, 1, 1, "d", func(ctx context.Context, path string) (int64, error) {
+			_, _, err := sqliteimage.BuildCopy(ctx, items, 1, 1, "d", func(ctx context.Context, path string) (int64, error) {
 				return s.CopyRowsToImage(ctx, part, storage.RowQuery{Table: items, Scopes: map[string][]string{"project": {"p1"}}}, path)
 			})
 			visitErr := s.VisitRows(ctx, part, storage.RowQuery{Table: items, Scopes: map[string][]string{"project": {"p1"}}, Limit: 10}, func(storage.RowRecord) error { return nil })

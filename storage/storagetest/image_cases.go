@@ -11,7 +11,7 @@ import (
 	_ "modernc.org/sqlite" // reads the images back
 
 	"github.com/synclane/synclane/storage"
-	"github.com/synclane/synclane/storage/segstore"
+	"github.com/synclane/synclane/storage/segstore/sqliteimage"
 )
 
 // imageCopyTests check storage.ImageCopier, which is optional: an image
@@ -34,7 +34,7 @@ var imageCopyTests = []test{
 			{"no values", "p", storage.RowQuery{Table: e.items, Scopes: map[string][]string{"project": {}}}},
 			{"other table", "p", storage.RowQuery{Table: e.notes, Scopes: p1}},
 		} {
-			scanned, n1, err := segstore.BuildSQLiteImage(e.ctx, c.q.Table, 1, 9, "d", func(ctx context.Context, after *string, limit int) ([]storage.RowRecord, error) {
+			scanned, n1, err := sqliteimage.Build(e.ctx, c.q.Table, 1, 9, "d", func(ctx context.Context, after *string, limit int) ([]storage.RowRecord, error) {
 				q := c.q
 				q.AfterRowID, q.Limit = after, limit
 				return e.s.ScanRows(ctx, c.part, q)
@@ -42,7 +42,7 @@ var imageCopyTests = []test{
 			if err != nil {
 				e.t.Fatalf("%s: image from ScanRows: %v", c.name, err)
 			}
-			copied, n2, err := segstore.BuildSQLiteImageCopy(e.ctx, c.q.Table, 1, 9, "d", func(ctx context.Context, path string) (int64, error) {
+			copied, n2, err := sqliteimage.BuildCopy(e.ctx, c.q.Table, 1, 9, "d", func(ctx context.Context, path string) (int64, error) {
 				return cp.CopyRowsToImage(ctx, c.part, c.q, path)
 			})
 			if err != nil {
@@ -61,7 +61,7 @@ var imageCopyTests = []test{
 
 // imageRowsOf copies p1's items of partition into an image and reads it.
 func (e *env) imageRowsOf(cp storage.ImageCopier, partition string) []string {
-	data, _, err := segstore.BuildSQLiteImageCopy(e.ctx, e.items, 1, 9, "d", func(ctx context.Context, path string) (int64, error) {
+	data, _, err := sqliteimage.BuildCopy(e.ctx, e.items, 1, 9, "d", func(ctx context.Context, path string) (int64, error) {
 		return cp.CopyRowsToImage(ctx, partition, storage.RowQuery{Table: e.items, Scopes: p1}, path)
 	})
 	if err != nil {

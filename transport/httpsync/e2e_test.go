@@ -22,6 +22,8 @@ import (
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/postgres/pgtest"
 	"github.com/synclane/synclane/storage/segstore"
+	"github.com/synclane/synclane/storage/segstore/pgseg"
+	"github.com/synclane/synclane/storage/segstore/sqlitefile"
 	"github.com/synclane/synclane/storage/sqlite"
 	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httperr"
@@ -124,9 +126,9 @@ func openSegments(t *testing.T, st storage.Store, dir string) segstore.Store {
 	var segs segstore.Store
 	var err error
 	if pg, ok := st.(*postgres.Store); ok {
-		segs, err = segstore.OpenPostgres(context.Background(), pg.Pool())
+		segs, err = pgseg.Open(context.Background(), pg.Pool())
 	} else {
-		segs, err = segstore.OpenSQLiteFile(context.Background(), filepath.Join(dir, "segments.db"))
+		segs, err = sqlitefile.Open(context.Background(), filepath.Join(dir, "segments.db"))
 	}
 	if err != nil {
 		t.Fatal(err)

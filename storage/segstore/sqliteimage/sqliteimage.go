@@ -1,4 +1,8 @@
-package segstore
+// Package sqliteimage builds SQLite segment images (SPEC §5.3): a table's
+// in-scope rows at a pin as one SQLite database file. It links the SQLite
+// driver; the partition takes it as a partition.ImageBuilder (Builder), so
+// a server without one links no driver and serves no images.
+package sqliteimage
 
 import (
 	"context"
@@ -9,14 +13,12 @@ import (
 	"path/filepath"
 	"strings"
 
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
-	"github.com/synclane/synclane/storage"
+	"github.com/synclane/synclane/storage/segstore"
 )
-
-// ImageScan reads the snapshot rows after a row id (nil: from the start),
-// at most limit of them, in row-id order.
-type ImageScan func(ctx context.Context, after *string, limit int) ([]storage.RowRecord, error)
 
 // imageChunk is how many rows an image build reads per scan.
 const imageChunk = 5000
@@ -29,28 +31,23 @@ const (
 	sqliteMaxParams = 32766 // SQLite's default SQLITE_MAX_VARIABLE_NUMBER
 )
 
-// BuildSQLiteImage builds a SQLite segment image (SPEC §5.3) of table t:
-// exactly two tables, the data table (the IR columns with their affinities,
-// NOT NULL and PRIMARY KEY from the IR, then _syncular_version INTEGER NOT
-// NULL) holding every row scan returns, and _syncular_segment with one row
+// Build builds a SQLite segment image (SPEC §5.3) of table t: exactly two
+// tables, the data table (the IR columns with their affinities, NOT NULL
+// and PRIMARY KEY from the IR, then _syncular_version INTEGER NOT NULL)
+// holding every row scan returns, and _syncular_segment with one row
 // describing the image. It returns the database file's bytes and the row
 // count. Tables with encrypted columns must never be imaged; it refuses them.
-func BuildSQLiteImage(ctx context.Context, t *schema.Table, schemaVersion int32, asOf int64, scopeDigest string, scan ImageScan) ([]byte, int64, error) {
+func Build(ctx context.Context, t *schema.Table, schemaVersion int32, asOf int64, scopeDigest string, scan segstore.ImageScan) ([]byte, int64, error) {
 	return buildImage(ctx, t, func(db *sql.DB, _ string) (int64, error) {
 		return fillImage(ctx, db, t, schemaVersion, asOf, scopeDigest, scan)
 	})
 }
 
-// ImageCopy writes the rows of an image into the data table of the image
-// file at imagePath, whose tables exist and are empty, and returns how
-// many it wrote. It runs while nothing else has the file open for writing.
-type ImageCopy func(ctx context.Context, imagePath string) (int64, error)
-
-// BuildSQLiteImageCopy is BuildSQLiteImage with the rows written by copy
-// (a store that copies them into the file itself, e.g. with one INSERT ...
-// SELECT) instead of read through a scan and inserted here. The image is
+// BuildCopy is Build with the rows written by copyRows (a store that
+// copies them into the file itself, e.g. with one INSERT ... SELECT)
+// instead of read through a scan and inserted here. The image is
 // the same: the same tables, rows and metadata.
-func BuildSQLiteImageCopy(ctx context.Context, t *schema.Table, schemaVersion int32, asOf int64, scopeDigest string, copyRows ImageCopy) ([]byte, int64, error) {
+func BuildCopy(ctx context.Context, t *schema.Table, schemaVersion int32, asOf int64, scopeDigest string, copyRows segstore.ImageCopy) ([]byte, int64, error) {
 	return buildImage(ctx, t, func(db *sql.DB, path string) (int64, error) {
 		if err := createImageTables(ctx, db, t); err != nil {
 			return 0, err
@@ -137,7 +134,7 @@ func createImageTables(ctx context.Context, db *sql.DB, t *schema.Table) error {
 	return nil
 }
 
-func fillImage(ctx context.Context, db *sql.DB, t *schema.Table, schemaVersion int32, asOf int64, scopeDigest string, scan ImageScan) (int64, error) {
+func fillImage(ctx context.Context, db *sql.DB, t *schema.Table, schemaVersion int32, asOf int64, scopeDigest string, scan segstore.ImageScan) (int64, error) {
 	if err := createImageTables(ctx, db, t); err != nil {
 		return 0, err
 	}

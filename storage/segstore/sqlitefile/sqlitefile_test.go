@@ -1,4 +1,4 @@
-package segstore_test
+package sqlitefile_test
 
 import (
 	"context"
@@ -12,14 +12,15 @@ import (
 
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage/segstore"
+	"github.com/synclane/synclane/storage/segstore/sqlitefile"
 )
 
 // openSQLiteFile opens a segment file in a fresh directory and returns it
 // with the directory that holds the segments' bytes.
-func openSQLiteFile(t *testing.T) (*segstore.SQLiteFile, string, string) {
+func openSQLiteFile(t *testing.T) (*sqlitefile.Store, string, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "segments.db")
-	s, err := segstore.OpenSQLiteFile(context.Background(), path)
+	s, err := sqlitefile.Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,9 +83,9 @@ func TestSQLiteFileUnusableFileIsExpired(t *testing.T) {
 		"truncated": func(p string) error { return os.Truncate(p, 3) },
 		"removed":   os.Remove,
 	}
-	reads := map[string]func(s *segstore.SQLiteFile, id string) error{
-		"Get": func(s *segstore.SQLiteFile, id string) error { _, _, err := s.Get(ctx, "p", id, 5000); return err },
-		"OpenFile": func(s *segstore.SQLiteFile, id string) error {
+	reads := map[string]func(s *sqlitefile.Store, id string) error{
+		"Get": func(s *sqlitefile.Store, id string) error { _, _, err := s.Get(ctx, "p", id, 5000); return err },
+		"OpenFile": func(s *sqlitefile.Store, id string) error {
 			_, f, err := s.OpenFile(ctx, "p", id, 5000)
 			if f != nil {
 				_ = f.Close()
@@ -265,7 +266,7 @@ func TestSQLiteFileOpensAnOlderFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 { // and again once the column exists
-		s, err := segstore.OpenSQLiteFile(ctx, path)
+		s, err := sqlitefile.Open(ctx, path)
 		if err != nil {
 			t.Fatal(err)
 		}

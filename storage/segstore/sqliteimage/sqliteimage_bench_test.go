@@ -1,4 +1,4 @@
-package segstore_test
+package sqliteimage_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage"
-	"github.com/synclane/synclane/storage/segstore"
+	"github.com/synclane/synclane/storage/segstore/sqliteimage"
 )
 
 const imageBenchSchema = `{"version":1,"tables":[{"name":"todos","primaryKey":"id","columns":[
@@ -18,7 +18,7 @@ const imageBenchSchema = `{"version":1,"tables":[{"name":"todos","primaryKey":"i
 // BenchmarkBuildSQLiteImage builds the image of 100,000 rows held in
 // memory (the scan costs nothing), so it times the image build alone:
 //
-//	go test -run '^$' -bench BuildSQLiteImage -benchtime 3x ./storage/segstore/
+//	go test -run '^$' -bench BuildSQLiteImage -benchtime 3x ./storage/segstore/sqliteimage/
 func BenchmarkBuildSQLiteImage(b *testing.B) {
 	s, err := schema.Parse([]byte(imageBenchSchema))
 	if err != nil {
@@ -42,7 +42,7 @@ func BenchmarkBuildSQLiteImage(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		data, got, err := segstore.BuildSQLiteImage(context.Background(), t, 1, 7, "d", scan)
+		data, got, err := sqliteimage.Build(context.Background(), t, 1, 7, "d", scan)
 		if err != nil || got != n {
 			b.Fatalf("%d rows, %v", got, err)
 		}

@@ -1,4 +1,4 @@
-package segstore_test
+package sqliteimage_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
-	"github.com/synclane/synclane/storage/segstore"
+	"github.com/synclane/synclane/storage/segstore/sqliteimage"
 )
 
 // TestSQLiteImageHoldsEveryRow: the image holds exactly the scanned rows,
@@ -62,7 +62,7 @@ func TestSQLiteImageHoldsEveryRow(t *testing.T) {
 					}
 					return rows[start:min(n, start+limit)], nil
 				}
-				data, got, err := segstore.BuildSQLiteImage(context.Background(), tb, 1, 7, "d", scan)
+				data, got, err := sqliteimage.Build(context.Background(), tb, 1, 7, "d", scan)
 				if err != nil || got != int64(n) {
 					t.Fatalf("%d rows, %v", got, err)
 				}

@@ -1,4 +1,4 @@
-package segstore_test
+package pgseg_test
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/synclane/synclane/storage/postgres/pgtest"
 	"github.com/synclane/synclane/storage/segstore"
+	"github.com/synclane/synclane/storage/segstore/pgseg"
 )
 
 // TestPostgresGetReadsOneCopy: a page of unchanged rows is stored again
@@ -16,7 +17,7 @@ import (
 // entry but reads the bytes once, not once per entry.
 func TestPostgresGetReadsOneCopy(t *testing.T) {
 	ctx := context.Background()
-	s, err := segstore.OpenPostgres(ctx, pgtest.Open(t).Pool())
+	s, err := pgseg.Open(ctx, pgtest.Open(t).Pool())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,7 @@
-package segstore
+// Package pgseg is the segment store for processes sharing a PostgreSQL
+// database: any of them serves a segment another built. It links pgx; the
+// segment cache (package segstore) does not.
+package pgseg
 
 import (
 	"context"
@@ -9,12 +12,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/storage/segstore"
 )
 
-// Postgres is the Store for --postgres: segments live in table
+// Store is the segstore.Store for --postgres: segments live in table
 // synclane_segments of the shared database, so any process can serve a
 // segment another process built.
-type Postgres struct {
+type Store struct {
 	pool *pgxpool.Pool
 }
 
@@ -28,9 +32,9 @@ const pgSchema = `CREATE TABLE IF NOT EXISTS synclane_segments (
 CREATE INDEX IF NOT EXISTS synclane_segments_by_id ON synclane_segments (id, partition);
 CREATE INDEX IF NOT EXISTS synclane_segments_by_expiry ON synclane_segments (expires_at_ms)`
 
-// OpenPostgres creates the segment table if needed and returns the Store.
+// Open creates the segment table if needed and returns the Store.
 // The pool stays the caller's to close.
-func OpenPostgres(ctx context.Context, pool *pgxpool.Pool) (*Postgres, error) {
+func Open(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
 	// Serialize concurrent CREATE ... IF NOT EXISTS of several processes.
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -46,35 +50,38 @@ func OpenPostgres(ctx context.Context, pool *pgxpool.Pool) (*Postgres, error) {
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("segstore: commit: %w", err)
 	}
-	return &Postgres{pool: pool}, nil
+	return &Store{pool: pool}, nil
 }
 
-func pgMeta(r pgx.Row, extra ...any) (Meta, error) {
-	var m Meta
+// metaCols are the columns pgMeta reads, in its order.
+const metaCols = `partition, build_key, id, media_type, tbl, scope_digest, as_of, byte_length, row_count, row_cursor, next_row_cursor, created_at_ms, expires_at_ms`
+
+func pgMeta(r pgx.Row, extra ...any) (segstore.Meta, error) {
+	var m segstore.Meta
 	var mt int16
 	dest := append([]any{&m.Partition, &m.Key, &m.ID, &mt, &m.Table, &m.ScopeDigest, &m.AsOfCommitSeq,
 		&m.ByteLength, &m.RowCount, &m.RowCursor, &m.NextRowCursor, &m.CreatedAtMs, &m.ExpiresAtMs}, extra...)
 	if err := r.Scan(dest...); err != nil {
-		return Meta{}, err
+		return segstore.Meta{}, err
 	}
 	m.MediaType = ssp2.MediaType(mt)
 	return m, nil
 }
 
-// Lookup implements Store.
-func (s *Postgres) Lookup(ctx context.Context, partition, key string, nowMs int64) (Meta, error) {
+// Lookup implements segstore.Store.
+func (s *Store) Lookup(ctx context.Context, partition, key string, nowMs int64) (segstore.Meta, error) {
 	m, err := pgMeta(s.pool.QueryRow(ctx, `SELECT `+metaCols+` FROM synclane_segments WHERE partition = $1 AND build_key = $2 AND expires_at_ms > $3 AND data IS NOT NULL`, partition, key, nowMs))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Meta{}, ErrNotFound
+		return segstore.Meta{}, segstore.ErrNotFound
 	}
 	if err != nil {
-		return Meta{}, fmt.Errorf("segstore: lookup: %w", err)
+		return segstore.Meta{}, fmt.Errorf("segstore: lookup: %w", err)
 	}
 	return m, nil
 }
 
-// Put implements Store.
-func (s *Postgres) Put(ctx context.Context, m Meta, data []byte) error {
+// Put implements segstore.Store.
+func (s *Store) Put(ctx context.Context, m segstore.Meta, data []byte) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO synclane_segments (`+metaCols+`, data) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)
 ON CONFLICT (partition, build_key) DO UPDATE SET id = excluded.id, media_type = excluded.media_type, tbl = excluded.tbl,
   scope_digest = excluded.scope_digest, as_of = excluded.as_of, byte_length = excluded.byte_length, row_count = excluded.row_count,
@@ -89,17 +96,17 @@ WHERE synclane_segments.data IS NULL OR synclane_segments.expires_at_ms <= exclu
 	return nil
 }
 
-// Get implements Store. The entries are read without their bytes and the
-// bytes of one live entry once: a page whose rows did not change is stored
-// again under every pin's build key with the same id, and reading each
-// copy would cost a download N times its size.
-func (s *Postgres) Get(ctx context.Context, partition, id string, nowMs int64) ([]Meta, []byte, error) {
+// Get implements segstore.Store. The entries are read without their bytes
+// and the bytes of one live entry once: a page whose rows did not change
+// is stored again under every pin's build key with the same id, and
+// reading each copy would cost a download N times its size.
+func (s *Store) Get(ctx context.Context, partition, id string, nowMs int64) ([]segstore.Meta, []byte, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+metaCols+`, expires_at_ms > $1 AND data IS NOT NULL FROM synclane_segments WHERE id = $2 AND ($3 = '' OR partition = $3)`, nowMs, id, partition)
 	if err != nil {
 		return nil, nil, fmt.Errorf("segstore: get: %w", err)
 	}
 	defer rows.Close()
-	var metas []Meta
+	var metas []segstore.Meta
 	known := false
 	for rows.Next() {
 		var live bool
@@ -117,24 +124,24 @@ func (s *Postgres) Get(ctx context.Context, partition, id string, nowMs int64) (
 	}
 	if len(metas) == 0 {
 		if known {
-			return nil, nil, ErrExpired
+			return nil, nil, segstore.ErrExpired
 		}
-		return nil, nil, ErrNotFound
+		return nil, nil, segstore.ErrNotFound
 	}
 	var data []byte
 	err = s.pool.QueryRow(ctx, `SELECT data FROM synclane_segments WHERE id = $2 AND ($3 = '' OR partition = $3) AND expires_at_ms > $1 AND data IS NOT NULL LIMIT 1`,
 		nowMs, id, partition).Scan(&data)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows): // swept between the two reads
-		return nil, nil, ErrExpired
+		return nil, nil, segstore.ErrExpired
 	case err != nil:
 		return nil, nil, fmt.Errorf("segstore: get: %w", err)
 	}
 	return metas, data, nil
 }
 
-// Sweep implements Store.
-func (s *Postgres) Sweep(ctx context.Context, nowMs, forgetBeforeMs int64) (int, error) {
+// Sweep implements segstore.Store.
+func (s *Store) Sweep(ctx context.Context, nowMs, forgetBeforeMs int64) (int, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE synclane_segments SET data = NULL WHERE expires_at_ms <= $1 AND data IS NOT NULL`, nowMs)
 	if err != nil {
 		return 0, fmt.Errorf("segstore: sweep: %w", err)
@@ -145,5 +152,5 @@ func (s *Postgres) Sweep(ctx context.Context, nowMs, forgetBeforeMs int64) (int,
 	return int(tag.RowsAffected()), nil
 }
 
-// Close implements Store; the pool is not closed.
-func (s *Postgres) Close() error { return nil }
+// Close implements segstore.Store; the pool is not closed.
+func (s *Store) Close() error { return nil }

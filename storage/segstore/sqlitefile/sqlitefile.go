@@ -1,4 +1,7 @@
-package segstore
+// Package sqlitefile is the segment store of the embedded mode: the
+// entries in one SQLite file, each segment's bytes in a file beside it. It
+// links the SQLite driver; the segment cache (package segstore) does not.
+package sqlitefile
 
 import (
 	"context"
@@ -20,9 +23,10 @@ import (
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
 	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/storage/segstore"
 )
 
-// SQLiteFile is the embedded-mode Store: one SQLite file (WAL) holding
+// Store is the embedded-mode segstore.Store: one SQLite file (WAL) holding
 // every segment's entries for the processes that open it, and a directory
 // beside it (the file's path + "-data") holding each segment's bytes as a
 // file of its own. Writing a page-sized segment as a file costs one
@@ -37,7 +41,7 @@ import (
 // entries, and files no entry names (left by a crash between the rename
 // and the commit, or by an entry replaced after expiring) once they are an
 // hour old.
-type SQLiteFile struct {
+type Store struct {
 	db  *sql.DB
 	dir string
 }
@@ -63,8 +67,8 @@ CREATE INDEX IF NOT EXISTS segments_by_expiry ON segments (expires_at_ms);`
 // memory map of up to 256 MiB instead of one pread per page.
 const sqliteFileTuning = "&_pragma=page_size(65536)&_pragma=mmap_size(268435456)"
 
-// OpenSQLiteFile opens (creating if needed) the segment file at path.
-func OpenSQLiteFile(ctx context.Context, path string) (*SQLiteFile, error) {
+// Open opens (creating if needed) the segment file at path.
+func Open(ctx context.Context, path string) (*Store, error) {
 	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL"+sqliteFileTuning)
 	if err != nil {
 		return nil, fmt.Errorf("segstore: open %s: %w", path, err)
@@ -92,7 +96,7 @@ func OpenSQLiteFile(ctx context.Context, path string) (*SQLiteFile, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("segstore: segment directory: %w", err)
 	}
-	return &SQLiteFile{db: db, dir: dir}, nil
+	return &Store{db: db, dir: dir}, nil
 }
 
 // hasBytes is the SQL condition "the entry still holds its bytes". Whether
@@ -105,14 +109,14 @@ const metaCols = `partition, build_key, id, media_type, tbl, scope_digest, as_of
 
 type scanner interface{ Scan(dest ...any) error }
 
-func scanMeta(r scanner, extra ...any) (Meta, error) {
-	var m Meta
+func scanMeta(r scanner, extra ...any) (segstore.Meta, error) {
+	var m segstore.Meta
 	var mt int64
 	var rc, nrc sql.NullString
 	dest := append([]any{&m.Partition, &m.Key, &m.ID, &mt, &m.Table, &m.ScopeDigest, &m.AsOfCommitSeq,
 		&m.ByteLength, &m.RowCount, &rc, &nrc, &m.CreatedAtMs, &m.ExpiresAtMs}, extra...)
 	if err := r.Scan(dest...); err != nil {
-		return Meta{}, err
+		return segstore.Meta{}, err
 	}
 	m.MediaType = ssp2.MediaType(mt)
 	if rc.Valid {
@@ -131,24 +135,24 @@ func nullable(s *string) any {
 	return *s
 }
 
-// Lookup implements Store.
-func (s *SQLiteFile) Lookup(ctx context.Context, partition, key string, nowMs int64) (Meta, error) {
+// Lookup implements segstore.Store.
+func (s *Store) Lookup(ctx context.Context, partition, key string, nowMs int64) (segstore.Meta, error) {
 	row := s.db.QueryRowContext(ctx, `SELECT `+metaCols+` FROM segments WHERE partition = ? AND build_key = ? AND expires_at_ms > ? AND `+hasBytes, partition, key, nowMs)
 	m, err := scanMeta(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Meta{}, ErrNotFound
+		return segstore.Meta{}, segstore.ErrNotFound
 	}
 	if err != nil {
-		return Meta{}, fmt.Errorf("segstore: lookup: %w", err)
+		return segstore.Meta{}, fmt.Errorf("segstore: lookup: %w", err)
 	}
 	return m, nil
 }
 
-// Put implements Store. The bytes go to a file of their own (written to a
+// Put implements segstore.Store. The bytes go to a file of their own (written to a
 // temporary name, then renamed) before the entry naming it is committed;
 // when the entry is not stored (another builder's unexpired entry holds
 // the key) the file is removed again.
-func (s *SQLiteFile) Put(ctx context.Context, m Meta, data []byte) error {
+func (s *Store) Put(ctx context.Context, m segstore.Meta, data []byte) error {
 	name, err := s.writeFile(data)
 	if err != nil {
 		return fmt.Errorf("segstore: put: %w", err)
@@ -178,7 +182,7 @@ RETURNING 1`,
 // writeFile writes data to a new file in the segment directory and returns
 // its name. A file is complete under its final name or absent (a crash
 // leaves at most a temporary file, which the orphan sweep removes).
-func (s *SQLiteFile) writeFile(data []byte) (string, error) {
+func (s *Store) writeFile(data []byte) (string, error) {
 	var rnd [16]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return "", err
@@ -202,8 +206,8 @@ func (s *SQLiteFile) writeFile(data []byte) (string, error) {
 // blobs and leaves data_file alone), so its blob is the current one.
 const fileOfEntry = `CASE WHEN typeof(data) <> 'null' THEN '' ELSE coalesce(data_file, '') END`
 
-// Get implements Store.
-func (s *SQLiteFile) Get(ctx context.Context, partition, id string, nowMs int64) ([]Meta, []byte, error) {
+// Get implements segstore.Store.
+func (s *Store) Get(ctx context.Context, partition, id string, nowMs int64) ([]segstore.Meta, []byte, error) {
 	metas, live, liveFile, err := s.entries(ctx, partition, id, nowMs)
 	if err != nil {
 		return nil, nil, err
@@ -220,16 +224,16 @@ func (s *SQLiteFile) Get(ctx context.Context, partition, id string, nowMs int64)
 		return nil, nil, fmt.Errorf("segstore: get data: %w", err)
 	}
 	if data == nil {
-		return nil, nil, ErrExpired // swept meanwhile, or its file is unusable
+		return nil, nil, segstore.ErrExpired // swept meanwhile, or its file is unusable
 	}
 	return metas, data, nil
 }
 
-// OpenFile implements FileOpener: the segment's file, open at its start,
+// OpenFile implements segstore.FileOpener: the segment's file, open at its start,
 // after its bytes were checked against the id (a torn or altered file is
-// ErrExpired, as is one swept meanwhile). An entry whose bytes are in the
+// segstore.ErrExpired, as is one swept meanwhile). An entry whose bytes are in the
 // database (written by an earlier version) gives a nil file and no error.
-func (s *SQLiteFile) OpenFile(ctx context.Context, partition, id string, nowMs int64) ([]Meta, *os.File, error) {
+func (s *Store) OpenFile(ctx context.Context, partition, id string, nowMs int64) ([]segstore.Meta, *os.File, error) {
 	metas, live, liveFile, err := s.entries(ctx, partition, id, nowMs)
 	if err != nil || liveFile == "" {
 		return metas, nil, err
@@ -240,7 +244,7 @@ func (s *SQLiteFile) OpenFile(ctx context.Context, partition, id string, nowMs i
 	}
 	if f == nil {
 		s.dropFile(ctx, liveFile)
-		return nil, nil, ErrExpired
+		return nil, nil, segstore.ErrExpired
 	}
 	return metas, f, nil
 }
@@ -250,7 +254,7 @@ func (s *SQLiteFile) OpenFile(ctx context.Context, partition, id string, nowMs i
 // again, instead of every download answering "expired" until its TTL
 // ends) and removes the file. Best effort: the download is answered as
 // expired either way.
-func (s *SQLiteFile) dropFile(ctx context.Context, name string) {
+func (s *Store) dropFile(ctx context.Context, name string) {
 	if _, err := s.db.ExecContext(ctx, `UPDATE segments SET data_file = NULL WHERE data_file = ?`, name); err == nil {
 		if path, err := s.filePath(name); err == nil {
 			_ = os.Remove(path)
@@ -260,24 +264,24 @@ func (s *SQLiteFile) dropFile(ctx context.Context, name string) {
 
 // entries reads the unexpired entries of segment id in partition ("" for
 // any), the last of them and the file holding its bytes ("" when they are
-// in the database): ErrExpired when every entry has expired, ErrNotFound
+// in the database): segstore.ErrExpired when every entry has expired, segstore.ErrNotFound
 // when there is none.
-func (s *SQLiteFile) entries(ctx context.Context, partition, id string, nowMs int64) ([]Meta, Meta, string, error) {
+func (s *Store) entries(ctx context.Context, partition, id string, nowMs int64) ([]segstore.Meta, segstore.Meta, string, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+metaCols+`, `+hasBytes+` AND expires_at_ms > ?, `+fileOfEntry+` FROM segments WHERE id = ? AND (? = '' OR partition = ?)`, nowMs, id, partition, partition)
 	if err != nil {
-		return nil, Meta{}, "", fmt.Errorf("segstore: get: %w", err)
+		return nil, segstore.Meta{}, "", fmt.Errorf("segstore: get: %w", err)
 	}
 	defer rows.Close()
-	var metas []Meta
+	var metas []segstore.Meta
 	known := false
-	var live Meta
+	var live segstore.Meta
 	var liveFile string
 	for rows.Next() {
 		var ok bool
 		var file string
 		m, err := scanMeta(rows, &ok, &file)
 		if err != nil {
-			return nil, Meta{}, "", fmt.Errorf("segstore: get: %w", err)
+			return nil, segstore.Meta{}, "", fmt.Errorf("segstore: get: %w", err)
 		}
 		known = true
 		if ok {
@@ -285,13 +289,13 @@ func (s *SQLiteFile) entries(ctx context.Context, partition, id string, nowMs in
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, Meta{}, "", fmt.Errorf("segstore: get: %w", err)
+		return nil, segstore.Meta{}, "", fmt.Errorf("segstore: get: %w", err)
 	}
 	if len(metas) == 0 {
 		if known {
-			return nil, Meta{}, "", ErrExpired
+			return nil, segstore.Meta{}, "", segstore.ErrExpired
 		}
-		return nil, Meta{}, "", ErrNotFound
+		return nil, segstore.Meta{}, "", segstore.ErrNotFound
 	}
 	return metas, live, liveFile, nil
 }
@@ -305,7 +309,7 @@ var verifyBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &
 // file is returned at its start. Segment files are never rewritten once
 // renamed into place, only removed, which an open file survives, so what
 // was checked is what a reader of the file gets.
-func (s *SQLiteFile) openVerified(name string, m Meta) (*os.File, error) {
+func (s *Store) openVerified(name string, m segstore.Meta) (*os.File, error) {
 	path, err := s.filePath(name)
 	if err != nil {
 		return nil, err
@@ -329,7 +333,7 @@ func (s *SQLiteFile) openVerified(name string, m Meta) (*os.File, error) {
 }
 
 // fileHolds reports whether f holds exactly m's bytes.
-func fileHolds(f *os.File, m Meta) (bool, error) {
+func fileHolds(f *os.File, m segstore.Meta) (bool, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return false, err
@@ -350,7 +354,7 @@ func fileHolds(f *os.File, m Meta) (bool, error) {
 // readFile reads the segment file name of entry m in one pass: nil when it
 // is gone (swept meanwhile) or does not hold m's bytes (torn by a power
 // loss, or altered), which the caller answers as expired.
-func (s *SQLiteFile) readFile(name string, m Meta) ([]byte, error) {
+func (s *Store) readFile(name string, m segstore.Meta) ([]byte, error) {
 	path, err := s.filePath(name)
 	if err != nil {
 		return nil, err
@@ -362,7 +366,7 @@ func (s *SQLiteFile) readFile(name string, m Meta) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if int64(len(data)) != m.ByteLength || ID(data) != m.ID {
+	if int64(len(data)) != m.ByteLength || segstore.ID(data) != m.ID {
 		return nil, nil
 	}
 	return data, nil
@@ -370,7 +374,7 @@ func (s *SQLiteFile) readFile(name string, m Meta) ([]byte, error) {
 
 // filePath is the path of segment file name, refusing a name that is not
 // a plain file name of the segment directory.
-func (s *SQLiteFile) filePath(name string) (string, error) {
+func (s *Store) filePath(name string) (string, error) {
 	if filepath.Base(name) != name || name == "." || name == ".." {
 		return "", fmt.Errorf("segment file name %q", name)
 	}
@@ -382,7 +386,7 @@ func (s *SQLiteFile) filePath(name string) (string, error) {
 // already made the value a fresh Go slice, so going through Scan would hold
 // two copies of a page-sized blob at once. A driver value left in dest is
 // not modified by Rows.Close (database/sql/driver.Rows), so it may be kept.
-func (s *SQLiteFile) readData(ctx context.Context, partition, key string) ([]byte, error) {
+func (s *Store) readData(ctx context.Context, partition, key string) ([]byte, error) {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return nil, err
@@ -422,9 +426,9 @@ func (s *SQLiteFile) readData(ctx context.Context, partition, key string) ([]byt
 	return data, err
 }
 
-// Sweep implements Store. It also deletes the segment files no entry
+// Sweep implements segstore.Store. It also deletes the segment files no entry
 // names once they are orphanAge old by the system clock.
-func (s *SQLiteFile) Sweep(ctx context.Context, nowMs, forgetBeforeMs int64) (int, error) {
+func (s *Store) Sweep(ctx context.Context, nowMs, forgetBeforeMs int64) (int, error) {
 	// The files of the entries about to expire, read first (RETURNING
 	// would give the updated, NULL, names). An entry replaced in between
 	// leaves its old file unnamed, so removing it is right; one that
@@ -472,7 +476,7 @@ func (s *SQLiteFile) Sweep(ctx context.Context, nowMs, forgetBeforeMs int64) (in
 
 // removeOrphans deletes the files of the segment directory that no entry
 // names and that were last written before cutoff.
-func (s *SQLiteFile) removeOrphans(ctx context.Context, cutoff time.Time) error {
+func (s *Store) removeOrphans(ctx context.Context, cutoff time.Time) error {
 	ents, err := os.ReadDir(s.dir)
 	if err != nil {
 		return err
@@ -514,5 +518,5 @@ func (s *SQLiteFile) removeOrphans(ctx context.Context, cutoff time.Time) error 
 	return nil
 }
 
-// Close implements Store.
-func (s *SQLiteFile) Close() error { return s.db.Close() }
+// Close implements segstore.Store.
+func (s *Store) Close() error { return s.db.Close() }
