@@ -43,7 +43,7 @@ const maxBlobRefsChecked = 1000
 
 // BlobConfig configures blobs (SPEC §5.9).
 type BlobConfig struct {
-	// Store holds the bytes (blobstore.FS, blobstore.Postgres, blobstore.S3).
+	// Store holds the bytes (blobstore.FS, pgblob.Store, s3blob.Store).
 	// Nil disables the blob routes.
 	Store blobstore.Store
 	// MaxBytes caps one blob (default DefaultMaxBlobBytes): larger

@@ -13,6 +13,7 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/blobstore"
+	"github.com/synclane/synclane/storage/blobstore/pgblob"
 	"github.com/synclane/synclane/storage/postgres"
 )
 
@@ -68,7 +69,7 @@ func openBlobs(ctx context.Context, c serveConfig, st storage.Store, log *zap.Lo
 		if !ok {
 			return cfg, errors.New("--blob-store postgres needs --postgres")
 		}
-		cfg.Store, err = blobstore.NewPostgres(ctx, pg.Pool(), pg.SchemaName())
+		cfg.Store, err = pgblob.New(ctx, pg.Pool(), pg.SchemaName())
 	case strings.HasPrefix(b.store, "s3://"):
 		cfg.Store, err = openS3(ctx, b)
 	default:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/blobstore"
+	"github.com/synclane/synclane/storage/blobstore/pgblob"
 	"github.com/synclane/synclane/storage/postgres"
 )
 
@@ -27,7 +28,7 @@ func TestPruneCommandSweepsOrphanBlobs(t *testing.T) {
 			var bs blobstore.Store
 			var err error
 			if pg, ok := st.(*postgres.Store); ok {
-				bs, err = blobstore.NewPostgres(ctx, pg.Pool(), pg.SchemaName())
+				bs, err = pgblob.New(ctx, pg.Pool(), pg.SchemaName())
 			} else {
 				bs, err = blobstore.NewFS(filepath.Join(store[1], "blobs"))
 			}

@@ -3,8 +3,10 @@
 // reference index live in the sync database (storage.BlobIndex); a Store
 // only holds bytes.
 //
-// Every implementation (filesystem, PostgreSQL, S3-compatible) passes the
-// contract suite in blobstore/blobstoretest and guarantees:
+// The filesystem store (FS) is here; each store that needs a driver or an
+// SDK is a package of its own, so this one and its importers link none:
+// pgblob (PostgreSQL) and s3blob (S3-compatible). Every implementation
+// passes the contract suite in blobstore/blobstoretest and guarantees:
 //   - Put streams: it hashes while writing, holds at most one buffer
 //     (1 MiB) of the body in memory, and makes the blob visible only
 //     after the whole body was read, was at most maxBytes long and hashed
@@ -132,9 +134,10 @@ func (v *Verifier) Check() error {
 	return nil
 }
 
-// checkRange resolves an Open range of a blob of size bytes: a negative
-// length means to the end; a range outside the blob is an error.
-func checkRange(id string, offset, length, size int64) (int64, error) {
+// CheckRange resolves an Open range of a blob of size bytes for a Store:
+// a negative length means to the end; a range outside the blob is an
+// error. It returns the length to read.
+func CheckRange(id string, offset, length, size int64) (int64, error) {
 	if length < 0 {
 		length = size - offset
 	}

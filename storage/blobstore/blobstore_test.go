@@ -7,32 +7,13 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/synclane/synclane/storage/blobstore"
 	"github.com/synclane/synclane/storage/blobstore/blobstoretest"
-	"github.com/synclane/synclane/storage/postgres/pgtest"
 )
 
 func TestFSContract(t *testing.T) {
 	blobstoretest.Run(t, func(t *testing.T) blobstore.Store {
 		s, err := blobstore.NewFS(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	})
-}
-
-func TestPostgresContract(t *testing.T) {
-	blobstoretest.Run(t, func(t *testing.T) blobstore.Store {
-		schema := pgtest.NewSchema(t)
-		pool, err := pgxpool.New(t.Context(), pgtest.URL(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		s, err := blobstore.NewPostgres(t.Context(), pool, schema)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -126,7 +126,7 @@ func (s *FS) Open(ctx context.Context, id string, offset, length int64) (io.Read
 		_ = f.Close()
 		return nil, fmt.Errorf("blobstore: open %s: %w", id, err)
 	}
-	if length, err = checkRange(id, offset, length, fi.Size()); err != nil {
+	if length, err = CheckRange(id, offset, length, fi.Size()); err != nil {
 		_ = f.Close()
 		return nil, err
 	}

@@ -267,5 +267,5 @@ ON CONFLICT (partition, table_name, row_id, blob_id) DO UPDATE SET scopes = EXCL
 
 // SchemaName returns the PostgreSQL schema holding the store's tables (""
 // for the search path), for stores that keep their tables next to it
-// (blobstore.NewPostgres).
+// (pgblob.New).
 func (s *Store) SchemaName() string { return s.schema }

@@ -20,6 +20,7 @@ import (
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/blobstore"
+	"github.com/synclane/synclane/storage/blobstore/pgblob"
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/segstore"
 	"github.com/synclane/synclane/transport/auth"
@@ -64,7 +65,7 @@ func startBlobServerWith(t *testing.T, be backend, signed bool, configure func(*
 	s.store = be.open(t)
 	var bs blobstore.Store
 	if pg, ok := s.store.(*postgres.Store); ok {
-		bs, err = blobstore.NewPostgres(context.Background(), pg.Pool(), pg.SchemaName())
+		bs, err = pgblob.New(context.Background(), pg.Pool(), pg.SchemaName())
 	} else {
 		bs, err = blobstore.NewFS(filepath.Join(t.TempDir(), "blobs"))
 	}

@@ -1,4 +1,6 @@
-package blobstore
+// Package s3blob is the blob store on an S3-compatible service. It links
+// minio-go; the blob store interface (package blobstore) does not.
+package s3blob
 
 import (
 	"bytes"
@@ -14,10 +16,12 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/synclane/synclane/storage/blobstore"
 )
 
-// S3Options configure an S3-compatible store.
-type S3Options struct {
+// Options configure an S3-compatible store.
+type Options struct {
 	// Endpoint is host[:port] (no scheme).
 	Endpoint string
 	// Bucket must exist; Prefix ("" or "a/b") is prepended to every key.
@@ -29,40 +33,41 @@ type S3Options struct {
 	Insecure bool
 }
 
-// S3PartSize is the multipart part size of an upload: the memory one
+// PartSize is the multipart part size of an upload: the memory one
 // streaming Put holds.
-const S3PartSize = 16 << 20
+const PartSize = 16 << 20
 
-// MaxS3BlobBytes is the largest blob the S3 store takes: the verified
+// MaxBlobBytes is the largest blob the S3 store takes: the verified
 // upload is moved into place with a single server-side copy, which S3
 // limits to 5 GiB.
-const MaxS3BlobBytes int64 = 5 << 30
+const MaxBlobBytes int64 = 5 << 30
 
-// S3 stores each blob as object <prefix>/sha256/<hex> of a bucket of an
+// Store stores each blob as object <prefix>/sha256/<hex> of a bucket of an
 // S3-compatible service (via minio-go). Put streams the body to a
 // temporary object <prefix>/.tmp/<random> (multipart, one part of
-// S3PartSize in memory) while hashing it; only when the whole body was at
+// PartSize in memory) while hashing it; only when the whole body was at
 // most the cap and hashed to the id is it copied server-side to its
 // content-addressed key (S3 makes an object visible only once written
 // whole), and the temporary object is deleted either way. Temporary
 // objects of a crashed process are left behind: give the bucket a
 // lifecycle rule expiring <prefix>/.tmp/ after a day. It implements
-// Presigner (SigV4 presigned GET and PUT of the content-addressed key).
-// Parts are sent with UNSIGNED-PAYLOAD (no aws-chunked streaming
-// signature, which not every S3-compatible server decodes); the body's
-// integrity is the id's SHA-256, checked before the copy.
-type S3 struct {
+// blobstore.Presigner (SigV4 presigned GET and PUT of the
+// content-addressed key). Parts are sent with UNSIGNED-PAYLOAD (no
+// aws-chunked streaming signature, which not every S3-compatible server
+// decodes); the body's integrity is the id's SHA-256, checked before the
+// copy.
+type Store struct {
 	cl             *minio.Client
 	bucket, prefix string
 }
 
 var (
-	_ Store     = (*S3)(nil)
-	_ Presigner = (*S3)(nil)
+	_ blobstore.Store     = (*Store)(nil)
+	_ blobstore.Presigner = (*Store)(nil)
 )
 
-// NewS3 connects to the service and checks that the bucket exists.
-func NewS3(ctx context.Context, o S3Options) (*S3, error) {
+// New connects to the service and checks that the bucket exists.
+func New(ctx context.Context, o Options) (*Store, error) {
 	cl, err := minio.New(o.Endpoint, &minio.Options{
 		Creds: credentials.NewStaticV4(o.AccessKey, o.SecretKey, ""), Secure: !o.Insecure,
 		Region: o.Region, BucketLookup: minio.BucketLookupPath,
@@ -81,11 +86,11 @@ func NewS3(ctx context.Context, o S3Options) (*S3, error) {
 	if p != "" {
 		p += "/"
 	}
-	return &S3{cl: cl, bucket: o.Bucket, prefix: p}, nil
+	return &Store{cl: cl, bucket: o.Bucket, prefix: p}, nil
 }
 
-func (s *S3) key(id string) (string, error) {
-	h, err := ParseID(id)
+func (s *Store) key(id string) (string, error) {
+	h, err := blobstore.ParseID(id)
 	if err != nil {
 		return "", err
 	}
@@ -97,8 +102,8 @@ func notFound(err error) bool {
 	return code == "NoSuchKey" || code == "NotFound"
 }
 
-// Put implements Store.
-func (s *S3) Put(ctx context.Context, id string, r io.Reader, maxBytes int64) (int64, error) {
+// Put implements blobstore.Store.
+func (s *Store) Put(ctx context.Context, id string, r io.Reader, maxBytes int64) (int64, error) {
 	key, err := s.key(id)
 	if err != nil {
 		return 0, err
@@ -106,12 +111,13 @@ func (s *S3) Put(ctx context.Context, id string, r io.Reader, maxBytes int64) (i
 	var rnd [12]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := s.prefix + ".tmp/" + hex.EncodeToString(rnd[:])
-	v := NewVerifier(ctx, r, id, min(maxBytes, MaxS3BlobBytes))
+	limit := min(maxBytes, MaxBlobBytes)
+	v := blobstore.NewVerifier(ctx, r, id, limit)
 	defer func() { _ = s.cl.RemoveObject(context.WithoutCancel(ctx), s.bucket, tmp, minio.RemoveObjectOptions{}) }()
-	if _, err := s.cl.PutObject(ctx, s.bucket, tmp, v, -1, minio.PutObjectOptions{PartSize: S3PartSize, ContentType: "application/octet-stream",
+	if _, err := s.cl.PutObject(ctx, s.bucket, tmp, v, -1, minio.PutObjectOptions{PartSize: PartSize, ContentType: "application/octet-stream",
 		DisableContentSha256: true}); err != nil {
-		if errors.Is(err, ErrTooLarge) || v.N() > v.max {
-			return v.N(), fmt.Errorf("%w (%d bytes)", ErrTooLarge, v.max)
+		if errors.Is(err, blobstore.ErrTooLarge) || v.N() > limit {
+			return v.N(), fmt.Errorf("%w (%d bytes)", blobstore.ErrTooLarge, limit)
 		}
 		return v.N(), fmt.Errorf("blobstore: put %s: %w", id, err)
 	}
@@ -124,15 +130,15 @@ func (s *S3) Put(ctx context.Context, id string, r io.Reader, maxBytes int64) (i
 	return v.N(), nil
 }
 
-// Stat implements Store.
-func (s *S3) Stat(ctx context.Context, id string) (int64, error) {
+// Stat implements blobstore.Store.
+func (s *Store) Stat(ctx context.Context, id string) (int64, error) {
 	key, err := s.key(id)
 	if err != nil {
 		return 0, err
 	}
 	info, err := s.cl.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{})
 	if notFound(err) {
-		return 0, fmt.Errorf("%w: %s", ErrNotFound, id)
+		return 0, fmt.Errorf("%w: %s", blobstore.ErrNotFound, id)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("blobstore: stat %s: %w", id, err)
@@ -140,13 +146,13 @@ func (s *S3) Stat(ctx context.Context, id string) (int64, error) {
 	return info.Size, nil
 }
 
-// Open implements Store.
-func (s *S3) Open(ctx context.Context, id string, offset, length int64) (io.ReadCloser, error) {
+// Open implements blobstore.Store.
+func (s *Store) Open(ctx context.Context, id string, offset, length int64) (io.ReadCloser, error) {
 	size, err := s.Stat(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if length, err = checkRange(id, offset, length, size); err != nil {
+	if length, err = blobstore.CheckRange(id, offset, length, size); err != nil {
 		return nil, err
 	}
 	if length == 0 {
@@ -164,8 +170,8 @@ func (s *S3) Open(ctx context.Context, id string, offset, length int64) (io.Read
 	return obj, nil
 }
 
-// Delete implements Store.
-func (s *S3) Delete(ctx context.Context, id string) error {
+// Delete implements blobstore.Store.
+func (s *Store) Delete(ctx context.Context, id string) error {
 	key, err := s.key(id)
 	if err != nil {
 		return err
@@ -176,10 +182,10 @@ func (s *S3) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// PresignPut implements Presigner: a SigV4 presigned PUT of the blob's
+// PresignPut implements blobstore.Presigner: a SigV4 presigned PUT of the blob's
 // key valid for ttl. (The engine does not hand these to clients: an
 // upload that bypasses synclane is neither hash-checked nor recorded.)
-func (s *S3) PresignPut(ctx context.Context, id string, byteLength int64, ttl time.Duration) (string, error) {
+func (s *Store) PresignPut(ctx context.Context, id string, byteLength int64, ttl time.Duration) (string, error) {
 	key, err := s.key(id)
 	if err != nil {
 		return "", err
@@ -191,8 +197,8 @@ func (s *S3) PresignPut(ctx context.Context, id string, byteLength int64, ttl ti
 	return u.String(), nil
 }
 
-// PresignGet implements Presigner: a SigV4 presigned GET valid for ttl.
-func (s *S3) PresignGet(ctx context.Context, id string, ttl time.Duration) (string, error) {
+// PresignGet implements blobstore.Presigner: a SigV4 presigned GET valid for ttl.
+func (s *Store) PresignGet(ctx context.Context, id string, ttl time.Duration) (string, error) {
 	key, err := s.key(id)
 	if err != nil {
 		return "", err

@@ -1,4 +1,4 @@
-package blobstore_test
+package pgblob_test
 
 import (
 	"bytes"
@@ -18,17 +18,18 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/synclane/synclane/storage/blobstore"
+	"github.com/synclane/synclane/storage/blobstore/pgblob"
 	"github.com/synclane/synclane/storage/postgres/pgtest"
 )
 
-// This file measures the PostgreSQL blob store (chunked bytea, postgres.go)
+// This file measures the PostgreSQL blob store (chunked bytea, pgblob.go)
 // against a minimal large-object store (pgx LargeObjects), the two layouts
 // the blobs issue asked to compare. The large-object store lives here, in
 // a test file, because it is a measurement harness, not a product store
 // (see bench/RESULTS.md "PostgreSQL blob store: chunked bytea vs large
 // objects" for the figures and the decision):
 //
-//	SYNCLANE_TEST_POSTGRES=... go test -run '^$' -bench BenchmarkPostgresBlobLayouts -benchtime 4x ./storage/blobstore/
+//	SYNCLANE_TEST_POSTGRES=... go test -run '^$' -bench BenchmarkPostgresBlobLayouts -benchtime 4x ./storage/blobstore/pgblob/
 //
 // Each sub-benchmark gets a fresh one-connection pool, so backend_peak_MB
 // is the peak RSS (VmHWM) of the one PostgreSQL backend that did the work
@@ -135,11 +136,11 @@ type benchLayout interface {
 	Delete(ctx context.Context, id string) error
 }
 
-// byteaLayout adapts the product store (blobstore.Postgres).
-type byteaLayout struct{ *blobstore.Postgres }
+// byteaLayout adapts the product store (pgblob.Store).
+type byteaLayout struct{ *pgblob.Store }
 
 func (b byteaLayout) Open(ctx context.Context, id string) (io.ReadCloser, error) {
-	return b.Postgres.Open(ctx, id, 0, -1)
+	return b.Store.Open(ctx, id, 0, -1)
 }
 
 func BenchmarkPostgresBlobLayouts(b *testing.B) {
@@ -151,7 +152,7 @@ func BenchmarkPostgresBlobLayouts(b *testing.B) {
 		open func(*pgxpool.Pool) (benchLayout, error)
 	}{
 		{"bytea_chunks", func(p *pgxpool.Pool) (benchLayout, error) {
-			s, err := blobstore.NewPostgres(ctx, p, schema)
+			s, err := pgblob.New(ctx, p, schema)
 			return byteaLayout{s}, err
 		}},
 		{"large_object", func(p *pgxpool.Pool) (benchLayout, error) { return newLOStore(ctx, p, schema) }},

@@ -1,4 +1,4 @@
-package blobstore_test
+package s3blob_test
 
 import (
 	"bytes"
@@ -14,11 +14,12 @@ import (
 
 	"github.com/synclane/synclane/storage/blobstore"
 	"github.com/synclane/synclane/storage/blobstore/blobstoretest"
+	"github.com/synclane/synclane/storage/blobstore/s3blob"
 )
 
 // startS3 starts an in-process S3 protocol server (gofakes3) on loopback
 // with bucket "blobs" and returns a store on it.
-func startS3(t *testing.T) *blobstore.S3 {
+func startS3(t *testing.T) *s3blob.Store {
 	t.Helper()
 	be := s3mem.New()
 	if err := be.CreateBucket("blobs"); err != nil {
@@ -26,7 +27,7 @@ func startS3(t *testing.T) *blobstore.S3 {
 	}
 	srv := httptest.NewServer(gofakes3.New(be).Server())
 	t.Cleanup(srv.Close)
-	s, err := blobstore.NewS3(t.Context(), blobstore.S3Options{Endpoint: strings.TrimPrefix(srv.URL, "http://"), Bucket: "blobs",
+	s, err := s3blob.New(t.Context(), s3blob.Options{Endpoint: strings.TrimPrefix(srv.URL, "http://"), Bucket: "blobs",
 		Prefix: "team/a", Region: "us-east-1", AccessKey: "test-key", SecretKey: "test-secret", Insecure: true})
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +42,7 @@ func TestS3Contract(t *testing.T) {
 func TestS3MissingBucket(t *testing.T) {
 	srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
 	defer srv.Close()
-	_, err := blobstore.NewS3(t.Context(), blobstore.S3Options{Endpoint: strings.TrimPrefix(srv.URL, "http://"), Bucket: "nope",
+	_, err := s3blob.New(t.Context(), s3blob.Options{Endpoint: strings.TrimPrefix(srv.URL, "http://"), Bucket: "nope",
 		Region: "us-east-1", AccessKey: "k", SecretKey: "s", Insecure: true})
 	if err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("NewS3 on a missing bucket: %v", err)

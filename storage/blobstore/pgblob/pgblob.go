@@ -1,4 +1,7 @@
-package blobstore
+// Package pgblob is the blob store in a PostgreSQL database (chunked
+// bytea). It links pgx; the blob store interface (package blobstore) does
+// not.
+package pgblob
 
 import (
 	"context"
@@ -8,12 +11,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/synclane/synclane/storage/blobstore"
 )
 
-// Postgres stores blobs in a PostgreSQL database as chunked bytea: one row
-// per BufferSize chunk in <schema>.sync_blob_chunks and one row per blob
-// in <schema>.sync_blob_objects, for several synclane processes sharing a
-// database without a shared disk.
+// Store stores blobs in a PostgreSQL database as chunked bytea: one row
+// per blobstore.BufferSize chunk in <schema>.sync_blob_chunks and one row
+// per blob in <schema>.sync_blob_objects, for several synclane processes
+// sharing a database without a shared disk.
 //
 // Why chunked bytea rather than large objects: chunks are ordinary rows,
 // so a Put is one ordinary transaction (the object row is inserted after
@@ -27,23 +32,23 @@ import (
 // (BenchmarkPostgresBlobLayouts, bench/RESULTS.md), chunked bytea was
 // 1.5-2.6x faster for both writes and reads of 1 MiB and 64 MiB blobs,
 // with the same backend peak RSS.
-type Postgres struct {
+type Store struct {
 	pool           *pgxpool.Pool
 	chunks, object string
 }
 
-var _ Store = (*Postgres)(nil)
+var _ blobstore.Store = (*Store)(nil)
 
-// NewPostgres creates the tables if needed (in schema, "" for the search
+// New creates the tables if needed (in schema, "" for the search
 // path) and returns the store. The caller owns pool.
-func NewPostgres(ctx context.Context, pool *pgxpool.Pool, schema string) (*Postgres, error) {
+func New(ctx context.Context, pool *pgxpool.Pool, schema string) (*Store, error) {
 	q := func(t string) string {
 		if schema == "" {
 			return pgx.Identifier{t}.Sanitize()
 		}
 		return pgx.Identifier{schema, t}.Sanitize()
 	}
-	s := &Postgres{pool: pool, chunks: q("sync_blob_chunks"), object: q("sync_blob_objects")}
+	s := &Store{pool: pool, chunks: q("sync_blob_chunks"), object: q("sync_blob_objects")}
 	stmts := []string{
 		`CREATE TABLE IF NOT EXISTS ` + s.object + ` (blob_id text COLLATE "C" PRIMARY KEY, byte_length bigint NOT NULL)`,
 		`CREATE TABLE IF NOT EXISTS ` + s.chunks + ` (blob_id text COLLATE "C" NOT NULL, idx integer NOT NULL, data bytea NOT NULL, PRIMARY KEY (blob_id, idx))`,
@@ -60,18 +65,18 @@ func NewPostgres(ctx context.Context, pool *pgxpool.Pool, schema string) (*Postg
 	return s, nil
 }
 
-// Put implements Store.
-func (s *Postgres) Put(ctx context.Context, id string, r io.Reader, maxBytes int64) (int64, error) {
-	if _, err := ParseID(id); err != nil {
+// Put implements blobstore.Store.
+func (s *Store) Put(ctx context.Context, id string, r io.Reader, maxBytes int64) (int64, error) {
+	if _, err := blobstore.ParseID(id); err != nil {
 		return 0, err
 	}
-	v := NewVerifier(ctx, r, id, maxBytes)
+	v := blobstore.NewVerifier(ctx, r, id, maxBytes)
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("blobstore: put %s: %w", id, err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	buf := make([]byte, BufferSize)
+	buf := make([]byte, blobstore.BufferSize)
 	for idx := 0; ; idx++ {
 		n, rerr := io.ReadFull(v, buf)
 		if n > 0 {
@@ -98,15 +103,15 @@ func (s *Postgres) Put(ctx context.Context, id string, r io.Reader, maxBytes int
 	return v.N(), nil
 }
 
-// Stat implements Store.
-func (s *Postgres) Stat(ctx context.Context, id string) (int64, error) {
-	if _, err := ParseID(id); err != nil {
+// Stat implements blobstore.Store.
+func (s *Store) Stat(ctx context.Context, id string) (int64, error) {
+	if _, err := blobstore.ParseID(id); err != nil {
 		return 0, err
 	}
 	var n int64
 	err := s.pool.QueryRow(ctx, `SELECT byte_length FROM `+s.object+` WHERE blob_id = $1`, id).Scan(&n)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("%w: %s", ErrNotFound, id)
+		return 0, fmt.Errorf("%w: %s", blobstore.ErrNotFound, id)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("blobstore: stat %s: %w", id, err)
@@ -114,20 +119,20 @@ func (s *Postgres) Stat(ctx context.Context, id string) (int64, error) {
 	return n, nil
 }
 
-// Open implements Store: the reader fetches one chunk per round trip.
-func (s *Postgres) Open(ctx context.Context, id string, offset, length int64) (io.ReadCloser, error) {
+// Open implements blobstore.Store: the reader fetches one chunk per round trip.
+func (s *Store) Open(ctx context.Context, id string, offset, length int64) (io.ReadCloser, error) {
 	size, err := s.Stat(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if length, err = checkRange(id, offset, length, size); err != nil {
+	if length, err = blobstore.CheckRange(id, offset, length, size); err != nil {
 		return nil, err
 	}
 	return &pgReader{s: s, ctx: ctx, id: id, off: offset, left: length}, nil
 }
 
 type pgReader struct {
-	s         *Postgres
+	s         *Store
 	ctx       context.Context
 	id        string
 	off, left int64
@@ -139,12 +144,12 @@ func (r *pgReader) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	if len(r.cur) == 0 {
-		idx := r.off / BufferSize
+		idx := r.off / blobstore.BufferSize
 		var data []byte
 		if err := r.s.pool.QueryRow(r.ctx, `SELECT data FROM `+r.s.chunks+` WHERE blob_id = $1 AND idx = $2`, r.id, idx).Scan(&data); err != nil {
 			return 0, fmt.Errorf("blobstore: read %s chunk %d: %w", r.id, idx, err)
 		}
-		skip := r.off % BufferSize
+		skip := r.off % blobstore.BufferSize
 		if skip > int64(len(data)) {
 			return 0, fmt.Errorf("blobstore: read %s chunk %d: short chunk", r.id, idx)
 		}
@@ -162,9 +167,9 @@ func (r *pgReader) Read(p []byte) (int, error) {
 
 func (r *pgReader) Close() error { return nil }
 
-// Delete implements Store.
-func (s *Postgres) Delete(ctx context.Context, id string) error {
-	if _, err := ParseID(id); err != nil {
+// Delete implements blobstore.Store.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	if _, err := blobstore.ParseID(id); err != nil {
 		return err
 	}
 	tx, err := s.pool.Begin(ctx)
