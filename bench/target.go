@@ -23,6 +23,7 @@ import (
 	"github.com/synclane/synclane/storage/segstore"
 	"github.com/synclane/synclane/storage/segstore/pgseg"
 	"github.com/synclane/synclane/storage/segstore/sqlitefile"
+	"github.com/synclane/synclane/storage/segstore/sqliteimage"
 	"github.com/synclane/synclane/storage/sqlite"
 	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
@@ -114,7 +115,7 @@ func openTarget(ctx context.Context, cfg *Config, store string, eo EngineOpts) (
 	if sch == nil {
 		sch = schema.MustDemo()
 	}
-	ecfg := engine.Config{Schema: sch, Store: st, DisableGroupCommit: eo.DisableGroupCommit,
+	ecfg := engine.Config{Schema: sch, Store: st, Images: sqliteimage.Builder{}, DisableGroupCommit: eo.DisableGroupCommit,
 		IdleTimeout: eo.IdleTimeout, Retention: engine.RetentionConfig{BatchCommits: eo.PruneBatch}}
 	ecfg.Resolver = engine.AllowAll(ecfg.Schema)
 	if eo.ServeSegments {

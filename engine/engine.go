@@ -163,6 +163,12 @@ type Config struct {
 	// mode and pgseg.Open when processes share a database, so any of them
 	// serves a segment another built. The engine closes it in Close.
 	Segments segstore.Store
+	// Images builds the SQLite images (SPEC §5.3) served, by reference, to
+	// clients accepting them for a table over one page. nil: no images
+	// are served (such a client gets rows segments, as one not accepting
+	// images does). The engine links no SQLite driver; set
+	// sqliteimage.Builder{}, which does, to serve images.
+	Images partition.ImageBuilder
 	// SegmentTTL is how long a segment is served after it is built
 	// (default 24h); an expiry sweep runs every min(TTL/4, 10m).
 	SegmentTTL time.Duration
@@ -374,6 +380,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e.segments.KeepInline(cfg.InlinePageBytes)
 	pc.Segments = e.segments
+	pc.Images = cfg.Images
 	if cfg.InlineSegmentMaxBytes != 0 {
 		pc.InlineSegmentMaxBytes = cfg.InlineSegmentMaxBytes
 	}

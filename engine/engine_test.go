@@ -14,6 +14,7 @@ import (
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/memory"
+	"github.com/synclane/synclane/storage/segstore/sqliteimage"
 )
 
 const testSchemaJSON = `{"version":1,"tables":[
@@ -41,7 +42,7 @@ func newFixture(t *testing.T, st storage.Store, mut ...func(*engine.Config)) *fi
 	}
 	f := &fixture{t: t, store: st, schema: s, codec: ssp2.NewRowCodec(s.Table("tasks").Columns),
 		allowed: map[string]map[string][]string{}}
-	cfg := engine.Config{Schema: s, Store: st, Resolver: engine.ScopeResolverFunc(f.resolve)}
+	cfg := engine.Config{Schema: s, Store: st, Resolver: engine.ScopeResolverFunc(f.resolve), Images: sqliteimage.Builder{}}
 	for _, m := range mut {
 		m(&cfg)
 	}

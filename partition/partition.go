@@ -74,6 +74,11 @@ type Config struct {
 	// Segments is the segment cache bootstraps store rows segments in and
 	// reference with SEGMENT_REF; nil serves every bootstrap inline.
 	Segments *segstore.Cache
+	// Images builds the SQLite images of tables over one page for clients
+	// accepting them; nil serves no images (such a client gets rows
+	// segments, inline or by ref, as a client not accepting images does).
+	// Images are served only with Segments set.
+	Images ImageBuilder
 	// InlineSegmentMaxBytes is the largest first page a client accepting
 	// both lanes gets inline (default 256 KiB); larger tables go by ref.
 	InlineSegmentMaxBytes int

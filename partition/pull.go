@@ -11,7 +11,6 @@ import (
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/segstore"
-	"github.com/synclane/synclane/storage/segstore/sqliteimage"
 )
 
 // pull serves a request without commits in the partition's order of steps:
@@ -214,7 +213,7 @@ func (p *Partition) bootstrap(ctx context.Context, token GateToken, info storage
 		// The client no longer accepts the table's lane: start over.
 		tok = BootstrapToken{AsOfCommitSeq: info.MaxCommitSeq, Tables: []string{t.Name}}
 	}
-	canImage := p.cfg.Segments != nil && lim.Accept&ssp2.AcceptSQLite != 0 && !t.HasEncrypted() && tok.RowCursor == nil
+	canImage := p.cfg.Segments != nil && p.cfg.Images != nil && lim.Accept&ssp2.AcceptSQLite != 0 && !t.HasEncrypted() && tok.RowCursor == nil
 	rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive, EffectiveScopes: eff, Bootstrap: true})
 	src := tablePages{table: t, eff: eff, digest: ssp2.ScopeDigest(eff), pageRows: int(lim.LimitSnapshotRows),
 		logEpoch: info.LogEpoch, schemaVersion: p.cfg.Schema.Version, storedVersion: token.StoredVersion}
@@ -449,12 +448,12 @@ func (p *Partition) imageStart(ctx context.Context, src tablePages, tok Bootstra
 		var err error
 		if c, ok := p.cfg.Store.(storage.ImageCopier); ok {
 			// The store copies the rows into the image itself.
-			data, n, err = sqliteimage.BuildCopy(ctx, t, p.cfg.Schema.Version, tok.AsOfCommitSeq, digest,
+			data, n, err = p.cfg.Images.BuildCopy(ctx, t, p.cfg.Schema.Version, tok.AsOfCommitSeq, digest,
 				func(ctx context.Context, imagePath string) (int64, error) {
 					return c.CopyRowsToImage(ctx, p.name, storage.RowQuery{Table: t, Scopes: eff}, imagePath)
 				})
 		} else {
-			data, n, err = sqliteimage.Build(ctx, t, p.cfg.Schema.Version, tok.AsOfCommitSeq, digest,
+			data, n, err = p.cfg.Images.Build(ctx, t, p.cfg.Schema.Version, tok.AsOfCommitSeq, digest,
 				func(ctx context.Context, after *string, limit int) ([]storage.RowRecord, error) {
 					return p.cfg.Store.ScanRows(ctx, p.name, storage.RowQuery{Table: t, Scopes: eff, AfterRowID: after, Limit: limit})
 				})

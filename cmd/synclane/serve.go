@@ -28,6 +28,7 @@ import (
 	"github.com/synclane/synclane/storage/segstore"
 	"github.com/synclane/synclane/storage/segstore/pgseg"
 	"github.com/synclane/synclane/storage/segstore/sqlitefile"
+	"github.com/synclane/synclane/storage/segstore/sqliteimage"
 	"github.com/synclane/synclane/storage/sqlite"
 	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/bodybudget"
@@ -475,7 +476,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	}
 	cfg := engine.Config{Schema: sch, Store: st, Logger: log,
 		MaxOperations: c.maxOps, IdleTimeout: c.idleTimeout, Checkpoints: decls, Retention: c.retention.engineConfig(),
-		Segments: segs, SegmentTTL: c.segmentTTL, InlineSegmentMaxBytes: int(c.inlineSegmentMaxBytes),
+		Segments: segs, Images: sqliteimage.Builder{}, SegmentTTL: c.segmentTTL, InlineSegmentMaxBytes: int(c.inlineSegmentMaxBytes),
 		Reactions: c.reactions.engineConfig()}
 	if c.inlineSegmentMaxBytes == 0 {
 		cfg.InlineSegmentMaxBytes = -1 // nothing inline when the client accepts refs

@@ -23,6 +23,7 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/storage/segstore/sqliteimage"
 	"github.com/synclane/synclane/storage/sqlite"
 	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
@@ -94,6 +95,9 @@ func main() {
 		Store:    store,
 		Resolver: engine.ScopeResolverFunc(resolveScopes),
 		Logger:   logger,
+		// SQLite images (SPEC §5.3) for clients accepting them; without
+		// a builder such clients get rows segments.
+		Images: sqliteimage.Builder{},
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -28,6 +28,7 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/storage/segstore/sqliteimage"
 	"github.com/synclane/synclane/storage/sqlite"
 	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
@@ -141,7 +142,7 @@ func newEngine(ctx context.Context, store *sqlite.Store, logger *zap.Logger) (*e
 		return nil, err
 	}
 	return engine.New(ctx, engine.Config{Schema: s, Store: store, Resolver: engine.ScopeResolverFunc(resolveScopes),
-		Logger: logger, Operations: reg})
+		Logger: logger, Operations: reg, Images: sqliteimage.Builder{}})
 }
 
 func main() {

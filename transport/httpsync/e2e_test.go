@@ -24,6 +24,7 @@ import (
 	"github.com/synclane/synclane/storage/segstore"
 	"github.com/synclane/synclane/storage/segstore/pgseg"
 	"github.com/synclane/synclane/storage/segstore/sqlitefile"
+	"github.com/synclane/synclane/storage/segstore/sqliteimage"
 	"github.com/synclane/synclane/storage/sqlite"
 	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httperr"
@@ -94,7 +95,7 @@ func startServerWith(t *testing.T, be backend, configure func(*engine.Config)) *
 
 func (s *server) start() {
 	s.store = s.be.open(s.t)
-	cfg := engine.Config{Schema: s.schema, Store: s.store, Segments: openSegments(s.t, s.store, s.segDir),
+	cfg := engine.Config{Schema: s.schema, Store: s.store, Segments: openSegments(s.t, s.store, s.segDir), Images: sqliteimage.Builder{},
 		Resolver: engine.ScopeResolverFunc(func(_ context.Context, id engine.Identity) (map[string][]string, error) {
 			s.mu.Lock()
 			defer s.mu.Unlock()

@@ -220,3 +220,18 @@ func fillImage(ctx context.Context, db *sql.DB, t *schema.Table, schemaVersion i
 	}
 	return n, nil
 }
+
+// Builder builds images with Build and BuildCopy; its zero value is
+// ready. It is the partition.ImageBuilder of this module: set it as
+// engine.Config.Images to serve SQLite images.
+type Builder struct{}
+
+// Build calls Build.
+func (Builder) Build(ctx context.Context, t *schema.Table, schemaVersion int32, asOf int64, scopeDigest string, scan segstore.ImageScan) ([]byte, int64, error) {
+	return Build(ctx, t, schemaVersion, asOf, scopeDigest, scan)
+}
+
+// BuildCopy calls BuildCopy.
+func (Builder) BuildCopy(ctx context.Context, t *schema.Table, schemaVersion int32, asOf int64, scopeDigest string, copyRows segstore.ImageCopy) ([]byte, int64, error) {
+	return BuildCopy(ctx, t, schemaVersion, asOf, scopeDigest, copyRows)
+}
