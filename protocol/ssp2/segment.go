@@ -46,15 +46,6 @@ func validateSegment(b []byte, base int) error {
 	return err
 }
 
-// checkInline validates an inline segment's payload unless it is marked
-// Verified; a Verified payload still needs a whole SSG2 header.
-func checkInline(si *SegmentInline) error {
-	if si.Verified && len(si.Payload) >= 8 && string(si.Payload[:4]) == SegmentMagic {
-		return nil
-	}
-	return validateSegment(si.Payload, 0)
-}
-
 func decodeSegment(b []byte, base int, build bool) (*Segment, error) {
 	r := &rd{b: b, base: base}
 	if !r.need(8, "SSG2 header") {

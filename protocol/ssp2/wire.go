@@ -248,3 +248,33 @@ func checkJSON(what string, v []byte) error {
 	}
 	return nil
 }
+
+func appendOptI32(b []byte, v *int32) []byte {
+	if v == nil {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	return appendI32(b, *v)
+}
+
+func appendOptStr(b []byte, what string, v *string) ([]byte, error) {
+	if v == nil {
+		return append(b, 0), nil
+	}
+	if err := checkStr(what, *v); err != nil {
+		return b, err
+	}
+	b = append(b, 1)
+	return appendStr(b, *v), nil
+}
+
+func appendOptJSON(b []byte, what string, v []byte) ([]byte, error) {
+	if v == nil {
+		return append(b, 0), nil
+	}
+	if err := checkJSON(what, v); err != nil {
+		return b, err
+	}
+	b = append(b, 1)
+	return appendBytes(b, v), nil
+}

@@ -1,0 +1,154 @@
+package ssp2
+
+// CommitStatus is the status of a PUSH_RESULT.
+type CommitStatus uint8
+
+// Push result statuses.
+const (
+	CommitApplied  CommitStatus = 1
+	CommitCached   CommitStatus = 2
+	CommitRejected CommitStatus = 3
+)
+
+// OpStatus is the status of one operation result record.
+type OpStatus uint8
+
+// Operation result statuses.
+const (
+	OpApplied  OpStatus = 1
+	OpConflict OpStatus = 2
+	OpError    OpStatus = 3
+)
+
+// OpResult is one result record of a PUSH_RESULT.
+type OpResult struct {
+	OpIndex int32
+	Status  OpStatus
+	// Code and Message are set for conflict and error records.
+	Code    string
+	Message string
+	// ServerVersion and ServerRow are set for conflict records.
+	ServerVersion int64
+	ServerRow     []byte
+	// Retryable is set for error records.
+	Retryable bool
+}
+
+// PushResult is PUSH_RESULT (0x11).
+type PushResult struct {
+	ClientCommitID string
+	Status         CommitStatus
+	CommitSeq      *int64 // present iff applied or cached
+	Results        []OpResult
+}
+
+func (*PushResult) FrameType() FrameType { return FramePushResult }
+
+func (d *dec) pushResult(r *rd) *PushResult {
+	p := &PushResult{}
+	p.ClientCommitID = r.str("clientCommitId")
+	start := r.off
+	switch s := CommitStatus(r.u8("status")); s {
+	case CommitApplied, CommitCached, CommitRejected:
+		p.Status = s
+	default:
+		if r.err == nil {
+			r.off = start
+			r.fail("PUSH_RESULT status %d", s)
+		}
+	}
+	seqStart := r.off
+	if r.opt("commitSeq") {
+		v := r.i64("commitSeq")
+		p.CommitSeq = &v
+	}
+	if r.err == nil && (p.CommitSeq != nil) != (p.Status != CommitRejected) {
+		r.off = seqStart
+		r.fail("commitSeq must be present iff status is applied or cached")
+	}
+	n := r.count("results", 5)
+	if n > 0 {
+		p.Results = make([]OpResult, n)
+	}
+	for i := 0; i < n && r.err == nil; i++ {
+		o := &p.Results[i]
+		o.OpIndex = r.i32("opIndex")
+		st := r.off
+		switch s := OpStatus(r.u8("result status")); s {
+		case OpApplied:
+			o.Status = s
+		case OpConflict:
+			o.Status = s
+			o.Code = r.str("code")
+			o.Message = r.str("message")
+			o.ServerVersion = r.i64("serverVersion")
+			o.ServerRow = r.rawBytes("serverRow")
+		case OpError:
+			o.Status = s
+			o.Code = r.str("code")
+			o.Message = r.str("message")
+			o.Retryable = r.boolean("retryable")
+		default:
+			if r.err == nil {
+				r.off = st
+				r.fail("op result status %d", s)
+			}
+		}
+	}
+	return p
+}
+
+func appendPushResult(b []byte, p *PushResult) ([]byte, error) {
+	if err := checkStr("clientCommitId", p.ClientCommitID); err != nil {
+		return b, err
+	}
+	switch p.Status {
+	case CommitApplied, CommitCached, CommitRejected:
+	default:
+		return b, encFail("PUSH_RESULT status %d", p.Status)
+	}
+	if (p.CommitSeq != nil) != (p.Status != CommitRejected) {
+		return b, encFail("commitSeq must be present iff status is applied or cached")
+	}
+	b = appendStr(b, p.ClientCommitID)
+	b = append(b, byte(p.Status))
+	if p.CommitSeq == nil {
+		b = append(b, 0)
+	} else {
+		if err := checkI64("commitSeq", *p.CommitSeq); err != nil {
+			return b, err
+		}
+		b = append(b, 1)
+		b = appendI64(b, *p.CommitSeq)
+	}
+	b = appendU32(b, uint32(len(p.Results)))
+	for i := range p.Results {
+		o := &p.Results[i]
+		b = appendI32(b, o.OpIndex)
+		b = append(b, byte(o.Status))
+		switch o.Status {
+		case OpApplied:
+		case OpConflict, OpError:
+			if err := checkStr("code", o.Code); err != nil {
+				return b, err
+			}
+			if err := checkStr("message", o.Message); err != nil {
+				return b, err
+			}
+			b = appendStr(b, o.Code)
+			b = appendStr(b, o.Message)
+			if o.Status == OpConflict {
+				if err := checkI64("serverVersion", o.ServerVersion); err != nil {
+					return b, err
+				}
+				b = appendI64(b, o.ServerVersion)
+				b = appendBytes(b, o.ServerRow)
+			} else {
+				b = appendBool(b, o.Retryable)
+			}
+		default:
+			return b, encFail("op result status %d", o.Status)
+		}
+	}
+	return b, nil
+}

@@ -1,0 +1,58 @@
+package ssp2
+
+// ReqHeader is REQ_HEADER (0x01).
+type ReqHeader struct {
+	ClientID      string
+	SchemaVersion int32
+	// LogEpoch is only on the wire in v2; nil means absent (epoch acquisition).
+	LogEpoch *string
+}
+
+func (*ReqHeader) FrameType() FrameType { return FrameReqHeader }
+
+func (d *dec) reqHeader(r *rd) *ReqHeader {
+	h := &ReqHeader{}
+	h.ClientID = r.strNonEmpty("clientId")
+	start := r.off
+	h.SchemaVersion = r.i32("schemaVersion")
+	if r.err == nil && h.SchemaVersion < 1 {
+		r.off = start
+		r.fail("schemaVersion %d < 1", h.SchemaVersion)
+	}
+	if d.version >= WireV2 && r.opt("logEpoch") {
+		s := r.strNonEmpty("logEpoch")
+		h.LogEpoch = &s
+	}
+	return h
+}
+
+func appendReqHeader(b []byte, h *ReqHeader, version uint16) ([]byte, error) {
+	if h.ClientID == "" {
+		return b, encFail("REQ_HEADER.clientId must be non-empty")
+	}
+	if err := checkStr("clientId", h.ClientID); err != nil {
+		return b, err
+	}
+	if h.SchemaVersion < 1 {
+		return b, encFail("REQ_HEADER.schemaVersion %d < 1", h.SchemaVersion)
+	}
+	b = appendStr(b, h.ClientID)
+	b = appendI32(b, h.SchemaVersion)
+	if version >= WireV2 {
+		if h.LogEpoch == nil {
+			b = append(b, 0)
+		} else {
+			if *h.LogEpoch == "" {
+				return b, encFail("REQ_HEADER.logEpoch must be non-empty when present")
+			}
+			if err := checkStr("logEpoch", *h.LogEpoch); err != nil {
+				return b, err
+			}
+			b = append(b, 1)
+			b = appendStr(b, *h.LogEpoch)
+		}
+	} else if h.LogEpoch != nil {
+		return b, encFail("REQ_HEADER.logEpoch is not representable in wire v1")
+	}
+	return b, nil
+}
