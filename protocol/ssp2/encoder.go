@@ -53,8 +53,8 @@ func (e *Encoder) WriteFrame(f Frame) error {
 		e.buf = appendHeader(e.buf, e.version, e.kind)
 		e.started = true
 	}
-	if si, ok := f.(*SegmentInline); ok && len(si.Payload) > flushThreshold {
-		return e.writeLargeInline(si)
+	if v, ok := f.(verbatimFrame); ok && len(v.verbatimPayload()) > flushThreshold {
+		return e.writeLargeVerbatim(v)
 	}
 	b, err := appendFrame(e.buf, f, e.version, &e.g)
 	e.buf = b
@@ -90,28 +90,31 @@ func (e *Encoder) Close() error {
 	return e.flush()
 }
 
-// writeLargeInline writes a SEGMENT_INLINE larger than the flush threshold
-// (a bootstrap page: hundreds of KiB) as its frame header followed by the
-// payload itself, written straight to w instead of copied into the buffer,
-// so the encoder's buffer stays about 32 KiB whatever the page size. The
-// bytes are those appendFrame would produce; the payload is validated and
-// the grammar checked before anything of the frame is written.
-func (e *Encoder) writeLargeInline(si *SegmentInline) error {
-	if uint64(len(si.Payload)) > 0xFFFFFFFF {
-		return encFail("frame payload of %d bytes exceeds u32", len(si.Payload))
+// writeLargeVerbatim writes a verbatim frame larger than the flush
+// threshold (a SEGMENT_INLINE bootstrap page: hundreds of KiB) as its frame
+// header followed by the payload itself, written straight to w instead of
+// copied into the buffer, so the encoder's buffer stays about 32 KiB
+// whatever the page size. The bytes are those appendFrame would produce;
+// the payload is validated and the grammar checked before anything of the
+// frame is written.
+func (e *Encoder) writeLargeVerbatim(f verbatimFrame) error {
+	payload := f.verbatimPayload()
+	if uint64(len(payload)) > 0xFFFFFFFF {
+		return encFail("frame payload of %d bytes exceeds u32", len(payload))
 	}
-	if verr := checkInline(si); verr != nil {
-		return encFail("SEGMENT_INLINE payload is not a valid SSG2 segment: %v", verr)
+	if err := f.checkPayload(); err != nil {
+		return err
 	}
-	if why := e.g.step(FrameSegmentInline, false); why != "" {
+	t := f.FrameType()
+	if why := e.g.step(t, f); why != "" {
 		return encFail("%s", why)
 	}
-	e.buf = append(e.buf, byte(FrameSegmentInline), 0, 0, 0, 0)
-	binary.LittleEndian.PutUint32(e.buf[len(e.buf)-4:], uint32(len(si.Payload)))
+	e.buf = append(e.buf, byte(t), 0, 0, 0, 0)
+	binary.LittleEndian.PutUint32(e.buf[len(e.buf)-4:], uint32(len(payload)))
 	if err := e.flush(); err != nil {
 		return err
 	}
-	if _, err := e.w.Write(si.Payload); err != nil {
+	if _, err := e.w.Write(payload); err != nil {
 		e.err = err
 		return err
 	}

@@ -1,5 +1,15 @@
 package ssp2
 
+import "math"
+
+// FrameCommit is the type byte of COMMIT.
+const FrameCommit FrameType = 0x13
+
+func init() {
+	registerFrame(&frameSpec{typ: FrameCommit, name: "COMMIT", kind: KindResponse,
+		decode: decodeCommit, parse: parseCommit, order: orderCommit})
+}
+
 // Change is one change inside a COMMIT frame.
 type Change struct {
 	TableIndex uint16
@@ -19,9 +29,12 @@ type Commit struct {
 	Changes     []Change
 }
 
+var _ frameCodec = (*Commit)(nil)
+
+// FrameType reports FrameCommit.
 func (*Commit) FrameType() FrameType { return FrameCommit }
 
-func (d *dec) commit(r *rd) *Commit {
+func decodeCommit(d *dec, r *rd) Frame {
 	c := &Commit{}
 	c.CommitSeq = r.i64("commitSeq")
 	c.CreatedAtMs = r.i64("createdAtMs")
@@ -82,9 +95,9 @@ func (d *dec) commit(r *rd) *Commit {
 	return c
 }
 
-// appendCommit encodes a COMMIT payload. It allocates nothing per change
+// appendPayload encodes a COMMIT payload. It allocates nothing per change
 // beyond growth of b.
-func appendCommit(b []byte, c *Commit) ([]byte, error) {
+func (c *Commit) appendPayload(b []byte, _ uint16) ([]byte, error) {
 	if err := checkI64("commitSeq", c.CommitSeq); err != nil {
 		return b, err
 	}
@@ -148,3 +161,39 @@ func appendCommit(b []byte, c *Commit) ([]byte, error) {
 	}
 	return b, nil
 }
+
+func (c *Commit) renderFields(o *obj, _ uint16) error {
+	o.num("commitSeq", c.CommitSeq)
+	o.num("createdAtMs", c.CreatedAtMs)
+	o.str("actorId", c.ActorID)
+	o.strList("tables", c.Tables)
+	o.objects("changes", len(c.Changes), func(e *obj, i int) {
+		ch := &c.Changes[i]
+		e.num("tableIndex", int64(ch.TableIndex))
+		e.str("rowId", ch.RowID)
+		e.str("op", enumName(opNames, int(ch.Op)))
+		if ch.RowVersion != nil {
+			e.num("rowVersion", *ch.RowVersion)
+		}
+		e.strMap("scopes", ch.Scopes)
+		if ch.Row != nil {
+			e.b64("row", ch.Row)
+		}
+	})
+	return nil
+}
+
+func parseCommit(f *fields) Frame {
+	c := &Commit{CommitSeq: f.i64("commitSeq"), CreatedAtMs: f.i64("createdAtMs"), ActorID: f.str("actorId"), Tables: f.strList("tables")}
+	for _, o := range subObjects(f, "changes") {
+		c.Changes = append(c.Changes, Change{
+			TableIndex: uint16(o.int("tableIndex", 0, math.MaxUint16)), RowID: o.str("rowId"), Op: OpKind(o.enum("op", opNames)),
+			RowVersion: o.optI64("rowVersion"), Scopes: o.strMap("scopes"), Row: o.b64("row", false),
+		})
+		finishSub(f, o)
+	}
+	return c
+}
+
+// orderCommit: COMMITs are section data, not mixed with segments.
+func orderCommit(g *grammar, _ Frame) string { return g.sectionFrame(FrameCommit, sectionCommits) }

@@ -1,5 +1,13 @@
 package ssp2
 
+// FramePullHeader is the type byte of PULL_HEADER.
+const FramePullHeader FrameType = 0x03
+
+func init() {
+	registerFrame(&frameSpec{typ: FramePullHeader, name: "PULL_HEADER", kind: KindRequest,
+		decode: decodePullHeader, parse: parsePullHeader, order: orderPullHeader})
+}
+
 // Accept bits of PULL_HEADER.
 const (
 	AcceptInlineRows uint8 = 1 << 0
@@ -17,9 +25,12 @@ type PullHeader struct {
 	Accept            uint8
 }
 
+var _ frameCodec = (*PullHeader)(nil)
+
+// FrameType reports FramePullHeader.
 func (*PullHeader) FrameType() FrameType { return FramePullHeader }
 
-func (d *dec) pullHeader(r *rd) *PullHeader {
+func decodePullHeader(d *dec, r *rd) Frame {
 	p := &PullHeader{}
 	p.LimitCommits = r.i32("limitCommits")
 	p.LimitSnapshotRows = r.i32("limitSnapshotRows")
@@ -33,7 +44,7 @@ func (d *dec) pullHeader(r *rd) *PullHeader {
 	return p
 }
 
-func appendPullHeader(b []byte, p *PullHeader) ([]byte, error) {
+func (p *PullHeader) appendPayload(b []byte, _ uint16) ([]byte, error) {
 	if p.Accept&0xF0 != 0 {
 		return b, encFail("PULL_HEADER.accept bits 4-7 must be zero")
 	}
@@ -41,6 +52,29 @@ func appendPullHeader(b []byte, p *PullHeader) ([]byte, error) {
 	b = appendI32(b, p.LimitSnapshotRows)
 	b = appendI32(b, p.MaxSnapshotPages)
 	return append(b, p.Accept), nil
+}
+
+func (p *PullHeader) renderFields(o *obj, _ uint16) error {
+	o.num("limitCommits", int64(p.LimitCommits))
+	o.num("limitSnapshotRows", int64(p.LimitSnapshotRows))
+	o.num("maxSnapshotPages", int64(p.MaxSnapshotPages))
+	o.num("accept", int64(p.Accept))
+	return nil
+}
+
+func parsePullHeader(f *fields) Frame {
+	return &PullHeader{LimitCommits: f.i32("limitCommits"), LimitSnapshotRows: f.i32("limitSnapshotRows"),
+		MaxSnapshotPages: f.i32("maxSnapshotPages"), Accept: uint8(f.int("accept", 0, 255))}
+}
+
+// orderPullHeader: one PULL_HEADER, after REQ_HEADER and the PUSH_COMMITs.
+func orderPullHeader(g *grammar, _ Frame) string {
+	if g.phase == phaseHeader || g.phase == phasePushes {
+		g.phase = phasePull
+		g.sawPull = true
+		return ""
+	}
+	return outOfOrder(FramePullHeader)
 }
 
 // Pull-limit clamps and defaults (notes §3).

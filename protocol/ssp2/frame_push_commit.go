@@ -2,6 +2,14 @@ package ssp2
 
 import "github.com/synclane/synclane/protocol/syncerr"
 
+// FramePushCommit is the type byte of PUSH_COMMIT.
+const FramePushCommit FrameType = 0x02
+
+func init() {
+	registerFrame(&frameSpec{typ: FramePushCommit, name: "PUSH_COMMIT", kind: KindRequest,
+		decode: decodePushCommit, parse: parsePushCommit, order: orderPushCommit})
+}
+
 // Operation is one push operation inside a PUSH_COMMIT.
 type Operation struct {
 	Table       string
@@ -17,9 +25,12 @@ type PushCommit struct {
 	Operations     []Operation
 }
 
+var _ frameCodec = (*PushCommit)(nil)
+
+// FrameType reports FramePushCommit.
 func (*PushCommit) FrameType() FrameType { return FramePushCommit }
 
-func (d *dec) pushCommit(r *rd) *PushCommit {
+func decodePushCommit(d *dec, r *rd) Frame {
 	c := &PushCommit{}
 	c.ClientCommitID = r.strNonEmpty("clientCommitId")
 	start := r.off
@@ -66,7 +77,7 @@ func (d *dec) pushCommit(r *rd) *PushCommit {
 	return c
 }
 
-func appendPushCommit(b []byte, c *PushCommit) ([]byte, error) {
+func (c *PushCommit) appendPayload(b []byte, _ uint16) ([]byte, error) {
 	if c.ClientCommitID == "" {
 		return b, encFail("PUSH_COMMIT.clientCommitId must be non-empty")
 	}
@@ -112,4 +123,43 @@ func appendPushCommit(b []byte, c *PushCommit) ([]byte, error) {
 		}
 	}
 	return b, nil
+}
+
+func (c *PushCommit) renderFields(o *obj, _ uint16) error {
+	o.str("clientCommitId", c.ClientCommitID)
+	o.objects("operations", len(c.Operations), func(e *obj, i int) {
+		op := &c.Operations[i]
+		e.str("table", op.Table)
+		e.str("rowId", op.RowID)
+		e.str("op", enumName(opNames, int(op.Op)))
+		if op.BaseVersion != nil {
+			e.num("baseVersion", *op.BaseVersion)
+		}
+		if op.Payload != nil {
+			e.b64("payload", op.Payload)
+		}
+	})
+	return nil
+}
+
+func parsePushCommit(f *fields) Frame {
+	c := &PushCommit{ClientCommitID: f.str("clientCommitId")}
+	for _, o := range subObjects(f, "operations") {
+		c.Operations = append(c.Operations, Operation{
+			Table: o.str("table"), RowID: o.str("rowId"), Op: OpKind(o.enum("op", opNames)),
+			BaseVersion: o.optI64("baseVersion"), Payload: o.b64("payload", false),
+		})
+		finishSub(f, o)
+	}
+	return c
+}
+
+// orderPushCommit: PUSH_COMMITs follow REQ_HEADER, before any PULL_HEADER.
+func orderPushCommit(g *grammar, _ Frame) string {
+	if g.phase == phaseHeader || g.phase == phasePushes {
+		g.phase = phasePushes
+		g.sawPush = true
+		return ""
+	}
+	return outOfOrder(FramePushCommit)
 }

@@ -1,5 +1,13 @@
 package ssp2
 
+// FramePushResult is the type byte of PUSH_RESULT.
+const FramePushResult FrameType = 0x11
+
+func init() {
+	registerFrame(&frameSpec{typ: FramePushResult, name: "PUSH_RESULT", kind: KindResponse,
+		decode: decodePushResult, parse: parsePushResult, order: orderPushResult})
+}
+
 // CommitStatus is the status of a PUSH_RESULT.
 type CommitStatus uint8
 
@@ -42,9 +50,12 @@ type PushResult struct {
 	Results        []OpResult
 }
 
+var _ frameCodec = (*PushResult)(nil)
+
+// FrameType reports FramePushResult.
 func (*PushResult) FrameType() FrameType { return FramePushResult }
 
-func (d *dec) pushResult(r *rd) *PushResult {
+func decodePushResult(d *dec, r *rd) Frame {
 	p := &PushResult{}
 	p.ClientCommitID = r.str("clientCommitId")
 	start := r.off
@@ -98,7 +109,7 @@ func (d *dec) pushResult(r *rd) *PushResult {
 	return p
 }
 
-func appendPushResult(b []byte, p *PushResult) ([]byte, error) {
+func (p *PushResult) appendPayload(b []byte, _ uint16) ([]byte, error) {
 	if err := checkStr("clientCommitId", p.ClientCommitID); err != nil {
 		return b, err
 	}
@@ -151,4 +162,67 @@ func appendPushResult(b []byte, p *PushResult) ([]byte, error) {
 		}
 	}
 	return b, nil
+}
+
+var (
+	commitStatusNames = []string{"", "applied", "cached", "rejected"}
+	opStatusNames     = []string{"", "applied", "conflict", "error"}
+)
+
+func (p *PushResult) renderFields(o *obj, _ uint16) error {
+	o.str("clientCommitId", p.ClientCommitID)
+	o.str("status", enumName(commitStatusNames, int(p.Status)))
+	if p.CommitSeq != nil {
+		o.num("commitSeq", *p.CommitSeq)
+	}
+	o.objects("results", len(p.Results), func(e *obj, i int) {
+		r := &p.Results[i]
+		e.num("opIndex", int64(r.OpIndex))
+		e.str("status", enumName(opStatusNames, int(r.Status)))
+		if r.Status == OpConflict || r.Status == OpError {
+			e.str("code", r.Code)
+			e.str("message", r.Message)
+		}
+		if r.Status == OpConflict {
+			e.num("serverVersion", r.ServerVersion)
+			e.b64("serverRow", r.ServerRow)
+		}
+		if r.Status == OpError {
+			e.boolean("retryable", r.Retryable)
+		}
+	})
+	return nil
+}
+
+func parsePushResult(f *fields) Frame {
+	p := &PushResult{ClientCommitID: f.str("clientCommitId"), Status: CommitStatus(f.enum("status", commitStatusNames)), CommitSeq: f.optI64("commitSeq")}
+	for _, o := range subObjects(f, "results") {
+		r := OpResult{OpIndex: o.i32("opIndex"), Status: OpStatus(o.enum("status", opStatusNames))}
+		if r.Status == OpConflict || r.Status == OpError {
+			r.Code = o.str("code")
+			r.Message = o.str("message")
+		}
+		if r.Status == OpConflict {
+			r.ServerVersion = o.i64("serverVersion")
+			r.ServerRow = o.b64("serverRow", true)
+		}
+		if r.Status == OpError {
+			r.Retryable = o.boolean("retryable")
+		}
+		p.Results = append(p.Results, r)
+		finishSub(f, o)
+	}
+	return p
+}
+
+// orderPushResult: PUSH_RESULTs follow RESP_HEADER (and LEASE), before any
+// section. A rejected one may be followed by its PUSH_RESULT_DETAILS.
+func orderPushResult(g *grammar, f Frame) string {
+	if g.phase == phaseHeader || g.phase == phasePushes {
+		g.phase = phasePushes
+		p, ok := f.(*PushResult)
+		g.rejected = ok && p.Status == CommitRejected
+		return ""
+	}
+	return "PUSH_RESULT after a subscription section"
 }

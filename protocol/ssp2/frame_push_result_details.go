@@ -1,5 +1,13 @@
 package ssp2
 
+// FramePushResultDetails is the type byte of PUSH_RESULT_DETAILS.
+const FramePushResultDetails FrameType = 0x1B
+
+func init() {
+	registerFrame(&frameSpec{typ: FramePushResultDetails, name: "PUSH_RESULT_DETAILS", kind: KindResponse,
+		decode: decodePushResultDetails, parse: parsePushResultDetails, order: orderPushResultDetails})
+}
+
 // PushResultDetail is one entry of PUSH_RESULT_DETAILS.
 type PushResultDetail struct {
 	OpIndex     int32
@@ -12,9 +20,12 @@ type PushResultDetails struct {
 	Entries        []PushResultDetail
 }
 
+var _ frameCodec = (*PushResultDetails)(nil)
+
+// FrameType reports FramePushResultDetails.
 func (*PushResultDetails) FrameType() FrameType { return FramePushResultDetails }
 
-func (d *dec) pushResultDetails(r *rd) *PushResultDetails {
+func decodePushResultDetails(d *dec, r *rd) Frame {
 	p := &PushResultDetails{}
 	p.ClientCommitID = r.str("clientCommitId")
 	start := r.off
@@ -49,7 +60,7 @@ func (d *dec) pushResultDetails(r *rd) *PushResultDetails {
 	return p
 }
 
-func appendPushResultDetails(b []byte, p *PushResultDetails) ([]byte, error) {
+func (p *PushResultDetails) appendPayload(b []byte, _ uint16) ([]byte, error) {
 	if err := checkStr("clientCommitId", p.ClientCommitID); err != nil {
 		return b, err
 	}
@@ -71,4 +82,30 @@ func appendPushResultDetails(b []byte, p *PushResultDetails) ([]byte, error) {
 		b = appendStr(b, e.DetailsJSON)
 	}
 	return b, nil
+}
+
+func (p *PushResultDetails) renderFields(o *obj, _ uint16) error {
+	o.str("clientCommitId", p.ClientCommitID)
+	o.objects("entries", len(p.Entries), func(e *obj, i int) {
+		e.num("opIndex", int64(p.Entries[i].OpIndex))
+		e.str("detailsJson", p.Entries[i].DetailsJSON)
+	})
+	return nil
+}
+
+func parsePushResultDetails(f *fields) Frame {
+	p := &PushResultDetails{ClientCommitID: f.str("clientCommitId")}
+	for _, o := range subObjects(f, "entries") {
+		p.Entries = append(p.Entries, PushResultDetail{OpIndex: o.i32("opIndex"), DetailsJSON: o.str("detailsJson")})
+		finishSub(f, o)
+	}
+	return p
+}
+
+// orderPushResultDetails: only directly after a rejected PUSH_RESULT.
+func orderPushResultDetails(g *grammar, _ Frame) string {
+	if g.afterRejected {
+		return ""
+	}
+	return "PUSH_RESULT_DETAILS not directly after a rejected PUSH_RESULT"
 }

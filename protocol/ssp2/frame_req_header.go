@@ -1,5 +1,13 @@
 package ssp2
 
+// FrameReqHeader is the type byte of REQ_HEADER.
+const FrameReqHeader FrameType = 0x01
+
+func init() {
+	registerFrame(&frameSpec{typ: FrameReqHeader, name: "REQ_HEADER", kind: KindRequest, header: true,
+		decode: decodeReqHeader, parse: parseReqHeader, order: orderReqHeader})
+}
+
 // ReqHeader is REQ_HEADER (0x01).
 type ReqHeader struct {
 	ClientID      string
@@ -8,9 +16,12 @@ type ReqHeader struct {
 	LogEpoch *string
 }
 
+var _ frameCodec = (*ReqHeader)(nil)
+
+// FrameType reports FrameReqHeader.
 func (*ReqHeader) FrameType() FrameType { return FrameReqHeader }
 
-func (d *dec) reqHeader(r *rd) *ReqHeader {
+func decodeReqHeader(d *dec, r *rd) Frame {
 	h := &ReqHeader{}
 	h.ClientID = r.strNonEmpty("clientId")
 	start := r.off
@@ -26,7 +37,7 @@ func (d *dec) reqHeader(r *rd) *ReqHeader {
 	return h
 }
 
-func appendReqHeader(b []byte, h *ReqHeader, version uint16) ([]byte, error) {
+func (h *ReqHeader) appendPayload(b []byte, version uint16) ([]byte, error) {
 	if h.ClientID == "" {
 		return b, encFail("REQ_HEADER.clientId must be non-empty")
 	}
@@ -55,4 +66,26 @@ func appendReqHeader(b []byte, h *ReqHeader, version uint16) ([]byte, error) {
 		return b, encFail("REQ_HEADER.logEpoch is not representable in wire v1")
 	}
 	return b, nil
+}
+
+func (h *ReqHeader) renderFields(o *obj, _ uint16) error {
+	o.str("clientId", h.ClientID)
+	o.num("schemaVersion", int64(h.SchemaVersion))
+	if h.LogEpoch != nil {
+		o.str("logEpoch", *h.LogEpoch)
+	}
+	return nil
+}
+
+func parseReqHeader(f *fields) Frame {
+	return &ReqHeader{ClientID: f.str("clientId"), SchemaVersion: f.i32("schemaVersion"), LogEpoch: f.optStr("logEpoch")}
+}
+
+// orderReqHeader: REQ_HEADER opens a request, once.
+func orderReqHeader(g *grammar, _ Frame) string {
+	if g.phase == phaseStart {
+		g.phase = phaseHeader
+		return ""
+	}
+	return outOfOrder(FrameReqHeader)
 }

@@ -1,5 +1,13 @@
 package ssp2
 
+// FrameRespHeader is the type byte of RESP_HEADER.
+const FrameRespHeader FrameType = 0x10
+
+func init() {
+	registerFrame(&frameSpec{typ: FrameRespHeader, name: "RESP_HEADER", kind: KindResponse, header: true,
+		decode: decodeRespHeader, parse: parseRespHeader, order: orderRespHeader})
+}
+
 // RespHeader is RESP_HEADER (0x10).
 type RespHeader struct {
 	RequiredSchemaVersion *int32
@@ -8,9 +16,12 @@ type RespHeader struct {
 	ResetRequired         bool   // v2 only
 }
 
+var _ frameCodec = (*RespHeader)(nil)
+
+// FrameType reports FrameRespHeader.
 func (*RespHeader) FrameType() FrameType { return FrameRespHeader }
 
-func (d *dec) respHeader(r *rd) *RespHeader {
+func decodeRespHeader(d *dec, r *rd) Frame {
 	h := &RespHeader{}
 	if r.opt("requiredSchemaVersion") {
 		v := r.i32("requiredSchemaVersion")
@@ -27,7 +38,7 @@ func (d *dec) respHeader(r *rd) *RespHeader {
 	return h
 }
 
-func appendRespHeader(b []byte, h *RespHeader, version uint16) ([]byte, error) {
+func (h *RespHeader) appendPayload(b []byte, version uint16) ([]byte, error) {
 	b = appendOptI32(b, h.RequiredSchemaVersion)
 	b = appendOptI32(b, h.LatestSchemaVersion)
 	if version >= WireV2 {
@@ -43,4 +54,36 @@ func appendRespHeader(b []byte, h *RespHeader, version uint16) ([]byte, error) {
 		return b, encFail("RESP_HEADER.logEpoch/resetRequired are not representable in wire v1")
 	}
 	return b, nil
+}
+
+func (h *RespHeader) renderFields(o *obj, version uint16) error {
+	if h.RequiredSchemaVersion != nil {
+		o.num("requiredSchemaVersion", int64(*h.RequiredSchemaVersion))
+	}
+	if h.LatestSchemaVersion != nil {
+		o.num("latestSchemaVersion", int64(*h.LatestSchemaVersion))
+	}
+	if version >= WireV2 {
+		o.str("logEpoch", h.LogEpoch)
+		o.boolean("resetRequired", h.ResetRequired)
+	}
+	return nil
+}
+
+func parseRespHeader(f *fields) Frame {
+	h := &RespHeader{RequiredSchemaVersion: f.optI32("requiredSchemaVersion"), LatestSchemaVersion: f.optI32("latestSchemaVersion")}
+	if f.has("logEpoch") || f.has("resetRequired") {
+		h.LogEpoch = f.str("logEpoch")
+		h.ResetRequired = f.boolean("resetRequired")
+	}
+	return h
+}
+
+// orderRespHeader: RESP_HEADER opens a response, once.
+func orderRespHeader(g *grammar, _ Frame) string {
+	if g.phase == phaseStart {
+		g.phase = phaseHeader
+		return ""
+	}
+	return "second RESP_HEADER"
 }

@@ -1,5 +1,13 @@
 package ssp2
 
+// FrameSegmentInline is the type byte of SEGMENT_INLINE.
+const FrameSegmentInline FrameType = 0x15
+
+func init() {
+	registerFrame(&frameSpec{typ: FrameSegmentInline, name: "SEGMENT_INLINE", kind: KindResponse,
+		decode: decodeSegmentInline, parse: parseSegmentInline, order: orderSegmentInline})
+}
+
 // SegmentInline is SEGMENT_INLINE (0x15): one whole SSG2 segment.
 type SegmentInline struct {
 	Payload []byte
@@ -17,7 +25,42 @@ type SegmentInline struct {
 	Segment *Segment
 }
 
+var _ verbatimFrame = (*SegmentInline)(nil)
+
+// FrameType reports FrameSegmentInline.
 func (*SegmentInline) FrameType() FrameType { return FrameSegmentInline }
+
+// decodeSegmentInline checks the payload as an SSG2 segment, or decodes it
+// when d is asked to (Decoder.DecodeSegments): one pass either way.
+func decodeSegmentInline(d *dec, r *rd) Frame {
+	seg, err := decodeSegment(r.b, r.base, d.buildSegments)
+	if err != nil {
+		r.err = err
+		return nil
+	}
+	si := &SegmentInline{Payload: r.b}
+	if d.buildSegments {
+		si.Segment = seg
+	}
+	r.off = len(r.b)
+	return si
+}
+
+func (si *SegmentInline) verbatimPayload() []byte { return si.Payload }
+
+func (si *SegmentInline) checkPayload() error {
+	if verr := checkInline(si); verr != nil {
+		return encFail("SEGMENT_INLINE payload is not a valid SSG2 segment: %v", verr)
+	}
+	return nil
+}
+
+func (si *SegmentInline) appendPayload(b []byte, _ uint16) ([]byte, error) {
+	if err := si.checkPayload(); err != nil {
+		return b, err
+	}
+	return append(b, si.Payload...), nil
+}
 
 // checkInline validates an inline segment's payload unless it is marked
 // Verified; a Verified payload still needs a whole SSG2 header.
@@ -26,4 +69,19 @@ func checkInline(si *SegmentInline) error {
 		return nil
 	}
 	return validateSegment(si.Payload, 0)
+}
+
+func (si *SegmentInline) renderFields(o *obj, _ uint16) error {
+	o.b64("payload", si.Payload)
+	return nil
+}
+
+func parseSegmentInline(f *fields) Frame {
+	return &SegmentInline{Payload: f.b64("payload", true)}
+}
+
+// orderSegmentInline: segment frames are section data, not mixed with
+// COMMITs.
+func orderSegmentInline(g *grammar, _ Frame) string {
+	return g.sectionFrame(FrameSegmentInline, sectionSegments)
 }

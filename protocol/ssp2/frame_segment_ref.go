@@ -1,5 +1,13 @@
 package ssp2
 
+// FrameSegmentRef is the type byte of SEGMENT_REF.
+const FrameSegmentRef FrameType = 0x14
+
+func init() {
+	registerFrame(&frameSpec{typ: FrameSegmentRef, name: "SEGMENT_REF", kind: KindResponse,
+		decode: decodeSegmentRef, parse: parseSegmentRef, order: orderSegmentRef})
+}
+
 // MediaType is the media type of a segment.
 type MediaType uint8
 
@@ -24,9 +32,12 @@ type SegmentRef struct {
 	URLExpiresAtMs *int64 // present iff URL is
 }
 
+var _ frameCodec = (*SegmentRef)(nil)
+
+// FrameType reports FrameSegmentRef.
 func (*SegmentRef) FrameType() FrameType { return FrameSegmentRef }
 
-func (d *dec) segmentRef(r *rd) *SegmentRef {
+func decodeSegmentRef(d *dec, r *rd) Frame {
 	s := &SegmentRef{}
 	s.SegmentID = r.str("segmentId")
 	st := r.off
@@ -68,7 +79,7 @@ func (d *dec) segmentRef(r *rd) *SegmentRef {
 	return s
 }
 
-func appendSegmentRef(b []byte, s *SegmentRef) ([]byte, error) {
+func (s *SegmentRef) appendPayload(b []byte, _ uint16) ([]byte, error) {
 	for _, f := range [...]struct {
 		n string
 		v string
@@ -116,4 +127,40 @@ func appendSegmentRef(b []byte, s *SegmentRef) ([]byte, error) {
 	}
 	b = append(b, 1)
 	return appendI64(b, *s.URLExpiresAtMs), nil
+}
+
+var mediaTypeNames = []string{"", "rows", "sqlite"}
+
+func (s *SegmentRef) renderFields(o *obj, _ uint16) error {
+	o.str("segmentId", s.SegmentID)
+	o.str("mediaType", enumName(mediaTypeNames, int(s.MediaType)))
+	o.str("table", s.Table)
+	o.num("byteLength", s.ByteLength)
+	o.num("rowCount", s.RowCount)
+	o.num("asOfCommitSeq", s.AsOfCommitSeq)
+	o.str("scopeDigest", s.ScopeDigest)
+	if s.RowCursor != nil {
+		o.str("rowCursor", *s.RowCursor)
+	}
+	if s.NextRowCursor != nil {
+		o.str("nextRowCursor", *s.NextRowCursor)
+	}
+	if s.URL != nil {
+		o.str("url", *s.URL)
+	}
+	if s.URLExpiresAtMs != nil {
+		o.num("urlExpiresAtMs", *s.URLExpiresAtMs)
+	}
+	return nil
+}
+
+func parseSegmentRef(f *fields) Frame {
+	return &SegmentRef{SegmentID: f.str("segmentId"), MediaType: MediaType(f.enum("mediaType", mediaTypeNames)), Table: f.str("table"),
+		ByteLength: f.i64("byteLength"), RowCount: f.i64("rowCount"), AsOfCommitSeq: f.i64("asOfCommitSeq"), ScopeDigest: f.str("scopeDigest"),
+		RowCursor: f.optStr("rowCursor"), NextRowCursor: f.optStr("nextRowCursor"), URL: f.optStr("url"), URLExpiresAtMs: f.optI64("urlExpiresAtMs")}
+}
+
+// orderSegmentRef: segment frames are section data, not mixed with COMMITs.
+func orderSegmentRef(g *grammar, _ Frame) string {
+	return g.sectionFrame(FrameSegmentRef, sectionSegments)
 }

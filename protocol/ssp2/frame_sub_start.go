@@ -1,5 +1,13 @@
 package ssp2
 
+// FrameSubStart is the type byte of SUB_START.
+const FrameSubStart FrameType = 0x12
+
+func init() {
+	registerFrame(&frameSpec{typ: FrameSubStart, name: "SUB_START", kind: KindResponse,
+		decode: decodeSubStart, parse: parseSubStart, order: orderSubStart})
+}
+
 // SubStatus is the status of a SUB_START.
 type SubStatus uint8
 
@@ -19,9 +27,12 @@ type SubStart struct {
 	Bootstrap       bool
 }
 
+var _ frameCodec = (*SubStart)(nil)
+
+// FrameType reports FrameSubStart.
 func (*SubStart) FrameType() FrameType { return FrameSubStart }
 
-func (d *dec) subStart(r *rd) *SubStart {
+func decodeSubStart(d *dec, r *rd) Frame {
 	s := &SubStart{}
 	s.ID = r.str("SUB_START.id")
 	st := r.off
@@ -40,7 +51,7 @@ func (d *dec) subStart(r *rd) *SubStart {
 	return s
 }
 
-func appendSubStart(b []byte, s *SubStart) ([]byte, error) {
+func (s *SubStart) appendPayload(b []byte, _ uint16) ([]byte, error) {
 	if err := checkStr("SUB_START.id", s.ID); err != nil {
 		return b, err
 	}
@@ -60,4 +71,31 @@ func appendSubStart(b []byte, s *SubStart) ([]byte, error) {
 		return b, err
 	}
 	return appendBool(b, s.Bootstrap), nil
+}
+
+var subStatusNames = []string{"", "active", "revoked", "reset"}
+
+func (s *SubStart) renderFields(o *obj, _ uint16) error {
+	o.str("id", s.ID)
+	o.str("status", enumName(subStatusNames, int(s.Status)))
+	o.str("reasonCode", s.ReasonCode)
+	o.listMap("effectiveScopes", s.EffectiveScopes)
+	o.boolean("bootstrap", s.Bootstrap)
+	return nil
+}
+
+func parseSubStart(f *fields) Frame {
+	return &SubStart{ID: f.str("id"), Status: SubStatus(f.enum("status", subStatusNames)), ReasonCode: f.str("reasonCode"),
+		EffectiveScopes: f.listMap("effectiveScopes"), Bootstrap: f.boolean("bootstrap")}
+}
+
+// orderSubStart: SUB_START opens a section, never inside another.
+func orderSubStart(g *grammar, _ Frame) string {
+	if g.inSection {
+		return "SUB_START inside an open section"
+	}
+	g.phase = phaseSections
+	g.inSection = true
+	g.section = sectionEmpty
+	return ""
 }

@@ -2,55 +2,6 @@ package ssp2
 
 import "fmt"
 
-// frameName returns the rendering name of a registered frame type.
-func frameName(t FrameType) string {
-	switch t {
-	case FrameEnd:
-		return "END"
-	case FrameReqHeader:
-		return "REQ_HEADER"
-	case FramePushCommit:
-		return "PUSH_COMMIT"
-	case FramePullHeader:
-		return "PULL_HEADER"
-	case FrameSubscription:
-		return "SUBSCRIPTION"
-	case FrameRespHeader:
-		return "RESP_HEADER"
-	case FramePushResult:
-		return "PUSH_RESULT"
-	case FrameSubStart:
-		return "SUB_START"
-	case FrameCommit:
-		return "COMMIT"
-	case FrameSegmentRef:
-		return "SEGMENT_REF"
-	case FrameSegmentInline:
-		return "SEGMENT_INLINE"
-	case FrameSubEnd:
-		return "SUB_END"
-	case FrameLease:
-		return "LEASE"
-	case FramePushResultDetails:
-		return "PUSH_RESULT_DETAILS"
-	case FrameError:
-		return "ERROR"
-	}
-	return ""
-}
-
-// IsRegistered reports whether t has a layout for either message kind
-// (END included). Frames of any other type are unknown and skippable.
-func IsRegistered(t FrameType) bool { return frameName(t) != "" }
-
-// frameKind returns the message kind a registered non-END frame belongs to.
-func frameKind(t FrameType) MsgKind {
-	if t >= FrameReqHeader && t <= FrameSubscription {
-		return KindRequest
-	}
-	return KindResponse
-}
-
 func kindName(k MsgKind) string {
 	switch k {
 	case KindRequest:
@@ -62,145 +13,109 @@ func kindName(k MsgKind) string {
 }
 
 // grammar is the frame-order state machine shared by the decoder and the
-// encoders. Unknown frames are transparent (they must not be first and
-// must not follow ERROR).
+// encoders (SPEC §1.3). In registered frames:
+//
+//	request:  REQ_HEADER PUSH_COMMIT* [PULL_HEADER SUBSCRIPTION*]
+//	          (at least one PUSH_COMMIT, or the PULL_HEADER)
+//	response: RESP_HEADER [LEASE] (PUSH_RESULT [PUSH_RESULT_DETAILS])*
+//	          (SUB_START (COMMIT* | (SEGMENT_REF | SEGMENT_INLINE)*) SUB_END)*
+//	          [ERROR]
+//
+// where PUSH_RESULT_DETAILS follows only a rejected PUSH_RESULT, and ERROR
+// may cut an open section; only END follows it. Unknown frames are
+// transparent (they must not be first and must not follow ERROR).
+//
+// step checks what every frame shares: its message kind, the header first,
+// nothing after ERROR. The rest is each frame's order function, registered
+// in its frame file, which reads and moves the state below.
 type grammar struct {
-	kind MsgKind
-	// phase: 0 before header; request: 1 header, 2 pushes, 3 pull;
-	// response: 1 header, 2 lease/push results, 3 sections, 4 after ERROR.
-	phase       int
-	detailsOK   bool
-	inSection   bool
-	sectionKind FrameType // 0, FrameCommit or FrameSegmentRef (segments)
-	sawPush     bool
-	sawPull     bool
+	kind  MsgKind
+	phase grammarPhase
+	// rejected: the frame just stepped over is a rejected PUSH_RESULT;
+	// afterRejected: the one before the current frame was.
+	rejected      bool
+	afterRejected bool
+	inSection     bool
+	section       sectionContent
+	sawPush       bool
+	sawPull       bool
 }
 
-// step validates the next frame type; rejected tells whether a PUSH_RESULT
-// is a rejected one.
-func (g *grammar) step(t FrameType, rejected bool) string {
-	if !IsRegistered(t) {
-		if g.phase == 0 {
+// grammarPhase is how far a message has come.
+type grammarPhase uint8
+
+const (
+	phaseStart    grammarPhase = iota // nothing yet: the header frame comes first
+	phaseHeader                       // the header frame seen
+	phasePushes                       // request: PUSH_COMMITs; response: LEASE, PUSH_RESULTs
+	phaseSections                     // response: subscription sections
+	phaseError                        // response: ERROR seen, only END may follow
+
+	phasePull = phaseSections // request: PULL_HEADER seen, SUBSCRIPTIONs may follow
+)
+
+// sectionContent is what an open subscription section carries so far.
+type sectionContent uint8
+
+const (
+	sectionEmpty sectionContent = iota
+	sectionCommits
+	sectionSegments
+)
+
+// step validates the next frame, of type t; f is the frame itself (nil
+// when the decoder has not decoded it).
+func (g *grammar) step(t FrameType, f Frame) string {
+	spec := frameSpecs[t]
+	if spec == nil {
+		if t == FrameEnd {
+			return "END is not a frame value"
+		}
+		if g.phase == phaseStart {
 			return fmt.Sprintf("unknown frame type 0x%02x as first frame", uint8(t))
 		}
-		if g.kind == KindResponse && g.phase == 4 {
+		if g.kind == KindResponse && g.phase == phaseError {
 			return fmt.Sprintf("frame type 0x%02x after ERROR (only END may follow)", uint8(t))
 		}
 		return ""
 	}
-	if t == FrameEnd {
-		return "END is not a frame value"
+	if spec.kind != g.kind {
+		return fmt.Sprintf("%s frame in a %s", spec.name, kindName(g.kind))
 	}
-	if frameKind(t) != g.kind {
-		return fmt.Sprintf("%s frame in a %s", frameName(t), kindName(g.kind))
+	if g.kind == KindResponse {
+		g.afterRejected, g.rejected = g.rejected, false
+		if g.phase == phaseError {
+			return fmt.Sprintf("%s after ERROR (only END may follow)", spec.name)
+		}
 	}
-	if g.kind == KindRequest {
-		return g.stepRequest(t)
+	if g.phase == phaseStart && !spec.header {
+		return fmt.Sprintf("%s before %s", spec.name, headerSpec[g.kind].name)
 	}
-	return g.stepResponse(t, rejected)
+	return spec.order(g, f)
 }
 
-func (g *grammar) stepRequest(t FrameType) string {
-	switch t {
-	case FrameReqHeader:
-		if g.phase == 0 {
-			g.phase = 1
-			return ""
-		}
-	case FramePushCommit:
-		if g.phase == 1 || g.phase == 2 {
-			g.phase = 2
-			g.sawPush = true
-			return ""
-		}
-	case FramePullHeader:
-		if g.phase == 1 || g.phase == 2 {
-			g.phase = 3
-			g.sawPull = true
-			return ""
-		}
-	case FrameSubscription:
-		if g.phase == 3 {
-			return ""
-		}
-	}
-	if g.phase == 0 {
-		return fmt.Sprintf("%s before REQ_HEADER", frameName(t))
-	}
+// outOfOrder is the reason for a frame that its order function refuses
+// without a more precise one.
+func outOfOrder(t FrameType) string {
 	return fmt.Sprintf("%s out of grammar order", frameName(t))
 }
 
-func (g *grammar) stepResponse(t FrameType, rejected bool) string {
-	details := g.detailsOK
-	g.detailsOK = false
-	if g.phase == 4 {
-		return fmt.Sprintf("%s after ERROR (only END may follow)", frameName(t))
+// sectionFrame steps over a frame of subscription data: inside a section,
+// and of the same content as the section's earlier frames.
+func (g *grammar) sectionFrame(t FrameType, c sectionContent) string {
+	if !g.inSection {
+		return fmt.Sprintf("%s outside a subscription section", frameName(t))
 	}
-	if g.phase == 0 && t != FrameRespHeader {
-		return fmt.Sprintf("%s before RESP_HEADER", frameName(t))
+	if g.section != sectionEmpty && g.section != c {
+		return "COMMIT and segment frames mixed in one section"
 	}
-	switch t {
-	case FrameRespHeader:
-		if g.phase == 0 {
-			g.phase = 1
-			return ""
-		}
-		return "second RESP_HEADER"
-	case FrameLease:
-		if g.phase == 1 {
-			g.phase = 2
-			return ""
-		}
-		return "LEASE must come directly after RESP_HEADER, at most once"
-	case FramePushResult:
-		if g.phase == 1 || g.phase == 2 {
-			g.phase = 2
-			g.detailsOK = rejected
-			return ""
-		}
-		return "PUSH_RESULT after a subscription section"
-	case FramePushResultDetails:
-		if details {
-			return ""
-		}
-		return "PUSH_RESULT_DETAILS not directly after a rejected PUSH_RESULT"
-	case FrameSubStart:
-		if g.inSection {
-			return "SUB_START inside an open section"
-		}
-		g.phase = 3
-		g.inSection = true
-		g.sectionKind = 0
-		return ""
-	case FrameCommit, FrameSegmentRef, FrameSegmentInline:
-		if !g.inSection {
-			return fmt.Sprintf("%s outside a subscription section", frameName(t))
-		}
-		k := t
-		if k == FrameSegmentInline {
-			k = FrameSegmentRef
-		}
-		if g.sectionKind != 0 && g.sectionKind != k {
-			return "COMMIT and segment frames mixed in one section"
-		}
-		g.sectionKind = k
-		return ""
-	case FrameSubEnd:
-		if !g.inSection {
-			return "SUB_END without SUB_START"
-		}
-		g.inSection = false
-		return ""
-	case FrameError:
-		g.phase = 4
-		return ""
-	}
-	return fmt.Sprintf("%s out of grammar order", frameName(t))
+	g.section = c
+	return ""
 }
 
 // end validates that END may come now.
 func (g *grammar) end() string {
-	if g.phase == 0 {
+	if g.phase == phaseStart {
 		return "message has no header frame"
 	}
 	if g.kind == KindRequest {
@@ -209,7 +124,7 @@ func (g *grammar) end() string {
 		}
 		return ""
 	}
-	if g.inSection && g.phase != 4 {
+	if g.inSection && g.phase != phaseError {
 		return "section not closed by SUB_END"
 	}
 	return ""

@@ -19,6 +19,8 @@ type dec struct {
 	// buildSegments makes SEGMENT_INLINE frames carry their decoded
 	// Segment (Decoder.DecodeSegments).
 	buildSegments bool
+	// r reads the payload of the frame being decoded.
+	r rd
 }
 
 func (d *dec) intern(b []byte) string {
@@ -147,74 +149,6 @@ func decodeMessage(b []byte, want MsgKind) (*Message, error) {
 	}
 }
 
-// frame decodes one non-END frame payload and advances the grammar.
-func (d *dec) frame(t FrameType, payload []byte, base int, g *grammar) (Frame, error) {
-	if !IsRegistered(t) {
-		if why := g.step(t, false); why != "" {
-			return nil, decodeFail(base-5, why)
-		}
-		return &UnknownFrame{Type: t, Payload: payload}, nil
-	}
-	if frameKind(t) != g.kind {
-		return nil, decodeFail(base-5, g.step(t, false))
-	}
-	r := &rd{b: payload, base: base}
-	var f Frame
-	rejected := false
-	switch t {
-	case FrameReqHeader:
-		f = d.reqHeader(r)
-	case FramePushCommit:
-		f = d.pushCommit(r)
-	case FramePullHeader:
-		f = d.pullHeader(r)
-	case FrameSubscription:
-		f = d.subscription(r)
-	case FrameRespHeader:
-		f = d.respHeader(r)
-	case FramePushResult:
-		p := d.pushResult(r)
-		rejected = p.Status == CommitRejected
-		f = p
-	case FramePushResultDetails:
-		f = d.pushResultDetails(r)
-	case FrameSubStart:
-		f = d.subStart(r)
-	case FrameCommit:
-		f = d.commit(r)
-	case FrameSegmentRef:
-		f = d.segmentRef(r)
-	case FrameSegmentInline:
-		// Decoding builds the rows or only checks them: one pass either way.
-		seg, err := decodeSegment(payload, base, d.buildSegments)
-		if err != nil {
-			return nil, err
-		}
-		si := &SegmentInline{Payload: payload}
-		if d.buildSegments {
-			si.Segment = seg
-		}
-		f = si
-		r.off = len(payload)
-	case FrameSubEnd:
-		f = d.subEnd(r)
-	case FrameLease:
-		f = d.lease(r)
-	case FrameError:
-		f = d.errorFrame(r)
-	}
-	if r.err != nil {
-		return nil, r.err
-	}
-	if r.off != len(r.b) {
-		return nil, decodeFail(base+r.off, fmt.Sprintf("%d trailing bytes in %s frame", len(r.b)-r.off, frameName(t)))
-	}
-	if why := g.step(t, rejected); why != "" {
-		return nil, decodeFail(base-5, why)
-	}
-	return f, nil
-}
-
 // Encode returns the canonical bytes of m. It validates what the decoder
 // validates (grammar, enums, opt ties, i64 range, UTF-8, JSON, map
 // keys are emitted in UTF-16 order), so its output always decodes back to
@@ -255,72 +189,4 @@ func appendHeader(b []byte, v uint16, k MsgKind) []byte {
 	b = append(b, Magic...)
 	b = appendU16(b, v)
 	return append(b, byte(k), 0)
-}
-
-// appendFrame appends type, length and payload of f, advancing g.
-func appendFrame(b []byte, f Frame, version uint16, g *grammar) ([]byte, error) {
-	if f == nil {
-		return b, encFail("nil frame")
-	}
-	t := f.FrameType()
-	if u, ok := f.(*UnknownFrame); ok && IsRegistered(u.Type) {
-		return b, encFail("refusing to emit an unknown frame under registered type 0x%02x", uint8(u.Type))
-	}
-	rejected := false
-	if p, ok := f.(*PushResult); ok {
-		rejected = p.Status == CommitRejected
-	}
-	if why := g.step(t, rejected); why != "" {
-		return b, encFail("%s", why)
-	}
-	start := len(b)
-	b = append(b, byte(t), 0, 0, 0, 0)
-	var err error
-	switch f := f.(type) {
-	case *UnknownFrame:
-		b = append(b, f.Payload...)
-	case *ReqHeader:
-		b, err = appendReqHeader(b, f, version)
-	case *PushCommit:
-		b, err = appendPushCommit(b, f)
-	case *PullHeader:
-		b, err = appendPullHeader(b, f)
-	case *Subscription:
-		b, err = appendSubscription(b, f)
-	case *RespHeader:
-		b, err = appendRespHeader(b, f, version)
-	case *PushResult:
-		b, err = appendPushResult(b, f)
-	case *PushResultDetails:
-		b, err = appendPushResultDetails(b, f)
-	case *SubStart:
-		b, err = appendSubStart(b, f)
-	case *Commit:
-		b, err = appendCommit(b, f)
-	case *SegmentRef:
-		b, err = appendSegmentRef(b, f)
-	case *SegmentInline:
-		if verr := checkInline(f); verr != nil {
-			err = encFail("SEGMENT_INLINE payload is not a valid SSG2 segment: %v", verr)
-		} else {
-			b = append(b, f.Payload...)
-		}
-	case *SubEnd:
-		b, err = appendSubEnd(b, f)
-	case *Lease:
-		b, err = appendLease(b, f)
-	case *ErrorFrame:
-		b, err = appendErrorFrame(b, f)
-	default:
-		err = encFail("unsupported frame implementation %T", f)
-	}
-	if err != nil {
-		return b[:start], err
-	}
-	n := len(b) - start - 5
-	if uint64(n) > 0xFFFFFFFF {
-		return b[:start], encFail("frame payload of %d bytes exceeds u32", n)
-	}
-	binary.LittleEndian.PutUint32(b[start+1:], uint32(n))
-	return b, nil
 }

@@ -241,14 +241,6 @@ func (f *fields) strList(k string) []string {
 	return l
 }
 
-var (
-	opNameList       = []string{"", "upsert", "delete"}
-	commitStNameList = []string{"", "applied", "cached", "rejected"}
-	opStNameList     = []string{"", "applied", "conflict", "error"}
-	subStNameList    = []string{"", "active", "revoked", "reset"}
-	mediaNameList    = []string{"", "rows", "sqlite"}
-)
-
 // ParseJSON parses a §11.1 message rendering (the inverse of RenderJSON).
 // Unknown fields are errors. json-typed fields are re-serialized compactly
 // (member order and number text kept), so a message whose JSON fields had
@@ -305,96 +297,6 @@ func subObjects(f *fields, k string) []*fields {
 func finishSub(f *fields, sub *fields) {
 	if err := sub.done(); err != nil && f.err == nil {
 		f.err = err
-	}
-}
-
-func parseFrame(f *fields) Frame {
-	switch t := f.str("type"); t {
-	case "UNKNOWN":
-		return &UnknownFrame{Type: FrameType(f.int("frameType", 0, 255)), Payload: f.b64("payload", true)}
-	case "REQ_HEADER":
-		return &ReqHeader{ClientID: f.str("clientId"), SchemaVersion: f.i32("schemaVersion"), LogEpoch: f.optStr("logEpoch")}
-	case "PUSH_COMMIT":
-		c := &PushCommit{ClientCommitID: f.str("clientCommitId")}
-		for _, o := range subObjects(f, "operations") {
-			c.Operations = append(c.Operations, Operation{
-				Table: o.str("table"), RowID: o.str("rowId"), Op: OpKind(o.enum("op", opNameList)),
-				BaseVersion: o.optI64("baseVersion"), Payload: o.b64("payload", false),
-			})
-			finishSub(f, o)
-		}
-		return c
-	case "PULL_HEADER":
-		return &PullHeader{LimitCommits: f.i32("limitCommits"), LimitSnapshotRows: f.i32("limitSnapshotRows"),
-			MaxSnapshotPages: f.i32("maxSnapshotPages"), Accept: uint8(f.int("accept", 0, 255))}
-	case "SUBSCRIPTION":
-		s := &Subscription{ID: f.str("id"), Table: f.str("table"), Scopes: f.listMap("scopes")}
-		s.Params = f.jsonVal("params")
-		s.Cursor = f.i64("cursor")
-		s.BootstrapState = f.jsonVal("bootstrapState")
-		return s
-	case "RESP_HEADER":
-		h := &RespHeader{RequiredSchemaVersion: f.optI32("requiredSchemaVersion"), LatestSchemaVersion: f.optI32("latestSchemaVersion")}
-		if f.has("logEpoch") || f.has("resetRequired") {
-			h.LogEpoch = f.str("logEpoch")
-			h.ResetRequired = f.boolean("resetRequired")
-		}
-		return h
-	case "PUSH_RESULT":
-		p := &PushResult{ClientCommitID: f.str("clientCommitId"), Status: CommitStatus(f.enum("status", commitStNameList)), CommitSeq: f.optI64("commitSeq")}
-		for _, o := range subObjects(f, "results") {
-			r := OpResult{OpIndex: o.i32("opIndex"), Status: OpStatus(o.enum("status", opStNameList))}
-			if r.Status == OpConflict || r.Status == OpError {
-				r.Code = o.str("code")
-				r.Message = o.str("message")
-			}
-			if r.Status == OpConflict {
-				r.ServerVersion = o.i64("serverVersion")
-				r.ServerRow = o.b64("serverRow", true)
-			}
-			if r.Status == OpError {
-				r.Retryable = o.boolean("retryable")
-			}
-			p.Results = append(p.Results, r)
-			finishSub(f, o)
-		}
-		return p
-	case "PUSH_RESULT_DETAILS":
-		p := &PushResultDetails{ClientCommitID: f.str("clientCommitId")}
-		for _, o := range subObjects(f, "entries") {
-			p.Entries = append(p.Entries, PushResultDetail{OpIndex: o.i32("opIndex"), DetailsJSON: o.str("detailsJson")})
-			finishSub(f, o)
-		}
-		return p
-	case "SUB_START":
-		return &SubStart{ID: f.str("id"), Status: SubStatus(f.enum("status", subStNameList)), ReasonCode: f.str("reasonCode"),
-			EffectiveScopes: f.listMap("effectiveScopes"), Bootstrap: f.boolean("bootstrap")}
-	case "COMMIT":
-		c := &Commit{CommitSeq: f.i64("commitSeq"), CreatedAtMs: f.i64("createdAtMs"), ActorID: f.str("actorId"), Tables: f.strList("tables")}
-		for _, o := range subObjects(f, "changes") {
-			c.Changes = append(c.Changes, Change{
-				TableIndex: uint16(o.int("tableIndex", 0, math.MaxUint16)), RowID: o.str("rowId"), Op: OpKind(o.enum("op", opNameList)),
-				RowVersion: o.optI64("rowVersion"), Scopes: o.strMap("scopes"), Row: o.b64("row", false),
-			})
-			finishSub(f, o)
-		}
-		return c
-	case "SEGMENT_REF":
-		return &SegmentRef{SegmentID: f.str("segmentId"), MediaType: MediaType(f.enum("mediaType", mediaNameList)), Table: f.str("table"),
-			ByteLength: f.i64("byteLength"), RowCount: f.i64("rowCount"), AsOfCommitSeq: f.i64("asOfCommitSeq"), ScopeDigest: f.str("scopeDigest"),
-			RowCursor: f.optStr("rowCursor"), NextRowCursor: f.optStr("nextRowCursor"), URL: f.optStr("url"), URLExpiresAtMs: f.optI64("urlExpiresAtMs")}
-	case "SEGMENT_INLINE":
-		return &SegmentInline{Payload: f.b64("payload", true)}
-	case "SUB_END":
-		return &SubEnd{NextCursor: f.i64("nextCursor"), BootstrapState: f.jsonVal("bootstrapState")}
-	case "LEASE":
-		return &Lease{LeaseID: f.str("leaseId"), ExpiresAtMs: f.i64("expiresAtMs")}
-	case "ERROR":
-		return &ErrorFrame{Code: f.str("code"), Message: f.str("message"), Category: f.str("category"), Retryable: f.boolean("retryable"),
-			RecommendedAction: f.str("recommendedAction"), Details: f.jsonVal("details")}
-	default:
-		f.failf("unknown frame type %q", t)
-		return nil
 	}
 }
 

@@ -37,6 +37,45 @@ func (o *obj) b64(k string, v []byte) {
 func (o *obj) raw(k string, v []byte) { o.key(k); *o.b = append(*o.b, v...) }
 func (o *obj) close()                 { *o.b = append(*o.b, '}') }
 
+// jsonField writes a json-typed member, refusing a value that is not JSON.
+func (o *obj) jsonField(k string, v []byte) error {
+	if !json.Valid(v) {
+		return encFail("%s is not valid JSON", k)
+	}
+	o.raw(k, v)
+	return nil
+}
+
+func (o *obj) strList(k string, l []string) { o.key(k); *o.b = appendStrList(*o.b, l) }
+
+func (o *obj) listMap(k string, m map[string][]string) { o.key(k); *o.b = renderListMap(*o.b, m) }
+
+func (o *obj) strMap(k string, m map[string]string) { o.key(k); *o.b = renderStrMap(*o.b, m) }
+
+// objects writes an array member of n objects; each fills the i-th.
+func (o *obj) objects(k string, n int, each func(e *obj, i int)) {
+	o.key(k)
+	*o.b = append(*o.b, '[')
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			*o.b = append(*o.b, ',')
+		}
+		e := openObj(o.b)
+		each(e, i)
+		e.close()
+	}
+	*o.b = append(*o.b, ']')
+}
+
+// enumName returns the rendering name of enum value v from its name list
+// (indexed by value; "" for a value without a name).
+func enumName(names []string, v int) string {
+	if v < 0 || v >= len(names) {
+		return ""
+	}
+	return names[v]
+}
+
 func appendStrList(b []byte, l []string) []byte {
 	b = append(b, '[')
 	for i, s := range l {
@@ -77,14 +116,6 @@ func renderStrMap(b []byte, m map[string]string) []byte {
 	return b
 }
 
-var (
-	opNames       = map[OpKind]string{OpUpsert: "upsert", OpDelete: "delete"}
-	commitStNames = map[CommitStatus]string{CommitApplied: "applied", CommitCached: "cached", CommitRejected: "rejected"}
-	opStNames     = map[OpStatus]string{OpApplied: "applied", OpConflict: "conflict", OpError: "error"}
-	subStNames    = map[SubStatus]string{SubActive: "active", SubRevoked: "revoked", SubReset: "reset"}
-	mediaNames    = map[MediaType]string{MediaRows: "rows", MediaSQLite: "sqlite"}
-)
-
 // RenderJSON renders m as its canonical §11.1 JSON debug rendering: frames
 // in wire order with fields in layout order, absent opts omitted, binary
 // fields standard base64, enums by name, json-typed fields embedded
@@ -116,220 +147,6 @@ func RenderJSON(m *Message) ([]byte, error) {
 	}
 	b = append(b, ']')
 	top.close()
-	return b, nil
-}
-
-func renderJSONField(o *obj, k string, v json.RawMessage) error {
-	if !json.Valid(v) {
-		return encFail("%s is not valid JSON", k)
-	}
-	o.raw(k, v)
-	return nil
-}
-
-func renderFrame(b []byte, f Frame, version uint16) ([]byte, error) {
-	if f == nil {
-		return b, encFail("nil frame")
-	}
-	o := openObj(&b)
-	var err error
-	switch f := f.(type) {
-	case *UnknownFrame:
-		o.str("type", "UNKNOWN")
-		o.num("frameType", int64(f.Type))
-		o.b64("payload", f.Payload)
-	case *ReqHeader:
-		o.str("type", "REQ_HEADER")
-		o.str("clientId", f.ClientID)
-		o.num("schemaVersion", int64(f.SchemaVersion))
-		if f.LogEpoch != nil {
-			o.str("logEpoch", *f.LogEpoch)
-		}
-	case *PushCommit:
-		o.str("type", "PUSH_COMMIT")
-		o.str("clientCommitId", f.ClientCommitID)
-		o.key("operations")
-		b = append(b, '[')
-		for i, op := range f.Operations {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			oo := openObj(&b)
-			oo.str("table", op.Table)
-			oo.str("rowId", op.RowID)
-			oo.str("op", opNames[op.Op])
-			if op.BaseVersion != nil {
-				oo.num("baseVersion", *op.BaseVersion)
-			}
-			if op.Payload != nil {
-				oo.b64("payload", op.Payload)
-			}
-			oo.close()
-		}
-		b = append(b, ']')
-	case *PullHeader:
-		o.str("type", "PULL_HEADER")
-		o.num("limitCommits", int64(f.LimitCommits))
-		o.num("limitSnapshotRows", int64(f.LimitSnapshotRows))
-		o.num("maxSnapshotPages", int64(f.MaxSnapshotPages))
-		o.num("accept", int64(f.Accept))
-	case *Subscription:
-		o.str("type", "SUBSCRIPTION")
-		o.str("id", f.ID)
-		o.str("table", f.Table)
-		o.key("scopes")
-		b = renderListMap(b, f.Scopes)
-		if f.Params != nil {
-			err = renderJSONField(o, "params", f.Params)
-		}
-		o.num("cursor", f.Cursor)
-		if f.BootstrapState != nil && err == nil {
-			err = renderJSONField(o, "bootstrapState", f.BootstrapState)
-		}
-	case *RespHeader:
-		o.str("type", "RESP_HEADER")
-		if f.RequiredSchemaVersion != nil {
-			o.num("requiredSchemaVersion", int64(*f.RequiredSchemaVersion))
-		}
-		if f.LatestSchemaVersion != nil {
-			o.num("latestSchemaVersion", int64(*f.LatestSchemaVersion))
-		}
-		if version >= WireV2 {
-			o.str("logEpoch", f.LogEpoch)
-			o.boolean("resetRequired", f.ResetRequired)
-		}
-	case *PushResult:
-		o.str("type", "PUSH_RESULT")
-		o.str("clientCommitId", f.ClientCommitID)
-		o.str("status", commitStNames[f.Status])
-		if f.CommitSeq != nil {
-			o.num("commitSeq", *f.CommitSeq)
-		}
-		o.key("results")
-		b = append(b, '[')
-		for i, r := range f.Results {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			ro := openObj(&b)
-			ro.num("opIndex", int64(r.OpIndex))
-			ro.str("status", opStNames[r.Status])
-			if r.Status == OpConflict || r.Status == OpError {
-				ro.str("code", r.Code)
-				ro.str("message", r.Message)
-			}
-			if r.Status == OpConflict {
-				ro.num("serverVersion", r.ServerVersion)
-				ro.b64("serverRow", r.ServerRow)
-			}
-			if r.Status == OpError {
-				ro.boolean("retryable", r.Retryable)
-			}
-			ro.close()
-		}
-		b = append(b, ']')
-	case *PushResultDetails:
-		o.str("type", "PUSH_RESULT_DETAILS")
-		o.str("clientCommitId", f.ClientCommitID)
-		o.key("entries")
-		b = append(b, '[')
-		for i, e := range f.Entries {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			eo := openObj(&b)
-			eo.num("opIndex", int64(e.OpIndex))
-			eo.str("detailsJson", e.DetailsJSON)
-			eo.close()
-		}
-		b = append(b, ']')
-	case *SubStart:
-		o.str("type", "SUB_START")
-		o.str("id", f.ID)
-		o.str("status", subStNames[f.Status])
-		o.str("reasonCode", f.ReasonCode)
-		o.key("effectiveScopes")
-		b = renderListMap(b, f.EffectiveScopes)
-		o.boolean("bootstrap", f.Bootstrap)
-	case *Commit:
-		o.str("type", "COMMIT")
-		o.num("commitSeq", f.CommitSeq)
-		o.num("createdAtMs", f.CreatedAtMs)
-		o.str("actorId", f.ActorID)
-		o.key("tables")
-		b = appendStrList(b, f.Tables)
-		o.key("changes")
-		b = append(b, '[')
-		for i, c := range f.Changes {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			co := openObj(&b)
-			co.num("tableIndex", int64(c.TableIndex))
-			co.str("rowId", c.RowID)
-			co.str("op", opNames[c.Op])
-			if c.RowVersion != nil {
-				co.num("rowVersion", *c.RowVersion)
-			}
-			co.key("scopes")
-			b = renderStrMap(b, c.Scopes)
-			if c.Row != nil {
-				co.b64("row", c.Row)
-			}
-			co.close()
-		}
-		b = append(b, ']')
-	case *SegmentRef:
-		o.str("type", "SEGMENT_REF")
-		o.str("segmentId", f.SegmentID)
-		o.str("mediaType", mediaNames[f.MediaType])
-		o.str("table", f.Table)
-		o.num("byteLength", f.ByteLength)
-		o.num("rowCount", f.RowCount)
-		o.num("asOfCommitSeq", f.AsOfCommitSeq)
-		o.str("scopeDigest", f.ScopeDigest)
-		if f.RowCursor != nil {
-			o.str("rowCursor", *f.RowCursor)
-		}
-		if f.NextRowCursor != nil {
-			o.str("nextRowCursor", *f.NextRowCursor)
-		}
-		if f.URL != nil {
-			o.str("url", *f.URL)
-		}
-		if f.URLExpiresAtMs != nil {
-			o.num("urlExpiresAtMs", *f.URLExpiresAtMs)
-		}
-	case *SegmentInline:
-		o.str("type", "SEGMENT_INLINE")
-		o.b64("payload", f.Payload)
-	case *SubEnd:
-		o.str("type", "SUB_END")
-		o.num("nextCursor", f.NextCursor)
-		if f.BootstrapState != nil {
-			err = renderJSONField(o, "bootstrapState", f.BootstrapState)
-		}
-	case *Lease:
-		o.str("type", "LEASE")
-		o.str("leaseId", f.LeaseID)
-		o.num("expiresAtMs", f.ExpiresAtMs)
-	case *ErrorFrame:
-		o.str("type", "ERROR")
-		o.str("code", f.Code)
-		o.str("message", f.Message)
-		o.str("category", f.Category)
-		o.boolean("retryable", f.Retryable)
-		o.str("recommendedAction", f.RecommendedAction)
-		if f.Details != nil {
-			err = renderJSONField(o, "details", f.Details)
-		}
-	default:
-		return b, encFail("unsupported frame implementation %T", f)
-	}
-	if err != nil {
-		return b, err
-	}
-	o.close()
 	return b, nil
 }
 

@@ -1,11 +1,3 @@
-// Package ssp2 is the Syncular sync protocol (SSP2) wire codec: envelopes,
-// request and response frames, the positional row codec, SSG2 rows segments,
-// realtime control messages and the canonical JSON rendering used by the
-// golden vectors.
-//
-// Every decode failure is a *DecodeError carrying a protocol error code
-// (sync.invalid_request unless the protocol names another); decoders never
-// panic on any input.
 package ssp2
 
 // Magic is the 4-byte envelope magic "SSP2".
@@ -29,31 +21,9 @@ const (
 // FrameType is the one-byte frame type of an SSP2 frame.
 type FrameType uint8
 
-// Registered frame types (SPEC §1.2).
-const (
-	FrameEnd               FrameType = 0x00
-	FrameReqHeader         FrameType = 0x01
-	FramePushCommit        FrameType = 0x02
-	FramePullHeader        FrameType = 0x03
-	FrameSubscription      FrameType = 0x04
-	FrameRespHeader        FrameType = 0x10
-	FramePushResult        FrameType = 0x11
-	FrameSubStart          FrameType = 0x12
-	FrameCommit            FrameType = 0x13
-	FrameSegmentRef        FrameType = 0x14
-	FrameSegmentInline     FrameType = 0x15
-	FrameSubEnd            FrameType = 0x16
-	FrameLease             FrameType = 0x19
-	FramePushResultDetails FrameType = 0x1B
-	FrameError             FrameType = 0x1F
-)
-
-// Frame is one decoded frame. END is never represented: it is implied by the
-// end of a Message.
-type Frame interface {
-	// FrameType reports the wire type byte of the frame.
-	FrameType() FrameType
-}
+// FrameEnd is END (0x00), which closes every message. The other registered
+// types are declared with their frames, one file each (frame_*.go).
+const FrameEnd FrameType = 0x00
 
 // Message is a whole decoded envelope: header fields plus frames in wire
 // order (END omitted). Unknown frames are kept in place as *UnknownFrame.
@@ -61,13 +31,6 @@ type Message struct {
 	WireVersion uint16
 	Kind        MsgKind
 	Frames      []Frame
-}
-
-// UnknownFrame is a frame whose type has no layout for either message kind.
-// It is preserved byte-exact for re-encoding.
-type UnknownFrame struct {
-	Type    FrameType
-	Payload []byte
 }
 
 // OpKind is a push operation kind.
@@ -79,9 +42,8 @@ const (
 	OpDelete OpKind = 2
 )
 
-// FrameType implements Frame for every frame type: the registered type
-// byte, or the preserved byte of an unknown frame.
-func (f *UnknownFrame) FrameType() FrameType { return f.Type }
+// opNames are the rendering names of OpKind values, indexed by value.
+var opNames = []string{"", "upsert", "delete"}
 
 // ColumnType is a row-codec type tag (SPEC §2.4).
 type ColumnType uint8

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/synclane/synclane/protocol/ssp2/ssp2test"
@@ -27,15 +28,15 @@ func compactMessageJSON(t *testing.T, m *Message) bool {
 		}
 		*v = out
 	}
+	// Every frame is a pointer to a struct; its json-typed fields are the
+	// top-level fields of type json.RawMessage.
+	raw := reflect.TypeFor[json.RawMessage]()
 	for _, f := range m.Frames {
-		switch f := f.(type) {
-		case *Subscription:
-			c(&f.Params)
-			c(&f.BootstrapState)
-		case *SubEnd:
-			c(&f.BootstrapState)
-		case *ErrorFrame:
-			c(&f.Details)
+		v := reflect.ValueOf(f).Elem()
+		for i := 0; i < v.NumField(); i++ {
+			if v.Field(i).Type() == raw {
+				c(v.Field(i).Addr().Interface().(*json.RawMessage))
+			}
 		}
 	}
 	return changed
