@@ -20,8 +20,10 @@ func ClampAdminLimit(limit int) int {
 	return limit
 }
 
-// AdminReader is the read-only surface the admin API reads storage through.
-// Every backend implements it. All calls read committed state on the
+// AdminReader is the Admin role of a backend: the read-only surface the
+// admin API reads storage through. Every backend has it; the admin
+// service needs it (engine/admin.New fails without it). All calls read
+// committed state on the
 // backend's read path (never under a partition's write lock), each reads
 // at most ClampAdminLimit(limit) entries, and none of them creates
 // anything: a partition that does not exist reads as empty.

@@ -8,8 +8,9 @@ import (
 // Blob metadata and the blob reference index (SPEC §5.9) live in the sync
 // database next to the rows that reference blobs, so the reference index
 // changes in the same transaction as the rows (the bytes live in a
-// storage/blobstore.Store). Every backend's Store implements BlobIndex and
-// every backend's PushTx implements BlobTx; callers type-assert.
+// storage/blobstore.Store). BlobIndex is a backend's Blobs role
+// (Backend.Blobs; every backend has it) and BlobTx is part of every
+// PushTx.
 //
 // Blob lifecycle (BlobState): an upload first marks the blob uploading
 // (BeginBlobUpload, which also refreshes TouchedAtMs), then writes the
@@ -73,7 +74,9 @@ type BlobRef struct {
 	Scopes map[string]string
 }
 
-// BlobIndex is the store-level side of blob metadata and references.
+// BlobIndex is the Blobs role of a backend: the store-level side of blob
+// metadata and references. The engine needs it when blobs are configured
+// (engine.Config.Blobs).
 type BlobIndex interface {
 	// BeginBlobUpload creates id's metadata as BlobUploading if absent and
 	// sets TouchedAtMs to nowMs; a present blob is returned unchanged apart
@@ -101,10 +104,26 @@ type BlobIndex interface {
 	// upload of the same id begun later (touched since) keeps the row, and
 	// a present or deleting blob is never touched.
 	AbandonBlobUpload(ctx context.Context, id string, beganMs int64) error
+	// CountBlobs counts the blob metadata by state and the reference
+	// entries, across all partitions. It scans the blob metadata and
+	// reference tables (cost grows with the number of blobs: meant for
+	// operators' views, not the request path).
+	CountBlobs(ctx context.Context) (BlobCounts, error)
 }
 
-// BlobTx is the write-transaction side: PushTx implementations implement
-// it too.
+// BlobCounts counts stored blob metadata by state and the reference
+// index's entries, across all partitions.
+type BlobCounts struct {
+	Uploading, Present, Deleting int64
+	// PresentBytes sums the lengths of present blobs.
+	PresentBytes int64
+	// References counts (partition, table, row, blob) reference entries.
+	References int64
+}
+
+// BlobTx is the write-transaction side of blob references, part of every
+// PushTx (a backend without the Blobs role has no present blob: ClaimBlob
+// reports false).
 type BlobTx interface {
 	// ClaimBlob sets a present blob's TouchedAtMs to nowMs in this
 	// transaction, keeping the orphan sweep from removing it until the

@@ -118,7 +118,9 @@ type ServeGate struct {
 	HorizonSeq int64
 }
 
-// Checkpoints is the checkpoint, fence and gate part of a Store.
+// Checkpoints is the Checkpoints role of a backend: backfill
+// checkpoints, the writer fence and the serve gate every request reads.
+// Every backend has it.
 type Checkpoints interface {
 	// DeclareCheckpoint inserts the checkpoint as declared if absent
 	// (watermark, owner epoch and observed rows 0) and raises the
@@ -156,7 +158,7 @@ type Checkpoints interface {
 	PruneThrough(ctx context.Context, partition string, seq int64) error
 }
 
-// CheckpointTx is the checkpoint part of a PushTx.
+// CheckpointTx is the checkpoint and serve-gate part of every PushTx.
 type CheckpointTx interface {
 	// AdvanceCheckpoint compares-and-sets the checkpoint's watermark and
 	// observed rows where its owner epoch equals epoch (no state check),

@@ -85,7 +85,11 @@ type QueryResult struct {
 	MaxCommitSeq int64
 }
 
-// Querier is implemented by stores that execute registered queries.
+// Querier is the Queries role of a backend: it executes registered
+// queries. The engine needs it when registered remote queries are
+// configured (engine.Config.Operations). The SQL backends run them; the
+// in-memory store has the role but answers every call with
+// ErrQueryUnsupported.
 type Querier interface {
 	// Query opens one read-only snapshot, reads the serve gate of
 	// partition at the running schema version and calls check with it

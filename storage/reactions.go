@@ -108,16 +108,20 @@ type ReactionCounts struct {
 	Pending, Dead int64
 }
 
-// ReactionTx is implemented by every backend's PushTx: it stores the
+// ReactionTx is the reaction part of every PushTx: it stores the
 // reactions in the push transaction (covered by savepoints and Commit like
 // any other write of it), for the transaction's partition.
 type ReactionTx interface {
 	PutReactions(ctx context.Context, rs []NewReaction) error
 }
 
-// Reactions is the reaction queue of a Store (every backend implements
-// it). Completion calls are fenced by the attempt number, so a worker
-// whose lease ran out cannot overwrite the outcome of a later claim.
+// Reactions is the Reactions role of a backend: the durable reaction
+// queue (every backend has it; the engine needs it when reaction handlers
+// are configured). Completion calls are fenced by the attempt number, so
+// a worker whose lease ran out cannot overwrite the outcome of a later
+// claim. RedriveReaction and DeleteDeadReaction are an operator's actions
+// on dead-lettered reactions: both act only on a reaction that is
+// dead-lettered and report false (nothing written) for any other id.
 type Reactions interface {
 	// ClaimReactions claims up to limit pending reactions whose
 	// NextAttemptAtMs <= nowMs, oldest due first: each gets Attempts+1 and
@@ -145,6 +149,15 @@ type Reactions interface {
 	ListReactions(ctx context.Context, f ReactionFilter) ([]Reaction, error)
 	// CountReactions counts stored reactions by state.
 	CountReactions(ctx context.Context) (ReactionCounts, error)
+	// RedriveReaction makes the dead-lettered reaction id pending again,
+	// due at nowMs, with MaxAttempts more attempts: its attempt count is
+	// kept (outcomes are fenced by it, so a late outcome of a claim from
+	// before the dead letter cannot match a new claim) and MaxAttempts
+	// becomes Attempts+MaxAttempts; its last error is kept until the next
+	// attempt.
+	RedriveReaction(ctx context.Context, id, nowMs int64) (bool, error)
+	// DeleteDeadReaction removes the dead-lettered reaction id.
+	DeleteDeadReaction(ctx context.Context, id int64) (bool, error)
 }
 
 // CheckReactions validates reactions before a backend writes them.

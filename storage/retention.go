@@ -144,23 +144,17 @@ func (r *PruneResult) Add(o PruneResult) {
 	r.IdempotencyRecords += o.IdempotencyRecords
 }
 
-// Retention is the pruning part of a Store.
+// Retention is the Retention role of a backend: pruning the commit log
+// and the maintenance lock. Every backend has it; the engine needs it for
+// the maintenance loop (engine.Config.Retention.Interval) and answers
+// Prune and MaintenancePass without it with an error.
 type Retention interface {
 	// ListPartitions returns every registered partition's entry, ordered
 	// by name.
 	ListPartitions(ctx context.Context) ([]PartitionInfo, error)
 
-	// ReadRetentionInputs reads the partition's registry entry, its client
-	// records updated after activeAfterMs with a cursor >= 0 (count and
-	// lowest cursor) and the lowest watermark of its checkpoints that are
-	// not activated. A never-created partition has Exists false.
-	ReadRetentionInputs(ctx context.Context, partition string, activeAfterMs int64) (RetentionInputs, error)
-
-	// FirstCommitAfter returns the lowest seq in (afterSeq, upToSeq] of a
-	// commit of the partition created after createdAfterMs, or 0 when
-	// there is none. It reads commits in seq order from afterSeq, so its
-	// cost grows with the number of older commits it passes.
-	FirstCommitAfter(ctx context.Context, partition string, afterSeq, upToSeq, createdAfterMs int64) (int64, error)
+	// RetentionReader reads what PlanRetention plans from.
+	RetentionReader
 
 	// PruneBatch raises the partition's horizon h to upTo = min(throughSeq,
 	// MaxCommitSeq, h+maxCommits) in one transaction under the partition
@@ -186,9 +180,11 @@ type Retention interface {
 // CapturePartition of the partition.
 var ErrNoSnapshot = errors.New("storage: no captured snapshot of the partition")
 
-// Snapshots is the online partition backup a Store offers to test
-// harnesses (the process-level backups are synclane backup, VACUUM INTO,
-// and pg_dump; see docs/retention.md).
+// Snapshots is the Snapshots role of a backend: the online partition
+// backup offered to test harnesses (the process-level backups are
+// synclane backup, VACUUM INTO, and pg_dump; see docs/retention.md). Every
+// backend has it; without it the engine answers CapturePartition and
+// RestorePartition with an error.
 type Snapshots interface {
 	// CapturePartition copies the partition's committed state (registry
 	// entry, rows of every synced table, commits, changes, scope index and
@@ -208,9 +204,18 @@ type Snapshots interface {
 	RestorePartition(ctx context.Context, partition string, nowMs int64) (string, error)
 }
 
-// RetentionReader is the part of a Store PlanRetention reads.
+// RetentionReader is the part of the Retention role PlanRetention reads.
 type RetentionReader interface {
+	// ReadRetentionInputs reads the partition's registry entry, its client
+	// records updated after activeAfterMs with a cursor >= 0 (count and
+	// lowest cursor) and the lowest watermark of its checkpoints that are
+	// not activated. A never-created partition has Exists false.
 	ReadRetentionInputs(ctx context.Context, partition string, activeAfterMs int64) (RetentionInputs, error)
+
+	// FirstCommitAfter returns the lowest seq in (afterSeq, upToSeq] of a
+	// commit of the partition created after createdAfterMs, or 0 when
+	// there is none. It reads commits in seq order from afterSeq, so its
+	// cost grows with the number of older commits it passes.
 	FirstCommitAfter(ctx context.Context, partition string, afterSeq, upToSeq, createdAfterMs int64) (int64, error)
 }
 

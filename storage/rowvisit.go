@@ -2,32 +2,19 @@ package storage
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/synclane/synclane/protocol/ssp2"
 )
 
-// RowVisitor is a Store that hands the rows of a row query to a callback
-// one at a time instead of returning them as a slice, so a caller that
-// encodes them as it goes (a bootstrap page) holds one row, not the page.
-// Every backend implements it (the storagetest contract checks it).
-type RowVisitor interface {
-	// VisitRows calls fn for each row ScanRows(ctx, partition, q) would
-	// return, in the same order, from one consistent read. rec.Values is
-	// reused between calls: it is valid only during the call (copy what
-	// you keep; rec.RowID and string values are immutable and may be
-	// kept). When fn returns an error, VisitRows stops and returns it
-	// unwrapped; a storage error is wrapped with %w. A query that matches
-	// nothing calls fn zero times. fn runs while the read is open: it
-	// must not call back into the store.
-	VisitRows(ctx context.Context, partition string, q RowQuery, fn func(rec RowRecord) error) error
-}
-
-// RowEncoder is a Store that encodes the rows of a row query straight into
-// an SSG2 segment, without building a RowRecord per row: a bootstrap page
-// then costs one copy of each value, from the database into the segment.
-// It is optional (the SQLite store implements it); a caller falls back to
-// RowVisitor. The storagetest contract checks that its segments equal
-// those built from VisitRows with AddRow.
+// RowEncoder is the optional fast path of a backend's Rows role that
+// encodes the rows of a row query straight into an SSG2 segment, without
+// building a RowRecord per row: a bootstrap page then costs one copy of
+// each value, from the database into the segment. Backend.RowEncoder is
+// nil for a backend without it (the SQLite and PostgreSQL stores have
+// it); the caller then encodes with VisitEncoder, chosen once when it is
+// built. The storagetest contract checks that its segments equal those
+// built from VisitRows with AddRow.
 type RowEncoder interface {
 	// EncodeRows appends to sb, in order, the first q.Limit rows that
 	// ScanRows(ctx, partition, q) would return (q.Limit must be > 0: a
@@ -49,10 +36,13 @@ type EncodedRows struct {
 	More bool
 }
 
-// ImageCopier is a Store that writes the rows of a row query straight into
-// a SQLite segment image (SPEC §5.3) file, inside the database engine,
-// instead of handing them out one by one: a table image then costs one
-// INSERT ... SELECT. It is optional (the SQLite store implements it).
+// ImageCopier is the optional fast path of a backend's Rows role that
+// writes the rows of a row query straight into a SQLite segment image
+// (SPEC §5.3) file, inside the database engine, instead of handing them
+// out one by one: a table image then costs one INSERT ... SELECT.
+// Backend.ImageCopier is nil for a backend without it (the SQLite store
+// has it); the caller then fills the image from Rows.ScanRows pages,
+// chosen once when it is built.
 type ImageCopier interface {
 	// CopyRowsToImage inserts into table q.Table.Name of the SQLite file
 	// at imagePath (created with the image's columns and
@@ -62,4 +52,37 @@ type ImageCopier interface {
 	// value that does not fit its column fails the call, as it fails
 	// VisitRows.
 	CopyRowsToImage(ctx context.Context, partition string, q RowQuery, imagePath string) (int64, error)
+}
+
+// VisitEncoder is the RowEncoder every backend has through its Rows role:
+// EncodeRows visits q.Limit+1 rows with Rows.VisitRows and appends the
+// first q.Limit with SegmentBuilder.AddRow (the one past them only tells
+// that more rows match). It is what a caller encodes pages with when
+// Backend.RowEncoder is nil; it holds one row at a time, not the page.
+type VisitEncoder struct {
+	Rows Rows
+}
+
+// EncodeRows implements RowEncoder on Rows.VisitRows; a q.Limit <= 0
+// fails before anything is read.
+func (v VisitEncoder) EncodeRows(ctx context.Context, partition string, q RowQuery, sb *ssp2.SegmentBuilder) (EncodedRows, error) {
+	var out EncodedRows
+	if q.Limit <= 0 {
+		return out, fmt.Errorf("storage: EncodeRows with limit %d: a page is always bounded (limit > 0)", q.Limit)
+	}
+	page := q.Limit
+	q.Limit++
+	err := v.Rows.VisitRows(ctx, partition, q, func(rec RowRecord) error {
+		if out.Rows == page {
+			out.More = true // the one row past the page: rows remain
+			return nil
+		}
+		if err := sb.AddRow(rec.Version, rec.Values); err != nil {
+			return err
+		}
+		out.Rows++
+		out.LastRowID = rec.RowID
+		return nil
+	})
+	return out, err
 }

@@ -4,10 +4,21 @@
 // primary key), each with a server version), idempotency records, the
 // partition registry (log epoch, max commitSeq, horizon) and client records.
 //
-// Implementations live in subpackages (memory, sqlite, postgres) and all pass
-// the contract suite in storage/storagetest.
+// The contract is cut into roles (roles.go), one small interface per
+// domain: Lifecycle, Log (with its PushTx), Rows, Clients, Checkpoints,
+// Retention, Snapshots, Leases, Reactions, BlobIndex, Querier and
+// AdminReader, plus the optional fast paths RowEncoder and ImageCopier.
+// A backend gathers the roles it has in one Backend value; a role it lacks
+// is a nil field, and the engine checks at start that every feature it is
+// configured with has its role. Nobody discovers a role by type assertion.
 //
-// Concurrency contract: any number of goroutines may call a Store at once.
+// Implementations live in subpackages (memory, sqlite, postgres), each
+// building its Backend, and all pass the contract suite in
+// storage/storagetest, which runs each role's cases on every backend that
+// has the role.
+//
+// Concurrency contract: any number of goroutines may call a backend's
+// roles at once.
 // A PushTx holds its partition's write lock from BeginPush until Commit or
 // Rollback, so two PushTx for one partition never overlap, in one process
 // or (for shared backends) across processes. Readers never see a commit
@@ -51,8 +62,9 @@ var (
 	ErrSchemaNewer = errors.New("storage: stored schema version is newer than the running one")
 )
 
-// Store is the storage backend of one synclane process.
-type Store interface {
+// Lifecycle is the role that makes a backend current for the synced
+// schema and releases it. Every backend has it.
+type Lifecycle interface {
 	// EnsureSchema creates (or migrates to) the system tables and one row
 	// table per synced table of s. It is idempotent and must run before any
 	// other call. Migration adds tables, columns and indexes; it never drops
@@ -70,11 +82,16 @@ type Store interface {
 	// it return an error wrapping ErrCheckpointIncomplete.
 	EnsureSchema(ctx context.Context, s *schema.Schema, decls ...CheckpointDeclaration) error
 
-	Checkpoints
-	Retention
-	Snapshots
-	Leases // auth lease records (lease.go)
+	// Close releases the backend's resources (every role of its Backend).
+	// It does not wait for open PushTx: callers finish them first.
+	Close() error
+}
 
+// Log is the role of the per-partition commit log: the partition registry
+// (log epoch, max commitSeq, horizon), the push transaction that appends
+// to the log and writes the rows, idempotency lookups and change scans.
+// Every backend has it.
+type Log interface {
 	// TouchPartition returns the partition's registry entry, creating it on
 	// first contact with a fresh unpredictable log epoch (NewLogEpoch). A
 	// partition name CheckPartition refuses fails with ErrUnstorable (as in
@@ -109,12 +126,34 @@ type Store interface {
 	// Implementations use a scope index: they must not read every change of
 	// the partition.
 	ScanChanges(ctx context.Context, partition string, q ChangeQuery) (ChangeScan, error)
+}
 
+// Rows is the role that reads the committed rows of the synced tables
+// (bootstraps, backfills, host reads). Every backend has it; the optional
+// fast paths RowEncoder and ImageCopier (rowvisit.go) read the same rows.
+type Rows interface {
 	// ScanRows returns up to q.Limit current rows of q.Table in the
 	// partition whose scope columns match q.Scopes, ordered by primary key
 	// (byte order), strictly after q.AfterRowID when it is non-nil.
 	ScanRows(ctx context.Context, partition string, q RowQuery) ([]RowRecord, error)
 
+	// VisitRows calls fn for each row ScanRows(ctx, partition, q) would
+	// return, in the same order, from one consistent read, instead of
+	// returning them as a slice, so a caller that encodes them as it goes
+	// (a bootstrap page) holds one row, not the page. rec.Values is
+	// reused between calls: it is valid only during the call (copy what
+	// you keep; rec.RowID and string values are immutable and may be
+	// kept). When fn returns an error, VisitRows stops and returns it
+	// unwrapped; a storage error is wrapped with %w. A query that matches
+	// nothing calls fn zero times. fn runs while the read is open: it
+	// must not call back into the store.
+	VisitRows(ctx context.Context, partition string, q RowQuery, fn func(rec RowRecord) error) error
+}
+
+// Clients is the role that stores the server's client records (clientId
+// to actor binding, registered subscriptions, cursor watermark). Every
+// backend has it.
+type Clients interface {
 	// GetClient returns the client record, or nil.
 	GetClient(ctx context.Context, partition, clientID string) (*ClientRecord, error)
 
@@ -142,10 +181,6 @@ type Store interface {
 	// clientID or actorID no backend can store (CheckClient) fails with an
 	// error wrapping ErrUnstorable and binds nothing.
 	BindClient(ctx context.Context, partition, clientID, actorID string, nowMs int64) (boundActor string, err error)
-
-	// Close releases the backend's resources. It does not wait for open
-	// PushTx: callers finish them first.
-	Close() error
 }
 
 // PartitionInfo is a partition registry entry.
@@ -159,9 +194,15 @@ type PartitionInfo struct {
 }
 
 // PushTx is a write transaction on one partition holding its write lock.
-// It is used by one goroutine at a time.
+// It is used by one goroutine at a time. Every backend's PushTx has every
+// method: the parts of other roles (CheckpointTx, BlobTx, ReactionTx)
+// write in the push transaction whether or not the backend has their
+// store-level role, and the batch paths (Prefetch, PutClients,
+// CommittedGate) have contracts every backend meets.
 type PushTx interface {
 	CheckpointTx
+	BlobTx
+	ReactionTx
 
 	// Partition returns the registry entry as read under the lock; its
 	// MaxCommitSeq follows the AppendCommit calls made in this transaction.
@@ -211,11 +252,67 @@ type PushTx interface {
 	// deletes a rejected record once the horizon reaches it.
 	PutIdempotency(ctx context.Context, rec IdempotencyRecord) error
 
+	// ScanRows is Rows.ScanRows as the transaction sees it (its own staged
+	// writes included), for host hooks that read candidate state inside
+	// the push transaction (the whole-commit validator). It has
+	// Rows.ScanRows' contract (scope match, primary-key byte order,
+	// AfterRowID, Limit) on the transaction's partition.
+	ScanRows(ctx context.Context, q RowQuery) ([]RowRecord, error)
+
+	// PutClients writes client records inside the push transaction, so a
+	// partition that pushes does not pay a write transaction of its own
+	// for its buffered client records. It has Clients.PutClient's
+	// contract on the transaction's partition (an existing record's
+	// ActorID never changes; records CheckClient refuses are skipped and
+	// named by an error wrapping ErrUnstorable, the others written),
+	// except that the records are durable exactly when the transaction
+	// commits and are discarded with it on Rollback (and by
+	// RollbackToSavepoint when written after the savepoint). Any other
+	// error is a storage failure of the transaction.
+	PutClients(ctx context.Context, recs ...ClientRecord) error
+
+	// CommittedGate returns the serve gate a backend read again once the
+	// transaction was durable, when it does so (SQLite: one read for the
+	// whole commit group it shared a COMMIT with). After Commit returned
+	// nil, it returns that read for the transaction's partition, at the
+	// running version of the transaction's own ReadServeGate call; ok is
+	// false when there is none (a backend that does not read the gate
+	// after its COMMIT, no gate read in the transaction, or the read
+	// after the COMMIT failed) and always before Commit returned. A reply
+	// built entirely before Commit may be verified against it: the read
+	// happened after the commit.
+	CommittedGate() (g ServeGate, ok bool)
+
+	// Prefetch announces the idempotency records and rows the calls that
+	// follow will look up, so a backend that can read many of them in one
+	// round trip (PostgreSQL) does so and answers the LookupIdempotency
+	// and GetRow calls that follow for them from memory; a backend that
+	// cannot may do nothing and return nil. It changes no answer: each
+	// prefetched value is handed out once, a row written in the
+	// transaction afterwards (PutRow, DeleteRow) is read from the
+	// database again, and a record put in the transaction is answered
+	// from the transaction as before. Keys that are not Storable are
+	// skipped; keys of unknown tables are the caller's to leave out. The
+	// slices are not kept after the call. An error leaves the
+	// transaction as usable as a failed LookupIdempotency would.
+	Prefetch(ctx context.Context, idem []IdempotencyKey, rows []RowKey) error
+
 	// Commit makes every write durable at once and releases the lock.
 	Commit(ctx context.Context) error
 	// Rollback discards the transaction and releases the lock. It is a no-op
 	// after Commit, so `defer tx.Rollback(ctx)` is always safe.
 	Rollback(ctx context.Context) error
+}
+
+// IdempotencyKey names one idempotency record of a partition.
+type IdempotencyKey struct {
+	ClientID, ClientCommitID string
+}
+
+// RowKey names one row of a partition.
+type RowKey struct {
+	Table *schema.Table
+	RowID string
 }
 
 // RowRecord is one stored row.

@@ -10,8 +10,6 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-var _ storage.AdminReader = (*Store)(nil)
-
 // peekPart returns the partition's state without allocating one for a
 // name never used (admin reads of unknown names leave no trace), or nil.
 func (s *Store) peekPart(name string) (*schema.Schema, *part, error) {

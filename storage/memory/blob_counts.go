@@ -6,9 +6,7 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-var _ storage.BlobCounter = (*Store)(nil)
-
-// CountBlobs implements storage.BlobCounter.
+// CountBlobs implements storage.BlobIndex.
 func (s *Store) CountBlobs(ctx context.Context) (storage.BlobCounts, error) {
 	if err := ctx.Err(); err != nil {
 		return storage.BlobCounts{}, err

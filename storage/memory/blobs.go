@@ -45,9 +45,6 @@ func (b *blobDB) init() {
 	}
 }
 
-var _ storage.BlobIndex = (*Store)(nil)
-var _ storage.BlobTx = (*pushTx)(nil)
-
 // BeginBlobUpload implements storage.BlobIndex.
 func (s *Store) BeginBlobUpload(ctx context.Context, id string, nowMs int64) (storage.BlobInfo, error) {
 	if err := ctx.Err(); err != nil {

@@ -6,8 +6,6 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-var _ storage.DeadLetters = (*Store)(nil)
-
 // deadLetter runs fn on the dead-lettered reaction id under the queue
 // lock; false when there is none.
 func (s *Store) deadLetter(ctx context.Context, id int64, fn func(q *reactionQueue, r *storage.Reaction)) (bool, error) {
@@ -28,14 +26,14 @@ func (s *Store) deadLetter(ctx context.Context, id int64, fn func(q *reactionQue
 	return true, nil
 }
 
-// RedriveReaction implements storage.DeadLetters.
+// RedriveReaction implements storage.Reactions.
 func (s *Store) RedriveReaction(ctx context.Context, id, nowMs int64) (bool, error) {
 	return s.deadLetter(ctx, id, func(_ *reactionQueue, r *storage.Reaction) {
 		r.State, r.MaxAttempts, r.NextAttemptAtMs, r.UpdatedAtMs = storage.ReactionPending, r.Attempts+r.MaxAttempts, nowMs, nowMs
 	})
 }
 
-// DeleteDeadReaction implements storage.DeadLetters.
+// DeleteDeadReaction implements storage.Reactions.
 func (s *Store) DeleteDeadReaction(ctx context.Context, id int64) (bool, error) {
 	return s.deadLetter(ctx, id, func(q *reactionQueue, r *storage.Reaction) { delete(q.items, r.ID) })
 }

@@ -6,8 +6,6 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-var _ storage.Querier = (*Store)(nil)
-
 // Query always fails with storage.ErrQueryUnsupported: the in-memory store
 // holds rows as Go values and cannot execute registered SQL. The engine
 // answers operation.storage_unsupported.

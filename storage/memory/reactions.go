@@ -54,8 +54,6 @@ func (tx *pushTx) PutReactions(ctx context.Context, rs []storage.NewReaction) er
 	return nil
 }
 
-var _ storage.Reactions = (*Store)(nil)
-
 func (s *Store) reactionQueue() (*reactionQueue, error) {
 	if err := s.open(); err != nil {
 		return nil, err

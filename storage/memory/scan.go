@@ -104,7 +104,7 @@ func (s *Store) ScanRows(ctx context.Context, partition string, q storage.RowQue
 	return out, nil
 }
 
-// VisitRows implements storage.RowVisitor over ScanRows (the memory store
+// VisitRows implements storage.Rows over ScanRows (the memory store
 // holds every row anyway); each row's values are a fresh copy.
 func (s *Store) VisitRows(ctx context.Context, partition string, q storage.RowQuery, fn func(rec storage.RowRecord) error) error {
 	rows, err := s.ScanRows(ctx, partition, q)

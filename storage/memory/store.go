@@ -1,4 +1,4 @@
-// Package memory is an in-memory storage.Store for unit tests. It keeps
+// Package memory is an in-memory storage backend for unit tests. It keeps
 // everything in Go maps, loses it on Close, and passes the storagetest
 // contract suite.
 //
@@ -52,7 +52,7 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-// Store is an in-memory storage.Store handle. The zero value is not usable;
+// Store is an in-memory storage backend handle (its roles: Backend). The zero value is not usable;
 // call New. Handles made by Share see the same data (like two processes on
 // one database) but each has its own running schema version.
 type Store struct {
@@ -82,8 +82,6 @@ type db struct {
 	// blobs holds blob metadata and references (blobs.go).
 	blobs blobDB
 }
-
-var _ storage.Store = (*Store)(nil)
 
 // errClosed reports use of a closed Store.
 var errClosed = errors.New("memory: store is closed")

@@ -30,6 +30,8 @@ type pushTx struct {
 	sp      int // len(undo) at the last Savepoint, -1 if none
 	// reactions are the staged PutReactions writes (reactions.go).
 	reactions []storage.NewReaction
+	// clients are the staged PutClients writes (tx_batch.go).
+	clients []storage.ClientRecord
 
 	blobTx // staged blob claims and references (blobs.go)
 }
@@ -370,6 +372,7 @@ func (tx *pushTx) Commit(ctx context.Context) error {
 		p.idem[k] = v
 	}
 	p.info.MaxCommitSeq = tx.info.MaxCommitSeq
+	tx.publishClients(p)
 	p.mu.Unlock()
 	d.reactions.publish(p.info.Partition, tx.reactions)
 	tx.publishBlobs()
@@ -407,11 +410,11 @@ func (tx *pushTx) Rollback(ctx context.Context) error {
 func (tx *pushTx) finish() {
 	tx.done = true
 	tx.releaseBlobs()
-	tx.rows, tx.commits, tx.idem, tx.undo, tx.advances = nil, nil, nil, nil, nil
+	tx.rows, tx.commits, tx.idem, tx.undo, tx.advances, tx.clients = nil, nil, nil, nil, nil, nil
 	tx.p.release()
 }
 
-// ScanRows answers storage.TxRowScanner: committed rows overlaid with this
+// ScanRows answers storage.PushTx: committed rows overlaid with this
 // transaction's staged writes, in primary-key byte order.
 func (tx *pushTx) ScanRows(ctx context.Context, q storage.RowQuery) ([]storage.RowRecord, error) {
 	if err := tx.check(ctx, "scan rows"); err != nil {

@@ -15,8 +15,6 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-var _ storage.AdminReader = (*Store)(nil)
-
 // adminSQL returns the admin read statements for this store's schema.
 // Each is a primary-key range read bounded by LIMIT on the pool (no row
 // locks, never the partition write lock), so admin reads never wait for

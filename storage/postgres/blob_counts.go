@@ -6,9 +6,7 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-var _ storage.BlobCounter = (*Store)(nil)
-
-// CountBlobs implements storage.BlobCounter (two scans).
+// CountBlobs implements storage.BlobIndex (two scans).
 func (s *Store) CountBlobs(ctx context.Context) (storage.BlobCounts, error) {
 	var c storage.BlobCounts
 	if err := s.ready(); err != nil {

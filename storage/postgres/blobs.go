@@ -56,11 +56,6 @@ func (q sysSQL) blobDDL() []string {
 	}
 }
 
-var (
-	_ storage.BlobIndex = (*Store)(nil)
-	_ storage.BlobTx    = (*pushTx)(nil)
-)
-
 func (s *Store) blobSelect() string {
 	return `SELECT blob_id, byte_length, media_type, state, created_at_ms, touched_at_ms FROM ` + s.q.blobs() + ` WHERE blob_id = $1`
 }

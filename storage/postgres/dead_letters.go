@@ -2,13 +2,9 @@ package postgres
 
 import (
 	"context"
-
-	"github.com/synclane/synclane/storage"
 )
 
-var _ storage.DeadLetters = (*Store)(nil)
-
-// RedriveReaction implements storage.DeadLetters.
+// RedriveReaction implements storage.Reactions.
 func (s *Store) RedriveReaction(ctx context.Context, id, nowMs int64) (bool, error) {
 	if err := s.ready(); err != nil {
 		return false, err
@@ -21,7 +17,7 @@ WHERE id = $1 AND state = 1`, id, nowMs)
 	return ct.RowsAffected() == 1, nil
 }
 
-// DeleteDeadReaction implements storage.DeadLetters.
+// DeleteDeadReaction implements storage.Reactions.
 func (s *Store) DeleteDeadReaction(ctx context.Context, id int64) (bool, error) {
 	if err := s.ready(); err != nil {
 		return false, err

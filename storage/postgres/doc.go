@@ -1,6 +1,7 @@
 // Package postgres is synclane's PostgreSQL storage backend, built on pgx/v5
-// and pgxpool. It implements storage.Store for any number of synclane
-// processes sharing one database.
+// and pgxpool. It has every role of storage.Backend but ImageCopier
+// (Store.Backend), for any number of synclane processes sharing one
+// database.
 //
 // Layout. EnsureSchema creates system tables prefixed sync_ (schema meta,
 // partition registry, commits, changes, the inverted change-scope index,

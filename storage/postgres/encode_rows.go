@@ -15,8 +15,6 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-var _ storage.RowEncoder = (*Store)(nil)
-
 // EncodeRows implements storage.RowEncoder with ScanRows' statement: each
 // column is copied from the row's wire bytes (pgx's raw values) into sb,
 // with no Go value per column. Binary and text result formats are both

@@ -13,8 +13,6 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-var _ storage.Querier = (*Store)(nil)
-
 // Query runs a registered query in one REPEATABLE READ READ ONLY
 // transaction: the serve gate, the partition's max commit seq and the
 // statement all read the snapshot its first statement takes, and the

@@ -83,8 +83,6 @@ SELECT $1, u.seq, u.name, u.payload, u.max, u.at, u.at, u.at FROM unnest($2::big
 	return classify("PutReactions", tx.exec(ctx, q, tx.partition, seqs, names, payloads, maxes, ats))
 }
 
-var _ storage.Reactions = (*Store)(nil)
-
 func collectReactions(rows pgx.Rows) ([]storage.Reaction, error) {
 	defer rows.Close()
 	var out []storage.Reaction

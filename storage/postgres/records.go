@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -97,13 +99,7 @@ func (s *Store) PutClient(ctx context.Context, partition string, recs ...storage
 	}
 	err := retry(ctx, "PutClient", func() error {
 		b := &pgx.Batch{}
-		for _, rec := range keep {
-			var subs any
-			if rec.Subscriptions != nil {
-				subs = string(rec.Subscriptions)
-			}
-			b.Queue(s.q.putClient, partition, rec.ClientID, rec.ActorID, subs, rec.Cursor, int32(rec.WireVersion), rec.UpdatedAtMs)
-		}
+		s.queueClients(b, partition, keep)
 		tx, err := s.pool.Begin(ctx)
 		if err != nil {
 			return err
@@ -118,6 +114,48 @@ func (s *Store) PutClient(ctx context.Context, partition string, recs ...storage
 		return err
 	}
 	return skipErr
+}
+
+// PutClients answers storage.PushTx: PutClient's upserts sent on the
+// transaction's connection in one round trip (after a pending SAVEPOINT),
+// durable with its COMMIT. Records storage.StorableClients skips are never
+// sent; the returned error names them (storage.ErrUnstorable).
+func (tx *pushTx) PutClients(ctx context.Context, recs ...storage.ClientRecord) error {
+	if err := tx.check(); err != nil {
+		return err
+	}
+	keep, skipErr := storage.StorableClients(tx.partition, recs)
+	if skipErr != nil {
+		skipErr = fmt.Errorf("postgres: PutClients: %w", skipErr)
+	}
+	if len(keep) == 0 {
+		return skipErr
+	}
+	b := &pgx.Batch{}
+	for _, p := range tx.writePrefix() {
+		b.Queue(p)
+	}
+	tx.s.queueClients(b, tx.partition, keep)
+	if err := tx.conn.SendBatch(ctx, b).Close(); err != nil {
+		return classify("PutClients", err)
+	}
+	return skipErr
+}
+
+// queueClients queues the upserts of recs in clientId order, so two
+// writers of overlapping records (a PutClient and a push transaction's
+// PutClients in another process) lock them in one order and cannot
+// deadlock each other.
+func (s *Store) queueClients(b *pgx.Batch, partition string, recs []storage.ClientRecord) {
+	recs = slices.Clone(recs)
+	slices.SortFunc(recs, func(a, b storage.ClientRecord) int { return strings.Compare(a.ClientID, b.ClientID) })
+	for _, rec := range recs {
+		var subs any
+		if rec.Subscriptions != nil {
+			subs = string(rec.Subscriptions)
+		}
+		b.Queue(s.q.putClient, partition, rec.ClientID, rec.ActorID, subs, rec.Cursor, int32(rec.WireVersion), rec.UpdatedAtMs)
+	}
 }
 
 // bindAttempts bounds BindClient's rounds: a round finds no record only

@@ -169,7 +169,7 @@ func (s *Store) ScanRows(ctx context.Context, partition string, q storage.RowQue
 	return out, nil
 }
 
-// VisitRows implements storage.RowVisitor with ScanRows' statement, one
+// VisitRows implements storage.Rows with ScanRows' statement, one
 // row at a time (each row's values are fresh). A serialization failure or
 // deadlock is retried only while no row has reached fn.
 func (s *Store) VisitRows(ctx context.Context, partition string, q storage.RowQuery, fn func(rec storage.RowRecord) error) error {

@@ -62,8 +62,9 @@ type Options struct {
 	NotifyChannel string
 }
 
-// Store is a storage.Store on a PostgreSQL database. It is safe for
-// concurrent use by any number of goroutines and processes.
+// Store is a storage backend on a PostgreSQL database (its roles:
+// Backend). It is safe for concurrent use by any number of goroutines and
+// processes.
 type Store struct {
 	pool     *pgxpool.Pool
 	ownsPool bool
@@ -84,8 +85,6 @@ type Store struct {
 	// lock on sync_partitions.
 	bumpHook func(ctx context.Context)
 }
-
-var _ storage.Store = (*Store)(nil)
 
 // MinMaxConns is the smallest pool Open accepts: a maintenance pass holds
 // one connection for its lock while it reads and prunes on another.

@@ -64,7 +64,7 @@ type pushTx struct {
 	spMarkState   logMark
 
 	// idemPre and rowPre hold Prefetch's answers (nil: known absent),
-	// each handed out once (storage.PushPrefetcher).
+	// each handed out once (storage.PushTx.Prefetch).
 	idemPre map[storage.IdempotencyKey]*storage.IdempotencyRecord
 	rowPre  map[prefetchedRow]*storage.RowRecord
 }
@@ -227,7 +227,7 @@ func (tx *pushTx) LookupIdempotency(ctx context.Context, clientID, clientCommitI
 	return rec, classify("LookupIdempotency", err)
 }
 
-// Prefetch implements storage.PushPrefetcher: one round trip reads the
+// Prefetch implements storage.PushTx: one round trip reads the
 // idempotency records (one statement) and the rows (one per table) of the
 // keys; a key already prefetched and not yet asked for is read again.
 func (tx *pushTx) Prefetch(ctx context.Context, idem []storage.IdempotencyKey, rows []storage.RowKey) error {
@@ -472,7 +472,7 @@ func (tx *pushTx) Rollback(ctx context.Context) error {
 	return tx.abandon(ctx)
 }
 
-// ScanRows answers storage.TxRowScanner: Store.ScanRows' statement run on
+// ScanRows answers storage.PushTx: Store.ScanRows' statement run on
 // this transaction's connection, so it sees the transaction's own row
 // writes. Values that are not storage.Storable are never sent (a statement
 // error would abort the transaction).
@@ -512,3 +512,8 @@ func (tx *pushTx) ScanRows(ctx context.Context, q storage.RowQuery) ([]storage.R
 	}
 	return out, nil
 }
+
+// CommittedGate answers storage.PushTx: the PostgreSQL store reads no
+// gate after its COMMIT (each transaction commits alone), so there is
+// none (ok false) and replies verify the gate with a read of their own.
+func (tx *pushTx) CommittedGate() (storage.ServeGate, bool) { return storage.ServeGate{}, false }

@@ -10,8 +10,6 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-var _ storage.AdminReader = (*Store)(nil)
-
 // Admin reads run on the read-only pool (never the writer connection), so
 // they never hold or wait for the write lock pushes take. Every statement
 // is a primary-key range read bounded by LIMIT; the per-partition client

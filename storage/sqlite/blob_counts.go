@@ -7,9 +7,7 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-var _ storage.BlobCounter = (*Store)(nil)
-
-// CountBlobs implements storage.BlobCounter (two scans on the read pool).
+// CountBlobs implements storage.BlobIndex (two scans on the read pool).
 func (s *Store) CountBlobs(ctx context.Context) (storage.BlobCounts, error) {
 	var c storage.BlobCounts
 	if _, _, _, err := s.current(); err != nil {

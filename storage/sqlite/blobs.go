@@ -34,11 +34,6 @@ var blobDDL = []string{
 	`CREATE INDEX IF NOT EXISTS sync_blob_refs_by_blob ON sync_blob_refs (blob_id, partition_id)`,
 }
 
-var (
-	_ storage.BlobIndex = (*Store)(nil)
-	_ storage.BlobTx    = (*pushTx)(nil)
-)
-
 // blobWrite runs fn in a write transaction under the write lock.
 func (s *Store) blobWrite(ctx context.Context, what string, fn func(ctx context.Context) error) error {
 	if _, _, _, err := s.current(); err != nil {

@@ -508,7 +508,7 @@ func (s *Store) scanAfterCommit(g *commitGroup) error {
 	return nil
 }
 
-// CommittedGate answers storage.TxCommittedGate.
+// CommittedGate answers storage.PushTx.
 func (tx *pushTx) CommittedGate() (storage.ServeGate, bool) {
 	if tx.grp == nil || !tx.done {
 		return storage.ServeGate{}, false

@@ -2,11 +2,7 @@ package sqlite
 
 import (
 	"context"
-
-	"github.com/synclane/synclane/storage"
 )
-
-var _ storage.DeadLetters = (*Store)(nil)
 
 // deadWrite runs one statement on dead-lettered reaction rows under the
 // write lock and reports whether it changed one.
@@ -23,13 +19,13 @@ func (s *Store) deadWrite(ctx context.Context, what, q string, args ...any) (boo
 	return n == 1, err
 }
 
-// RedriveReaction implements storage.DeadLetters.
+// RedriveReaction implements storage.Reactions.
 func (s *Store) RedriveReaction(ctx context.Context, id, nowMs int64) (bool, error) {
 	return s.deadWrite(ctx, "redrive reaction", `UPDATE sync_reactions SET state = 0, max_attempts = attempts + max_attempts, next_attempt_at_ms = ?, updated_at_ms = ?
 		WHERE id = ? AND state = 1`, nowMs, nowMs, id)
 }
 
-// DeleteDeadReaction implements storage.DeadLetters.
+// DeleteDeadReaction implements storage.Reactions.
 func (s *Store) DeleteDeadReaction(ctx context.Context, id int64) (bool, error) {
 	return s.deadWrite(ctx, "delete dead reaction", `DELETE FROM sync_reactions WHERE id = ? AND state = 1`, id)
 }

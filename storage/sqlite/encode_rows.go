@@ -13,8 +13,6 @@ import (
 	"github.com/synclane/synclane/storage/sqlite/internal/rawread"
 )
 
-var _ storage.RowEncoder = (*Store)(nil)
-
 // EncodeRows implements storage.RowEncoder. It runs ScanRows' statement on
 // a connection of its own pool of read-only C-API connections
 // (internal/rawread) and copies each column from SQLite's memory into sb,

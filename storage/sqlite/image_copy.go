@@ -12,8 +12,6 @@ import (
 	"github.com/synclane/synclane/storage/sqlite/internal/rawread"
 )
 
-var _ storage.ImageCopier = (*Store)(nil)
-
 // CopyRowsToImage implements storage.ImageCopier: a C-API connection opens
 // the image file, attaches this store's database read-only, and one
 // INSERT ... SELECT (ScanRows' statement) copies the rows inside SQLite.

@@ -10,8 +10,6 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-var _ storage.Querier = (*Store)(nil)
-
 // queryDialect renders registered queries for SQLite: positional "?"
 // parameters and scope lists bound as one JSON array (json_each), so the
 // statement's parameter count does not depend on the list's length.

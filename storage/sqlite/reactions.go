@@ -75,8 +75,6 @@ func (tx *pushTx) PutReactions(ctx context.Context, rs []storage.NewReaction) er
 	return nil
 }
 
-var _ storage.Reactions = (*Store)(nil)
-
 func scanReactions(rows *sql.Rows) ([]storage.Reaction, error) {
 	defer rows.Close()
 	var out []storage.Reaction

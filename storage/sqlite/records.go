@@ -164,7 +164,7 @@ func (s *Store) writeBack(ctx context.Context, partition string, recs []storage.
 	})
 }
 
-// PutClients answers storage.TxClientWriter: PutClient's upserts run in
+// PutClients answers storage.PushTx: PutClient's upserts run in
 // the push transaction (no write transaction, savepoint or lock hand-off
 // of their own), durable with its group's COMMIT.
 func (tx *pushTx) PutClients(ctx context.Context, recs ...storage.ClientRecord) error {

@@ -34,7 +34,7 @@ func (s *Store) ScanRows(ctx context.Context, partition string, q storage.RowQue
 	return out, nil
 }
 
-// VisitRows implements storage.RowVisitor with ScanRows' statement; the
+// VisitRows implements storage.Rows with ScanRows' statement; the
 // scan buffers and the row's value slice are reused across rows.
 func (s *Store) VisitRows(ctx context.Context, partition string, q storage.RowQuery, fn func(rec storage.RowRecord) error) error {
 	return s.visitRows(ctx, partition, q, true, fn)

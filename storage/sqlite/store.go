@@ -1,6 +1,8 @@
-// Package sqlite is the embedded storage.Store on SQLite (modernc.org/sqlite,
-// pure Go). One database file holds the system tables (prefixed sync_) and
-// one relational table per synced table, named exactly after it.
+// Package sqlite is the embedded storage backend on SQLite
+// (modernc.org/sqlite, pure Go), with every role of storage.Backend
+// (Store.Backend). One database file holds the system tables (prefixed
+// sync_) and one relational table per synced table, named exactly after
+// it.
 //
 // Durability and concurrency: the database runs in WAL mode with
 // synchronous=FULL, so a returned Commit has been fsynced. SQLite has a
@@ -129,7 +131,8 @@ const rawCacheKiB = 32768
 // longer pause for the commit that runs a checkpoint.
 const DefaultWALAutocheckpointPages = 8000
 
-// Store is the SQLite storage.Store. It is safe for concurrent use.
+// Store is the SQLite storage backend (its roles: Backend). It is safe
+// for concurrent use.
 type Store struct {
 	log    *zap.Logger
 	wdb    *sql.DB   // holds exactly one connection: conn
@@ -182,8 +185,6 @@ type Store struct {
 	// raw holds EncodeRows' read-only C-API connections (encode_rows.go).
 	raw *rawPool
 }
-
-var _ storage.Store = (*Store)(nil)
 
 // Open opens (creating if missing) the database file at path. path names
 // the database file itself; its directory must exist (SQLite also creates

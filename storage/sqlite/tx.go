@@ -373,7 +373,7 @@ func (tx *pushTx) Rollback(ctx context.Context) error {
 	return nil
 }
 
-// ScanRows answers storage.TxRowScanner: Store.ScanRows' query run on the
+// ScanRows answers storage.PushTx: Store.ScanRows' query run on the
 // writer connection inside this transaction, so it sees its own writes.
 func (tx *pushTx) ScanRows(ctx context.Context, q storage.RowQuery) ([]storage.RowRecord, error) {
 	ctx, err := tx.check(ctx, "scan rows")
@@ -409,4 +409,14 @@ func (tx *pushTx) ScanRows(ctx context.Context, q storage.RowQuery) ([]storage.R
 		return nil, fmt.Errorf("sqlite: scan rows of %s: %w", ts.t.Name, err)
 	}
 	return out, nil
+}
+
+// Prefetch answers storage.PushTx: lookups are local reads on the writer
+// connection already, so there is nothing to read ahead; it fails only
+// after Commit or Rollback.
+func (tx *pushTx) Prefetch(context.Context, []storage.IdempotencyKey, []storage.RowKey) error {
+	if tx.done {
+		return fmt.Errorf("sqlite: prefetch: %w", storage.ErrTxDone)
+	}
+	return nil
 }

@@ -1,0 +1,32 @@
+package memory
+
+import "github.com/synclane/synclane/storage"
+
+// The roles of the memory store, checked at compile time: the checklist a
+// backend fills (see storage.Backend).
+var (
+	_ storage.Lifecycle   = (*Store)(nil)
+	_ storage.Log         = (*Store)(nil)
+	_ storage.Rows        = (*Store)(nil)
+	_ storage.Clients     = (*Store)(nil)
+	_ storage.Checkpoints = (*Store)(nil)
+	_ storage.Retention   = (*Store)(nil)
+	_ storage.Snapshots   = (*Store)(nil)
+	_ storage.Leases      = (*Store)(nil)
+	_ storage.Reactions   = (*Store)(nil)
+	_ storage.BlobIndex   = (*Store)(nil)
+	_ storage.Querier     = (*Store)(nil)
+	_ storage.AdminReader = (*Store)(nil)
+	_ storage.PushTx      = (*pushTx)(nil)
+)
+
+// Backend returns the store's roles. It has every role but the fast paths
+// RowEncoder and ImageCopier; its Queries role answers every query with
+// storage.ErrQueryUnsupported (it holds rows as Go values and cannot run
+// SQL).
+func (s *Store) Backend() storage.Backend {
+	return storage.Backend{
+		Lifecycle: s, Log: s, Rows: s, Clients: s, Checkpoints: s,
+		Retention: s, Snapshots: s, Leases: s, Reactions: s, Blobs: s, Queries: s, Admin: s,
+	}
+}
