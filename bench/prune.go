@@ -38,7 +38,7 @@ func runPrune(ctx context.Context, cfg *Config, store string) ([]Result, error) 
 	r.Store = t.Store
 	part := t.Prefix + "push"
 	start := time.Now()
-	if err := seedLog(ctx, t.Engine.Store(), part, cfg.PruneCommits); err != nil {
+	if err := seedLog(ctx, t.Engine.Backend().Log, part, cfg.PruneCommits); err != nil {
 		return nil, fmt.Errorf("seed: %w", err)
 	}
 	r.add("seed", "s", time.Since(start).Seconds())
@@ -58,7 +58,7 @@ func runPrune(ctx context.Context, cfg *Config, store string) ([]Result, error) 
 	}
 	// The target is fixed when pruning starts (all but the newest 1,000
 	// commits then); each window's policy keeps everything pushed since.
-	info, err := t.Engine.Store().ReadPartition(ctx, part)
+	info, err := t.Engine.Backend().Log.ReadPartition(ctx, part)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +71,7 @@ func runPrune(ctx context.Context, cfg *Config, store string) ([]Result, error) 
 		var rep engine.PruneReport
 		var perr error
 		pruned := make(chan struct{})
-		info, err := t.Engine.Store().ReadPartition(ctx, part)
+		info, err := t.Engine.Backend().Log.ReadPartition(ctx, part)
 		if err != nil {
 			return nil, err
 		}
@@ -177,7 +177,7 @@ func pushPhase(ctx context.Context, cfg *Config, clients []*Client, tag string, 
 // seedLog appends n commits to partition straight through storage, in
 // transactions of seedBatch: one todo upsert each (rows of 256 ids per
 // list, like the push workload's), with its applied idempotency record.
-func seedLog(ctx context.Context, st storage.Store, partition string, n int) error {
+func seedLog(ctx context.Context, st storage.Log, partition string, n int) error {
 	now := time.Now().UnixMilli()
 	for done := 0; done < n; {
 		tx, err := st.BeginPush(ctx, partition)

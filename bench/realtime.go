@@ -59,7 +59,7 @@ func openRealtime(ctx context.Context, cfg *Config, store string, opts realtime.
 	rs := &rtServer{t: t}
 	opts.Auth = auth.DevAuth{}
 	rs.hub = realtime.New(opts)
-	ecfg := engine.Config{Schema: schema.MustDemo(), Store: st, IdleTimeout: time.Hour}
+	ecfg := engine.Config{Schema: schema.MustDemo(), Backend: st, IdleTimeout: time.Hour}
 	ecfg.Resolver = engine.AllowAll(ecfg.Schema)
 	ecfg.OnCommit = func(_ string, seq int64) {
 		rs.mu.Lock()

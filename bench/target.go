@@ -74,6 +74,8 @@ type Target struct {
 	cleanup []func()
 	// dbPath is the SQLite store's file ("" for other stores).
 	dbPath string
+	// pg is the PostgreSQL store (nil for other stores).
+	pg *postgres.Store
 	// pid is the server child's process id (0: no child).
 	pid int
 }
@@ -115,11 +117,11 @@ func openTarget(ctx context.Context, cfg *Config, store string, eo EngineOpts) (
 	if sch == nil {
 		sch = schema.MustDemo()
 	}
-	ecfg := engine.Config{Schema: sch, Store: st, Images: sqliteimage.Builder{}, DisableGroupCommit: eo.DisableGroupCommit,
+	ecfg := engine.Config{Schema: sch, Backend: st, Images: sqliteimage.Builder{}, DisableGroupCommit: eo.DisableGroupCommit,
 		IdleTimeout: eo.IdleTimeout, Retention: engine.RetentionConfig{BatchCommits: eo.PruneBatch}}
 	ecfg.Resolver = engine.AllowAll(ecfg.Schema)
 	if eo.ServeSegments {
-		if ecfg.Segments, err = openServeSegments(ctx, cfg, st, t); err != nil {
+		if ecfg.Segments, err = openServeSegments(ctx, cfg, t); err != nil {
 			t.Close()
 			return nil, err
 		}
@@ -158,10 +160,10 @@ func openTarget(ctx context.Context, cfg *Config, store string, eo EngineOpts) (
 }
 
 // openServeSegments opens the segment store `synclane serve` would use
-// for st (the engine closes it).
-func openServeSegments(ctx context.Context, cfg *Config, st storage.Store, t *Target) (segstore.Store, error) {
-	if pg, ok := st.(*postgres.Store); ok {
-		return pgseg.Open(ctx, pg.Pool())
+// for t's store (the engine closes it).
+func openServeSegments(ctx context.Context, cfg *Config, t *Target) (segstore.Store, error) {
+	if t.pg != nil {
+		return pgseg.Open(ctx, t.pg.Pool())
 	}
 	dir := filepath.Dir(t.dbPath)
 	if t.dbPath == "" {
@@ -184,34 +186,35 @@ func syncURL(u string) string {
 	return u + "/sync"
 }
 
-// openStore opens a fresh, empty store and registers its removal.
-func openStore(ctx context.Context, cfg *Config, kind string, t *Target) (storage.Store, error) {
+// openStore opens a fresh, empty store, registers its removal and returns
+// its roles.
+func openStore(ctx context.Context, cfg *Config, kind string, t *Target) (storage.Backend, error) {
 	switch kind {
 	case "memory":
 		st := memory.New()
 		t.cleanup = append(t.cleanup, func() { _ = st.Close() })
-		return st, nil
+		return st.Backend(), nil
 	case "sqlite":
 		dir, err := os.MkdirTemp(cfg.DataDir, "synclane-bench-")
 		if err != nil {
-			return nil, err
+			return storage.Backend{}, err
 		}
 		t.cleanup = append(t.cleanup, func() { _ = os.RemoveAll(dir) })
 		t.dbPath = filepath.Join(dir, "synclane.db")
 		st, err := sqlite.Open(ctx, t.dbPath, sqlite.Options{})
 		if err != nil {
-			return nil, err
+			return storage.Backend{}, err
 		}
 		t.cleanup = append(t.cleanup, func() { _ = st.Close() })
-		return st, nil
+		return st.Backend(), nil
 	case "postgres":
 		url := cfg.PostgresURL
 		if url == "" {
-			return nil, errors.New("--store postgres needs --postgres URL or SYNCLANE_TEST_POSTGRES")
+			return storage.Backend{}, errors.New("--store postgres needs --postgres URL or SYNCLANE_TEST_POSTGRES")
 		}
 		name := "synclane_bench_" + randHex(8)
 		if err := pgExec(ctx, url, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
-			return nil, err
+			return storage.Backend{}, err
 		}
 		t.cleanup = append(t.cleanup, func() {
 			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -222,12 +225,13 @@ func openStore(ctx context.Context, cfg *Config, kind string, t *Target) (storag
 		})
 		st, err := postgres.Open(ctx, url, postgres.Options{Schema: name, MaxConns: int32(cfg.PGMaxConns), NotifyChannel: name})
 		if err != nil {
-			return nil, err
+			return storage.Backend{}, err
 		}
 		t.cleanup = append(t.cleanup, func() { _ = st.Close() })
-		return st, nil
+		t.pg = st
+		return st.Backend(), nil
 	}
-	return nil, fmt.Errorf("unknown store %q (sqlite, postgres, memory)", kind)
+	return storage.Backend{}, fmt.Errorf("unknown store %q (sqlite, postgres, memory)", kind)
 }
 
 func pgExec(ctx context.Context, url, sql string) error {

@@ -79,8 +79,7 @@ func (e *Engine) Backfill(ctx context.Context, spec BackfillSpec) (BackfillRepor
 		spec.TargetID = func(id string) string { return id }
 	}
 	log := e.cfg.Logger.With(zap.String("partition", spec.Partition), zap.String("checkpoint", spec.Name))
-	st := e.cfg.Store
-	cp, err := st.ClaimCheckpoint(ctx, storage.CheckpointDeclaration{Partition: spec.Partition, Name: spec.Name, SchemaVersion: e.cfg.Schema.Version}, e.cfg.Now().UnixMilli())
+	cp, err := e.cfg.Backend.Checkpoints.ClaimCheckpoint(ctx, storage.CheckpointDeclaration{Partition: spec.Partition, Name: spec.Name, SchemaVersion: e.cfg.Schema.Version}, e.cfg.Now().UnixMilli())
 	if err != nil {
 		return rep, fmt.Errorf("engine: claim checkpoint %s/%s: %w", spec.Partition, spec.Name, err)
 	}
@@ -88,7 +87,7 @@ func (e *Engine) Backfill(ctx context.Context, spec BackfillSpec) (BackfillRepor
 	log.Info("backfill claimed", zap.Int64("owner_epoch", cp.OwnerEpoch), zap.Int64("watermark", cp.Watermark))
 	for rep.Rounds < spec.MaxRounds {
 		rep.Rounds++
-		info, err := st.ReadPartition(ctx, spec.Partition)
+		info, err := e.cfg.Backend.Log.ReadPartition(ctx, spec.Partition)
 		if err != nil {
 			return rep, err
 		}
@@ -115,7 +114,7 @@ func (e *Engine) Backfill(ctx context.Context, spec BackfillSpec) (BackfillRepor
 		if err != nil {
 			return rep, err
 		}
-		out, err := st.ActivateCheckpoint(ctx, spec.Partition, spec.Name, rep.OwnerEpoch, rep.Watermark, []string{spec.Source}, e.cfg.Now().UnixMilli())
+		out, err := e.cfg.Backend.Checkpoints.ActivateCheckpoint(ctx, spec.Partition, spec.Name, rep.OwnerEpoch, rep.Watermark, []string{spec.Source}, e.cfg.Now().UnixMilli())
 		if err != nil {
 			return rep, fmt.Errorf("engine: activate checkpoint %s/%s: %w", spec.Partition, spec.Name, err)
 		}
@@ -135,7 +134,7 @@ func (e *Engine) Backfill(ctx context.Context, spec BackfillSpec) (BackfillRepor
 func (e *Engine) backfillFull(ctx context.Context, spec BackfillSpec, src, dst *schema.Table, rep *BackfillReport, pin int64) error {
 	var after *string
 	for batch := 0; ; batch++ {
-		rows, err := e.cfg.Store.ScanRows(ctx, spec.Partition, storage.RowQuery{Table: src, Scopes: map[string][]string{}, AfterRowID: after, Limit: spec.BatchSize + 1})
+		rows, err := e.cfg.Backend.Rows.ScanRows(ctx, spec.Partition, storage.RowQuery{Table: src, Scopes: map[string][]string{}, AfterRowID: after, Limit: spec.BatchSize + 1})
 		if err != nil {
 			return err
 		}
@@ -174,7 +173,7 @@ func (e *Engine) clearTarget(ctx context.Context, spec BackfillSpec, src, dst *s
 	drop := func(_ *storage.RowRecord, id string) (string, ssp2.Row, bool) { return id, nil, true }
 	var after *string
 	for batch := 0; ; batch++ {
-		rows, err := e.cfg.Store.ScanRows(ctx, spec.Partition, storage.RowQuery{Table: dst, Scopes: map[string][]string{}, AfterRowID: after, Limit: spec.BatchSize})
+		rows, err := e.cfg.Backend.Rows.ScanRows(ctx, spec.Partition, storage.RowQuery{Table: dst, Scopes: map[string][]string{}, AfterRowID: after, Limit: spec.BatchSize})
 		if err != nil {
 			return err
 		}
@@ -199,7 +198,7 @@ func (e *Engine) backfillSince(ctx context.Context, spec BackfillSpec, src, dst 
 	if pin <= rep.Watermark {
 		return nil
 	}
-	scan, err := e.cfg.Store.ScanChanges(ctx, spec.Partition, storage.ChangeQuery{Table: src.Name, Scopes: map[string][]string{}, AfterSeq: rep.Watermark, UpToSeq: pin, LimitChanges: 1 << 30})
+	scan, err := e.cfg.Backend.Log.ScanChanges(ctx, spec.Partition, storage.ChangeQuery{Table: src.Name, Scopes: map[string][]string{}, AfterSeq: rep.Watermark, UpToSeq: pin, LimitChanges: 1 << 30})
 	if err != nil {
 		return err
 	}

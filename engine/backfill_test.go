@@ -11,6 +11,7 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
+	"github.com/synclane/synclane/storage/sqlite"
 )
 
 const backfillSchema = `{"version":1,"tables":[
@@ -22,9 +23,17 @@ const backfillSchema = `{"version":1,"tables":[
 // activateHook runs hooks before ActivateCheckpoint and BeginPush reach
 // the store.
 type activateHook struct {
-	storage.Store
+	*sqlite.Store
 	before      func() error
 	beforeBegin func()
+}
+
+// Backend gives the engine the store with the hooked Log and Checkpoints
+// roles.
+func (h *activateHook) Backend() storage.Backend {
+	b := h.Store.Backend()
+	b.Log, b.Checkpoints = h, h
+	return b
 }
 
 func (h *activateHook) BeginPush(ctx context.Context, p string) (storage.PushTx, error) {
@@ -57,7 +66,7 @@ func newBackfillFixture(t *testing.T, path string) *bfFixture {
 		t.Fatal(err)
 	}
 	f := &bfFixture{t: t, s: s, store: &activateHook{Store: openShared(t, path)}, codec: ssp2.NewRowCodec(s.Table("todos").Columns)}
-	f.eng, err = engine.New(context.Background(), engine.Config{Schema: s, Store: f.store, Resolver: engine.AllowAll(s),
+	f.eng, err = engine.New(context.Background(), engine.Config{Schema: s, Backend: f.store.Backend(), Resolver: engine.AllowAll(s),
 		Checkpoints: []storage.CheckpointDeclaration{{Partition: "p1", Name: "shout", SchemaVersion: 1}}})
 	if err != nil {
 		t.Fatal(err)

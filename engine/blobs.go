@@ -170,11 +170,10 @@ func (e *Engine) MaxBlobBytes() int64 {
 }
 
 func (e *Engine) blobIndex() (storage.BlobIndex, error) {
-	bi, ok := e.cfg.Store.(storage.BlobIndex)
-	if !ok || e.cfg.Blobs.Store == nil {
+	if e.cfg.Blobs.Store == nil {
 		return nil, syncerr.New(syncerr.BlobNotFound, "blobs are not enabled on this server")
 	}
-	return bi, nil
+	return e.cfg.Backend.Blobs, nil // checkRoles: present when Blobs.Store is
 }
 
 // UploadBlob stores body as blob blobID (SPEC §5.9 PUT): it streams body

@@ -8,17 +8,16 @@ import (
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/protocol/ssp2"
-	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/memory"
 )
 
 // stores opens a fresh store of every in-process backend: memory (rows
 // scanned, images built in chunks) and SQLite (pages encoded by the store,
 // images copied inside SQLite).
-func stores(t *testing.T) map[string]func() storage.Store {
-	return map[string]func() storage.Store{
-		"memory": func() storage.Store { return memory.New() },
-		"sqlite": func() storage.Store { return openShared(t, filepath.Join(t.TempDir(), "db.sqlite")) },
+func stores(t *testing.T) map[string]func() backend {
+	return map[string]func() backend{
+		"memory": func() backend { return memory.New() },
+		"sqlite": func() backend { return openShared(t, filepath.Join(t.TempDir(), "db.sqlite")) },
 	}
 }
 

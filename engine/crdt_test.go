@@ -66,14 +66,14 @@ var refusing = partition.MergerFunc(func([]byte, []byte) ([]byte, error) { retur
 // crdtStores opens each backend the CRDT end-to-end tests run on.
 func crdtStores() []struct {
 	name string
-	open func(t *testing.T) storage.Store
+	open func(t *testing.T) backend
 } {
 	return []struct {
 		name string
-		open func(t *testing.T) storage.Store
+		open func(t *testing.T) backend
 	}{
-		{"memory", func(*testing.T) storage.Store { return memory.New() }},
-		{"sqlite", func(t *testing.T) storage.Store {
+		{"memory", func(*testing.T) backend { return memory.New() }},
+		{"sqlite", func(t *testing.T) backend {
 			st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "s.db"), sqlite.Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -81,7 +81,7 @@ func crdtStores() []struct {
 			t.Cleanup(func() { st.Close() })
 			return st
 		}},
-		{"postgres", func(t *testing.T) storage.Store {
+		{"postgres", func(t *testing.T) backend {
 			return pgtest.OpenSchema(t, pgtest.NewSchema(t), postgres.Options{MaxConns: 4})
 		}},
 	}
@@ -92,7 +92,7 @@ type crdtFixture struct {
 	notes *ssp2.RowCodec
 }
 
-func newCRDTFixture(t *testing.T, st storage.Store, mergers map[string]partition.Merger) *crdtFixture {
+func newCRDTFixture(t *testing.T, st backend, mergers map[string]partition.Merger) *crdtFixture {
 	t.Helper()
 	sch, err := schema.Parse([]byte(crdtSchemaJSON))
 	if err != nil {
@@ -137,11 +137,11 @@ type crdtState struct {
 func (f *crdtFixture) state() crdtState {
 	f.t.Helper()
 	ctx := context.Background()
-	info, err := f.store.ReadPartition(ctx, "p1")
+	info, err := f.store.Log.ReadPartition(ctx, "p1")
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	rows, err := f.store.ScanRows(ctx, "p1", storage.RowQuery{Table: f.eng.Schema().Table("notes"), Scopes: map[string][]string{"project_id": {"P"}}, Limit: 1000})
+	rows, err := f.store.Rows.ScanRows(ctx, "p1", storage.RowQuery{Table: f.eng.Schema().Table("notes"), Scopes: map[string][]string{"project_id": {"P"}}, Limit: 1000})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -474,7 +474,7 @@ func TestNewRefusesUnmergeableCRDTType(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			eng, err := engine.New(context.Background(), engine.Config{Schema: sch, Store: memory.New(), Resolver: engine.AllowAll(sch), Mergers: c.mergers})
+			eng, err := engine.New(context.Background(), engine.Config{Schema: sch, Backend: memory.New().Backend(), Resolver: engine.AllowAll(sch), Mergers: c.mergers})
 			if err == nil {
 				eng.Close()
 				t.Fatal("engine.New accepted a crdtType without a merger")
@@ -484,7 +484,7 @@ func TestNewRefusesUnmergeableCRDTType(t *testing.T) {
 			}
 		})
 	}
-	eng, err := engine.New(context.Background(), engine.Config{Schema: sch, Store: memory.New(), Resolver: engine.AllowAll(sch),
+	eng, err := engine.New(context.Background(), engine.Config{Schema: sch, Backend: memory.New().Backend(), Resolver: engine.AllowAll(sch),
 		Mergers: map[string]partition.Merger{"lines": lines, "refusing": refusing}})
 	if err != nil {
 		t.Fatalf("every crdtType registered: %v", err)

@@ -12,16 +12,12 @@ import (
 // dead-lettered reaction (unknown, pending, or already removed).
 var ErrNotDeadLettered = errors.New("engine: no dead-lettered reaction with that id")
 
-// deadLetters returns the queue's dead-letter actions.
-func (e *Engine) deadLetters() (storage.DeadLetters, error) {
+// deadLetters returns the queue whose dead-letter actions are served.
+func (e *Engine) deadLetters() (storage.Reactions, error) {
 	if e.reactions == nil {
 		return nil, ErrNoReactions
 	}
-	dl, ok := e.reactions.queue.(storage.DeadLetters)
-	if !ok {
-		return nil, fmt.Errorf("engine: the reaction queue (%T) has no dead-letter actions", e.reactions.queue)
-	}
-	return dl, nil
+	return e.reactions.queue, nil
 }
 
 // RedriveReaction makes the dead-lettered reaction id pending again with

@@ -92,9 +92,17 @@ func AllowAll(s *schema.Schema) ScopeResolver {
 type Config struct {
 	// Schema is the compiled schema served (required).
 	Schema *schema.Schema
-	// Store is the storage backend (required). The engine runs
-	// EnsureSchema on it in New.
-	Store storage.Store
+	// Backend is the storage backend's roles (required), as its package
+	// builds them (memory.Store.Backend, sqlite.Store.Backend,
+	// postgres.Store.Backend). New refuses, before touching storage, a
+	// Backend without a required role (storage.RequiredRoles) and one
+	// without the role a configured feature needs, naming both: Blobs for
+	// Blobs.Store, Queries for registered queries in Operations, Reactions
+	// for Reactions.Handlers, Leases for LeaseTTL, Retention for
+	// Retention.Interval. Prune and MaintenancePass need Retention,
+	// CapturePartition and RestorePartition Snapshots (they answer an
+	// error without). New runs EnsureSchema (Lifecycle) before serving.
+	Backend storage.Backend
 	// Resolver resolves scopes (required).
 	Resolver ScopeResolver
 	// Logger receives structured logs (default: no-op).
@@ -313,8 +321,11 @@ type Reply = partition.Reply
 // New validates cfg, ensures the storage schema and starts the partition
 // actor runtime.
 func New(ctx context.Context, cfg Config) (*Engine, error) {
-	if cfg.Schema == nil || cfg.Store == nil || cfg.Resolver == nil {
-		return nil, errors.New("engine: Schema, Store and Resolver are required")
+	if cfg.Schema == nil || cfg.Resolver == nil {
+		return nil, errors.New("engine: Schema, Backend and Resolver are required")
+	}
+	if err := checkRoles(cfg); err != nil {
+		return nil, err
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
@@ -340,7 +351,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if err := cfg.Store.EnsureSchema(ctx, cfg.Schema, cfg.Checkpoints...); err != nil {
+	if err := cfg.Backend.Lifecycle.EnsureSchema(ctx, cfg.Schema, cfg.Checkpoints...); err != nil {
 		if !errors.Is(err, storage.ErrCheckpointIncomplete) {
 			return nil, fmt.Errorf("engine: ensure storage schema: %w", err)
 		}
@@ -350,7 +361,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, metrics: newMetrics()}
 	e.blobs.presign.Store(int32(cfg.BlobPresign))
-	pc := partition.NewConfig(cfg.Schema, cfg.Store, partition.Gate{Running: cfg.Schema.Version, Declared: cfg.Checkpoints})
+	pc := partition.NewConfig(cfg.Schema, cfg.Backend, partition.Gate{Running: cfg.Schema.Version, Declared: cfg.Checkpoints})
 	pc.Logger, pc.Now = cfg.Logger, cfg.Now
 	pc.MaxOperations, pc.MinSchemaVersion, pc.ClientFlushInterval = cfg.MaxOperations, cfg.MinSchemaVersion, cfg.ClientFlushInterval
 	pc.OnCommit, pc.OnCommitKeys, pc.OnCommitOutcome, pc.OnRegistration = cfg.OnCommit, cfg.OnCommitKeys, cfg.OnCommitOutcome, cfg.OnRegistration
@@ -466,8 +477,8 @@ func (e *Engine) observeRemoteCommit(partition string, maxSeq int64) {
 // Schema returns the served schema.
 func (e *Engine) Schema() *schema.Schema { return e.cfg.Schema }
 
-// Store returns the storage backend.
-func (e *Engine) Store() storage.Store { return e.cfg.Store }
+// Backend returns the storage backend's roles (Config.Backend).
+func (e *Engine) Backend() storage.Backend { return e.cfg.Backend }
 
 // ActorStats reports the partition actor runtime's counters.
 func (e *Engine) ActorStats() actors.Stats { return e.runtime.Stats() }

@@ -24,25 +24,31 @@ const testSchemaJSON = `{"version":1,"tables":[
   "primaryKey":"id","scopes":["project:{project_id}"],
   "indexes":[{"name":"tasks_code","columns":["code"],"unique":true}]}]}`
 
+// backend is what a fixture runs on: a store of a backend package, or a
+// test wrapper around one, which builds the roles the engine gets.
+type backend interface {
+	Backend() storage.Backend
+}
+
 type fixture struct {
 	t       *testing.T
 	eng     *engine.Engine
-	store   storage.Store
+	store   storage.Backend // the roles the engine runs on
 	schema  *schema.Schema
 	codec   *ssp2.RowCodec
 	mu      sync.Mutex
 	allowed map[string]map[string][]string // actor → allowed scopes
 }
 
-func newFixture(t *testing.T, st storage.Store, mut ...func(*engine.Config)) *fixture {
+func newFixture(t *testing.T, st backend, mut ...func(*engine.Config)) *fixture {
 	t.Helper()
 	s, err := schema.Parse([]byte(testSchemaJSON))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, store: st, schema: s, codec: ssp2.NewRowCodec(s.Table("tasks").Columns),
+	f := &fixture{t: t, store: st.Backend(), schema: s, codec: ssp2.NewRowCodec(s.Table("tasks").Columns),
 		allowed: map[string]map[string][]string{}}
-	cfg := engine.Config{Schema: s, Store: st, Resolver: engine.ScopeResolverFunc(f.resolve), Images: sqliteimage.Builder{}}
+	cfg := engine.Config{Schema: s, Backend: f.store, Resolver: engine.ScopeResolverFunc(f.resolve), Images: sqliteimage.Builder{}}
 	for _, m := range mut {
 		m(&cfg)
 	}
@@ -279,7 +285,7 @@ func TestIdempotentReplayIsCached(t *testing.T) {
 	if again.Status != ssp2.CommitCached || *again.CommitSeq != *first.CommitSeq || len(again.Results) != 2 {
 		t.Fatalf("replay = %+v, want cached seq %d", again, *first.CommitSeq)
 	}
-	info, _ := f.store.ReadPartition(context.Background(), "p1")
+	info, _ := f.store.Log.ReadPartition(context.Background(), "p1")
 	if info.MaxCommitSeq != 1 {
 		t.Fatalf("max seq %d after replay, want 1", info.MaxCommitSeq)
 	}
@@ -326,7 +332,7 @@ func TestConflictRollsBackSiblingsAndKeepsNeighbours(t *testing.T) {
 	if good.Status != ssp2.CommitApplied || *good.CommitSeq != 3 {
 		t.Fatalf("neighbour commit: %+v", good)
 	}
-	rows, _ := f.store.ScanRows(context.Background(), "p1", storage.RowQuery{Table: f.schema.Table("tasks"), Scopes: map[string][]string{"project_id": {"P"}}, Limit: 100})
+	rows, _ := f.store.Rows.ScanRows(context.Background(), "p1", storage.RowQuery{Table: f.schema.Table("tasks"), Scopes: map[string][]string{"project_id": {"P"}}, Limit: 100})
 	for _, rr := range rows {
 		if rr.RowID == "t9" {
 			t.Fatal("sibling op of a rejected commit was written")
@@ -364,7 +370,7 @@ func TestWriteAuthorizationAndScopeColumnsAreFixed(t *testing.T) {
 	}
 	// Moving a row to another scope on update is ignored (scope columns are insert-only).
 	a.push("c2", upsert("tasks", "t1", f.row("t1", "Z", "moved?"), nil))
-	rows, _ := f.store.ScanRows(context.Background(), "p1", storage.RowQuery{Table: f.schema.Table("tasks"), Scopes: map[string][]string{"project_id": {"P"}}, Limit: 10})
+	rows, _ := f.store.Rows.ScanRows(context.Background(), "p1", storage.RowQuery{Table: f.schema.Table("tasks"), Scopes: map[string][]string{"project_id": {"P"}}, Limit: 10})
 	if len(rows) != 1 || rows[0].Values[1] != "P" || rows[0].Values[2] != "moved?" {
 		t.Fatalf("row after scope-moving update: %+v", rows)
 	}
@@ -413,7 +419,7 @@ func TestEpochRulesAndSchemaFloor(t *testing.T) {
 	if err != nil || !rep.Header().ResetRequired || rep.Header().LogEpoch != *good || len(rep.Frames) != 1 {
 		t.Fatalf("epoch mismatch: %v %+v", err, rep)
 	}
-	info, _ := f.store.ReadPartition(context.Background(), "p1")
+	info, _ := f.store.Log.ReadPartition(context.Background(), "p1")
 	if info.MaxCommitSeq != 1 {
 		t.Fatal("a push with a mismatched epoch was applied")
 	}
@@ -426,7 +432,7 @@ func TestEpochRulesAndSchemaFloor(t *testing.T) {
 	if pr := a.push("c4", upsert("tasks", "t4", f.row("t4", "P", "x"), nil)); pr.Status != ssp2.CommitApplied {
 		t.Fatalf("v1 push before rotation: %+v", pr)
 	}
-	if _, err := f.store.RotateLogEpoch(context.Background(), "p1", 0); err != nil {
+	if _, err := f.store.Log.RotateLogEpoch(context.Background(), "p1", 0); err != nil {
 		t.Fatal(err)
 	}
 	_, err = a.sync(&ssp2.PullHeader{Accept: 1})
@@ -516,7 +522,7 @@ func TestCommitLevelRejections(t *testing.T) {
 	if again := a.push("u2", upsert("tasks", "k2", withCode("k2", "SAME"), nil)); again.Status != ssp2.CommitRejected || again.Results[0].Code != "sync.constraint_violation" {
 		t.Fatalf("constraint rejection not durable: %+v", again)
 	}
-	info, _ := f.store.ReadPartition(context.Background(), "p1")
+	info, _ := f.store.Log.ReadPartition(context.Background(), "p1")
 	if info.MaxCommitSeq != 1 {
 		t.Fatalf("max seq %d, want 1 (only u1 applied)", info.MaxCommitSeq)
 	}

@@ -40,7 +40,7 @@ func BenchmarkPushEventRing(b *testing.B) {
 				}()
 				defer func() { sub.Close(); <-done }()
 			}
-			eng, err := engine.New(context.Background(), engine.Config{Schema: sch, Store: memory.New(),
+			eng, err := engine.New(context.Background(), engine.Config{Schema: sch, Backend: memory.New().Backend(),
 				Resolver: engine.AllowAll(sch), Events: ring, SlowRequest: -1})
 			if err != nil {
 				b.Fatal(err)

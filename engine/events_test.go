@@ -67,7 +67,7 @@ func TestEngineEmitsEvents(t *testing.T) {
 			if err != nil || ep == before || ep == "" {
 				t.Fatalf("RotateEpoch = %q, %v (before %q)", ep, err, before)
 			}
-			info, _ := f.store.ReadPartition(context.Background(), "p1")
+			info, _ := f.store.Log.ReadPartition(context.Background(), "p1")
 			if info.LogEpoch != ep || !info.EpochRequired {
 				t.Fatalf("stored partition %+v, want epoch %q required", info, ep)
 			}

@@ -51,7 +51,7 @@ func examplePush(eng *engine.Engine, s *schema.Schema, ccid string, row ssp2.Row
 func ExampleConfig_validators() {
 	s, _ := schema.Parse([]byte(exampleSchema))
 	eng, err := engine.New(context.Background(), engine.Config{
-		Schema: s, Store: memory.New(), Resolver: engine.AllowAll(s),
+		Schema: s, Backend: memory.New().Backend(), Resolver: engine.AllowAll(s),
 		Validators: map[string]engine.RowValidator{
 			"tasks": func(ctx context.Context, w *engine.RowWrite) error {
 				if w.Row != nil && w.Row[2] == "" {
@@ -96,7 +96,7 @@ func ExampleReactionConfig() {
 	s, _ := schema.Parse([]byte(exampleSchema))
 	sent := make(chan string, 1)
 	eng, err := engine.New(context.Background(), engine.Config{
-		Schema: s, Store: memory.New(), Resolver: engine.AllowAll(s),
+		Schema: s, Backend: memory.New().Backend(), Resolver: engine.AllowAll(s),
 		Validators: map[string]engine.RowValidator{
 			"tasks": func(ctx context.Context, w *engine.RowWrite) error {
 				if w.Stored == nil && w.Row != nil { // a new task

@@ -19,7 +19,7 @@ import (
 )
 
 // openShared opens another handle on one SQLite file: one "process".
-func openShared(t *testing.T, path string) storage.Store {
+func openShared(t *testing.T, path string) *sqlite.Store {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), path, sqlite.Options{})
 	if err != nil {
@@ -63,7 +63,7 @@ func TestGatePendingCheckpointRefusesOtherProcesses(t *testing.T) {
 	wantNotReady(t, err, `{"partition":"p1","projection":"proj"}`)
 	b.id.Partition = "p1"
 
-	out, err := fa.store.ActivateCheckpoint(context.Background(), "p1", "proj", 0, 0, []string{"nothing_changed_here"}, 0)
+	out, err := fa.store.Checkpoints.ActivateCheckpoint(context.Background(), "p1", "proj", 0, 0, []string{"nothing_changed_here"}, 0)
 	if err != nil || out != storage.Activated {
 		t.Fatalf("activate: %v %v", out, err)
 	}
@@ -92,7 +92,7 @@ func TestGateSchemaBumpStopsOldProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	stNew := openShared(t, path)
-	newEng, err := engine.New(context.Background(), engine.Config{Schema: v2, Store: stNew, Resolver: engine.AllowAll(v2),
+	newEng, err := engine.New(context.Background(), engine.Config{Schema: v2, Backend: stNew.Backend(), Resolver: engine.AllowAll(v2),
 		Checkpoints: []storage.CheckpointDeclaration{{Partition: "p1", Name: "notes", SchemaVersion: 2}}})
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +109,7 @@ func TestGateSchemaBumpStopsOldProcess(t *testing.T) {
 		t.Fatalf("the old process wrote: max seq %d", info.MaxCommitSeq)
 	}
 	// An old writer that bypasses the gate is stopped by the fence itself.
-	tx, err := old.store.BeginPush(context.Background(), "p1")
+	tx, err := old.store.Log.BeginPush(context.Background(), "p1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,8 +125,17 @@ func TestGateSchemaBumpStopsOldProcess(t *testing.T) {
 
 // hookStore runs a hook in the middle of building a pull reply.
 type hookStore struct {
-	storage.Store
+	*sqlite.Store
 	mid func()
+}
+
+// Backend gives the engine the store with the hooked Log and Rows roles
+// and without the bootstrap fast paths, so every bootstrap page reads
+// through the hooked VisitRows.
+func (h *hookStore) Backend() storage.Backend {
+	b := h.Store.Backend()
+	b.Log, b.Rows, b.RowEncoder, b.ImageCopier = h, h, nil, nil
+	return b
 }
 
 func (h *hookStore) ScanChanges(ctx context.Context, p string, q storage.ChangeQuery) (storage.ChangeScan, error) {
@@ -136,13 +145,21 @@ func (h *hookStore) ScanChanges(ctx context.Context, p string, q storage.ChangeQ
 	return h.Store.ScanChanges(ctx, p, q)
 }
 
-// ScanRows is always a storage read (incremental pulls may be answered
-// from the actor's in-memory log tail), so bootstrap pulls drive the hook.
+// ScanRows and VisitRows are always a storage read (incremental pulls may
+// be answered from the actor's in-memory log tail), so bootstrap pulls
+// drive the hook.
 func (h *hookStore) ScanRows(ctx context.Context, p string, q storage.RowQuery) ([]storage.RowRecord, error) {
 	if h.mid != nil {
 		h.mid()
 	}
 	return h.Store.ScanRows(ctx, p, q)
+}
+
+func (h *hookStore) VisitRows(ctx context.Context, p string, q storage.RowQuery, fn func(storage.RowRecord) error) error {
+	if h.mid != nil {
+		h.mid()
+	}
+	return h.Store.VisitRows(ctx, p, q, fn)
 }
 
 func TestGateEpochRotationDuringBuildIsRefused(t *testing.T) {
@@ -276,8 +293,16 @@ func TestGateRaceRotationsAndMigrationAgainstTraffic(t *testing.T) {
 
 // panicStore panics inside the partition actor once.
 type panicStore struct {
-	storage.Store
+	*sqlite.Store
 	armed atomic.Bool
+}
+
+// Backend gives the engine the store with the panicking Rows role and
+// without the bootstrap fast paths, so bootstrap pages read through it.
+func (p *panicStore) Backend() storage.Backend {
+	b := p.Store.Backend()
+	b.Rows, b.RowEncoder, b.ImageCopier = p, nil, nil
+	return b
 }
 
 func (p *panicStore) ScanRows(ctx context.Context, part string, q storage.RowQuery) ([]storage.RowRecord, error) {
@@ -285,6 +310,13 @@ func (p *panicStore) ScanRows(ctx context.Context, part string, q storage.RowQue
 		panic("storage driver bug")
 	}
 	return p.Store.ScanRows(ctx, part, q)
+}
+
+func (p *panicStore) VisitRows(ctx context.Context, part string, q storage.RowQuery, fn func(storage.RowRecord) error) error {
+	if p.armed.CompareAndSwap(true, false) {
+		panic("storage driver bug")
+	}
+	return p.Store.VisitRows(ctx, part, q, fn)
 }
 
 // A request that crashes its partition actor fails with a retryable

@@ -36,7 +36,7 @@ func BenchmarkPushHooks(b *testing.B) {
 			}
 			defer st.Close()
 			var delivered atomic.Int64
-			cfg := engine.Config{Schema: s, Store: st, Resolver: engine.AllowAll(s)}
+			cfg := engine.Config{Schema: s, Backend: st.Backend(), Resolver: engine.AllowAll(s)}
 			if mode != "none" {
 				cfg.Validators = map[string]engine.RowValidator{"tasks": func(ctx context.Context, w *engine.RowWrite) error {
 					return w.React(engine.Reaction{Name: "noop", Payload: []byte(w.RowID)})
@@ -101,7 +101,7 @@ func newHookBench(b *testing.B, s *schema.Schema, hooks bool, nclients int) *hoo
 	}
 	b.Cleanup(func() { st.Close() })
 	h := &hookBench{}
-	cfg := engine.Config{Schema: s, Store: st, Resolver: engine.AllowAll(s)}
+	cfg := engine.Config{Schema: s, Backend: st.Backend(), Resolver: engine.AllowAll(s)}
 	if hooks {
 		cfg.Validators = map[string]engine.RowValidator{"tasks": func(ctx context.Context, w *engine.RowWrite) error {
 			return w.React(engine.Reaction{Name: "noop", Payload: []byte(w.RowID)})

@@ -11,7 +11,6 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/ssp2"
-	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/memory"
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/postgres/pgtest"
@@ -116,7 +115,7 @@ func TestRowValidatorVerdicts(t *testing.T) {
 					t.Fatalf("round %d: details %+v, want %s", round, d, tc.wantDetails)
 				}
 			}
-			if rec, err := f.store.LookupIdempotency(context.Background(), "p1", "ca", "c1"); err != nil || rec == nil {
+			if rec, err := f.store.Log.LookupIdempotency(context.Background(), "p1", "ca", "c1"); err != nil || rec == nil {
 				t.Fatalf("idempotency record: %v %v", rec, err)
 			}
 		})
@@ -154,10 +153,10 @@ func TestRowValidatorSeesMergedRowAndStored(t *testing.T) {
 }
 
 // hookStores are the backends the commit-validator test runs on.
-func hookStores(t *testing.T) map[string]func(t *testing.T) storage.Store {
-	return map[string]func(t *testing.T) storage.Store{
-		"memory": func(t *testing.T) storage.Store { return memory.New() },
-		"sqlite": func(t *testing.T) storage.Store {
+func hookStores(t *testing.T) map[string]func(t *testing.T) backend {
+	return map[string]func(t *testing.T) backend{
+		"memory": func(t *testing.T) backend { return memory.New() },
+		"sqlite": func(t *testing.T) backend {
 			st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "s.db"), sqlite.Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -165,7 +164,7 @@ func hookStores(t *testing.T) map[string]func(t *testing.T) storage.Store {
 			t.Cleanup(func() { st.Close() })
 			return st
 		},
-		"postgres": func(t *testing.T) storage.Store {
+		"postgres": func(t *testing.T) backend {
 			return pgtest.OpenSchema(t, pgtest.NewSchema(t), postgres.Options{MaxConns: 4})
 		},
 	}
@@ -230,7 +229,7 @@ func TestCommitValidatorReadsCandidateState(t *testing.T) {
 			}
 			// c2 rolled back entirely (q1 too); c3 saw only t1 and applied.
 			for id, want := range map[string]bool{"t1": true, "q1": false, "t2": false, "t3": false, "t4": true} {
-				tx, err := f.store.BeginPush(context.Background(), "p1")
+				tx, err := f.store.Log.BeginPush(context.Background(), "p1")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -260,7 +259,7 @@ func TestCommitValidatorReadsCandidateState(t *testing.T) {
 // A validator naming a table not in the schema fails New.
 func TestValidatorForUnknownTableFailsNew(t *testing.T) {
 	f := newFixture(t, memory.New())
-	_, err := engine.New(context.Background(), engine.Config{Schema: f.schema, Store: memory.New(), Resolver: engine.AllowAll(f.schema),
+	_, err := engine.New(context.Background(), engine.Config{Schema: f.schema, Backend: memory.New().Backend(), Resolver: engine.AllowAll(f.schema),
 		Validators: map[string]engine.RowValidator{"nope": func(context.Context, *engine.RowWrite) error { return nil }}})
 	if err == nil {
 		t.Fatal("New accepted a validator for an unknown table")

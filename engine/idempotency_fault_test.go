@@ -53,7 +53,7 @@ func TestIdempotencyFaultAnswersOneCacheMiss(t *testing.T) {
 			if len(rs) != 2 || !miss(rs[0]) || rs[1].Status != ssp2.CommitApplied || *rs[1].CommitSeq != 2 {
 				t.Fatalf("faulted new commit and its neighbour: %+v", rs)
 			}
-			rows, err := f.store.ScanRows(context.Background(), "p1", storage.RowQuery{Table: f.schema.Table("tasks"), Scopes: map[string][]string{}, Limit: 10})
+			rows, err := f.store.Rows.ScanRows(context.Background(), "p1", storage.RowQuery{Table: f.schema.Table("tasks"), Scopes: map[string][]string{}, Limit: 10})
 			if err != nil || len(rows) != 2 || rows[0].RowID != "t1" || rows[1].RowID != "t3" {
 				t.Fatalf("rows after the faulted commit: %+v, %v (want t1 and t3)", rows, err)
 			}

@@ -32,7 +32,7 @@ func (e *Engine) setupLeases(pc *partition.Config) error {
 	if e.cfg.LeaseTTL == 0 {
 		return nil
 	}
-	k, err := lease.New(lease.Config{Store: e.cfg.Store, Key: e.cfg.LeaseKey, TTL: e.cfg.LeaseTTL, Now: e.cfg.Now, Logger: e.cfg.Logger.Named("lease")})
+	k, err := lease.New(lease.Config{Store: e.cfg.Backend.Leases, Key: e.cfg.LeaseKey, TTL: e.cfg.LeaseTTL, Now: e.cfg.Now, Logger: e.cfg.Logger.Named("lease")})
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}

@@ -66,7 +66,7 @@ func BenchmarkLeaseRounds(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer st.Close()
-				eng, err := engine.New(ctx, engine.Config{Schema: s, Store: st, Resolver: engine.AllowAll(s), LeaseTTL: m.ttl, LeaseKey: leaseKey})
+				eng, err := engine.New(ctx, engine.Config{Schema: s, Backend: st.Backend(), Resolver: engine.AllowAll(s), LeaseTTL: m.ttl, LeaseKey: leaseKey})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -21,10 +21,10 @@ const leaseTTL = 15 * time.Minute
 // leaseBackends are the stores the lease behaviour is shown on.
 var leaseBackends = []struct {
 	name string
-	open func(t *testing.T) storage.Store
+	open func(t *testing.T) backend
 }{
-	{"sqlite", func(t *testing.T) storage.Store { return openShared(t, filepath.Join(t.TempDir(), "db.sqlite")) }},
-	{"postgres", func(t *testing.T) storage.Store {
+	{"sqlite", func(t *testing.T) backend { return openShared(t, filepath.Join(t.TempDir(), "db.sqlite")) }},
+	{"postgres", func(t *testing.T) backend {
 		return pgtest.OpenSchema(t, pgtest.NewSchema(t), postgres.Options{MaxConns: 4})
 	}},
 }
@@ -58,7 +58,7 @@ type leaseFixture struct {
 
 var leaseKey = []byte("0123456789abcdef0123456789abcdef")
 
-func newLeaseFixture(t *testing.T, st storage.Store, ttl time.Duration) *leaseFixture {
+func newLeaseFixture(t *testing.T, st backend, ttl time.Duration) *leaseFixture {
 	lf := &leaseFixture{clk: &manualClock{now: time.UnixMilli(1_800_000_000_000)}}
 	lf.fixture = newFixture(t, st, func(c *engine.Config) {
 		c.Now, c.LeaseTTL, c.LeaseKey = lf.clk.Now, ttl, leaseKey
@@ -109,7 +109,7 @@ func leaseOf(t *testing.T, rep *engine.Reply) *ssp2.Lease {
 
 func (lf *leaseFixture) storedLease(cid string) *storage.LeaseRecord {
 	lf.t.Helper()
-	rec, err := lf.store.GetLease(context.Background(), "p1", cid)
+	rec, err := lf.store.Leases.GetLease(context.Background(), "p1", cid)
 	if err != nil {
 		lf.t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestLeaseOutage(t *testing.T) {
 
 func (f *fixture) rowIDs() []string {
 	f.t.Helper()
-	rows, err := f.store.ScanRows(context.Background(), "p1", storage.RowQuery{Table: f.schema.Table("tasks"), Scopes: map[string][]string{}, Limit: 100})
+	rows, err := f.store.Rows.ScanRows(context.Background(), "p1", storage.RowQuery{Table: f.schema.Table("tasks"), Scopes: map[string][]string{}, Limit: 100})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -357,7 +357,7 @@ func TestLeaseTamperedRecordIsNoLease(t *testing.T) {
 			// Widen the stored grant without the key.
 			forged := *rec
 			forged.AllowedScopes = []byte(`{"project_id":["*"]}`)
-			if ok, err := lf.store.SwapLease(context.Background(), "p1", forged, rec.MAC); !ok || err != nil {
+			if ok, err := lf.store.Leases.SwapLease(context.Background(), "p1", forged, rec.MAC); !ok || err != nil {
 				t.Fatalf("tamper: %v %v", ok, err)
 			}
 			lf.setOutage(true)

@@ -171,7 +171,7 @@ func TestKilledEngineLeavesNoHalfCommit(t *testing.T) {
 			t.Fatalf("commit %d was answered applied but is not in the log", seq)
 		}
 	}
-	rows, err := fb.store.ScanRows(context.Background(), "p1", storage.RowQuery{Table: fb.schema.Table("tasks"), Scopes: map[string][]string{"project_id": {"P"}}, Limit: 10000})
+	rows, err := fb.store.Rows.ScanRows(context.Background(), "p1", storage.RowQuery{Table: fb.schema.Table("tasks"), Scopes: map[string][]string{"project_id": {"P"}}, Limit: 10000})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,7 +129,7 @@ func (e *Engine) operations(ctx context.Context, id Identity, req *opwire.Reques
 // checkClientBinding fails with sync.invalid_client_id when clientID is
 // bound to another actor in the partition. A query binds nothing.
 func (e *Engine) checkClientBinding(ctx context.Context, id Identity, clientID string) error {
-	rec, err := e.cfg.Store.GetClient(ctx, id.Partition, clientID)
+	rec, err := e.cfg.Backend.Clients.GetClient(ctx, id.Partition, clientID)
 	if err != nil {
 		return syncerr.Wrap(syncerr.InternalError, err, "storage is unavailable; retry")
 	}
@@ -156,10 +156,7 @@ func (e *Engine) runQuery(ctx context.Context, id Identity, caller operations.Ca
 	if err != nil {
 		return OperationResult{}, err
 	}
-	qr, ok := e.cfg.Store.(storage.Querier)
-	if !ok {
-		return OperationResult{}, syncerr.New(syncerr.OperationStorageUnsupported, "the storage backend cannot run registered queries")
-	}
+	qr := e.cfg.Backend.Queries // checkRoles: present when queries are registered
 	timeout := e.cfg.OperationTimeout
 	if timeout <= 0 {
 		timeout = DefaultOperationTimeout

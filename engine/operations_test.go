@@ -25,12 +25,12 @@ import (
 // sqlBackends are the stores that run registered queries.
 var sqlBackends = []struct {
 	name string
-	open func(t *testing.T) storage.Store
+	open func(t *testing.T) backend
 }{
-	{"sqlite", func(t *testing.T) storage.Store {
+	{"sqlite", func(t *testing.T) backend {
 		return openShared(t, filepath.Join(t.TempDir(), "db.sqlite"))
 	}},
-	{"postgres", func(t *testing.T) storage.Store {
+	{"postgres", func(t *testing.T) backend {
 		return pgtest.OpenSchema(t, pgtest.NewSchema(t), postgres.Options{MaxConns: 8})
 	}},
 }
@@ -114,7 +114,7 @@ func (h *opHost) registry(t *testing.T, s *schema.Schema) *operations.Registry {
 	return reg
 }
 
-func newOpFixture(t *testing.T, st storage.Store, mut ...func(*engine.Config)) (*fixture, *opHost) {
+func newOpFixture(t *testing.T, st backend, mut ...func(*engine.Config)) (*fixture, *opHost) {
 	h := &opHost{}
 	f := newFixture(t, st, append([]func(*engine.Config){func(c *engine.Config) { c.Operations = h.registry(t, c.Schema) }}, mut...)...)
 	return f, h
@@ -325,7 +325,7 @@ func TestOperationQueryServeGate(t *testing.T) {
 	}
 	_, err := fb.op("x", "p1", query("countTasks", nil))
 	wantNotReady(t, err, `{"partition":"p1","projection":"proj"}`)
-	if out, err := fa.store.ActivateCheckpoint(context.Background(), "p1", "proj", 0, 0, []string{"nothing"}, 0); err != nil || out != storage.Activated {
+	if out, err := fa.store.Checkpoints.ActivateCheckpoint(context.Background(), "p1", "proj", 0, 0, []string{"nothing"}, 0); err != nil || out != storage.Activated {
 		t.Fatalf("activate: %v %v", out, err)
 	}
 	if _, err := fb.op("x", "p1", query("countTasks", nil)); err != nil {

@@ -12,12 +12,19 @@ import (
 )
 
 // prefetchStore is a memory store whose push transactions record the keys
-// the partition prefetches (storage.PushPrefetcher).
+// the partition prefetches (storage.PushTx.Prefetch).
 type prefetchStore struct {
 	*memory.Store
 	mu   sync.Mutex
 	idem []storage.IdempotencyKey
 	rows []string
+}
+
+// Backend gives the engine the store with the recording Log role.
+func (s *prefetchStore) Backend() storage.Backend {
+	b := s.Store.Backend()
+	b.Log = s
+	return b
 }
 
 func (s *prefetchStore) BeginPush(ctx context.Context, partition string) (storage.PushTx, error) {

@@ -154,10 +154,7 @@ func (e *Engine) configureReactions(pc *partition.Config) error {
 	if len(rc.Handlers) == 0 {
 		return nil
 	}
-	q, ok := e.cfg.Store.(storage.Reactions)
-	if !ok {
-		return fmt.Errorf("engine: the store (%T) has no reaction queue (storage.Reactions)", e.cfg.Store)
-	}
+	q := e.cfg.Backend.Reactions // checkRoles: present when handlers are
 	pc.Hooks.KnownReaction = func(name string) bool { return rc.Handlers[name] != nil }
 	pc.Hooks.DefaultMaxAttempts = rc.DefaultMaxAttempts
 	w := &reactionWorker{cfg: rc, queue: q, log: e.cfg.Logger, wake: make(chan struct{}, 1)}

@@ -41,7 +41,7 @@ func (e *ReadinessError) Gated() bool { return errors.Is(e.Cause, storage.ErrChe
 // EnsureReady is startup readiness: it compiles the schema source and makes
 // storage current for it, installing decls with a schema bump. Failures are
 // *ReadinessError with the phase that failed.
-func EnsureReady(ctx context.Context, source []byte, st storage.Store, decls []storage.CheckpointDeclaration) (*schema.Schema, error) {
+func EnsureReady(ctx context.Context, source []byte, st storage.Lifecycle, decls []storage.CheckpointDeclaration) (*schema.Schema, error) {
 	s, err := schema.Parse(source)
 	if err != nil {
 		return nil, &ReadinessError{Phase: PhaseSchemaCompile, Cause: err}
@@ -57,6 +57,6 @@ func EnsureReady(ctx context.Context, source []byte, st storage.Store, decls []s
 // clients get) or the storage failure that kept it from reading the gate.
 // It applies the same gate as every request; use it for readiness probes.
 func (e *Engine) Ready(ctx context.Context) error {
-	_, err := e.pcfg.Gate.Open(ctx, e.cfg.Store, "")
+	_, err := e.pcfg.Gate.Open(ctx, e.cfg.Backend.Checkpoints, "")
 	return err
 }

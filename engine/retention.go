@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -12,6 +13,14 @@ import (
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/storage"
 )
+
+// ErrNoRetention reports MaintenancePass on an engine whose storage
+// backend has no Retention role (Prune answers it too, wrapped).
+var ErrNoRetention = errors.New("engine: the storage backend has no Retention role")
+
+// ErrNoSnapshots reports CapturePartition on an engine whose storage
+// backend has no Snapshots role (RestorePartition answers a like error).
+var ErrNoSnapshots = errors.New("engine: the storage backend has no Snapshots role")
 
 // DefaultPruneBatchCommits is how many commits one pruning transaction
 // deletes unless RetentionConfig.BatchCommits says otherwise.
@@ -156,6 +165,9 @@ func (e *Engine) Prune(ctx context.Context, part string, policy storage.Retentio
 	if verr := partition.ValidateIdentity("retention", part); verr != nil {
 		return rep, fmt.Errorf("engine: prune %q: %w", part, verr)
 	}
+	if e.cfg.Backend.Retention == nil {
+		return rep, fmt.Errorf("engine: prune %q: %w", part, ErrNoRetention)
+	}
 	start := time.Now()
 	var through int64
 	var pause *time.Timer
@@ -226,7 +238,11 @@ func (e *Engine) batchCommits() int {
 func (e *Engine) MaintenancePass(ctx context.Context, dryRun bool) (MaintenanceReport, error) {
 	start := time.Now()
 	var rep MaintenanceReport
-	unlock, ok, err := e.cfg.Store.TryLockMaintenance(ctx)
+	rt := e.cfg.Backend.Retention
+	if rt == nil {
+		return rep, ErrNoRetention
+	}
+	unlock, ok, err := rt.TryLockMaintenance(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("engine: maintenance lock: %w", err)
 	}
@@ -237,7 +253,7 @@ func (e *Engine) MaintenancePass(ctx context.Context, dryRun bool) (MaintenanceR
 		return rep, nil
 	}
 	defer unlock()
-	parts, err := e.cfg.Store.ListPartitions(ctx)
+	parts, err := rt.ListPartitions(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("engine: maintenance: list partitions: %w", err)
 	}
@@ -316,7 +332,10 @@ func (e *Engine) runMaintenance(ctx context.Context, every time.Duration) {
 // CapturePartition takes a storage snapshot of the partition (see
 // storage.Snapshots) for a later RestorePartition.
 func (e *Engine) CapturePartition(ctx context.Context, part string) error {
-	if err := e.cfg.Store.CapturePartition(ctx, part); err != nil {
+	if e.cfg.Backend.Snapshots == nil {
+		return fmt.Errorf("engine: capture %q: %w", part, ErrNoSnapshots)
+	}
+	if err := e.cfg.Backend.Snapshots.CapturePartition(ctx, part); err != nil {
 		return fmt.Errorf("engine: capture %q: %w", part, err)
 	}
 	return nil

@@ -10,18 +10,27 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
+	"github.com/synclane/synclane/storage/sqlite"
 )
 
 // countingStore counts the client write-backs and gate reads made outside
 // push transactions, and can rewrite the gate a push transaction reports
 // after its commit.
 type countingStore struct {
-	storage.Store
+	*sqlite.Store
 	putClients, gateReads atomic.Int64
 	// after, when set, rewrites CommittedGate's answer; onBegin runs
 	// (on the partition actor) when a push transaction begins.
 	after   func(storage.ServeGate) storage.ServeGate
 	onBegin func()
+}
+
+// Backend gives the engine the store with the counting Log, Clients and
+// Checkpoints roles.
+func (c *countingStore) Backend() storage.Backend {
+	b := c.Store.Backend()
+	b.Log, b.Clients, b.Checkpoints = c, c, c
+	return b
 }
 
 func (c *countingStore) PutClient(ctx context.Context, p string, recs ...storage.ClientRecord) error {
@@ -51,7 +60,7 @@ type rewrittenGateTx struct {
 }
 
 func (t *rewrittenGateTx) CommittedGate() (storage.ServeGate, bool) {
-	g, ok := t.PushTx.(storage.TxCommittedGate).CommittedGate()
+	g, ok := t.PushTx.CommittedGate()
 	return t.after(g), ok
 }
 

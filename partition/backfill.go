@@ -85,7 +85,7 @@ func (j *BackfillJob) run(ctx context.Context, p *Partition) {
 // batch already applied, write the projections, advance the checkpoint,
 // append the commit, commit.
 func (p *Partition) backfill(ctx context.Context, j *BackfillJob) error {
-	tx, err := p.cfg.Store.BeginPush(ctx, p.name)
+	tx, err := p.cfg.Backend.Log.BeginPush(ctx, p.name)
 	if err != nil {
 		return err
 	}

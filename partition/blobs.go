@@ -2,7 +2,6 @@ package partition
 
 import (
 	"context"
-	"fmt"
 	"slices"
 
 	"github.com/synclane/synclane/protocol/schema"
@@ -59,22 +58,18 @@ func (p *Partition) syncBlobRefs(ctx context.Context, tx storage.PushTx, t *sche
 	if slices.Equal(before, after) {
 		return nil, nil
 	}
-	bt, ok := tx.(storage.BlobTx)
-	if !ok {
-		return nil, fmt.Errorf("storage transaction %T keeps no blob references", tx)
-	}
-	if rej, err := p.claimNewBlobs(ctx, bt, t, rowID, before, after); err != nil || rej != nil {
+	if rej, err := p.claimNewBlobs(ctx, tx, t, rowID, before, after); err != nil || rej != nil {
 		return rej, err
 	}
 	now := p.cfg.Now().UnixMilli()
 	for _, id := range before {
 		if !slices.Contains(after, id) {
-			if _, err := bt.ClaimBlob(ctx, id, now); err != nil { // starts its orphan clock
+			if _, err := tx.ClaimBlob(ctx, id, now); err != nil { // starts its orphan clock
 				return nil, err
 			}
 		}
 	}
-	return nil, bt.SetRowBlobs(ctx, t.Name, rowID, scopes, after)
+	return nil, tx.SetRowBlobs(ctx, t.Name, rowID, scopes, after)
 }
 
 // checkRowBlobs is the push pipeline's blob check (SPEC §6.8, notes §13:
@@ -91,11 +86,7 @@ func (p *Partition) checkRowBlobs(ctx context.Context, tx storage.PushTx, t *sch
 	if slices.Equal(before, after) {
 		return nil, nil
 	}
-	bt, ok := tx.(storage.BlobTx)
-	if !ok {
-		return nil, fmt.Errorf("storage transaction %T keeps no blob references", tx)
-	}
-	return p.claimNewBlobs(ctx, bt, t, rowID, before, after)
+	return p.claimNewBlobs(ctx, tx, t, rowID, before, after)
 }
 
 // claimNewBlobs claims every id of after that is not in before and

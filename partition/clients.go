@@ -86,7 +86,7 @@ func (p *Partition) client(ctx context.Context, clientID string) (*clientEntry, 
 	if ce, ok := p.clients.entries[clientID]; ok {
 		return ce, nil
 	}
-	rec, err := p.cfg.Store.GetClient(ctx, p.name, clientID)
+	rec, err := p.cfg.Backend.Clients.GetClient(ctx, p.name, clientID)
 	if err != nil || rec == nil {
 		return nil, err
 	}
@@ -128,7 +128,7 @@ func (p *Partition) bind(ctx context.Context, j *SyncJob) error {
 	if ce != nil && ce.rec.ActorID != "" {
 		return nil
 	}
-	bound, err := p.cfg.Store.BindClient(ctx, p.name, h.ClientID, j.actorID, p.cfg.Now().UnixMilli())
+	bound, err := p.cfg.Backend.Clients.BindClient(ctx, p.name, h.ClientID, j.actorID, p.cfg.Now().UnixMilli())
 	if err != nil {
 		return err
 	}
@@ -259,7 +259,7 @@ func (p *Partition) flushClients(ctx context.Context) {
 		return
 	}
 	_, recs := p.dirtyClients()
-	if err := p.cfg.Store.PutClient(ctx, p.name, recs...); err != nil && !p.clientsDropped(err, len(recs)) {
+	if err := p.cfg.Backend.Clients.PutClient(ctx, p.name, recs...); err != nil && !p.clientsDropped(err, len(recs)) {
 		return
 	}
 	for _, ce := range p.clients.entries {
@@ -282,20 +282,18 @@ func (p *Partition) clientsDropped(err error, n int) bool {
 }
 
 // writeBackInTx writes the buffered client records inside the push
-// transaction tx when their write-back is due and tx can hold them
-// (storage.TxClientWriter), instead of in a write transaction of their
-// own: with many partitions, each flushing every second, those small
+// transaction tx when their write-back is due (storage.PushTx.PutClients),
+// instead of in a write transaction of their own: with many partitions, each flushing every second, those small
 // transactions cost about as much as the pushes. It returns the entries
 // written; they turn clean only once tx commits (clientsWrittenBack) and
 // stay buffered otherwise. An error is a storage failure of tx.
 func (p *Partition) writeBackInTx(ctx context.Context, tx storage.PushTx) ([]*clientEntry, error) {
-	w, ok := tx.(storage.TxClientWriter)
-	if !ok || !p.flushDue() {
+	if !p.flushDue() {
 		return nil, nil
 	}
 	p.clients.lastFlush = p.cfg.Now()
 	written, recs := p.dirtyClients()
-	if err := w.PutClients(ctx, recs...); err != nil && !p.clientsDropped(err, len(recs)) {
+	if err := tx.PutClients(ctx, recs...); err != nil && !p.clientsDropped(err, len(recs)) {
 		return nil, err
 	}
 	return written, nil

@@ -108,7 +108,7 @@ type Gate struct {
 }
 
 // GateReader reads a partition's serve gate in one consistent read;
-// storage.Store implements it.
+// storage.Checkpoints implements it.
 type GateReader interface {
 	ReadServeGate(ctx context.Context, partition string, running int32) (storage.ServeGate, error)
 }

@@ -206,11 +206,7 @@ func (c *CommitView) ScanRows(ctx context.Context, q ScanQuery) ([]storage.RowRe
 	case limit < 0 || limit > MaxScanRowsLimit:
 		return nil, fmt.Errorf("partition: ScanRows: limit %d outside 1-%d", q.Limit, MaxScanRowsLimit)
 	}
-	sc, ok := c.tx.(storage.TxRowScanner)
-	if !ok {
-		return nil, fmt.Errorf("partition: ScanRows: the store's transaction cannot scan rows")
-	}
-	rs, err := sc.ScanRows(ctx, storage.RowQuery{Table: t, Scopes: q.Scopes, AfterRowID: q.AfterRowID, Limit: limit})
+	rs, err := c.tx.ScanRows(ctx, storage.RowQuery{Table: t, Scopes: q.Scopes, AfterRowID: q.AfterRowID, Limit: limit})
 	if err != nil {
 		c.commit.storageFailed(err)
 		return nil, err
@@ -465,14 +461,10 @@ func (p *Partition) storeReactions(ctx context.Context, tx storage.PushTx, cs *c
 	if len(cs.reactions) == 0 {
 		return nil
 	}
-	rt, ok := tx.(storage.ReactionTx)
-	if !ok {
-		return errors.New("partition: the store's transaction cannot store reactions")
-	}
 	for i := range cs.reactions {
 		cs.reactions[i].CommitSeq, cs.reactions[i].CreatedAtMs = rec.Seq, rec.CreatedAtMs
 	}
-	return rt.PutReactions(ctx, cs.reactions)
+	return tx.PutReactions(ctx, cs.reactions)
 }
 
 // storedDetails returns persisted details JSON if it is still valid

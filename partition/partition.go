@@ -33,29 +33,17 @@ import (
 	"github.com/synclane/synclane/storage/segstore"
 )
 
-// Store is the part of storage.Store a partition actor uses.
-type Store interface {
-	TouchPartition(ctx context.Context, partition string, nowMs int64) (storage.PartitionInfo, error)
-	ReadPartition(ctx context.Context, partition string) (storage.PartitionInfo, error)
-	ReadServeGate(ctx context.Context, partition string, running int32) (storage.ServeGate, error)
-	BeginPush(ctx context.Context, partition string) (storage.PushTx, error)
-	ScanChanges(ctx context.Context, partition string, q storage.ChangeQuery) (storage.ChangeScan, error)
-	ScanRows(ctx context.Context, partition string, q storage.RowQuery) ([]storage.RowRecord, error)
-	GetClient(ctx context.Context, partition, clientID string) (*storage.ClientRecord, error)
-	PutClient(ctx context.Context, partition string, recs ...storage.ClientRecord) error
-	BindClient(ctx context.Context, partition, clientID, actorID string, nowMs int64) (string, error)
-	storage.RetentionReader
-	PruneBatch(ctx context.Context, partition string, throughSeq int64, maxCommits int) (storage.PruneResult, error)
-}
-
 // Config is what every partition of one server shares. It is read-only
 // once the first Partition exists; build it with NewConfig.
 type Config struct {
 	// Schema is the served schema; Codecs holds one row codec per table.
 	Schema *schema.Schema
 	Codecs map[string]*ssp2.RowCodec
-	// Store is the storage backend.
-	Store Store
+	// Backend is the storage backend: a partition uses its Log, Rows,
+	// Clients and Checkpoints roles (required), Retention for prune jobs
+	// and Snapshots for restore jobs (a job answers an error without
+	// them), and the fast paths RowEncoder and ImageCopier when set.
+	Backend storage.Backend
 	// Gate applies the serve-gate rules for this process.
 	Gate Gate
 	// Logger receives the partition's logs (never nil).
@@ -121,16 +109,34 @@ type Config struct {
 	// IdempotencyFault, when set, is a test-only fault injector (see
 	// lookupIdempotency): nil in production.
 	IdempotencyFault func() bool
+
+	// encoder encodes bootstrap pages: Backend.RowEncoder, or
+	// storage.VisitEncoder on Backend.Rows without one (chosen by
+	// NewConfig).
+	encoder storage.RowEncoder
+	// buildImage builds a SQLite image: with Backend.ImageCopier, or from
+	// Rows.ScanRows pages without one (chosen by NewConfig).
+	buildImage func(p *Partition, ctx context.Context, src tablePages, tok BootstrapToken) ([]byte, int64, error)
 }
 
-// NewConfig returns a Config for s and st with the row codecs built and
-// the defaults the engine documents (no-op logger, wall clock).
-func NewConfig(s *schema.Schema, st Store, gate Gate) *Config {
-	c := &Config{Schema: s, Store: st, Gate: gate, Codecs: make(map[string]*ssp2.RowCodec, len(s.Tables)),
+// NewConfig returns a Config for s and b with the row codecs built, the
+// bootstrap encoding path chosen from b's roles, and the defaults the
+// engine documents (no-op logger, wall clock). b must have the required
+// roles (storage.Backend.CheckRequired).
+func NewConfig(s *schema.Schema, b storage.Backend, gate Gate) *Config {
+	c := &Config{Schema: s, Backend: b, Gate: gate, Codecs: make(map[string]*ssp2.RowCodec, len(s.Tables)),
 		Logger: zap.NewNop(), Now: time.Now, MaxOperations: 500, MinSchemaVersion: s.Version, ClientFlushInterval: time.Second, Limits: Limits{}.WithDefaults(),
 		InlineSegmentMaxBytes: DefaultInlineSegmentMaxBytes}
 	for _, t := range s.Tables {
 		c.Codecs[t.Name] = ssp2.NewRowCodec(t.Columns)
+	}
+	c.encoder = b.RowEncoder
+	if c.encoder == nil {
+		c.encoder = storage.VisitEncoder{Rows: b.Rows}
+	}
+	c.buildImage = (*Partition).copyImage
+	if b.ImageCopier == nil {
+		c.buildImage = (*Partition).scanImage
 	}
 	return c
 }
@@ -173,7 +179,7 @@ func (p *Partition) Start(ctx context.Context) error {
 	p.clients.reset(p.cfg.Now())
 	p.tail.reset()
 	p.token = GateToken{}
-	info, err := p.cfg.Store.TouchPartition(ctx, p.name, p.cfg.Now().UnixMilli())
+	info, err := p.cfg.Backend.Log.TouchPartition(ctx, p.name, p.cfg.Now().UnixMilli())
 	if err != nil {
 		return err
 	}
@@ -211,9 +217,9 @@ func (p *Partition) Handle(ctx context.Context, jobs []Job) {
 // read returns the partition's registry entry, creating it on first
 // contact, and adopts its log epoch.
 func (p *Partition) read(ctx context.Context) (storage.PartitionInfo, error) {
-	info, err := p.cfg.Store.ReadPartition(ctx, p.name)
+	info, err := p.cfg.Backend.Log.ReadPartition(ctx, p.name)
 	if err == nil && !info.Exists {
-		info, err = p.cfg.Store.TouchPartition(ctx, p.name, p.cfg.Now().UnixMilli())
+		info, err = p.cfg.Backend.Log.TouchPartition(ctx, p.name, p.cfg.Now().UnixMilli())
 	}
 	if err != nil {
 		return info, err

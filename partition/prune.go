@@ -10,7 +10,7 @@ import (
 
 // PruneJob is one pruning batch of a partition, run by its actor like any
 // other job: it holds the partition for one bounded storage transaction
-// (storage.Store.PruneBatch), and pushes queued meanwhile are served before
+// (storage.Retention.PruneBatch), and pushes queued meanwhile are served before
 // the next batch, which the caller submits only after this one answered.
 //
 // The first batch (Through 0) writes the actor's buffered client records
@@ -79,11 +79,14 @@ func (j *PruneJob) run(ctx context.Context, p *Partition) {
 // prune plans (first batch) and runs one batch, then drops the pruned
 // range from the log tail.
 func (p *Partition) prune(ctx context.Context, j *PruneJob) PruneOutcome {
+	if p.cfg.Backend.Retention == nil {
+		return PruneOutcome{Err: errNoRetention}
+	}
 	var out PruneOutcome
 	through := j.Through
 	if through == 0 {
 		p.flushClients(ctx)
-		plan, err := storage.PlanRetention(ctx, p.cfg.Store, p.name, j.Policy, p.cfg.Now().UnixMilli())
+		plan, err := storage.PlanRetention(ctx, p.cfg.Backend.Retention, p.name, j.Policy, p.cfg.Now().UnixMilli())
 		if err != nil {
 			return PruneOutcome{Err: err}
 		}
@@ -94,7 +97,7 @@ func (p *Partition) prune(ctx context.Context, j *PruneJob) PruneOutcome {
 		}
 	}
 	start := time.Now()
-	res, err := p.cfg.Store.PruneBatch(ctx, p.name, through, j.MaxCommits)
+	res, err := p.cfg.Backend.Retention.PruneBatch(ctx, p.name, through, j.MaxCommits)
 	out.Took = time.Since(start)
 	if err != nil {
 		out.Err = err
@@ -136,8 +139,8 @@ func (j *RestoreJob) run(ctx context.Context, p *Partition) {
 		j.Fail(err)
 		return
 	}
-	st, ok := p.cfg.Store.(storage.Snapshots)
-	if !ok {
+	st := p.cfg.Backend.Snapshots
+	if st == nil {
 		j.Fail(errNoSnapshots)
 		return
 	}
@@ -150,5 +153,8 @@ func (j *RestoreJob) run(ctx context.Context, p *Partition) {
 	j.answer(ep, err)
 }
 
-// errNoSnapshots reports a store without partition snapshots.
-var errNoSnapshots = errors.New("the store does not keep partition snapshots")
+// errNoSnapshots reports a backend without the Snapshots role.
+var errNoSnapshots = errors.New("the storage backend has no Snapshots role: it keeps no partition snapshots")
+
+// errNoRetention reports a backend without the Retention role.
+var errNoRetention = errors.New("the storage backend has no Retention role: it cannot prune")

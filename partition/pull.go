@@ -21,7 +21,7 @@ func (p *Partition) pull(ctx context.Context, j *SyncJob) {
 	if j.abandoned() {
 		return
 	}
-	token, err := p.cfg.Gate.Open(ctx, p.cfg.Store, p.name)
+	token, err := p.cfg.Gate.Open(ctx, p.cfg.Backend.Checkpoints, p.name)
 	if err != nil {
 		j.answer(nil, err)
 		return
@@ -72,7 +72,7 @@ func (p *Partition) pull(ctx context.Context, j *SyncJob) {
 // sections from a cursor below it may have missed pruned commits, and the
 // caller expires them (Reply.expireBelow) before releasing the replies.
 func (p *Partition) verified(ctx context.Context, token GateToken, jobs []*SyncJob) (int64, bool) {
-	return p.verifiedBy(ctx, p.cfg.Store, token, jobs)
+	return p.verifiedBy(ctx, p.cfg.Backend.Checkpoints, token, jobs)
 }
 
 // verifiedBy is verified with the gate read by r (a read made after the
@@ -161,7 +161,7 @@ func (p *Partition) scanChanges(ctx context.Context, q storage.ChangeQuery) (sto
 	if p.tail.covers(q.AfterSeq, q.UpToSeq) {
 		return p.tail.scan(q), nil
 	}
-	return p.cfg.Store.ScanChanges(ctx, p.name, q)
+	return p.cfg.Backend.Log.ScanChanges(ctx, p.name, q)
 }
 
 // appendCommits appends one COMMIT frame per scanned commit (each with the
@@ -440,24 +440,10 @@ func (p *Partition) openTable(ctx context.Context, src tablePages, tok Bootstrap
 // scope digest, pin, schema version, log epoch) is returned, an unexpired
 // one reused, otherwise built once (single flight).
 func (p *Partition) imageStart(ctx context.Context, src tablePages, tok BootstrapToken) (tableStart, error) {
-	t, eff, digest := src.table, src.eff, src.digest
+	t, digest := src.table, src.digest
 	m, _, err := p.cfg.Segments.Obtain(ctx, p.name, src.imageKey(tok), func(ctx context.Context) (segstore.Built, error) {
 		p.cfg.Segments.CountEncoded()
-		var data []byte
-		var n int64
-		var err error
-		if c, ok := p.cfg.Store.(storage.ImageCopier); ok {
-			// The store copies the rows into the image itself.
-			data, n, err = p.cfg.Images.BuildCopy(ctx, t, p.cfg.Schema.Version, tok.AsOfCommitSeq, digest,
-				func(ctx context.Context, imagePath string) (int64, error) {
-					return c.CopyRowsToImage(ctx, p.name, storage.RowQuery{Table: t, Scopes: eff}, imagePath)
-				})
-		} else {
-			data, n, err = p.cfg.Images.Build(ctx, t, p.cfg.Schema.Version, tok.AsOfCommitSeq, digest,
-				func(ctx context.Context, after *string, limit int) ([]storage.RowRecord, error) {
-					return p.cfg.Store.ScanRows(ctx, p.name, storage.RowQuery{Table: t, Scopes: eff, AfterRowID: after, Limit: limit})
-				})
-		}
+		data, n, err := p.cfg.buildImage(p, ctx, src, tok)
 		if err != nil {
 			return segstore.Built{}, err
 		}
@@ -468,6 +454,26 @@ func (p *Partition) imageStart(ctx context.Context, src tablePages, tok Bootstra
 		return tableStart{}, err
 	}
 	return tableStart{lane: LaneSQLite, ref: &m}, nil
+}
+
+// copyImage builds the SQLite image of src at tok with the backend's
+// ImageCopier: the store copies the rows into the image itself.
+func (p *Partition) copyImage(ctx context.Context, src tablePages, tok BootstrapToken) ([]byte, int64, error) {
+	c, t := p.cfg.Backend.ImageCopier, src.table
+	return p.cfg.Images.BuildCopy(ctx, t, p.cfg.Schema.Version, tok.AsOfCommitSeq, src.digest,
+		func(ctx context.Context, imagePath string) (int64, error) {
+			return c.CopyRowsToImage(ctx, p.name, storage.RowQuery{Table: t, Scopes: src.eff}, imagePath)
+		})
+}
+
+// scanImage builds the SQLite image of src at tok from pages of
+// Rows.ScanRows (a backend without ImageCopier).
+func (p *Partition) scanImage(ctx context.Context, src tablePages, tok BootstrapToken) ([]byte, int64, error) {
+	t := src.table
+	return p.cfg.Images.Build(ctx, t, p.cfg.Schema.Version, tok.AsOfCommitSeq, src.digest,
+		func(ctx context.Context, after *string, limit int) ([]storage.RowRecord, error) {
+			return p.cfg.Backend.Rows.ScanRows(ctx, p.name, storage.RowQuery{Table: t, Scopes: src.eff, AfterRowID: after, Limit: limit})
+		})
 }
 
 // inlinePage returns the inline page at tok's row cursor: the one kept in
@@ -545,11 +551,12 @@ func (p *Partition) segmentStoreFailed(op string, err error) {
 
 // buildPage reads one page of the table's in-scope rows after tok's row
 // cursor and encodes it as an SSG2 rows segment. Meta.NextRowCursor is set
-// when rows remain after the page. A store that is a storage.RowEncoder
-// (SQLite) encodes the rows into the segment itself, without a RowRecord
-// per row; one that is a storage.RowVisitor (every backend) hands the rows
-// one at a time and each is encoded as it comes, so the page is held once,
-// encoded; sizeHint (the previous page's bytes in a streamed section, or
+// when rows remain after the page. A backend with the RowEncoder fast path
+// (SQLite, PostgreSQL) encodes the rows into the segment itself, without a
+// RowRecord per row; any other encodes them with storage.VisitEncoder
+// (Rows.VisitRows, one row at a time, each encoded as it comes), so the
+// page is held once, encoded (the choice is made once, by NewConfig);
+// sizeHint (the previous page's bytes in a streamed section, or
 // 0) presizes the segment buffer, and buf, when not nil, is a page buffer
 // the caller is done with, whose storage the page is written into. Every
 // page encoded is counted (segstore.Stats.Encoded).
@@ -558,7 +565,7 @@ func (p *Partition) buildPage(ctx context.Context, src tablePages, tok Bootstrap
 	if p.cfg.Segments != nil {
 		p.cfg.Segments.CountEncoded()
 	}
-	q := storage.RowQuery{Table: t, Scopes: eff, AfterRowID: tok.RowCursor, Limit: pageRows + 1}
+	q := storage.RowQuery{Table: t, Scopes: eff, AfterRowID: tok.RowCursor, Limit: pageRows}
 	sb := ssp2.NewSegmentBuilderBuffer(buf, t.Name, p.cfg.Schema.Version, t.Columns)
 	// A page buffer gets a quarter of headroom, so that the pages of a
 	// stream, which vary a little in size, all fit the one buffer they
@@ -572,45 +579,14 @@ func (p *Partition) buildPage(ctx context.Context, src tablePages, tok Bootstrap
 	default:
 		sb.ExpectRows(pageRows) // sized once, with the same headroom, after its first block
 	}
-	n, more, last := 0, false, ""
-	add := func(rec storage.RowRecord) error {
-		if n == pageRows {
-			more = true // the one row past the page: rows remain
-			return nil
-		}
-		if err := sb.AddRow(rec.Version, rec.Values); err != nil {
-			return err
-		}
-		n++
-		last = rec.RowID
-		return nil
-	}
-	if e, ok := p.cfg.Store.(storage.RowEncoder); ok {
-		q.Limit = pageRows
-		r, err := e.EncodeRows(ctx, p.name, q, sb)
-		if err != nil {
-			return segstore.Built{}, err
-		}
-		n, more, last = r.Rows, r.More, r.LastRowID
-	} else if v, ok := p.cfg.Store.(storage.RowVisitor); ok {
-		if err := v.VisitRows(ctx, p.name, q, add); err != nil {
-			return segstore.Built{}, err
-		}
-	} else {
-		rows, err := p.cfg.Store.ScanRows(ctx, p.name, q)
-		if err != nil {
-			return segstore.Built{}, err
-		}
-		for i := range rows {
-			if err := add(rows[i]); err != nil {
-				return segstore.Built{}, err
-			}
-		}
+	r, err := p.cfg.encoder.EncodeRows(ctx, p.name, q, sb)
+	if err != nil {
+		return segstore.Built{}, err
 	}
 	m := segstore.Meta{MediaType: ssp2.MediaRows, Table: t.Name, ScopeDigest: digest, AsOfCommitSeq: tok.AsOfCommitSeq,
-		RowCount: int64(n), RowCursor: tok.RowCursor}
-	if more {
-		m.NextRowCursor = &last
+		RowCount: int64(r.Rows), RowCursor: tok.RowCursor}
+	if r.More {
+		m.NextRowCursor = &r.LastRowID
 	}
 	return segstore.Built{Meta: m, Data: sb.Finish()}, nil
 }

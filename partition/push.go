@@ -95,7 +95,7 @@ func requestsOf(s []started) []*SyncJob {
 // the partition lock, before anything is read or written. On failure every
 // job is answered and ok is false.
 func (p *Partition) openPush(ctx context.Context, jobs []*SyncJob) (tx storage.PushTx, token GateToken, info storage.PartitionInfo, ok bool) {
-	tx, err := p.cfg.Store.BeginPush(ctx, p.name)
+	tx, err := p.cfg.Backend.Log.BeginPush(ctx, p.name)
 	if err != nil {
 		p.failGroup(jobs, storageErr(err))
 		return nil, token, info, false
@@ -116,21 +116,21 @@ func (p *Partition) openPush(ctx context.Context, jobs []*SyncJob) (tx storage.P
 // afterCommit returns where the push group's replies verify the gate:
 // when every reply was built before the commit (push results only: no
 // pull part, no lease frame) and the store read the gate after the
-// group's commit (storage.TxCommittedGate), that read, shared by every
-// partition of the commit group; otherwise the store, read again now.
+// group's commit (storage.PushTx.CommittedGate), that read, shared by
+// every partition of the commit group; otherwise the store, read again
+// now.
 func (p *Partition) afterCommit(tx storage.PushTx, applied []started) GateReader {
-	c, ok := tx.(storage.TxCommittedGate)
-	if !ok || p.cfg.Leases != nil {
-		return p.cfg.Store
+	if p.cfg.Leases != nil {
+		return p.cfg.Backend.Checkpoints
 	}
 	for _, a := range applied {
 		if a.job.req.Pull != nil {
-			return p.cfg.Store
+			return p.cfg.Backend.Checkpoints
 		}
 	}
-	g, ok := c.CommittedGate()
+	g, ok := tx.CommittedGate()
 	if !ok {
-		return p.cfg.Store
+		return p.cfg.Backend.Checkpoints
 	}
 	return readGate(g)
 }
@@ -167,15 +167,11 @@ func (p *Partition) applyGroup(ctx context.Context, tx storage.PushTx, info stor
 	return applied, true
 }
 
-// prefetch hands a store that reads in batches (storage.PushPrefetcher,
-// PostgreSQL) every idempotency key and row the group's commits will look
-// up, so the group costs one round trip for them instead of two per
-// operation. Answers are unchanged (see PushPrefetcher).
+// prefetch hands the store every idempotency key and row the group's
+// commits will look up (storage.PushTx.Prefetch), so a store that reads
+// in batches (PostgreSQL) costs the group one round trip for them instead
+// of two per operation. Answers are unchanged (see PushTx.Prefetch).
 func (p *Partition) prefetch(ctx context.Context, tx storage.PushTx, jobs []*SyncJob) error {
-	pf, ok := tx.(storage.PushPrefetcher)
-	if !ok {
-		return nil
-	}
 	var idem []storage.IdempotencyKey
 	var rows []storage.RowKey
 	for _, j := range jobs {
@@ -192,7 +188,7 @@ func (p *Partition) prefetch(ctx context.Context, tx storage.PushTx, jobs []*Syn
 	if len(idem) == 0 {
 		return nil
 	}
-	return pf.Prefetch(ctx, idem, rows)
+	return tx.Prefetch(ctx, idem, rows)
 }
 
 // commitGroup makes the group durable, then moves its commits into the

@@ -2,16 +2,7 @@ package partition
 
 import (
 	"context"
-	"errors"
 )
-
-// epochRotator is the part of storage.Store a RotateJob uses.
-type epochRotator interface {
-	RotateLogEpoch(ctx context.Context, partition string, nowMs int64) (string, error)
-}
-
-// errNoRotation reports a store that cannot rotate log epochs.
-var errNoRotation = errors.New("the store cannot rotate log epochs")
 
 // RotateJob gives its partition a new log epoch on the actor (an operator
 // action): pushes queued before it are applied first (AfterQueued), then
@@ -50,14 +41,9 @@ func (j *RotateJob) run(ctx context.Context, p *Partition) {
 		j.Fail(err)
 		return
 	}
-	st, ok := p.cfg.Store.(epochRotator)
-	if !ok {
-		j.Fail(errNoRotation)
-		return
-	}
 	p.clients.reset(p.cfg.Now())
 	p.tail.reset()
-	ep, err := st.RotateLogEpoch(ctx, p.name, p.cfg.Now().UnixMilli())
+	ep, err := p.cfg.Backend.Log.RotateLogEpoch(ctx, p.name, p.cfg.Now().UnixMilli())
 	if err == nil {
 		p.adoptEpoch(ep)
 	}

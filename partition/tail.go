@@ -109,7 +109,7 @@ func (t *logTail) covers(after, upTo int64) bool {
 }
 
 // scan answers a ChangeQuery from the tail with the same contract as
-// storage.Store.ScanChanges (whole commits, stop after reaching the limit).
+// storage.Log.ScanChanges (whole commits, stop after reaching the limit).
 // Truncated is reported whenever the limit stopped the scan before upTo,
 // which is conservative: the client's next pull resumes right after the
 // last returned commit.

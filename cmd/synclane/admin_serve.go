@@ -14,7 +14,6 @@ import (
 	"github.com/synclane/synclane/engine"
 	adminsvc "github.com/synclane/synclane/engine/admin"
 	"github.com/synclane/synclane/engine/events"
-	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/transport/admin"
 	"github.com/synclane/synclane/transport/realtime"
 )
@@ -65,15 +64,14 @@ func (c *adminConfig) engineConfig(cfg *engine.Config) {
 // startAdmin serves the admin API and console on their own listener when
 // --admin-listen is set; stop ends event streams and shuts it down.
 // firstLine is what serve adds to its first stdout line (`,"admin":URL`).
-func startAdmin(c adminConfig, eng *engine.Engine, st storage.Store, hub *realtime.Hub, log *zap.Logger) (firstLine string, stop func(), err error) {
+func startAdmin(c adminConfig, eng *engine.Engine, hub *realtime.Hub, log *zap.Logger) (firstLine string, stop func(), err error) {
 	if c.listen == "" {
 		return "", func() {}, nil
 	}
-	r, ok := st.(storage.AdminReader)
-	if !ok {
-		return "", nil, fmt.Errorf("--admin-listen: the store %T has no admin reads", st)
+	svc, err := adminsvc.New(eng)
+	if err != nil {
+		return "", nil, fmt.Errorf("--admin-listen: %w", err)
 	}
-	svc := adminsvc.NewWithReader(eng, r)
 	svc.Register(adminsvc.Section{Name: "realtime", Stats: func(context.Context) (any, error) { return hub.Stats(), nil }})
 	svc.RegisterPartition(adminsvc.PartitionSection{Name: "realtime sockets", Stats: func(_ context.Context, p string) (any, error) {
 		return hub.Sessions(p), nil

@@ -11,10 +11,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine"
-	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/blobstore"
 	"github.com/synclane/synclane/storage/blobstore/pgblob"
-	"github.com/synclane/synclane/storage/postgres"
 )
 
 // blobConfig holds the blob flags of serve.
@@ -56,7 +54,7 @@ func (c *blobConfig) validate() error {
 
 // openBlobs returns the blob configuration of the engine (a zero
 // BlobConfig when blobs are off).
-func openBlobs(ctx context.Context, c serveConfig, st storage.Store, log *zap.Logger) (engine.BlobConfig, error) {
+func openBlobs(ctx context.Context, c serveConfig, st store, log *zap.Logger) (engine.BlobConfig, error) {
 	b := c.blobs
 	cfg := engine.BlobConfig{MaxBytes: b.maxBytes}
 	var err error
@@ -65,8 +63,8 @@ func openBlobs(ctx context.Context, c serveConfig, st storage.Store, log *zap.Lo
 		log.Info("blobs are off: no blob routes, and pushes referencing a blob are refused with blob.not_found")
 		return engine.BlobConfig{}, nil
 	case b.store == "postgres" || (b.store == "" && c.postgresURL != ""):
-		pg, ok := st.(*postgres.Store)
-		if !ok {
+		pg := st.pg
+		if pg == nil {
 			return cfg, errors.New("--blob-store postgres needs --postgres")
 		}
 		cfg.Store, err = pgblob.New(ctx, pg.Pool(), pg.SchemaName())

@@ -110,7 +110,7 @@ func checkpointCmd(ctx context.Context, args []string, lookup func(string) (stri
 	defer st.Close()
 	// The store must know the schema; a pending checkpoint is no reason to
 	// stop an administrative command.
-	if err := st.EnsureSchema(ctx, sch); err != nil && !errors.Is(err, storage.ErrCheckpointIncomplete) {
+	if err := st.Lifecycle.EnsureSchema(ctx, sch); err != nil && !errors.Is(err, storage.ErrCheckpointIncomplete) {
 		return fail(err)
 	}
 	now := time.Now().UnixMilli()
@@ -126,7 +126,7 @@ func checkpointCmd(ctx context.Context, args []string, lookup func(string) (stri
 	}
 	switch sub {
 	case "list":
-		cps, err := st.ReadCheckpoints(ctx)
+		cps, err := st.Checkpoints.ReadCheckpoints(ctx)
 		if err != nil {
 			return fail(err)
 		}
@@ -140,9 +140,9 @@ func checkpointCmd(ctx context.Context, args []string, lookup func(string) (stri
 		d := storage.CheckpointDeclaration{Partition: r.Partition, Name: r.Name, SchemaVersion: ver}
 		var cp storage.Checkpoint
 		if sub == "declare" {
-			cp, err = st.DeclareCheckpoint(ctx, d, now)
+			cp, err = st.Checkpoints.DeclareCheckpoint(ctx, d, now)
 		} else {
-			cp, err = st.ClaimCheckpoint(ctx, d, now)
+			cp, err = st.Checkpoints.ClaimCheckpoint(ctx, d, now)
 		}
 		if err != nil {
 			return fail(err)
@@ -157,7 +157,7 @@ func checkpointCmd(ctx context.Context, args []string, lookup func(string) (stri
 		if *sources == "" {
 			return fail(errors.New("--sources is required (the tables the projection is built from)"))
 		}
-		cur, err := findCheckpoint(ctx, st, r)
+		cur, err := findCheckpoint(ctx, st.Checkpoints, r)
 		if err != nil {
 			return fail(err)
 		}
@@ -168,12 +168,12 @@ func checkpointCmd(ctx context.Context, args []string, lookup func(string) (stri
 		if *watermark >= 0 {
 			wm = *watermark
 		}
-		out, err := st.ActivateCheckpoint(ctx, r.Partition, r.Name, ep, wm, strings.Split(*sources, ","), now)
+		out, err := st.Checkpoints.ActivateCheckpoint(ctx, r.Partition, r.Name, ep, wm, strings.Split(*sources, ","), now)
 		if err != nil {
 			return fail(err)
 		}
 		fmt.Fprintln(stdout, out)
-		if after, err := findCheckpoint(ctx, st, r); err == nil {
+		if after, err := findCheckpoint(ctx, st.Checkpoints, r); err == nil {
 			printCheckpoints(stdout, after)
 		}
 		if out != storage.Activated {
@@ -184,7 +184,7 @@ func checkpointCmd(ctx context.Context, args []string, lookup func(string) (stri
 	return 2 // unreachable: sub was checked above
 }
 
-func findCheckpoint(ctx context.Context, st storage.Store, r storage.CheckpointRef) (storage.Checkpoint, error) {
+func findCheckpoint(ctx context.Context, st storage.Checkpoints, r storage.CheckpointRef) (storage.Checkpoint, error) {
 	cps, err := st.ReadCheckpoints(ctx)
 	if err != nil {
 		return storage.Checkpoint{}, err

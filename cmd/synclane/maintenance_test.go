@@ -23,21 +23,25 @@ import (
 
 // openArgs opens the store a command line's --data or --postgres names,
 // with the demo schema ensured.
-func openArgs(t *testing.T, args []string) storage.Store {
+func openArgs(t *testing.T, args []string) store {
 	t.Helper()
 	ctx := context.Background()
-	var st storage.Store
-	var err error
+	var st store
 	switch args[0] {
 	case "--data":
-		st, err = sqlite.Open(ctx, filepath.Join(args[1], "synclane.db"), sqlite.Options{})
+		s, err := sqlite.Open(ctx, filepath.Join(args[1], "synclane.db"), sqlite.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st = store{Backend: s.Backend()}
 	case "--postgres":
-		st, err = postgres.Open(ctx, args[1], postgres.Options{MaxConns: 2})
+		pg, err := postgres.Open(ctx, args[1], postgres.Options{MaxConns: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st = store{Backend: pg.Backend(), pg: pg}
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.EnsureSchema(ctx, schema.MustDemo()); err != nil {
+	if err := st.Lifecycle.EnsureSchema(ctx, schema.MustDemo()); err != nil {
 		t.Fatal(err)
 	}
 	return st
@@ -45,10 +49,10 @@ func openArgs(t *testing.T, args []string) storage.Store {
 
 // seedCommits appends n commits (one todos change each, created now) to
 // the default partition in one transaction.
-func seedCommits(t *testing.T, st storage.Store, n int) {
+func seedCommits(t *testing.T, st store, n int) {
 	t.Helper()
 	ctx := context.Background()
-	tx, err := st.BeginPush(ctx, "default")
+	tx, err := st.Log.BeginPush(ctx, "default")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,9 +71,9 @@ func seedCommits(t *testing.T, st storage.Store, n int) {
 	}
 }
 
-func horizonOf(t *testing.T, st storage.Store) int64 {
+func horizonOf(t *testing.T, st store) int64 {
 	t.Helper()
-	info, err := st.ReadPartition(context.Background(), "default")
+	info, err := st.Log.ReadPartition(context.Background(), "default")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,12 +117,12 @@ func TestPruneCommand(t *testing.T) {
 			}
 			// After a restore by other means (pg_restore), --rotate-epochs
 			// gives every partition a new, required epoch.
-			before, err := st.ReadPartition(context.Background(), "default")
+			before, err := st.Log.ReadPartition(context.Background(), "default")
 			if err != nil {
 				t.Fatal(err)
 			}
 			code, out, errOut = runCmd(t, append([]string{"restore", "--rotate-epochs"}, store...)...)
-			after, err := st.ReadPartition(context.Background(), "default")
+			after, err := st.Log.ReadPartition(context.Background(), "default")
 			if err != nil || code != 0 || !strings.Contains(out, after.LogEpoch) || after.LogEpoch == before.LogEpoch || !after.EpochRequired {
 				t.Fatalf("restore --rotate-epochs: exit %d, epoch %q → %+v (%v)\n%s%s", code, before.LogEpoch, after, err, out, errOut)
 			}
@@ -142,7 +146,7 @@ func TestPruneProcessesShareTheMaintenanceLock(t *testing.T) {
 		out, err := exec.Command(bin, append(append([]string{"prune"}, store...), extra...)...).CombinedOutput()
 		return string(out), err
 	}
-	unlock, held, err := st.TryLockMaintenance(context.Background())
+	unlock, held, err := st.Retention.TryLockMaintenance(context.Background())
 	if err != nil || !held {
 		t.Fatalf("TryLockMaintenance: %v %v", held, err)
 	}

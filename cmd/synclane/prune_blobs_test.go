@@ -9,10 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/blobstore"
 	"github.com/synclane/synclane/storage/blobstore/pgblob"
-	"github.com/synclane/synclane/storage/postgres"
 )
 
 // TestPruneCommandSweepsOrphanBlobs: `synclane prune` (a full pass) removes
@@ -27,7 +25,7 @@ func TestPruneCommandSweepsOrphanBlobs(t *testing.T) {
 			st := openArgs(t, store)
 			var bs blobstore.Store
 			var err error
-			if pg, ok := st.(*postgres.Store); ok {
+			if pg := st.pg; pg != nil {
 				bs, err = pgblob.New(ctx, pg.Pool(), pg.SchemaName())
 			} else {
 				bs, err = blobstore.NewFS(filepath.Join(store[1], "blobs"))
@@ -35,7 +33,7 @@ func TestPruneCommandSweepsOrphanBlobs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			bi := st.(storage.BlobIndex)
+			bi := st.Blobs
 			old := time.Now().Add(-25 * time.Hour).UnixMilli()
 			blobs := []struct {
 				name      string
@@ -60,11 +58,11 @@ func TestPruneCommandSweepsOrphanBlobs(t *testing.T) {
 					t.Fatal(err)
 				}
 				if b.ref {
-					tx, err := st.BeginPush(ctx, "default")
+					tx, err := st.Log.BeginPush(ctx, "default")
 					if err != nil {
 						t.Fatal(err)
 					}
-					if err := tx.(storage.BlobTx).SetRowBlobs(ctx, "todos", "t1", map[string]string{"list_id": "L"}, []string{id}); err != nil {
+					if err := tx.SetRowBlobs(ctx, "todos", "t1", map[string]string{"list_id": "L"}, []string{id}); err != nil {
 						t.Fatal(err)
 					}
 					if err := tx.Commit(ctx); err != nil {

@@ -94,25 +94,25 @@ func adminFlags(name, synopsis string, args []string, lookup func(string) (strin
 
 // openAdminStore opens the configured store and makes it current for the
 // schema (a pending checkpoint is no reason to stop a maintenance command).
-func openAdminStore(ctx context.Context, c *serveConfig) (storage.Store, *schema.Schema, error) {
+func openAdminStore(ctx context.Context, c *serveConfig) (store, *schema.Schema, error) {
 	src, err := schemaSource(c.schemaFile)
 	if err != nil {
-		return nil, nil, err
+		return store{}, nil, err
 	}
 	sch, err := schema.Parse(src)
 	if err == nil {
 		err = checkMergers(sch)
 	}
 	if err != nil {
-		return nil, nil, err
+		return store{}, nil, err
 	}
 	st, _, err := openStore(ctx, *c, zap.NewNop())
 	if err != nil {
-		return nil, nil, err
+		return store{}, nil, err
 	}
-	if err := st.EnsureSchema(ctx, sch); err != nil && !errors.Is(err, storage.ErrCheckpointIncomplete) {
+	if err := st.Lifecycle.EnsureSchema(ctx, sch); err != nil && !errors.Is(err, storage.ErrCheckpointIncomplete) {
 		st.Close()
-		return nil, nil, err
+		return store{}, nil, err
 	}
 	return st, sch, nil
 }
@@ -158,7 +158,7 @@ func pruneCmd(ctx context.Context, args []string, lookup func(string) (string, b
 	if err != nil {
 		return fail(fmt.Errorf("open blob store: %w", err))
 	}
-	eng, err := engine.New(ctx, engine.Config{Schema: sch, Store: st, Retention: c.retention.engineConfig(), Segments: segs, Blobs: blobs, Mergers: builtinMergers(),
+	eng, err := engine.New(ctx, engine.Config{Schema: sch, Backend: st.Backend, Retention: c.retention.engineConfig(), Segments: segs, Blobs: blobs, Mergers: builtinMergers(),
 		Resolver: engine.ScopeResolverFunc(func(context.Context, engine.Identity) (map[string][]string, error) {
 			return nil, errors.New("synclane prune serves no requests")
 		})})
@@ -184,9 +184,9 @@ func pruneCmd(ctx context.Context, args []string, lookup func(string) (string, b
 }
 
 // prunePartition prunes one partition under the maintenance lock.
-func prunePartition(ctx context.Context, eng *engine.Engine, st storage.Store, part string, dryRun bool) (engine.MaintenanceReport, error) {
+func prunePartition(ctx context.Context, eng *engine.Engine, st store, part string, dryRun bool) (engine.MaintenanceReport, error) {
 	var rep engine.MaintenanceReport
-	unlock, ok, err := st.TryLockMaintenance(ctx)
+	unlock, ok, err := st.Retention.TryLockMaintenance(ctx)
 	if err != nil {
 		return rep, err
 	}
@@ -195,7 +195,7 @@ func prunePartition(ctx context.Context, eng *engine.Engine, st storage.Store, p
 		return rep, nil
 	}
 	defer unlock()
-	info, err := st.ReadPartition(ctx, part)
+	info, err := st.Log.ReadPartition(ctx, part)
 	if err != nil {
 		return rep, err
 	}
@@ -315,7 +315,7 @@ func restoreCmd(ctx context.Context, args []string, lookup func(string) (string,
 		return fail(err)
 	}
 	defer st.Close()
-	parts, err := st.ListPartitions(ctx)
+	parts, err := st.Retention.ListPartitions(ctx)
 	if err != nil {
 		return fail(err)
 	}
@@ -323,7 +323,7 @@ func restoreCmd(ctx context.Context, args []string, lookup func(string) (string,
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PARTITION\tMAX_COMMIT_SEQ\tNEW_LOG_EPOCH")
 	for _, p := range parts {
-		ep, err := st.RotateLogEpoch(ctx, p.Partition, now)
+		ep, err := st.Log.RotateLogEpoch(ctx, p.Partition, now)
 		if err != nil {
 			tw.Flush()
 			return fail(fmt.Errorf("rotate the epoch of %q: %w (run the command again: rotating twice is harmless)", p.Partition, err))

@@ -398,24 +398,44 @@ func schemaSource(file string) ([]byte, error) {
 	return b, nil
 }
 
-func openStore(ctx context.Context, c serveConfig, log *zap.Logger) (storage.Store, string, error) {
+// store is the storage backend serve and the maintenance commands open:
+// its roles, and the PostgreSQL store when it is one (the segment store,
+// the blob store and the commit feed then share its database).
+type store struct {
+	storage.Backend
+	pg *postgres.Store // nil on SQLite
+}
+
+// Close closes the backend.
+func (s store) Close() error { return s.Lifecycle.Close() }
+
+// openStore opens the backend c names (PostgreSQL with --postgres, else
+// the SQLite file in the data directory) and returns it with its kind
+// ("postgres" or "sqlite").
+func openStore(ctx context.Context, c serveConfig, log *zap.Logger) (store, string, error) {
 	if c.postgresURL != "" {
-		st, err := postgres.Open(ctx, c.postgresURL, postgres.Options{Logger: log, MaxConns: int32(c.pgMaxConns), StatementTimeout: c.pgStatementTimeout})
-		return st, "postgres", err
+		pg, err := postgres.Open(ctx, c.postgresURL, postgres.Options{Logger: log, MaxConns: int32(c.pgMaxConns), StatementTimeout: c.pgStatementTimeout})
+		if err != nil {
+			return store{}, "postgres", err
+		}
+		return store{Backend: pg.Backend(), pg: pg}, "postgres", nil
 	}
 	if err := os.MkdirAll(c.data, 0o750); err != nil {
-		return nil, "", fmt.Errorf("create data directory: %w", err)
+		return store{}, "", fmt.Errorf("create data directory: %w", err)
 	}
 	st, err := sqlite.Open(ctx, filepath.Join(c.data, "synclane.db"), sqlite.Options{Logger: log})
-	return st, "sqlite", err
+	if err != nil {
+		return store{}, "sqlite", err
+	}
+	return store{Backend: st.Backend()}, "sqlite", nil
 }
 
 // openSegments opens the segment store next to the data: table
 // synclane_segments of the shared PostgreSQL database, or the SQLite file
 // segments.db in the data directory. The engine closes it.
-func openSegments(ctx context.Context, c serveConfig, st storage.Store) (segstore.Store, error) {
-	if pg, ok := st.(*postgres.Store); ok {
-		return pgseg.Open(ctx, pg.Pool())
+func openSegments(ctx context.Context, c serveConfig, st store) (segstore.Store, error) {
+	if st.pg != nil {
+		return pgseg.Open(ctx, st.pg.Pool())
 	}
 	return sqlitefile.Open(ctx, filepath.Join(c.data, "segments.db"))
 }
@@ -458,7 +478,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	for i, ref := range c.checkpoints {
 		decls[i] = storage.CheckpointDeclaration{Partition: ref.Partition, Name: ref.Name, SchemaVersion: probe.Version}
 	}
-	sch, err := engine.EnsureReady(ctx, src, st, decls)
+	sch, err := engine.EnsureReady(ctx, src, st.Lifecycle, decls)
 	if err != nil {
 		var re *engine.ReadinessError
 		if !errors.As(err, &re) || !re.Gated() {
@@ -474,7 +494,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	if err != nil {
 		return fmt.Errorf("open segment store: %w", err)
 	}
-	cfg := engine.Config{Schema: sch, Store: st, Logger: log,
+	cfg := engine.Config{Schema: sch, Backend: st.Backend, Logger: log,
 		MaxOperations: c.maxOps, IdleTimeout: c.idleTimeout, Checkpoints: decls, Retention: c.retention.engineConfig(),
 		Segments: segs, Images: sqliteimage.Builder{}, SegmentTTL: c.segmentTTL, InlineSegmentMaxBytes: int(c.inlineSegmentMaxBytes),
 		Reactions: c.reactions.engineConfig()}
@@ -485,8 +505,8 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	if cfg.Blobs, err = openBlobs(ctx, c, st, log); err != nil {
 		return fmt.Errorf("open blob store: %w", err)
 	}
-	if feed, ok := st.(engine.CommitFeed); ok {
-		cfg.Feed = feed // other processes' commits (PostgreSQL LISTEN/NOTIFY)
+	if st.pg != nil {
+		cfg.Feed = st.pg // other processes' commits (PostgreSQL LISTEN/NOTIFY)
 	}
 	switch {
 	case !c.devAuth:
@@ -577,7 +597,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		zap.String("storage", backend), zap.Int32("schema_version", sch.Version), zap.Int("tables", len(sch.Tables)))
 	// The first stdout line is machine-readable: harnesses started with
 	// --listen 127.0.0.1:0 read the real port from it. Logs go to stderr.
-	adminURL, stopAdmin, err := startAdmin(c.admin, eng, st, hub, log)
+	adminURL, stopAdmin, err := startAdmin(c.admin, eng, hub, log)
 	if err != nil {
 		return err
 	}

@@ -4,8 +4,8 @@
 // checkpoints, retention, the event ring) and the two mutating actions
 // (rotate a partition's log epoch, run one maintenance pass).
 //
-// Reads go through storage.AdminReader (the store's read path, never a
-// partition's write lock) and the engine's counters, so they never block
+// Reads go through the storage backend's Admin role (storage.AdminReader:
+// the store's read path, never a partition's write lock) and the engine's counters, so they never block
 // pushes for long. Every list is paged with a cursor and bounded: a page
 // holds DefaultPage entries unless asked for fewer or more, and never more
 // than MaxPage. Row history and scope activity scan a bounded number of
@@ -89,29 +89,18 @@ type Service struct {
 	psections []PartitionSection
 }
 
-// New returns the admin service of eng. Its store must implement
-// storage.AdminReader (every synclane backend does); a store wrapper that
-// hides it makes New fail.
+// New returns the admin service of eng, with the feature sections the
+// engine runs with registered (FeatureSections). The engine's storage
+// backend must have the Admin role (every synclane backend has it):
+// without it New fails, so the admin surface is refused at start.
 func New(eng *engine.Engine) (*Service, error) {
-	r, ok := eng.Store().(storage.AdminReader)
-	if !ok {
-		return nil, fmt.Errorf("admin: the store %T does not implement storage.AdminReader", eng.Store())
+	r := eng.Backend().Admin
+	if r == nil {
+		return nil, errors.New("admin: the storage backend has no Admin role (storage.AdminReader)")
 	}
-	return NewWithReader(eng, r), nil
-}
-
-// NewWithReader is New for a store wrapped in something that hides its
-// AdminReader: reads go to r.
-// Both register the feature sections the engine runs with (FeatureSections).
-func NewWithReader(eng *engine.Engine, r storage.AdminReader) *Service {
 	s := &Service{eng: eng, reader: r, now: eng.Now}
 	s.Register(FeatureSections(eng)...)
-	if _, direct := eng.Store().(storage.BlobCounter); !direct && eng.BlobsEnabled() {
-		if bc, ok := r.(storage.BlobCounter); ok { // the reader sees through a store wrapper
-			s.Register(blobSection(eng, bc))
-		}
-	}
-	return s
+	return s, nil
 }
 
 // Register adds server-wide sections, shown in the overview in
@@ -214,7 +203,7 @@ func (s *Service) Overview(ctx context.Context) (*Overview, error) {
 	pol := s.eng.RetentionPolicy()
 	o.Retention = RetentionView{ActiveWindowMs: pol.ActiveWindowMs, AgeForceMs: pol.AgeForceMs,
 		MinRetainedCommits: pol.MinRetainedCommits, Stats: s.eng.Metrics().Retention}
-	cps, err := s.eng.Store().ReadCheckpoints(ctx)
+	cps, err := s.eng.Backend().Checkpoints.ReadCheckpoints(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("admin: overview: checkpoints: %w", err)
 	}
@@ -259,7 +248,7 @@ func checkpointViews(cps []storage.Checkpoint, partition string) []CheckpointVie
 // engine.Engine.RotateEpoch). An unknown partition is ErrNotFound: the
 // rotation would create it.
 func (s *Service) RotateEpoch(ctx context.Context, partition string) (string, error) {
-	info, err := s.eng.Store().ReadPartition(ctx, partition)
+	info, err := s.eng.Backend().Log.ReadPartition(ctx, partition)
 	if err != nil {
 		return "", fmt.Errorf("admin: rotate epoch: %w", err)
 	}

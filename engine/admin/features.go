@@ -134,11 +134,11 @@ type LeaseView struct {
 }
 
 // ClientLease returns the stored lease of clientID in partition: nil
-// when the client has none, when leases are off or when the store keeps
-// no leases.
+// when the client has none or when leases are off (an engine with leases
+// on has the Leases role).
 func (s *Service) ClientLease(ctx context.Context, partition, clientID string) (*LeaseView, error) {
-	ls, ok := s.eng.Store().(storage.Leases)
-	if !s.eng.LeasesEnabled() || !ok {
+	ls := s.eng.Backend().Leases
+	if !s.eng.LeasesEnabled() || ls == nil {
 		return nil, nil
 	}
 	rec, err := ls.GetLease(ctx, partition, clientID)
@@ -176,17 +176,13 @@ func (s *Service) RevokeLease(ctx context.Context, partition, clientID string) (
 }
 
 // BlobSection is the "blobs" section: this process's blob counters
-// (engine.BlobStats), the size cap, and, when the engine's store is a
-// storage.BlobCounter, the stored blobs by state with the present bytes
-// and the reference entries ("stored"; a failed count is "storedError",
-// the counters are still shown). Register it when the engine has a blob
-// store (engine.Engine.BlobsEnabled).
+// (engine.BlobStats), the size cap, and, when the engine's storage
+// backend has the Blobs role, the stored blobs by state with the present
+// bytes and the reference entries ("stored"; a failed count is
+// "storedError", the counters are still shown). Register it when the
+// engine has a blob store (engine.Engine.BlobsEnabled).
 func BlobSection(eng *engine.Engine) Section {
-	bc, _ := eng.Store().(storage.BlobCounter)
-	return blobSection(eng, bc)
-}
-
-func blobSection(eng *engine.Engine, bc storage.BlobCounter) Section {
+	bc := eng.Backend().Blobs
 	return Section{Name: "blobs", Stats: func(ctx context.Context) (any, error) {
 		out := map[string]any{"maxBlobBytes": eng.MaxBlobBytes(), "counters": eng.BlobStats()}
 		if bc != nil {
@@ -257,19 +253,10 @@ type RowBlobView struct {
 	Rows       []RowRef `json:"rows"`
 }
 
-// blobIndex returns the blob index the admin reads use (the reader's
-// when it has one, else the engine's store's), or nil.
-func (s *Service) blobIndex() storage.BlobIndex {
-	if bi, ok := s.reader.(storage.BlobIndex); ok {
-		return bi
-	}
-	bi, _ := s.eng.Store().(storage.BlobIndex)
-	return bi
-}
-
-// rowBlobs lists the blobs of a stored row's blob_ref columns.
+// rowBlobs lists the blobs of a stored row's blob_ref columns (none when
+// the storage backend has no Blobs role).
 func (s *Service) rowBlobs(ctx context.Context, partition string, t *schema.Table, values ssp2.Row) ([]RowBlobView, error) {
-	bi := s.blobIndex()
+	bi := s.eng.Backend().Blobs
 	if bi == nil {
 		return nil, nil
 	}

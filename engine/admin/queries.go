@@ -110,7 +110,7 @@ func (s *Service) Partition(ctx context.Context, name string) (*PartitionDetail,
 	}
 	d := &PartitionDetail{PartitionView: s.partitionView(o)}
 	running := s.eng.Schema().Version
-	g, err := s.eng.Store().ReadServeGate(ctx, name, running)
+	g, err := s.eng.Backend().Checkpoints.ReadServeGate(ctx, name, running)
 	if err != nil {
 		return nil, fmt.Errorf("admin: partition %q: serve gate: %w", name, err)
 	}
@@ -121,7 +121,7 @@ func (s *Service) Partition(ctx context.Context, name string) (*PartitionDetail,
 	// Whether this process may serve is the engine's call (it knows its own
 	// declarations); Ready applies the same rule every request does.
 	d.Gate.Open = s.eng.Ready(ctx) == nil
-	cps, err := s.eng.Store().ReadCheckpoints(ctx)
+	cps, err := s.eng.Backend().Checkpoints.ReadCheckpoints(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("admin: partition %q: checkpoints: %w", name, err)
 	}
@@ -204,7 +204,7 @@ func (s *Service) Clients(ctx context.Context, partition, after string, limit in
 
 // Client returns one client; ErrNotFound when it has no record.
 func (s *Service) Client(ctx context.Context, partition, clientID string) (*ClientView, error) {
-	c, err := s.eng.Store().GetClient(ctx, partition, clientID)
+	c, err := s.eng.Backend().Clients.GetClient(ctx, partition, clientID)
 	if err != nil {
 		return nil, fmt.Errorf("admin: client %q: %w", clientID, err)
 	}

@@ -42,7 +42,7 @@ func (c *clock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func newStore(t *testing.T) storage.Store {
+func newStore(t *testing.T) *memory.Store {
 	t.Helper()
 	st := memory.New()
 	s, err := schema.Parse([]byte(`{"version":1,"tables":[{"name":"t","columns":[{"name":"id","type":"string"},{"name":"p","type":"string"}],"primaryKey":"id","scopes":["p:{p}"]}]}`))

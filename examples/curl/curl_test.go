@@ -53,7 +53,7 @@ func post(t *testing.T, url, file string) (int, []byte) {
 
 func TestCurlWalkthrough(t *testing.T) {
 	s := schema.MustDemo()
-	eng, err := engine.New(context.Background(), engine.Config{Schema: s, Store: memory.New(), Resolver: engine.AllowAll(s)})
+	eng, err := engine.New(context.Background(), engine.Config{Schema: s, Backend: memory.New().Backend(), Resolver: engine.AllowAll(s)})
 	if err != nil {
 		t.Fatal(err)
 	}

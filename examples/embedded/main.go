@@ -92,7 +92,7 @@ func main() {
 	defer store.Close()
 	eng, err := engine.New(ctx, engine.Config{
 		Schema:   schema.MustDemo(),
-		Store:    store,
+		Backend:  store.Backend(),
 		Resolver: engine.ScopeResolverFunc(resolveScopes),
 		Logger:   logger,
 		// SQLite images (SPEC §5.3) for clients accepting them; without

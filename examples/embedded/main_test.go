@@ -17,7 +17,7 @@ import (
 )
 
 func TestEmbeddedHostAuthAndScopes(t *testing.T) {
-	eng, err := engine.New(context.Background(), engine.Config{Schema: schema.MustDemo(), Store: memory.New(),
+	eng, err := engine.New(context.Background(), engine.Config{Schema: schema.MustDemo(), Backend: memory.New().Backend(),
 		Resolver: engine.ScopeResolverFunc(resolveScopes)})
 	if err != nil {
 		t.Fatal(err)

@@ -111,7 +111,7 @@ func hooks(mailer Mailer) (map[string]engine.RowValidator, engine.CommitValidato
 func newEngine(ctx context.Context, store *sqlite.Store, mailer Mailer, logger *zap.Logger) (*engine.Engine, error) {
 	s := schema.MustDemo()
 	validators, commitValidator, reactions := hooks(mailer)
-	return engine.New(ctx, engine.Config{Schema: s, Store: store, Resolver: engine.AllowAll(s), Logger: logger, Images: sqliteimage.Builder{},
+	return engine.New(ctx, engine.Config{Schema: s, Backend: store.Backend(), Resolver: engine.AllowAll(s), Logger: logger, Images: sqliteimage.Builder{},
 		Validators: validators, CommitValidator: commitValidator, Reactions: reactions})
 }
 

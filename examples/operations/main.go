@@ -141,7 +141,7 @@ func newEngine(ctx context.Context, store *sqlite.Store, logger *zap.Logger) (*e
 	if err != nil {
 		return nil, err
 	}
-	return engine.New(ctx, engine.Config{Schema: s, Store: store, Resolver: engine.ScopeResolverFunc(resolveScopes),
+	return engine.New(ctx, engine.Config{Schema: s, Backend: store.Backend(), Resolver: engine.ScopeResolverFunc(resolveScopes),
 		Logger: logger, Operations: reg, Images: sqliteimage.Builder{}})
 }
 

@@ -10,20 +10,25 @@ import (
 	"github.com/synclane/synclane/storage/storagetest"
 )
 
+// postgresRoles are the roles the PostgreSQL store has: every one but
+// the fast path ImageCopier.
+var postgresRoles = []string{"Lifecycle", "Log", "Rows", "Clients", "Checkpoints",
+	"Retention", "Snapshots", "Leases", "Reactions", "Blobs", "Queries", "Admin", "RowEncoder"}
+
 func TestContract(t *testing.T) {
 	var mu sync.Mutex
-	schemas := map[storage.Store]string{}
-	storagetest.RunShared(t, func(t *testing.T) storage.Store {
+	schemas := map[storage.Lifecycle]string{}
+	storagetest.RunShared(t, postgresRoles, func(t *testing.T) storage.Backend {
 		name := pgtest.NewSchema(t)
 		s := pgtest.OpenSchema(t, name, postgres.Options{MaxConns: 4})
 		mu.Lock()
 		schemas[s] = name
 		mu.Unlock()
-		return s
-	}, func(t *testing.T, s storage.Store) storage.Store {
+		return s.Backend()
+	}, func(t *testing.T, b storage.Backend) storage.Backend {
 		mu.Lock()
-		name := schemas[s]
+		name := schemas[b.Lifecycle]
 		mu.Unlock()
-		return pgtest.OpenSchema(t, name, postgres.Options{MaxConns: 4})
+		return pgtest.OpenSchema(t, name, postgres.Options{MaxConns: 4}).Backend()
 	})
 }

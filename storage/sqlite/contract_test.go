@@ -19,10 +19,14 @@ func openTemp(t testing.TB) *sqlite.Store {
 	return s
 }
 
+// sqliteRoles are the roles the SQLite store has: every one.
+var sqliteRoles = []string{"Lifecycle", "Log", "Rows", "Clients", "Checkpoints",
+	"Retention", "Snapshots", "Leases", "Reactions", "Blobs", "Queries", "Admin", "RowEncoder", "ImageCopier"}
+
 func TestContract(t *testing.T) {
 	var mu sync.Mutex
-	paths := map[storage.Store]string{}
-	storagetest.RunShared(t, func(t *testing.T) storage.Store {
+	paths := map[storage.Lifecycle]string{}
+	storagetest.RunShared(t, sqliteRoles, func(t *testing.T) storage.Backend {
 		path := filepath.Join(t.TempDir(), "sync.db")
 		s, err := sqlite.Open(t.Context(), path, sqlite.Options{})
 		if err != nil {
@@ -31,16 +35,16 @@ func TestContract(t *testing.T) {
 		mu.Lock()
 		paths[s] = path
 		mu.Unlock()
-		return s
-	}, func(t *testing.T, s storage.Store) storage.Store {
+		return s.Backend()
+	}, func(t *testing.T, b storage.Backend) storage.Backend {
 		mu.Lock()
-		path := paths[s]
+		path := paths[b.Lifecycle]
 		mu.Unlock()
 		h, err := sqlite.Open(t.Context(), path, sqlite.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = h.Close() })
-		return h
+		return h.Backend()
 	})
 }

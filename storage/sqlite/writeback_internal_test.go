@@ -32,10 +32,7 @@ func TestPushTxPutClients(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tx.Rollback(ctx)
-			w, ok := tx.(storage.TxClientWriter)
-			if !ok {
-				t.Fatal("the SQLite push transaction does not write client records")
-			}
+			w := tx
 			fresh := fmt.Sprintf("c%d", i+2)
 			err = w.PutClients(ctx,
 				storage.ClientRecord{ClientID: "c1", ActorID: "eve", Cursor: int64(7 + i), Subscriptions: []byte(`[]`)},
@@ -143,7 +140,7 @@ func TestGroupGateReadsOnceAndAfterCommit(t *testing.T) {
 		if !reflect.DeepEqual(c.inTx, fresh) || len(fresh.Pending) != 1 || fresh.LogEpoch == "" {
 			t.Fatalf("%s: gate in the transaction %+v, read directly %+v", c.partition, c.inTx, fresh)
 		}
-		after, ok := c.tx.(storage.TxCommittedGate).CommittedGate()
+		after, ok := c.tx.CommittedGate()
 		if !ok || !reflect.DeepEqual(after, fresh) {
 			t.Fatalf("%s: gate after commit %+v (%v), read directly %+v", c.partition, after, ok, fresh)
 		}
@@ -162,14 +159,14 @@ func TestGroupGateReadsOnceAndAfterCommit(t *testing.T) {
 			if _, err := tx.(*pushTx).ReadServeGate(ctx, running); err != nil {
 				t.Fatal(err)
 			}
-			if g, ok := tx.(storage.TxCommittedGate).CommittedGate(); ok {
+			if g, ok := tx.CommittedGate(); ok {
 				t.Fatalf("a gate after commit before Commit: %+v", g)
 			}
 		}
 		if err := tx.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if g, ok := tx.(storage.TxCommittedGate).CommittedGate(); ok != read {
+		if g, ok := tx.CommittedGate(); ok != read {
 			t.Fatalf("gate read in the transaction %v: gate after commit %+v, %v", read, g, ok)
 		}
 	}

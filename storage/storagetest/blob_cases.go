@@ -21,7 +21,7 @@ var blobTests = []test{
 	{name: "ReferencesFollowTheTransaction", fn: testBlobRefsTx},
 	{name: "OrphanSweep", fn: testBlobOrphanSweep},
 	{name: "SweepSkipsAClaimOfARunningPush", fn: testBlobSweepRace},
-	{name: "RestoreBringsBackTheReferences", fn: testBlobRefsRestore},
+	{name: "RestoreBringsBackTheReferences", roles: []string{"Snapshots"}, fn: testBlobRefsRestore},
 	{name: "Counts", fn: testBlobCounts},
 	{name: "AbandonOnlyTheRefusedUpload", fn: testBlobAbandon},
 }
@@ -75,23 +75,9 @@ func testBlobAbandon(e *env) {
 	abandon("sha256:dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd", 1) // unknown: nothing to do
 }
 
-func (e *env) blobIndex() storage.BlobIndex {
-	e.t.Helper()
-	bi, ok := e.s.(storage.BlobIndex)
-	if !ok {
-		e.t.Fatalf("%T does not implement storage.BlobIndex", e.s)
-	}
-	return bi
-}
-
-func (e *env) blobTx(tx storage.PushTx) storage.BlobTx {
-	e.t.Helper()
-	bt, ok := tx.(storage.BlobTx)
-	if !ok {
-		e.t.Fatalf("%T does not implement storage.BlobTx", tx)
-	}
-	return bt
-}
+// blobIndex returns the backend's Blobs role (the Blobs cases run only on
+// a backend that has it).
+func (e *env) blobIndex() storage.BlobIndex { return e.b.Blobs }
 
 // upload records id as uploaded (metadata only) at nowMs.
 func (e *env) upload(id string, n int64, nowMs int64) {
@@ -107,7 +93,7 @@ func (e *env) upload(id string, n int64, nowMs int64) {
 
 func (e *env) claimBlob(tx storage.PushTx, id string, nowMs int64) bool {
 	e.t.Helper()
-	ok, err := e.blobTx(tx).ClaimBlob(e.ctx, id, nowMs)
+	ok, err := tx.ClaimBlob(e.ctx, id, nowMs)
 	if err != nil {
 		e.t.Fatalf("ClaimBlob(%s): %v", id, err)
 	}
@@ -116,7 +102,7 @@ func (e *env) claimBlob(tx storage.PushTx, id string, nowMs int64) bool {
 
 func (e *env) setRefs(tx storage.PushTx, table, row string, ids ...string) {
 	e.t.Helper()
-	if err := e.blobTx(tx).SetRowBlobs(e.ctx, table, row, map[string]string{"project": "p1"}, ids); err != nil {
+	if err := tx.SetRowBlobs(e.ctx, table, row, map[string]string{"project": "p1"}, ids); err != nil {
 		e.t.Fatalf("SetRowBlobs(%s/%s): %v", table, row, err)
 	}
 }
@@ -345,7 +331,7 @@ func testBlobRefsRestore(e *env) {
 	e.upload(blobB, 1, 1)
 	e.push("p", func(tx storage.PushTx) { e.setRefs(tx, "items", "i1", blobA) })
 	e.push("q", func(tx storage.PushTx) { e.setRefs(tx, "items", "i9", blobB) })
-	if err := e.s.CapturePartition(e.ctx, "p"); err != nil {
+	if err := e.b.Snapshots.CapturePartition(e.ctx, "p"); err != nil {
 		e.t.Fatalf("CapturePartition: %v", err)
 	}
 	e.push("p", func(tx storage.PushTx) {
@@ -355,7 +341,7 @@ func testBlobRefsRestore(e *env) {
 	if got := e.refs("p", blobA); len(got) != 0 {
 		e.t.Fatalf("refs(p, A) after the later push = %v, want none", got)
 	}
-	if _, err := e.s.RestorePartition(e.ctx, "p", 10); err != nil {
+	if _, err := e.b.Snapshots.RestorePartition(e.ctx, "p", 10); err != nil {
 		e.t.Fatalf("RestorePartition: %v", err)
 	}
 	if got, want := e.refs("p", blobA), []string{"items/i1"}; !slices.Equal(got, want) {

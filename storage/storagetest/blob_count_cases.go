@@ -5,10 +5,7 @@ import "github.com/synclane/synclane/storage"
 // testBlobCounts: CountBlobs counts metadata by state, the bytes of
 // present blobs and the reference entries of every partition.
 func testBlobCounts(e *env) {
-	bc, ok := e.s.(storage.BlobCounter)
-	if !ok {
-		e.t.Fatalf("%T does not implement storage.BlobCounter", e.s)
-	}
+	bc := e.blobIndex()
 	count := func() storage.BlobCounts {
 		e.t.Helper()
 		c, err := bc.CountBlobs(e.ctx)

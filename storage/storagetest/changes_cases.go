@@ -133,7 +133,7 @@ var scanChangesTests = []test{
 			{"none matching", q("items", 0, 7, 100, map[string][]string{"project": manyValues("zzz")}), nil},
 		}
 		for _, c := range cases {
-			got, err := e.s.ScanChanges(e.ctx, "p", c.q)
+			got, err := e.b.Log.ScanChanges(e.ctx, "p", c.q)
 			if err != nil {
 				e.t.Fatalf("%s: ScanChanges: %v", c.name, err)
 			}

@@ -26,7 +26,7 @@ func decl(p, name string, v int32) storage.CheckpointDeclaration {
 
 func (e *env) declare(d storage.CheckpointDeclaration) storage.Checkpoint {
 	e.t.Helper()
-	c, err := e.s.DeclareCheckpoint(e.ctx, d, cpNow)
+	c, err := e.b.Checkpoints.DeclareCheckpoint(e.ctx, d, cpNow)
 	if err != nil {
 		e.t.Fatalf("DeclareCheckpoint(%+v): %v", d, err)
 	}
@@ -35,7 +35,7 @@ func (e *env) declare(d storage.CheckpointDeclaration) storage.Checkpoint {
 
 func (e *env) claim(d storage.CheckpointDeclaration) storage.Checkpoint {
 	e.t.Helper()
-	c, err := e.s.ClaimCheckpoint(e.ctx, d, cpNow+1)
+	c, err := e.b.Checkpoints.ClaimCheckpoint(e.ctx, d, cpNow+1)
 	if err != nil {
 		e.t.Fatalf("ClaimCheckpoint(%+v): %v", d, err)
 	}
@@ -44,7 +44,7 @@ func (e *env) claim(d storage.CheckpointDeclaration) storage.Checkpoint {
 
 func (e *env) activate(p, name string, epoch, watermark int64, sources ...string) storage.ActivationOutcome {
 	e.t.Helper()
-	out, err := e.s.ActivateCheckpoint(e.ctx, p, name, epoch, watermark, sources, cpNow+2)
+	out, err := e.b.Checkpoints.ActivateCheckpoint(e.ctx, p, name, epoch, watermark, sources, cpNow+2)
 	if err != nil {
 		e.t.Fatalf("ActivateCheckpoint(%s/%s, epoch %d, watermark %d, %v): %v", p, name, epoch, watermark, sources, err)
 	}
@@ -60,7 +60,7 @@ func (e *env) wantActivate(want storage.ActivationOutcome, p, name string, epoch
 
 func (e *env) checkpoints() []storage.Checkpoint {
 	e.t.Helper()
-	cs, err := e.s.ReadCheckpoints(e.ctx)
+	cs, err := e.b.Checkpoints.ReadCheckpoints(e.ctx)
 	if err != nil {
 		e.t.Fatalf("ReadCheckpoints: %v", err)
 	}
@@ -88,8 +88,8 @@ func (e *env) wantCp(what string, got storage.Checkpoint, state storage.Checkpoi
 }
 
 // itemCommit commits one items upsert to partition and returns its seq.
-func (e *env) itemCommit(s storage.Store, partition, id string) (int64, error) {
-	tx, err := s.BeginPush(e.ctx, partition)
+func (e *env) itemCommit(s storage.Backend, partition, id string) (int64, error) {
+	tx, err := s.Log.BeginPush(e.ctx, partition)
 	if err != nil {
 		return 0, err
 	}
@@ -109,7 +109,7 @@ func (e *env) itemCommit(s storage.Store, partition, id string) (int64, error) {
 
 func (e *env) mustItemCommit(partition, id string) int64 {
 	e.t.Helper()
-	seq, err := e.itemCommit(e.s, partition, id)
+	seq, err := e.itemCommit(e.b, partition, id)
 	if err != nil {
 		e.t.Fatalf("push %s to %q: %v", id, partition, err)
 	}
@@ -128,7 +128,7 @@ func (e *env) noteCommit(partition, id string) int64 {
 
 // wantFenced checks a push of s to partition is rejected by the fence and
 // leaves nothing behind.
-func (e *env) wantFenced(what string, s storage.Store, partition, id string) {
+func (e *env) wantFenced(what string, s storage.Backend, partition, id string) {
 	e.t.Helper()
 	before := e.readPartition(partition).MaxCommitSeq
 	_, err := e.itemCommit(s, partition, id)
@@ -136,14 +136,14 @@ func (e *env) wantFenced(what string, s storage.Store, partition, id string) {
 	if got := e.readPartition(partition).MaxCommitSeq; got != before {
 		e.t.Fatalf("%s: MaxCommitSeq %d -> %d after a fenced push", what, before, got)
 	}
-	if r := e.committedRow(partition, e.itemsOf(e.s), id); r != nil {
+	if r := e.committedRow(partition, e.itemsOf(e.b), id); r != nil {
 		e.t.Fatalf("%s: fenced push left row %+v", what, r)
 	}
 }
 
-func (e *env) gate(s storage.Store, partition string, running int32) storage.ServeGate {
+func (e *env) gate(s storage.Backend, partition string, running int32) storage.ServeGate {
 	e.t.Helper()
-	g, err := s.ReadServeGate(e.ctx, partition, running)
+	g, err := s.Checkpoints.ReadServeGate(e.ctx, partition, running)
 	if err != nil {
 		e.t.Fatalf("ReadServeGate(%q, %d): %v", partition, running, err)
 	}
@@ -160,21 +160,21 @@ func refs(kv ...string) []storage.CheckpointRef {
 
 // ensureWith runs EnsureSchema on handle s and records the schema s runs
 // when it succeeded (or only found checkpoints incomplete).
-func (e *env) ensureWith(s storage.Store, src string, decls ...storage.CheckpointDeclaration) error {
+func (e *env) ensureWith(s storage.Backend, src string, decls ...storage.CheckpointDeclaration) error {
 	sch := MustParse(src)
-	err := s.EnsureSchema(e.ctx, sch, decls...)
+	err := s.Lifecycle.EnsureSchema(e.ctx, sch, decls...)
 	if err == nil || errors.Is(err, storage.ErrCheckpointIncomplete) {
 		if e.schemas == nil {
-			e.schemas = map[storage.Store]*schema.Schema{}
+			e.schemas = map[storage.Lifecycle]*schema.Schema{}
 		}
-		e.schemas[s] = sch
+		e.schemas[s.Lifecycle] = sch
 	}
 	return err
 }
 
 // itemsOf returns the items table of the schema handle s runs.
-func (e *env) itemsOf(s storage.Store) *schema.Table {
-	if sch := e.schemas[s]; sch != nil {
+func (e *env) itemsOf(s storage.Backend) *schema.Table {
+	if sch := e.schemas[s.Lifecycle]; sch != nil {
 		return sch.Table("items")
 	}
 	return e.items
@@ -193,7 +193,7 @@ var checkpointTests = []test{
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c, err := e.s.ClaimCheckpoint(e.ctx, d, cpNow)
+				c, err := e.b.Checkpoints.ClaimCheckpoint(e.ctx, d, cpNow)
 				epochs[i], errs[i] = c.OwnerEpoch, err
 			}()
 		}
@@ -208,7 +208,7 @@ var checkpointTests = []test{
 			e.t.Fatalf("concurrent claims got epochs %v, want {1,2}", epochs)
 		}
 		e.wantCp("after two claims", e.cp("p", "proj"), storage.CheckpointBackfilling, 1, 2, 0, 0)
-		_, err := e.s.ClaimCheckpoint(e.ctx, decl("p", "absent", 1), cpNow)
+		_, err := e.b.Checkpoints.ClaimCheckpoint(e.ctx, decl("p", "absent", 1), cpNow)
 		wantErrIs(e, "claim of an absent checkpoint", err, storage.ErrCheckpointNotDeclared)
 	}},
 	{name: "AdvanceStaleEpoch", fn: func(e *env) {
@@ -279,13 +279,13 @@ var checkpointTests = []test{
 		e.mustItemCommit("p", "i1")
 		e.mustItemCommit("p", "i2")
 		e.mustItemCommit("p", "i3")
-		if err := e.s.PruneThrough(e.ctx, "p", 2); err != nil {
+		if err := e.b.Checkpoints.PruneThrough(e.ctx, "p", 2); err != nil {
 			e.t.Fatal(err)
 		}
 		c := e.claim(d)
 		// a change above the watermark wins over pruning
 		e.wantActivate(storage.Stale, "p", "proj", c.OwnerEpoch, 0, "items")
-		if err := e.s.PruneThrough(e.ctx, "p", 3); err != nil {
+		if err := e.b.Checkpoints.PruneThrough(e.ctx, "p", 3); err != nil {
 			e.t.Fatal(err)
 		}
 		e.wantActivate(storage.Unverifiable, "p", "proj", c.OwnerEpoch, 0, "items")
@@ -319,18 +319,18 @@ var checkpointTests = []test{
 		e.wantActivate(storage.Activated, "p", "proj", cur.OwnerEpoch, 0)
 	}},
 	{name: "FenceMissing", fn: func(e *env) {
-		_, err := e.s.ActivateCheckpoint(e.ctx, "p", "absent", 0, 0, nil, cpNow)
+		_, err := e.b.Checkpoints.ActivateCheckpoint(e.ctx, "p", "absent", 0, 0, nil, cpNow)
 		wantErrIs(e, "activating an absent checkpoint", err, storage.ErrCheckpointFenceMissing)
 		d := decl("p", "proj", 1)
 		e.declare(d)
 		// a claim at version 3 moves the checkpoint above the fence (1)
 		c := e.claim(decl("p", "proj", 3))
-		_, err = e.s.ActivateCheckpoint(e.ctx, "p", "proj", c.OwnerEpoch, 0, nil, cpNow)
+		_, err = e.b.Checkpoints.ActivateCheckpoint(e.ctx, "p", "proj", c.OwnerEpoch, 0, nil, cpNow)
 		wantErrIs(e, "activating above the fence", err, storage.ErrCheckpointFenceMissing)
 		e.wantCp("after fence-missing activation", e.cp("p", "proj"), storage.CheckpointBackfilling, 3, 1, 0, 0)
 		c = e.claim(d) // back at version 1
 		e.wantActivate(storage.Activated, "p", "proj", c.OwnerEpoch, 0)
-		_, err = e.s.ClaimCheckpoint(e.ctx, d, cpNow)
+		_, err = e.b.Checkpoints.ClaimCheckpoint(e.ctx, d, cpNow)
 		wantErrIs(e, "claim after activation", err, storage.ErrCheckpointNotDeclared)
 		got := e.declare(d)
 		e.wantCp("re-declare after activation", got, storage.CheckpointActivated, 1, 2, 0, 0)
@@ -346,7 +346,7 @@ var checkpointTests = []test{
 		e.declare(decl("p", "b", 2))
 		e.wantActivate(storage.Activated, "p", "a", 0, 0)
 		// the fence (5) rejects this store's writer (version 1)
-		e.wantFenced("push under fence 5", e.s, "p", "r1")
+		e.wantFenced("push under fence 5", e.b, "p", "r1")
 		// re-declaring returns the stored row unchanged
 		e.claim(decl("p", "b", 2))
 		e.wantCp("re-declared", e.declare(decl("p", "b", 4)), storage.CheckpointBackfilling, 2, 1, 0, 0)
@@ -356,7 +356,7 @@ var checkpointTests = []test{
 		e.declare(decl("p", "proj", 1))
 		e.mustItemCommit("p", "r2") // fence 1, writer 1
 		e.declare(decl("q", "proj", 99))
-		e.wantFenced("push under fence 99", e.s, "q", "r1")
+		e.wantFenced("push under fence 99", e.b, "q", "r1")
 		e.mustItemCommit("p", "r3") // other partitions are not fenced
 	}},
 	{name: "AdvanceInPush", fn: func(e *env) {
@@ -390,33 +390,33 @@ var checkpointTests = []test{
 		}
 	}},
 	{name: "BumpAtomicity", fn: func(e *env) {
-		err := e.ensureWith(e.s, SchemaV2, decl("p", "proj", 2), decl("p", "bad", 0))
+		err := e.ensureWith(e.b, SchemaV2, decl("p", "proj", 2), decl("p", "bad", 0))
 		if err == nil || errors.Is(err, storage.ErrSchemaNewer) {
 			e.t.Fatalf("bump with an invalid declaration: err = %v", err)
 		}
-		if g := e.gate(e.s, "p", 1); g.StoredSchemaVersion != 1 {
+		if g := e.gate(e.b, "p", 1); g.StoredSchemaVersion != 1 {
 			e.t.Fatalf("marker after failed bump = %d, want 1", g.StoredSchemaVersion)
 		}
 		if cs := e.checkpoints(); len(cs) != 0 {
 			e.t.Fatalf("checkpoints after failed bump: %+v", cs)
 		}
 		e.mustItemCommit("p", "r1") // no fence either
-		if err := e.ensureWith(e.s, SchemaV2, decl("p", "proj", 2)); err != nil {
+		if err := e.ensureWith(e.b, SchemaV2, decl("p", "proj", 2)); err != nil {
 			e.t.Fatalf("valid bump: %v", err)
 		}
-		if g := e.gate(e.s, "p", 2); g.StoredSchemaVersion != 2 || !reflect.DeepEqual(g.Pending, refs("p", "proj")) {
+		if g := e.gate(e.b, "p", 2); g.StoredSchemaVersion != 2 || !reflect.DeepEqual(g.Pending, refs("p", "proj")) {
 			e.t.Fatalf("gate after bump = %+v", g)
 		}
 		e.wantCp("installed", e.cp("p", "proj"), storage.CheckpointDeclared, 2, 0, 0, 0)
 		// a failed V3 bump keeps only the V2 declaration and the fence at 2
-		err = e.ensureWith(e.s, schemaV3, decl("p", "proj3", 3), decl("", "bad", 3))
+		err = e.ensureWith(e.b, schemaV3, decl("p", "proj3", 3), decl("", "bad", 3))
 		if err == nil {
 			e.t.Fatal("bump with an empty partition succeeded")
 		}
 		if cs := e.checkpoints(); len(cs) != 1 || cs[0].Name != "proj" {
 			e.t.Fatalf("checkpoints after failed V3 bump: %+v", cs)
 		}
-		if g := e.gate(e.s, "p", 2); g.StoredSchemaVersion != 2 {
+		if g := e.gate(e.b, "p", 2); g.StoredSchemaVersion != 2 {
 			e.t.Fatalf("marker after failed V3 bump = %d", g.StoredSchemaVersion)
 		}
 		e.mustItemCommit("p", "r2")                          // writer 2 passes fence 2
@@ -424,12 +424,12 @@ var checkpointTests = []test{
 	}},
 	{name: "EnsureIncomplete", fn: func(e *env) {
 		a, b := decl("p", "a", 2), decl("q", "b", 2)
-		if err := e.ensureWith(e.s, SchemaV2, a, b); err != nil {
+		if err := e.ensureWith(e.b, SchemaV2, a, b); err != nil {
 			e.t.Fatalf("bump with declarations: %v", err)
 		}
 		e.declare(decl("r", "other", 5)) // another version never counts
 		for _, ds := range [][]storage.CheckpointDeclaration{nil, {}, {a}} {
-			err := e.ensureWith(e.s, SchemaV2, ds...)
+			err := e.ensureWith(e.b, SchemaV2, ds...)
 			wantErrIs(e, "EnsureSchema without every declaration", err, storage.ErrCheckpointIncomplete)
 			if !strings.Contains(err.Error(), "q/b") {
 				e.t.Fatalf("incomplete error does not name q/b: %v", err)
@@ -437,26 +437,26 @@ var checkpointTests = []test{
 		}
 		// the schema is current anyway
 		e.mustItemCommit("p", "r1")
-		if err := e.ensureWith(e.s, SchemaV2, a, b); err != nil {
+		if err := e.ensureWith(e.b, SchemaV2, a, b); err != nil {
 			e.t.Fatalf("EnsureSchema with every declaration: %v", err)
 		}
 		before := e.checkpoints()
-		if err := e.ensureWith(e.s, SchemaV2, b, a); err != nil { // matching restart
+		if err := e.ensureWith(e.b, SchemaV2, b, a); err != nil { // matching restart
 			e.t.Fatal(err)
 		}
 		if after := e.checkpoints(); !reflect.DeepEqual(before, after) {
 			e.t.Fatalf("matching restart changed checkpoints: %+v -> %+v", before, after)
 		}
 		e.wantActivate(storage.Activated, "p", "a", 0, 0)
-		err := e.ensureWith(e.s, SchemaV2)
+		err := e.ensureWith(e.b, SchemaV2)
 		wantErrIs(e, "EnsureSchema with q/b pending", err, storage.ErrCheckpointIncomplete)
 		e.wantActivate(storage.Activated, "q", "b", 0, 0)
-		if err := e.ensureWith(e.s, SchemaV2); err != nil {
+		if err := e.ensureWith(e.b, SchemaV2); err != nil {
 			e.t.Fatalf("EnsureSchema after activation: %v", err)
 		}
 	}},
 	{name: "ServeGate", fn: func(e *env) {
-		g := e.gate(e.s, "a", 1)
+		g := e.gate(e.b, "a", 1)
 		if g.StoredSchemaVersion != 1 || g.LogEpoch != "" || len(g.Pending) != 0 {
 			e.t.Fatalf("fresh gate = %+v", g)
 		}
@@ -465,12 +465,12 @@ var checkpointTests = []test{
 		}
 		e.wantActivate(storage.Activated, "a", "done", 0, 0)
 		ep := e.touch("a").LogEpoch
-		g = e.gate(e.s, "a", 1)
+		g = e.gate(e.b, "a", 1)
 		want := storage.ServeGate{StoredSchemaVersion: 1, LogEpoch: ep, Pending: refs("a", "x", "a", "y", "b", "x")}
 		if !reflect.DeepEqual(g, want) {
 			e.t.Fatalf("gate = %+v, want %+v", g, want)
 		}
-		if g := e.gate(e.s, "b", 2); g.LogEpoch != "" || !reflect.DeepEqual(g.Pending, refs("c", "z")) {
+		if g := e.gate(e.b, "b", 2); g.LogEpoch != "" || !reflect.DeepEqual(g.Pending, refs("c", "z")) {
 			e.t.Fatalf("gate at running 2 = %+v", g)
 		}
 		tx := e.begin("a")
@@ -479,22 +479,22 @@ var checkpointTests = []test{
 		if err != nil || !reflect.DeepEqual(g, want) {
 			e.t.Fatalf("PushTx.ReadServeGate = %+v, %v; want %+v", g, err, want)
 		}
-		ep2, err := e.s.RotateLogEpoch(e.ctx, "a", cpNow)
+		ep2, err := e.b.Log.RotateLogEpoch(e.ctx, "a", cpNow)
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		if g := e.gate(e.s, "a", 1); g.LogEpoch != ep2 {
+		if g := e.gate(e.b, "a", 1); g.LogEpoch != ep2 {
 			e.t.Fatalf("gate epoch after rotation = %q, want %q", g.LogEpoch, ep2)
 		}
 	}},
 	{name: "PruneThrough", fn: func(e *env) {
-		if err := e.s.PruneThrough(e.ctx, "never", 5); err != nil {
+		if err := e.b.Checkpoints.PruneThrough(e.ctx, "never", 5); err != nil {
 			e.t.Fatalf("PruneThrough of a never-created partition: %v", err)
 		}
 		for _, id := range []string{"i1", "i2", "i3", "i4"} {
 			e.mustItemCommit("p", id)
 		}
-		if err := e.s.PruneThrough(e.ctx, "p", 2); err != nil {
+		if err := e.b.Checkpoints.PruneThrough(e.ctx, "p", 2); err != nil {
 			e.t.Fatal(err)
 		}
 		if p := e.readPartition("p"); p.HorizonSeq != 2 || p.MaxCommitSeq != 4 {
@@ -511,13 +511,13 @@ var checkpointTests = []test{
 				e.t.Fatalf("ScanChanges(scopes %v) after prune = %v, want [3 4]", scopes, seqs)
 			}
 		}
-		if err := e.s.PruneThrough(e.ctx, "p", 1); err != nil { // below the horizon: no-op
+		if err := e.b.Checkpoints.PruneThrough(e.ctx, "p", 1); err != nil { // below the horizon: no-op
 			e.t.Fatal(err)
 		}
 		if p := e.readPartition("p"); p.HorizonSeq != 2 {
 			e.t.Fatalf("horizon lowered to %d", p.HorizonSeq)
 		}
-		if err := e.s.PruneThrough(e.ctx, "p", 100); err != nil { // never above max
+		if err := e.b.Checkpoints.PruneThrough(e.ctx, "p", 100); err != nil { // never above max
 			e.t.Fatal(err)
 		}
 		if p := e.readPartition("p"); p.HorizonSeq != 4 || p.MaxCommitSeq != 4 {
@@ -544,7 +544,7 @@ var sharedCheckpointTests = []test{
 		if _, err := e.itemCommit(b, "p", "old1"); err != nil {
 			e.t.Fatalf("old writer before the bump: %v", err)
 		}
-		if err := e.ensureWith(e.s, SchemaV2, decl("p", "proj", 2)); err != nil {
+		if err := e.ensureWith(e.b, SchemaV2, decl("p", "proj", 2)); err != nil {
 			e.t.Fatalf("bump to v2: %v", err)
 		}
 		e.wantFenced("old writer after the bump", b, "p", "old2")
@@ -559,13 +559,13 @@ var sharedCheckpointTests = []test{
 		if g.StoredSchemaVersion != 2 || len(g.Pending) != 0 {
 			e.t.Fatalf("old process's gate = %+v", g)
 		}
-		err := b.EnsureSchema(e.ctx, MustParse(SchemaV1))
+		err := b.Lifecycle.EnsureSchema(e.ctx, MustParse(SchemaV1))
 		wantErrIs(e, "old process re-ensuring v1", err, storage.ErrSchemaNewer)
 		e.wantActivate(storage.Activated, "p", "proj", c.OwnerEpoch, wm, "items")
 		e.wantFenced("old writer after activation", b, "p", "old5")
 	}},
 	{name: "SecondProcessUndeclared", shared: true, fn: func(e *env) {
-		if err := e.ensureWith(e.s, SchemaV2, decl("p", "proj", 2)); err != nil {
+		if err := e.ensureWith(e.b, SchemaV2, decl("p", "proj", 2)); err != nil {
 			e.t.Fatalf("bump to v2: %v", err)
 		}
 		c := e.share()

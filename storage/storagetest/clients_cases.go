@@ -12,7 +12,7 @@ import (
 
 func (e *env) wantClient(what, partition, id string, want *storage.ClientRecord) {
 	e.t.Helper()
-	got, err := e.s.GetClient(e.ctx, partition, id)
+	got, err := e.b.Clients.GetClient(e.ctx, partition, id)
 	if err != nil {
 		e.t.Fatalf("%s: GetClient: %v", what, err)
 	}
@@ -36,14 +36,14 @@ var clientTests = []test{
 			Cursor: -1, WireVersion: 2, UpdatedAtMs: 1_700_000_000_123}
 		c2 := storage.ClientRecord{ClientID: "c2", ActorID: "a2", Subscriptions: json.RawMessage(`[]`), Cursor: 1 << 40, WireVersion: 1, UpdatedAtMs: 5}
 		for _, c := range []storage.ClientRecord{c1, c2} {
-			if err := e.s.PutClient(e.ctx, "p", c); err != nil {
+			if err := e.b.Clients.PutClient(e.ctx, "p", c); err != nil {
 				e.t.Fatal(err)
 			}
 		}
 		e.wantClient("c1", "p", "c1", &c1)
 		e.wantClient("c2", "p", "c2", &c2)
 		c1b := storage.ClientRecord{ClientID: "c1", ActorID: "actor2", Subscriptions: json.RawMessage(`{"x":1}`), Cursor: 17, WireVersion: 1, UpdatedAtMs: 9}
-		if err := e.s.PutClient(e.ctx, "p", c1b); err != nil {
+		if err := e.b.Clients.PutClient(e.ctx, "p", c1b); err != nil {
 			e.t.Fatal(err)
 		}
 		// Everything is replaced but the actor: the binding is immutable.
@@ -54,9 +54,9 @@ var clientTests = []test{
 	}},
 }
 
-func (e *env) bind(s storage.Store, partition, clientID, actorID string, nowMs int64) string {
+func (e *env) bind(s storage.Backend, partition, clientID, actorID string, nowMs int64) string {
 	e.t.Helper()
-	got, err := s.BindClient(e.ctx, partition, clientID, actorID, nowMs)
+	got, err := s.Clients.BindClient(e.ctx, partition, clientID, actorID, nowMs)
 	if err != nil {
 		e.t.Fatalf("BindClient(%q, %q, %q): %v", partition, clientID, actorID, err)
 	}
@@ -67,7 +67,7 @@ func (e *env) bind(s storage.Store, partition, clientID, actorID string, nowMs i
 // goroutines started at once (spread over stores) and checks that every
 // call of a clientID returned the same actor, one of the 16, which is the
 // stored binding.
-func (e *env) bindRace(stores []storage.Store, clientIDs []string) {
+func (e *env) bindRace(stores []storage.Backend, clientIDs []string) {
 	e.t.Helper()
 	const racers = 16
 	for _, id := range clientIDs {
@@ -78,7 +78,7 @@ func (e *env) bindRace(stores []storage.Store, clientIDs []string) {
 		for i := range racers {
 			wg.Go(func() {
 				<-start
-				got[i], errs[i] = stores[i%len(stores)].BindClient(e.ctx, "p", id, "actor-"+strconv.Itoa(i), int64(i))
+				got[i], errs[i] = stores[i%len(stores)].Clients.BindClient(e.ctx, "p", id, "actor-"+strconv.Itoa(i), int64(i))
 			})
 		}
 		close(start)
@@ -98,7 +98,7 @@ func (e *env) bindRace(stores []storage.Store, clientIDs []string) {
 			}
 		}
 		for _, s := range stores {
-			rec, err := s.GetClient(e.ctx, "p", id)
+			rec, err := s.Clients.GetClient(e.ctx, "p", id)
 			if err != nil || rec == nil || rec.ActorID != winner || rec.Cursor != -1 {
 				e.t.Fatalf("%s: stored record %+v, %v; want actor %q, cursor -1", id, rec, err, winner)
 			}
@@ -108,74 +108,74 @@ func (e *env) bindRace(stores []storage.Store, clientIDs []string) {
 
 var bindTests = []test{
 	{name: "BindClient", fn: func(e *env) {
-		if got := e.bind(e.s, "p", "c1", "alice", 100); got != "alice" {
+		if got := e.bind(e.b, "p", "c1", "alice", 100); got != "alice" {
 			e.t.Fatalf("first BindClient returned %q, want alice", got)
 		}
 		e.wantClient("minimal record", "p", "c1", &storage.ClientRecord{ClientID: "c1", ActorID: "alice", Cursor: -1, UpdatedAtMs: 100})
-		if got := e.bind(e.s, "p", "c1", "alice", 200); got != "alice" {
+		if got := e.bind(e.b, "p", "c1", "alice", 200); got != "alice" {
 			e.t.Fatalf("rebinding to the same actor returned %q", got)
 		}
-		if got := e.bind(e.s, "p", "c1", "mallory", 300); got != "alice" {
+		if got := e.bind(e.b, "p", "c1", "mallory", 300); got != "alice" {
 			e.t.Fatalf("binding to another actor returned %q, want the first binding alice", got)
 		}
 		e.wantClient("record unchanged by rebinding", "p", "c1", &storage.ClientRecord{ClientID: "c1", ActorID: "alice", Cursor: -1, UpdatedAtMs: 100})
 
 		// PutClient updates the record but never the binding.
 		upd := storage.ClientRecord{ClientID: "c1", ActorID: "mallory", Subscriptions: json.RawMessage(`[1]`), Cursor: 5, WireVersion: 2, UpdatedAtMs: 400}
-		if err := e.s.PutClient(e.ctx, "p", upd); err != nil {
+		if err := e.b.Clients.PutClient(e.ctx, "p", upd); err != nil {
 			e.t.Fatal(err)
 		}
 		upd.ActorID = "alice"
 		e.wantClient("PutClient with another actor", "p", "c1", &upd)
-		if got := e.bind(e.s, "p", "c1", "mallory", 500); got != "alice" {
+		if got := e.bind(e.b, "p", "c1", "mallory", 500); got != "alice" {
 			e.t.Fatalf("BindClient after PutClient returned %q, want alice", got)
 		}
 		e.wantClient("existing record left unchanged", "p", "c1", &upd)
 
 		// A record PutClient created is a binding too.
 		c2 := storage.ClientRecord{ClientID: "c2", ActorID: "bob", Cursor: 3, UpdatedAtMs: 7}
-		if err := e.s.PutClient(e.ctx, "p", c2); err != nil {
+		if err := e.b.Clients.PutClient(e.ctx, "p", c2); err != nil {
 			e.t.Fatal(err)
 		}
-		if got := e.bind(e.s, "p", "c2", "carol", 8); got != "bob" {
+		if got := e.bind(e.b, "p", "c2", "carol", 8); got != "bob" {
 			e.t.Fatalf("BindClient of a PutClient record returned %q, want bob", got)
 		}
 		e.wantClient("PutClient record unchanged", "p", "c2", &c2)
 
 		// Bindings are per partition.
-		if got := e.bind(e.s, "q", "c1", "mallory", 600); got != "mallory" {
+		if got := e.bind(e.b, "q", "c1", "mallory", 600); got != "mallory" {
 			e.t.Fatalf("BindClient in another partition returned %q", got)
 		}
 
 		// RotateLogEpoch deletes client records, and with them the bindings.
-		if _, err := e.s.RotateLogEpoch(e.ctx, "p", 700); err != nil {
+		if _, err := e.b.Log.RotateLogEpoch(e.ctx, "p", 700); err != nil {
 			e.t.Fatal(err)
 		}
 		e.wantClient("after RotateLogEpoch", "p", "c1", nil)
-		if got := e.bind(e.s, "p", "c1", "mallory", 800); got != "mallory" {
+		if got := e.bind(e.b, "p", "c1", "mallory", 800); got != "mallory" {
 			e.t.Fatalf("BindClient after RotateLogEpoch returned %q, want mallory", got)
 		}
 		e.wantClient("rebound after RotateLogEpoch", "p", "c1", &storage.ClientRecord{ClientID: "c1", ActorID: "mallory", Cursor: -1, UpdatedAtMs: 800})
-		if got := e.bind(e.s, "q", "c1", "alice", 900); got != "mallory" {
+		if got := e.bind(e.b, "q", "c1", "alice", 900); got != "mallory" {
 			e.t.Fatalf("RotateLogEpoch of p touched q's binding: %q", got)
 		}
 
 		// A clientID or actor no backend stores is refused, and not bound.
 		for _, c := range [][2]string{{"c\x00", "alice"}, {noise(5, 8192), "alice"}, {"c3", "al\x00ice"}, {"c\xff", "alice"}} {
-			_, err := e.s.BindClient(e.ctx, "p", c[0], c[1], 1)
+			_, err := e.b.Clients.BindClient(e.ctx, "p", c[0], c[1], 1)
 			wantErrIs(e, "BindClient of unstorable values", err, storage.ErrUnstorable)
 		}
 		e.wantClient("c3 not bound", "p", "c3", nil)
 	}},
 	{name: "BindClientConcurrent", fn: func(e *env) {
-		e.bindRace([]storage.Store{e.s}, []string{"c1", "c2", "c3", "c4"})
+		e.bindRace([]storage.Backend{e.b}, []string{"c1", "c2", "c3", "c4"})
 	}},
 	{name: "BindClientTwoHandles", shared: true, fn: func(e *env) {
 		b := e.share()
-		if err := b.EnsureSchema(e.ctx, e.sch); err != nil {
+		if err := b.Lifecycle.EnsureSchema(e.ctx, e.sch); err != nil {
 			e.t.Fatal(err)
 		}
-		e.bindRace([]storage.Store{e.s, b}, []string{"c1", "c2", "c3", "c4"})
+		e.bindRace([]storage.Backend{e.b, b}, []string{"c1", "c2", "c3", "c4"})
 	}},
 }
 
@@ -191,7 +191,7 @@ var putClientUnstorableTests = []test{
 			{ClientID: "bad-subs", ActorID: "a", Subscriptions: json.RawMessage("[\"\x00\"]")},
 		}
 		recs := []storage.ClientRecord{good1, bad[0], bad[1], bad[2], good2, bad[3], bad[4]}
-		err := e.s.PutClient(e.ctx, "p", recs...)
+		err := e.b.Clients.PutClient(e.ctx, "p", recs...)
 		wantErrIs(e, "PutClient with unstorable records", err, storage.ErrUnstorable)
 		for _, b := range bad {
 			name := strconv.Quote(b.ClientID[:min(len(b.ClientID), 64)])
@@ -208,7 +208,7 @@ var putClientUnstorableTests = []test{
 
 		// The partition's later write-backs are not blocked.
 		good1.Cursor, good2.Cursor = 10, 11
-		if err := e.s.PutClient(e.ctx, "p", good1, good2); err != nil {
+		if err := e.b.Clients.PutClient(e.ctx, "p", good1, good2); err != nil {
 			e.t.Fatalf("PutClient of storable records: %v", err)
 		}
 		e.wantClient("good1 updated", "p", "good1", &good1)

@@ -16,7 +16,7 @@ import (
 // partition alone (via inside), increments the version of row "counter"
 // and appends one commit.
 func (e *env) counterCommit(partition, worker string, inside *atomic.Int32) error {
-	tx, err := e.s.BeginPush(e.ctx, partition)
+	tx, err := e.b.Log.BeginPush(e.ctx, partition)
 	if err != nil {
 		return fmt.Errorf("BeginPush: %w", err)
 	}
@@ -125,7 +125,7 @@ var concurrencyTests = []test{
 		e.appendNext(tx1)
 		// While tx1 holds the lock, a bounded BeginPush must fail.
 		ctx, cancel := context.WithTimeout(e.ctx, 50*time.Millisecond)
-		tx, err := e.s.BeginPush(ctx, "p")
+		tx, err := e.b.Log.BeginPush(ctx, "p")
 		cancel()
 		if err == nil {
 			_ = tx.Rollback(e.ctx)
@@ -138,7 +138,7 @@ var concurrencyTests = []test{
 		}
 		done := make(chan res, 1)
 		go func() {
-			tx2, err := e.s.BeginPush(e.ctx, "p")
+			tx2, err := e.b.Log.BeginPush(e.ctx, "p")
 			if err != nil {
 				done <- res{err: err}
 				return
@@ -160,7 +160,7 @@ var concurrencyTests = []test{
 		ctx, cancel := context.WithCancel(e.ctx)
 		done := make(chan error, 1)
 		go func() {
-			tx, err := e.s.BeginPush(ctx, "p")
+			tx, err := e.b.Log.BeginPush(ctx, "p")
 			if err == nil {
 				_ = tx.Rollback(e.ctx)
 				err = errors.New("BeginPush succeeded while the partition was held")

@@ -5,10 +5,7 @@ import "github.com/synclane/synclane/storage"
 // testDeadLetters: RedriveReaction and DeleteDeadReaction act on
 // dead-lettered reactions only.
 func testDeadLetters(e *env) {
-	dl, ok := e.s.(storage.DeadLetters)
-	if !ok {
-		e.t.Fatalf("%T does not implement storage.DeadLetters", e.s)
-	}
+	dl := e.reactions()
 	e.push("p", func(tx storage.PushTx) {
 		if err := e.putReactions(tx, reaction("a", 1), reaction("b", 1), reaction("c", 1)); err != nil {
 			e.t.Fatal(err)

@@ -10,9 +10,12 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-// encodeRowsTests check storage.RowEncoder, which is optional: EncodeRows
-// builds byte for byte the segment that VisitRows plus AddRow build, with
-// the same count, last row id and "more" answer, for every column type.
+// encodeRowsTests check storage.RowEncoder: EncodeRows builds byte for
+// byte the segment that VisitRows plus AddRow build, with the same count,
+// last row id and "more" answer, for every column type. They run on the
+// backend's optional RowEncoder fast path (group EncodeRows) and on
+// storage.VisitEncoder over its Rows role (group VisitEncoder), which is
+// what the engine encodes with when the fast path is nil.
 var encodeRowsTests = []test{
 	{name: "SameSegmentAsVisitRows", fn: func(e *env) {
 		enc := e.encoder()
@@ -77,15 +80,14 @@ func (e *env) allTypesFixture() {
 // allTypesRows is how many rows of p1 partition p holds after allTypesFixture.
 var allTypesRows = len(rowIDs) + 3
 
-// encoder returns the store as a storage.RowEncoder, or skips: the
-// interface is optional.
+// encoder returns the RowEncoder the EncodeRows cases check: the
+// backend's RowEncoder fast path, or storage.VisitEncoder on its Rows role
+// for the VisitEncoder group (env.visitEncoder).
 func (e *env) encoder() storage.RowEncoder {
-	e.t.Helper()
-	enc, ok := e.s.(storage.RowEncoder)
-	if !ok {
-		e.t.Skipf("%T does not implement the optional storage.RowEncoder", e.s)
+	if e.visitEncoder {
+		return storage.VisitEncoder{Rows: e.b.Rows}
 	}
-	return enc
+	return e.b.RowEncoder
 }
 
 // visitEncoded is EncodeRows' reference: VisitRows plus AddRow.

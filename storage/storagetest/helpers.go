@@ -30,7 +30,7 @@ func note(id, project, body string) ssp2.Row { return ssp2.Row{id, project, body
 // begin opens a PushTx or fails the test.
 func (e *env) begin(partition string) storage.PushTx {
 	e.t.Helper()
-	tx, err := e.s.BeginPush(e.ctx, partition)
+	tx, err := e.b.Log.BeginPush(e.ctx, partition)
 	if err != nil {
 		e.t.Fatalf("BeginPush(%q): %v", partition, err)
 	}
@@ -107,7 +107,7 @@ func (e *env) committedRow(partition string, t *schema.Table, id string) *storag
 
 func (e *env) readPartition(partition string) storage.PartitionInfo {
 	e.t.Helper()
-	p, err := e.s.ReadPartition(e.ctx, partition)
+	p, err := e.b.Log.ReadPartition(e.ctx, partition)
 	if err != nil {
 		e.t.Fatalf("ReadPartition(%q): %v", partition, err)
 	}
@@ -116,7 +116,7 @@ func (e *env) readPartition(partition string) storage.PartitionInfo {
 
 func (e *env) touch(partition string) storage.PartitionInfo {
 	e.t.Helper()
-	p, err := e.s.TouchPartition(e.ctx, partition, 1000)
+	p, err := e.b.Log.TouchPartition(e.ctx, partition, 1000)
 	if err != nil {
 		e.t.Fatalf("TouchPartition(%q): %v", partition, err)
 	}
@@ -125,7 +125,7 @@ func (e *env) touch(partition string) storage.PartitionInfo {
 
 func (e *env) scanChanges(partition string, q storage.ChangeQuery) storage.ChangeScan {
 	e.t.Helper()
-	r, err := e.s.ScanChanges(e.ctx, partition, q)
+	r, err := e.b.Log.ScanChanges(e.ctx, partition, q)
 	if err != nil {
 		e.t.Fatalf("ScanChanges(%q, %+v): %v", partition, q, err)
 	}
@@ -134,7 +134,7 @@ func (e *env) scanChanges(partition string, q storage.ChangeQuery) storage.Chang
 
 func (e *env) scanRows(partition string, q storage.RowQuery) []storage.RowRecord {
 	e.t.Helper()
-	r, err := e.s.ScanRows(e.ctx, partition, q)
+	r, err := e.b.Rows.ScanRows(e.ctx, partition, q)
 	if err != nil {
 		e.t.Fatalf("ScanRows(%q): %v", partition, err)
 	}

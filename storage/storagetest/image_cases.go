@@ -19,10 +19,7 @@ import (
 // ScanRows holds, for every column type.
 var imageCopyTests = []test{
 	{name: "SameImageAsScanRows", fn: func(e *env) {
-		cp, ok := e.s.(storage.ImageCopier)
-		if !ok {
-			e.t.Skipf("%T does not implement the optional storage.ImageCopier", e.s)
-		}
+		cp := e.b.ImageCopier
 		e.allTypesFixture()
 		for _, c := range []struct {
 			name string
@@ -37,7 +34,7 @@ var imageCopyTests = []test{
 			scanned, n1, err := sqliteimage.Build(e.ctx, c.q.Table, 1, 9, "d", func(ctx context.Context, after *string, limit int) ([]storage.RowRecord, error) {
 				q := c.q
 				q.AfterRowID, q.Limit = after, limit
-				return e.s.ScanRows(ctx, c.part, q)
+				return e.b.Rows.ScanRows(ctx, c.part, q)
 			})
 			if err != nil {
 				e.t.Fatalf("%s: image from ScanRows: %v", c.name, err)

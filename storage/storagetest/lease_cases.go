@@ -34,7 +34,7 @@ func (e *env) wantLease(what string, got *storage.LeaseRecord, err error, want *
 
 func (e *env) swapLease(what, partition string, rec storage.LeaseRecord, prev []byte, want bool) {
 	e.t.Helper()
-	ok, err := e.s.SwapLease(e.ctx, partition, rec, prev)
+	ok, err := e.b.Leases.SwapLease(e.ctx, partition, rec, prev)
 	if err != nil || ok != want {
 		e.t.Fatalf("%s: SwapLease = %v, %v; want %v", what, ok, err, want)
 	}
@@ -42,42 +42,42 @@ func (e *env) swapLease(what, partition string, rec storage.LeaseRecord, prev []
 
 var leaseTests = []test{
 	{name: "SwapGetFind", fn: func(e *env) {
-		g, err := e.s.GetLease(e.ctx, "p", "c1")
+		g, err := e.b.Leases.GetLease(e.ctx, "p", "c1")
 		e.wantLease("absent", g, err, nil)
 		a := leaseRec("c1", "L1", "actor😀", 1_700_000_900_000, "mac-a")
 		e.swapLease("insert", "p", a, nil, true)
 		e.swapLease("second insert", "p", leaseRec("c1", "L9", "x", 1, "mac-x"), nil, false)
-		g, err = e.s.GetLease(e.ctx, "p", "c1")
+		g, err = e.b.Leases.GetLease(e.ctx, "p", "c1")
 		e.wantLease("stored", g, err, &a)
-		g, err = e.s.FindLease(e.ctx, "p", "L1")
+		g, err = e.b.Leases.FindLease(e.ctx, "p", "L1")
 		e.wantLease("by id", g, err, &a)
-		g, err = e.s.FindLease(e.ctx, "p", "L2")
+		g, err = e.b.Leases.FindLease(e.ctx, "p", "L2")
 		e.wantLease("unknown id", g, err, nil)
-		g, err = e.s.GetLease(e.ctx, "q", "c1")
+		g, err = e.b.Leases.GetLease(e.ctx, "q", "c1")
 		e.wantLease("other partition", g, err, nil)
-		g, err = e.s.FindLease(e.ctx, "q", "L1")
+		g, err = e.b.Leases.FindLease(e.ctx, "q", "L1")
 		e.wantLease("other partition by id", g, err, nil)
 
 		b := a
 		b.ExpiresAtMs, b.AllowedScopes, b.MAC = a.ExpiresAtMs+60_000, []byte(`{}`), []byte("mac-b")
 		e.swapLease("stale prev", "p", b, []byte("mac-zz"), false)
-		g, err = e.s.GetLease(e.ctx, "p", "c1")
+		g, err = e.b.Leases.GetLease(e.ctx, "p", "c1")
 		e.wantLease("after a refused swap", g, err, &a)
 		e.swapLease("slide", "p", b, a.MAC, true)
-		g, err = e.s.GetLease(e.ctx, "p", "c1")
+		g, err = e.b.Leases.GetLease(e.ctx, "p", "c1")
 		e.wantLease("slid", g, err, &b)
 
 		c := leaseRec("c1", "L2", "actor2", 5, "mac-c")
 		c.RevokedAtMs = 42
 		e.swapLease("replace with a new id", "p", c, b.MAC, true)
-		g, err = e.s.FindLease(e.ctx, "p", "L1")
+		g, err = e.b.Leases.FindLease(e.ctx, "p", "L1")
 		e.wantLease("old id gone", g, err, nil)
-		g, err = e.s.FindLease(e.ctx, "p", "L2")
+		g, err = e.b.Leases.FindLease(e.ctx, "p", "L2")
 		e.wantLease("new id", g, err, &c)
 
 		d := leaseRec("c2", "L3", "a", 7, "mac-d")
 		e.swapLease("second client", "p", d, nil, true)
-		g, err = e.s.GetLease(e.ctx, "p", "c1")
+		g, err = e.b.Leases.GetLease(e.ctx, "p", "c1")
 		e.wantLease("first client untouched", g, err, &c)
 	}},
 	{name: "Unstorable", fn: func(e *env) {
@@ -93,12 +93,12 @@ var leaseTests = []test{
 			rec       storage.LeaseRecord
 		}{{"scopes too large", "p", big}, {"empty MAC", "p", noMAC}, {"MAC too long", "p", longMAC}, {"empty lease id", "p", noID},
 			{"NUL in clientId", "p", badClient}, {"empty partition", "", leaseRec("c1", "L1", "a", 1, "m")}} {
-			ok, err := e.s.SwapLease(e.ctx, tc.partition, tc.rec, nil)
+			ok, err := e.b.Leases.SwapLease(e.ctx, tc.partition, tc.rec, nil)
 			if ok {
 				e.t.Fatalf("%s: stored", tc.name)
 			}
 			wantErrIs(e, tc.name, err, storage.ErrUnstorable)
-			g, err := e.s.GetLease(e.ctx, tc.partition, tc.rec.ClientID)
+			g, err := e.b.Leases.GetLease(e.ctx, tc.partition, tc.rec.ClientID)
 			e.wantLease(tc.name+": nothing stored", g, err, nil)
 		}
 	}},
@@ -106,10 +106,10 @@ var leaseTests = []test{
 		e.touch("p")
 		a := leaseRec("c1", "L1", "a", 9, "mac-a")
 		e.swapLease("insert", "p", a, nil, true)
-		if _, err := e.s.RotateLogEpoch(e.ctx, "p", 10); err != nil {
+		if _, err := e.b.Log.RotateLogEpoch(e.ctx, "p", 10); err != nil {
 			e.t.Fatal(err)
 		}
-		g, err := e.s.GetLease(e.ctx, "p", "c1")
+		g, err := e.b.Leases.GetLease(e.ctx, "p", "c1")
 		e.wantLease("after rotation", g, err, &a)
 	}},
 	{name: "ConcurrentSwapOneWins", fn: func(e *env) {
@@ -125,7 +125,7 @@ var leaseTests = []test{
 				defer wg.Done()
 				next := a
 				next.ExpiresAtMs, next.MAC = int64(100+i), []byte{'m', byte('0' + i)}
-				ok, err := e.s.SwapLease(e.ctx, "p", next, a.MAC)
+				ok, err := e.b.Leases.SwapLease(e.ctx, "p", next, a.MAC)
 				if err != nil {
 					errs <- err
 				}
@@ -142,7 +142,7 @@ var leaseTests = []test{
 		if wins.Load() != 1 {
 			e.t.Fatalf("%d swaps from one previous MAC won, want exactly 1", wins.Load())
 		}
-		g, err := e.s.GetLease(e.ctx, "p", "c1")
+		g, err := e.b.Leases.GetLease(e.ctx, "p", "c1")
 		if err != nil || g == nil || g.ExpiresAtMs < 100 || !bytes.Equal(g.MAC, []byte{'m', byte('0' + g.ExpiresAtMs - 100)}) {
 			e.t.Fatalf("stored lease %+v (%v) is not one winner's whole record", g, err)
 		}

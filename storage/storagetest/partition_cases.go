@@ -51,7 +51,7 @@ var partitionTests = []test{
 				e.t.Fatal(err)
 			}
 		})
-		if err := e.s.PutClient(e.ctx, "p", storage.ClientRecord{ClientID: "c", ActorID: "a"}); err != nil {
+		if err := e.b.Clients.PutClient(e.ctx, "p", storage.ClientRecord{ClientID: "c", ActorID: "a"}); err != nil {
 			e.t.Fatal(err)
 		}
 		e.touch("q")
@@ -68,10 +68,10 @@ var partitionTests = []test{
 		if got := e.scanRows("q", storage.RowQuery{Table: e.items, Scopes: all, Limit: 10}); len(got) != 0 {
 			e.t.Fatalf("q sees p's rows: %+v", got)
 		}
-		if rec, err := e.s.LookupIdempotency(e.ctx, "q", "c", "k"); err != nil || rec != nil {
+		if rec, err := e.b.Log.LookupIdempotency(e.ctx, "q", "c", "k"); err != nil || rec != nil {
 			e.t.Fatalf("q sees p's idempotency: %+v %v", rec, err)
 		}
-		if rec, err := e.s.GetClient(e.ctx, "q", "c"); err != nil || rec != nil {
+		if rec, err := e.b.Clients.GetClient(e.ctx, "q", "c"); err != nil || rec != nil {
 			e.t.Fatalf("q sees p's client: %+v %v", rec, err)
 		}
 		// q has its own seq space and its own row under the same id.
@@ -84,10 +84,10 @@ var partitionTests = []test{
 		e.wantRow("p row untouched", e.committedRow("p", e.items, "r"), storage.RowRecord{RowID: "r", Version: 1, Values: item("r", "p1", 1)})
 		e.wantRow("q row", e.committedRow("q", e.items, "r"), storage.RowRecord{RowID: "r", Version: 7, Values: item("r", "p9", 9)})
 		// RotateLogEpoch of q leaves p alone.
-		if _, err := e.s.RotateLogEpoch(e.ctx, "q", 5); err != nil {
+		if _, err := e.b.Log.RotateLogEpoch(e.ctx, "q", 5); err != nil {
 			e.t.Fatal(err)
 		}
-		if rec, err := e.s.GetClient(e.ctx, "p", "c"); err != nil || rec == nil {
+		if rec, err := e.b.Clients.GetClient(e.ctx, "p", "c"); err != nil || rec == nil {
 			e.t.Fatalf("rotating q deleted p's client: %+v %v", rec, err)
 		}
 		if p := e.readPartition("p"); p.EpochRequired {
@@ -101,11 +101,11 @@ var partitionTests = []test{
 			e.appendNext(tx, upsert("items", "r", 1, sc("project", "p1", "owner", "1")))
 		})
 		for _, c := range []string{"c1", "c2"} {
-			if err := e.s.PutClient(e.ctx, "p", storage.ClientRecord{ClientID: c, Cursor: 1}); err != nil {
+			if err := e.b.Clients.PutClient(e.ctx, "p", storage.ClientRecord{ClientID: c, Cursor: 1}); err != nil {
 				e.t.Fatal(err)
 			}
 		}
-		ep, err := e.s.RotateLogEpoch(e.ctx, "p", 2000)
+		ep, err := e.b.Log.RotateLogEpoch(e.ctx, "p", 2000)
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -120,19 +120,19 @@ var partitionTests = []test{
 			e.t.Fatalf("TouchPartition after rotate = %+v, want %+v", t2, after)
 		}
 		for _, c := range []string{"c1", "c2"} {
-			if rec, err := e.s.GetClient(e.ctx, "p", c); err != nil || rec != nil {
+			if rec, err := e.b.Clients.GetClient(e.ctx, "p", c); err != nil || rec != nil {
 				e.t.Fatalf("client %s survived rotation: %+v %v", c, rec, err)
 			}
 		}
 		if r := e.committedRow("p", e.items, "r"); r == nil {
 			e.t.Fatal("rotation deleted a row")
 		}
-		ep2, err := e.s.RotateLogEpoch(e.ctx, "p", 3000)
+		ep2, err := e.b.Log.RotateLogEpoch(e.ctx, "p", 3000)
 		if err != nil || ep2 == ep || ep2 == "" {
 			e.t.Fatalf("second rotation = %q, %v (previous %q)", ep2, err, ep)
 		}
 		// Untouched partition: rotation creates it.
-		ep3, err := e.s.RotateLogEpoch(e.ctx, "fresh", 1)
+		ep3, err := e.b.Log.RotateLogEpoch(e.ctx, "fresh", 1)
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -145,7 +145,7 @@ var partitionTests = []test{
 		tx := e.begin("p")
 		ctx, cancel := context.WithTimeout(e.ctx, 50*time.Millisecond)
 		defer cancel()
-		if _, err := e.s.RotateLogEpoch(ctx, "p", 1); err == nil {
+		if _, err := e.b.Log.RotateLogEpoch(ctx, "p", 1); err == nil {
 			e.t.Fatal("RotateLogEpoch succeeded while a PushTx held the partition")
 		}
 		if err := tx.Rollback(e.ctx); err != nil {
@@ -154,7 +154,7 @@ var partitionTests = []test{
 		if p := e.readPartition("p"); p.LogEpoch != before.LogEpoch || p.EpochRequired {
 			e.t.Fatalf("failed rotation changed the partition: %+v", p)
 		}
-		if _, err := e.s.RotateLogEpoch(e.ctx, "p", 1); err != nil {
+		if _, err := e.b.Log.RotateLogEpoch(e.ctx, "p", 1); err != nil {
 			e.t.Fatalf("RotateLogEpoch after the lock was released: %v", err)
 		}
 	}},

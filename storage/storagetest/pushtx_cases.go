@@ -145,10 +145,10 @@ var pushTxTests = []test{
 			cc(1, upsert("items", "keep", 1, sc("project", "p1", "owner", "1"))),
 			cc(2, upsert("items", "a", 1, sc("project", "p1", "owner", "1"))),
 			cc(3, upsert("items", "c1", 1, sc("project", "p1", "owner", "1"))))
-		if rec, _ := e.s.LookupIdempotency(e.ctx, "p", "c", "A"); rec == nil || rec.CommitSeq != 2 {
+		if rec, _ := e.b.Log.LookupIdempotency(e.ctx, "p", "c", "A"); rec == nil || rec.CommitSeq != 2 {
 			e.t.Fatalf("idempotency A = %+v", rec)
 		}
-		if rec, _ := e.s.LookupIdempotency(e.ctx, "p", "c", "B"); rec != nil {
+		if rec, _ := e.b.Log.LookupIdempotency(e.ctx, "p", "c", "B"); rec != nil {
 			e.t.Fatalf("idempotency B = %+v", rec)
 		}
 	}},
@@ -192,12 +192,12 @@ var pushTxTests = []test{
 		}
 		for _, k := range []int{2, 64, 65, 128, n} {
 			key := "k" + strconv.Itoa(k)
-			r, err := e.s.LookupIdempotency(e.ctx, "p", "c", key)
+			r, err := e.b.Log.LookupIdempotency(e.ctx, "p", "c", key)
 			e.wantIdem("store lookup "+key, r, err, ptr(idem(key, int64(k))))
 		}
-		r, err = e.s.LookupIdempotency(e.ctx, "p", "c", "k1")
+		r, err = e.b.Log.LookupIdempotency(e.ctx, "p", "c", "k1")
 		e.wantIdem("store lookup of the replaced key", r, err, ptr(idem("k1", 99)))
-		r, err = e.s.LookupIdempotency(e.ctx, "p", "c", "k-undone")
+		r, err = e.b.Log.LookupIdempotency(e.ctx, "p", "c", "k-undone")
 		e.wantIdem("store lookup of a rolled-back key", r, err, nil)
 	}},
 	{name: "Rollback", fn: func(e *env) {
@@ -220,7 +220,7 @@ var pushTxTests = []test{
 		if r := e.committedRow("p", e.items, "r"); r != nil {
 			e.t.Fatalf("row after Rollback: %+v", r)
 		}
-		if rec, err := e.s.LookupIdempotency(e.ctx, "p", "c", "k"); err != nil || rec != nil {
+		if rec, err := e.b.Log.LookupIdempotency(e.ctx, "p", "c", "k"); err != nil || rec != nil {
 			e.t.Fatalf("idempotency after Rollback: %+v %v", rec, err)
 		}
 		got := e.scanChanges("p", storage.ChangeQuery{Table: "items", Scopes: map[string][]string{"project": {"p1"}}, UpToSeq: 10, LimitChanges: 10})

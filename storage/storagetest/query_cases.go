@@ -17,11 +17,7 @@ import (
 // asserting that the error is exactly that.
 func (e *env) runQuery(partition string, q storage.Query) (storage.QueryResult, error, bool) {
 	e.t.Helper()
-	qr, ok := e.s.(storage.Querier)
-	if !ok {
-		e.t.Fatalf("%T does not implement storage.Querier", e.s)
-	}
-	res, err := qr.Query(e.ctx, partition, e.sch.Version, q, func(storage.ServeGate) error { return nil })
+	res, err := e.b.Queries.Query(e.ctx, partition, e.sch.Version, q, func(storage.ServeGate) error { return nil })
 	if errors.Is(err, storage.ErrQueryUnsupported) {
 		if res.Rows != nil || res.MaxCommitSeq != 0 {
 			e.t.Fatalf("unsupported Query returned a result: %+v", res)
@@ -146,7 +142,7 @@ var queryTests = []test{
 	}},
 	{name: "GateCheckedInTheSnapshot", fn: func(e *env) {
 		e.seedQueryRows()
-		qr := e.s.(storage.Querier)
+		qr := e.b.Queries
 		refused := errors.New("refused")
 		var seen storage.ServeGate
 		res, err := qr.Query(e.ctx, "p1", e.sch.Version, storage.Query{MaxRows: 1, Parts: []storage.QueryPart{txt("SELECT 1 AS one")}},

@@ -8,23 +8,14 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-func (e *env) reactions() storage.Reactions {
-	e.t.Helper()
-	r, ok := e.s.(storage.Reactions)
-	if !ok {
-		e.t.Fatalf("%T does not implement storage.Reactions", e.s)
-	}
-	return r
-}
+// reactions returns the backend's Reactions role (the Reactions cases
+// run only on a backend that has it).
+func (e *env) reactions() storage.Reactions { return e.b.Reactions }
 
-// putReactions stores rs in tx through storage.ReactionTx.
+// putReactions stores rs in tx (storage.ReactionTx).
 func (e *env) putReactions(tx storage.PushTx, rs ...storage.NewReaction) error {
 	e.t.Helper()
-	rt, ok := tx.(storage.ReactionTx)
-	if !ok {
-		e.t.Fatalf("%T does not implement storage.ReactionTx", tx)
-	}
-	return rt.PutReactions(e.ctx, rs)
+	return tx.PutReactions(e.ctx, rs)
 }
 
 func reaction(name string, seq int64) storage.NewReaction {

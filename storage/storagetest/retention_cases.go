@@ -57,7 +57,7 @@ func (e *env) rejectAt(partition, key string) {
 
 func (e *env) prune(partition string, through int64, maxCommits int) storage.PruneResult {
 	e.t.Helper()
-	r, err := e.s.PruneBatch(e.ctx, partition, through, maxCommits)
+	r, err := e.b.Retention.PruneBatch(e.ctx, partition, through, maxCommits)
 	if err != nil {
 		e.t.Fatalf("PruneBatch(%q, %d, %d): %v", partition, through, maxCommits, err)
 	}
@@ -66,7 +66,7 @@ func (e *env) prune(partition string, through int64, maxCommits int) storage.Pru
 
 func (e *env) hasIdem(partition, key string) bool {
 	e.t.Helper()
-	r, err := e.s.LookupIdempotency(e.ctx, partition, "w", key)
+	r, err := e.b.Log.LookupIdempotency(e.ctx, partition, "w", key)
 	if err != nil {
 		e.t.Fatalf("LookupIdempotency(%s): %v", key, err)
 	}
@@ -98,7 +98,7 @@ func (e *env) wantLogFrom(partition string, from, maxSeq int64) {
 
 func (e *env) plan(partition string, p storage.RetentionPolicy, nowMs int64) storage.RetentionPlan {
 	e.t.Helper()
-	pl, err := storage.PlanRetention(e.ctx, e.s, partition, p, nowMs)
+	pl, err := storage.PlanRetention(e.ctx, e.b.Retention, partition, p, nowMs)
 	if err != nil {
 		e.t.Fatalf("PlanRetention(%+v): %v", p, err)
 	}
@@ -162,7 +162,7 @@ var retentionTests = []test{
 		if info.HorizonSeq != 7 || info.MaxCommitSeq != 10 {
 			e.t.Fatalf("registry after pruning: %+v", info)
 		}
-		g, err := e.s.ReadServeGate(e.ctx, "p", e.sch.Version)
+		g, err := e.b.Checkpoints.ReadServeGate(e.ctx, "p", e.sch.Version)
 		if err != nil || g.HorizonSeq != 7 {
 			e.t.Fatalf("ReadServeGate horizon = %d (%v), want 7", g.HorizonSeq, err)
 		}
@@ -178,7 +178,7 @@ var retentionTests = []test{
 		e.wantLogFrom("p", 10, seq)
 	}},
 	{name: "ListPartitions", fn: func(e *env) {
-		got, err := e.s.ListPartitions(e.ctx)
+		got, err := e.b.Retention.ListPartitions(e.ctx)
 		if err != nil || len(got) != 0 {
 			e.t.Fatalf("ListPartitions of an empty store: %v, %v", got, err)
 		}
@@ -186,7 +186,7 @@ var retentionTests = []test{
 		e.logCommit("b", base)
 		e.touch("a")
 		e.prune("b", 1, 10)
-		got, err = e.s.ListPartitions(e.ctx)
+		got, err = e.b.Retention.ListPartitions(e.ctx)
 		if err != nil || len(got) != 2 || got[0].Partition != "a" || got[1].Partition != "b" ||
 			got[1].MaxCommitSeq != 2 || got[1].HorizonSeq != 1 || !got[0].Exists || got[0].LogEpoch == "" {
 			e.t.Fatalf("ListPartitions: %+v, %v", got, err)
@@ -199,12 +199,12 @@ var retentionTests = []test{
 		for _, c := range []struct{ after, upTo, createdAfter, want int64 }{
 			{0, 5, 15, 2}, {2, 5, 15, 3}, {0, 5, 40, 0}, {0, 1, 15, 0}, {3, 5, 25, 5}, {0, 5, 0, 1},
 		} {
-			got, err := e.s.FirstCommitAfter(e.ctx, "p", c.after, c.upTo, c.createdAfter)
+			got, err := e.b.Retention.FirstCommitAfter(e.ctx, "p", c.after, c.upTo, c.createdAfter)
 			if err != nil || got != c.want {
 				e.t.Fatalf("FirstCommitAfter(%d, %d, %d) = %d, %v; want %d", c.after, c.upTo, c.createdAfter, got, err, c.want)
 			}
 		}
-		if got, err := e.s.FirstCommitAfter(e.ctx, "never", 0, 5, 0); err != nil || got != 0 {
+		if got, err := e.b.Retention.FirstCommitAfter(e.ctx, "never", 0, 5, 0); err != nil || got != 0 {
 			e.t.Fatalf("never-created partition: %d, %v", got, err)
 		}
 	}},
@@ -224,7 +224,7 @@ var retentionTests = []test{
 		}
 		// Clients: an active one at 3 binds; one seen too long ago, one
 		// without a cursor and one active above it do not.
-		if err := e.s.PutClient(e.ctx, "p",
+		if err := e.b.Clients.PutClient(e.ctx, "p",
 			storage.ClientRecord{ClientID: "active", ActorID: "a", Cursor: 3, UpdatedAtMs: now - 10},
 			storage.ClientRecord{ClientID: "ahead", ActorID: "a", Cursor: 8, UpdatedAtMs: now - 10},
 			storage.ClientRecord{ClientID: "gone", ActorID: "a", Cursor: 1, UpdatedAtMs: now - 200_000},
@@ -247,7 +247,7 @@ var retentionTests = []test{
 		wantPlan(e, "age force, newest kept", e.plan("p", storage.RetentionPolicy{ActiveWindowMs: 100_000, AgeForceMs: 0, MinRetainedCommits: 5}, now), 5, storage.BindingMinRetained)
 		wantPlan(e, "age below the floor", e.plan("p", storage.RetentionPolicy{ActiveWindowMs: 100_000, AgeForceMs: 998}, now), 3, storage.BindingActiveClient)
 		// A pending checkpoint holds the horizon at its watermark (0).
-		if _, err := e.s.DeclareCheckpoint(e.ctx, storage.CheckpointDeclaration{Partition: "p", Name: "cp", SchemaVersion: e.sch.Version}, now); err != nil {
+		if _, err := e.b.Checkpoints.DeclareCheckpoint(e.ctx, storage.CheckpointDeclaration{Partition: "p", Name: "cp", SchemaVersion: e.sch.Version}, now); err != nil {
 			e.t.Fatal(err)
 		}
 		pl = e.plan("p", loose, now)
@@ -262,21 +262,21 @@ var retentionTests = []test{
 		if pl.Target != 5 || pl.Prunable() {
 			e.t.Fatalf("floor below the horizon: %+v, want target 5 (nothing to prune)", pl)
 		}
-		if _, err := storage.PlanRetention(e.ctx, e.s, "p", storage.RetentionPolicy{MinRetainedCommits: -1}, now); err == nil {
+		if _, err := storage.PlanRetention(e.ctx, e.b.Retention, "p", storage.RetentionPolicy{MinRetainedCommits: -1}, now); err == nil {
 			e.t.Fatal("a negative limit was accepted")
 		}
 	}},
 	{name: "MaintenanceLockOneHolder", fn: func(e *env) {
-		unlock, ok, err := e.s.TryLockMaintenance(e.ctx)
+		unlock, ok, err := e.b.Retention.TryLockMaintenance(e.ctx)
 		if err != nil || !ok {
 			e.t.Fatalf("first TryLockMaintenance: ok=%v err=%v", ok, err)
 		}
-		if _, ok2, err := e.s.TryLockMaintenance(e.ctx); err != nil || ok2 {
+		if _, ok2, err := e.b.Retention.TryLockMaintenance(e.ctx); err != nil || ok2 {
 			e.t.Fatalf("second TryLockMaintenance while held: ok=%v err=%v, want not acquired (not re-entrant)", ok2, err)
 		}
 		unlock()
 		unlock() // a second call is harmless
-		unlock2, ok, err := e.s.TryLockMaintenance(e.ctx)
+		unlock2, ok, err := e.b.Retention.TryLockMaintenance(e.ctx)
 		if err != nil || !ok {
 			e.t.Fatalf("TryLockMaintenance after unlock: ok=%v err=%v", ok, err)
 		}
@@ -284,22 +284,22 @@ var retentionTests = []test{
 	}},
 	{name: "MaintenanceLockAcrossHandles", shared: true, fn: func(e *env) {
 		other := e.share()
-		if err := other.EnsureSchema(e.ctx, e.sch); err != nil {
+		if err := other.Lifecycle.EnsureSchema(e.ctx, e.sch); err != nil {
 			e.t.Fatal(err)
 		}
-		unlock, ok, err := e.s.TryLockMaintenance(e.ctx)
+		unlock, ok, err := e.b.Retention.TryLockMaintenance(e.ctx)
 		if err != nil || !ok {
 			e.t.Fatalf("handle 1: ok=%v err=%v", ok, err)
 		}
-		if _, ok, err := other.TryLockMaintenance(e.ctx); err != nil || ok {
+		if _, ok, err := other.Retention.TryLockMaintenance(e.ctx); err != nil || ok {
 			e.t.Fatalf("handle 2 while handle 1 holds the lock: ok=%v err=%v, want not acquired", ok, err)
 		}
 		unlock()
-		unlock2, ok, err := other.TryLockMaintenance(e.ctx)
+		unlock2, ok, err := other.Retention.TryLockMaintenance(e.ctx)
 		if err != nil || !ok {
 			e.t.Fatalf("handle 2 after handle 1 unlocked: ok=%v err=%v", ok, err)
 		}
-		if _, ok, err := e.s.TryLockMaintenance(e.ctx); err != nil || ok {
+		if _, ok, err := e.b.Retention.TryLockMaintenance(e.ctx); err != nil || ok {
 			e.t.Fatalf("handle 1 while handle 2 holds the lock: ok=%v err=%v", ok, err)
 		}
 		unlock2()
@@ -349,7 +349,7 @@ var retentionTests = []test{
 					return
 				default:
 				}
-				res, err := e.s.PruneBatch(e.ctx, "p", pushed.Load()-5, 7)
+				res, err := e.b.Retention.PruneBatch(e.ctx, "p", pushed.Load()-5, 7)
 				if err != nil {
 					errs <- fmt.Errorf("PruneBatch: %w", err)
 					return
@@ -393,8 +393,8 @@ var retentionTests = []test{
 			}
 		}
 	}},
-	{name: "SnapshotRestore", fn: func(e *env) {
-		if _, err := e.s.RestorePartition(e.ctx, "p", 5); !errors.Is(err, storage.ErrNoSnapshot) {
+	{name: "SnapshotRestore", roles: []string{"Snapshots"}, fn: func(e *env) {
+		if _, err := e.b.Snapshots.RestorePartition(e.ctx, "p", 5); !errors.Is(err, storage.ErrNoSnapshot) {
 			e.t.Fatalf("restore without a capture: %v, want ErrNoSnapshot", err)
 		}
 		e.push("p", func(tx storage.PushTx) { e.put(tx, e.items, 1, item("a", "p1", 7)) })
@@ -402,11 +402,11 @@ var retentionTests = []test{
 		e.logCommit("p", base)
 		e.logCommit("other", base)
 		e.prune("p", 1, 10)
-		if err := e.s.PutClient(e.ctx, "p", storage.ClientRecord{ClientID: "c", ActorID: "a", Cursor: 2, UpdatedAtMs: 1}); err != nil {
+		if err := e.b.Clients.PutClient(e.ctx, "p", storage.ClientRecord{ClientID: "c", ActorID: "a", Cursor: 2, UpdatedAtMs: 1}); err != nil {
 			e.t.Fatal(err)
 		}
 		before := e.readPartition("p")
-		if err := e.s.CapturePartition(e.ctx, "p"); err != nil {
+		if err := e.b.Snapshots.CapturePartition(e.ctx, "p"); err != nil {
 			e.t.Fatalf("CapturePartition: %v", err)
 		}
 		// Later writes: a new row, a changed row, more commits, a prune.
@@ -418,7 +418,7 @@ var retentionTests = []test{
 		e.logCommit("p", base)
 		e.prune("p", 3, 10)
 		e.logCommit("other", base)
-		ep, err := e.s.RestorePartition(e.ctx, "p", 99)
+		ep, err := e.b.Snapshots.RestorePartition(e.ctx, "p", 99)
 		if err != nil {
 			e.t.Fatalf("RestorePartition: %v", err)
 		}
@@ -436,7 +436,7 @@ var retentionTests = []test{
 			e.t.Fatalf("rows after restore: %d, want 1", len(rows))
 		}
 		e.wantRow("row after restore", &rows[0], storage.RowRecord{RowID: "a", Version: 1, Values: item("a", "p1", 7)})
-		if c, err := e.s.GetClient(e.ctx, "p", "c"); err != nil || c != nil {
+		if c, err := e.b.Clients.GetClient(e.ctx, "p", "c"); err != nil || c != nil {
 			e.t.Fatalf("client records after restore: %+v, %v; want deleted by the rotation", c, err)
 		}
 		if o := e.readPartition("other"); o.MaxCommitSeq != 2 {
@@ -447,7 +447,7 @@ var retentionTests = []test{
 			e.t.Fatalf("first commit after restore: seq %d, want %d", seq, before.MaxCommitSeq+1)
 		}
 		// A second restore returns to the same capture.
-		if _, err := e.s.RestorePartition(e.ctx, "p", 100); err != nil {
+		if _, err := e.b.Snapshots.RestorePartition(e.ctx, "p", 100); err != nil {
 			e.t.Fatal(err)
 		}
 		e.wantLogFrom("p", 1, 2)
@@ -457,7 +457,7 @@ var retentionTests = []test{
 // tryLogCommit is logCommit returning errors instead of failing (for
 // goroutines).
 func (e *env) tryLogCommit(partition string) error {
-	tx, err := e.s.BeginPush(e.ctx, partition)
+	tx, err := e.b.Log.BeginPush(e.ctx, partition)
 	if err != nil {
 		return err
 	}
@@ -483,7 +483,7 @@ func (e *env) tryLogCommit(partition string) error {
 // horizon read after the scan is still at or below the cursor, requires
 // every commit of the window.
 func (e *env) checkScanNoGap(partition string, r int) error {
-	info, err := e.s.ReadPartition(e.ctx, partition)
+	info, err := e.b.Log.ReadPartition(e.ctx, partition)
 	if err != nil {
 		return err
 	}
@@ -491,11 +491,11 @@ func (e *env) checkScanNoGap(partition string, r int) error {
 	if after >= info.MaxCommitSeq {
 		return nil
 	}
-	scan, err := e.s.ScanChanges(e.ctx, partition, storage.ChangeQuery{Table: "items", Scopes: map[string][]string{"owner": {"7"}}, AfterSeq: after, UpToSeq: info.MaxCommitSeq})
+	scan, err := e.b.Log.ScanChanges(e.ctx, partition, storage.ChangeQuery{Table: "items", Scopes: map[string][]string{"owner": {"7"}}, AfterSeq: after, UpToSeq: info.MaxCommitSeq})
 	if err != nil {
 		return fmt.Errorf("ScanChanges: %w", err)
 	}
-	g, err := e.s.ReadServeGate(e.ctx, partition, e.sch.Version)
+	g, err := e.b.Checkpoints.ReadServeGate(e.ctx, partition, e.sch.Version)
 	if err != nil {
 		return err
 	}

@@ -35,14 +35,14 @@ type engEnv struct {
 
 func (e *env) engine(mut ...func(*engine.Config)) *engEnv {
 	e.t.Helper()
-	return e.engineOn(e.s, mut...)
+	return e.engineOn(e.b, mut...)
 }
 
-func (e *env) engineOn(st storage.Store, mut ...func(*engine.Config)) *engEnv {
+func (e *env) engineOn(st storage.Backend, mut ...func(*engine.Config)) *engEnv {
 	e.t.Helper()
 	x := &engEnv{env: e}
 	x.clock.Store(base)
-	cfg := engine.Config{Schema: e.sch, Store: st, Resolver: engine.AllowAll(e.sch),
+	cfg := engine.Config{Schema: e.sch, Backend: st, Resolver: engine.AllowAll(e.sch),
 		Now: func() time.Time { return time.UnixMilli(x.clock.Load()) }, IdleTimeout: -1,
 		Mergers: map[string]partition.Merger{yjs.CRDTType: yjs.Merger{}}} // items.c
 	for _, m := range mut {
@@ -353,8 +353,10 @@ var retentionEngineTests = []test{
 			c.push("c"+strconv.Itoa(i), c.note("n"+strconv.Itoa(i), "v"))
 		}
 		w.close()
-		st := &pruneDuringScan{Store: e.s}
-		x := e.engineOn(st) // a fresh actor: no log tail, pulls scan storage
+		st := &pruneDuringScan{Log: e.b.Log, retention: e.b.Retention}
+		wrapped := e.b
+		wrapped.Log = st
+		x := e.engineOn(wrapped) // a fresh actor: no log tail, pulls scan storage
 		defer x.close()
 		b := x.client("reader")
 		st.through.Store(6)
@@ -408,12 +410,12 @@ var retentionEngineTests = []test{
 					pruned.Add(r.Commits)
 					continue
 				}
-				info, err := x.s.ReadPartition(x.ctx, "p")
+				info, err := x.b.Log.ReadPartition(x.ctx, "p")
 				if err != nil {
 					errs <- err
 					return
 				}
-				r, err := x.s.PruneBatch(x.ctx, "p", info.MaxCommitSeq-5, 2)
+				r, err := x.b.Retention.PruneBatch(x.ctx, "p", info.MaxCommitSeq-5, 2)
 				if err != nil {
 					errs <- err
 					return
@@ -532,7 +534,7 @@ var retentionEngineTests = []test{
 			w.push("c"+strconv.Itoa(i), w.note("n"+strconv.Itoa(i%9), strconv.Itoa(i)))
 		}
 		// While one process holds the lock, the other's pass does nothing.
-		unlock, ok, err := e.s.TryLockMaintenance(e.ctx)
+		unlock, ok, err := e.b.Retention.TryLockMaintenance(e.ctx)
 		if err != nil || !ok {
 			e.t.Fatalf("TryLockMaintenance: %v %v", ok, err)
 		}
@@ -577,17 +579,18 @@ var retentionEngineTests = []test{
 // pruneDuringScan prunes through the armed seq right before the next
 // ScanChanges, as another process sharing the database could.
 type pruneDuringScan struct {
-	storage.Store
-	through atomic.Int64
+	storage.Log
+	retention storage.Retention
+	through   atomic.Int64
 }
 
 func (p *pruneDuringScan) ScanChanges(ctx context.Context, partition string, q storage.ChangeQuery) (storage.ChangeScan, error) {
 	if t := p.through.Swap(0); t > 0 {
-		if _, err := p.Store.PruneBatch(ctx, partition, t, 1000); err != nil {
+		if _, err := p.retention.PruneBatch(ctx, partition, t, 1000); err != nil {
 			return storage.ChangeScan{}, err
 		}
 	}
-	return p.Store.ScanChanges(ctx, partition, q)
+	return p.Log.ScanChanges(ctx, partition, q)
 }
 
 // syncReplica pulls once from cursor and applies the section to replica

@@ -129,7 +129,7 @@ var scanRowsTests = []test{
 			{"none matching", map[string][]string{"project": manyValues("zzz")}, 100, ""},
 		}
 		for _, c := range cases {
-			got, err := e.s.ScanRows(e.ctx, "p", storage.RowQuery{Table: e.items, Scopes: c.scopes, Limit: c.limit})
+			got, err := e.b.Rows.ScanRows(e.ctx, "p", storage.RowQuery{Table: e.items, Scopes: c.scopes, Limit: c.limit})
 			if err != nil {
 				e.t.Fatalf("%s: ScanRows: %v", c.name, err)
 			}

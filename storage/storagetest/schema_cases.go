@@ -7,9 +7,9 @@ import (
 
 var schemaTests = []test{
 	{name: "NotEnsured", raw: true, fn: func(e *env) {
-		_, err := e.s.TouchPartition(e.ctx, "p", 1)
+		_, err := e.b.Log.TouchPartition(e.ctx, "p", 1)
 		wantErrIs(e, "TouchPartition before EnsureSchema", err, storage.ErrSchemaNotEnsured)
-		_, err = e.s.BeginPush(e.ctx, "p")
+		_, err = e.b.Log.BeginPush(e.ctx, "p")
 		wantErrIs(e, "BeginPush before EnsureSchema", err, storage.ErrSchemaNotEnsured)
 	}},
 	{name: "Idempotent", fn: func(e *env) {
@@ -60,7 +60,7 @@ var schemaTests = []test{
 			e.t.Fatalf("ScanRows(tags) = %+v, want the one tag", rows)
 		}
 
-		err := e.s.EnsureSchema(e.ctx, MustParse(SchemaV1))
+		err := e.b.Lifecycle.EnsureSchema(e.ctx, MustParse(SchemaV1))
 		wantErrIs(e, "EnsureSchema(v1) after v2", err, storage.ErrSchemaNewer)
 	}},
 }

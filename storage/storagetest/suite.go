@@ -1,9 +1,14 @@
-// Package storagetest is the contract suite every storage.Store backend
-// passes. A backend's tests call Run with a constructor of fresh, empty
-// stores:
+// Package storagetest is the contract suite every storage backend
+// passes, organized by role (storage.Backend): each group of cases checks
+// one role, and runs on a backend only when the backend has that role;
+// the cases of a role the backend lacks are skipped, each by name. A
+// backend's tests call Run with the roles it is expected to have (exactly:
+// Run fails when the backend has another set, so a role cannot silently
+// disappear) and a constructor of fresh, empty backends:
 //
 //	func TestContract(t *testing.T) {
-//		storagetest.Run(t, func(t *testing.T) storage.Store { return open(t) })
+//		storagetest.Run(t, []string{"Lifecycle", "Log", ...},
+//			func(t *testing.T) storage.Backend { return open(t).Backend() })
 //	}
 //
 // Beyond storage.go the suite pins these readings of the contract, which
@@ -167,81 +172,124 @@ func MustParse(src string) *schema.Schema {
 	return s
 }
 
-// Run runs the whole contract suite. open must return a fresh, empty store
-// on which EnsureSchema has not run; each subtest opens its own store and
-// closes it once when the subtest ends (open may register t.Cleanup for
-// further teardown, which runs after that Close).
+// Run runs the whole contract suite. roles are the roles the backend is
+// expected to have (storage.Backend field names), exactly. open must
+// return a fresh, empty backend on which EnsureSchema has not run; each
+// subtest opens its own and closes it once when the subtest ends (open
+// may register t.Cleanup for further teardown, which runs after that
+// Close).
 //
 // Run skips the cases that need two handles on one database; backends
 // that can open one call RunShared instead.
-func Run(t *testing.T, open func(t *testing.T) storage.Store) {
+func Run(t *testing.T, roles []string, open func(t *testing.T) storage.Backend) {
 	t.Helper()
-	run(t, open, nil)
+	run(t, roles, open, nil)
 }
 
 // RunShared runs the whole suite like Run plus the cases that need two
 // handles on one database (two processes running different schema
 // versions: the writer fence, the serve gate seen by an old process).
-// share must return a second handle on the database of s, on which
+// share must return a second handle on the database of b, on which
 // EnsureSchema has not run, with its own running schema version; the
 // suite does not close it (share registers t.Cleanup for that).
-func RunShared(t *testing.T, open func(t *testing.T) storage.Store, share func(t *testing.T, s storage.Store) storage.Store) {
+func RunShared(t *testing.T, roles []string, open func(t *testing.T) storage.Backend, share func(t *testing.T, b storage.Backend) storage.Backend) {
 	t.Helper()
-	run(t, open, share)
+	run(t, roles, open, share)
 }
 
-func run(t *testing.T, open func(t *testing.T) storage.Store, share func(t *testing.T, s storage.Store) storage.Store) {
-	t.Helper()
-	groups := []struct {
-		name  string
-		tests []test
-	}{
-		{"Schema", schemaTests},
-		{"Partition", partitionTests},
-		{"PushTx", pushTxTests},
-		{"Prefetch", prefetchTests},
-		{"Values", valueTests},
-		{"Constraint", constraintTests},
-		{"Unstorable", unstorableTests},
-		{"Idempotency", idempotencyTests},
-		{"ScanChanges", scanChangesTests},
-		{"ScanRows", scanRowsTests},
-		{"TxScanRows", txScanRowsTests},
-		{"Reactions", reactionTests},
-		{"VisitRows", visitRowsTests},
-		{"EncodeRows", encodeRowsTests},
-		{"ImageCopy", imageCopyTests},
-		{"Clients", slices.Concat(clientTests, putClientUnstorableTests, bindTests)},
-		{"Concurrency", concurrencyTests},
-		{"Checkpoint", checkpointTests},
-		{"SharedCheckpoint", sharedCheckpointTests},
-		{"Retention", retentionTests},
-		{"RetentionEngine", retentionEngineTests},
-		{"Leases", leaseTests},
-		{"Query", queryTests},
-		{"Admin", adminTests},
-		{"Blobs", blobTests},
+// group is the cases of one role. Cases that need further roles name them
+// (test.roles).
+type group struct {
+	name  string
+	role  string
+	tests []test
+	// setup, when set, prepares each case's env (after EnsureSchema).
+	setup func(e *env)
+}
+
+// groups are the suite's cases by role.
+func groups() []group {
+	return []group{
+		{name: "Schema", role: "Lifecycle", tests: schemaTests},
+		{name: "Partition", role: "Log", tests: partitionTests},
+		{name: "PushTx", role: "Log", tests: pushTxTests},
+		{name: "Prefetch", role: "Log", tests: prefetchTests},
+		{name: "Values", role: "Log", tests: valueTests},
+		{name: "Constraint", role: "Log", tests: constraintTests},
+		{name: "Unstorable", role: "Log", tests: unstorableTests},
+		{name: "Idempotency", role: "Log", tests: idempotencyTests},
+		{name: "ScanChanges", role: "Log", tests: scanChangesTests},
+		{name: "TxScanRows", role: "Log", tests: txScanRowsTests},
+		{name: "Concurrency", role: "Log", tests: concurrencyTests},
+		{name: "ScanRows", role: "Rows", tests: scanRowsTests},
+		{name: "VisitRows", role: "Rows", tests: visitRowsTests},
+		{name: "VisitEncoder", role: "Rows", tests: encodeRowsTests, setup: func(e *env) { e.visitEncoder = true }},
+		{name: "EncodeRows", role: "RowEncoder", tests: encodeRowsTests},
+		{name: "ImageCopy", role: "ImageCopier", tests: imageCopyTests},
+		{name: "Clients", role: "Clients", tests: slices.Concat(clientTests, putClientUnstorableTests, bindTests)},
+		{name: "Checkpoint", role: "Checkpoints", tests: checkpointTests},
+		{name: "SharedCheckpoint", role: "Checkpoints", tests: sharedCheckpointTests},
+		{name: "Retention", role: "Retention", tests: retentionTests},
+		{name: "RetentionEngine", role: "Retention", tests: retentionEngineTests},
+		{name: "Leases", role: "Leases", tests: leaseTests},
+		{name: "Reactions", role: "Reactions", tests: reactionTests},
+		{name: "Query", role: "Queries", tests: queryTests},
+		{name: "Admin", role: "Admin", tests: adminTests},
+		{name: "Blobs", role: "Blobs", tests: blobTests},
 	}
-	for _, g := range groups {
+}
+
+func run(t *testing.T, roles []string, open func(t *testing.T) storage.Backend, share func(t *testing.T, b storage.Backend) storage.Backend) {
+	t.Helper()
+	all := storage.RoleNames()
+	for _, r := range roles {
+		if !slices.Contains(all, r) {
+			t.Fatalf("expected role %q is not a role of storage.Backend (%v)", r, all)
+		}
+	}
+	// The backend has exactly the roles expected of it.
+	probe := open(t)
+	has := probe.Roles()
+	if err := probe.Lifecycle.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if !slices.Equal(has, sortedRoles(roles)) {
+		t.Fatalf("the backend has the roles %v, expected exactly %v", has, sortedRoles(roles))
+	}
+	if err := probe.CheckRequired(); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups() {
 		t.Run(g.name, func(t *testing.T) {
 			for _, tc := range g.tests {
 				t.Run(tc.name, func(t *testing.T) {
+					for _, r := range append([]string{g.role}, tc.roles...) {
+						if !slices.Contains(all, r) {
+							t.Fatalf("the case needs %q, which is not a role of storage.Backend", r)
+						}
+						if !slices.Contains(has, r) {
+							t.Skipf("the backend has no %s role", r)
+						}
+					}
 					if tc.shared && share == nil {
 						t.Skip("needs two handles on one database (storagetest.RunShared)")
 					}
-					s := open(t)
-					e := &env{t: t, s: s, ctx: t.Context()}
+					b := open(t)
+					e := &env{t: t, b: b, ctx: t.Context()}
 					if share != nil {
-						e.share = func() storage.Store { return share(t, s) }
+						e.share = func() storage.Backend { return share(t, b) }
 					}
 					if !tc.raw {
 						e.ensure(MustParse(SchemaV1))
 					}
 					defer func() {
-						if err := s.Close(); err != nil {
+						if err := b.Lifecycle.Close(); err != nil {
 							t.Errorf("Close: %v", err)
 						}
 					}()
+					if g.setup != nil {
+						g.setup(e)
+					}
 					tc.fn(e)
 				})
 			}
@@ -249,33 +297,50 @@ func run(t *testing.T, open func(t *testing.T) storage.Store, share func(t *test
 	}
 }
 
+// sortedRoles returns roles in storage.Backend's field order.
+func sortedRoles(roles []string) []string {
+	var out []string
+	for _, r := range storage.RoleNames() {
+		if slices.Contains(roles, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // test is one contract case. raw cases get a store without EnsureSchema.
 type test struct {
 	name   string
 	raw    bool
 	shared bool // needs env.share (RunShared)
-	fn     func(e *env)
+	// roles are the roles the case needs beyond its group's.
+	roles []string
+	fn    func(e *env)
 }
 
-// env bundles a store under test with the schema it was ensured with.
+// env bundles a backend under test with the schema it was ensured with.
 type env struct {
 	t     *testing.T
-	s     storage.Store
+	b     storage.Backend
 	ctx   context.Context
 	sch   *schema.Schema
 	items *schema.Table
 	notes *schema.Table
 	// share opens a second, not yet ensured handle on the same database
 	// (nil under Run).
-	share func() storage.Store
-	// schemas records the schema each handle was last ensured with by the
-	// checkpoint cases (ensureWith); handles absent from it run e.sch.
-	schemas map[storage.Store]*schema.Schema
+	share func() storage.Backend
+	// schemas records the schema each handle (by its Lifecycle role) was
+	// last ensured with by the checkpoint cases (ensureWith); handles
+	// absent from it run e.sch.
+	schemas map[storage.Lifecycle]*schema.Schema
+	// visitEncoder makes encoder return storage.VisitEncoder over the
+	// Rows role instead of the RowEncoder fast path.
+	visitEncoder bool
 }
 
 func (e *env) ensure(s *schema.Schema) {
 	e.t.Helper()
-	if err := e.s.EnsureSchema(e.ctx, s); err != nil {
+	if err := e.b.Lifecycle.EnsureSchema(e.ctx, s); err != nil {
 		e.t.Fatalf("EnsureSchema(v%d): %v", s.Version, err)
 	}
 	e.sch = s

@@ -4,14 +4,10 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-// txScanRows runs ScanRows through the transaction (storage.TxRowScanner).
+// txScanRows runs ScanRows through the transaction (PushTx.ScanRows).
 func (e *env) txScanRows(tx storage.PushTx, q storage.RowQuery) []storage.RowRecord {
 	e.t.Helper()
-	sc, ok := tx.(storage.TxRowScanner)
-	if !ok {
-		e.t.Fatalf("%T does not implement storage.TxRowScanner", tx)
-	}
-	rs, err := sc.ScanRows(e.ctx, q)
+	rs, err := tx.ScanRows(e.ctx, q)
 	if err != nil {
 		e.t.Fatalf("PushTx.ScanRows: %v", err)
 	}

@@ -157,11 +157,11 @@ var unstorableTests = []test{
 			e.t.Fatalf("rows after commit = %s, want a,c", got)
 		}
 		for id, seq := range map[string]int64{"cc-a": 1, "cc-c": 2} {
-			r, err := e.s.LookupIdempotency(e.ctx, "p", "client", id)
+			r, err := e.b.Log.LookupIdempotency(e.ctx, "p", "client", id)
 			e.wantIdem("idempotency "+id, r, err, &storage.IdempotencyRecord{ClientID: "client", ClientCommitID: id, Status: ssp2.CommitApplied, CommitSeq: seq})
 		}
 		for _, id := range []string{"cc-b", "cc-bad"} {
-			r, err := e.s.LookupIdempotency(e.ctx, "p", "client", id)
+			r, err := e.b.Log.LookupIdempotency(e.ctx, "p", "client", id)
 			e.wantIdem("idempotency "+id, r, err, nil)
 		}
 	}},
@@ -219,19 +219,19 @@ var unstorableTests = []test{
 		}
 		e.wantRow("row at the limits", e.committedRow("p", e.items, rowID), storage.RowRecord{RowID: rowID, Version: 1, Values: row})
 		e.wantScan("change at the limits", e.scanChanges("p", q("items", 0, 1, 10, map[string][]string{"project": {scope}})), f, cc(1, ch))
-		r, err := e.s.LookupIdempotency(e.ctx, "p", client, commitID)
+		r, err := e.b.Log.LookupIdempotency(e.ctx, "p", client, commitID)
 		e.wantIdem("idempotency at the limits", r, err, &idem)
 	}},
 	{name: "UnstorablePartition", fn: func(e *env) {
 		for _, name := range []string{"p\x00", "p\xff", noise(7, storage.MaxIdentifierBytes+1)} {
-			_, err := e.s.TouchPartition(e.ctx, name, 1)
+			_, err := e.b.Log.TouchPartition(e.ctx, name, 1)
 			wantErrIs(e, "TouchPartition", err, storage.ErrUnstorable)
-			tx, err := e.s.BeginPush(e.ctx, name)
+			tx, err := e.b.Log.BeginPush(e.ctx, name)
 			if err == nil {
 				_ = tx.Rollback(e.ctx)
 			}
 			wantErrIs(e, "BeginPush", err, storage.ErrUnstorable)
-			_, err = e.s.RotateLogEpoch(e.ctx, name, 1)
+			_, err = e.b.Log.RotateLogEpoch(e.ctx, name, 1)
 			wantErrIs(e, "RotateLogEpoch", err, storage.ErrUnstorable)
 			if p := e.readPartition(name); p.Exists {
 				e.t.Fatalf("ReadPartition(%.20q) = %+v, want Exists false", name, p)
@@ -263,10 +263,10 @@ var unstorableTests = []test{
 			if r, err := tx.LookupIdempotency(e.ctx, id, "k"); err != nil || r != nil {
 				e.t.Fatalf("PushTx.LookupIdempotency(%.20q) = %+v, %v; want nil, nil", id, r, err)
 			}
-			if r, err := e.s.LookupIdempotency(e.ctx, "p", "c", id); err != nil || r != nil {
+			if r, err := e.b.Log.LookupIdempotency(e.ctx, "p", "c", id); err != nil || r != nil {
 				e.t.Fatalf("LookupIdempotency(%.20q) = %+v, %v; want nil, nil", id, r, err)
 			}
-			if r, err := e.s.GetClient(e.ctx, "p", id); err != nil || r != nil {
+			if r, err := e.b.Clients.GetClient(e.ctx, "p", id); err != nil || r != nil {
 				e.t.Fatalf("GetClient(%.20q) = %+v, %v; want nil, nil", id, r, err)
 			}
 		}

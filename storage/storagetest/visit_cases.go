@@ -7,7 +7,7 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-// visitRowsTests check storage.RowVisitor: VisitRows yields exactly the
+// visitRowsTests check Rows.VisitRows: VisitRows yields exactly the
 // rows of ScanRows for the same query, and a callback error stops it.
 var visitRowsTests = []test{
 	{name: "SameRowsAsScanRows", fn: func(e *env) {
@@ -76,12 +76,5 @@ func (e *env) rowQueryCases() []rowQueryCase {
 	}
 }
 
-// visitor returns the store as a storage.RowVisitor (every backend is one).
-func (e *env) visitor() storage.RowVisitor {
-	e.t.Helper()
-	v, ok := e.s.(storage.RowVisitor)
-	if !ok {
-		e.t.Fatalf("%T does not implement storage.RowVisitor", e.s)
-	}
-	return v
-}
+// visitor returns the backend's Rows role (every backend has it).
+func (e *env) visitor() storage.Rows { return e.b.Rows }

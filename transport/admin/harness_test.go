@@ -33,6 +33,13 @@ const schemaJSON = `{"version":1,"tables":[
    {"name":"title","type":"string"},{"name":"done","type":"boolean","nullable":true}],
   "primaryKey":"id","scopes":["project:{project_id}"]}]}`
 
+// testStore is a store a test opens: a backend package's store, giving the
+// engine its roles (Backend), with its handle.
+type testStore interface {
+	Backend() storage.Backend
+	Close() error
+}
+
 // server is a real engine with the sync routes on one listener and the
 // admin API and console on another.
 type server struct {
@@ -52,10 +59,10 @@ type server struct {
 // backends are the stores the API tests run on.
 var backends = []struct {
 	name string
-	open func(t *testing.T) storage.Store
+	open func(t *testing.T) testStore
 }{
-	{"memory", func(t *testing.T) storage.Store { return memory.New() }},
-	{"sqlite", func(t *testing.T) storage.Store {
+	{"memory", func(t *testing.T) testStore { return memory.New() }},
+	{"sqlite", func(t *testing.T) testStore {
 		st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db.sqlite"), sqlite.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -64,21 +71,21 @@ var backends = []struct {
 	}},
 }
 
-func newServer(t testing.TB, st storage.Store) *server {
+func newServer(t testing.TB, st testStore) *server {
 	t.Helper()
 	return newServerWith(t, st, nil)
 }
 
 // newServerWith is newServer with the engine config adjusted by tune
 // (when non-nil) before the engine starts.
-func newServerWith(t testing.TB, st storage.Store, tune func(*engine.Config)) *server {
+func newServerWith(t testing.TB, st testStore, tune func(*engine.Config)) *server {
 	t.Helper()
 	sch, err := schema.Parse([]byte(schemaJSON))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ring := events.NewRing(256, nil)
-	cfg := engine.Config{Schema: sch, Store: st, Resolver: engine.AllowAll(sch), Events: ring, SlowRequest: -1}
+	cfg := engine.Config{Schema: sch, Backend: st.Backend(), Resolver: engine.AllowAll(sch), Events: ring, SlowRequest: -1}
 	if tune != nil {
 		tune(&cfg)
 	}

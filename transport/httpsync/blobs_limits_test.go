@@ -96,8 +96,8 @@ func TestLongBlobUploadGetsItsAnswer(t *testing.T) {
 // a refused re-upload of a stored blob keeps the blob.
 func TestRefusedUploadsLeaveNoMetadata(t *testing.T) {
 	forEachBlobBackend(t, false, func(t *testing.T, s *blobServer) {
-		bi, ok := s.store.(storage.BlobIndex)
-		if !ok {
+		bi := s.store.Backend().Blobs
+		if bi == nil {
 			t.Fatalf("%T keeps no blob metadata", s.store)
 		}
 		meta := func(id string) *storage.BlobInfo {

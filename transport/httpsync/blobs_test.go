@@ -18,7 +18,6 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
-	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/blobstore"
 	"github.com/synclane/synclane/storage/blobstore/pgblob"
 	"github.com/synclane/synclane/storage/postgres"
@@ -39,7 +38,7 @@ type blobServer struct {
 	t      *testing.T
 	schema *schema.Schema
 	codec  *ssp2.RowCodec
-	store  storage.Store
+	store  testStore
 	eng    *engine.Engine
 	http   *httptest.Server
 	clock  testClock
@@ -73,7 +72,7 @@ func startBlobServerWith(t *testing.T, be backend, signed bool, configure func(*
 		t.Fatal(err)
 	}
 	s.http = httptest.NewUnstartedServer(nil)
-	cfg := engine.Config{Schema: s.schema, Store: s.store, Now: s.clock.now,
+	cfg := engine.Config{Schema: s.schema, Backend: s.store.Backend(), Now: s.clock.now,
 		Blobs: engine.BlobConfig{Store: bs, MaxBytes: 1 << 20},
 		Resolver: engine.ScopeResolverFunc(func(_ context.Context, id engine.Identity) (map[string][]string, error) {
 			s.mu.Lock()

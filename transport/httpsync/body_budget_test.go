@@ -39,7 +39,7 @@ type budgetServer struct {
 func newBudgetServer(t *testing.T, opts httpsync.Options) *budgetServer {
 	t.Helper()
 	s := schema.MustDemo()
-	eng, err := engine.New(context.Background(), engine.Config{Schema: s, Store: memory.New(), Resolver: engine.AllowAll(s)})
+	eng, err := engine.New(context.Background(), engine.Config{Schema: s, Backend: memory.New().Backend(), Resolver: engine.AllowAll(s)})
 	if err != nil {
 		t.Fatal(err)
 	}

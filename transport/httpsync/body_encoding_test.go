@@ -78,7 +78,7 @@ func (b *waitingBody) Read(p []byte) (int, error) {
 // a zstd body and stall hold only what they sent, not a decoder window.
 func TestStalledZstdBodiesHoldNoWindow(t *testing.T) {
 	s := schema.MustDemo()
-	eng, err := engine.New(context.Background(), engine.Config{Schema: s, Store: memory.New(), Resolver: engine.AllowAll(s)})
+	eng, err := engine.New(context.Background(), engine.Config{Schema: s, Backend: memory.New().Backend(), Resolver: engine.AllowAll(s)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestStalledZstdBodiesHoldNoWindow(t *testing.T) {
 // passes before a gzip or zstd header is complete.
 func TestCompressedLateBodyGets408(t *testing.T) {
 	s := schema.MustDemo()
-	eng, err := engine.New(context.Background(), engine.Config{Schema: s, Store: memory.New(), Resolver: engine.AllowAll(s)})
+	eng, err := engine.New(context.Background(), engine.Config{Schema: s, Backend: memory.New().Backend(), Resolver: engine.AllowAll(s)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,10 +40,10 @@ func TestRandomizedConvergence(t *testing.T) {
 	}
 }
 
-func convergeOnce(t *testing.T, seed uint64, st storage.Store) {
+func convergeOnce(t *testing.T, seed uint64, st testStore) {
 	ctx := context.Background()
 	s := schema.MustDemo()
-	eng, err := engine.New(ctx, engine.Config{Schema: s, Store: st, Resolver: engine.AllowAll(s)})
+	eng, err := engine.New(ctx, engine.Config{Schema: s, Backend: st.Backend(), Resolver: engine.AllowAll(s)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func convergeOnce(t *testing.T, seed uint64, st storage.Store) {
 			}
 		}
 	}
-	server, err := st.ScanRows(ctx, "default", storage.RowQuery{Table: s.Table("todos"), Scopes: map[string][]string{}, Limit: 1000})
+	server, err := st.Backend().Rows.ScanRows(ctx, "default", storage.RowQuery{Table: s.Table("todos"), Scopes: map[string][]string{}, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

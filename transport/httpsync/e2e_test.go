@@ -32,16 +32,23 @@ import (
 	"github.com/synclane/synclane/transport/httpsync/httpsynctest"
 )
 
+// testStore is a store a test opens: a backend package's store, giving the
+// engine its roles (Backend), with its handle.
+type testStore interface {
+	Backend() storage.Backend
+	Close() error
+}
+
 // backend opens the same database again and again (a "restart").
 type backend struct {
 	name string
-	open func(t *testing.T) storage.Store
+	open func(t *testing.T) testStore
 }
 
 func backends(t *testing.T) []backend {
-	bs := []backend{{name: "sqlite", open: func() func(t *testing.T) storage.Store {
+	bs := []backend{{name: "sqlite", open: func() func(t *testing.T) testStore {
 		dir := t.TempDir()
-		return func(t *testing.T) storage.Store {
+		return func(t *testing.T) testStore {
 			st, err := sqlite.Open(context.Background(), filepath.Join(dir, "synclane.db"), sqlite.Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -52,7 +59,7 @@ func backends(t *testing.T) []backend {
 	if os.Getenv("SYNCLANE_TEST_POSTGRES") != "" || os.Getenv("SYNCLANE_REQUIRE_POSTGRES") == "1" {
 		url := pgtest.URL(t)
 		schemaName := pgtest.NewSchema(t)
-		bs = append(bs, backend{name: "postgres", open: func(t *testing.T) storage.Store {
+		bs = append(bs, backend{name: "postgres", open: func(t *testing.T) testStore {
 			st, err := postgres.Open(context.Background(), url, postgres.Options{Schema: schemaName, MaxConns: 8})
 			if err != nil {
 				t.Fatal(err)
@@ -68,7 +75,7 @@ type server struct {
 	t      *testing.T
 	be     backend
 	schema *schema.Schema
-	store  storage.Store
+	store  testStore
 	eng    *engine.Engine
 	http   *httptest.Server
 	url    string
@@ -95,7 +102,7 @@ func startServerWith(t *testing.T, be backend, configure func(*engine.Config)) *
 
 func (s *server) start() {
 	s.store = s.be.open(s.t)
-	cfg := engine.Config{Schema: s.schema, Store: s.store, Segments: openSegments(s.t, s.store, s.segDir), Images: sqliteimage.Builder{},
+	cfg := engine.Config{Schema: s.schema, Backend: s.store.Backend(), Segments: openSegments(s.t, s.store, s.segDir), Images: sqliteimage.Builder{},
 		Resolver: engine.ScopeResolverFunc(func(_ context.Context, id engine.Identity) (map[string][]string, error) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -123,7 +130,7 @@ func (s *server) start() {
 
 // openSegments opens the segment store a process on st uses: the shared
 // PostgreSQL table, or the SQLite file in dir.
-func openSegments(t *testing.T, st storage.Store, dir string) segstore.Store {
+func openSegments(t *testing.T, st testStore, dir string) segstore.Store {
 	var segs segstore.Store
 	var err error
 	if pg, ok := st.(*postgres.Store); ok {
@@ -356,7 +363,7 @@ func TestE2ERevocationAndEpochReset(t *testing.T) {
 		if !errors.Is(err, httpsync.ErrResetRequired) || c.Epoch != real {
 			t.Fatalf("stale epoch: %v, epoch now %q want %q", err, c.Epoch, real)
 		}
-		info, _ := s.store.ReadPartition(ctx, "team")
+		info, _ := s.store.Backend().Log.ReadPartition(ctx, "team")
 		if info.MaxCommitSeq != 1 {
 			t.Fatalf("max seq %d: a refused push was written", info.MaxCommitSeq)
 		}

@@ -32,7 +32,7 @@ func newMemoryServer(t *testing.T, maxBody int64) *httptest.Server {
 func newMemoryServerOpts(t *testing.T, opts httpsync.Options) *httptest.Server {
 	t.Helper()
 	s := schema.MustDemo()
-	eng, err := engine.New(context.Background(), engine.Config{Schema: s, Store: memory.New(), Resolver: engine.AllowAll(s)})
+	eng, err := engine.New(context.Background(), engine.Config{Schema: s, Backend: memory.New().Backend(), Resolver: engine.AllowAll(s)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func encodeRequest(t *testing.T, epoch string, frames ...ssp2.Frame) []byte {
 // by kind.
 func TestMetricsCountEveryRequest(t *testing.T) {
 	s := schema.MustDemo()
-	eng, err := engine.New(context.Background(), engine.Config{Schema: s, Store: memory.New(), Resolver: engine.AllowAll(s)})
+	eng, err := engine.New(context.Background(), engine.Config{Schema: s, Backend: memory.New().Backend(), Resolver: engine.AllowAll(s)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -221,7 +221,7 @@ func writeMetrics(ctx context.Context, w http.ResponseWriter, eng *engine.Engine
 	// runner's progress.
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	cps, err := eng.Store().ReadCheckpoints(cctx)
+	cps, err := eng.Backend().Checkpoints.ReadCheckpoints(cctx)
 	if err != nil || len(cps) == 0 {
 		return
 	}

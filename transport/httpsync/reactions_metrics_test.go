@@ -22,7 +22,7 @@ import (
 // delivered, one dead-lettered after its single attempt.
 func TestMetricsShowReactions(t *testing.T) {
 	s := schema.MustDemo()
-	eng, err := engine.New(context.Background(), engine.Config{Schema: s, Store: memory.New(), Resolver: engine.AllowAll(s),
+	eng, err := engine.New(context.Background(), engine.Config{Schema: s, Backend: memory.New().Backend(), Resolver: engine.AllowAll(s),
 		Validators: map[string]engine.RowValidator{"todos": func(ctx context.Context, w *engine.RowWrite) error {
 			return w.React(engine.Reaction{Name: "mail", Payload: []byte(w.RowID), MaxAttempts: 1})
 		}},

@@ -25,6 +25,13 @@ type failingGateStore struct {
 	down atomic.Bool
 }
 
+// Backend gives the engine the store with the failing Checkpoints role.
+func (s *failingGateStore) Backend() storage.Backend {
+	b := s.Store.Backend()
+	b.Checkpoints = s
+	return b
+}
+
 func (s *failingGateStore) ReadServeGate(ctx context.Context, p string, running int32) (storage.ServeGate, error) {
 	if s.down.Load() {
 		return storage.ServeGate{}, errors.New(`failed to connect to host=db-7.internal user=synclane_rw database=prod: password authentication failed`)
@@ -37,7 +44,7 @@ func (s *failingGateStore) ReadServeGate(ctx context.Context, p string, running 
 func TestReadyzHidesStorageErrors(t *testing.T) {
 	sch := schema.MustDemo()
 	st := &failingGateStore{Store: memory.New()}
-	eng, err := engine.New(context.Background(), engine.Config{Schema: sch, Store: st, Resolver: engine.AllowAll(sch)})
+	eng, err := engine.New(context.Background(), engine.Config{Schema: sch, Backend: st.Backend(), Resolver: engine.AllowAll(sch)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func rawRequest(body []byte) string {
 // instead of blocking forever on a full socket.
 func TestWriteTimeoutCutsOffClientThatNeverReads(t *testing.T) {
 	s := schema.MustDemo()
-	eng, err := engine.New(context.Background(), engine.Config{Schema: s, Store: memory.New(), Resolver: engine.AllowAll(s)})
+	eng, err := engine.New(context.Background(), engine.Config{Schema: s, Backend: memory.New().Backend(), Resolver: engine.AllowAll(s)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,12 @@ func (s *blockingStore) Query(ctx context.Context, p string, running int32, q st
 
 func blockingEnv(t *testing.T, honourCtx bool) (*env, *blockingStore) {
 	bs := &blockingStore{honourCtx: honourCtx, release: make(chan struct{}), entered: make(chan struct{}, 1), cancelled: make(chan struct{}, 64)}
-	e := newEnvWith(t, func(st *sqlite.Store) storage.Store { bs.Store = st; return bs })
+	e := newEnvWith(t, func(st *sqlite.Store) storage.Backend {
+		bs.Store = st
+		b := st.Backend()
+		b.Queries = bs
+		return b
+	})
 	t.Cleanup(func() { close(bs.release) }) // runs first: lets the held queries end before the server closes
 	return e, bs
 }

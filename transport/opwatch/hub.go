@@ -213,7 +213,7 @@ func (h *Hub) touches(p string, after int64, tables []string, seq int64, memo ma
 		return false
 	}
 	eng := h.eng.Load()
-	st := eng.Store()
+	st := eng.Backend().Log
 	for _, t := range tables {
 		k := touchKey{t, after}
 		hit, ok := memo[k]

@@ -39,11 +39,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	return newEnvWith(t, func(st *sqlite.Store) storage.Store { return st })
+	return newEnvWith(t, func(st *sqlite.Store) storage.Backend { return st.Backend() })
 }
 
-// newEnvWith is newEnv with the engine's store wrapped by wrap.
-func newEnvWith(t *testing.T, wrap func(*sqlite.Store) storage.Store) *env {
+// newEnvWith is newEnv with the engine's storage roles built from the
+// store by wrap.
+func newEnvWith(t *testing.T, wrap func(*sqlite.Store) storage.Backend) *env {
 	t.Helper()
 	s, err := schema.Parse([]byte(twoTables))
 	if err != nil {
@@ -60,7 +61,7 @@ func newEnvWith(t *testing.T, wrap func(*sqlite.Store) storage.Store) *env {
 		t.Fatal(err)
 	}
 	hub := opwatch.New(opwatch.Options{Auth: auth.DevAuth{}})
-	cfg := engine.Config{Schema: s, Store: wrap(st), Operations: reg,
+	cfg := engine.Config{Schema: s, Backend: wrap(st), Operations: reg,
 		Resolver: engine.ScopeResolverFunc(func(context.Context, engine.Identity) (map[string][]string, error) {
 			return map[string][]string{"list_id": {"L"}}, nil
 		})}

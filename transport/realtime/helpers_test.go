@@ -25,11 +25,18 @@ import (
 	"github.com/synclane/synclane/transport/realtime"
 )
 
+// testStore is a store a test opens: a backend package's store, giving the
+// engine its roles (Backend), with its handle.
+type testStore interface {
+	Backend() storage.Backend
+	Close() error
+}
+
 // fixture is synclane with realtime over real loopback sockets.
 type fixture struct {
 	t      *testing.T
 	schema *schema.Schema
-	store  storage.Store
+	store  testStore
 	eng    *engine.Engine
 	hub    *realtime.Hub
 	srv    *httptest.Server
@@ -44,7 +51,7 @@ type fixture struct {
 
 type fixtureOpts struct {
 	hub   realtime.Options
-	store storage.Store
+	store testStore
 	// ownStore: the caller closes the store.
 	ownStore bool
 	feed     engine.CommitFeed
@@ -73,7 +80,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	}
 	o.hub.Auth = o.auth
 	f.hub = realtime.New(o.hub)
-	cfg := engine.Config{Schema: f.schema, Store: f.store, Now: o.now, ClientFlushInterval: o.flush,
+	cfg := engine.Config{Schema: f.schema, Backend: f.store.Backend(), Now: o.now, ClientFlushInterval: o.flush,
 		Resolver: engine.ScopeResolverFunc(f.resolve), Feed: o.feed}
 	f.hub.Hooks(&cfg)
 	if o.ops != nil {

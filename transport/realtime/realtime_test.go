@@ -118,7 +118,7 @@ func TestDeltaAndAck(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "B's stored cursor", 5*time.Second, func() bool {
-		rec, err := f.store.GetClient(ctx, auth.DefaultPartition, "b")
+		rec, err := f.store.Backend().Clients.GetClient(ctx, auth.DefaultPartition, "b")
 		return err == nil && rec != nil && rec.Cursor == seq
 	})
 
@@ -271,7 +271,7 @@ func TestEpochRotationWakesReset(t *testing.T) {
 	}
 	bs := f.mustDial(ctx, "bob", "b")
 	f.waitLive(t, "b")
-	if _, err := f.store.RotateLogEpoch(ctx, auth.DefaultPartition, time.Now().UnixMilli()); err != nil {
+	if _, err := f.store.Backend().Log.RotateLogEpoch(ctx, auth.DefaultPartition, time.Now().UnixMilli()); err != nil {
 		t.Fatal(err)
 	}
 	w := f.httpClient("ada", "w") // acquires the new epoch

@@ -57,9 +57,9 @@ func (g *guarded) rows(list string) map[string]string {
 }
 
 // serverRows reads the partition's todos of list from storage.
-func serverRows(t *testing.T, ctx context.Context, st storage.Store, list string) map[string]string {
+func serverRows(t *testing.T, ctx context.Context, st testStore, list string) map[string]string {
 	t.Helper()
-	recs, err := st.ScanRows(ctx, auth.DefaultPartition, storage.RowQuery{Table: rowTable, Scopes: map[string][]string{"list_id": {list}}, Limit: 100_000})
+	recs, err := st.Backend().Rows.ScanRows(ctx, auth.DefaultPartition, storage.RowQuery{Table: rowTable, Scopes: map[string][]string{"list_id": {list}}, Limit: 100_000})
 	if err != nil {
 		t.Fatal(err)
 	}

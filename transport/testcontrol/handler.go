@@ -189,7 +189,7 @@ func (c Controls) resolver(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c Controls) partitionInfo(w http.ResponseWriter, r *http.Request) (storage.PartitionInfo, bool) {
-	info, err := c.Engine.Store().ReadPartition(r.Context(), partitionOf(r))
+	info, err := c.Engine.Backend().Log.ReadPartition(r.Context(), partitionOf(r))
 	if err != nil {
 		writeError(w, 0, syncerr.Wrap(syncerr.InternalError, err, "read the partition: %v", err))
 		return info, false
@@ -282,7 +282,7 @@ func (c Controls) rows(w http.ResponseWriter, r *http.Request) {
 	out := []Row{}
 	var after *string
 	for {
-		page, err := c.Engine.Store().ScanRows(r.Context(), partitionOf(r), storage.RowQuery{Table: t, Scopes: map[string][]string{}, AfterRowID: after, Limit: rowsPage})
+		page, err := c.Engine.Backend().Rows.ScanRows(r.Context(), partitionOf(r), storage.RowQuery{Table: t, Scopes: map[string][]string{}, AfterRowID: after, Limit: rowsPage})
 		if err != nil {
 			writeError(w, 0, syncerr.Wrap(syncerr.InternalError, err, "scan rows: %v", err))
 			return
