@@ -95,7 +95,7 @@ type Config struct {
 	// Backend is the storage backend's roles (required), as its package
 	// builds them (memory.Store.Backend, sqlite.Store.Backend,
 	// postgres.Store.Backend). New refuses, before touching storage, a
-	// Backend without a required role (storage.RequiredRoles) and one
+	// Backend without a required role (storage.RequiredRoles()) and one
 	// without the role a configured feature needs, naming both: Blobs for
 	// Blobs.Store, Queries for registered queries in Operations, Reactions
 	// for Reactions.Handlers, Leases for LeaseTTL, Retention for

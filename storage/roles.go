@@ -14,11 +14,12 @@ import (
 //
 // Lifecycle, Log, Rows, Clients and Checkpoints are required: the engine
 // refuses a Backend without any of them. The feature roles are needed
-// only by the feature that uses them, which the engine checks when it
-// starts (engine.New): Retention by the maintenance loop, Leases by auth
-// leases, Reactions by reaction handlers, Blobs by a blob store, Queries
-// by registered remote queries, Admin by the admin service. Snapshots
-// serves CapturePartition and RestorePartition.
+// only by the feature that uses them, which engine.New checks when it
+// starts: Retention by the maintenance loop, Leases by auth leases,
+// Reactions by reaction handlers, Blobs by a blob store, Queries by
+// registered remote queries. Admin is needed by the admin service
+// (engine/admin.New checks it); Snapshots serves CapturePartition and
+// RestorePartition (which answer an error without it).
 //
 // RowEncoder and ImageCopier are optional fast paths of Rows: when nil,
 // the engine encodes bootstrap pages with VisitEncoder and fills SQLite
@@ -47,9 +48,11 @@ type Backend struct {
 	ImageCopier ImageCopier
 }
 
-// RequiredRoles are the roles every Backend must have (Backend field
-// names).
-var RequiredRoles = []string{"Lifecycle", "Log", "Rows", "Clients", "Checkpoints"}
+// RequiredRoles returns the roles every Backend must have (Backend field
+// names), in declaration order: a fresh slice each call.
+func RequiredRoles() []string {
+	return []string{"Lifecycle", "Log", "Rows", "Clients", "Checkpoints"}
+}
 
 // Roles returns the names of the roles b has (its non-nil fields), in the
 // order Backend declares them.
@@ -90,7 +93,7 @@ func RoleNames() []string {
 // nil.
 func (b Backend) CheckRequired() error {
 	var missing []string
-	for _, r := range RequiredRoles {
+	for _, r := range RequiredRoles() {
 		if !b.Has(r) {
 			missing = append(missing, r)
 		}

@@ -16,7 +16,7 @@ func TestBackendRoles(t *testing.T) {
 	if len(names) != typ.NumField() || names[0] != "Lifecycle" || names[len(names)-1] != "ImageCopier" {
 		t.Fatalf("RoleNames = %v, want every field of storage.Backend in order", names)
 	}
-	for _, r := range storage.RequiredRoles {
+	for _, r := range storage.RequiredRoles() {
 		if !slices.Contains(names, r) {
 			t.Fatalf("required role %q is not a Backend field", r)
 		}
@@ -26,7 +26,7 @@ func TestBackendRoles(t *testing.T) {
 		t.Fatalf("zero Backend has roles %v", got)
 	}
 	err := none.CheckRequired()
-	if err == nil || !strings.Contains(err.Error(), strings.Join(storage.RequiredRoles, ", ")) {
+	if err == nil || !strings.Contains(err.Error(), strings.Join(storage.RequiredRoles(), ", ")) {
 		t.Fatalf("zero Backend: CheckRequired = %v, want every required role named", err)
 	}
 	b := memory.New().Backend()

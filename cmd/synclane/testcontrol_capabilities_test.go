@@ -51,7 +51,7 @@ func TestTestControlKeepsStoreRoles(t *testing.T) {
 			defer eng.Close()
 
 			has := b.Roles()
-			if !slices.Contains(has, "Log") || len(has) < len(storage.RequiredRoles) {
+			if !slices.Contains(has, "Log") || len(has) < len(storage.RequiredRoles()) {
 				t.Fatalf("the %s backend has the roles %v, without the required ones: the reading is broken", name, has)
 			}
 			facing := eng.Backend()
