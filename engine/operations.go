@@ -177,8 +177,6 @@ func (e *Engine) runQuery(ctx context.Context, id Identity, caller operations.Ca
 		return OperationResult{}, err
 	case errors.Is(err, storage.ErrQueryTooLarge):
 		return OperationResult{}, syncerr.Wrap(syncerr.OperationResultTooLarge, err, "query %q matched more than its %d rows", q.ID, q.MaxRows)
-	case errors.Is(err, storage.ErrQueryUnsupported):
-		return OperationResult{}, syncerr.Wrap(syncerr.OperationStorageUnsupported, err, "the storage backend cannot run registered queries")
 	case errors.Is(err, storage.ErrQueryFailed):
 		return OperationResult{}, syncerr.Wrap(syncerr.OperationQueryFailed, err, "query %q failed", q.ID)
 	case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):

@@ -39,7 +39,8 @@ func TestOperationCallbackPanicsAreRefusals(t *testing.T) {
 		}
 		return reg
 	}
-	f := newFixture(t, memory.New(), func(c *engine.Config) { c.Operations = build(c.Schema) })
+	// SQLite: registered queries need a backend with the Queries role.
+	f := newFixture(t, sqlBackends[0].open(t), func(c *engine.Config) { c.Operations = build(c.Schema) })
 	for _, tc := range []struct {
 		req  *opwire.Request
 		want syncerr.Code

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -333,10 +334,20 @@ func TestOperationQueryServeGate(t *testing.T) {
 	}
 }
 
+// TestOperationQueryUnsupportedStorage: the memory store cannot run
+// registered SQL, so it has no Queries role and an engine registering
+// queries on it is refused at start (it used to start and answer every
+// query operation.storage_unsupported at request time).
 func TestOperationQueryUnsupportedStorage(t *testing.T) {
-	f, _ := newOpFixture(t, memory.New())
-	if _, err := f.op("x", "p1", query("countTasks", nil)); syncerr.CodeOf(err) != syncerr.OperationStorageUnsupported {
-		t.Fatalf("memory store: %v", err)
+	s, err := schema.Parse([]byte(testSchemaJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &opHost{}
+	_, err = engine.New(context.Background(), engine.Config{Schema: s, Backend: memory.New().Backend(),
+		Resolver: engine.AllowAll(s), Operations: h.registry(t, s)})
+	if err == nil || !strings.Contains(err.Error(), "registered remote queries (Config.Operations) needs the storage role Queries") {
+		t.Fatalf("engine.New on the memory store with registered queries: %v, want the missing Queries role", err)
 	}
 }
 

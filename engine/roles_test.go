@@ -76,6 +76,9 @@ func TestNewChecksStorageRoles(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			for _, without := range []bool{false, true} {
 				b := memory.New().Backend()
+				if c.role == "Queries" {
+					b = sqlBackends[0].open(t).Backend() // memory has no Queries role
+				}
 				if without {
 					drop(t, &b, c.role)
 				}

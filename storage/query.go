@@ -16,10 +16,6 @@ import (
 
 // Sentinel errors of Querier.Query.
 var (
-	// ErrQueryUnsupported reports a backend that cannot execute registered
-	// SQL (the in-memory store). The engine answers
-	// operation.storage_unsupported.
-	ErrQueryUnsupported = errors.New("storage: registered queries are not supported by this backend")
 	// ErrQueryTooLarge reports a result of more than Query.MaxRows rows;
 	// no row is returned.
 	ErrQueryTooLarge = errors.New("storage: query result exceeds its row limit")
@@ -87,16 +83,15 @@ type QueryResult struct {
 
 // Querier is the Queries role of a backend: it executes registered
 // queries. The engine needs it when registered remote queries are
-// configured (engine.Config.Operations). The SQL backends run them; the
-// in-memory store has the role but answers every call with
-// ErrQueryUnsupported.
+// configured (engine.Config.Operations). The SQL backends have it; the
+// in-memory store, which cannot run SQL, does not.
 type Querier interface {
 	// Query opens one read-only snapshot, reads the serve gate of
 	// partition at the running schema version and calls check with it
 	// (a non-nil result is returned as is and nothing else runs), then
 	// reads the partition's max commit seq and executes q, all in that
-	// snapshot. It fails with ErrQueryTooLarge, ErrQueryFailed,
-	// ErrQueryUnsupported or a storage error; it never writes.
+	// snapshot. It fails with ErrQueryTooLarge, ErrQueryFailed or a
+	// storage error; it never writes.
 	Query(ctx context.Context, partition string, running int32, q Query, check func(ServeGate) error) (QueryResult, error)
 }
 

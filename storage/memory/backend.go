@@ -15,18 +15,17 @@ var (
 	_ storage.Leases      = (*Store)(nil)
 	_ storage.Reactions   = (*Store)(nil)
 	_ storage.BlobIndex   = (*Store)(nil)
-	_ storage.Querier     = (*Store)(nil)
 	_ storage.AdminReader = (*Store)(nil)
 	_ storage.PushTx      = (*pushTx)(nil)
 )
 
-// Backend returns the store's roles. It has every role but the fast paths
-// RowEncoder and ImageCopier; its Queries role answers every query with
-// storage.ErrQueryUnsupported (it holds rows as Go values and cannot run
-// SQL).
+// Backend returns the store's roles. It has every role but Queries (it
+// holds rows as Go values and cannot run registered SQL: an engine with
+// registered queries on it is refused at start) and the fast paths
+// RowEncoder and ImageCopier.
 func (s *Store) Backend() storage.Backend {
 	return storage.Backend{
 		Lifecycle: s, Log: s, Rows: s, Clients: s, Checkpoints: s,
-		Retention: s, Snapshots: s, Leases: s, Reactions: s, Blobs: s, Queries: s, Admin: s,
+		Retention: s, Snapshots: s, Leases: s, Reactions: s, Blobs: s, Admin: s,
 	}
 }

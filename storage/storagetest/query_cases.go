@@ -8,23 +8,13 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-// Registered queries (storage.Querier). A backend either executes them
-// (SQLite, PostgreSQL) or fails every call with ErrQueryUnsupported (the
-// in-memory store); the cases pin both readings.
+// Registered queries (storage.Querier, the Queries role): they run on the
+// backends that have the role (SQLite, PostgreSQL).
 
-// runQuery runs q on partition with an open gate check; ok is false (and
-// the case ends) when the backend does not support queries, after
-// asserting that the error is exactly that.
-func (e *env) runQuery(partition string, q storage.Query) (storage.QueryResult, error, bool) {
+// runQuery runs q on partition with an open gate check.
+func (e *env) runQuery(partition string, q storage.Query) (storage.QueryResult, error) {
 	e.t.Helper()
-	res, err := e.b.Queries.Query(e.ctx, partition, e.sch.Version, q, func(storage.ServeGate) error { return nil })
-	if errors.Is(err, storage.ErrQueryUnsupported) {
-		if res.Rows != nil || res.MaxCommitSeq != 0 {
-			e.t.Fatalf("unsupported Query returned a result: %+v", res)
-		}
-		return res, err, false
-	}
-	return res, err, true
+	return e.b.Queries.Query(e.ctx, partition, e.sch.Version, q, func(storage.ServeGate) error { return nil })
 }
 
 // itemsRel is a relation part over items aliased as alias.
@@ -73,11 +63,8 @@ func idsOf(e *env, res storage.QueryResult) []string {
 var queryTests = []test{
 	{name: "RelationIsThePartitionsRows", fn: func(e *env) {
 		seq := e.seedQueryRows()
-		res, err, ok := e.runQuery("p1", storage.Query{MaxRows: 10, Parts: []storage.QueryPart{
+		res, err := e.runQuery("p1", storage.Query{MaxRows: 10, Parts: []storage.QueryPart{
 			txt("SELECT id, title FROM "), e.itemsRel("i"), txt(" ORDER BY id")}})
-		if !ok {
-			return
-		}
 		if err != nil {
 			e.t.Fatalf("Query: %v", err)
 		}
@@ -109,11 +96,8 @@ var queryTests = []test{
 			{"both scopes and a bound value", []storage.ScopeFilter{project, owner("7", "8")}, []any{"a1"}, []string{"a2"}},
 		}
 		for _, c := range cases {
-			res, err, ok := e.runQuery("p1", storage.Query{MaxRows: 10, Args: c.args, Parts: []storage.QueryPart{
+			res, err := e.runQuery("p1", storage.Query{MaxRows: 10, Args: c.args, Parts: []storage.QueryPart{
 				txt("SELECT id FROM "), e.itemsRel("i", c.filters...), txt(" WHERE id > "), bindPart, txt(" ORDER BY id")}})
-			if !ok {
-				return
-			}
 			if err != nil {
 				e.t.Fatalf("%s: %v", c.name, err)
 			}
@@ -128,10 +112,7 @@ var queryTests = []test{
 			max     int
 			tooMany bool
 		}{{2, true}, {3, false}} {
-			res, err, ok := e.runQuery("p1", storage.Query{MaxRows: c.max, Parts: []storage.QueryPart{txt("SELECT id FROM "), e.itemsRel("items")}})
-			if !ok {
-				return
-			}
+			res, err := e.runQuery("p1", storage.Query{MaxRows: c.max, Parts: []storage.QueryPart{txt("SELECT id FROM "), e.itemsRel("items")}})
 			if c.tooMany != errors.Is(err, storage.ErrQueryTooLarge) || (c.tooMany && res.Rows != nil) {
 				e.t.Fatalf("MaxRows %d: err %v rows %v", c.max, err, res.Rows)
 			}
@@ -147,9 +128,6 @@ var queryTests = []test{
 		var seen storage.ServeGate
 		res, err := qr.Query(e.ctx, "p1", e.sch.Version, storage.Query{MaxRows: 1, Parts: []storage.QueryPart{txt("SELECT 1 AS one")}},
 			func(g storage.ServeGate) error { seen = g; return refused })
-		if errors.Is(err, storage.ErrQueryUnsupported) {
-			return
-		}
 		if !errors.Is(err, refused) || res.Rows != nil {
 			e.t.Fatalf("refusing check: err %v rows %v", err, res.Rows)
 		}
@@ -160,10 +138,7 @@ var queryTests = []test{
 	{name: "FailuresAreQueryFailed", fn: func(e *env) {
 		e.seedQueryRows()
 		for _, sql := range []string{"SELECT nosuchcolumn FROM ", "DELETE FROM "} {
-			_, err, ok := e.runQuery("p1", storage.Query{MaxRows: 1, Parts: []storage.QueryPart{txt(sql), e.itemsRel("i")}})
-			if !ok {
-				return
-			}
+			_, err := e.runQuery("p1", storage.Query{MaxRows: 1, Parts: []storage.QueryPart{txt(sql), e.itemsRel("i")}})
 			if !errors.Is(err, storage.ErrQueryFailed) {
 				e.t.Fatalf("%q: err %v, want ErrQueryFailed", sql, err)
 			}
@@ -172,21 +147,18 @@ var queryTests = []test{
 			e.t.Fatal("a1 gone after a failed DELETE query")
 		}
 		// The store keeps serving queries after a failed one.
-		res, err, _ := e.runQuery("p1", storage.Query{MaxRows: 5, Parts: []storage.QueryPart{txt("SELECT id FROM "), e.itemsRel("i")}})
+		res, err := e.runQuery("p1", storage.Query{MaxRows: 5, Parts: []storage.QueryPart{txt("SELECT id FROM "), e.itemsRel("i")}})
 		if err != nil || len(res.Rows) != 3 {
 			e.t.Fatalf("after failures: err %v rows %d", err, len(res.Rows))
 		}
 	}},
 	{name: "UnknownPartitionIsEmpty", fn: func(e *env) {
-		res, err, ok := e.runQuery("never", storage.Query{MaxRows: 5, Parts: []storage.QueryPart{txt("SELECT id FROM "), e.itemsRel("i")}})
-		if !ok {
-			return
-		}
+		res, err := e.runQuery("never", storage.Query{MaxRows: 5, Parts: []storage.QueryPart{txt("SELECT id FROM "), e.itemsRel("i")}})
 		if err != nil || len(res.Rows) != 0 || res.MaxCommitSeq != 0 {
 			e.t.Fatalf("err %v rows %v max %d", err, res.Rows, res.MaxCommitSeq)
 		}
 		for _, max := range []int{0, storage.MaxQueryRows + 1} {
-			_, err, _ := e.runQuery("never", storage.Query{MaxRows: max, Parts: []storage.QueryPart{txt("SELECT 1 AS one")}})
+			_, err := e.runQuery("never", storage.Query{MaxRows: max, Parts: []storage.QueryPart{txt("SELECT 1 AS one")}})
 			if err == nil || errors.Is(err, storage.ErrQueryFailed) {
 				e.t.Fatalf("MaxRows %d: err %v, want a refusal before execution", max, err)
 			}
