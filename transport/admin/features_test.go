@@ -340,7 +340,8 @@ func TestBlobSection(t *testing.T) {
 // With registered remote operations the overview has an "operations"
 // section naming them, with the operation counters.
 func TestOperationSection(t *testing.T) {
-	s := newServerWith(t, memory.New(), func(c *engine.Config) {
+	// SQLite: registered queries need a backend with the Queries role.
+	s := newServerWith(t, backends[1].open(t), func(c *engine.Config) {
 		reg := operations.NewRegistry(c.Schema)
 		if err := reg.AddQuery(operations.Query{ID: "tasksOfProject", SQL: "SELECT id, title FROM {tasks} ORDER BY id", MaxRows: 10,
 			Columns:  []operations.Column{{Name: "id", Type: ssp2.TypeString}, {Name: "title", Type: ssp2.TypeString}},
