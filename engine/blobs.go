@@ -357,7 +357,7 @@ func (e *Engine) Blob(ctx context.Context, id Identity, blobID string) (BlobDown
 	if err != nil {
 		return BlobDownload{}, syncerr.Wrap(syncerr.InternalError, err, "reading blob references failed")
 	}
-	grants, rerr := e.resolveScopes(ctx, id)
+	grants, rerr := e.resolver.ResolveScopes(ctx, id)
 	if rerr != nil {
 		e.cfg.Logger.Warn("scope resolver failed", zap.String("actor", id.ActorID), zap.String("partition", id.Partition), zap.Error(rerr))
 		return BlobDownload{}, syncerr.New(syncerr.BlobForbidden, "the caller's scopes could not be resolved")

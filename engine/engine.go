@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/actors"
+	"github.com/synclane/synclane/engine/access"
 	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/engine/lease"
 	"github.com/synclane/synclane/engine/operations"
@@ -34,59 +35,28 @@ import (
 	"github.com/synclane/synclane/storage/segstore"
 )
 
-// Identity is an authenticated caller: who it is and which partition its
-// request addresses. Partitions never appear on the wire.
-type Identity struct {
-	ActorID   string
-	Partition string
-	// Grants are scope grants asserted by the authenticator (for example a
-	// token's scopes claim), for resolvers that trust them; may be nil.
-	Grants map[string][]string
-}
+// The caller types, re-exported from package engine/access (where the
+// feature services take them too) so an embedder needs only this package.
+// See the access types for what they guarantee.
+type (
+	// Identity is an authenticated caller: its actor and partition.
+	Identity = access.Identity
+	// ScopeResolver is the host hook that says which scope values an
+	// actor may read and write.
+	ScopeResolver = access.ScopeResolver
+	// ScopeResolverFunc adapts a function to ScopeResolver.
+	ScopeResolverFunc = access.ScopeResolverFunc
+)
 
-// ScopeResolver is the host hook that says which scope values an actor may
-// read and write: scope variable → values, "*" meaning any value. It is
-// called at most once per request. An error revokes every subscription of
-// the request and denies its writes (sync.forbidden); it is not an outage.
-// To signal an outage instead, return an error wrapping ErrResolverOutage
-// (lease.go): the round is then authorized by the client's auth lease.
-type ScopeResolver interface {
-	ResolveScopes(ctx context.Context, id Identity) (map[string][]string, error)
-}
-
-// resolveScopes calls the configured resolver; a panic in it is logged and
-// answered as a failed resolution (which every caller treats as no scopes:
-// fail closed), so a host bug cannot take down the goroutine that asked.
-func (e *Engine) resolveScopes(ctx context.Context, id Identity) (grants map[string][]string, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			e.cfg.Logger.Error("scope resolver panicked", zap.String("actor", id.ActorID), zap.String("partition", id.Partition),
-				zap.Any("panic", r), zap.Stack("stack"))
-			grants, err = nil, fmt.Errorf("engine: scope resolver panicked: %v", r)
-		}
-	}()
-	return e.cfg.Resolver.ResolveScopes(ctx, id)
-}
-
-// ScopeResolverFunc adapts a function to ScopeResolver.
-type ScopeResolverFunc func(ctx context.Context, id Identity) (map[string][]string, error)
-
-// ResolveScopes calls f.
-func (f ScopeResolverFunc) ResolveScopes(ctx context.Context, id Identity) (map[string][]string, error) {
-	return f(ctx, id)
-}
+// ErrResolverOutage is what a ScopeResolver returns (or wraps) to signal
+// an outage of the host's authorization source rather than a failure:
+// the round is authorized by the client's auth lease (see
+// access.ErrResolverOutage).
+var ErrResolverOutage = access.ErrResolverOutage
 
 // AllowAll is a ScopeResolver granting every declared scope variable "*".
 // Use it only for development.
-func AllowAll(s *schema.Schema) ScopeResolver {
-	all := map[string][]string{}
-	for _, t := range s.Tables {
-		for _, sv := range t.Scopes {
-			all[sv.Var] = []string{partition.Wildcard}
-		}
-	}
-	return ScopeResolverFunc(func(context.Context, Identity) (map[string][]string, error) { return all, nil })
-}
+func AllowAll(s *schema.Schema) ScopeResolver { return access.AllowAll(s) }
 
 // Config configures an Engine.
 type Config struct {
@@ -293,6 +263,8 @@ type Engine struct {
 	pcfg    *partition.Config
 	runtime *actors.Runtime[partition.Job]
 	metrics *Metrics
+	// resolver asks Config.Resolver, surviving its panics.
+	resolver *access.Resolver
 
 	segments  *segstore.Cache
 	retention retentionMetrics
@@ -359,7 +331,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		// sync.schema_not_ready until the checkpoint is activated.
 		cfg.Logger.Warn("a backfill checkpoint at the running schema version is pending and not declared by this process; requests are refused until it is activated", zap.Error(err))
 	}
-	e := &Engine{cfg: cfg, metrics: newMetrics()}
+	e := &Engine{cfg: cfg, metrics: newMetrics(), resolver: access.NewResolver(cfg.Resolver, cfg.Schema, cfg.Logger)}
 	e.blobs.presign.Store(int32(cfg.BlobPresign))
 	pc := partition.NewConfig(cfg.Schema, cfg.Backend, partition.Gate{Running: cfg.Schema.Version, Declared: cfg.Checkpoints})
 	pc.Logger, pc.Now = cfg.Logger, cfg.Now
@@ -549,7 +521,7 @@ func (e *Engine) sync(ctx context.Context, id Identity, msg *ssp2.Message) (*Rep
 	// With leases on every round resolves (each successful one slides the
 	// lease); otherwise only rounds that push or pull need scopes.
 	if len(req.Commits) > 0 || len(req.Subscriptions) > 0 || e.leases != nil {
-		grants, rerr := e.resolveScopes(ctx, id)
+		grants, rerr := e.resolver.ResolveScopes(ctx, id)
 		switch {
 		case errors.Is(rerr, ErrResolverOutage):
 			outage = true

@@ -9,17 +9,6 @@ import (
 	"github.com/synclane/synclane/partition"
 )
 
-// ErrResolverOutage is what a ScopeResolver returns (or wraps, checked
-// with errors.Is) to signal an outage of the host's authorization source,
-// as opposed to a failure: the round is then authorized by the client's
-// auth lease (SPEC §7.3) and the lease is not refreshed. Without a valid
-// lease (none, expired, issued to another actor, or with leases off) the
-// request fails with 401 sync.auth_lease_required; with a revoked one,
-// 401 sync.auth_lease_revoked. Neither purges anything on the client.
-// Any other resolver error is a failure: subscriptions revoked, writes
-// forbidden.
-var ErrResolverOutage = errors.New("engine: scope resolver outage")
-
 // ErrNoLease reports a revocation of a lease that does not exist (or
 // whose stored record fails its signature check).
 var ErrNoLease = lease.ErrNoLease

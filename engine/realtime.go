@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/syncerr"
 )
@@ -97,16 +95,7 @@ func (e *Engine) ClientState(ctx context.Context, id Identity, clientID string) 
 // ok is false when it failed (every subscription is then revoked) or
 // returned a variable no table declares.
 func (e *Engine) Resolve(ctx context.Context, id Identity) (allowed Allowed, ok bool) {
-	grants, err := e.resolveScopes(ctx, id)
-	if err != nil {
-		e.cfg.Logger.Warn("scope resolver failed", zap.String("actor", id.ActorID),
-			zap.String("partition", id.Partition), zap.Error(err))
-		return nil, false
-	}
-	if partition.ValidateAllowed(e.cfg.Schema, Allowed(grants)) != nil {
-		return nil, false
-	}
-	return Allowed(grants), true
+	return e.resolver.Resolve(ctx, id)
 }
 
 // BuildDeltas asks the partition's actor for realtime delta sections (see

@@ -90,7 +90,7 @@ func (e *Engine) Segment(ctx context.Context, id Identity, segmentID string, req
 	if verr := partition.ValidateScopeMap("X-Syncular-Scopes", requested, e.pcfg.Limits); verr != nil {
 		return nil, syncerr.New(syncerr.InvalidRequest, "%s", verr.Message)
 	}
-	grants, rerr := e.resolveScopes(ctx, id)
+	grants, rerr := e.resolver.ResolveScopes(ctx, id)
 	if rerr != nil {
 		e.cfg.Logger.Warn("scope resolver failed", zap.String("actor", id.ActorID),
 			zap.String("partition", id.Partition), zap.Error(rerr))
