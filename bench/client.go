@@ -439,7 +439,7 @@ func (r inprocRT) roundTrip(ctx context.Context, id engine.Identity, body []byte
 }
 
 func (r inprocRT) segment(ctx context.Context, id engine.Identity, segmentID string, scopes map[string][]string) ([]byte, error) {
-	seg, err := r.eng.Segment(ctx, id, segmentID, scopes)
+	seg, err := r.eng.Segments().Get(ctx, id, segmentID, scopes)
 	if err != nil {
 		return nil, err
 	}

@@ -169,7 +169,7 @@ func serverChild(args []string) int {
 		})
 		mux.HandleFunc("GET /_bench/probe", func(w http.ResponseWriter, _ *http.Request) {
 			p := ps.read()
-			p.Segments = eng.SegmentStats()
+			p.Segments = eng.Segments().Stats()
 			_ = json.NewEncoder(w).Encode(p)
 		})
 		return mux

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/segments"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/memory"
@@ -117,11 +118,11 @@ func openTarget(ctx context.Context, cfg *Config, store string, eo EngineOpts) (
 	if sch == nil {
 		sch = schema.MustDemo()
 	}
-	ecfg := engine.Config{Schema: sch, Backend: st, Images: sqliteimage.Builder{}, DisableGroupCommit: eo.DisableGroupCommit,
+	ecfg := engine.Config{Schema: sch, Backend: st, Segments: segments.Options{Images: sqliteimage.Builder{}}, DisableGroupCommit: eo.DisableGroupCommit,
 		IdleTimeout: eo.IdleTimeout, Retention: engine.RetentionConfig{BatchCommits: eo.PruneBatch}}
 	ecfg.Resolver = engine.AllowAll(ecfg.Schema)
 	if eo.ServeSegments {
-		if ecfg.Segments, err = openServeSegments(ctx, cfg, t); err != nil {
+		if ecfg.Segments.Store, err = openServeSegments(ctx, cfg, t); err != nil {
 			t.Close()
 			return nil, err
 		}

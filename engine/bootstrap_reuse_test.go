@@ -64,7 +64,7 @@ func TestBootstrapAnsweredFromWhatIsBuiltEncodesNothing(t *testing.T) {
 	cases := []struct {
 		name      string
 		accept    uint8
-		inlineMax int // engine.Config.InlineSegmentMaxBytes (0: the default)
+		inlineMax int // engine.Config.Segments.InlineMaxBytes (0: the default)
 		// encoded is what each of three clients in turn encodes (pages
 		// and images).
 		encoded [3]uint64
@@ -81,14 +81,14 @@ func TestBootstrapAnsweredFromWhatIsBuiltEncodesNothing(t *testing.T) {
 	for sname, open := range stores(t) {
 		for _, c := range cases {
 			t.Run(sname+"/"+c.name, func(t *testing.T) {
-				f := newFixture(t, open(), func(cfg *engine.Config) { cfg.InlineSegmentMaxBytes = c.inlineMax })
+				f := newFixture(t, open(), func(cfg *engine.Config) { cfg.Segments.InlineMaxBytes = c.inlineMax })
 				f.client("writer", "cw").seedTitled(rows, strings.Repeat("x", 100))
 				ph := ssp2.PullHeader{Accept: c.accept, LimitSnapshotRows: perPage, MaxSnapshotPages: rows / perPage}
 				var first bootstrapped
 				for i, want := range c.encoded {
-					before := f.eng.SegmentStats().Encoded
+					before := f.eng.Segments().Stats().Encoded
 					got := f.client("reader", fmt.Sprintf("r%d", i)).bootstrapOnce(ph, "P")
-					if n := f.eng.SegmentStats().Encoded - before; n != want {
+					if n := f.eng.Segments().Stats().Encoded - before; n != want {
 						t.Fatalf("client %d encoded %d pages or images, want %d", i, n, want)
 					}
 					if !got.done {
@@ -149,13 +149,13 @@ func TestStoredImageIsServedOnlyForItsPinAndWhenTheTableExceedsAPage(t *testing.
 				t.Fatalf("a table that fits one page went as %d refs and %d inline rows, want 30 rows", len(fits.refs), len(fits.rows))
 			}
 			w.push("c-new", upsert("tasks", "t99", f.row("t99", "P", "after the image"), nil))
-			before := f.eng.SegmentStats().Encoded
+			before := f.eng.Segments().Stats().Encoded
 			again := f.client("reader", "r2").bootstrapOnce(small, "P")
 			if len(again.refs) != 1 || again.refs[0].SegmentID == img.refs[0].SegmentID || again.refs[0].RowCount != 31 ||
 				again.refs[0].AsOfCommitSeq != img.refs[0].AsOfCommitSeq+1 {
 				t.Fatalf("after a commit got %+v, want a new image of 31 rows at pin %d", again.refs, img.refs[0].AsOfCommitSeq+1)
 			}
-			if n := f.eng.SegmentStats().Encoded - before; n != 2 {
+			if n := f.eng.Segments().Stats().Encoded - before; n != 2 {
 				t.Fatalf("the new pin encoded %d pages or images, want its first page and its image", n)
 			}
 		})
@@ -209,12 +209,12 @@ func TestInlinePagesKeptWithinTheirBudget(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := newFixture(t, memory.New(), func(cfg *engine.Config) { cfg.InlinePageBytes = c.budget })
+			f := newFixture(t, memory.New(), func(cfg *engine.Config) { cfg.Segments.InlinePageBytes = c.budget })
 			seedScopes(f)
 			for i, p := range order {
-				before := f.eng.SegmentStats()
+				before := f.eng.Segments().Stats()
 				got := f.client("reader", fmt.Sprintf("r%d", i)).bootstrapOnce(ph, p)
-				after := f.eng.SegmentStats()
+				after := f.eng.Segments().Stats()
 				if len(got.rows) != perScope || got.rows[0][1] != p {
 					t.Fatalf("request %d (%s) got %d rows %v", i, p, len(got.rows), got.rows)
 				}

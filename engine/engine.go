@@ -16,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/engine/lease"
 	"github.com/synclane/synclane/engine/operations"
+	"github.com/synclane/synclane/engine/segments"
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -136,28 +136,16 @@ type Config struct {
 	// their client's registrations through it. A panic in it is logged
 	// and swallowed.
 	OnRegistration func(partition string, r Registration)
-	// Segments stores the rows segments bootstraps hand out by reference
-	// (default: an in-memory store). Use sqlitefile.Open for the embedded
-	// mode and pgseg.Open when processes share a database, so any of them
-	// serves a segment another built. The engine closes it in Close.
-	Segments segstore.Store
-	// Images builds the SQLite images (SPEC §5.3) served, by reference, to
-	// clients accepting them for a table over one page. nil: no images
-	// are served (such a client gets rows segments, as one not accepting
-	// images does). The engine links no SQLite driver; set
-	// sqliteimage.Builder{}, which does, to serve images.
-	Images partition.ImageBuilder
-	// SegmentTTL is how long a segment is served after it is built
-	// (default 24h); an expiry sweep runs every min(TTL/4, 10m).
-	SegmentTTL time.Duration
-	// InlineSegmentMaxBytes is the largest first bootstrap page sent inline
-	// to a client accepting both inline rows and refs (0: 256 KiB; negative:
-	// none, every bootstrap of such a client goes by SEGMENT_REF).
-	InlineSegmentMaxBytes int
+	// Segments configures the segments bootstraps hand out by reference:
+	// their store, TTL, inline limit, memory budgets and the SQLite image
+	// builder (see segments.Options; the zero value keeps them in memory
+	// and serves no images). The engine closes the store in Close.
+	Segments segments.Options
 	// SignedURLs, when set, signs segment URLs for clients accepting them
-	// (accept bit 3); PublicURL returns the base they are issued under (the
-	// scheme, host and mount, e.g. "https://sync.example.com/api"). Both
-	// are needed to issue URLs.
+	// (accept bit 3) and blob URLs; PublicURL returns the base they are
+	// issued under (the scheme, host and mount, e.g.
+	// "https://sync.example.com/api"). Both are needed to issue segment
+	// URLs.
 	SignedURLs *segstore.Signer
 	PublicURL  func() string
 
@@ -199,25 +187,7 @@ type Config struct {
 	// protocol/yjs.Merger.
 	Mergers map[string]partition.Merger
 
-	// SegmentHotBytes is the memory budget for segments downloaded more
-	// than once (a storm of clients on one scope): they are served from
-	// memory, least recently used out, until they expire (0: 64 MiB,
-	// segstore.DefaultHotBytes; negative: none). A segment downloaded once
-	// is never kept.
-	SegmentHotBytes int
-	// InlinePageBytes is the memory budget for inline bootstrap pages
-	// (those under InlineSegmentMaxBytes, sent in the response and never
-	// stored): a table's first page is kept when built, a later page on
-	// its second build, and answers every later request of its key
-	// (partition, table, scope digest, pin, row cursor, page size, schema
-	// version, log epoch, stored schema version) instead of being encoded
-	// again, least recently used out (0: 32 MiB,
-	// segstore.DefaultInlineBytes; negative: none). A commit moves the pin,
-	// a rotation or restore the log epoch: a kept page is never answered
-	// for rows that changed.
-	InlinePageBytes int
-
-	// Server events (events.go). Events, when set, receives the engine's
+	// Server events (emit.go). Events, when set, receives the engine's
 	// events: rejected commits, gate refusals, failed and slow requests,
 	// actor restarts and passivations, operator actions. Emitting never
 	// blocks a request (see package events).
@@ -266,15 +236,13 @@ type Engine struct {
 	// resolver asks Config.Resolver, surviving its panics.
 	resolver *access.Resolver
 
-	segments  *segstore.Cache
+	segments  *segments.Service
 	retention retentionMetrics
 	blobs     blobMetrics // blobs.go
 
 	closeOnce sync.Once
 	stopFeed  context.CancelFunc
 	feedDone  chan struct{}
-	stopSweep context.CancelFunc
-	sweepDone chan struct{}
 	// stopMaint and maintDone own the maintenance loop (nil without one).
 	stopMaint context.CancelFunc
 	maintDone chan struct{}
@@ -349,42 +317,16 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := e.configureReactions(pc); err != nil {
 		return nil, err
 	}
-	if cfg.Segments == nil {
-		cfg.Segments = segstore.NewMemory()
-		e.cfg.Segments = cfg.Segments
-	}
-	e.segments = segstore.NewCache(cfg.Segments, cfg.SegmentTTL, cfg.Now, cfg.Logger)
-	if cfg.SegmentHotBytes == 0 {
-		cfg.SegmentHotBytes = segstore.DefaultHotBytes
-	}
-	e.segments.KeepHot(cfg.SegmentHotBytes)
-	if cfg.InlinePageBytes == 0 {
-		cfg.InlinePageBytes = segstore.DefaultInlineBytes
-	}
-	e.segments.KeepInline(cfg.InlinePageBytes)
-	pc.Segments = e.segments
-	pc.Images = cfg.Images
-	if cfg.InlineSegmentMaxBytes != 0 {
-		pc.InlineSegmentMaxBytes = cfg.InlineSegmentMaxBytes
-	}
-	sctx, cancel := context.WithCancel(context.Background())
-	e.stopSweep, e.sweepDone = cancel, make(chan struct{})
-	go func() {
-		defer close(e.sweepDone)
-		e.segments.RunSweeper(sctx, 0)
-	}()
+	e.segments = segments.New(cfg.Segments, segments.Deps{Schema: cfg.Schema, Limits: pc.Limits, Resolver: e.resolver,
+		SignedURLs: cfg.SignedURLs, PublicURL: cfg.PublicURL, Now: cfg.Now, Logger: cfg.Logger})
+	e.segments.Configure(pc)
+	e.segments.Start()
 	e.pcfg = pc
 	maxBatch := cfg.MaxBatch
 	if cfg.DisableGroupCommit {
 		maxBatch = 1
 	}
 	pc.Submit = func(name string, job partition.Job) { e.runtime.Submit(name, job) }
-	if cfg.SignedURLs != nil && cfg.PublicURL != nil {
-		pc.SignURL = func(part string, m segstore.Meta) (string, int64) {
-			tok, exp := cfg.SignedURLs.Sign(part, m.ID, m.ScopeDigest)
-			return strings.TrimRight(cfg.PublicURL(), "/") + "/segments/" + m.ID + "?st=" + tok, exp
-		}
-	}
 	e.runtime = actors.New(func(name string) actors.Worker[partition.Job] { return partition.New(name, pc) }, actors.Options{
 		IdleTimeout:  cfg.IdleTimeout,
 		JobTimeout:   cfg.StorageTimeout,
@@ -474,11 +416,7 @@ func (e *Engine) Close() error {
 			<-e.feedDone
 		}
 		e.runtime.Stop()
-		e.stopSweep()
-		<-e.sweepDone
-		if err := e.segments.Close(); err != nil {
-			e.cfg.Logger.Warn("closing the segment store failed", zap.Error(err))
-		}
+		e.segments.Close()
 	})
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/segments"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
@@ -48,7 +49,7 @@ func newFixture(t *testing.T, st backend, mut ...func(*engine.Config)) *fixture 
 	}
 	f := &fixture{t: t, store: st.Backend(), schema: s, codec: ssp2.NewRowCodec(s.Table("tasks").Columns),
 		allowed: map[string]map[string][]string{}}
-	cfg := engine.Config{Schema: s, Backend: f.store, Resolver: engine.ScopeResolverFunc(f.resolve), Images: sqliteimage.Builder{}}
+	cfg := engine.Config{Schema: s, Backend: f.store, Resolver: engine.ScopeResolverFunc(f.resolve), Segments: segments.Options{Images: sqliteimage.Builder{}}}
 	for _, m := range mut {
 		m(&cfg)
 	}

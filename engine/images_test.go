@@ -8,7 +8,7 @@ import (
 )
 
 // TestNoImageBuilderServesRows: an engine without an image builder
-// (Config.Images nil: an embedder linking no SQLite driver) answers a
+// (Config.Segments.Images nil: an embedder linking no SQLite driver) answers a
 // client accepting SQLite images as one not accepting them, on a store
 // that could copy rows into an image (sqlite) and one that could not
 // (memory): the whole table goes as rows segments, by ref or inline,
@@ -25,7 +25,7 @@ func TestNoImageBuilderServesRows(t *testing.T) {
 	}
 	for sname, open := range stores(t) {
 		t.Run(sname, func(t *testing.T) {
-			f := newFixture(t, open(), func(c *engine.Config) { c.Images = nil })
+			f := newFixture(t, open(), func(c *engine.Config) { c.Segments.Images = nil })
 			f.client("writer", "cw").seedTitled(rows, "title ")
 			for _, c := range cases {
 				ph := ssp2.PullHeader{Accept: c.accept, LimitSnapshotRows: perPage, MaxSnapshotPages: rows / perPage}

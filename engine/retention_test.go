@@ -92,7 +92,7 @@ func (c *countingSegments) Sweep(ctx context.Context, nowMs, forgetBeforeMs int6
 // A maintenance pass sweeps expired segments (a dry run does not).
 func TestMaintenancePassSweepsSegments(t *testing.T) {
 	segs := &countingSegments{Store: segstore.NewMemory()}
-	f := newFixture(t, memory.New(), func(c *engine.Config) { c.Segments = segs })
+	f := newFixture(t, memory.New(), func(c *engine.Config) { c.Segments.Store = segs })
 	ctx := context.Background()
 	if _, err := f.eng.MaintenancePass(ctx, true); err != nil || segs.sweeps.Load() != 0 {
 		t.Fatalf("dry run: %v, %d sweeps", err, segs.sweeps.Load())

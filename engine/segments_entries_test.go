@@ -35,12 +35,12 @@ func refPull(t *testing.T, c *client, s *ssp2.Subscription) *ssp2.SegmentRef {
 // first entry's segment is kept in memory, the second entry's owner must
 // still be served, not refused as if its scopes did not match.
 func TestHotSegmentServesALaterEntryOfItsBytes(t *testing.T) {
-	f := newFixture(t, memory.New(), func(c *engine.Config) { c.SegmentHotBytes = 0 }) // default budget
+	f := newFixture(t, memory.New(), func(c *engine.Config) { c.Segments.HotBytes = 0 }) // default budget
 	a := f.client("ada", "c-ada")
 	a.push("c1", upsert("tasks", "t1", f.row("t1", "p1", "hello"), nil))
 	ref1 := refPull(t, a, sub("s1", -1, "p1"))
 	for i := range 2 { // the second download keeps it in memory
-		seg, err := f.eng.Segment(context.Background(), a.id, ref1.SegmentID, map[string][]string{"project_id": {"p1"}})
+		seg, err := f.eng.Segments().Get(context.Background(), a.id, ref1.SegmentID, map[string][]string{"project_id": {"p1"}})
 		if err != nil {
 			t.Fatalf("download %d: %v", i, err)
 		}
@@ -51,13 +51,13 @@ func TestHotSegmentServesALaterEntryOfItsBytes(t *testing.T) {
 	if ref2.SegmentID != ref1.SegmentID {
 		t.Fatalf("segment ids differ (%s, %s): the test needs the same bytes under two digests", ref1.SegmentID, ref2.SegmentID)
 	}
-	seg, err := f.eng.Segment(context.Background(), b.id, ref2.SegmentID, map[string][]string{"project_id": {"p1", "p9"}})
+	seg, err := f.eng.Segments().Get(context.Background(), b.id, ref2.SegmentID, map[string][]string{"project_id": {"p1", "p9"}})
 	if err != nil {
 		t.Fatalf("the download of the segment just referenced to this caller was refused: %v", err)
 	}
 	seg.Close()
 	// A caller whose scopes match no entry is still refused.
-	if _, err := f.eng.Segment(context.Background(), b.id, ref2.SegmentID, map[string][]string{"project_id": {"p2"}}); syncerr.CodeOf(err) != syncerr.Forbidden {
+	if _, err := f.eng.Segments().Get(context.Background(), b.id, ref2.SegmentID, map[string][]string{"project_id": {"p2"}}); syncerr.CodeOf(err) != syncerr.Forbidden {
 		t.Fatalf("download under other scopes: %v, want sync.forbidden", err)
 	}
 }
@@ -78,7 +78,7 @@ func TestSegmentDownloadScopeHeaderIsBounded(t *testing.T) {
 		"10,001 values": {"project_id": many},
 		"a long value":  {"project_id": {string(make([]byte, 600))}},
 	} {
-		if _, err := f.eng.Segment(context.Background(), a.id, ref.SegmentID, req); syncerr.CodeOf(err) != syncerr.InvalidRequest {
+		if _, err := f.eng.Segments().Get(context.Background(), a.id, ref.SegmentID, req); syncerr.CodeOf(err) != syncerr.InvalidRequest {
 			t.Errorf("%s: %v, want sync.invalid_request", name, err)
 		}
 	}

@@ -42,7 +42,7 @@ func TestInlinePagesOutliveAFailingSegmentStore(t *testing.T) {
 		"put fails":    {Memory: segstore.NewMemory(), put: down},
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, memory.New(), func(c *engine.Config) { c.Segments = segs; c.InlineSegmentMaxBytes = 1 })
+			f := newFixture(t, memory.New(), func(c *engine.Config) { c.Segments.Store = segs; c.Segments.InlineMaxBytes = 1 })
 			a := f.client("alice", "ca")
 			const rows, perPage = 30, 10
 			a.seedTitled(rows, "title ")
@@ -65,7 +65,7 @@ func TestInlinePagesOutliveAFailingSegmentStore(t *testing.T) {
 			if seen != rows {
 				t.Fatalf("%d rows arrived inline, want %d", seen, rows)
 			}
-			if st := f.eng.SegmentStats(); st.Bypassed < rows/perPage {
+			if st := f.eng.Segments().Stats(); st.Bypassed < rows/perPage {
 				t.Fatalf("%d pages counted as served without the store, want at least %d", st.Bypassed, rows/perPage)
 			}
 		})

@@ -45,7 +45,7 @@ func (w *flushWriter) Flush() error {
 // client downloads it while the next one is built (a reference is a few
 // hundred bytes: buffered, the whole section would leave at its end).
 func TestStreamedPagesAreFlushed(t *testing.T) {
-	f := newFixture(t, memory.New(), func(c *engine.Config) { c.Segments = segstore.NewMemory() })
+	f := newFixture(t, memory.New(), func(c *engine.Config) { c.Segments.Store = segstore.NewMemory() })
 	a := f.client("alice", "ca")
 	const rows, perPage = 40, 10
 	a.seedTitled(rows, "title ")

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/segments"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/sqlite"
@@ -158,7 +159,7 @@ func pruneCmd(ctx context.Context, args []string, lookup func(string) (string, b
 	if err != nil {
 		return fail(fmt.Errorf("open blob store: %w", err))
 	}
-	eng, err := engine.New(ctx, engine.Config{Schema: sch, Backend: st.Backend, Retention: c.retention.engineConfig(), Segments: segs, Blobs: blobs, Mergers: builtinMergers(),
+	eng, err := engine.New(ctx, engine.Config{Schema: sch, Backend: st.Backend, Retention: c.retention.engineConfig(), Segments: segments.Options{Store: segs}, Blobs: blobs, Mergers: builtinMergers(),
 		Resolver: engine.ScopeResolverFunc(func(context.Context, engine.Identity) (map[string][]string, error) {
 			return nil, errors.New("synclane prune serves no requests")
 		})})

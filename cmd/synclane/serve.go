@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/segments"
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/yjs"
@@ -496,10 +497,10 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	}
 	cfg := engine.Config{Schema: sch, Backend: st.Backend, Logger: log,
 		MaxOperations: c.maxOps, IdleTimeout: c.idleTimeout, Checkpoints: decls, Retention: c.retention.engineConfig(),
-		Segments: segs, Images: sqliteimage.Builder{}, SegmentTTL: c.segmentTTL, InlineSegmentMaxBytes: int(c.inlineSegmentMaxBytes),
+		Segments:  segments.Options{Store: segs, Images: sqliteimage.Builder{}, TTL: c.segmentTTL, InlineMaxBytes: int(c.inlineSegmentMaxBytes)},
 		Reactions: c.reactions.engineConfig()}
 	if c.inlineSegmentMaxBytes == 0 {
-		cfg.InlineSegmentMaxBytes = -1 // nothing inline when the client accepts refs
+		cfg.Segments.InlineMaxBytes = -1 // nothing inline when the client accepts refs
 	}
 	cfg.Mergers = builtinMergers()
 	if cfg.Blobs, err = openBlobs(ctx, c, st, log); err != nil {

@@ -192,7 +192,7 @@ type SectionView struct {
 func (s *Service) Overview(ctx context.Context) (*Overview, error) {
 	sch := s.eng.Schema()
 	o := &Overview{NowMs: s.now().UnixMilli(), SchemaVersion: sch.Version, Ready: true,
-		Requests: s.eng.Metrics(), Actors: s.eng.ActorStats(), Segments: s.eng.SegmentStats(),
+		Requests: s.eng.Metrics(), Actors: s.eng.ActorStats(), Segments: s.eng.Segments().Stats(),
 		Events: s.eng.Events().Stats()}
 	for _, t := range sch.Tables {
 		o.Tables = append(o.Tables, tableView(t.Name, t.Columns, t.PK, scopeVars(t.Scopes)))

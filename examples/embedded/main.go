@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/segments"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage/segstore/sqliteimage"
@@ -97,7 +98,7 @@ func main() {
 		Logger:   logger,
 		// SQLite images (SPEC §5.3) for clients accepting them; without
 		// a builder such clients get rows segments.
-		Images: sqliteimage.Builder{},
+		Segments: segments.Options{Images: sqliteimage.Builder{}},
 	})
 	if err != nil {
 		log.Fatal(err)

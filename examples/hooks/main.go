@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/segments"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage/segstore/sqliteimage"
 	"github.com/synclane/synclane/storage/sqlite"
@@ -111,7 +112,7 @@ func hooks(mailer Mailer) (map[string]engine.RowValidator, engine.CommitValidato
 func newEngine(ctx context.Context, store *sqlite.Store, mailer Mailer, logger *zap.Logger) (*engine.Engine, error) {
 	s := schema.MustDemo()
 	validators, commitValidator, reactions := hooks(mailer)
-	return engine.New(ctx, engine.Config{Schema: s, Backend: store.Backend(), Resolver: engine.AllowAll(s), Logger: logger, Images: sqliteimage.Builder{},
+	return engine.New(ctx, engine.Config{Schema: s, Backend: store.Backend(), Resolver: engine.AllowAll(s), Logger: logger, Segments: segments.Options{Images: sqliteimage.Builder{}},
 		Validators: validators, CommitValidator: commitValidator, Reactions: reactions})
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/operations"
+	"github.com/synclane/synclane/engine/segments"
 	"github.com/synclane/synclane/protocol/opwire"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -142,7 +143,7 @@ func newEngine(ctx context.Context, store *sqlite.Store, logger *zap.Logger) (*e
 		return nil, err
 	}
 	return engine.New(ctx, engine.Config{Schema: s, Backend: store.Backend(), Resolver: engine.ScopeResolverFunc(resolveScopes),
-		Logger: logger, Operations: reg, Images: sqliteimage.Builder{}})
+		Logger: logger, Operations: reg, Segments: segments.Options{Images: sqliteimage.Builder{}}})
 }
 
 func main() {

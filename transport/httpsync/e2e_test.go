@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/segments"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/ssp2/ssp2test"
@@ -102,7 +103,7 @@ func startServerWith(t *testing.T, be backend, configure func(*engine.Config)) *
 
 func (s *server) start() {
 	s.store = s.be.open(s.t)
-	cfg := engine.Config{Schema: s.schema, Backend: s.store.Backend(), Segments: openSegments(s.t, s.store, s.segDir), Images: sqliteimage.Builder{},
+	cfg := engine.Config{Schema: s.schema, Backend: s.store.Backend(), Segments: segments.Options{Store: openSegments(s.t, s.store, s.segDir), Images: sqliteimage.Builder{}},
 		Resolver: engine.ScopeResolverFunc(func(_ context.Context, id engine.Identity) (map[string][]string, error) {
 			s.mu.Lock()
 			defer s.mu.Unlock()

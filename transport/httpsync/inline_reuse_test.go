@@ -32,7 +32,7 @@ func TestInlineStormReusesLargePages(t *testing.T) {
 		s0.stop()
 		for ci, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
-				s := startServerWith(t, s0.be, func(cfg *engine.Config) { cfg.InlineSegmentMaxBytes = c.inlineLimit })
+				s := startServerWith(t, s0.be, func(cfg *engine.Config) { cfg.Segments.InlineMaxBytes = c.inlineLimit })
 				const clients = 8
 				seed(t, s, 1500) // idempotent across cases (same commit ids)
 				// One new row per case moves the pin, so no case reuses the
@@ -43,7 +43,7 @@ func TestInlineStormReusesLargePages(t *testing.T) {
 					t.Fatal(err)
 				}
 				n := 1500 + ci + 1
-				before := s.eng.SegmentStats()
+				before := s.eng.Segments().Stats()
 				var wg sync.WaitGroup
 				errs := make([]error, clients)
 				for i := range errs {
@@ -66,7 +66,7 @@ func TestInlineStormReusesLargePages(t *testing.T) {
 				if err := errors.Join(errs...); err != nil {
 					t.Fatal(err)
 				}
-				st := s.eng.SegmentStats()
+				st := s.eng.Segments().Stats()
 				built, reused := st.Built-before.Built, st.Reused-before.Reused
 				if built != c.wantBuilt || reused != (clients-1)*c.wantBuilt {
 					t.Fatalf("built %d reused %d, want %d and %d", built, reused, c.wantBuilt, (clients-1)*c.wantBuilt)
@@ -96,7 +96,7 @@ func TestReconnectsEncodeTheirInlinePageOnce(t *testing.T) {
 		reconnect := func(what string, n int, wantEncoded uint64, want int, titles map[string]string) {
 			t.Helper()
 			round++
-			before := s.eng.SegmentStats()
+			before := s.eng.Segments().Stats()
 			var wg sync.WaitGroup
 			errs := make([]error, n)
 			for i := range errs {
@@ -127,7 +127,7 @@ func TestReconnectsEncodeTheirInlinePageOnce(t *testing.T) {
 			if err := errors.Join(errs...); err != nil {
 				t.Fatalf("%s: %v", what, err)
 			}
-			after := s.eng.SegmentStats()
+			after := s.eng.Segments().Stats()
 			if enc, reused := after.Encoded-before.Encoded, after.InlineReused-before.InlineReused; enc != wantEncoded || reused != uint64(n)-wantEncoded {
 				t.Fatalf("%s: %d clients encoded %d pages and reused %d, want %d and %d", what, n, enc, reused, wantEncoded, uint64(n)-wantEncoded)
 			}

@@ -181,7 +181,7 @@ func writeMetrics(ctx context.Context, w http.ResponseWriter, eng *engine.Engine
 	p("synclane_commits_rejected_total", "Pushed commits rejected.", s.CommitsRejected)
 	p("synclane_header_only_resets_total", "Epoch-reset and schema-floor answers.", s.HeaderOnlyResets)
 	p("synclane_request_seconds_total", "Total time spent serving sync requests.", s.RequestSeconds)
-	ss := eng.SegmentStats()
+	ss := eng.Segments().Stats()
 	p("synclane_segments_built_total", "Segments built and stored.", ss.Built)
 	p("synclane_segments_reused_total", "Bootstrap pages answered with a segment already stored (no rebuild).", ss.Reused)
 	p("synclane_segments_served_total", "Segment downloads served.", ss.Served)

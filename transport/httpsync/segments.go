@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/segments"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httperr"
@@ -56,7 +57,7 @@ func (h *SegmentHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if st := r.URL.Query().Get("st"); st != "" {
 		// A signed URL: no host auth, the token is the authorization.
-		seg, err := h.eng.SignedSegment(r.Context(), r.PathValue("id"), st)
+		seg, err := h.eng.Segments().GetSigned(r.Context(), r.PathValue("id"), st)
 		h.answer(w, r, rid, "", seg, err)
 		return
 	}
@@ -71,12 +72,12 @@ func (h *SegmentHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httperr.Write(w, syncerr.New(syncerr.InvalidRequest, "%s must hold the requested scope map as JSON", ScopesHeader))
 		return
 	}
-	seg, err := h.eng.Segment(r.Context(), id, segID, requested)
+	seg, err := h.eng.Segments().Get(r.Context(), id, segID, requested)
 	h.answer(w, r, rid, id.Partition, seg, err)
 }
 
 // answer writes a segment download or its refusal.
-func (h *SegmentHandler) answer(w http.ResponseWriter, r *http.Request, rid, partition string, seg *engine.Segment, err error) {
+func (h *SegmentHandler) answer(w http.ResponseWriter, r *http.Request, rid, partition string, seg *segments.Segment, err error) {
 	defer seg.Close()
 	if err != nil {
 		e := syncerr.As(err)

@@ -84,7 +84,7 @@ func sub0(cursor int64, token []byte) *ssp2.Subscription {
 func TestSegmentLanesEndToEnd(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s0 *server) {
 		s0.stop()
-		s := startServerWith(t, s0.be, func(c *engine.Config) { c.InlineSegmentMaxBytes = 16 << 10 })
+		s := startServerWith(t, s0.be, func(c *engine.Config) { c.Segments.InlineMaxBytes = 16 << 10 })
 		const n = 2500
 		seed(t, s, n)
 		for _, lane := range []struct {
@@ -222,7 +222,7 @@ func TestSegmentDownloadRules(t *testing.T) {
 		s0.stop()
 		clk := &testClock{}
 		clk.ms.Store(time.Now().UnixMilli())
-		s := startServerWith(t, s0.be, func(c *engine.Config) { c.Now = clk.now; c.SegmentTTL = time.Hour })
+		s := startServerWith(t, s0.be, func(c *engine.Config) { c.Now = clk.now; c.Segments.TTL = time.Hour })
 		const n = 1500
 		ctx := context.Background()
 		c, ph, resp, ref := seedAndPullRef(t, s, n)
@@ -248,7 +248,7 @@ func TestSegmentDownloadRules(t *testing.T) {
 			}
 		}
 		// Another process on the same database serves the segment.
-		other := startServerWith(t, s0.be, func(c *engine.Config) { c.Now = clk.now; c.SegmentTTL = time.Hour })
+		other := startServerWith(t, s0.be, func(c *engine.Config) { c.Now = clk.now; c.Segments.TTL = time.Hour })
 		other.segDir = s.segDir
 		other.restart()
 		if res, _ := getSegment(t, other, ref.SegmentID, "reader", scopes, nil); res.StatusCode != 200 {
@@ -278,7 +278,7 @@ func TestSegmentDownloadRules(t *testing.T) {
 		clk.advance(time.Hour)
 		res, body = getSegment(t, s, ref.SegmentID, "reader", scopes, nil)
 		wantCode(t, res, body, 404, syncerr.SegmentExpired)
-		if n, err := s.eng.SweepSegments(ctx); err != nil || n == 0 {
+		if n, err := s.eng.Segments().Sweep(ctx); err != nil || n == 0 {
 			t.Fatalf("sweep: %d %v", n, err)
 		}
 		res, body = getSegment(t, s, ref.SegmentID, "reader", scopes, nil)
@@ -292,7 +292,7 @@ func TestSegmentDownloadRules(t *testing.T) {
 		if got := len(r.Rows["todos"]); got != n {
 			t.Fatalf("replica has %d rows after re-pull, want %d", got, n)
 		}
-		if st := s.eng.SegmentStats(); st.Expired == 0 || st.Served == 0 || st.ServedBytes == 0 || st.Built < 3 {
+		if st := s.eng.Segments().Stats(); st.Expired == 0 || st.Served == 0 || st.ServedBytes == 0 || st.Built < 3 {
 			t.Fatalf("stats %+v", st)
 		}
 	})
@@ -304,7 +304,7 @@ func TestSegmentStormBuildsOnce(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *server) {
 		const n, pages = 1500, 3
 		seed(t, s, n)
-		before := s.eng.SegmentStats()
+		before := s.eng.Segments().Stats()
 		ctx := context.Background()
 		var wg sync.WaitGroup
 		errs := make([]error, 50)
@@ -328,7 +328,7 @@ func TestSegmentStormBuildsOnce(t *testing.T) {
 		if err := errors.Join(errs...); err != nil {
 			t.Fatal(err)
 		}
-		st := s.eng.SegmentStats()
+		st := s.eng.Segments().Stats()
 		if built, reused := st.Built-before.Built, st.Reused-before.Reused; built != pages || reused != 49*pages {
 			t.Fatalf("built %d reused %d, want %d and %d", built, reused, pages, 49*pages)
 		}
@@ -386,12 +386,12 @@ func TestSQLiteImageLane(t *testing.T) {
 			t.Fatalf("sqlite3 says\n%s\nwant\n%s", out, want)
 		}
 		// The next client of the same scope at the same pin gets the same image.
-		before := s.eng.SegmentStats()
+		before := s.eng.Segments().Stats()
 		resp2, err := s.client("reader", "img2").Pull(ctx, ph, sub0(-1, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r2 := refsOf(resp2); len(r2) != 1 || r2[0].SegmentID != ref.SegmentID || s.eng.SegmentStats().Built != before.Built {
+		if r2 := refsOf(resp2); len(r2) != 1 || r2[0].SegmentID != ref.SegmentID || s.eng.Segments().Stats().Built != before.Built {
 			t.Fatalf("second client did not reuse the image")
 		}
 		// Applied, it converges with an inline bootstrap.

@@ -1,4 +1,4 @@
-package engine
+package segments
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/synclane/synclane/engine/access"
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
@@ -59,8 +60,8 @@ func (s *Segment) Bytes() ([]byte, error) {
 // openSegment fetches segment segmentID of partition ("" for any) from
 // the segment cache, with the protocol's errors; a returned file is the
 // caller's to close.
-func (e *Engine) openSegment(ctx context.Context, part, segmentID string) ([]segstore.Meta, []byte, *os.File, error) {
-	metas, data, f, err := e.segments.Open(ctx, part, segmentID)
+func (s *Service) openSegment(ctx context.Context, part, segmentID string) ([]segstore.Meta, []byte, *os.File, error) {
+	metas, data, f, err := s.segments.Open(ctx, part, segmentID)
 	switch {
 	case errors.Is(err, segstore.ErrNotFound):
 		return nil, nil, nil, syncerr.New(syncerr.NotFound, "no segment %s", segmentID)
@@ -72,7 +73,7 @@ func (e *Engine) openSegment(ctx context.Context, part, segmentID string) ([]seg
 	return metas, data, f, nil
 }
 
-// Segment authorizes and returns segment segmentID of the caller's
+// Get authorizes and returns segment segmentID of the caller's
 // partition (SPEC §5.5). requested is the caller's requested scope map (the
 // X-Syncular-Scopes header). On every call the actor's scopes are resolved
 // again and intersected with requested; the digest of the effective map must
@@ -80,19 +81,19 @@ func (e *Engine) openSegment(ctx context.Context, part, segmentID string) ([]seg
 // sync.forbidden (digest mismatch, revocation, resolver failure, a requested
 // map the segment's table does not declare), sync.not_found (unknown
 // segment), sync.segment_expired (its TTL passed; pull again).
-func (e *Engine) Segment(ctx context.Context, id Identity, segmentID string, requested map[string][]string) (*Segment, error) {
+func (s *Service) Get(ctx context.Context, id access.Identity, segmentID string, requested map[string][]string) (*Segment, error) {
 	if id.Partition == "" || id.ActorID == "" {
 		return nil, syncerr.New(syncerr.AuthRequired, "request has no authenticated actor or partition")
 	}
 	if verr := partition.ValidateIdentity(id.ActorID, id.Partition); verr != nil {
 		return nil, verr
 	}
-	if verr := partition.ValidateScopeMap("X-Syncular-Scopes", requested, e.pcfg.Limits); verr != nil {
+	if verr := partition.ValidateScopeMap("X-Syncular-Scopes", requested, s.deps.Limits); verr != nil {
 		return nil, syncerr.New(syncerr.InvalidRequest, "%s", verr.Message)
 	}
-	grants, rerr := e.resolver.ResolveScopes(ctx, id)
+	grants, rerr := s.deps.Resolver.ResolveScopes(ctx, id)
 	if rerr != nil {
-		e.cfg.Logger.Warn("scope resolver failed", zap.String("actor", id.ActorID),
+		s.deps.Logger.Warn("scope resolver failed", zap.String("actor", id.ActorID),
 			zap.String("partition", id.Partition), zap.Error(rerr))
 		return nil, syncerr.New(syncerr.Forbidden, "the caller's scopes could not be resolved")
 	}
@@ -103,7 +104,7 @@ func (e *Engine) Segment(ctx context.Context, id Identity, segmentID string, req
 	digestOf := func(table string) string {
 		d, ok := digests[table]
 		if !ok {
-			if t := e.cfg.Schema.Table(table); t != nil && partition.ValidateRequested(t, requested) == nil {
+			if t := s.deps.Schema.Table(table); t != nil && partition.ValidateRequested(t, requested) == nil {
 				if eff, revoked := partition.Effective(requested, partition.Allowed(grants), true); !revoked {
 					d = ssp2.ScopeDigest(eff)
 				}
@@ -112,7 +113,7 @@ func (e *Engine) Segment(ctx context.Context, id Identity, segmentID string, req
 		}
 		return d
 	}
-	return e.matchSegment(ctx, id.Partition, segmentID, func(m segstore.Meta) bool {
+	return s.matchSegment(ctx, id.Partition, segmentID, func(m segstore.Meta) bool {
 		d := digestOf(m.Table)
 		return d != "" && d == m.ScopeDigest
 	}, syncerr.New(syncerr.Forbidden, "the caller's effective scopes do not match segment %s", segmentID))
@@ -123,46 +124,46 @@ func (e *Engine) Segment(ctx context.Context, id Identity, segmentID string, req
 // matches and the entries came from the hot set, which may predate the
 // entry being looked for (the same bytes stored since under another scope
 // digest), the store is read once more before refusing.
-func (e *Engine) matchSegment(ctx context.Context, part, segmentID string, match func(segstore.Meta) bool, refusal error) (*Segment, error) {
+func (s *Service) matchSegment(ctx context.Context, part, segmentID string, match func(segstore.Meta) bool, refusal error) (*Segment, error) {
 	for attempt := 0; ; attempt++ {
-		metas, data, f, err := e.openSegment(ctx, part, segmentID)
+		metas, data, f, err := s.openSegment(ctx, part, segmentID)
 		if err != nil {
 			return nil, err
 		}
 		for _, m := range metas {
 			if match(m) {
-				e.segments.CountServed(int(m.ByteLength))
+				s.segments.CountServed(int(m.ByteLength))
 				return &Segment{Meta: m, Data: data, File: f}, nil
 			}
 		}
 		_ = (&Segment{Data: data, File: f}).Close()
-		if attempt > 0 || !e.segments.Forget(part, segmentID) {
+		if attempt > 0 || !s.segments.Forget(part, segmentID) {
 			return nil, refusal
 		}
 	}
 }
 
-// SegmentStats returns the segment cache's counters.
-func (e *Engine) SegmentStats() segstore.Stats { return e.segments.Stats() }
+// Stats returns the segment cache's counters.
+func (s *Service) Stats() segstore.Stats { return s.segments.Stats() }
 
-// SweepSegments expires segments whose TTL has passed now (the sweeper
-// does this periodically); it returns how many it expired.
-func (e *Engine) SweepSegments(ctx context.Context) (int, error) { return e.segments.Sweep(ctx) }
+// Sweep expires segments whose TTL has passed now (the sweeper does this
+// periodically); it returns how many it expired.
+func (s *Service) Sweep(ctx context.Context) (int, error) { return s.segments.Sweep(ctx) }
 
-// SignedSegment returns segment segmentID to the bearer of a signed URL
+// GetSigned returns segment segmentID to the bearer of a signed URL
 // token (SPEC §5.4): no host auth; the token's MAC, expiry (60 s skew) and
 // segment id are checked, and a stored entry must match its scope digest
 // and audience. A bad token is sync.forbidden; an unknown or expired
 // segment is sync.not_found or sync.segment_expired.
-func (e *Engine) SignedSegment(ctx context.Context, segmentID, token string) (*Segment, error) {
-	if e.cfg.SignedURLs == nil {
+func (s *Service) GetSigned(ctx context.Context, segmentID, token string) (*Segment, error) {
+	if s.deps.SignedURLs == nil {
 		return nil, syncerr.New(syncerr.Forbidden, "signed segment URLs are not enabled")
 	}
-	cl, err := e.cfg.SignedURLs.Verify(token, segmentID)
+	cl, err := s.deps.SignedURLs.Verify(token, segmentID)
 	if err != nil {
 		return nil, syncerr.Wrap(syncerr.Forbidden, err, "the signed segment URL is invalid or expired")
 	}
-	return e.matchSegment(ctx, "", segmentID, func(m segstore.Meta) bool {
-		return m.ScopeDigest == cl.ScopeDigest && e.cfg.SignedURLs.Audience(m.Partition) == cl.Audience
+	return s.matchSegment(ctx, "", segmentID, func(m segstore.Meta) bool {
+		return m.ScopeDigest == cl.ScopeDigest && s.deps.SignedURLs.Audience(m.Partition) == cl.Audience
 	}, syncerr.New(syncerr.Forbidden, "the signed segment URL does not match segment %s", segmentID))
 }
