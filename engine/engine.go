@@ -23,6 +23,7 @@ import (
 
 	"github.com/synclane/synclane/actors"
 	"github.com/synclane/synclane/engine/access"
+	"github.com/synclane/synclane/engine/blobs"
 	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/engine/lease"
 	"github.com/synclane/synclane/engine/operations"
@@ -196,15 +197,12 @@ type Config struct {
 	// as a slow request event (0: DefaultSlowRequest; negative: never).
 	SlowRequest time.Duration
 
-	// Blobs configures blob storage (SPEC §5.9; see BlobConfig). Without a
-	// Blobs.Store the blob routes are not served (pushes still check
-	// blob_ref references: none can be present).
-	Blobs BlobConfig
-	// BlobPresign is where the presigned-URL switch of blob transfers
-	// starts (see BlobPresign; the zero value keeps upload grants always
-	// presigned and downloads presigned iff SignedURLs is set).
-	// Engine.SetBlobPresign moves it at run time.
-	BlobPresign BlobPresign
+	// Blobs configures blob storage (SPEC §5.9; see blobs.Options): the
+	// byte store, the size cap, the orphan age and where the
+	// presigned-URL switch starts. Without Blobs.Store the blob routes are
+	// not served (pushes still check blob_ref references: none can be
+	// present).
+	Blobs blobs.Options
 
 	// IdempotencyFault is a test-only fault injector, nil in production
 	// (where it costs one nil check per commit). When set it is called at
@@ -238,7 +236,7 @@ type Engine struct {
 
 	segments  *segments.Service
 	retention retentionMetrics
-	blobs     blobMetrics // blobs.go
+	blobs     *blobs.Service
 
 	closeOnce sync.Once
 	stopFeed  context.CancelFunc
@@ -276,9 +274,6 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Operations != nil && cfg.Operations.Schema() != cfg.Schema {
 		return nil, errors.New("engine: Operations was registered for another schema than Schema")
 	}
-	if cfg.BlobPresign < BlobPresignConfigured || cfg.BlobPresign > BlobPresignOff {
-		return nil, fmt.Errorf("engine: BlobPresign %d is not a BlobPresign value", cfg.BlobPresign)
-	}
 	if cfg.MaxOperations <= 0 {
 		cfg.MaxOperations = 500
 	}
@@ -291,6 +286,12 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	resolver := access.NewResolver(cfg.Resolver, cfg.Schema, cfg.Logger)
+	bl, err := blobs.New(cfg.Backend.Blobs, cfg.Blobs, blobs.Deps{Schema: cfg.Schema, Resolver: resolver,
+		SignedURLs: cfg.SignedURLs, PublicURL: cfg.PublicURL, Now: cfg.Now, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
 	if err := cfg.Backend.Lifecycle.EnsureSchema(ctx, cfg.Schema, cfg.Checkpoints...); err != nil {
 		if !errors.Is(err, storage.ErrCheckpointIncomplete) {
 			return nil, fmt.Errorf("engine: ensure storage schema: %w", err)
@@ -299,8 +300,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		// sync.schema_not_ready until the checkpoint is activated.
 		cfg.Logger.Warn("a backfill checkpoint at the running schema version is pending and not declared by this process; requests are refused until it is activated", zap.Error(err))
 	}
-	e := &Engine{cfg: cfg, metrics: newMetrics(), resolver: access.NewResolver(cfg.Resolver, cfg.Schema, cfg.Logger)}
-	e.blobs.presign.Store(int32(cfg.BlobPresign))
+	e := &Engine{cfg: cfg, metrics: newMetrics(), resolver: resolver, blobs: bl}
 	pc := partition.NewConfig(cfg.Schema, cfg.Backend, partition.Gate{Running: cfg.Schema.Version, Declared: cfg.Checkpoints})
 	pc.Logger, pc.Now = cfg.Logger, cfg.Now
 	pc.MaxOperations, pc.MinSchemaVersion, pc.ClientFlushInterval = cfg.MaxOperations, cfg.MinSchemaVersion, cfg.ClientFlushInterval
@@ -433,6 +433,9 @@ func (e *Engine) Sync(ctx context.Context, id Identity, msg *ssp2.Message) (*Rep
 	rep, err := e.sync(ctx, id, msg)
 	d := e.cfg.Now().Sub(start)
 	e.metrics.observe(rep, err, d)
+	if err == nil {
+		e.blobs.ObserveReply(rep)
+	}
 	e.emitSync(id, rep, err, d)
 	return rep, err
 }

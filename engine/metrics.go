@@ -18,10 +18,6 @@ type Metrics struct {
 	latencyNanos              atomic.Uint64
 	mu                        sync.Mutex
 	errors                    map[syncerr.Code]uint64
-
-	// blobNotFound counts rejected commits whose code is blob.not_found
-	// (a row referenced a blob not uploaded; see BlobStats).
-	blobNotFound atomic.Uint64
 }
 
 func newMetrics() *Metrics { return &Metrics{errors: map[syncerr.Code]uint64{}} }
@@ -38,9 +34,6 @@ func (m *Metrics) observe(r *Reply, err error, d time.Duration) {
 	m.applied.Add(uint64(r.Applied))
 	m.cached.Add(uint64(r.Cached))
 	m.rejected.Add(uint64(r.Rejected))
-	if r.Rejected > 0 {
-		m.blobNotFound.Add(uint64(countRejectedWith(r, syncerr.BlobNotFound)))
-	}
 	if r.Reset {
 		m.resets.Add(1)
 	}

@@ -234,7 +234,7 @@ func (e *Engine) batchCommits() int {
 // lock (one process at a time on a shared database; the pass is skipped
 // when another holds it), every partition whose log is longer than the
 // policy's retained minimum is pruned with RetentionPolicy (Prune), then
-// expired segments and orphan blobs (SweepBlobs) are swept. With dryRun nothing is deleted and Pruned lists what would be.
+// expired segments and orphan blobs (blobs.Service.Sweep) are swept. With dryRun nothing is deleted and Pruned lists what would be.
 func (e *Engine) MaintenancePass(ctx context.Context, dryRun bool) (MaintenanceReport, error) {
 	start := time.Now()
 	var rep MaintenanceReport
@@ -292,7 +292,7 @@ func (e *Engine) MaintenancePass(ctx context.Context, dryRun bool) (MaintenanceR
 		}
 	}
 	if !dryRun {
-		n, err := e.SweepBlobs(ctx)
+		n, err := e.blobs.Sweep(ctx)
 		rep.BlobsSwept = n
 		if err != nil {
 			e.cfg.Logger.Warn("maintenance: blob sweep failed", zap.Error(err))

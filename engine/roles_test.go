@@ -10,6 +10,7 @@ import (
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/admin"
+	"github.com/synclane/synclane/engine/blobs"
 	"github.com/synclane/synclane/engine/operations"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -27,7 +28,7 @@ func TestNewChecksStorageRoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blobs, err := blobstore.NewFS(filepath.Join(t.TempDir(), "blobs"))
+	blobFS, err := blobstore.NewFS(filepath.Join(t.TempDir(), "blobs"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestNewChecksStorageRoles(t *testing.T) {
 		{"no Rows", "Rows", nil, "required role(s) Rows"},
 		{"no Clients", "Clients", nil, "required role(s) Clients"},
 		{"no Checkpoints", "Checkpoints", nil, "required role(s) Checkpoints"},
-		{"blobs without Blobs", "Blobs", func(c *engine.Config) { c.Blobs.Store = blobs },
+		{"blobs without Blobs", "Blobs", func(c *engine.Config) { c.Blobs.Store = blobFS },
 			"blobs (Config.Blobs.Store) needs the storage role Blobs"},
 		{"blobs off without Blobs", "Blobs", nil, ""},
 		{"queries without Queries", "Queries", func(c *engine.Config) { c.Operations = queries },
@@ -107,7 +108,7 @@ func TestNewChecksStorageRoles(t *testing.T) {
 	b := memory.New().Backend()
 	b.Blobs, b.Leases = nil, nil
 	_, err = engine.New(context.Background(), engine.Config{Schema: s, Backend: b, Resolver: engine.AllowAll(s),
-		Blobs: engine.BlobConfig{Store: blobs}, LeaseTTL: time.Minute, LeaseKey: leaseKey})
+		Blobs: blobs.Options{Store: blobFS}, LeaseTTL: time.Minute, LeaseKey: leaseKey})
 	if err == nil || !strings.Contains(err.Error(), "role Blobs") || !strings.Contains(err.Error(), "role Leases") {
 		t.Fatalf("two missing roles: %v", err)
 	}

@@ -1,6 +1,9 @@
 package engine
 
-import "github.com/synclane/synclane/engine/segments"
+import (
+	"github.com/synclane/synclane/engine/blobs"
+	"github.com/synclane/synclane/engine/segments"
+)
 
 // The feature services the engine starts and stops. Transports and hosts
 // call them directly; each is never nil (a feature that is off answers
@@ -9,3 +12,7 @@ import "github.com/synclane/synclane/engine/segments"
 // Segments returns the segment service: downloads of the segments
 // bootstraps hand out by reference, their counters and sweep.
 func (e *Engine) Segments() *segments.Service { return e.segments }
+
+// Blobs returns the blob service: uploads, grants, authorized downloads,
+// the presigned-URL switch, the orphan sweep and the blob counters.
+func (e *Engine) Blobs() *blobs.Service { return e.blobs }

@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/blobs"
 	"github.com/synclane/synclane/storage/blobstore"
 	"github.com/synclane/synclane/storage/blobstore/pgblob"
 )
@@ -27,7 +27,7 @@ type blobConfig struct {
 
 func blobFlags(fs *flag.FlagSet, c *blobConfig) {
 	fs.StringVar(&c.store, "blob-store", "", "where blob bytes live: a directory (default: <data>/blobs), \"postgres\" (the --postgres database; the default with --postgres), \"s3://bucket/prefix\" (with --s3-endpoint), or \"off\" (no blob routes; pushes referencing blobs are refused with blob.not_found)")
-	fs.Int64Var(&c.maxBytes, "max-blob-bytes", engine.DefaultMaxBlobBytes, "largest blob in bytes: larger uploads and upload grants get 413 blob.too_large before anything is stored")
+	fs.Int64Var(&c.maxBytes, "max-blob-bytes", blobs.DefaultMaxBytes, "largest blob in bytes: larger uploads and upload grants get 413 blob.too_large before anything is stored")
 	fs.StringVar(&c.s3Endpoint, "s3-endpoint", "", "S3-compatible endpoint host[:port] of an s3:// --blob-store (e.g. s3.amazonaws.com, 127.0.0.1:9000)")
 	fs.StringVar(&c.s3Region, "s3-region", "us-east-1", "S3 region of an s3:// --blob-store")
 	fs.StringVar(&c.s3AccessKey, "s3-access-key", "", "S3 access key (default: AWS_ACCESS_KEY_ID)")
@@ -53,15 +53,15 @@ func (c *blobConfig) validate() error {
 }
 
 // openBlobs returns the blob configuration of the engine (a zero
-// BlobConfig when blobs are off).
-func openBlobs(ctx context.Context, c serveConfig, st store, log *zap.Logger) (engine.BlobConfig, error) {
+// blobs.Options when blobs are off).
+func openBlobs(ctx context.Context, c serveConfig, st store, log *zap.Logger) (blobs.Options, error) {
 	b := c.blobs
-	cfg := engine.BlobConfig{MaxBytes: b.maxBytes}
+	cfg := blobs.Options{MaxBytes: b.maxBytes}
 	var err error
 	switch {
 	case b.store == "off":
 		log.Info("blobs are off: no blob routes, and pushes referencing a blob are refused with blob.not_found")
-		return engine.BlobConfig{}, nil
+		return blobs.Options{}, nil
 	case b.store == "postgres" || (b.store == "" && c.postgresURL != ""):
 		pg := st.pg
 		if pg == nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/blobs"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/transport/testcontrol"
 )
@@ -24,9 +25,9 @@ func (c serveConfig) testControls(cfg *engine.Config, sch *schema.Schema) testco
 		cfg.Now = controls.Clock.Now
 	}
 	cfg.IdempotencyFault = controls.Faults.Take
-	cfg.BlobPresign = engine.BlobPresignOff
+	cfg.Blobs.Presign = blobs.PresignOff
 	if c.signedURLTTL > 0 {
-		cfg.BlobPresign = engine.BlobPresignOn
+		cfg.Blobs.Presign = blobs.PresignOn
 	}
 	controls.Rules = testcontrol.NewRules(sch)
 	controls.Rules.Install(cfg) // declarative validators (PUT /_test/validators, /_test/commit-validator)

@@ -176,15 +176,15 @@ func (s *Service) RevokeLease(ctx context.Context, partition, clientID string) (
 }
 
 // BlobSection is the "blobs" section: this process's blob counters
-// (engine.BlobStats), the size cap, and, when the engine's storage
+// (blobs.Stats), the size cap, and, when the engine's storage
 // backend has the Blobs role, the stored blobs by state with the present
 // bytes and the reference entries ("stored"; a failed count is
 // "storedError", the counters are still shown). Register it when the
-// engine has a blob store (engine.Engine.BlobsEnabled).
+// engine has a blob store (blobs.Service.Enabled).
 func BlobSection(eng *engine.Engine) Section {
 	bc := eng.Backend().Blobs
 	return Section{Name: "blobs", Stats: func(ctx context.Context) (any, error) {
-		out := map[string]any{"maxBlobBytes": eng.MaxBlobBytes(), "counters": eng.BlobStats()}
+		out := map[string]any{"maxBlobBytes": eng.Blobs().MaxBytes(), "counters": eng.Blobs().Stats()}
 		if bc != nil {
 			if c, err := bc.CountBlobs(ctx); err != nil {
 				out["storedError"] = err.Error()
@@ -216,7 +216,7 @@ func FeatureSections(eng *engine.Engine) []Section {
 	if _, err := eng.ReactionStats(context.Background()); !errors.Is(err, engine.ErrNoReactions) {
 		out = append(out, ReactionSection(eng))
 	}
-	if eng.BlobsEnabled() {
+	if eng.Blobs().Enabled() {
 		out = append(out, BlobSection(eng))
 	}
 	if r := eng.RegisteredOperations(); len(r.Queries)+len(r.Commands) > 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/synclane/synclane/engine"
 	adminsvc "github.com/synclane/synclane/engine/admin"
+	"github.com/synclane/synclane/engine/blobs"
 	"github.com/synclane/synclane/engine/operations"
 	"github.com/synclane/synclane/protocol/opwire"
 	"github.com/synclane/synclane/protocol/schema"
@@ -308,10 +309,10 @@ func TestBlobSection(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.Blobs = engine.BlobConfig{Store: fs, MaxBytes: 1 << 20}
+		c.Blobs = blobs.Options{Store: fs, MaxBytes: 1 << 20}
 	})
 	body := []byte("a blob of eighteen")
-	if err := s.eng.UploadBlob(context.Background(), blobstore.IDOf(body), "text/plain", int64(len(body)), 0, bytes.NewReader(body)); err != nil {
+	if err := s.eng.Blobs().Upload(context.Background(), blobstore.IDOf(body), "text/plain", int64(len(body)), 0, bytes.NewReader(body)); err != nil {
 		t.Fatal(err)
 	}
 	var o struct {
@@ -319,7 +320,7 @@ func TestBlobSection(t *testing.T) {
 			Name  string
 			Stats struct {
 				MaxBlobBytes int64
-				Counters     engine.BlobStats
+				Counters     blobs.Stats
 				Stored       storage.BlobCounts
 			}
 		}
@@ -403,11 +404,11 @@ func TestRowBlobs(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				c.Schema, c.Resolver, c.Blobs = fileSchema, engine.AllowAll(fileSchema), engine.BlobConfig{Store: fs}
+				c.Schema, c.Resolver, c.Blobs = fileSchema, engine.AllowAll(fileSchema), blobs.Options{Store: fs}
 			})
 			body := []byte("report bytes")
 			id := blobstore.IDOf(body)
-			if err := s.eng.UploadBlob(context.Background(), id, "application/pdf", int64(len(body)), 0, bytes.NewReader(body)); err != nil {
+			if err := s.eng.Blobs().Upload(context.Background(), id, "application/pdf", int64(len(body)), 0, bytes.NewReader(body)); err != nil {
 				t.Fatal(err)
 			}
 			codec := ssp2.NewRowCodec(fileSchema.Table("files").Columns)

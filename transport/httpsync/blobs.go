@@ -30,13 +30,13 @@ import (
 //   - POST .../upload-grant {"byteLength","mediaType"?}: host auth.
 //     {"present":true} when stored, else {"url","urlExpiresAtMs"}: one PUT
 //     within 15 minutes; {} when presigned uploads are off
-//     (engine.BlobPresignOff: upload through PUT); 413 over the cap; 400
+//     (blobs.PresignOff: upload through PUT); 413 over the cap; 400
 //     for a bad body (at most 4 KiB).
 //   - GET (and HEAD): host auth; allowed iff a row of the caller's
 //     partition referencing the blob passes the §3.4 check against the
 //     stored row, else 403 blob.forbidden (also when the resolver fails);
 //     404 blob.not_found. When downloads are presigned (signed URLs
-//     configured, or engine.BlobPresignOn) the answer is
+//     configured, or blobs.PresignOn) the answer is
 //     {"url","urlExpiresAtMs"}; the URL (?st=, no host auth) serves the
 //     bytes. Bytes carry ETag "<id>", Cache-Control private, max-age=0,
 //     Vary: Authorization, Accept-Encoding, honour If-None-Match (304) and
@@ -137,11 +137,11 @@ func (h *BlobHandler) fail(w http.ResponseWriter, rid, what string, err error) {
 
 func (h *BlobHandler) put(w http.ResponseWriter, r *http.Request, rid, id string) {
 	// A signed grant caps the body at its granted length, 0 included
-	// (engine.UploadBlob reads a cap <= 0 as the server's, so a grant for
+	// (blobs.Service.Upload reads a cap <= 0 as the server's, so a grant for
 	// the empty blob is checked here); host auth at the server's cap.
 	var maxBytes int64
 	if st := r.URL.Query().Get("st"); st != "" {
-		n, err := h.eng.VerifyUploadGrant(id, st)
+		n, err := h.eng.Blobs().VerifyUploadGrant(id, st)
 		if err != nil {
 			h.fail(w, rid, "upload", err)
 			return
@@ -170,7 +170,7 @@ func (h *BlobHandler) put(w http.ResponseWriter, r *http.Request, rid, id string
 	}
 	rc := http.NewResponseController(w)
 	body := &progressReader{r: r.Body, progressDeadline: progressDeadline{set: rc.SetReadDeadline}}
-	err := h.eng.UploadBlob(r.Context(), id, r.Header.Get("Content-Type"), r.ContentLength, maxBytes, body)
+	err := h.eng.Blobs().Upload(r.Context(), id, r.Header.Get("Content-Type"), r.ContentLength, maxBytes, body)
 	// The answer's write deadline starts now: http.Server.WriteTimeout
 	// counts from the request's start, which a long upload has passed.
 	_ = rc.SetWriteDeadline(time.Now().Add(BlobProgressTimeout))
@@ -208,7 +208,7 @@ func (h *BlobHandler) grant(w http.ResponseWriter, r *http.Request, rid, id stri
 		httperr.Write(w, syncerr.New(syncerr.InvalidRequest, `upload-grant takes {"byteLength":<int>,"mediaType"?:<string>} (at most %d bytes)`, maxGrantBody))
 		return
 	}
-	g, err := h.eng.UploadGrant(r.Context(), ident, id, *req.ByteLength)
+	g, err := h.eng.Blobs().UploadGrant(r.Context(), ident, id, *req.ByteLength)
 	if err != nil {
 		h.fail(w, rid, "upload grant", err)
 		return
@@ -222,7 +222,7 @@ func (h *BlobHandler) grant(w http.ResponseWriter, r *http.Request, rid, id stri
 
 // blobURL is the absolute URL of blob id with token st.
 func (h *BlobHandler) blobURL(r *http.Request, id, st string) string {
-	base := h.eng.PublicURL()
+	base := h.eng.Blobs().PublicURL()
 	if base == "" {
 		scheme := "http"
 		if r.TLS != nil {
@@ -243,7 +243,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 func (h *BlobHandler) get(w http.ResponseWriter, r *http.Request, rid, id string) {
 	w.Header().Set("Vary", "Authorization, Accept-Encoding")
 	if st := r.URL.Query().Get("st"); st != "" {
-		info, err := h.eng.SignedBlob(r.Context(), id, st)
+		info, err := h.eng.Blobs().AuthorizeSigned(r.Context(), id, st)
 		if err != nil {
 			h.fail(w, rid, "download", err)
 			return
@@ -255,7 +255,7 @@ func (h *BlobHandler) get(w http.ResponseWriter, r *http.Request, rid, id string
 	if !ok {
 		return
 	}
-	d, err := h.eng.Blob(r.Context(), ident, id)
+	d, err := h.eng.Blobs().Authorize(r.Context(), ident, id)
 	if err != nil {
 		h.fail(w, rid, "download", err)
 		return
@@ -301,7 +301,7 @@ func (h *BlobHandler) serveBytes(w http.ResponseWriter, r *http.Request, rid, id
 		w.WriteHeader(status)
 		return
 	}
-	rc, err := h.eng.OpenBlob(r.Context(), id, off, n)
+	rc, err := h.eng.Blobs().Open(r.Context(), id, off, n)
 	if err != nil {
 		hdr.Del("Content-Length")
 		hdr.Del("Content-Range")

@@ -45,7 +45,7 @@ func TestBlobPushRefusalMetric(t *testing.T) {
 				t.Errorf("%s: /metrics (HTTP %d) lacks %q", st.name, code, st.want)
 			}
 		}
-		if got := s.eng.BlobStats().PushesRefused; got != 2 {
+		if got := s.eng.Blobs().Stats().PushesRefused; got != 2 {
 			t.Errorf("BlobStats().PushesRefused = %d; want 2", got)
 		}
 	})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/blobs"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
@@ -73,7 +74,7 @@ func startBlobServerWith(t *testing.T, be backend, signed bool, configure func(*
 	}
 	s.http = httptest.NewUnstartedServer(nil)
 	cfg := engine.Config{Schema: s.schema, Backend: s.store.Backend(), Now: s.clock.now,
-		Blobs: engine.BlobConfig{Store: bs, MaxBytes: 1 << 20},
+		Blobs: blobs.Options{Store: bs, MaxBytes: 1 << 20},
 		Resolver: engine.ScopeResolverFunc(func(_ context.Context, id engine.Identity) (map[string][]string, error) {
 			s.mu.Lock()
 			defer s.mu.Unlock()

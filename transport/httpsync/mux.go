@@ -73,7 +73,7 @@ func NewMux(eng *engine.Engine, opts MuxOptions) *Mux {
 		m.Handle("GET "+mount+"/realtime", opts.Realtime)
 	}
 	m.Handle("GET "+mount+"/segments/{id}", NewSegmentHandler(eng, opts.Options))
-	if eng.BlobsEnabled() { // blobs.go
+	if eng.Blobs().Enabled() { // blobs.go
 		bh := NewBlobHandler(eng, opts.Options, mount)
 		for _, p := range []string{mount + "/blobs/{id}", "POST " + mount + "/blobs/{id}/upload-grant"} {
 			m.routes[p] = RouteBlobs
@@ -190,7 +190,7 @@ func writeMetrics(ctx context.Context, w http.ResponseWriter, eng *engine.Engine
 	p("synclane_segment_store_bypassed_total", "Inline pages served without the segment store because it failed (not stored for reuse).", ss.Bypassed)
 	p("synclane_bootstrap_pages_encoded_total", "Bootstrap pages and SQLite images encoded from rows (a page answered from a stored segment or a kept inline page adds none).", ss.Encoded)
 	p("synclane_inline_pages_reused_total", "Inline bootstrap pages answered from memory instead of being encoded again.", ss.InlineReused)
-	bs := eng.BlobStats()
+	bs := eng.Blobs().Stats()
 	p("synclane_blob_uploads_total", "Blob uploads stored (or confirmed already stored).", bs.Uploads)
 	p("synclane_blob_uploads_refused_total", "Blob uploads refused (hash mismatch, too large, busy, storage failure).", bs.UploadsRefused)
 	p("synclane_blob_bytes_in_total", "Blob upload bytes read.", bs.BytesIn)

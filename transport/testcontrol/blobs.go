@@ -12,7 +12,7 @@ import (
 // blobPresign has two body forms:
 //
 //   - {"enabled":bool} → {}: the runtime presign switch
-//     (engine.SetBlobPresign). Off: upload grants answer {} (no grant: the
+//     (blobs.Service.SetPresign). Off: upload grants answer {} (no grant: the
 //     client uploads through PUT /blobs/{id}) and downloads stream the
 //     bytes; on: grants answer {"url","urlExpiresAtMs"} (or
 //     {"present":true}) and downloads answer {"url","urlExpiresAtMs"}.
@@ -43,11 +43,11 @@ func (c Controls) blobPresign(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, syncerr.New(syncerr.InvalidRequest, `body is either {"enabled":bool} or {"blobId","method","byteLength"?,"ttlSeconds"}, not both`))
 			return
 		}
-		c.Engine.SetBlobPresign(*body.Enabled)
+		c.Engine.Blobs().SetPresign(*body.Enabled)
 		writeJSON(w, struct{}{})
 		return
 	}
-	if !c.Engine.BlobsEnabled() {
+	if !c.Engine.Blobs().Enabled() {
 		writeError(w, http.StatusConflict, syncerr.New(syncerr.InvalidRequest, "this server stores no blobs"))
 		return
 	}
@@ -57,9 +57,9 @@ func (c Controls) blobPresign(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, syncerr.New(syncerr.InvalidRequest, `body must be {"enabled":bool}, or {"blobId":id,"method":"GET"|"PUT","byteLength"?:n,"ttlSeconds":0..900}`))
 		return
 	}
-	tok, exp := c.Engine.SignBlobURL(partitionOf(r), body.BlobID, o, body.ByteLength, time.Duration(*body.TTLSeconds)*time.Second)
+	tok, exp := c.Engine.Blobs().SignURL(partitionOf(r), body.BlobID, o, body.ByteLength, time.Duration(*body.TTLSeconds)*time.Second)
 	writeJSON(w, struct {
 		URL            string `json:"url"`
 		URLExpiresAtMs int64  `json:"urlExpiresAtMs"`
-	}{strings.TrimRight(c.Engine.PublicURL(), "/") + "/blobs/" + body.BlobID + "?st=" + tok, exp})
+	}{strings.TrimRight(c.Engine.Blobs().PublicURL(), "/") + "/blobs/" + body.BlobID + "?st=" + tok, exp})
 }
