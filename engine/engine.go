@@ -69,7 +69,7 @@ type Config struct {
 	// Backend without a required role (storage.RequiredRoles()) and one
 	// without the role a configured feature needs, naming both: Blobs for
 	// Blobs.Store, Queries for registered queries in Operations, Reactions
-	// for Reactions.Handlers, Leases for LeaseTTL, Retention for
+	// for Reactions.Handlers, Leases for Leases.TTL, Retention for
 	// Retention.Interval. Prune and MaintenancePass need Retention,
 	// CapturePartition and RestorePartition Snapshots (they answer an
 	// error without). New runs EnsureSchema (Lifecycle) before serving.
@@ -157,14 +157,9 @@ type Config struct {
 	Validators      map[string]RowValidator
 	CommitValidator CommitValidator
 
-	// Auth leases (SPEC §7.3, lease.go). LeaseTTL > 0 turns them on: every
-	// round whose resolution succeeds slides the client's lease and sends
-	// LEASE; a resolver returning an error wrapping ErrResolverOutage has
-	// the round authorized by the lease. LeaseKey signs the records (at
-	// least lease.MinKeyBytes; every process sharing the store needs the
-	// same key). LeaseTTL 0: off, no LEASE frame is ever sent.
-	LeaseTTL time.Duration
-	LeaseKey []byte
+	// Leases configures auth leases (SPEC §7.3; see lease.Options):
+	// Leases.TTL > 0 turns them on, Leases.Key signs the records.
+	Leases lease.Options
 	// Reactions configures durable reactions (reactions.go): the handlers
 	// hooks may schedule reactions for, and the delivery worker New starts
 	// and Close stops (none without handlers).
@@ -244,8 +239,7 @@ type Engine struct {
 	// stopMaint and maintDone own the maintenance loop (nil without one).
 	stopMaint context.CancelFunc
 	maintDone chan struct{}
-	// leases keeps auth leases (nil when off; lease.go).
-	leases *lease.Keeper
+	leases    *lease.Service
 	// reactions is the reaction worker (nil without reaction handlers).
 	reactions *reactionWorker
 	// ops counts remote operations (operation_stats.go).
@@ -311,9 +305,10 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := configureHooks(cfg, pc); err != nil {
 		return nil, err
 	}
-	if err := e.setupLeases(pc); err != nil {
+	if e.leases, err = lease.NewService(cfg.Backend.Leases, cfg.Leases, cfg.Now, cfg.Logger); err != nil {
 		return nil, err
 	}
+	e.leases.Configure(pc)
 	if err := e.configureReactions(pc); err != nil {
 		return nil, err
 	}
@@ -461,7 +456,7 @@ func (e *Engine) sync(ctx context.Context, id Identity, msg *ssp2.Message) (*Rep
 	resolved, outage := false, false
 	// With leases on every round resolves (each successful one slides the
 	// lease); otherwise only rounds that push or pull need scopes.
-	if len(req.Commits) > 0 || len(req.Subscriptions) > 0 || e.leases != nil {
+	if len(req.Commits) > 0 || len(req.Subscriptions) > 0 || e.leases.Enabled() {
 		grants, rerr := e.resolver.ResolveScopes(ctx, id)
 		switch {
 		case errors.Is(rerr, ErrResolverOutage):

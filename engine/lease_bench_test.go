@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/lease"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage/sqlite"
@@ -66,7 +67,7 @@ func BenchmarkLeaseRounds(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer st.Close()
-				eng, err := engine.New(ctx, engine.Config{Schema: s, Backend: st.Backend(), Resolver: engine.AllowAll(s), LeaseTTL: m.ttl, LeaseKey: leaseKey})
+				eng, err := engine.New(ctx, engine.Config{Schema: s, Backend: st.Backend(), Resolver: engine.AllowAll(s), Leases: lease.Options{TTL: m.ttl, Key: leaseKey}})
 				if err != nil {
 					b.Fatal(err)
 				}

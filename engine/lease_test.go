@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/lease"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
@@ -61,7 +62,7 @@ var leaseKey = []byte("0123456789abcdef0123456789abcdef")
 func newLeaseFixture(t *testing.T, st backend, ttl time.Duration) *leaseFixture {
 	lf := &leaseFixture{clk: &manualClock{now: time.UnixMilli(1_800_000_000_000)}}
 	lf.fixture = newFixture(t, st, func(c *engine.Config) {
-		c.Now, c.LeaseTTL, c.LeaseKey = lf.clk.Now, ttl, leaseKey
+		c.Now, c.Leases.TTL, c.Leases.Key = lf.clk.Now, ttl, leaseKey
 		base := c.Resolver
 		c.Resolver = engine.ScopeResolverFunc(func(ctx context.Context, id engine.Identity) (map[string][]string, error) {
 			lf.mu.Lock()
@@ -298,17 +299,17 @@ func TestLeaseRevocation(t *testing.T) {
 			held := lf.storedLease("ca")
 
 			ctx := context.Background()
-			id, err := lf.eng.RevokeLease(ctx, "p1", "ca")
+			id, err := lf.eng.Leases().Revoke(ctx, "p1", "ca")
 			if err != nil || id != held.LeaseID {
 				t.Fatalf("RevokeLease = %q, %v; want %q", id, err, held.LeaseID)
 			}
-			if _, err := lf.eng.RevokeLease(ctx, "p1", "ca"); err != nil {
+			if _, err := lf.eng.Leases().Revoke(ctx, "p1", "ca"); err != nil {
 				t.Fatalf("revoking again: %v", err)
 			}
-			if _, err := lf.eng.RevokeLease(ctx, "p1", "nobody"); err != engine.ErrNoLease {
+			if _, err := lf.eng.Leases().Revoke(ctx, "p1", "nobody"); err != lease.ErrNoLease {
 				t.Fatalf("revoking a client without a lease: %v, want ErrNoLease", err)
 			}
-			if err := lf.eng.RevokeLeaseID(ctx, "p1", "no-such-id"); err != engine.ErrNoLease {
+			if err := lf.eng.Leases().RevokeID(ctx, "p1", "no-such-id"); err != lease.ErrNoLease {
 				t.Fatalf("revoking an unknown id: %v, want ErrNoLease", err)
 			}
 
@@ -336,7 +337,7 @@ func TestLeaseRevocation(t *testing.T) {
 				t.Fatalf("after revocation: LEASE %+v, want a fresh id", l)
 			}
 			// Revocation by id (the admin surface's form) of the fresh one.
-			if err := lf.eng.RevokeLeaseID(ctx, "p1", l.LeaseID); err != nil {
+			if err := lf.eng.Leases().RevokeID(ctx, "p1", l.LeaseID); err != nil {
 				t.Fatal(err)
 			}
 			lf.setOutage(true)
@@ -363,7 +364,7 @@ func TestLeaseTamperedRecordIsNoLease(t *testing.T) {
 			lf.setOutage(true)
 			_, err := a.sync(&ssp2.PushCommit{ClientCommitID: "c2", Operations: []ssp2.Operation{upsert("tasks", "t2", lf.row("t2", "Q", "escalated"), nil)}})
 			wantCode(t, err, syncerr.AuthLeaseRequired)
-			if _, err := lf.eng.RevokeLease(context.Background(), "p1", "ca"); err != engine.ErrNoLease {
+			if _, err := lf.eng.Leases().Revoke(context.Background(), "p1", "ca"); err != lease.ErrNoLease {
 				t.Fatalf("revoking a tampered record: %v, want ErrNoLease", err)
 			}
 			lf.setOutage(false)
@@ -404,7 +405,7 @@ func TestLeasesOff(t *testing.T) {
 			if rec := lf.storedLease("ca"); rec != nil {
 				t.Fatalf("leases off, but a lease is stored: %+v", rec)
 			}
-			if _, err := lf.eng.RevokeLease(context.Background(), "p1", "ca"); err != engine.ErrLeasesOff {
+			if _, err := lf.eng.Leases().Revoke(context.Background(), "p1", "ca"); err != lease.ErrLeasesOff {
 				t.Fatalf("RevokeLease with leases off: %v", err)
 			}
 			lf.setOutage(true)
@@ -431,7 +432,7 @@ func TestLeaseSharedAcrossProcesses(t *testing.T) {
 	if pr := onB.push("c2", upsert("tasks", "t2", fa.row("t2", "P", "via b"), nil)); pr.Status != ssp2.CommitApplied {
 		t.Fatalf("outage round on the other process: %+v", pr)
 	}
-	if _, err := fb.eng.RevokeLease(context.Background(), "p1", "ca"); err != nil {
+	if _, err := fb.eng.Leases().Revoke(context.Background(), "p1", "ca"); err != nil {
 		t.Fatal(err)
 	}
 	fa.setOutage(true)
@@ -453,7 +454,7 @@ func TestLeaseSharedAcrossProcesses(t *testing.T) {
 
 	// A process with another key refuses the records.
 	fc := newFixture(t, pgtest.OpenSchema(t, schemaName, postgres.Options{MaxConns: 4}), func(c *engine.Config) {
-		c.LeaseTTL, c.LeaseKey = leaseTTL, []byte("another key of at least thirty-two bytes")
+		c.Leases.TTL, c.Leases.Key = leaseTTL, []byte("another key of at least thirty-two bytes")
 		c.Resolver = engine.ScopeResolverFunc(func(context.Context, engine.Identity) (map[string][]string, error) {
 			return nil, engine.ErrResolverOutage
 		})

@@ -22,7 +22,7 @@ func featureRoles(cfg Config) []struct {
 		{"blobs (Config.Blobs.Store)", "Blobs", cfg.Blobs.Store != nil},
 		{"registered remote queries (Config.Operations)", "Queries", queries},
 		{"durable reactions (Config.Reactions.Handlers)", "Reactions", len(cfg.Reactions.Handlers) > 0},
-		{"auth leases (Config.LeaseTTL)", "Leases", cfg.LeaseTTL != 0},
+		{"auth leases (Config.Leases.TTL)", "Leases", cfg.Leases.TTL != 0},
 		{"the maintenance loop (Config.Retention.Interval)", "Retention", cfg.Retention.Interval > 0},
 	}
 }

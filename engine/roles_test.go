@@ -11,6 +11,7 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/admin"
 	"github.com/synclane/synclane/engine/blobs"
+	"github.com/synclane/synclane/engine/lease"
 	"github.com/synclane/synclane/engine/operations"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -65,8 +66,8 @@ func TestNewChecksStorageRoles(t *testing.T) {
 		{"reactions without Reactions", "Reactions", func(c *engine.Config) { c.Reactions.Handlers = handlers },
 			"durable reactions (Config.Reactions.Handlers) needs the storage role Reactions"},
 		{"no handlers without Reactions", "Reactions", nil, ""},
-		{"leases without Leases", "Leases", func(c *engine.Config) { c.LeaseTTL, c.LeaseKey = time.Minute, leaseKey },
-			"auth leases (Config.LeaseTTL) needs the storage role Leases"},
+		{"leases without Leases", "Leases", func(c *engine.Config) { c.Leases.TTL, c.Leases.Key = time.Minute, leaseKey },
+			"auth leases (Config.Leases.TTL) needs the storage role Leases"},
 		{"maintenance loop without Retention", "Retention", func(c *engine.Config) { c.Retention.Interval = time.Hour },
 			"the maintenance loop (Config.Retention.Interval) needs the storage role Retention"},
 		{"no loop without Retention", "Retention", nil, ""},
@@ -108,7 +109,7 @@ func TestNewChecksStorageRoles(t *testing.T) {
 	b := memory.New().Backend()
 	b.Blobs, b.Leases = nil, nil
 	_, err = engine.New(context.Background(), engine.Config{Schema: s, Backend: b, Resolver: engine.AllowAll(s),
-		Blobs: blobs.Options{Store: blobFS}, LeaseTTL: time.Minute, LeaseKey: leaseKey})
+		Blobs: blobs.Options{Store: blobFS}, Leases: lease.Options{TTL: time.Minute, Key: leaseKey}})
 	if err == nil || !strings.Contains(err.Error(), "role Blobs") || !strings.Contains(err.Error(), "role Leases") {
 		t.Fatalf("two missing roles: %v", err)
 	}

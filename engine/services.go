@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/synclane/synclane/engine/blobs"
+	"github.com/synclane/synclane/engine/lease"
 	"github.com/synclane/synclane/engine/segments"
 )
 
@@ -16,3 +17,7 @@ func (e *Engine) Segments() *segments.Service { return e.segments }
 // Blobs returns the blob service: uploads, grants, authorized downloads,
 // the presigned-URL switch, the orphan sweep and the blob counters.
 func (e *Engine) Blobs() *blobs.Service { return e.blobs }
+
+// Leases returns the auth lease service: whether leases are on and the
+// operator's revocations.
+func (e *Engine) Leases() *lease.Service { return e.leases }

@@ -36,7 +36,7 @@ type LeaseRecord struct {
 // at most one per (partition, clientID), replaced only by compare-and-swap
 // on the MAC, so two processes sliding or revoking one lease never lose
 // each other's write. Every backend has it; the engine needs it when auth
-// leases are on (engine.Config.LeaseTTL).
+// leases are on (engine.Config.Leases.TTL).
 type Leases interface {
 	// GetLease returns the lease record of clientID in partition, or nil.
 	GetLease(ctx context.Context, partition, clientID string) (*LeaseRecord, error)

@@ -48,7 +48,7 @@ func (c *serveConfig) configureLeases(cfg *engine.Config, log *zap.Logger) error
 		}
 		key = k
 	}
-	cfg.LeaseTTL, cfg.LeaseKey = c.leaseTTL, key
+	cfg.Leases.TTL, cfg.Leases.Key = c.leaseTTL, key
 	log.Info("auth leases on", zap.Duration("ttl", c.leaseTTL))
 	return nil
 }

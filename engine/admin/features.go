@@ -9,6 +9,7 @@ import (
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/events"
+	"github.com/synclane/synclane/engine/lease"
 	partitionpkg "github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -138,7 +139,7 @@ type LeaseView struct {
 // on has the Leases role).
 func (s *Service) ClientLease(ctx context.Context, partition, clientID string) (*LeaseView, error) {
 	ls := s.eng.Backend().Leases
-	if !s.eng.LeasesEnabled() || ls == nil {
+	if !s.eng.Leases().Enabled() || ls == nil {
 		return nil, nil
 	}
 	rec, err := ls.GetLease(ctx, partition, clientID)
@@ -157,15 +158,15 @@ func (s *Service) ClientLease(ctx context.Context, partition, clientID string) (
 }
 
 // RevokeLease revokes the auth lease of clientID in partition
-// (engine.Engine.RevokeLease) and returns its id. A client without a lease
+// (lease.Service.Revoke) and returns its id. A client without a lease
 // is ErrNotFound; an engine without leases, ErrFeatureOff. The revocation
 // is published to the event ring.
 func (s *Service) RevokeLease(ctx context.Context, partition, clientID string) (string, error) {
-	id, err := s.eng.RevokeLease(ctx, partition, clientID)
+	id, err := s.eng.Leases().Revoke(ctx, partition, clientID)
 	switch {
-	case errors.Is(err, engine.ErrLeasesOff):
+	case errors.Is(err, lease.ErrLeasesOff):
 		return "", fmt.Errorf("%w: %w", ErrFeatureOff, err)
-	case errors.Is(err, engine.ErrNoLease):
+	case errors.Is(err, lease.ErrNoLease):
 		return "", fmt.Errorf("%w: client %q in partition %q has no auth lease", ErrNotFound, clientID, partition)
 	case err != nil:
 		return "", fmt.Errorf("admin: revoke lease: %w", err)

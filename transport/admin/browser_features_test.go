@@ -21,7 +21,7 @@ func TestConsoleFeaturePanelsInBrowser(t *testing.T) {
 		failingReactions(c)
 		res.base = c.Resolver
 		c.Resolver = res
-		c.LeaseTTL, c.LeaseKey = time.Hour, []byte("0123456789abcdef0123456789abcdef")
+		c.Leases.TTL, c.Leases.Key = time.Hour, []byte("0123456789abcdef0123456789abcdef")
 	})
 	s.push("dead", "ada", "laptop", "d1", "t1", "P", "x")
 	s.push("live", "bob", "phone", "r1", "t1", "P", "x")

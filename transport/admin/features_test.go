@@ -247,7 +247,7 @@ func TestRevokeLeaseEndpoint(t *testing.T) {
 			s := newServerWith(t, b.open(t), func(c *engine.Config) {
 				res.base = c.Resolver
 				c.Resolver = res
-				c.LeaseTTL, c.LeaseKey = time.Hour, []byte("0123456789abcdef0123456789abcdef")
+				c.Leases.TTL, c.Leases.Key = time.Hour, []byte("0123456789abcdef0123456789abcdef")
 			})
 			s.push("p1", "ada", "c1", "cc1", "t1", "P", "first")
 
