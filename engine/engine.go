@@ -27,6 +27,7 @@ import (
 	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/engine/lease"
 	"github.com/synclane/synclane/engine/operations"
+	"github.com/synclane/synclane/engine/reactions"
 	"github.com/synclane/synclane/engine/segments"
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/schema"
@@ -160,10 +161,10 @@ type Config struct {
 	// Leases configures auth leases (SPEC §7.3; see lease.Options):
 	// Leases.TTL > 0 turns them on, Leases.Key signs the records.
 	Leases lease.Options
-	// Reactions configures durable reactions (reactions.go): the handlers
-	// hooks may schedule reactions for, and the delivery worker New starts
-	// and Close stops (none without handlers).
-	Reactions ReactionConfig
+	// Reactions configures durable reactions (see reactions.Options): the
+	// handlers hooks may schedule reactions for, and the delivery worker
+	// New starts and Close stops (none without handlers).
+	Reactions reactions.Options
 
 	// Remote operations (REMOTE.md revision 1; see Engine.Operations).
 	//
@@ -240,8 +241,7 @@ type Engine struct {
 	stopMaint context.CancelFunc
 	maintDone chan struct{}
 	leases    *lease.Service
-	// reactions is the reaction worker (nil without reaction handlers).
-	reactions *reactionWorker
+	reactions *reactions.Service
 	// ops counts remote operations (operation_stats.go).
 	ops operationCounters
 }
@@ -309,9 +309,10 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.leases.Configure(pc)
-	if err := e.configureReactions(pc); err != nil {
+	if e.reactions, err = reactions.New(cfg.Backend.Reactions, cfg.Reactions, cfg.Logger); err != nil {
 		return nil, err
 	}
+	e.reactions.Configure(pc)
 	e.segments = segments.New(cfg.Segments, segments.Deps{Schema: cfg.Schema, Limits: pc.Limits, Resolver: e.resolver,
 		SignedURLs: cfg.SignedURLs, PublicURL: cfg.PublicURL, Now: cfg.Now, Logger: cfg.Logger})
 	e.segments.Configure(pc)
@@ -335,9 +336,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		e.stopFeed, e.feedDone = cancel, make(chan struct{})
 		go e.runFeed(fctx)
 	}
-	if e.reactions != nil {
-		e.reactions.start()
-	}
+	e.reactions.Start()
 	if cfg.Retention.Interval > 0 {
 		mctx, cancel := context.WithCancel(context.Background())
 		e.stopMaint, e.maintDone = cancel, make(chan struct{})
@@ -398,10 +397,7 @@ func (e *Engine) ActorStats() actors.Stats { return e.runtime.Stats() }
 // Store.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
-		if e.reactions != nil {
-			e.reactions.stop()
-			<-e.reactions.done
-		}
+		e.reactions.Close()
 		if e.stopMaint != nil {
 			e.stopMaint()
 			<-e.maintDone

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/reactions"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage/memory"
@@ -92,7 +93,7 @@ func ExampleConfig_validators() {
 // A validator schedules a durable reaction with its commit; the engine's
 // worker delivers it after the commit, at least once, retrying failures
 // with backoff and dead-lettering after MaxAttempts.
-func ExampleReactionConfig() {
+func ExampleConfig_reactions() {
 	s, _ := schema.Parse([]byte(exampleSchema))
 	sent := make(chan string, 1)
 	eng, err := engine.New(context.Background(), engine.Config{
@@ -105,8 +106,8 @@ func ExampleReactionConfig() {
 				return nil
 			},
 		},
-		Reactions: engine.ReactionConfig{Handlers: map[string]engine.ReactionHandler{
-			"welcome-mail": func(ctx context.Context, r engine.StoredReaction) error {
+		Reactions: reactions.Options{Handlers: map[string]reactions.Handler{
+			"welcome-mail": func(ctx context.Context, r reactions.Stored) error {
 				sent <- fmt.Sprintf("mail about task %s (commit %d, attempt %d)", r.Payload, r.CommitSeq, r.Attempts)
 				return nil
 			},

@@ -28,6 +28,9 @@ type (
 	Rejection = partition.Rejection
 	// RejectionDetails are a rejection's PUSH_RESULT_DETAILS.
 	RejectionDetails = partition.RejectionDetails
+	// Reaction is a side effect a hook schedules with its commit
+	// (RowWrite.React, CommitView.React; see engine/reactions).
+	Reaction = partition.Reaction
 )
 
 // configureHooks checks cfg's hooks and installs them in pc.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/reactions"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage/sqlite"
@@ -41,8 +42,8 @@ func BenchmarkPushHooks(b *testing.B) {
 				cfg.Validators = map[string]engine.RowValidator{"tasks": func(ctx context.Context, w *engine.RowWrite) error {
 					return w.React(engine.Reaction{Name: "noop", Payload: []byte(w.RowID)})
 				}}
-				cfg.Reactions = engine.ReactionConfig{Handlers: map[string]engine.ReactionHandler{
-					"noop": func(context.Context, engine.StoredReaction) error { delivered.Add(1); return nil }}}
+				cfg.Reactions = reactions.Options{Handlers: map[string]reactions.Handler{
+					"noop": func(context.Context, reactions.Stored) error { delivered.Add(1); return nil }}}
 			}
 			eng, err := engine.New(context.Background(), cfg)
 			if err != nil {
@@ -106,8 +107,8 @@ func newHookBench(b *testing.B, s *schema.Schema, hooks bool, nclients int) *hoo
 		cfg.Validators = map[string]engine.RowValidator{"tasks": func(ctx context.Context, w *engine.RowWrite) error {
 			return w.React(engine.Reaction{Name: "noop", Payload: []byte(w.RowID)})
 		}}
-		cfg.Reactions = engine.ReactionConfig{Handlers: map[string]engine.ReactionHandler{
-			"noop": func(context.Context, engine.StoredReaction) error { h.delivered.Add(1); return nil }}}
+		cfg.Reactions = reactions.Options{Handlers: map[string]reactions.Handler{
+			"noop": func(context.Context, reactions.Stored) error { h.delivered.Add(1); return nil }}}
 	}
 	if h.eng, err = engine.New(context.Background(), cfg); err != nil {
 		b.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/reactions"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/sqlite"
 )
@@ -32,8 +33,8 @@ func TestLateReactionClaimIsGivenBack(t *testing.T) {
 			}
 			return w.React(engine.Reaction{Name: "notify", Payload: []byte(w.RowID), MaxAttempts: 1})
 		}}
-		c.Reactions = engine.ReactionConfig{
-			Handlers: map[string]engine.ReactionHandler{"notify": func(ctx context.Context, r engine.StoredReaction) error {
+		c.Reactions = reactions.Options{
+			Handlers: map[string]reactions.Handler{"notify": func(ctx context.Context, r reactions.Stored) error {
 				mu.Lock()
 				entryErrs = append(entryErrs, ctx.Err())
 				mu.Unlock()
@@ -54,14 +55,14 @@ func TestLateReactionClaimIsGivenBack(t *testing.T) {
 	b.push("c2", upsert("tasks", "slow", f.row("slow", "P", "x"), nil))
 	ctx := context.Background()
 	eventually(t, "the reaction settled", func() bool {
-		s, err := f.eng.ReactionStats(ctx)
+		s, err := f.eng.Reactions().Stats(ctx)
 		return err == nil && s.Pending == 0
 	})
-	s, _ := f.eng.ReactionStats(ctx)
+	s, _ := f.eng.Reactions().Stats(ctx)
 	mu.Lock()
 	defer mu.Unlock()
 	if s.Dead != 0 {
-		rs, _ := f.eng.Reactions(ctx, storage.ReactionFilter{})
+		rs, _ := f.eng.Reactions().List(ctx, storage.ReactionFilter{})
 		t.Fatalf("the reaction was dead-lettered without a real attempt: handler entry ctx errors %v; stored %+v", entryErrs, rs)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/reactions"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/memory"
@@ -41,8 +42,8 @@ func reactingValidator(maxAttempts int) map[string]engine.RowValidator {
 	}}
 }
 
-func fastReactions(h engine.ReactionHandler) engine.ReactionConfig {
-	return engine.ReactionConfig{Handlers: map[string]engine.ReactionHandler{"notify": h},
+func fastReactions(h reactions.Handler) reactions.Options {
+	return reactions.Options{Handlers: map[string]reactions.Handler{"notify": h},
 		Lease: 5 * time.Second, PollInterval: 10 * time.Millisecond, BaseBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}
 }
 
@@ -53,7 +54,7 @@ func TestReactionsDeliveredWithRetries(t *testing.T) {
 	calls := map[string]int{}
 	f := newFixture(t, memory.New(), func(c *engine.Config) {
 		c.Validators = reactingValidator(0)
-		c.Reactions = fastReactions(func(ctx context.Context, r engine.StoredReaction) error {
+		c.Reactions = fastReactions(func(ctx context.Context, r reactions.Stored) error {
 			mu.Lock()
 			defer mu.Unlock()
 			calls[string(r.Payload)]++
@@ -74,10 +75,10 @@ func TestReactionsDeliveredWithRetries(t *testing.T) {
 	}
 	ctx := context.Background()
 	eventually(t, "every reaction delivered", func() bool {
-		s, err := f.eng.ReactionStats(ctx)
+		s, err := f.eng.Reactions().Stats(ctx)
 		return err == nil && s.Delivered == 2 && s.Pending == 0
 	})
-	s, _ := f.eng.ReactionStats(ctx)
+	s, _ := f.eng.Reactions().Stats(ctx)
 	if s.Retried != 2 || s.DeadLettered != 0 || s.Dead != 0 {
 		t.Fatalf("stats = %+v, want 2 retried", s)
 	}
@@ -94,7 +95,7 @@ func TestReactionsDeadLetterAfterMaxAttempts(t *testing.T) {
 	var calls atomic.Int32
 	f := newFixture(t, memory.New(), func(c *engine.Config) {
 		c.Validators = reactingValidator(3)
-		c.Reactions = fastReactions(func(ctx context.Context, r engine.StoredReaction) error {
+		c.Reactions = fastReactions(func(ctx context.Context, r reactions.Stored) error {
 			calls.Add(1)
 			if r.Attempts == 2 {
 				panic("handler bug")
@@ -106,11 +107,11 @@ func TestReactionsDeadLetterAfterMaxAttempts(t *testing.T) {
 	a.push("c1", upsert("tasks", "t1", f.row("t1", "P", "x"), nil))
 	ctx := context.Background()
 	eventually(t, "the reaction dead-lettered", func() bool {
-		s, err := f.eng.ReactionStats(ctx)
+		s, err := f.eng.Reactions().Stats(ctx)
 		return err == nil && s.Dead == 1
 	})
 	dead := storage.ReactionDead
-	rs, err := f.eng.Reactions(ctx, storage.ReactionFilter{State: &dead})
+	rs, err := f.eng.Reactions().List(ctx, storage.ReactionFilter{State: &dead})
 	if err != nil || len(rs) != 1 {
 		t.Fatalf("dead letters = %+v, %v", rs, err)
 	}
@@ -120,13 +121,13 @@ func TestReactionsDeadLetterAfterMaxAttempts(t *testing.T) {
 	// The worker keeps polling; the dead letter is not attempted again.
 	a.push("c2", upsert("tasks", "t2", f.row("t2", "P", "x"), nil)) // wakes the worker
 	eventually(t, "the second reaction dead-lettered too", func() bool {
-		s, _ := f.eng.ReactionStats(ctx)
+		s, _ := f.eng.Reactions().Stats(ctx)
 		return s.Dead == 2
 	})
 	if got := calls.Load(); got != 6 {
 		t.Fatalf("handler ran %d times, want 3 per reaction", got)
 	}
-	s, _ := f.eng.ReactionStats(ctx)
+	s, _ := f.eng.Reactions().Stats(ctx)
 	if s.DeadLettered != 2 || s.Retried != 4 || s.Delivered != 0 || s.Pending != 0 {
 		t.Fatalf("stats = %+v", s)
 	}
@@ -150,7 +151,7 @@ func TestReactRefusals(t *testing.T) {
 			}
 			return v.React(engine.Reaction{Name: "notify"})
 		}
-		c.Reactions = fastReactions(func(context.Context, engine.StoredReaction) error { return nil })
+		c.Reactions = fastReactions(func(context.Context, reactions.Stored) error { return nil })
 	})
 	a := f.client("alice", "ca")
 	pr := a.push("c1", upsert("tasks", "t1", f.row("t1", "P", "x"), nil))
@@ -162,7 +163,7 @@ func TestReactRefusals(t *testing.T) {
 			t.Fatalf("refusal %d was accepted", i)
 		}
 	}
-	if rs, err := f.eng.Reactions(context.Background(), storage.ReactionFilter{}); err != nil || len(rs) != 0 {
+	if rs, err := f.eng.Reactions().List(context.Background(), storage.ReactionFilter{}); err != nil || len(rs) != 0 {
 		t.Fatalf("stored reactions after the rejected commit: %d, %v", len(rs), err)
 	}
 }
@@ -177,8 +178,8 @@ func TestReactionsTwoPostgresEnginesNeverOverlap(t *testing.T) {
 	delivered := map[int64]bool{}
 	byEngine := map[string]int{}
 	overlaps := 0
-	handler := func(eng string) engine.ReactionHandler {
-		return func(ctx context.Context, r engine.StoredReaction) error {
+	handler := func(eng string) reactions.Handler {
+		return func(ctx context.Context, r reactions.Stored) error {
 			mu.Lock()
 			running[r.ID]++
 			if running[r.ID] > 1 {
@@ -223,7 +224,7 @@ func TestReactionsTwoPostgresEnginesNeverOverlap(t *testing.T) {
 	})
 	ctx := context.Background()
 	eventually(t, "the queue drained", func() bool {
-		s, err := fb.eng.ReactionStats(ctx)
+		s, err := fb.eng.Reactions().Stats(ctx)
 		return err == nil && s.Pending == 0 && s.Dead == 0
 	})
 	mu.Lock()
@@ -234,8 +235,8 @@ func TestReactionsTwoPostgresEnginesNeverOverlap(t *testing.T) {
 	if byEngine["a"] == 0 || byEngine["b"] == 0 {
 		t.Fatalf("work not shared: %v", byEngine)
 	}
-	sa, _ := fa.eng.ReactionStats(ctx)
-	sb, _ := fb.eng.ReactionStats(ctx)
+	sa, _ := fa.eng.Reactions().Stats(ctx)
+	sb, _ := fb.eng.Reactions().Stats(ctx)
 	if sa.Delivered+sb.Delivered != n || sa.Retried+sb.Retried != n/3 {
 		t.Fatalf("stats a=%+v b=%+v, want %d delivered and %d retried in all", sa, sb, n, n/3)
 	}

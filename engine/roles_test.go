@@ -13,6 +13,7 @@ import (
 	"github.com/synclane/synclane/engine/blobs"
 	"github.com/synclane/synclane/engine/lease"
 	"github.com/synclane/synclane/engine/operations"
+	"github.com/synclane/synclane/engine/reactions"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
@@ -45,7 +46,7 @@ func TestNewChecksStorageRoles(t *testing.T) {
 		Run:       func(context.Context, operations.Invocation) ([]operations.Mutation, error) { return nil, nil }}); err != nil {
 		t.Fatal(err)
 	}
-	handlers := map[string]engine.ReactionHandler{"mail": func(context.Context, engine.StoredReaction) error { return nil }}
+	handlers := map[string]reactions.Handler{"mail": func(context.Context, reactions.Stored) error { return nil }}
 	cases := []struct {
 		name      string
 		role      string // the role taken away (Backend field name)

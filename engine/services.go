@@ -3,6 +3,7 @@ package engine
 import (
 	"github.com/synclane/synclane/engine/blobs"
 	"github.com/synclane/synclane/engine/lease"
+	"github.com/synclane/synclane/engine/reactions"
 	"github.com/synclane/synclane/engine/segments"
 )
 
@@ -21,3 +22,8 @@ func (e *Engine) Blobs() *blobs.Service { return e.blobs }
 // Leases returns the auth lease service: whether leases are on and the
 // operator's revocations.
 func (e *Engine) Leases() *lease.Service { return e.leases }
+
+// Reactions returns the durable reaction service: the queue's listing
+// and counters and the dead-letter actions (ErrNoReactions without
+// handlers).
+func (e *Engine) Reactions() *reactions.Service { return e.reactions }

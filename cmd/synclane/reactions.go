@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/reactions"
 	"github.com/synclane/synclane/storage"
 )
 
@@ -58,11 +58,11 @@ func (r reactionConfig) validate(testControl bool) error {
 
 // engineConfig returns the engine's reaction configuration (no handlers,
 // hence no worker, without --test-reaction-log).
-func (r reactionConfig) engineConfig() engine.ReactionConfig {
-	rc := engine.ReactionConfig{Lease: r.lease, DefaultMaxAttempts: r.maxAttempts}
+func (r reactionConfig) engineConfig() reactions.Options {
+	rc := reactions.Options{Lease: r.lease, DefaultMaxAttempts: r.maxAttempts}
 	if r.testLog != "" {
 		sink := &testSink{path: r.testLog, fail: r.testFail, hold: r.testHold}
-		rc.Handlers = map[string]engine.ReactionHandler{TestReactionSink: sink.deliver}
+		rc.Handlers = map[string]reactions.Handler{TestReactionSink: sink.deliver}
 	}
 	return rc
 }
@@ -90,7 +90,7 @@ type sinkLine struct {
 	EndUs   int64 `json:"endUs"`
 }
 
-func (s *testSink) deliver(ctx context.Context, r engine.StoredReaction) error {
+func (s *testSink) deliver(ctx context.Context, r reactions.Stored) error {
 	if s.fail {
 		return errors.New("the test sink is set to fail (--test-reaction-fail)")
 	}

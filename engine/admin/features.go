@@ -10,6 +10,7 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/engine/lease"
+	"github.com/synclane/synclane/engine/reactions"
 	partitionpkg "github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -48,10 +49,10 @@ type ReactionView struct {
 
 // ReactionsView is a page of reactions with the queue's counters.
 type ReactionsView struct {
-	Enabled bool                  `json:"enabled"`
-	Stats   *engine.ReactionStats `json:"stats,omitempty"`
-	Items   []ReactionView        `json:"items"`
-	Next    string                `json:"next"`
+	Enabled bool             `json:"enabled"`
+	Stats   *reactions.Stats `json:"stats,omitempty"`
+	Items   []ReactionView   `json:"items"`
+	Next    string           `json:"next"`
 }
 
 // ReactionStates are the state filters Reactions accepts ("" is all).
@@ -84,14 +85,14 @@ func (s *Service) Reactions(ctx context.Context, partition, state, after string,
 		}
 		f.AfterID = id
 	}
-	st, err := s.eng.ReactionStats(ctx)
-	if errors.Is(err, engine.ErrNoReactions) {
+	st, err := s.eng.Reactions().Stats(ctx)
+	if errors.Is(err, reactions.ErrNoReactions) {
 		return &ReactionsView{Items: []ReactionView{}}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("admin: reaction stats: %w", err)
 	}
-	rs, err := s.eng.Reactions(ctx, f)
+	rs, err := s.eng.Reactions().List(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("admin: reactions: %w", err)
 	}
@@ -201,7 +202,7 @@ func BlobSection(eng *engine.Engine) Section {
 // process's delivery counters. Register it when reactions are on.
 func ReactionSection(eng *engine.Engine) Section {
 	return Section{Name: "reactions", Stats: func(ctx context.Context) (any, error) {
-		st, err := eng.ReactionStats(ctx)
+		st, err := eng.Reactions().Stats(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("reaction stats: %w", err)
 		}
@@ -214,7 +215,7 @@ func ReactionSection(eng *engine.Engine) Section {
 // store, "operations" when it has registered remote operations.
 func FeatureSections(eng *engine.Engine) []Section {
 	var out []Section
-	if _, err := eng.ReactionStats(context.Background()); !errors.Is(err, engine.ErrNoReactions) {
+	if _, err := eng.Reactions().Stats(context.Background()); !errors.Is(err, reactions.ErrNoReactions) {
 		out = append(out, ReactionSection(eng))
 	}
 	if eng.Blobs().Enabled() {
@@ -314,16 +315,16 @@ func (s *Service) ReactionAction(ctx context.Context, id, action string) error {
 	}
 	switch action {
 	case "redrive":
-		err = s.eng.RedriveReaction(ctx, n)
+		err = s.eng.Reactions().Redrive(ctx, n)
 	case "delete":
-		err = s.eng.DeleteDeadReaction(ctx, n)
+		err = s.eng.Reactions().DeleteDead(ctx, n)
 	default:
 		return fmt.Errorf("%w: reaction action %q (want redrive or delete)", ErrInvalid, action)
 	}
 	switch {
-	case errors.Is(err, engine.ErrNoReactions):
+	case errors.Is(err, reactions.ErrNoReactions):
 		return fmt.Errorf("%w: %w", ErrFeatureOff, err)
-	case errors.Is(err, engine.ErrNotDeadLettered):
+	case errors.Is(err, reactions.ErrNotDeadLettered):
 		return fmt.Errorf("%w: reaction %d is not dead-lettered (unknown, pending or already removed)", ErrNotFound, n)
 	case err != nil:
 		return fmt.Errorf("admin: %s reaction %d: %w", action, n, err)

@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/reactions"
 	"github.com/synclane/synclane/engine/segments"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage/segstore/sqliteimage"
@@ -59,7 +60,7 @@ type doneMail struct {
 }
 
 // hooks returns the engine configuration of the example's hooks.
-func hooks(mailer Mailer) (map[string]engine.RowValidator, engine.CommitValidator, engine.ReactionConfig) {
+func hooks(mailer Mailer) (map[string]engine.RowValidator, engine.CommitValidator, reactions.Options) {
 	validators := map[string]engine.RowValidator{
 		"todos": func(ctx context.Context, w *engine.RowWrite) error {
 			if w.Row == nil {
@@ -96,11 +97,11 @@ func hooks(mailer Mailer) (map[string]engine.RowValidator, engine.CommitValidato
 		}
 		return nil
 	}
-	reactions := engine.ReactionConfig{Handlers: map[string]engine.ReactionHandler{
-		"todo-done-mail": func(ctx context.Context, r engine.StoredReaction) error {
+	reactions := reactions.Options{Handlers: map[string]reactions.Handler{
+		"todo-done-mail": func(ctx context.Context, r reactions.Stored) error {
 			var m doneMail
 			if err := json.Unmarshal(r.Payload, &m); err != nil {
-				return err // retried, then dead-lettered: visible in Engine.Reactions
+				return err // retried, then dead-lettered: visible in Engine.Reactions().List
 			}
 			key := fmt.Sprintf("reaction-%d", r.ID) // stable across attempts
 			return mailer.Send(ctx, key, m.Actor+"@example.com", "Done: "+m.Title, "Nice work.")

@@ -26,7 +26,7 @@ func TestConsoleFeaturePanelsInBrowser(t *testing.T) {
 	s.push("dead", "ada", "laptop", "d1", "t1", "P", "x")
 	s.push("live", "bob", "phone", "r1", "t1", "P", "x")
 	eventually(t, "one dead letter", func() bool {
-		st, _ := s.eng.ReactionStats(context.Background())
+		st, _ := s.eng.Reactions().Stats(context.Background())
 		return st.Dead == 1
 	})
 
@@ -85,7 +85,7 @@ func TestConsoleFeaturePanelsInBrowser(t *testing.T) {
 	eval("answer dialogs", `window.confirm = () => true; window.alert = () => {}; true`)
 	step("re-drive the dead letter", chromedp.Click(chromedp.CSS(`#reactions tr[data-state="dead"] button.redrive`)))
 	eventually(t, "the re-driven reaction attempted and dead-lettered again", func() bool {
-		st, _ := s.eng.ReactionStats(context.Background())
+		st, _ := s.eng.Reactions().Stats(context.Background())
 		return st.DeadLettered == 2 && st.Dead == 1
 	})
 

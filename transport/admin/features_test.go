@@ -16,6 +16,7 @@ import (
 	adminsvc "github.com/synclane/synclane/engine/admin"
 	"github.com/synclane/synclane/engine/blobs"
 	"github.com/synclane/synclane/engine/operations"
+	"github.com/synclane/synclane/engine/reactions"
 	"github.com/synclane/synclane/protocol/opwire"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -48,8 +49,8 @@ func failingReactions(c *engine.Config) {
 		}
 		return v.React(engine.Reaction{Name: "notify", Payload: []byte(v.ClientCommitID), MaxAttempts: attempts})
 	}
-	c.Reactions = engine.ReactionConfig{Handlers: map[string]engine.ReactionHandler{
-		"notify": func(context.Context, engine.StoredReaction) error { return errors.New("smtp server unreachable") },
+	c.Reactions = reactions.Options{Handlers: map[string]reactions.Handler{
+		"notify": func(context.Context, reactions.Stored) error { return errors.New("smtp server unreachable") },
 	}, Lease: 5 * time.Second, PollInterval: 10 * time.Millisecond, BaseBackoff: time.Hour, MaxBackoff: time.Hour}
 }
 
@@ -70,7 +71,7 @@ func TestReactionsEndpoint(t *testing.T) {
 			eventually(t, "3 dead letters and 2 retrying reactions", func() bool {
 				var v adminsvc.ReactionsView
 				s.ok("GET", "/api/reactions?state=retrying", &v)
-				st, _ := s.eng.ReactionStats(context.Background())
+				st, _ := s.eng.Reactions().Stats(context.Background())
 				return st.Dead == 3 && len(v.Items) == 2
 			})
 			now := time.Now().UnixMilli()
@@ -137,7 +138,7 @@ func TestReactionsEndpoint(t *testing.T) {
 			var o struct {
 				Sections []struct {
 					Name  string
-					Stats engine.ReactionStats
+					Stats reactions.Stats
 				}
 			}
 			s.ok("GET", "/api/overview", &o)
@@ -167,7 +168,7 @@ func TestReactionsEndpoint(t *testing.T) {
 			}
 			s.ok("POST", fmt.Sprintf("/api/reactions/%d/redrive", deadIDs[0]), nil)
 			eventually(t, "the redriven reaction dead-lettered again", func() bool {
-				st, _ := s.eng.ReactionStats(context.Background())
+				st, _ := s.eng.Reactions().Stats(context.Background())
 				return st.DeadLettered == 4 && st.Dead == 3
 			})
 			s.ok("POST", fmt.Sprintf("/api/reactions/%d/delete", deadIDs[1]), nil)

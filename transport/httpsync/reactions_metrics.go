@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/reactions"
 )
 
 // writeReactionMetrics renders the durable-reaction counters of this
@@ -16,8 +17,8 @@ import (
 func writeReactionMetrics(ctx context.Context, w io.Writer, eng *engine.Engine) {
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	s, err := eng.ReactionStats(cctx)
-	if errors.Is(err, engine.ErrNoReactions) {
+	s, err := eng.Reactions().Stats(cctx)
+	if errors.Is(err, reactions.ErrNoReactions) {
 		return
 	}
 	for _, c := range []struct {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/reactions"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage/memory"
@@ -26,8 +27,8 @@ func TestMetricsShowReactions(t *testing.T) {
 		Validators: map[string]engine.RowValidator{"todos": func(ctx context.Context, w *engine.RowWrite) error {
 			return w.React(engine.Reaction{Name: "mail", Payload: []byte(w.RowID), MaxAttempts: 1})
 		}},
-		Reactions: engine.ReactionConfig{PollInterval: 5 * time.Millisecond, Handlers: map[string]engine.ReactionHandler{
-			"mail": func(ctx context.Context, r engine.StoredReaction) error {
+		Reactions: reactions.Options{PollInterval: 5 * time.Millisecond, Handlers: map[string]reactions.Handler{
+			"mail": func(ctx context.Context, r reactions.Stored) error {
 				if string(r.Payload) == "bad" {
 					return errors.New("bounced")
 				}

@@ -1,4 +1,27 @@
-package engine
+// Package reactions delivers durable reactions (SPEC §6.9). A row
+// validator or the commit validator schedules them with RowWrite.React /
+// CommitView.React; they are stored in the push transaction with their
+// commit, and the Service's worker delivers each at least once to the
+// handler registered under its name:
+//
+//   - the worker claims due reactions in batches for Lease (a visibility
+//     timeout, stored, so any process sharing the store honours it); the
+//     handlers' context ends at 90% of the lease, so a handler that
+//     honours its context is never running when another claim (in this
+//     process or another on the same PostgreSQL database) takes the
+//     reaction; a batch's deliveries are recorded in one write;
+//   - a handler returning nil deletes the reaction; an error or a panic is
+//     a failed attempt: the reaction is retried after
+//     min(BaseBackoff·2^(attempt-1), MaxBackoff), and after MaxAttempts
+//     failed attempts it is dead-lettered (kept, state dead, with its last
+//     error, visible through Service.List; never retried);
+//   - a process that dies mid-delivery loses nothing: the reaction becomes
+//     claimable again when its lease ends, and is delivered again (at
+//     least once, so handlers must be idempotent — the reaction ID is
+//     stable across attempts and makes a good idempotency key);
+//   - Close stops claiming and cancels running handlers; their reactions
+//     are retried after the lease, by this store's next worker.
+package reactions
 
 import (
 	"context"
@@ -14,45 +37,18 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-// Durable reactions (SPEC §6.9). A row validator or the commit validator
-// schedules them with RowWrite.React / CommitView.React; they are stored
-// in the push transaction with their commit, and the engine's reaction
-// worker delivers each at least once to the handler registered under its
-// name:
-//
-//   - the worker claims due reactions in batches for Lease (a visibility
-//     timeout, stored, so any process sharing the store honours it); the
-//     handlers' context ends at 90% of the lease, so a handler that
-//     honours its context is never running when another claim (in this
-//     process or another on the same PostgreSQL database) takes the
-//     reaction; a batch's deliveries are recorded in one write;
-//   - a handler returning nil deletes the reaction; an error or a panic is
-//     a failed attempt: the reaction is retried after
-//     min(BaseBackoff·2^(attempt-1), MaxBackoff), and after MaxAttempts
-//     failed attempts it is dead-lettered (kept, state dead, with its last
-//     error, visible through Engine.Reactions; never retried);
-//   - a process that dies mid-delivery loses nothing: the reaction becomes
-//     claimable again when its lease ends, and is delivered again (at
-//     least once, so handlers must be idempotent — the reaction ID is
-//     stable across attempts and makes a good idempotency key);
-//   - Close stops claiming and cancels running handlers; their reactions
-//     are retried after the lease, by this store's next worker.
-
-// ReactionHandler delivers one reaction. It must honour ctx (which ends
+// Handler delivers one reaction. It must honour ctx (which ends
 // before the claim's lease does) and be idempotent.
-type ReactionHandler func(ctx context.Context, r StoredReaction) error
+type Handler func(ctx context.Context, r Stored) error
 
-// StoredReaction is a stored reaction as the queue holds it.
-type StoredReaction = storage.Reaction
+// Stored is a stored reaction as the queue holds it.
+type Stored = storage.Reaction
 
-// Reaction is a side effect a hook schedules with its commit.
-type Reaction = partition.Reaction
-
-// ReactionConfig configures durable reactions. With no Handlers, hooks
-// cannot schedule reactions and no worker runs.
-type ReactionConfig struct {
+// Options configure durable reactions (engine.Config.Reactions). With no
+// Handlers, hooks cannot schedule reactions and no worker runs.
+type Options struct {
 	// Handlers maps reaction names to their handlers.
-	Handlers map[string]ReactionHandler
+	Handlers map[string]Handler
 	// DefaultMaxAttempts is the attempts of a reaction scheduled without
 	// MaxAttempts: 1-100 (0: 10).
 	DefaultMaxAttempts int
@@ -79,7 +75,7 @@ type ReactionConfig struct {
 	Now func() time.Time
 }
 
-func (c *ReactionConfig) withDefaults() error {
+func (c *Options) withDefaults() error {
 	switch {
 	case c.DefaultMaxAttempts == 0:
 		c.DefaultMaxAttempts = partition.DefaultReactionMaxAttempts
@@ -122,10 +118,10 @@ func (c *ReactionConfig) withDefaults() error {
 	return nil
 }
 
-// reactionWorker delivers reactions; owned by the Engine (started in New,
-// stopped in Close).
-type reactionWorker struct {
-	cfg   ReactionConfig
+// worker delivers reactions; owned by the Service (started by Start,
+// stopped by Close).
+type worker struct {
+	cfg   Options
 	queue storage.Reactions
 	log   *zap.Logger
 	wake  chan struct{}
@@ -136,9 +132,9 @@ type reactionWorker struct {
 	done chan struct{}
 }
 
-// ReactionStats are the reaction counters of this process and the queue's
+// Stats are the reaction counters of this process and the queue's
 // current sizes (read from the store, so shared by every process on it).
-type ReactionStats struct {
+type Stats struct {
 	// Delivered, Retried and DeadLettered count this process's attempts:
 	// successful, failed and rescheduled, failed for the last time.
 	Delivered, Retried, DeadLettered uint64
@@ -146,33 +142,8 @@ type ReactionStats struct {
 	Pending, Dead int64
 }
 
-func (e *Engine) configureReactions(pc *partition.Config) error {
-	rc := e.cfg.Reactions
-	if err := rc.withDefaults(); err != nil {
-		return err
-	}
-	if len(rc.Handlers) == 0 {
-		return nil
-	}
-	q := e.cfg.Backend.Reactions // checkRoles: present when handlers are
-	pc.Hooks.KnownReaction = func(name string) bool { return rc.Handlers[name] != nil }
-	pc.Hooks.DefaultMaxAttempts = rc.DefaultMaxAttempts
-	w := &reactionWorker{cfg: rc, queue: q, log: e.cfg.Logger, wake: make(chan struct{}, 1)}
-	e.reactions = w
-	// This process's commits wake the worker at once (others' are found
-	// by polling).
-	onCommit := pc.OnCommit
-	pc.OnCommit = func(part string, maxSeq int64) {
-		if onCommit != nil {
-			onCommit(part, maxSeq)
-		}
-		w.poke()
-	}
-	return nil
-}
-
-// start runs the worker until stopReactions.
-func (w *reactionWorker) start() {
+// start runs the worker until stop.
+func (w *worker) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.stop, w.done = cancel, make(chan struct{})
 	go func() {
@@ -182,14 +153,14 @@ func (w *reactionWorker) start() {
 }
 
 // poke wakes the worker (after a local commit); it never blocks.
-func (w *reactionWorker) poke() {
+func (w *worker) poke() {
 	select {
 	case w.wake <- struct{}{}:
 	default:
 	}
 }
 
-func (w *reactionWorker) run(ctx context.Context) {
+func (w *worker) run(ctx context.Context) {
 	t := time.NewTicker(w.cfg.PollInterval)
 	defer t.Stop()
 	for {
@@ -218,7 +189,7 @@ func (w *reactionWorker) run(ctx context.Context) {
 // round claims up to BatchSize due reactions, runs their handlers
 // (Concurrency at a time) and records the outcomes: the delivered ones in
 // one write. It returns how many it claimed.
-func (w *reactionWorker) round(ctx context.Context) int {
+func (w *worker) round(ctx context.Context) int {
 	now, started := w.cfg.Now(), time.Now()
 	rs, err := w.queue.ClaimReactions(ctx, now.UnixMilli(), w.cfg.Lease.Milliseconds(), w.cfg.BatchSize)
 	if err != nil {
@@ -270,7 +241,7 @@ func (w *reactionWorker) round(ctx context.Context) int {
 }
 
 // record stores the outcomes of a batch.
-func (w *reactionWorker) record(ctx context.Context, rs []storage.Reaction, errs []error) {
+func (w *worker) record(ctx context.Context, rs []storage.Reaction, errs []error) {
 	// Outcomes are recorded even if ctx ends meanwhile (they are short).
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -301,7 +272,7 @@ func (w *reactionWorker) record(ctx context.Context, rs []storage.Reaction, errs
 }
 
 // fail records one failed attempt: a retry after backoff, or the dead letter.
-func (w *reactionWorker) fail(ctx context.Context, r storage.Reaction, attemptErr error, now time.Time) {
+func (w *worker) fail(ctx context.Context, r storage.Reaction, attemptErr error, now time.Time) {
 	log := w.log.With(zap.Int64("reaction_id", r.ID), zap.String("reaction", r.Name), zap.String("partition", r.Partition), zap.Int("attempt", r.Attempts))
 	dead := r.Attempts >= r.MaxAttempts
 	retryAt := now.Add(w.backoff(r.Attempts)).UnixMilli()
@@ -323,7 +294,7 @@ func (w *reactionWorker) fail(ctx context.Context, r storage.Reaction, attemptEr
 
 // call runs the handler, turning a panic or a missing handler into an
 // error.
-func (w *reactionWorker) call(ctx context.Context, r storage.Reaction) (err error) {
+func (w *worker) call(ctx context.Context, r storage.Reaction) (err error) {
 	h := w.cfg.Handlers[r.Name]
 	if h == nil {
 		return fmt.Errorf("no handler is registered for reaction %q", r.Name)
@@ -337,7 +308,7 @@ func (w *reactionWorker) call(ctx context.Context, r storage.Reaction) (err erro
 }
 
 // backoff is the delay after failed attempt n (1-based).
-func (w *reactionWorker) backoff(n int) time.Duration {
+func (w *worker) backoff(n int) time.Duration {
 	d := w.cfg.BaseBackoff
 	for i := 1; i < n && d < w.cfg.MaxBackoff; i++ {
 		d *= 2
@@ -345,29 +316,6 @@ func (w *reactionWorker) backoff(n int) time.Duration {
 	return min(d, w.cfg.MaxBackoff)
 }
 
-// ErrNoReactions is returned by Engine.Reactions and Engine.ReactionStats
+// ErrNoReactions is returned by List, Stats and the dead-letter actions
 // when the engine has no reaction handlers.
 var ErrNoReactions = errors.New("engine: reactions are not configured")
-
-// Reactions lists stored reactions (pending, including those being
-// delivered, and dead-lettered) by ascending ID; see
-// storage.ReactionFilter for the filter and page size (at most 1000).
-func (e *Engine) Reactions(ctx context.Context, f storage.ReactionFilter) ([]StoredReaction, error) {
-	if e.reactions == nil {
-		return nil, ErrNoReactions
-	}
-	return e.reactions.queue.ListReactions(ctx, f)
-}
-
-// ReactionStats returns this process's reaction counters and the queue's
-// sizes.
-func (e *Engine) ReactionStats(ctx context.Context) (ReactionStats, error) {
-	w := e.reactions
-	if w == nil {
-		return ReactionStats{}, ErrNoReactions
-	}
-	s := ReactionStats{Delivered: w.delivered.Load(), Retried: w.retried.Load(), DeadLettered: w.deadLettered.Load()}
-	c, err := w.queue.CountReactions(ctx)
-	s.Pending, s.Dead = c.Pending, c.Dead
-	return s, err
-}

@@ -1,4 +1,4 @@
-package engine
+package reactions
 
 import (
 	"context"
@@ -13,38 +13,38 @@ import (
 var ErrNotDeadLettered = errors.New("engine: no dead-lettered reaction with that id")
 
 // deadLetters returns the queue whose dead-letter actions are served.
-func (e *Engine) deadLetters() (storage.Reactions, error) {
-	if e.reactions == nil {
+func (s *Service) deadLetters() (storage.Reactions, error) {
+	if s.w == nil {
 		return nil, ErrNoReactions
 	}
-	return e.reactions.queue, nil
+	return s.w.queue, nil
 }
 
-// RedriveReaction makes the dead-lettered reaction id pending again with
+// Redrive makes the dead-lettered reaction id pending again with
 // a full set of attempts, due now, and wakes this process's worker (it is
 // delivered at least once more, by whichever process claims it first).
 // An id that is not dead-lettered is ErrNotDeadLettered; an engine
 // without reaction handlers, ErrNoReactions.
-func (e *Engine) RedriveReaction(ctx context.Context, id int64) error {
-	dl, err := e.deadLetters()
+func (s *Service) Redrive(ctx context.Context, id int64) error {
+	dl, err := s.deadLetters()
 	if err != nil {
 		return err
 	}
-	ok, err := dl.RedriveReaction(ctx, id, e.reactions.cfg.Now().UnixMilli())
+	ok, err := dl.RedriveReaction(ctx, id, s.w.cfg.Now().UnixMilli())
 	if err != nil {
 		return fmt.Errorf("engine: redrive reaction %d: %w", id, err)
 	}
 	if !ok {
 		return fmt.Errorf("%w: %d", ErrNotDeadLettered, id)
 	}
-	e.reactions.poke()
+	s.w.poke()
 	return nil
 }
 
-// DeleteDeadReaction removes the dead-lettered reaction id for good (it
-// is never delivered). Errors as RedriveReaction.
-func (e *Engine) DeleteDeadReaction(ctx context.Context, id int64) error {
-	dl, err := e.deadLetters()
+// DeleteDead removes the dead-lettered reaction id for good (it
+// is never delivered). Errors as Redrive.
+func (s *Service) DeleteDead(ctx context.Context, id int64) error {
+	dl, err := s.deadLetters()
 	if err != nil {
 		return err
 	}
