@@ -166,15 +166,11 @@ type Config struct {
 	// New starts and Close stops (none without handlers).
 	Reactions reactions.Options
 
-	// Remote operations (REMOTE.md revision 1; see Engine.Operations).
-	//
-	// Operations is the registry of queries and commands served (nil:
-	// every operation is operation.unknown). It must be built for Schema.
-	Operations *operations.Registry
-	// OperationTimeout bounds one remote query's storage work (default
-	// DefaultOperationTimeout); a query running longer fails with
-	// operation.query_failed. Commands are bounded by StorageTimeout.
-	OperationTimeout time.Duration
+	// Operations configures remote operations (REMOTE.md revision 1; see
+	// operations.Options): the registry of queries and commands served
+	// (nil: every operation is operation.unknown; it must be built for
+	// Schema) and the query timeout.
+	Operations operations.Options
 
 	// Mergers maps a crdtType to the merge of its crdt columns (SPEC
 	// §5.10; see partition.Merger for the contract and the push rules).
@@ -238,12 +234,11 @@ type Engine struct {
 	stopFeed  context.CancelFunc
 	feedDone  chan struct{}
 	// stopMaint and maintDone own the maintenance loop (nil without one).
-	stopMaint context.CancelFunc
-	maintDone chan struct{}
-	leases    *lease.Service
-	reactions *reactions.Service
-	// ops counts remote operations (operation_stats.go).
-	ops operationCounters
+	stopMaint  context.CancelFunc
+	maintDone  chan struct{}
+	leases     *lease.Service
+	reactions  *reactions.Service
+	operations *operations.Service
 }
 
 // Reply is a built SSP2 response, ready to stream with WriteTo (see
@@ -265,7 +260,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := partition.CheckMergers(cfg.Schema, cfg.Mergers); err != nil {
 		return nil, fmt.Errorf("engine: %w (Config.Mergers, SPEC §5.10.1)", err)
 	}
-	if cfg.Operations != nil && cfg.Operations.Schema() != cfg.Schema {
+	if cfg.Operations.Registry != nil && cfg.Operations.Registry.Schema() != cfg.Schema {
 		return nil, errors.New("engine: Operations was registered for another schema than Schema")
 	}
 	if cfg.MaxOperations <= 0 {
@@ -331,6 +326,8 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		TickInterval: cfg.ClientFlushInterval,
 		OnLifecycle:  e.lifecycleHook(),
 	})
+	e.operations = operations.NewService(cfg.Backend.Clients, cfg.Backend.Queries, cfg.Operations,
+		operations.Deps{Actors: e.runtime, Resolver: e.resolver, Gate: pc.Gate, Logger: cfg.Logger})
 	if cfg.Feed != nil {
 		fctx, cancel := context.WithCancel(context.Background())
 		e.stopFeed, e.feedDone = cancel, make(chan struct{})

@@ -17,7 +17,7 @@ import (
 // TestOperationCallbackPanicsAreRefusals: an Authorize or Bind callback
 // that panics refuses its operation (operation.forbidden, or
 // operation.invalid_request for Bind) instead of unwinding out of
-// Engine.Operations into the caller's goroutine (a live watch runs on its
+// operations.Service.Run into the caller's goroutine (a live watch runs on its
 // own), and a panicking scope resolver fails closed.
 func TestOperationCallbackPanicsAreRefusals(t *testing.T) {
 	build := func(s *schema.Schema) *operations.Registry {
@@ -40,7 +40,7 @@ func TestOperationCallbackPanicsAreRefusals(t *testing.T) {
 		return reg
 	}
 	// SQLite: registered queries need a backend with the Queries role.
-	f := newFixture(t, sqlBackends[0].open(t), func(c *engine.Config) { c.Operations = build(c.Schema) })
+	f := newFixture(t, sqlBackends[0].open(t), func(c *engine.Config) { c.Operations.Registry = build(c.Schema) })
 	for _, tc := range []struct {
 		req  *opwire.Request
 		want syncerr.Code
@@ -53,10 +53,10 @@ func TestOperationCallbackPanicsAreRefusals(t *testing.T) {
 		func() {
 			defer func() {
 				if r := recover(); r != nil {
-					t.Errorf("%s: the panic escaped Engine.Operations: %v", tc.req.OperationID, r)
+					t.Errorf("%s: the panic escaped Operations().Run: %v", tc.req.OperationID, r)
 				}
 			}()
-			_, err = f.eng.Operations(context.Background(), engine.Identity{ActorID: "a", Partition: "p1"}, tc.req)
+			_, err = f.eng.Operations().Run(context.Background(), engine.Identity{ActorID: "a", Partition: "p1"}, tc.req)
 		}()
 		if got := syncerr.CodeOf(err); got != tc.want {
 			t.Errorf("%s: %v (code %s), want %s", tc.req.OperationID, err, got, tc.want)

@@ -117,11 +117,11 @@ func (h *opHost) registry(t *testing.T, s *schema.Schema) *operations.Registry {
 
 func newOpFixture(t *testing.T, st backend, mut ...func(*engine.Config)) (*fixture, *opHost) {
 	h := &opHost{}
-	f := newFixture(t, st, append([]func(*engine.Config){func(c *engine.Config) { c.Operations = h.registry(t, c.Schema) }}, mut...)...)
+	f := newFixture(t, st, append([]func(*engine.Config){func(c *engine.Config) { c.Operations.Registry = h.registry(t, c.Schema) }}, mut...)...)
 	return f, h
 }
 
-func (f *fixture) op(actor, partition string, req *opwire.Request) (engine.OperationResult, error) {
+func (f *fixture) op(actor, partition string, req *opwire.Request) (operations.Result, error) {
 	// Round-trip the request through the wire codec like a transport.
 	o := opwire.Object{{Key: "revision", Value: 1.0}, {Key: "kind", Value: req.Kind}, {Key: "clientId", Value: req.ClientID},
 		{Key: "operationId", Value: req.OperationID}}
@@ -139,7 +139,7 @@ func (f *fixture) op(actor, partition string, req *opwire.Request) (engine.Opera
 	if err != nil {
 		f.t.Fatalf("request does not decode: %v", err)
 	}
-	res, err := f.eng.Operations(context.Background(), engine.Identity{ActorID: actor, Partition: partition}, dec)
+	res, err := f.eng.Operations().Run(context.Background(), engine.Identity{ActorID: actor, Partition: partition}, dec)
 	if err == nil {
 		if _, eerr := res.Encode(); eerr != nil {
 			f.t.Fatalf("result does not encode: %v", eerr)
@@ -156,7 +156,7 @@ func command(id, requestID string, params opwire.Object) *opwire.Request {
 	return &opwire.Request{Kind: opwire.KindCommand, ClientID: "op-client", OperationID: id, RequestID: requestID, Params: params}
 }
 
-func ids(res engine.OperationResult) []string {
+func ids(res operations.Result) []string {
 	var out []string
 	for _, r := range res.Query.Rows {
 		v, _ := r.Get("id")
@@ -345,7 +345,7 @@ func TestOperationQueryUnsupportedStorage(t *testing.T) {
 	}
 	h := &opHost{}
 	_, err = engine.New(context.Background(), engine.Config{Schema: s, Backend: memory.New().Backend(),
-		Resolver: engine.AllowAll(s), Operations: h.registry(t, s)})
+		Resolver: engine.AllowAll(s), Operations: operations.Options{Registry: h.registry(t, s)}})
 	if err == nil || !strings.Contains(err.Error(), "registered remote queries (Config.Operations) needs the storage role Queries") {
 		t.Fatalf("engine.New on the memory store with registered queries: %v, want the missing Queries role", err)
 	}
@@ -479,10 +479,10 @@ func TestCommandIdempotencyIdentity(t *testing.T) {
 		{`a"b`, "c\\d", "o,p", "r\n", `["remote-command","a\"b","c\\d"]`, `["o,p","r\n"]`},
 		{"é<>&", "\x01", "\u2028", "r", "[\"remote-command\",\"é<>&\",\"\\u0001\"]", "[\"\u2028\",\"r\"]"},
 	} {
-		if got := engine.CommandClientID(c.actor, c.client); got != c.wantClient {
+		if got := operations.CommandClientID(c.actor, c.client); got != c.wantClient {
 			t.Errorf("CommandClientID(%q,%q) = %s, want %s", c.actor, c.client, got, c.wantClient)
 		}
-		if got := engine.CommandCommitID(c.op, c.req); got != c.wantCommit {
+		if got := operations.CommandCommitID(c.op, c.req); got != c.wantCommit {
 			t.Errorf("CommandCommitID(%q,%q) = %s, want %s", c.op, c.req, got, c.wantCommit)
 		}
 	}

@@ -14,7 +14,7 @@ func featureRoles(cfg Config) []struct {
 	feature, role string
 	on            bool
 } {
-	queries := cfg.Operations != nil && len(cfg.Operations.QueryIDs()) > 0
+	queries := cfg.Operations.Registry != nil && len(cfg.Operations.Registry.QueryIDs()) > 0
 	return []struct {
 		feature, role string
 		on            bool

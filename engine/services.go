@@ -3,6 +3,7 @@ package engine
 import (
 	"github.com/synclane/synclane/engine/blobs"
 	"github.com/synclane/synclane/engine/lease"
+	"github.com/synclane/synclane/engine/operations"
 	"github.com/synclane/synclane/engine/reactions"
 	"github.com/synclane/synclane/engine/segments"
 )
@@ -27,3 +28,8 @@ func (e *Engine) Leases() *lease.Service { return e.leases }
 // and counters and the dead-letter actions (ErrNoReactions without
 // handlers).
 func (e *Engine) Reactions() *reactions.Service { return e.reactions }
+
+// Operations returns the remote operation service: Run for a decoded
+// request, the query tables live watches follow, the counters and the
+// registered ids.
+func (e *Engine) Operations() *operations.Service { return e.operations }

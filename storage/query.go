@@ -83,7 +83,7 @@ type QueryResult struct {
 
 // Querier is the Queries role of a backend: it executes registered
 // queries. The engine needs it when registered remote queries are
-// configured (engine.Config.Operations). The SQL backends have it; the
+// configured (engine.Config.Operations.Registry). The SQL backends have it; the
 // in-memory store, which cannot run SQL, does not.
 type Querier interface {
 	// Query opens one read-only snapshot, reads the serve gate of

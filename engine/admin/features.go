@@ -221,7 +221,7 @@ func FeatureSections(eng *engine.Engine) []Section {
 	if eng.Blobs().Enabled() {
 		out = append(out, BlobSection(eng))
 	}
-	if r := eng.RegisteredOperations(); len(r.Queries)+len(r.Commands) > 0 {
+	if r := eng.Operations().Registered(); len(r.Queries)+len(r.Commands) > 0 {
 		out = append(out, OperationSection(eng))
 	}
 	return out
@@ -233,8 +233,8 @@ func FeatureSections(eng *engine.Engine) []Section {
 // registered operations.
 func OperationSection(eng *engine.Engine) Section {
 	return Section{Name: "operations", Stats: func(context.Context) (any, error) {
-		s := eng.OperationStats()
-		return map[string]any{"registered": eng.RegisteredOperations(), "executed": s.Executed, "refused": s.Refused}, nil
+		s := eng.Operations().Stats()
+		return map[string]any{"registered": eng.Operations().Registered(), "executed": s.Executed, "refused": s.Refused}, nil
 	}}
 }
 

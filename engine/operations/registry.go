@@ -1,10 +1,12 @@
 // Package operations is the registry of remote operations a host exposes
 // (REMOTE.md revision 1): registered queries, which run host SQL against
 // one partition's rows, and registered commands, whose Go code turns a
-// request into an ordinary commit. The engine (engine.Operations) looks
-// operations up here, authorizes and runs them; this package holds the
-// definitions, their validation at registration, the SQL rewriting
-// (template.go), scope coverage checks and result normalization.
+// request into an ordinary commit, and the Service that runs them
+// (execute.go: lookup, authorization, the query on storage, the command as
+// a job on the partition's actor) and counts them (stats.go). This package
+// holds the definitions, their validation at registration, the SQL
+// rewriting (template.go), scope coverage checks, result normalization and
+// the executor; transports reach it through Engine.Operations.
 //
 // Every registration error is reported by AddQuery/AddCommand, so a
 // deployment with a bad registry fails at startup, not per request.

@@ -143,7 +143,7 @@ func newEngine(ctx context.Context, store *sqlite.Store, logger *zap.Logger) (*e
 		return nil, err
 	}
 	return engine.New(ctx, engine.Config{Schema: s, Backend: store.Backend(), Resolver: engine.ScopeResolverFunc(resolveScopes),
-		Logger: logger, Operations: reg, Segments: segments.Options{Images: sqliteimage.Builder{}}})
+		Logger: logger, Operations: operations.Options{Registry: reg}, Segments: segments.Options{Images: sqliteimage.Builder{}}})
 }
 
 func main() {

@@ -357,10 +357,10 @@ func TestOperationSection(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		c.Operations = reg
+		c.Operations.Registry = reg
 	})
 	id := engine.Identity{ActorID: "ada", Partition: "p1"}
-	_, err := s.eng.Operations(context.Background(), id, &opwire.Request{Kind: opwire.KindCommand, ClientID: "c1", OperationID: "archive", RequestID: "r1"})
+	_, err := s.eng.Operations().Run(context.Background(), id, &opwire.Request{Kind: opwire.KindCommand, ClientID: "c1", OperationID: "archive", RequestID: "r1"})
 	if syncerr.CodeOf(err) != syncerr.OperationForbidden {
 		t.Fatalf("refused command: %v", err)
 	}
@@ -368,7 +368,7 @@ func TestOperationSection(t *testing.T) {
 		Sections []struct {
 			Name  string
 			Stats struct {
-				Registered engine.RegisteredOperations
+				Registered operations.Registered
 				Refused    map[string]map[string]uint64
 			}
 		}

@@ -24,7 +24,7 @@ const RouteOperationWatches = "operation_watches"
 
 // OperationsHandler serves POST <mount>/operations (REMOTE.md revision 1):
 // one tagged-value request (opwire.ContentType) per HTTP request, a thin
-// adapter over engine.Engine.Operations.
+// adapter over operations.Service.Run (Engine.Operations).
 //
 // Answers: 200 with the encoded success; an operation-level failure is an
 // encoded error object (kind "error", code, message, retryable) with the
@@ -111,7 +111,7 @@ func (h *OperationsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeOpError(w, 0, err)
 		return
 	}
-	res, err := h.eng.Operations(r.Context(), id, req)
+	res, err := h.eng.Operations().Run(r.Context(), id, req)
 	if err == nil {
 		var out []byte
 		if out, err = res.Encode(); err == nil {

@@ -13,7 +13,7 @@ import (
 // synclane_operations_executed_total{kind} (query and command always
 // present) and synclane_operations_refused_total{kind,code}.
 func writeOperationMetrics(w io.Writer, eng *engine.Engine) {
-	s := eng.OperationStats()
+	s := eng.Operations().Stats()
 	_, _ = fmt.Fprintf(w, "# HELP synclane_operations_executed_total Remote operations answered with a result (a command's cached replay included), by kind.\n# TYPE synclane_operations_executed_total counter\n")
 	for _, k := range []string{opwire.KindQuery, opwire.KindCommand} {
 		_, _ = fmt.Fprintf(w, "synclane_operations_executed_total{kind=%q} %d\n", k, s.Executed[k])

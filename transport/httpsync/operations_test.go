@@ -53,7 +53,7 @@ func newOperationsServer(t *testing.T) (*httptest.Server, *int) {
 	grants := engine.ScopeResolverFunc(func(_ context.Context, id engine.Identity) (map[string][]string, error) {
 		return map[string][]string{"list_id": {"L"}}, nil
 	})
-	eng, err := engine.New(context.Background(), engine.Config{Schema: s, Backend: st.Backend(), Resolver: grants, Operations: reg})
+	eng, err := engine.New(context.Background(), engine.Config{Schema: s, Backend: st.Backend(), Resolver: grants, Operations: operations.Options{Registry: reg}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,7 +94,7 @@ func TestUnwatchCancelsTheRunningQuery(t *testing.T) {
 	sk.watch(ctx, "w", "L")
 	<-bs.entered
 	sk.send(ctx, opwire.Object{{Key: "kind", Value: "unwatch"}, {Key: "watchId", Value: "w"}})
-	// Well before the engine's OperationTimeout (10 s) would end it.
+	// Well before the engine's Operations.Timeout (10 s) would end it.
 	select {
 	case <-bs.cancelled:
 	case <-time.After(5 * time.Second):

@@ -92,7 +92,7 @@ func (c *conn) add(m *opwire.WatchMessage) {
 		c.send(opwire.EncodeWatchError("", syncerr.New(syncerr.OperationInvalidRequest, "watchId is longer than %d bytes", operations.MaxIDBytes)))
 		return
 	}
-	tables, ok := c.eng.QueryTables(m.OperationID)
+	tables, ok := c.eng.Operations().QueryTables(m.OperationID)
 	if !ok {
 		c.send(opwire.EncodeWatchError(m.WatchID, syncerr.New(syncerr.OperationUnknown, "no query %q is registered", m.OperationID)))
 		return
@@ -156,7 +156,7 @@ func (c *conn) trigger(w *watch) {
 func (c *conn) run(w *watch) {
 	defer c.wg.Done()
 	for {
-		res, err := c.eng.Operations(w.ctx, c.id, &w.req)
+		res, err := c.eng.Operations().Run(w.ctx, c.id, &w.req)
 		c.mu.Lock()
 		if w.removed || c.ctx.Err() != nil { // unwatched meanwhile: the result is suppressed
 			if w.removed && w.running {

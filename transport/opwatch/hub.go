@@ -12,7 +12,7 @@
 //
 // Behaviour:
 //   - A watch runs the same query and authorization path as POST
-//     /operations (engine.Operations), with the socket's identity.
+//     /operations (operations.Service.Run), with the socket's identity.
 //   - A commit of the watch's partition that touches one of the query's
 //     tables reruns it; commits arriving during a run set one dirty flag, so
 //     at most one rerun is pending. Commits to other tables do not rerun it

@@ -61,7 +61,7 @@ func newEnvWith(t *testing.T, wrap func(*sqlite.Store) storage.Backend) *env {
 		t.Fatal(err)
 	}
 	hub := opwatch.New(opwatch.Options{Auth: auth.DevAuth{}})
-	cfg := engine.Config{Schema: s, Backend: wrap(st), Operations: reg,
+	cfg := engine.Config{Schema: s, Backend: wrap(st), Operations: operations.Options{Registry: reg},
 		Resolver: engine.ScopeResolverFunc(func(context.Context, engine.Identity) (map[string][]string, error) {
 			return map[string][]string{"list_id": {"L"}}, nil
 		})}

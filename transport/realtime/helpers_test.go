@@ -84,7 +84,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		Resolver: engine.ScopeResolverFunc(f.resolve), Feed: o.feed}
 	f.hub.Hooks(&cfg)
 	if o.ops != nil {
-		cfg.Operations = o.ops(f.schema)
+		cfg.Operations.Registry = o.ops(f.schema)
 	}
 	eng, err := engine.New(context.Background(), cfg)
 	if err != nil {

@@ -1,4 +1,4 @@
-package engine
+package operations
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/synclane/synclane/engine/operations"
+	"github.com/synclane/synclane/engine/access"
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/opwire"
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -18,36 +18,36 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-// Remote operations (REMOTE.md revision 1): Operations is the one entry
+// Remote operations (REMOTE.md revision 1): Service.Run is the one entry
 // point every transport calls for a decoded operation request.
 
-// DefaultOperationTimeout bounds one remote query's storage work when
-// Config.OperationTimeout is zero.
-const DefaultOperationTimeout = 10 * time.Second
+// DefaultTimeout bounds one remote query's storage work when
+// Options.Timeout is zero.
+const DefaultTimeout = 10 * time.Second
 
-// OperationResult is a successful operation: exactly one of Query and
+// Result is a successful operation: exactly one of Query and
 // Command is set.
-type OperationResult struct {
+type Result struct {
 	Query   *opwire.QueryResult
 	Command *opwire.CommandResult
 }
 
 // Encode encodes the result as a response message.
-func (r OperationResult) Encode() ([]byte, error) {
+func (r Result) Encode() ([]byte, error) {
 	if r.Query != nil {
 		return r.Query.Encode()
 	}
 	return r.Command.Encode()
 }
 
-// Operations runs one remote operation for an authenticated caller.
+// Run runs one remote operation for an authenticated caller.
 //
 // Queries run on the request's goroutine against storage: the caller's
 // clientId must not be bound to another actor, a scoped query's covered
 // values must be within the resolved scopes (a resolver failure denies),
 // a privileged query's Authorize must grant; then the partition-rewritten
 // statement runs in one read snapshot with the serve gate and the
-// partition's maxCommitSeq, bounded by Config.OperationTimeout.
+// partition's maxCommitSeq, bounded by Options.Timeout.
 //
 // Commands are authorized (Authorize, mandatory), then run as a job on the
 // partition's actor under the push write path with the idempotency
@@ -60,9 +60,9 @@ func (r OperationResult) Encode() ([]byte, error) {
 // sync.invalid_client_id, sync.auth_required, sync.schema_not_ready (the
 // serve gate), sync.too_many_operations, or the retryable
 // sync.internal_error for storage failures.
-func (e *Engine) Operations(ctx context.Context, id Identity, req *opwire.Request) (OperationResult, error) {
-	res, err := e.operations(ctx, id, req)
-	e.ops.count(req, err)
+func (s *Service) Run(ctx context.Context, id access.Identity, req *opwire.Request) (Result, error) {
+	res, err := s.run(ctx, id, req)
+	s.ops.count(req, err)
 	if err != nil {
 		var coded *syncerr.Error
 		if !errors.As(err, &coded) {
@@ -72,64 +72,64 @@ func (e *Engine) Operations(ctx context.Context, id Identity, req *opwire.Reques
 			zap.String("actor", id.ActorID), zap.String("partition", id.Partition), zap.String("code", string(syncerr.CodeOf(err))), zap.Error(err)}
 		switch syncerr.CodeOf(err) {
 		case syncerr.InternalError, syncerr.OperationExecutionFailed, syncerr.OperationQueryFailed, syncerr.OperationStorageUnsupported:
-			e.cfg.Logger.Warn("remote operation failed", fields...)
+			s.deps.Logger.Warn("remote operation failed", fields...)
 		default:
-			e.cfg.Logger.Debug("remote operation refused", fields...)
+			s.deps.Logger.Debug("remote operation refused", fields...)
 		}
 	}
 	return res, err
 }
 
-func (e *Engine) operations(ctx context.Context, id Identity, req *opwire.Request) (OperationResult, error) {
+func (s *Service) run(ctx context.Context, id access.Identity, req *opwire.Request) (Result, error) {
 	if id.Partition == "" || id.ActorID == "" {
-		return OperationResult{}, syncerr.New(syncerr.AuthRequired, "request has no authenticated actor or partition")
+		return Result{}, syncerr.New(syncerr.AuthRequired, "request has no authenticated actor or partition")
 	}
 	if verr := partition.ValidateIdentity(id.ActorID, id.Partition); verr != nil {
-		return OperationResult{}, verr
+		return Result{}, verr
 	}
 	if req == nil {
-		return OperationResult{}, syncerr.New(syncerr.OperationInvalidRequest, "no request")
+		return Result{}, syncerr.New(syncerr.OperationInvalidRequest, "no request")
 	}
 	for _, f := range []struct{ name, v string }{{"clientId", req.ClientID}, {"operationId", req.OperationID}, {"requestId", req.RequestID}} {
-		if len(f.v) > operations.MaxIDBytes || !utf8.ValidString(f.v) || strings.IndexByte(f.v, 0) >= 0 {
-			return OperationResult{}, syncerr.New(syncerr.OperationInvalidRequest, "%s must be valid UTF-8 without U+0000, at most %d bytes", f.name, operations.MaxIDBytes)
+		if len(f.v) > MaxIDBytes || !utf8.ValidString(f.v) || strings.IndexByte(f.v, 0) >= 0 {
+			return Result{}, syncerr.New(syncerr.OperationInvalidRequest, "%s must be valid UTF-8 without U+0000, at most %d bytes", f.name, MaxIDBytes)
 		}
 	}
 	if req.ClientID == "" {
-		return OperationResult{}, syncerr.New(syncerr.OperationInvalidRequest, "clientId must not be empty")
+		return Result{}, syncerr.New(syncerr.OperationInvalidRequest, "clientId must not be empty")
 	}
 	if cerr := partition.CheckClientID(req.ClientID, id.ActorID, ""); cerr != nil {
-		return OperationResult{}, cerr
+		return Result{}, cerr
 	}
-	reg := e.cfg.Operations
-	caller := operations.Caller{ActorID: id.ActorID, Partition: id.Partition, Grants: id.Grants}
+	reg := s.reg
+	caller := Caller{ActorID: id.ActorID, Partition: id.Partition, Grants: id.Grants}
 	switch req.Kind {
 	case opwire.KindQuery:
-		var q *operations.CompiledQuery
+		var q *CompiledQuery
 		if reg != nil {
 			q = reg.Query(req.OperationID)
 		}
 		if q == nil {
-			return OperationResult{}, syncerr.New(syncerr.OperationUnknown, "no query %q is registered", req.OperationID)
+			return Result{}, syncerr.New(syncerr.OperationUnknown, "no query %q is registered", req.OperationID)
 		}
-		return e.runQuery(ctx, id, caller, q, req)
+		return s.runQuery(ctx, id, caller, q, req)
 	case opwire.KindCommand:
-		var c *operations.Command
+		var c *Command
 		if reg != nil {
 			c = reg.Command(req.OperationID)
 		}
 		if c == nil {
-			return OperationResult{}, syncerr.New(syncerr.OperationUnknown, "no command %q is registered", req.OperationID)
+			return Result{}, syncerr.New(syncerr.OperationUnknown, "no command %q is registered", req.OperationID)
 		}
-		return e.runCommand(ctx, id, caller, c, req)
+		return s.runCommand(ctx, id, caller, c, req)
 	}
-	return OperationResult{}, syncerr.New(syncerr.OperationInvalidRequest, "kind %q is neither query nor command", req.Kind)
+	return Result{}, syncerr.New(syncerr.OperationInvalidRequest, "kind %q is neither query nor command", req.Kind)
 }
 
 // checkClientBinding fails with sync.invalid_client_id when clientID is
 // bound to another actor in the partition. A query binds nothing.
-func (e *Engine) checkClientBinding(ctx context.Context, id Identity, clientID string) error {
-	rec, err := e.cfg.Backend.Clients.GetClient(ctx, id.Partition, clientID)
+func (s *Service) checkClientBinding(ctx context.Context, id access.Identity, clientID string) error {
+	rec, err := s.clients.GetClient(ctx, id.Partition, clientID)
 	if err != nil {
 		return syncerr.Wrap(syncerr.InternalError, err, "storage is unavailable; retry")
 	}
@@ -143,27 +143,27 @@ func (e *Engine) checkClientBinding(ctx context.Context, id Identity, clientID s
 	return nil
 }
 
-func (e *Engine) runQuery(ctx context.Context, id Identity, caller operations.Caller, q *operations.CompiledQuery, req *opwire.Request) (OperationResult, error) {
-	if err := e.checkClientBinding(ctx, id, req.ClientID); err != nil {
-		return OperationResult{}, err
+func (s *Service) runQuery(ctx context.Context, id access.Identity, caller Caller, q *CompiledQuery, req *opwire.Request) (Result, error) {
+	if err := s.checkClientBinding(ctx, id, req.ClientID); err != nil {
+		return Result{}, err
 	}
 	var allowed partition.Allowed
 	resolved := false
 	if q.Scoped() {
-		allowed, resolved = e.Resolve(ctx, id)
+		allowed, resolved = s.deps.Resolver.Resolve(ctx, id)
 	}
 	sq, err := q.Prepare(ctx, caller, req.Params, allowed, resolved)
 	if err != nil {
-		return OperationResult{}, err
+		return Result{}, err
 	}
-	qr := e.cfg.Backend.Queries // checkRoles: present when queries are registered
-	timeout := e.cfg.OperationTimeout
+	qr := s.queries // engine.New: present when queries are registered
+	timeout := s.opts.Timeout
 	if timeout <= 0 {
-		timeout = DefaultOperationTimeout
+		timeout = DefaultTimeout
 	}
 	qctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	gate := e.pcfg.Gate
+	gate := s.deps.Gate
 	res, err := qr.Query(qctx, id.Partition, gate.Running, sq, func(g storage.ServeGate) error {
 		if ref := partition.GateRefusal(g, gate.Running, gate.Declared); ref != nil {
 			return ref.Error()
@@ -174,21 +174,21 @@ func (e *Engine) runQuery(ctx context.Context, id Identity, caller operations.Ca
 	switch {
 	case err == nil:
 	case errors.As(err, &coded):
-		return OperationResult{}, err
+		return Result{}, err
 	case errors.Is(err, storage.ErrQueryTooLarge):
-		return OperationResult{}, syncerr.Wrap(syncerr.OperationResultTooLarge, err, "query %q matched more than its %d rows", q.ID, q.MaxRows)
+		return Result{}, syncerr.Wrap(syncerr.OperationResultTooLarge, err, "query %q matched more than its %d rows", q.ID, q.MaxRows)
 	case errors.Is(err, storage.ErrQueryFailed):
-		return OperationResult{}, syncerr.Wrap(syncerr.OperationQueryFailed, err, "query %q failed", q.ID)
+		return Result{}, syncerr.Wrap(syncerr.OperationQueryFailed, err, "query %q failed", q.ID)
 	case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
-		return OperationResult{}, syncerr.Wrap(syncerr.OperationQueryFailed, err, "query %q ran longer than %s", q.ID, timeout)
+		return Result{}, syncerr.Wrap(syncerr.OperationQueryFailed, err, "query %q ran longer than %s", q.ID, timeout)
 	default:
-		return OperationResult{}, syncerr.Wrap(syncerr.InternalError, err, "storage is unavailable; retry")
+		return Result{}, syncerr.Wrap(syncerr.InternalError, err, "storage is unavailable; retry")
 	}
 	rows, err := q.Rows(res)
 	if err != nil {
-		return OperationResult{}, err
+		return Result{}, err
 	}
-	return OperationResult{Query: &opwire.QueryResult{OperationID: q.ID, Rows: rows, MaxCommitSeq: res.MaxCommitSeq}}, nil
+	return Result{Query: &opwire.QueryResult{OperationID: q.ID, Rows: rows, MaxCommitSeq: res.MaxCommitSeq}}, nil
 }
 
 // CommandClientID is the idempotency clientId of a command invoked by
@@ -237,27 +237,27 @@ func jsString(s string) string {
 	return b.String()
 }
 
-func (e *Engine) runCommand(ctx context.Context, id Identity, caller operations.Caller, c *operations.Command, req *opwire.Request) (OperationResult, error) {
+func (s *Service) runCommand(ctx context.Context, id access.Identity, caller Caller, c *Command, req *opwire.Request) (Result, error) {
 	if req.RequestID == "" {
-		return OperationResult{}, syncerr.New(syncerr.OperationInvalidRequest, "a command needs a non-empty requestId")
+		return Result{}, syncerr.New(syncerr.OperationInvalidRequest, "a command needs a non-empty requestId")
 	}
-	ok, err := operations.Guard("Authorize of command "+c.ID, func() (bool, error) { return c.Authorize(ctx, caller, req.Params) })
+	ok, err := Guard("Authorize of command "+c.ID, func() (bool, error) { return c.Authorize(ctx, caller, req.Params) })
 	if err != nil {
-		return OperationResult{}, syncerr.Wrap(syncerr.OperationForbidden, err, "authorization of command %q failed", c.ID)
+		return Result{}, syncerr.Wrap(syncerr.OperationForbidden, err, "authorization of command %q failed", c.ID)
 	}
 	if !ok {
-		return OperationResult{}, syncerr.New(syncerr.OperationForbidden, "command %q is not allowed for this caller", c.ID)
+		return Result{}, syncerr.New(syncerr.OperationForbidden, "command %q is not allowed for this caller", c.ID)
 	}
-	allowed, resolved := e.Resolve(ctx, id)
-	reg := e.cfg.Operations
+	allowed, resolved := s.deps.Resolver.Resolve(ctx, id)
+	reg := s.reg
 	run := func(ctx context.Context, get partition.CommandRowGetter) (writes []partition.CommandWrite, err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				writes, err = nil, syncerr.New(syncerr.OperationExecutionFailed, "command %q panicked", c.ID)
-				e.cfg.Logger.Error("remote command panicked", zap.String("operation", c.ID), zap.Any("panic", r))
+				s.deps.Logger.Error("remote command panicked", zap.String("operation", c.ID), zap.Any("panic", r))
 			}
 		}()
-		muts, err := c.Run(ctx, operations.Invocation{Caller: caller, RequestID: req.RequestID, Params: req.Params,
+		muts, err := c.Run(ctx, Invocation{Caller: caller, RequestID: req.RequestID, Params: req.Params,
 			Rows: rowReader{reg: reg, get: get}})
 		if err != nil {
 			if code := syncerr.CodeOf(err); strings.HasPrefix(string(code), "operation.") {
@@ -265,8 +265,8 @@ func (e *Engine) runCommand(ctx context.Context, id Identity, caller operations.
 			}
 			return nil, syncerr.Wrap(syncerr.OperationExecutionFailed, err, "command %q failed", c.ID)
 		}
-		if len(muts) > operations.MaxMutations {
-			return nil, syncerr.New(syncerr.OperationInvalidRequest, "command %q returned %d mutations; the limit is %d", c.ID, len(muts), operations.MaxMutations)
+		if len(muts) > MaxMutations {
+			return nil, syncerr.New(syncerr.OperationInvalidRequest, "command %q returned %d mutations; the limit is %d", c.ID, len(muts), MaxMutations)
 		}
 		writes = make([]partition.CommandWrite, 0, len(muts))
 		for _, m := range muts {
@@ -280,10 +280,10 @@ func (e *Engine) runCommand(ctx context.Context, id Identity, caller operations.
 	}
 	job := partition.NewCommandJob(ctx, id.ActorID, req.ClientID, CommandClientID(id.ActorID, req.ClientID),
 		CommandCommitID(req.OperationID, req.RequestID), allowed, resolved, run)
-	e.runtime.Submit(id.Partition, job)
+	s.deps.Actors.Submit(id.Partition, job)
 	out, err := job.Wait(ctx)
 	if err != nil {
-		return OperationResult{}, err
+		return Result{}, err
 	}
 	cr := &opwire.CommandResult{OperationID: c.ID, RequestID: req.RequestID, CommitSeq: out.CommitSeq, Results: make([]any, len(out.Results))}
 	switch out.Status {
@@ -301,7 +301,7 @@ func (e *Engine) runCommand(ctx context.Context, id Identity, caller operations.
 		}
 		cr.Results[i] = o
 	}
-	return OperationResult{Command: cr}, nil
+	return Result{Command: cr}, nil
 }
 
 // opResultObject renders a push result record for a command response.
@@ -320,27 +320,27 @@ func opResultObject(r ssp2.OpResult) opwire.Object {
 
 // rowReader adapts the partition's transactional row reads for a command.
 type rowReader struct {
-	reg *operations.Registry
+	reg *Registry
 	get partition.CommandRowGetter
 }
 
-// GetRow implements operations.RowReader.
+// GetRow implements RowReader.
 func (r rowReader) GetRow(ctx context.Context, table, rowID string) (map[string]any, error) {
 	row, err := r.get(ctx, table, rowID)
 	if err != nil || row == nil {
 		return nil, err
 	}
-	return operations.RowValues(r.reg.Schema().Table(table), row), nil
+	return RowValues(r.reg.Schema().Table(table), row), nil
 }
 
 // QueryTables returns the tables the registered query operationID reads
 // (ok false when no such query is registered); live watches rerun a query
 // when a commit touches one of them.
-func (e *Engine) QueryTables(operationID string) (tables []string, ok bool) {
-	if e.cfg.Operations == nil {
+func (s *Service) QueryTables(operationID string) (tables []string, ok bool) {
+	if s.reg == nil {
 		return nil, false
 	}
-	q := e.cfg.Operations.Query(operationID)
+	q := s.reg.Query(operationID)
 	if q == nil {
 		return nil, false
 	}

@@ -1,4 +1,4 @@
-package engine
+package operations
 
 import (
 	"errors"
@@ -10,14 +10,14 @@ import (
 
 // Remote operation counters, shown in /metrics and the admin surface.
 
-// MaxOperationCodes bounds the distinct refusal codes counted per kind;
+// MaxCodes bounds the distinct refusal codes counted per kind;
 // further codes are counted under "other" (the codes come from the
 // catalogue and from host handlers, which may invent their own).
-const MaxOperationCodes = 64
+const MaxCodes = 64
 
-// OperationStats counts this process's remote operations by kind ("query",
+// Stats counts this process's remote operations by kind ("query",
 // "command", or "invalid" for a request whose kind is neither).
-type OperationStats struct {
+type Stats struct {
 	// Executed counts operations answered with a result, by kind (a
 	// command's cached replay counts too).
 	Executed map[string]uint64
@@ -26,8 +26,8 @@ type OperationStats struct {
 	Refused map[string]map[string]uint64
 }
 
-// RegisteredOperations lists the registered remote operations.
-type RegisteredOperations struct {
+// Registered lists the registered remote operations.
+type Registered struct {
 	Queries  []string `json:"queries"`
 	Commands []string `json:"commands"`
 }
@@ -65,36 +65,35 @@ func (c *operationCounters) count(req *opwire.Request, err error) {
 		byCode = map[string]uint64{}
 		c.refused[kind] = byCode
 	}
-	if _, seen := byCode[code]; !seen && len(byCode) >= MaxOperationCodes {
+	if _, seen := byCode[code]; !seen && len(byCode) >= MaxCodes {
 		code = "other"
 	}
 	byCode[code]++
 }
 
-// OperationStats returns a copy of this process's remote operation
-// counters.
-func (e *Engine) OperationStats() OperationStats {
-	c := &e.ops
+// Stats returns a copy of this process's remote operation counters.
+func (s *Service) Stats() Stats {
+	c := &s.ops
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := OperationStats{Executed: map[string]uint64{}, Refused: map[string]map[string]uint64{}}
+	st := Stats{Executed: map[string]uint64{}, Refused: map[string]map[string]uint64{}}
 	for k, v := range c.executed {
-		s.Executed[k] = v
+		st.Executed[k] = v
 	}
 	for k, m := range c.refused {
-		s.Refused[k] = map[string]uint64{}
+		st.Refused[k] = map[string]uint64{}
 		for code, v := range m {
-			s.Refused[k][code] = v
+			st.Refused[k][code] = v
 		}
 	}
-	return s
+	return st
 }
 
-// RegisteredOperations returns the ids of the registered remote queries
-// and commands (empty without Config.Operations).
-func (e *Engine) RegisteredOperations() RegisteredOperations {
-	r := RegisteredOperations{Queries: []string{}, Commands: []string{}}
-	if reg := e.cfg.Operations; reg != nil {
+// Registered returns the ids of the registered remote queries and
+// commands (empty without Options.Registry).
+func (s *Service) Registered() Registered {
+	r := Registered{Queries: []string{}, Commands: []string{}}
+	if reg := s.reg; reg != nil {
 		r.Queries, r.Commands = reg.QueryIDs(), reg.CommandIDs()
 	}
 	return r
