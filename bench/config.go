@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/retention"
 )
 
 // Config is the harness configuration from the command line.
@@ -160,7 +160,7 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	fs.IntVar(&cfg.WakeSockets, "wake-sockets", 0, "realtime: run the wake-up cases instead (honest push+pull next to N idle sockets that are not live); 0 skips them")
 	fs.IntVar(&cfg.WakeCommits, "wake-commits", 200, "realtime wake-up cases: push+pull requests per case")
 	fs.IntVar(&cfg.PruneCommits, "prune-commits", 1_000_000, "prune: commits seeded in the partition (all but the newest 1,000 are pruned)")
-	fs.IntVar(&cfg.PruneBatch, "prune-batch", engine.DefaultPruneBatchCommits, "prune: commits per pruning transaction")
+	fs.IntVar(&cfg.PruneBatch, "prune-batch", retention.DefaultBatchCommits, "prune: commits per pruning transaction")
 	fs.DurationVar(&cfg.PruneWindow, "prune-window", 2*time.Second, "prune: pruning runs in windows this long, each followed by a window of pushes alone")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole invocation")
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write a heap profile at the end")

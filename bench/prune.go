@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/retention"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 )
@@ -64,11 +64,11 @@ func runPrune(ctx context.Context, cfg *Config, store string) ([]Result, error) 
 	}
 	target := info.MaxCommitSeq - storage.DefaultMinRetainedCommits
 	var during phaseResult
-	var total engine.PruneReport
+	var total retention.PruneReport
 	for round := 0; ; round++ {
 		var pruning atomic.Bool
 		pruning.Store(true)
-		var rep engine.PruneReport
+		var rep retention.PruneReport
 		var perr error
 		pruned := make(chan struct{})
 		info, err := t.Engine.Backend().Log.ReadPartition(ctx, part)
@@ -79,7 +79,7 @@ func runPrune(ctx context.Context, cfg *Config, store string) ([]Result, error) 
 		pctx, cancel := context.WithTimeout(ctx, cfg.PruneWindow)
 		go func() {
 			defer close(pruned)
-			rep, perr = t.Engine.Prune(pctx, part, policy, false)
+			rep, perr = t.Engine.Retention().Prune(pctx, part, policy, false)
 			pruning.Store(false)
 		}()
 		d, err := pushPhase(ctx, cfg, clients, "p"+strconv.Itoa(round)+"-", newPhase(0, cfg.Timeout, 0), &pruning)

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/retention"
 	"github.com/synclane/synclane/engine/segments"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage"
@@ -50,7 +51,7 @@ type EngineOpts struct {
 	IdleTimeout        time.Duration
 	// Schema is the served schema (default: the demo todos schema).
 	Schema *schema.Schema
-	// PruneBatch is engine.RetentionConfig.BatchCommits (0: the default).
+	// PruneBatch is retention.Options.BatchCommits (0: the default).
 	PruneBatch int
 	// ServeSegments stores segments as `synclane serve` does (a SQLite
 	// file next to a SQLite or memory store, the PostgreSQL table for
@@ -119,7 +120,7 @@ func openTarget(ctx context.Context, cfg *Config, store string, eo EngineOpts) (
 		sch = schema.MustDemo()
 	}
 	ecfg := engine.Config{Schema: sch, Backend: st, Segments: segments.Options{Images: sqliteimage.Builder{}}, DisableGroupCommit: eo.DisableGroupCommit,
-		IdleTimeout: eo.IdleTimeout, Retention: engine.RetentionConfig{BatchCommits: eo.PruneBatch}}
+		IdleTimeout: eo.IdleTimeout, Retention: retention.Options{BatchCommits: eo.PruneBatch}}
 	ecfg.Resolver = engine.AllowAll(ecfg.Schema)
 	if eo.ServeSegments {
 		if ecfg.Segments.Store, err = openServeSegments(ctx, cfg, t); err != nil {

@@ -21,7 +21,7 @@ func TestBackfillResumeAfterPruneRedoesTheProjection(t *testing.T) {
 	f.push("rename-a", f.todo("a-todo", "renamed")) // 15
 	f.push("new-y", f.todo("y-todo", "y"))          // 16
 	f.push("new-z", f.todo("z-todo", "z"))          // 17
-	rep, err := f.eng.Prune(context.Background(), "p1", storage.RetentionPolicy{ActiveWindowMs: 1, AgeForceMs: 0, MinRetainedCommits: 2}, false)
+	rep, err := f.eng.Retention().Prune(context.Background(), "p1", storage.RetentionPolicy{ActiveWindowMs: 1, AgeForceMs: 0, MinRetainedCommits: 2}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

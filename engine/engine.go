@@ -28,6 +28,7 @@ import (
 	"github.com/synclane/synclane/engine/lease"
 	"github.com/synclane/synclane/engine/operations"
 	"github.com/synclane/synclane/engine/reactions"
+	"github.com/synclane/synclane/engine/retention"
 	"github.com/synclane/synclane/engine/segments"
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/schema"
@@ -72,8 +73,8 @@ type Config struct {
 	// Blobs.Store, Queries for registered queries in Operations, Reactions
 	// for Reactions.Handlers, Leases for Leases.TTL, Retention for
 	// Retention.Interval. Prune and MaintenancePass need Retention,
-	// CapturePartition and RestorePartition Snapshots (they answer an
-	// error without). New runs EnsureSchema (Lifecycle) before serving.
+	// Capture and Restore Snapshots (they answer an error without; see
+	// Engine.Retention). New runs EnsureSchema (Lifecycle) before serving.
 	Backend storage.Backend
 	// Resolver resolves scopes (required).
 	Resolver ScopeResolver
@@ -114,8 +115,8 @@ type Config struct {
 	// engine subscribes in New and stops in Close.
 	Feed CommitFeed
 	// Retention configures pruning and the maintenance loop (see
-	// RetentionConfig); the zero value runs no loop.
-	Retention RetentionConfig
+	// retention.Options); the zero value runs no loop.
+	Retention retention.Options
 	// OnCommit, when set, is called after commits become durable: for this
 	// process's pushes (after their transaction commits) and for commits
 	// reported by Feed. maxSeq is the partition's highest commit seq. It
@@ -226,19 +227,18 @@ type Engine struct {
 	// resolver asks Config.Resolver, surviving its panics.
 	resolver *access.Resolver
 
-	segments  *segments.Service
-	retention retentionMetrics
-	blobs     *blobs.Service
-
 	closeOnce sync.Once
 	stopFeed  context.CancelFunc
 	feedDone  chan struct{}
-	// stopMaint and maintDone own the maintenance loop (nil without one).
-	stopMaint  context.CancelFunc
-	maintDone  chan struct{}
+
+	// The feature services, started in New and stopped in Close
+	// (services.go gives access to them).
+	segments   *segments.Service
+	blobs      *blobs.Service
 	leases     *lease.Service
 	reactions  *reactions.Service
 	operations *operations.Service
+	retention  *retention.Service
 }
 
 // Reply is a built SSP2 response, ready to stream with WriteTo (see
@@ -328,17 +328,15 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	})
 	e.operations = operations.NewService(cfg.Backend.Clients, cfg.Backend.Queries, cfg.Operations,
 		operations.Deps{Actors: e.runtime, Resolver: e.resolver, Gate: pc.Gate, Logger: cfg.Logger})
+	e.retention = retention.New(cfg.Backend.Retention, cfg.Backend.Snapshots, cfg.Retention,
+		retention.Deps{Actors: e.runtime, Segments: e.segments, Blobs: e.blobs, Now: cfg.Now, Logger: cfg.Logger})
 	if cfg.Feed != nil {
 		fctx, cancel := context.WithCancel(context.Background())
 		e.stopFeed, e.feedDone = cancel, make(chan struct{})
 		go e.runFeed(fctx)
 	}
 	e.reactions.Start()
-	if cfg.Retention.Interval > 0 {
-		mctx, cancel := context.WithCancel(context.Background())
-		e.stopMaint, e.maintDone = cancel, make(chan struct{})
-		go e.runMaintenance(mctx, cfg.Retention.Interval)
-	}
+	e.retention.Start()
 	return e, nil
 }
 
@@ -395,10 +393,7 @@ func (e *Engine) ActorStats() actors.Stats { return e.runtime.Stats() }
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		e.reactions.Close()
-		if e.stopMaint != nil {
-			e.stopMaint()
-			<-e.maintDone
-		}
+		e.retention.Close()
 		if e.stopFeed != nil {
 			e.stopFeed()
 			<-e.feedDone

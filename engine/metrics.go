@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/synclane/synclane/engine/retention"
 	"github.com/synclane/synclane/protocol/syncerr"
 )
 
@@ -51,7 +52,7 @@ type MetricsSnapshot struct {
 	RemoteCommits uint64
 	Errors        map[string]uint64
 	// Retention holds the pruning counters.
-	Retention RetentionStats
+	Retention retention.Stats
 }
 
 // Metrics returns a snapshot of the engine's counters.
@@ -61,7 +62,7 @@ func (e *Engine) Metrics() MetricsSnapshot {
 		Requests: m.requests.Load(), CommitsApplied: m.applied.Load(), CommitsCached: m.cached.Load(),
 		CommitsRejected: m.rejected.Load(), HeaderOnlyResets: m.resets.Load(),
 		RequestSeconds: float64(m.latencyNanos.Load()) / 1e9, Errors: map[string]uint64{},
-		RemoteCommits: m.remoteCommits.Load(), Retention: e.retention.snapshot(),
+		RemoteCommits: m.remoteCommits.Load(), Retention: e.retention.Stats(),
 	}
 	m.mu.Lock()
 	for k, v := range m.errors {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/retention"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/memory"
 	"github.com/synclane/synclane/storage/segstore"
@@ -25,20 +26,20 @@ func TestPruneDryRunAndValidation(t *testing.T) {
 		a.push(fmt.Sprint("c", i), upsert("tasks", fmt.Sprint("t", i), f.row(fmt.Sprint("t", i), "P", "x"), nil))
 	}
 	ctx := context.Background()
-	r, err := f.eng.Prune(ctx, "p1", keepNewest(2), true)
+	r, err := f.eng.Retention().Prune(ctx, "p1", keepNewest(2), true)
 	if err != nil || r.Plan.Target != 4 || r.Commits != 0 || r.HorizonAfter != 0 {
 		t.Fatalf("dry run: %+v, %v", r, err)
 	}
 	if info, _ := st.ReadPartition(ctx, "p1"); info.HorizonSeq != 0 {
 		t.Fatalf("a dry run moved the horizon to %d", info.HorizonSeq)
 	}
-	if _, err := f.eng.Prune(ctx, "p1", storage.RetentionPolicy{MinRetainedCommits: -1}, false); err == nil {
+	if _, err := f.eng.Retention().Prune(ctx, "p1", storage.RetentionPolicy{MinRetainedCommits: -1}, false); err == nil {
 		t.Fatal("a negative limit was accepted")
 	}
-	if _, err := f.eng.Prune(ctx, "", keepNewest(2), false); err == nil {
+	if _, err := f.eng.Retention().Prune(ctx, "", keepNewest(2), false); err == nil {
 		t.Fatal("an empty partition name was accepted")
 	}
-	if p := f.eng.RetentionPolicy(); p != storage.DefaultRetentionPolicy() {
+	if p := f.eng.Retention().Policy(); p != storage.DefaultRetentionPolicy() {
 		t.Fatalf("the default policy is %+v, want the floors", p)
 	}
 }
@@ -50,7 +51,7 @@ func TestMaintenanceLoop(t *testing.T) {
 	clock := time.UnixMilli(1_700_000_000_000)
 	f := newFixture(t, st, func(c *engine.Config) {
 		c.Now = func() time.Time { return clock }
-		c.Retention = engine.RetentionConfig{Policy: keepNewest(2), Interval: 5 * time.Millisecond, BatchCommits: 1}
+		c.Retention = retention.Options{Policy: keepNewest(2), Interval: 5 * time.Millisecond, BatchCommits: 1}
 	})
 	a := f.client("alice", "ca")
 	for i := range 10 {
@@ -94,10 +95,10 @@ func TestMaintenancePassSweepsSegments(t *testing.T) {
 	segs := &countingSegments{Store: segstore.NewMemory()}
 	f := newFixture(t, memory.New(), func(c *engine.Config) { c.Segments.Store = segs })
 	ctx := context.Background()
-	if _, err := f.eng.MaintenancePass(ctx, true); err != nil || segs.sweeps.Load() != 0 {
+	if _, err := f.eng.Retention().MaintenancePass(ctx, true); err != nil || segs.sweeps.Load() != 0 {
 		t.Fatalf("dry run: %v, %d sweeps", err, segs.sweeps.Load())
 	}
-	if _, err := f.eng.MaintenancePass(ctx, false); err != nil || segs.sweeps.Load() != 1 {
+	if _, err := f.eng.Retention().MaintenancePass(ctx, false); err != nil || segs.sweeps.Load() != 1 {
 		t.Fatalf("pass: %v, %d sweeps, want 1", err, segs.sweeps.Load())
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/synclane/synclane/engine/lease"
 	"github.com/synclane/synclane/engine/operations"
 	"github.com/synclane/synclane/engine/reactions"
+	"github.com/synclane/synclane/engine/retention"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
@@ -172,16 +173,16 @@ func TestOperatorCallsWithoutTheirRole(t *testing.T) {
 	if _, err := admin.New(eng); err == nil || !strings.Contains(err.Error(), "Admin role") {
 		t.Errorf("admin.New without the Admin role: %v", err)
 	}
-	if _, err := eng.MaintenancePass(ctx, false); !errors.Is(err, engine.ErrNoRetention) {
+	if _, err := eng.Retention().MaintenancePass(ctx, false); !errors.Is(err, retention.ErrNoRetention) {
 		t.Errorf("MaintenancePass without Retention: %v", err)
 	}
-	if _, err := eng.Prune(ctx, "p1", storage.DefaultRetentionPolicy(), false); !errors.Is(err, engine.ErrNoRetention) {
+	if _, err := eng.Retention().Prune(ctx, "p1", storage.DefaultRetentionPolicy(), false); !errors.Is(err, retention.ErrNoRetention) {
 		t.Errorf("Prune without Retention: %v", err)
 	}
-	if err := eng.CapturePartition(ctx, "p1"); !errors.Is(err, engine.ErrNoSnapshots) {
+	if err := eng.Retention().Capture(ctx, "p1"); !errors.Is(err, retention.ErrNoSnapshots) {
 		t.Errorf("CapturePartition without Snapshots: %v", err)
 	}
-	if _, err := eng.RestorePartition(ctx, "p1"); err == nil || !strings.Contains(err.Error(), "Snapshots role") {
+	if _, err := eng.Retention().Restore(ctx, "p1"); err == nil || !strings.Contains(err.Error(), "Snapshots role") {
 		t.Errorf("RestorePartition without Snapshots: %v", err)
 	}
 	// With the roles the same calls work.
@@ -193,10 +194,10 @@ func TestOperatorCallsWithoutTheirRole(t *testing.T) {
 	if _, err := admin.New(full); err != nil {
 		t.Errorf("admin.New: %v", err)
 	}
-	if _, err := full.MaintenancePass(ctx, false); err != nil {
+	if _, err := full.Retention().MaintenancePass(ctx, false); err != nil {
 		t.Errorf("MaintenancePass: %v", err)
 	}
-	if err := full.CapturePartition(ctx, "p1"); err != nil {
+	if err := full.Retention().Capture(ctx, "p1"); err != nil {
 		t.Errorf("CapturePartition: %v", err)
 	}
 }

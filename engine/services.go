@@ -5,6 +5,7 @@ import (
 	"github.com/synclane/synclane/engine/lease"
 	"github.com/synclane/synclane/engine/operations"
 	"github.com/synclane/synclane/engine/reactions"
+	"github.com/synclane/synclane/engine/retention"
 	"github.com/synclane/synclane/engine/segments"
 )
 
@@ -33,3 +34,8 @@ func (e *Engine) Reactions() *reactions.Service { return e.reactions }
 // request, the query tables live watches follow, the counters and the
 // registered ids.
 func (e *Engine) Operations() *operations.Service { return e.operations }
+
+// Retention returns the pruning and maintenance service: Prune,
+// MaintenancePass, the loop's policy and counters, and partition
+// snapshots (Capture, Restore).
+func (e *Engine) Retention() *retention.Service { return e.retention }

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/retention"
 	"github.com/synclane/synclane/engine/segments"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage"
@@ -36,7 +37,7 @@ func retentionFlags(fs *flag.FlagSet, r *retentionConfig, loop bool) {
 	fs.DurationVar(&r.activeWindow, "retention-active-window", storage.DefaultActiveWindow, "never prune past the cursor of a client seen within this window (floor 336h)")
 	fs.DurationVar(&r.ageForce, "retention-age-force", storage.DefaultAgeForce, "commits at least this old may be pruned past active clients (floor 720h)")
 	fs.Int64Var(&r.minCommits, "retention-min-commits", storage.DefaultMinRetainedCommits, "always keep this many of each partition's newest commits (floor 1000)")
-	fs.IntVar(&r.batch, "retention-batch", engine.DefaultPruneBatchCommits, "commits deleted per pruning transaction (bounds how long a partition's pushes wait)")
+	fs.IntVar(&r.batch, "retention-batch", retention.DefaultBatchCommits, "commits deleted per pruning transaction (bounds how long a partition's pushes wait)")
 }
 
 func (r retentionConfig) policy() storage.RetentionPolicy {
@@ -63,8 +64,8 @@ func (r retentionConfig) validate() error {
 	return r.policy().CheckFloors() // the same rule, kept in one place
 }
 
-func (r retentionConfig) engineConfig() engine.RetentionConfig {
-	return engine.RetentionConfig{Policy: r.policy(), Interval: r.interval, BatchCommits: r.batch}
+func (r retentionConfig) engineConfig() retention.Options {
+	return retention.Options{Policy: r.policy(), Interval: r.interval, BatchCommits: r.batch}
 }
 
 // adminFlags parses a maintenance command's flags (store flags plus
@@ -167,9 +168,9 @@ func pruneCmd(ctx context.Context, args []string, lookup func(string) (string, b
 		return fail(err)
 	}
 	defer eng.Close()
-	var rep engine.MaintenanceReport
+	var rep retention.MaintenanceReport
 	if part == "" {
-		rep, err = eng.MaintenancePass(ctx, dryRun)
+		rep, err = eng.Retention().MaintenancePass(ctx, dryRun)
 	} else {
 		rep, err = prunePartition(ctx, eng, st, part, dryRun)
 	}
@@ -185,8 +186,8 @@ func pruneCmd(ctx context.Context, args []string, lookup func(string) (string, b
 }
 
 // prunePartition prunes one partition under the maintenance lock.
-func prunePartition(ctx context.Context, eng *engine.Engine, st store, part string, dryRun bool) (engine.MaintenanceReport, error) {
-	var rep engine.MaintenanceReport
+func prunePartition(ctx context.Context, eng *engine.Engine, st store, part string, dryRun bool) (retention.MaintenanceReport, error) {
+	var rep retention.MaintenanceReport
 	unlock, ok, err := st.Retention.TryLockMaintenance(ctx)
 	if err != nil {
 		return rep, err
@@ -204,12 +205,12 @@ func prunePartition(ctx context.Context, eng *engine.Engine, st store, part stri
 		return rep, fmt.Errorf("no partition %q in this database", part)
 	}
 	rep.Checked = 1
-	pr, err := eng.Prune(ctx, part, eng.RetentionPolicy(), dryRun)
-	rep.Pruned = []engine.PruneReport{pr}
+	pr, err := eng.Retention().Prune(ctx, part, eng.Retention().Policy(), dryRun)
+	rep.Pruned = []retention.PruneReport{pr}
 	return rep, err
 }
 
-func printPrune(w io.Writer, rep engine.MaintenanceReport, dryRun bool) {
+func printPrune(w io.Writer, rep retention.MaintenanceReport, dryRun bool) {
 	verb := "pruned"
 	if dryRun {
 		verb = "would prune"

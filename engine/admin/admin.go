@@ -200,7 +200,7 @@ func (s *Service) Overview(ctx context.Context) (*Overview, error) {
 	if err := s.eng.Ready(ctx); err != nil {
 		o.Ready, o.ReadyError = false, err.Error()
 	}
-	pol := s.eng.RetentionPolicy()
+	pol := s.eng.Retention().Policy()
 	o.Retention = RetentionView{ActiveWindowMs: pol.ActiveWindowMs, AgeForceMs: pol.AgeForceMs,
 		MinRetainedCommits: pol.MinRetainedCommits, Stats: s.eng.Metrics().Retention}
 	cps, err := s.eng.Backend().Checkpoints.ReadCheckpoints(ctx)
@@ -277,7 +277,7 @@ type PruneRunView struct {
 
 // Maintenance runs one maintenance pass now (engine.MaintenancePass).
 func (s *Service) Maintenance(ctx context.Context, dryRun bool) (*MaintenanceView, error) {
-	rep, err := s.eng.MaintenancePass(ctx, dryRun)
+	rep, err := s.eng.Retention().MaintenancePass(ctx, dryRun)
 	if err != nil {
 		return nil, fmt.Errorf("admin: maintenance pass: %w", err)
 	}

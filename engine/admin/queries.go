@@ -8,14 +8,14 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/events"
+	"github.com/synclane/synclane/engine/retention"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 )
 
-func pruneRunView(p engine.PruneReport) PruneRunView {
+func pruneRunView(p retention.PruneReport) PruneRunView {
 	return PruneRunView{Partition: p.Partition, Horizon: p.HorizonAfter, Commits: p.Commits}
 }
 

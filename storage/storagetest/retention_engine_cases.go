@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/retention"
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
@@ -60,9 +61,9 @@ func (x *engEnv) close() { _ = x.eng.Close() }
 
 func (x *engEnv) advance(d time.Duration) { x.clock.Add(d.Milliseconds()) }
 
-func (x *engEnv) prune(p storage.RetentionPolicy) engine.PruneReport {
+func (x *engEnv) prune(p storage.RetentionPolicy) retention.PruneReport {
 	x.t.Helper()
-	r, err := x.eng.Prune(x.ctx, "p", p, false)
+	r, err := x.eng.Retention().Prune(x.ctx, "p", p, false)
 	if err != nil {
 		x.t.Fatalf("Prune(%+v): %v", p, err)
 	}
@@ -402,7 +403,7 @@ var retentionEngineTests = []test{
 				default:
 				}
 				if n%2 == 0 {
-					r, err := x.eng.Prune(x.ctx, "p", keepNewest(5), false)
+					r, err := x.eng.Retention().Prune(x.ctx, "p", keepNewest(5), false)
 					if err != nil {
 						errs <- err
 						return
@@ -522,11 +523,11 @@ var retentionEngineTests = []test{
 	{name: "TwoProcessesOneMaintenancePass", shared: true, fn: func(e *env) {
 		other := e.share()
 		x := e.engine(func(c *engine.Config) {
-			c.Retention = engine.RetentionConfig{Policy: keepNewest(10), BatchCommits: 7}
+			c.Retention = retention.Options{Policy: keepNewest(10), BatchCommits: 7}
 		})
 		defer x.close()
 		y := e.engineOn(other, func(c *engine.Config) {
-			c.Retention = engine.RetentionConfig{Policy: keepNewest(10), BatchCommits: 7}
+			c.Retention = retention.Options{Policy: keepNewest(10), BatchCommits: 7}
 		})
 		defer y.close()
 		w := x.client("writer")
@@ -538,20 +539,20 @@ var retentionEngineTests = []test{
 		if err != nil || !ok {
 			e.t.Fatalf("TryLockMaintenance: %v %v", ok, err)
 		}
-		if r, err := y.eng.MaintenancePass(e.ctx, false); err != nil || !r.Skipped || r.Commits() != 0 {
+		if r, err := y.eng.Retention().MaintenancePass(e.ctx, false); err != nil || !r.Skipped || r.Commits() != 0 {
 			e.t.Fatalf("pass while another process holds the lock: %+v, %v", r, err)
 		}
 		unlock()
 		// Both passes at once: one does the work, the other is skipped or
 		// finds nothing left.
 		var wg sync.WaitGroup
-		reps := make([]engine.MaintenanceReport, 2)
+		reps := make([]retention.MaintenanceReport, 2)
 		errs := make([]error, 2)
 		for i, eng := range []*engine.Engine{x.eng, y.eng} {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				reps[i], errs[i] = eng.MaintenancePass(e.ctx, false)
+				reps[i], errs[i] = eng.Retention().MaintenancePass(e.ctx, false)
 			}()
 		}
 		wg.Wait()

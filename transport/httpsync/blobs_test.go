@@ -430,11 +430,11 @@ func TestBlobOrphanSweep(t *testing.T) {
 		s.pushFile(alice, "c2", "d", "L1", blobRef(blobstore.IDOf(dropped), len(dropped)))
 		s.clock.advance(23 * time.Hour)
 		s.deleteFile(alice, "c3", "d") // dropped's orphan clock starts now
-		if rep, err := s.eng.MaintenancePass(ctx, false); err != nil || rep.BlobsSwept != 0 {
+		if rep, err := s.eng.Retention().MaintenancePass(ctx, false); err != nil || rep.BlobsSwept != 0 {
 			t.Fatalf("pass at 23 h: %+v, %v", rep, err)
 		}
 		s.clock.advance(2 * time.Hour)
-		if rep, err := s.eng.MaintenancePass(ctx, false); err != nil || rep.BlobsSwept != 1 {
+		if rep, err := s.eng.Retention().MaintenancePass(ctx, false); err != nil || rep.BlobsSwept != 1 {
 			t.Fatalf("pass at 25 h: %+v, %v; want the orphan swept", rep, err)
 		}
 		st, b, _ := s.do(http.MethodGet, "/blobs/"+blobstore.IDOf(orphan), "alice", nil, nil)
@@ -447,7 +447,7 @@ func TestBlobOrphanSweep(t *testing.T) {
 			t.Errorf("re-upload after the sweep: %v", err)
 		}
 		s.clock.advance(24*time.Hour + time.Minute)
-		if rep, err := s.eng.MaintenancePass(ctx, false); err != nil || rep.BlobsSwept != 2 {
+		if rep, err := s.eng.Retention().MaintenancePass(ctx, false); err != nil || rep.BlobsSwept != 2 {
 			t.Fatalf("pass at 49 h: %+v, %v; want dropped and orphan swept", rep, err)
 		}
 		var buf bytes.Buffer

@@ -149,13 +149,13 @@ func TestReconnectsEncodeTheirInlinePageOnce(t *testing.T) {
 
 		// A restore brings the log back to the capture; the next commit
 		// takes the same seq as one made before it, with other rows.
-		if err := s.eng.CapturePartition(ctx, "team"); err != nil {
+		if err := s.eng.Retention().Capture(ctx, "team"); err != nil {
 			t.Fatal(err)
 		}
 		w = s.client("writer", "cw-before-restore")
 		push1(t, w, commit("c-lost", upsert(t, "lost", "L", "lost with the restore", nil)))
 		reconnect("before the restore", 2, 1, rows+1, map[string]string{"lost": "lost with the restore"})
-		if _, err := s.eng.RestorePartition(ctx, "team"); err != nil {
+		if _, err := s.eng.Retention().Restore(ctx, "team"); err != nil {
 			t.Fatal(err)
 		}
 		w = s.client("writer", "cw-after-restore")

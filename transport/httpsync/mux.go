@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/retention"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/transport/bodybudget"
@@ -245,7 +246,7 @@ func writeMetrics(ctx context.Context, w http.ResponseWriter, eng *engine.Engine
 
 // writeRetentionMetrics renders the pruning counters, the last maintenance
 // pass and the horizon of every partition this process pruned.
-func writeRetentionMetrics(w io.Writer, r engine.RetentionStats) {
+func writeRetentionMetrics(w io.Writer, r retention.Stats) {
 	_, _ = fmt.Fprintf(w, "# HELP synclane_retention_passes_total Maintenance passes, by result (ran, or skipped: another process held the maintenance lock).\n# TYPE synclane_retention_passes_total counter\n")
 	_, _ = fmt.Fprintf(w, "synclane_retention_passes_total{result=\"ran\"} %d\nsynclane_retention_passes_total{result=\"skipped\"} %d\n", r.Passes, r.SkippedPasses)
 	_, _ = fmt.Fprintf(w, "# HELP synclane_retention_last_pass_timestamp_seconds When the last maintenance pass ended (engine clock; 0 before any).\n# TYPE synclane_retention_last_pass_timestamp_seconds gauge\nsynclane_retention_last_pass_timestamp_seconds %g\n", float64(r.LastPassMs)/1000)

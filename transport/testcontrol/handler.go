@@ -221,7 +221,7 @@ func (c Controls) prune(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &body) {
 		return
 	}
-	p := c.Engine.RetentionPolicy()
+	p := c.Engine.Retention().Policy()
 	for _, o := range []struct {
 		v   *int64
 		dst *int64
@@ -234,7 +234,7 @@ func (c Controls) prune(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, syncerr.New(syncerr.InvalidRequest, "%v", err))
 		return
 	}
-	rep, err := c.Engine.Prune(r.Context(), partitionOf(r), p, false)
+	rep, err := c.Engine.Retention().Prune(r.Context(), partitionOf(r), p, false)
 	if err != nil {
 		writeError(w, 0, syncerr.Wrap(syncerr.InternalError, err, "prune: %v", err))
 		return
@@ -244,7 +244,7 @@ func (c Controls) prune(w http.ResponseWriter, r *http.Request) {
 
 // capture snapshots the request's partition.
 func (c Controls) capture(w http.ResponseWriter, r *http.Request) {
-	if err := c.Engine.CapturePartition(r.Context(), partitionOf(r)); err != nil {
+	if err := c.Engine.Retention().Capture(r.Context(), partitionOf(r)); err != nil {
 		writeError(w, 0, syncerr.Wrap(syncerr.InternalError, err, "capture: %v", err))
 		return
 	}
@@ -254,7 +254,7 @@ func (c Controls) capture(w http.ResponseWriter, r *http.Request) {
 // restore brings the request's partition back to its capture and rotates
 // its log epoch; 409 without a capture.
 func (c Controls) restore(w http.ResponseWriter, r *http.Request) {
-	if _, err := c.Engine.RestorePartition(r.Context(), partitionOf(r)); err != nil {
+	if _, err := c.Engine.Retention().Restore(r.Context(), partitionOf(r)); err != nil {
 		if errors.Is(err, storage.ErrNoSnapshot) {
 			writeError(w, http.StatusConflict, syncerr.New(syncerr.InvalidRequest, "no captured backup of this partition: POST /_test/backup/capture first"))
 			return

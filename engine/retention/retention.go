@@ -1,4 +1,4 @@
-package engine
+package retention
 
 import (
 	"context"
@@ -18,16 +18,17 @@ import (
 // backend has no Retention role (Prune answers it too, wrapped).
 var ErrNoRetention = errors.New("engine: the storage backend has no Retention role")
 
-// ErrNoSnapshots reports CapturePartition on an engine whose storage
-// backend has no Snapshots role (RestorePartition answers a like error).
+// ErrNoSnapshots reports Capture on an engine whose storage backend has
+// no Snapshots role (Restore answers a like error).
 var ErrNoSnapshots = errors.New("engine: the storage backend has no Snapshots role")
 
-// DefaultPruneBatchCommits is how many commits one pruning transaction
-// deletes unless RetentionConfig.BatchCommits says otherwise.
-const DefaultPruneBatchCommits = 250
+// DefaultBatchCommits is how many commits one pruning transaction
+// deletes unless Options.BatchCommits says otherwise.
+const DefaultBatchCommits = 250
 
-// RetentionConfig configures pruning (SPEC §4.6; see storage.Retention).
-type RetentionConfig struct {
+// Options configure pruning and the maintenance loop
+// (engine.Config.Retention; SPEC §4.6, see storage.Retention).
+type Options struct {
 	// Policy is the policy of MaintenancePass and the maintenance loop. The
 	// zero value means storage.DefaultRetentionPolicy() (the normative
 	// floors); hosts should only raise them (storage.RetentionPolicy's
@@ -38,7 +39,7 @@ type RetentionConfig struct {
 	Interval time.Duration
 	// BatchCommits bounds the commits one pruning transaction deletes, and
 	// so how long it holds the partition (default
-	// DefaultPruneBatchCommits).
+	// DefaultBatchCommits).
 	BatchCommits int
 }
 
@@ -84,8 +85,8 @@ func (r MaintenanceReport) Commits() int64 {
 	return n
 }
 
-// RetentionStats are the engine's pruning counters since start.
-type RetentionStats struct {
+// Stats are the engine's pruning counters since start.
+type Stats struct {
 	// Passes and SkippedPasses count maintenance passes (skipped: the lock
 	// was held elsewhere); LastPassMs is the engine clock at the end of the
 	// last one (0 before any).
@@ -101,7 +102,7 @@ type RetentionStats struct {
 
 type retentionMetrics struct {
 	mu sync.Mutex
-	s  RetentionStats
+	s  Stats
 }
 
 func (m *retentionMetrics) observe(r PruneReport) {
@@ -127,7 +128,7 @@ func (m *retentionMetrics) pass(skipped bool, nowMs int64) {
 	m.s.LastPassMs = nowMs
 }
 
-func (m *retentionMetrics) snapshot() RetentionStats {
+func (m *retentionMetrics) snapshot() Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.s
@@ -135,26 +136,26 @@ func (m *retentionMetrics) snapshot() RetentionStats {
 	return s
 }
 
-// RetentionPolicy returns the policy of the maintenance loop
-// (Config.Retention.Policy, or the defaults).
-func (e *Engine) RetentionPolicy() storage.RetentionPolicy {
-	if e.cfg.Retention.Policy == (storage.RetentionPolicy{}) {
+// Policy returns the policy of the maintenance loop (Options.Policy, or
+// the defaults).
+func (s *Service) Policy() storage.RetentionPolicy {
+	if s.opts.Policy == (storage.RetentionPolicy{}) {
 		return storage.DefaultRetentionPolicy()
 	}
-	return e.cfg.Retention.Policy
+	return s.opts.Policy
 }
 
 // Prune prunes one partition under policy, ages read from the engine's
 // clock: the partition's actor writes its buffered client records back and
 // plans the target horizon, then deletes toward it in batches of
-// Config.Retention.BatchCommits commits, each one storage transaction that
+// Options.BatchCommits commits, each one storage transaction that
 // holds the partition only for itself (pushes queued meanwhile go first);
 // after each batch Prune waits as long as the batch took, so pruning uses
 // at most half of the partition's (on SQLite: the database's) write time.
 // With dryRun it only plans. Prune needs no maintenance lock: concurrent
 // runs split the work. policy is taken as given (tests may go below the
 // floors).
-func (e *Engine) Prune(ctx context.Context, part string, policy storage.RetentionPolicy, dryRun bool) (PruneReport, error) {
+func (s *Service) Prune(ctx context.Context, part string, policy storage.RetentionPolicy, dryRun bool) (PruneReport, error) {
 	rep := PruneReport{Partition: part}
 	if err := policy.Validate(); err != nil {
 		return rep, fmt.Errorf("engine: prune %q: %w", part, err)
@@ -165,7 +166,7 @@ func (e *Engine) Prune(ctx context.Context, part string, policy storage.Retentio
 	if verr := partition.ValidateIdentity("retention", part); verr != nil {
 		return rep, fmt.Errorf("engine: prune %q: %w", part, verr)
 	}
-	if e.cfg.Backend.Retention == nil {
+	if s.rt == nil {
 		return rep, fmt.Errorf("engine: prune %q: %w", part, ErrNoRetention)
 	}
 	start := time.Now()
@@ -182,17 +183,17 @@ func (e *Engine) Prune(ctx context.Context, part string, policy storage.Retentio
 			case <-ctx.Done():
 				pause.Stop()
 				rep.Took = time.Since(start)
-				e.retention.observe(rep)
+				s.metrics.observe(rep)
 				return rep, fmt.Errorf("engine: prune %q: %w", part, ctx.Err())
 			}
 		}
 		j := partition.NewPruneJob(ctx)
-		j.Policy, j.Through, j.MaxCommits, j.DryRun = policy, through, e.batchCommits(), dryRun
-		e.runtime.Submit(part, j)
+		j.Policy, j.Through, j.MaxCommits, j.DryRun = policy, through, s.batchCommits(), dryRun
+		s.deps.Actors.Submit(part, j)
 		o := j.Wait(ctx)
 		if o.Err != nil {
 			rep.Took = time.Since(start)
-			e.retention.observe(rep)
+			s.metrics.observe(rep)
 			return rep, fmt.Errorf("engine: prune %q: %w", part, o.Err)
 		}
 		if first {
@@ -213,9 +214,9 @@ func (e *Engine) Prune(ctx context.Context, part string, policy storage.Retentio
 		pause = time.NewTimer(o.Took)
 	}
 	rep.Took = time.Since(start)
-	e.retention.observe(rep)
+	s.metrics.observe(rep)
 	if rep.Commits > 0 {
-		e.cfg.Logger.Info("partition pruned", zap.String("partition", part),
+		s.deps.Logger.Info("partition pruned", zap.String("partition", part),
 			zap.Int64("horizon_before", rep.HorizonBefore), zap.Int64("horizon_after", rep.HorizonAfter),
 			zap.Int64("commits", rep.Commits), zap.Int64("changes", rep.Changes), zap.Int64("idempotency_records", rep.IdempotencyRecords),
 			zap.String("binding", rep.Plan.Binding), zap.Int("batches", rep.Batches), zap.Duration("took", rep.Took))
@@ -223,22 +224,23 @@ func (e *Engine) Prune(ctx context.Context, part string, policy storage.Retentio
 	return rep, nil
 }
 
-func (e *Engine) batchCommits() int {
-	if n := e.cfg.Retention.BatchCommits; n > 0 {
+func (s *Service) batchCommits() int {
+	if n := s.opts.BatchCommits; n > 0 {
 		return n
 	}
-	return DefaultPruneBatchCommits
+	return DefaultBatchCommits
 }
 
 // MaintenancePass runs one maintenance pass: with the store's maintenance
 // lock (one process at a time on a shared database; the pass is skipped
 // when another holds it), every partition whose log is longer than the
-// policy's retained minimum is pruned with RetentionPolicy (Prune), then
-// expired segments and orphan blobs (blobs.Service.Sweep) are swept. With dryRun nothing is deleted and Pruned lists what would be.
-func (e *Engine) MaintenancePass(ctx context.Context, dryRun bool) (MaintenanceReport, error) {
+// policy's retained minimum is pruned with Policy (Prune), then expired
+// segments and orphan blobs (Deps.Segments, Deps.Blobs) are swept. With
+// dryRun nothing is deleted and Pruned lists what would be.
+func (s *Service) MaintenancePass(ctx context.Context, dryRun bool) (MaintenanceReport, error) {
 	start := time.Now()
 	var rep MaintenanceReport
-	rt := e.cfg.Backend.Retention
+	rt := s.rt
 	if rt == nil {
 		return rep, ErrNoRetention
 	}
@@ -248,8 +250,8 @@ func (e *Engine) MaintenancePass(ctx context.Context, dryRun bool) (MaintenanceR
 	}
 	if !ok {
 		rep.Skipped = true
-		e.retention.pass(true, e.cfg.Now().UnixMilli())
-		e.cfg.Logger.Debug("maintenance pass skipped: another process holds the maintenance lock")
+		s.metrics.pass(true, s.deps.Now().UnixMilli())
+		s.deps.Logger.Debug("maintenance pass skipped: another process holds the maintenance lock")
 		return rep, nil
 	}
 	defer unlock()
@@ -257,7 +259,7 @@ func (e *Engine) MaintenancePass(ctx context.Context, dryRun bool) (MaintenanceR
 	if err != nil {
 		return rep, fmt.Errorf("engine: maintenance: list partitions: %w", err)
 	}
-	policy := e.RetentionPolicy()
+	policy := s.Policy()
 	var firstErr error
 	for _, p := range parts {
 		if ctx.Err() != nil {
@@ -267,9 +269,9 @@ func (e *Engine) MaintenancePass(ctx context.Context, dryRun bool) (MaintenanceR
 		if p.MaxCommitSeq-policy.MinRetainedCommits <= p.HorizonSeq {
 			continue // nothing the policy could prune: no actor woken
 		}
-		pr, err := e.Prune(ctx, p.Partition, policy, dryRun)
+		pr, err := s.Prune(ctx, p.Partition, policy, dryRun)
 		if err != nil {
-			e.cfg.Logger.Warn("maintenance: pruning a partition failed", zap.String("partition", p.Partition), zap.Error(err))
+			s.deps.Logger.Warn("maintenance: pruning a partition failed", zap.String("partition", p.Partition), zap.Error(err))
 			if firstErr == nil {
 				firstErr = err
 			}
@@ -282,39 +284,39 @@ func (e *Engine) MaintenancePass(ctx context.Context, dryRun bool) (MaintenanceR
 	if !dryRun {
 		// Expired segments (the segment cache's own sweeper also runs
 		// between passes; sweeping twice is harmless).
-		n, err := e.segments.Sweep(ctx)
+		n, err := s.deps.Segments.Sweep(ctx)
 		rep.SegmentsExpired = n
 		if err != nil {
-			e.cfg.Logger.Warn("maintenance: segment sweep failed", zap.Error(err))
+			s.deps.Logger.Warn("maintenance: segment sweep failed", zap.Error(err))
 			if firstErr == nil {
 				firstErr = err
 			}
 		}
 	}
 	if !dryRun {
-		n, err := e.blobs.Sweep(ctx)
+		n, err := s.deps.Blobs.Sweep(ctx)
 		rep.BlobsSwept = n
 		if err != nil {
-			e.cfg.Logger.Warn("maintenance: blob sweep failed", zap.Error(err))
+			s.deps.Logger.Warn("maintenance: blob sweep failed", zap.Error(err))
 			if firstErr == nil {
 				firstErr = err
 			}
 		}
 	}
 	rep.Took = time.Since(start)
-	e.retention.pass(false, e.cfg.Now().UnixMilli())
+	s.metrics.pass(false, s.deps.Now().UnixMilli())
 	lvl := zap.DebugLevel
 	if (len(rep.Pruned) > 0 || rep.SegmentsExpired > 0) && !dryRun {
 		lvl = zap.InfoLevel
 	}
-	e.cfg.Logger.Log(lvl, "maintenance pass", zap.Int("partitions_checked", rep.Checked), zap.Int("partitions_pruned", len(rep.Pruned)),
+	s.deps.Logger.Log(lvl, "maintenance pass", zap.Int("partitions_checked", rep.Checked), zap.Int("partitions_pruned", len(rep.Pruned)),
 		zap.Int64("commits", rep.Commits()), zap.Int("segments_expired", rep.SegmentsExpired), zap.Int("blobs_swept", rep.BlobsSwept), zap.Bool("dry_run", dryRun), zap.Duration("took", rep.Took))
 	return rep, firstErr
 }
 
 // runMaintenance runs a maintenance pass every interval until ctx ends.
-func (e *Engine) runMaintenance(ctx context.Context, every time.Duration) {
-	defer close(e.maintDone)
+func (s *Service) runMaintenance(ctx context.Context, every time.Duration) {
+	defer close(s.maintDone)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -323,36 +325,36 @@ func (e *Engine) runMaintenance(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		if _, err := e.MaintenancePass(ctx, false); err != nil && ctx.Err() == nil {
-			e.cfg.Logger.Warn("maintenance pass failed", zap.Error(err))
+		if _, err := s.MaintenancePass(ctx, false); err != nil && ctx.Err() == nil {
+			s.deps.Logger.Warn("maintenance pass failed", zap.Error(err))
 		}
 	}
 }
 
-// CapturePartition takes a storage snapshot of the partition (see
-// storage.Snapshots) for a later RestorePartition.
-func (e *Engine) CapturePartition(ctx context.Context, part string) error {
-	if e.cfg.Backend.Snapshots == nil {
+// Capture takes a storage snapshot of the partition (see
+// storage.Snapshots) for a later Restore.
+func (s *Service) Capture(ctx context.Context, part string) error {
+	if s.snaps == nil {
 		return fmt.Errorf("engine: capture %q: %w", part, ErrNoSnapshots)
 	}
-	if err := e.cfg.Backend.Snapshots.CapturePartition(ctx, part); err != nil {
+	if err := s.snaps.CapturePartition(ctx, part); err != nil {
 		return fmt.Errorf("engine: capture %q: %w", part, err)
 	}
 	return nil
 }
 
-// RestorePartition brings the partition back to its last capture and
+// Restore brings the partition back to its last capture and
 // rotates its log epoch, through the partition's actor (which drops the
 // client records and log tail of the replaced log), and returns the new
 // epoch: clients that are ahead of the restored log get resetRequired and
 // bootstrap again.
-func (e *Engine) RestorePartition(ctx context.Context, part string) (string, error) {
+func (s *Service) Restore(ctx context.Context, part string) (string, error) {
 	j := partition.NewRestoreJob(ctx)
-	e.runtime.Submit(part, j)
+	s.deps.Actors.Submit(part, j)
 	ep, err := j.Wait(ctx)
 	if err != nil {
 		return "", fmt.Errorf("engine: restore %q: %w", part, err)
 	}
-	e.cfg.Logger.Info("partition restored from its snapshot; log epoch rotated", zap.String("partition", part), zap.String("epoch", ep))
+	s.deps.Logger.Info("partition restored from its snapshot; log epoch rotated", zap.String("partition", part), zap.String("epoch", ep))
 	return ep, nil
 }
