@@ -28,7 +28,7 @@ func TestBackfillResumeAfterPruneRedoesTheProjection(t *testing.T) {
 	if rep.HorizonAfter < 15 {
 		t.Fatalf("the prune left the horizon at %d; the test needs it past the rename (15)", rep.HorizonAfter)
 	}
-	out, err := f.eng.Backfill(context.Background(), f.spec())
+	out, err := f.eng.Backfill().Run(context.Background(), f.spec())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestBackfillRerunDropsProjectionsOfDeletedSources(t *testing.T) {
 			cancel()
 		}
 	}
-	if _, err := f.eng.Backfill(ctx, f.spec()); err == nil {
+	if _, err := f.eng.Backfill().Run(ctx, f.spec()); err == nil {
 		t.Fatal("the first run was not interrupted")
 	}
 	f.store.beforeBegin = nil
@@ -62,7 +62,7 @@ func TestBackfillRerunDropsProjectionsOfDeletedSources(t *testing.T) {
 		t.Fatalf("the first batch did not project b-todo: %v", idx)
 	}
 	f.push("del-b", ssp2.Operation{Table: "todos", RowID: "b-todo", Op: ssp2.OpDelete})
-	rep, err := f.eng.Backfill(context.Background(), f.spec())
+	rep, err := f.eng.Backfill().Run(context.Background(), f.spec())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/backfill"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
@@ -102,8 +103,8 @@ func (f *bfFixture) todo(id, title string) ssp2.Operation {
 	return ssp2.Operation{Table: "todos", RowID: id, Op: ssp2.OpUpsert, Payload: b}
 }
 
-func (f *bfFixture) spec() engine.BackfillSpec {
-	return engine.BackfillSpec{Partition: "p1", Name: "shout", Source: "todos", Target: "todo_index", BatchSize: 10,
+func (f *bfFixture) spec() backfill.Spec {
+	return backfill.Spec{Partition: "p1", Name: "shout", Source: "todos", Target: "todo_index", BatchSize: 10,
 		Project: func(src storage.RowRecord) (ssp2.Row, bool) {
 			return ssp2.Row{src.RowID, src.Values[1], strings.ToUpper(src.Values[2].(string))}, true
 		}}
@@ -138,7 +139,7 @@ func TestBackfillRunsToActivationAndCatchesUp(t *testing.T) {
 		}
 		return nil
 	}
-	rep, err := f.eng.Backfill(context.Background(), f.spec())
+	rep, err := f.eng.Backfill().Run(context.Background(), f.spec())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func (f *bfFixture) seedAndCrashBeforeActivation(n int) {
 	}
 	crash := errors.New("process died before activating")
 	f.store.before = func() error { return crash }
-	if _, err := f.eng.Backfill(context.Background(), f.spec()); !errors.Is(err, crash) {
+	if _, err := f.eng.Backfill().Run(context.Background(), f.spec()); !errors.Is(err, crash) {
 		f.t.Fatalf("first run: %v", err)
 	}
 }
@@ -188,7 +189,7 @@ func TestBackfillResumesFromStoredWatermarkAfterCrash(t *testing.T) {
 	f.seedAndCrashBeforeActivation(12)
 	f.push("meanwhile", f.todo("z-todo", "new"))
 	f.store.before = nil
-	rep, err := f.eng.Backfill(context.Background(), f.spec())
+	rep, err := f.eng.Backfill().Run(context.Background(), f.spec())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +221,7 @@ func TestBackfillSupersededOwnerStops(t *testing.T) {
 			}
 		}
 	}
-	if _, err := f.eng.Backfill(context.Background(), spec); !errors.Is(err, engine.ErrBackfillSuperseded) {
+	if _, err := f.eng.Backfill().Run(context.Background(), spec); !errors.Is(err, backfill.ErrSuperseded) {
 		t.Fatalf("superseded runner: %v", err)
 	}
 	if idx := f.index(); len(idx) != 0 {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/synclane/synclane/actors"
 	"github.com/synclane/synclane/engine/access"
+	"github.com/synclane/synclane/engine/backfill"
 	"github.com/synclane/synclane/engine/blobs"
 	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/engine/lease"
@@ -239,6 +240,7 @@ type Engine struct {
 	reactions  *reactions.Service
 	operations *operations.Service
 	retention  *retention.Service
+	backfill   *backfill.Service
 }
 
 // Reply is a built SSP2 response, ready to stream with WriteTo (see
@@ -328,6 +330,8 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	})
 	e.operations = operations.NewService(cfg.Backend.Clients, cfg.Backend.Queries, cfg.Operations,
 		operations.Deps{Actors: e.runtime, Resolver: e.resolver, Gate: pc.Gate, Logger: cfg.Logger})
+	e.backfill = backfill.New(cfg.Backend.Log, cfg.Backend.Rows, cfg.Backend.Checkpoints,
+		backfill.Deps{Schema: cfg.Schema, Actors: e.runtime, Now: cfg.Now, Logger: cfg.Logger})
 	e.retention = retention.New(cfg.Backend.Retention, cfg.Backend.Snapshots, cfg.Retention,
 		retention.Deps{Actors: e.runtime, Segments: e.segments, Blobs: e.blobs, Now: cfg.Now, Logger: cfg.Logger})
 	if cfg.Feed != nil {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/synclane/synclane/engine/backfill"
 	"github.com/synclane/synclane/engine/blobs"
 	"github.com/synclane/synclane/engine/lease"
 	"github.com/synclane/synclane/engine/operations"
@@ -39,3 +40,7 @@ func (e *Engine) Operations() *operations.Service { return e.operations }
 // MaintenancePass, the loop's policy and counters, and partition
 // snapshots (Capture, Restore).
 func (e *Engine) Retention() *retention.Service { return e.retention }
+
+// Backfill returns the backfill service: Run drives a declared
+// checkpoint's backfill to activation.
+func (e *Engine) Backfill() *backfill.Service { return e.backfill }

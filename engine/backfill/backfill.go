@@ -1,4 +1,4 @@
-package engine
+package backfill
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-// BackfillSpec describes one backfill: how rows of a source table project
+// Spec describes one backfill: how rows of a source table project
 // into rows of a target table, under a declared checkpoint.
-type BackfillSpec struct {
+type Spec struct {
 	// Partition and Name identify the checkpoint (it must be declared).
 	Partition string
 	Name      string
@@ -37,8 +37,8 @@ type BackfillSpec struct {
 	MaxRounds int
 }
 
-// BackfillReport summarizes a backfill run.
-type BackfillReport struct {
+// Report summarizes a backfill run.
+type Report struct {
 	OwnerEpoch   int64
 	Watermark    int64
 	ObservedRows int64
@@ -46,11 +46,11 @@ type BackfillReport struct {
 	Outcome      storage.ActivationOutcome
 }
 
-// ErrBackfillSuperseded reports that another runner claimed the checkpoint
+// ErrSuperseded reports that another runner claimed the checkpoint
 // (a newer owner epoch) while this one was writing.
-var ErrBackfillSuperseded = partition.ErrBackfillSuperseded
+var ErrSuperseded = partition.ErrBackfillSuperseded
 
-// Backfill runs a checkpoint's backfill to activation: it claims the
+// Run runs a checkpoint's backfill to activation: it claims the
 // checkpoint (owner epoch +1), projects every source row in batches, each
 // batch one commit through the partition actor's push path with
 // AdvanceCheckpoint in the same transaction, and activates at the pin it
@@ -63,9 +63,9 @@ var ErrBackfillSuperseded = partition.ErrBackfillSuperseded
 // the target is cleared (logged deletes; it is not served before
 // activation) and a full pass runs again, so the projection never keeps a
 // row whose source changed or vanished in between.
-func (e *Engine) Backfill(ctx context.Context, spec BackfillSpec) (BackfillReport, error) {
-	var rep BackfillReport
-	src, dst := e.cfg.Schema.Table(spec.Source), e.cfg.Schema.Table(spec.Target)
+func (s *Service) Run(ctx context.Context, spec Spec) (Report, error) {
+	var rep Report
+	src, dst := s.deps.Schema.Table(spec.Source), s.deps.Schema.Table(spec.Target)
 	if src == nil || dst == nil || spec.Project == nil {
 		return rep, fmt.Errorf("engine: backfill %s/%s: source and target must be schema tables and Project set", spec.Partition, spec.Name)
 	}
@@ -78,8 +78,8 @@ func (e *Engine) Backfill(ctx context.Context, spec BackfillSpec) (BackfillRepor
 	if spec.TargetID == nil {
 		spec.TargetID = func(id string) string { return id }
 	}
-	log := e.cfg.Logger.With(zap.String("partition", spec.Partition), zap.String("checkpoint", spec.Name))
-	cp, err := e.cfg.Backend.Checkpoints.ClaimCheckpoint(ctx, storage.CheckpointDeclaration{Partition: spec.Partition, Name: spec.Name, SchemaVersion: e.cfg.Schema.Version}, e.cfg.Now().UnixMilli())
+	log := s.deps.Logger.With(zap.String("partition", spec.Partition), zap.String("checkpoint", spec.Name))
+	cp, err := s.checkpoints.ClaimCheckpoint(ctx, storage.CheckpointDeclaration{Partition: spec.Partition, Name: spec.Name, SchemaVersion: s.deps.Schema.Version}, s.deps.Now().UnixMilli())
 	if err != nil {
 		return rep, fmt.Errorf("engine: claim checkpoint %s/%s: %w", spec.Partition, spec.Name, err)
 	}
@@ -87,7 +87,7 @@ func (e *Engine) Backfill(ctx context.Context, spec BackfillSpec) (BackfillRepor
 	log.Info("backfill claimed", zap.Int64("owner_epoch", cp.OwnerEpoch), zap.Int64("watermark", cp.Watermark))
 	for rep.Rounds < spec.MaxRounds {
 		rep.Rounds++
-		info, err := e.cfg.Backend.Log.ReadPartition(ctx, spec.Partition)
+		info, err := s.commitLog.ReadPartition(ctx, spec.Partition)
 		if err != nil {
 			return rep, err
 		}
@@ -102,19 +102,19 @@ func (e *Engine) Backfill(ctx context.Context, spec BackfillSpec) (BackfillRepor
 		if full && (rep.Watermark > 0 || rep.ObservedRows > 0) {
 			log.Info("backfill restarts with a full pass over a cleared target", zap.Int64("watermark", rep.Watermark),
 				zap.Int64("horizon", info.HorizonSeq), zap.Int64("observed_rows", rep.ObservedRows))
-			if err := e.clearTarget(ctx, spec, src, dst, &rep); err != nil {
+			if err := s.clearTarget(ctx, spec, src, dst, &rep); err != nil {
 				return rep, err
 			}
 		}
 		if full {
-			err = e.backfillFull(ctx, spec, src, dst, &rep, pin)
+			err = s.full(ctx, spec, src, dst, &rep, pin)
 		} else {
-			err = e.backfillSince(ctx, spec, src, dst, &rep, pin)
+			err = s.since(ctx, spec, src, dst, &rep, pin)
 		}
 		if err != nil {
 			return rep, err
 		}
-		out, err := e.cfg.Backend.Checkpoints.ActivateCheckpoint(ctx, spec.Partition, spec.Name, rep.OwnerEpoch, rep.Watermark, []string{spec.Source}, e.cfg.Now().UnixMilli())
+		out, err := s.checkpoints.ActivateCheckpoint(ctx, spec.Partition, spec.Name, rep.OwnerEpoch, rep.Watermark, []string{spec.Source}, s.deps.Now().UnixMilli())
 		if err != nil {
 			return rep, fmt.Errorf("engine: activate checkpoint %s/%s: %w", spec.Partition, spec.Name, err)
 		}
@@ -128,13 +128,13 @@ func (e *Engine) Backfill(ctx context.Context, spec BackfillSpec) (BackfillRepor
 	return rep, nil
 }
 
-// backfillFull projects every current source row; the watermark moves to
+// full projects every current source row; the watermark moves to
 // pin with the last batch (the projection reflects every source commit up
 // to pin only once the pass is complete).
-func (e *Engine) backfillFull(ctx context.Context, spec BackfillSpec, src, dst *schema.Table, rep *BackfillReport, pin int64) error {
+func (s *Service) full(ctx context.Context, spec Spec, src, dst *schema.Table, rep *Report, pin int64) error {
 	var after *string
 	for batch := 0; ; batch++ {
-		rows, err := e.cfg.Backend.Rows.ScanRows(ctx, spec.Partition, storage.RowQuery{Table: src, Scopes: map[string][]string{}, AfterRowID: after, Limit: spec.BatchSize + 1})
+		rows, err := s.rows.ScanRows(ctx, spec.Partition, storage.RowQuery{Table: src, Scopes: map[string][]string{}, AfterRowID: after, Limit: spec.BatchSize + 1})
 		if err != nil {
 			return err
 		}
@@ -151,7 +151,7 @@ func (e *Engine) backfillFull(ctx context.Context, spec BackfillSpec, src, dst *
 			wm = pin
 		}
 		ccid := fmt.Sprintf("%d:full:%d:%d", rep.OwnerEpoch, pin, batch)
-		if err := e.backfillCommit(ctx, spec, src, dst, nil, rep.OwnerEpoch, ccid, writes, wm, rep.ObservedRows+int64(len(rows))); err != nil {
+		if err := s.commit(ctx, spec, src, dst, nil, rep.OwnerEpoch, ccid, writes, wm, rep.ObservedRows+int64(len(rows))); err != nil {
 			return err
 		}
 		rep.Watermark, rep.ObservedRows = wm, rep.ObservedRows+int64(len(rows))
@@ -169,11 +169,11 @@ func (e *Engine) backfillFull(ctx context.Context, spec BackfillSpec, src, dst *
 // through the partition's push path (so the deletes are logged), keeping
 // the checkpoint's watermark. The target is not served before its
 // checkpoint activates, so no client sees it emptied.
-func (e *Engine) clearTarget(ctx context.Context, spec BackfillSpec, src, dst *schema.Table, rep *BackfillReport) error {
+func (s *Service) clearTarget(ctx context.Context, spec Spec, src, dst *schema.Table, rep *Report) error {
 	drop := func(_ *storage.RowRecord, id string) (string, ssp2.Row, bool) { return id, nil, true }
 	var after *string
 	for batch := 0; ; batch++ {
-		rows, err := e.cfg.Backend.Rows.ScanRows(ctx, spec.Partition, storage.RowQuery{Table: dst, Scopes: map[string][]string{}, AfterRowID: after, Limit: spec.BatchSize})
+		rows, err := s.rows.ScanRows(ctx, spec.Partition, storage.RowQuery{Table: dst, Scopes: map[string][]string{}, AfterRowID: after, Limit: spec.BatchSize})
 		if err != nil {
 			return err
 		}
@@ -185,7 +185,7 @@ func (e *Engine) clearTarget(ctx context.Context, spec BackfillSpec, src, dst *s
 			writes[i] = partition.BackfillWrite{SrcID: rows[i].RowID} // the target row's id, for drop
 		}
 		ccid := fmt.Sprintf("%d:clear:%d", rep.OwnerEpoch, batch)
-		if err := e.backfillCommit(ctx, spec, src, dst, drop, rep.OwnerEpoch, ccid, writes, rep.Watermark, rep.ObservedRows); err != nil {
+		if err := s.commit(ctx, spec, src, dst, drop, rep.OwnerEpoch, ccid, writes, rep.Watermark, rep.ObservedRows); err != nil {
 			return err
 		}
 		id := rows[len(rows)-1].RowID
@@ -193,12 +193,12 @@ func (e *Engine) clearTarget(ctx context.Context, spec BackfillSpec, src, dst *s
 	}
 }
 
-// backfillSince replays only the source changes in (watermark, pin].
-func (e *Engine) backfillSince(ctx context.Context, spec BackfillSpec, src, dst *schema.Table, rep *BackfillReport, pin int64) error {
+// since replays only the source changes in (watermark, pin].
+func (s *Service) since(ctx context.Context, spec Spec, src, dst *schema.Table, rep *Report, pin int64) error {
 	if pin <= rep.Watermark {
 		return nil
 	}
-	scan, err := e.cfg.Backend.Log.ScanChanges(ctx, spec.Partition, storage.ChangeQuery{Table: src.Name, Scopes: map[string][]string{}, AfterSeq: rep.Watermark, UpToSeq: pin, LimitChanges: 1 << 30})
+	scan, err := s.commitLog.ScanChanges(ctx, spec.Partition, storage.ChangeQuery{Table: src.Name, Scopes: map[string][]string{}, AfterSeq: rep.Watermark, UpToSeq: pin, LimitChanges: 1 << 30})
 	if err != nil {
 		return err
 	}
@@ -217,7 +217,7 @@ func (e *Engine) backfillSince(ctx context.Context, spec BackfillSpec, src, dst 
 		writes[i] = partition.BackfillWrite{SrcID: id} // read and projected inside the transaction
 	}
 	ccid := fmt.Sprintf("%d:since:%d:%d", rep.OwnerEpoch, rep.Watermark, pin)
-	if err := e.backfillCommit(ctx, spec, src, dst, nil, rep.OwnerEpoch, ccid, writes, pin, rep.ObservedRows+int64(len(order))); err != nil {
+	if err := s.commit(ctx, spec, src, dst, nil, rep.OwnerEpoch, ccid, writes, pin, rep.ObservedRows+int64(len(order))); err != nil {
 		return err
 	}
 	rep.Watermark, rep.ObservedRows = pin, rep.ObservedRows+int64(len(order))
@@ -226,7 +226,7 @@ func (e *Engine) backfillSince(ctx context.Context, spec BackfillSpec, src, dst 
 
 // projection returns the partition-side projection of spec: the target
 // row (and its id) a source row projects to, or a delete.
-func projection(spec *BackfillSpec, dst *schema.Table) partition.Projection {
+func projection(spec *Spec, dst *schema.Table) partition.Projection {
 	return func(src *storage.RowRecord, srcID string) (string, ssp2.Row, bool) {
 		if src == nil {
 			return spec.TargetID(srcID), nil, true
@@ -240,8 +240,8 @@ func projection(spec *BackfillSpec, dst *schema.Table) partition.Projection {
 	}
 }
 
-// backfillCommit writes one batch through the partition's actor.
-func (e *Engine) backfillCommit(ctx context.Context, spec BackfillSpec, src, dst *schema.Table, proj partition.Projection, epoch int64, ccid string, writes []partition.BackfillWrite, watermark, observed int64) error {
+// commit writes one batch through the partition's actor.
+func (s *Service) commit(ctx context.Context, spec Spec, src, dst *schema.Table, proj partition.Projection, epoch int64, ccid string, writes []partition.BackfillWrite, watermark, observed int64) error {
 	if proj == nil {
 		proj = projection(&spec, dst)
 	}
@@ -250,9 +250,9 @@ func (e *Engine) backfillCommit(ctx context.Context, spec BackfillSpec, src, dst
 	j.Source, j.Target, j.Project, j.Writes = src, dst, proj, writes
 	j.Watermark, j.Observed = watermark, observed
 	start := time.Now()
-	e.runtime.Submit(spec.Partition, j)
+	s.deps.Actors.Submit(spec.Partition, j)
 	err := j.Wait(ctx)
-	e.cfg.Logger.Debug("backfill batch", zap.String("checkpoint", spec.Name), zap.Int("rows", len(writes)),
+	s.deps.Logger.Debug("backfill batch", zap.String("checkpoint", spec.Name), zap.Int("rows", len(writes)),
 		zap.Int64("watermark", watermark), zap.Duration("took", time.Since(start)), zap.Error(err))
 	return err
 }
