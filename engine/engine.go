@@ -81,6 +81,12 @@ type Config struct {
 	Resolver ScopeResolver
 	// Logger receives structured logs (default: no-op).
 	Logger *zap.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+
+	// The partition runtime: requests, actors, storage turns, the serve
+	// gate and what runs inside a push.
+
 	// MaxOperations caps push operations per request (default 500).
 	MaxOperations int
 	// Limits bound subscriptions and scope values per request and the bytes
@@ -104,20 +110,41 @@ type Config struct {
 	// watermarks, subscriptions) are written back (default 1s). They are
 	// always written when a partition actor stops and on Close.
 	ClientFlushInterval time.Duration
-	// Now is the clock (default time.Now).
-	Now func() time.Time
 	// Checkpoints are the backfill checkpoints this process declares (RFC
 	// 0007): New installs them when it raises the stored schema version, and
 	// the serve gate lets this process serve while they are pending; every
 	// other pending checkpoint at the running version closes the gate.
 	Checkpoints []storage.CheckpointDeclaration
+	// Mergers maps a crdtType to the merge of its crdt columns (SPEC
+	// §5.10; see partition.Merger for the contract and the push rules).
+	// Every crdtType the schema names must have one: New refuses a schema
+	// whose crdt column names a crdtType without a merger (§5.10.1), with
+	// an error naming the table, column and crdtType. The yjs-doc merger is
+	// protocol/yjs.Merger.
+	Mergers map[string]partition.Merger
+	// Host write hooks (hooks.go; SPEC §6.7-6.9), run by the partition's
+	// actor inside the push transaction. Validators holds one row validator
+	// per table name (a name not in Schema fails New); CommitValidator
+	// checks each whole commit after staging.
+	Validators      map[string]RowValidator
+	CommitValidator CommitValidator
+	// IdempotencyFault is a test-only fault injector, nil in production
+	// (where it costs one nil check per commit). When set it is called at
+	// each authoritative idempotency read of a pushed commit or a command
+	// (inside the push transaction, after the read); true makes that read
+	// answer an unreadable record: the commit is answered rejected with
+	// the retryable sync.idempotency_cache_miss and nothing is persisted
+	// for it. The store and its transactions are the production ones
+	// either way. It must not block: it runs on the partition's actor.
+	IdempotencyFault func() bool
+
+	// Commit notifications, from this process and from others sharing the
+	// store.
+
 	// Feed, when set, reports commits made by other processes sharing the
 	// store (PostgreSQL LISTEN/NOTIFY); *postgres.Store implements it. The
 	// engine subscribes in New and stops in Close.
 	Feed CommitFeed
-	// Retention configures pruning and the maintenance loop (see
-	// retention.Options); the zero value runs no loop.
-	Retention retention.Options
 	// OnCommit, when set, is called after commits become durable: for this
 	// process's pushes (after their transaction commits) and for commits
 	// reported by Feed. maxSeq is the partition's highest commit seq. It
@@ -140,47 +167,6 @@ type Config struct {
 	// their client's registrations through it. A panic in it is logged
 	// and swallowed.
 	OnRegistration func(partition string, r Registration)
-	// Segments configures the segments bootstraps hand out by reference:
-	// their store, TTL, inline limit, memory budgets and the SQLite image
-	// builder (see segments.Options; the zero value keeps them in memory
-	// and serves no images). The engine closes the store in Close.
-	Segments segments.Options
-	// SignedURLs, when set, signs segment URLs for clients accepting them
-	// (accept bit 3) and blob URLs; PublicURL returns the base they are
-	// issued under (the scheme, host and mount, e.g.
-	// "https://sync.example.com/api"). Both are needed to issue segment
-	// URLs.
-	SignedURLs *segstore.Signer
-	PublicURL  func() string
-
-	// Host write hooks (hooks.go; SPEC §6.7-6.9), run by the partition's
-	// actor inside the push transaction. Validators holds one row validator
-	// per table name (a name not in Schema fails New); CommitValidator
-	// checks each whole commit after staging.
-	Validators      map[string]RowValidator
-	CommitValidator CommitValidator
-
-	// Leases configures auth leases (SPEC §7.3; see lease.Options):
-	// Leases.TTL > 0 turns them on, Leases.Key signs the records.
-	Leases lease.Options
-	// Reactions configures durable reactions (see reactions.Options): the
-	// handlers hooks may schedule reactions for, and the delivery worker
-	// New starts and Close stops (none without handlers).
-	Reactions reactions.Options
-
-	// Operations configures remote operations (REMOTE.md revision 1; see
-	// operations.Options): the registry of queries and commands served
-	// (nil: every operation is operation.unknown; it must be built for
-	// Schema) and the query timeout.
-	Operations operations.Options
-
-	// Mergers maps a crdtType to the merge of its crdt columns (SPEC
-	// §5.10; see partition.Merger for the contract and the push rules).
-	// Every crdtType the schema names must have one: New refuses a schema
-	// whose crdt column names a crdtType without a merger (§5.10.1), with
-	// an error naming the table, column and crdtType. The yjs-doc merger is
-	// protocol/yjs.Merger.
-	Mergers map[string]partition.Merger
 
 	// Server events (emit.go). Events, when set, receives the engine's
 	// events: rejected commits, gate refusals, failed and slow requests,
@@ -191,22 +177,43 @@ type Config struct {
 	// as a slow request event (0: DefaultSlowRequest; negative: never).
 	SlowRequest time.Duration
 
+	// SignedURLs, when set, signs segment URLs for clients accepting them
+	// (accept bit 3) and blob URLs; PublicURL returns the base they are
+	// issued under (the scheme, host and mount, e.g.
+	// "https://sync.example.com/api"). Both are needed to issue segment
+	// URLs.
+	SignedURLs *segstore.Signer
+	PublicURL  func() string
+
+	// The feature services, one group each (their packages document the
+	// options; New starts the services and Close stops them).
+
+	// Segments configures the segments bootstraps hand out by reference:
+	// their store, TTL, inline limit, memory budgets and the SQLite image
+	// builder (see segments.Options; the zero value keeps them in memory
+	// and serves no images). The engine closes the store in Close.
+	Segments segments.Options
 	// Blobs configures blob storage (SPEC §5.9; see blobs.Options): the
 	// byte store, the size cap, the orphan age and where the
 	// presigned-URL switch starts. Without Blobs.Store the blob routes are
 	// not served (pushes still check blob_ref references: none can be
 	// present).
 	Blobs blobs.Options
-
-	// IdempotencyFault is a test-only fault injector, nil in production
-	// (where it costs one nil check per commit). When set it is called at
-	// each authoritative idempotency read of a pushed commit or a command
-	// (inside the push transaction, after the read); true makes that read
-	// answer an unreadable record: the commit is answered rejected with
-	// the retryable sync.idempotency_cache_miss and nothing is persisted
-	// for it. The store and its transactions are the production ones
-	// either way. It must not block: it runs on the partition's actor.
-	IdempotencyFault func() bool
+	// Retention configures pruning and the maintenance loop (see
+	// retention.Options); the zero value runs no loop.
+	Retention retention.Options
+	// Reactions configures durable reactions (see reactions.Options): the
+	// handlers hooks may schedule reactions for, and the delivery worker
+	// New starts and Close stops (none without handlers).
+	Reactions reactions.Options
+	// Leases configures auth leases (SPEC §7.3; see lease.Options):
+	// Leases.TTL > 0 turns them on, Leases.Key signs the records.
+	Leases lease.Options
+	// Operations configures remote operations (REMOTE.md revision 1; see
+	// operations.Options): the registry of queries and commands served
+	// (nil: every operation is operation.unknown; it must be built for
+	// Schema) and the query timeout.
+	Operations operations.Options
 }
 
 // CommitFeed reports commits made to a shared store by any process.
