@@ -44,11 +44,11 @@
 //     maintenance lock is not re-entrant (a second TryLockMaintenance on
 //     the same handle fails while the first holds it). A restore writes the
 //     capture back whole and rotates the epoch like RotateLogEpoch.
-//   - The retention cases also drive the engine on the store under test
-//     (retention_engine_cases.go): the protocol behaviour (resets at the
-//     horizon, bootstrap restarts, pruning under load, idempotency after
-//     pruning, one maintenance pass per database) is the same on every
-//     backend.
+//   - The protocol behaviour of retention through the engine (resets at
+//     the horizon, bootstrap restarts, pruning under load, idempotency
+//     after pruning, one maintenance pass per database) is checked on
+//     every backend by engine/retention's tests, not here: this suite
+//     imports no engine and no partition.
 //   - Leases: SwapLease is a compare-and-swap on the stored MAC (nil: none
 //     stored), exactly one of concurrent swaps from one MAC wins, and
 //     lease records survive RotateLogEpoch (the client keeps its lease).
@@ -230,7 +230,6 @@ func groups() []group {
 		{name: "Checkpoint", role: "Checkpoints", tests: checkpointTests},
 		{name: "SharedCheckpoint", role: "Checkpoints", tests: sharedCheckpointTests},
 		{name: "Retention", role: "Retention", tests: retentionTests},
-		{name: "RetentionEngine", role: "Retention", tests: retentionEngineTests},
 		{name: "Leases", role: "Leases", tests: leaseTests},
 		{name: "Reactions", role: "Reactions", tests: reactionTests},
 		{name: "Query", role: "Queries", tests: queryTests},

@@ -1,4 +1,4 @@
-package storagetest
+package retention_test
 
 import (
 	"context"
@@ -22,7 +22,9 @@ import (
 // the same SPEC §4.6 behaviour: a cursor below the horizon resets, a
 // cursor at it is served incrementally, a bootstrap whose pin fell below
 // it restarts, pruning under load leaves no gap, and what a retried commit
-// gets once its idempotency record was pruned.
+// gets once its idempotency record was pruned. backends_test.go runs these
+// cases on every backend (they moved here from storage/storagetest, which
+// imports no engine).
 
 const day = 24 * time.Hour
 
