@@ -35,12 +35,19 @@ var heavyDeps = []string{
 // every import path it names.
 func listDeps(t *testing.T, pkgs ...string) []string {
 	t.Helper()
+	return strings.Fields(goList(t, append([]string{"-deps", "-f", "{{.ImportPath}}"}, pkgs...)...))
+}
+
+// goList runs go list with args from the module root and returns its
+// output.
+func goList(t *testing.T, args ...string) string {
+	t.Helper()
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		t.Fatalf("go env GOMOD: %v", err)
 	}
 	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	cmd := exec.Command("go", append([]string{"list", "-deps", "-f", "{{.ImportPath}}"}, pkgs...)...)
+	cmd := exec.Command("go", append([]string{"list"}, args...)...)
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
@@ -48,9 +55,9 @@ func listDeps(t *testing.T, pkgs ...string) []string {
 		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 			stderr = ee.Stderr
 		}
-		t.Fatalf("go list -deps %v: %v\n%s", pkgs, err, stderr)
+		t.Fatalf("go list %v: %v\n%s", args, err, stderr)
 	}
-	return strings.Fields(string(out))
+	return string(out)
 }
 
 // heavy returns the paths of deps under a heavyDeps prefix.
