@@ -10,6 +10,19 @@
 // (syncerr.CodeOf) and belong in the transport's pre-stream error form
 // (HTTP JSON with the catalog status). Any custom transport uses the same
 // two calls.
+//
+// The engine is the router and the lifecycle: it routes an identity to its
+// partition (Sync, and the realtime calls ClientState, BuildDeltas, Ack),
+// checks at New that the backend has the storage role of every configured
+// feature (roles.go), and starts and stops the feature services, each in
+// its own package with its own options and background loop: Segments
+// (engine/segments), Blobs (engine/blobs), Retention (engine/retention:
+// pruning, the maintenance loop, snapshots), Reactions
+// (engine/reactions), Leases (engine/lease), Operations
+// (engine/operations) and Backfill (engine/backfill). Transports and
+// hosts call a service through its accessor (eng.Blobs().Upload, ...);
+// the services import no engine: what they need from it comes in through
+// engine/access and small interfaces of their own.
 package engine
 
 import (

@@ -295,6 +295,7 @@ type countingReader struct {
 	n *atomic.Uint64
 }
 
+// Read reads from the blob and counts the bytes read.
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.ReadCloser.Read(p)
 	c.n.Add(uint64(n))
