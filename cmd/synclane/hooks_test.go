@@ -28,13 +28,20 @@ func pushThingFrames(t *testing.T, c *httpsync.Client, id, project, ccid string)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pushCommitFrames(t, c, &ssp2.PushCommit{ClientCommitID: ccid,
+		Operations: []ssp2.Operation{{Table: "things", RowID: id, Op: ssp2.OpUpsert, Payload: payload}}})
+}
+
+// pushCommitFrames handshakes c, pushes commit and returns its PUSH_RESULT
+// and the PUSH_RESULT_DETAILS after it (or nil), as they came over HTTP.
+func pushCommitFrames(t *testing.T, c *httpsync.Client, commit *ssp2.PushCommit) (*ssp2.PushResult, *ssp2.PushResultDetails) {
+	t.Helper()
 	if err := c.Handshake(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	msg, err := c.Do(context.Background(), &ssp2.PushCommit{ClientCommitID: ccid,
-		Operations: []ssp2.Operation{{Table: "things", RowID: id, Op: ssp2.OpUpsert, Payload: payload}}})
+	msg, err := c.Do(context.Background(), commit)
 	if err != nil {
-		t.Fatalf("push %s: %v", ccid, err)
+		t.Fatalf("push %s: %v", commit.ClientCommitID, err)
 	}
 	var pr *ssp2.PushResult
 	var d *ssp2.PushResultDetails
@@ -47,7 +54,7 @@ func pushThingFrames(t *testing.T, c *httpsync.Client, id, project, ccid string)
 		}
 	}
 	if pr == nil {
-		t.Fatalf("push %s: no PUSH_RESULT in %v", ccid, msg.Frames)
+		t.Fatalf("push %s: no PUSH_RESULT in %v", commit.ClientCommitID, msg.Frames)
 	}
 	return pr, d
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -62,27 +61,7 @@ func pushTasks(t *testing.T, c *httpsync.Client, ccid string, rows ...ssp2.Row) 
 		}
 		commit.Operations = append(commit.Operations, ssp2.Operation{Table: "tasks", RowID: r[0].(string), Op: ssp2.OpUpsert, Payload: payload})
 	}
-	if err := c.Handshake(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	msg, err := c.Do(context.Background(), commit)
-	if err != nil {
-		t.Fatalf("push %s: %v", ccid, err)
-	}
-	var pr *ssp2.PushResult
-	var d *ssp2.PushResultDetails
-	for _, f := range msg.Frames {
-		switch x := f.(type) {
-		case *ssp2.PushResult:
-			pr = x
-		case *ssp2.PushResultDetails:
-			d = x
-		}
-	}
-	if pr == nil {
-		t.Fatalf("push %s: no PUSH_RESULT", ccid)
-	}
-	return pr, d
+	return pushCommitFrames(t, c, commit)
 }
 
 // taskRows returns the stored tasks as id → title (done appended as "+").
