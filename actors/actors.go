@@ -101,6 +101,9 @@ const (
 	Restarted Lifecycle = iota + 1
 	// Passivated: the actor was idle for IdleTimeout and is stopping.
 	Passivated
+	// Evicted: the actor was stopped by Evict or EvictIf (its partition
+	// moved to another cluster member).
+	Evicted
 )
 
 // lifecycle reports ev to the hook, if any.
@@ -153,9 +156,11 @@ var ErrStopped error = stoppedError{}
 
 // Stats is a snapshot of the runtime's counters.
 type Stats struct {
-	LiveActors  int
-	Spawned     uint64
-	Passivated  uint64
+	LiveActors int
+	Spawned    uint64
+	Passivated uint64
+	// Evicted counts actors stopped by Evict or EvictIf.
+	Evicted     uint64
 	Restarts    uint64
 	BatchedJobs uint64
 	Batches     uint64

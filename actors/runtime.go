@@ -18,7 +18,7 @@ import (
 const shardCount = 64
 
 type counters struct {
-	spawned, passivated, restarts, batches, batchedJobs atomic.Uint64
+	spawned, passivated, evicted, restarts, batches, batchedJobs atomic.Uint64
 }
 
 // Runtime owns one protoactor actor system and the partition actors in it:
@@ -265,7 +265,7 @@ func (r *Runtime[J]) Live(partition string) (live bool, lastJob time.Time) {
 // Stats returns the runtime's counters.
 func (r *Runtime[J]) Stats() Stats {
 	st := Stats{
-		Spawned: r.stats.spawned.Load(), Passivated: r.stats.passivated.Load(), Restarts: r.stats.restarts.Load(),
+		Spawned: r.stats.spawned.Load(), Passivated: r.stats.passivated.Load(), Evicted: r.stats.evicted.Load(), Restarts: r.stats.restarts.Load(),
 		Batches: r.stats.batches.Load(), BatchedJobs: r.stats.batchedJobs.Load(),
 	}
 	for i := range r.shards {

@@ -40,6 +40,9 @@ func (e *Engine) lifecycleHook() func(string, actors.Lifecycle) {
 		case actors.Passivated:
 			ring.Emit(events.Event{Kind: events.ActorPassivated, Partition: p, Source: "actors",
 				Message: "idle partition actor passivated"})
+		case actors.Evicted:
+			ring.Emit(events.Event{Kind: events.ActorPassivated, Partition: p, Source: "cluster",
+				Message: "partition actor stopped: its partition moved to another cluster member"})
 		}
 	}
 }

@@ -222,6 +222,16 @@ type Config struct {
 	// Leases configures auth leases (SPEC §7.3; see lease.Options):
 	// Leases.TTL > 0 turns them on, Leases.Key signs the records.
 	Leases lease.Options
+	// Cluster, when set, runs this engine as one member of a cluster (see
+	// ClusterConfig): partitions are placed on the live members, requests
+	// for partitions owned elsewhere are forwarded, and every write is
+	// fenced with the partition's ownership generation. It needs the
+	// Backend's Ownership role (PostgreSQL) and excludes Feed: the owner
+	// of a partition makes all of its commits, so its hooks see them all
+	// (the realtime relay carries them to the other members). nil:
+	// single-process mode, unchanged.
+	Cluster *ClusterConfig
+
 	// Operations configures remote operations (REMOTE.md revision 1; see
 	// operations.Options): the registry of queries and commands served
 	// (nil: every operation is operation.unknown; it must be built for
@@ -261,6 +271,10 @@ type Engine struct {
 	operations *operations.Service
 	retention  *retention.Service
 	backfill   *backfill.Service
+
+	// cluster is cluster mode's state (clustering.go); nil in
+	// single-process mode.
+	cluster *clusterState
 }
 
 // Reply is a built SSP2 response, ready to stream with WriteTo (see
@@ -334,6 +348,18 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		SignedURLs: cfg.SignedURLs, PublicURL: cfg.PublicURL, Now: cfg.Now, Logger: cfg.Logger})
 	e.segments.Configure(pc)
 	e.segments.Start()
+	if cfg.Cluster != nil {
+		if cfg.Backend.Ownership == nil {
+			return nil, errors.New("engine: Cluster needs a backend with the Ownership role (PostgreSQL): the members fence their writes in the shared store")
+		}
+		if cfg.Feed != nil {
+			return nil, errors.New("engine: Cluster and Feed are exclusive: in cluster mode a partition's owner makes all its commits")
+		}
+		if e.cluster, err = newClusterState(e, *cfg.Cluster); err != nil {
+			return nil, err
+		}
+		pc.Claim = e.claimer(cfg.Backend.Ownership, cfg.Cluster.Self)
+	}
 	e.pcfg = pc
 	maxBatch := cfg.MaxBatch
 	if cfg.DisableGroupCommit {
@@ -352,12 +378,19 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		operations.Deps{Actors: e.runtime, Resolver: e.resolver, Gate: pc.Gate, Logger: cfg.Logger})
 	e.backfill = backfill.New(cfg.Backend.Log, cfg.Backend.Rows, cfg.Backend.Checkpoints,
 		backfill.Deps{Schema: cfg.Schema, Actors: e.runtime, Now: cfg.Now, Logger: cfg.Logger})
+	var owns func(string) bool
+	if e.cluster != nil {
+		owns = e.Owns
+	}
 	e.retention = retention.New(cfg.Backend.Retention, cfg.Backend.Snapshots, cfg.Retention,
-		retention.Deps{Actors: e.runtime, Segments: e.segments, Blobs: e.blobs, Now: cfg.Now, Logger: cfg.Logger})
+		retention.Deps{Actors: e.runtime, Segments: e.segments, Blobs: e.blobs, Owns: owns, Now: cfg.Now, Logger: cfg.Logger})
 	if cfg.Feed != nil {
 		fctx, cancel := context.WithCancel(context.Background())
 		e.stopFeed, e.feedDone = cancel, make(chan struct{})
 		go e.runFeed(fctx)
+	}
+	if e.cluster != nil {
+		e.cluster.start()
 	}
 	e.reactions.Start()
 	e.retention.Start()
@@ -422,6 +455,9 @@ func (e *Engine) Close() error {
 			e.stopFeed()
 			<-e.feedDone
 		}
+		if e.cluster != nil {
+			e.cluster.close()
+		}
 		e.runtime.Stop()
 		e.segments.Close()
 	})
@@ -437,17 +473,83 @@ func (e *Engine) Close() error {
 // form.
 func (e *Engine) Sync(ctx context.Context, id Identity, msg *ssp2.Message) (*Reply, error) {
 	start := e.cfg.Now()
-	rep, err := e.sync(ctx, id, msg)
-	d := e.cfg.Now().Sub(start)
+	rep, forwarded, err := e.sync(ctx, id, msg)
+	if forwarded {
+		return rep, err // the owner counted and reported it
+	}
+	e.observeSync(id, rep, err, e.cfg.Now().Sub(start))
+	return rep, err
+}
+
+// SyncOwned serves a request another cluster member forwarded here (see
+// ClusterConfig): as Sync, but only while this member owns id's partition
+// (an error wrapping ErrNotOwner otherwise, also when the partition's
+// ownership moved during the request), and never forwarded again. In
+// single-process mode it is Sync.
+func (e *Engine) SyncOwned(ctx context.Context, id Identity, msg *ssp2.Message) (*Reply, error) {
+	if e.cluster == nil {
+		return e.Sync(ctx, id, msg)
+	}
+	start := e.cfg.Now()
+	req, err := e.validate(id, msg)
+	var rep *Reply
+	if err == nil {
+		err = e.cluster.owned(callSync, id.Partition, func() error {
+			var lerr error
+			rep, lerr = e.syncLocal(ctx, id, req)
+			return lerr
+		})
+	}
+	if errors.Is(err, ErrNotOwner) {
+		return nil, err // the forwarding member retries it elsewhere
+	}
+	e.observeSync(id, rep, err, e.cfg.Now().Sub(start))
+	return rep, err
+}
+
+// observeSync counts a served request and reports its events.
+func (e *Engine) observeSync(id Identity, rep *Reply, err error, d time.Duration) {
 	e.metrics.observe(rep, err, d)
 	if err == nil {
 		e.blobs.ObserveReply(rep)
 	}
 	e.emitSync(id, rep, err, d)
-	return rep, err
 }
 
-func (e *Engine) sync(ctx context.Context, id Identity, msg *ssp2.Message) (*Reply, error) {
+// sync validates the request and runs it where its partition is owned;
+// forwarded reports that another member answered it.
+func (e *Engine) sync(ctx context.Context, id Identity, msg *ssp2.Message) (rep *Reply, forwarded bool, err error) {
+	req, err := e.validate(id, msg)
+	if err != nil {
+		return nil, false, err
+	}
+	if e.cluster == nil {
+		rep, err = e.syncLocal(ctx, id, req)
+		return rep, false, err
+	}
+	var body []byte
+	forwarded, err = e.cluster.route(ctx, callSync, id.Partition, func() error {
+		var lerr error
+		rep, lerr = e.syncLocal(ctx, id, req)
+		return lerr
+	}, func(ctx context.Context, owner string) error {
+		if body == nil {
+			var eerr error
+			if body, eerr = ssp2.Encode(msg); eerr != nil {
+				return syncerr.Wrap(syncerr.InternalError, eerr, "the request could not be encoded for its partition's owner")
+			}
+		}
+		rc, ferr := e.cluster.cfg.Peers.Sync(ctx, owner, id, body)
+		if ferr == nil {
+			rep = forwardedReply(rc)
+		}
+		return ferr
+	})
+	return rep, forwarded, err
+}
+
+// validate checks the identity and decodes and checks the request.
+func (e *Engine) validate(id Identity, msg *ssp2.Message) (*ssp2.Request, error) {
 	if id.Partition == "" || id.ActorID == "" {
 		return nil, syncerr.New(syncerr.AuthRequired, "request has no authenticated actor or partition")
 	}
@@ -464,6 +566,12 @@ func (e *Engine) sync(ctx context.Context, id Identity, msg *ssp2.Message) (*Rep
 	if verr := partition.ValidateRequest(req, e.pcfg.Limits); verr != nil {
 		return nil, verr
 	}
+	return req, nil
+}
+
+// syncLocal resolves the caller's scopes and runs the request on its
+// partition's actor in this process.
+func (e *Engine) syncLocal(ctx context.Context, id Identity, req *ssp2.Request) (*Reply, error) {
 	var allowed partition.Allowed
 	resolved, outage := false, false
 	// With leases on every round resolves (each successful one slides the

@@ -77,11 +77,48 @@ func (e *Engine) Now() time.Time { return e.cfg.Now() }
 
 // ClientState returns the state a realtime socket of clientID in id's
 // partition starts from: the partition's registry entry and the client's
-// record (bindings, registered subscriptions, cursor).
+// record (bindings, registered subscriptions, cursor). In cluster mode it
+// is read on the partition's owner.
 func (e *Engine) ClientState(ctx context.Context, id Identity, clientID string) (ClientState, error) {
 	if verr := partition.ValidateIdentity(id.ActorID, id.Partition); verr != nil {
 		return ClientState{}, verr
 	}
+	if e.cluster == nil {
+		return e.clientStateLocal(ctx, id, clientID)
+	}
+	var st ClientState
+	_, err := e.cluster.route(ctx, callClientState, id.Partition, func() error {
+		var lerr error
+		st, lerr = e.clientStateLocal(ctx, id, clientID)
+		return lerr
+	}, func(ctx context.Context, owner string) error {
+		var rerr error
+		st, rerr = e.cluster.cfg.Peers.ClientState(ctx, owner, id, clientID)
+		return rerr
+	})
+	return st, err
+}
+
+// ClientStateOwned is ClientState for a call another member forwarded
+// here: run only while this member owns the partition (ErrNotOwner
+// otherwise).
+func (e *Engine) ClientStateOwned(ctx context.Context, id Identity, clientID string) (ClientState, error) {
+	if verr := partition.ValidateIdentity(id.ActorID, id.Partition); verr != nil {
+		return ClientState{}, verr
+	}
+	if e.cluster == nil {
+		return e.clientStateLocal(ctx, id, clientID)
+	}
+	var st ClientState
+	err := e.cluster.owned(callClientState, id.Partition, func() error {
+		var lerr error
+		st, lerr = e.clientStateLocal(ctx, id, clientID)
+		return lerr
+	})
+	return st, err
+}
+
+func (e *Engine) clientStateLocal(ctx context.Context, id Identity, clientID string) (ClientState, error) {
 	j := partition.NewClientJob(ctx, clientID)
 	e.runtime.Submit(id.Partition, j)
 	st, err := j.Wait(ctx)
@@ -99,16 +136,70 @@ func (e *Engine) Resolve(ctx context.Context, id Identity) (allowed Allowed, ok 
 }
 
 // BuildDeltas asks the partition's actor for realtime delta sections (see
-// partition.DeltaJob).
+// partition.DeltaJob); in cluster mode the owner's actor builds them.
 func (e *Engine) BuildDeltas(ctx context.Context, partitionName string, req DeltaRequest) (*DeltaResult, error) {
+	if e.cluster == nil {
+		return e.buildDeltasLocal(ctx, partitionName, req)
+	}
+	var res *DeltaResult
+	_, err := e.cluster.route(ctx, callDeltas, partitionName, func() error {
+		var lerr error
+		res, lerr = e.buildDeltasLocal(ctx, partitionName, req)
+		return lerr
+	}, func(ctx context.Context, owner string) error {
+		var rerr error
+		res, rerr = e.cluster.cfg.Peers.BuildDeltas(ctx, owner, partitionName, req)
+		return rerr
+	})
+	return res, err
+}
+
+// BuildDeltasOwned is BuildDeltas for a call another member forwarded
+// here (ErrNotOwner when this member does not own the partition).
+func (e *Engine) BuildDeltasOwned(ctx context.Context, partitionName string, req DeltaRequest) (*DeltaResult, error) {
+	if e.cluster == nil {
+		return e.buildDeltasLocal(ctx, partitionName, req)
+	}
+	var res *DeltaResult
+	err := e.cluster.owned(callDeltas, partitionName, func() error {
+		var lerr error
+		res, lerr = e.buildDeltasLocal(ctx, partitionName, req)
+		return lerr
+	})
+	return res, err
+}
+
+func (e *Engine) buildDeltasLocal(ctx context.Context, partitionName string, req DeltaRequest) (*DeltaResult, error) {
 	j := partition.NewDeltaJob(ctx, req)
 	e.runtime.Submit(partitionName, j)
 	return j.Wait(ctx)
 }
 
 // Ack records realtime acknowledgements in the partition's client records
-// (see partition.AckJob) and waits until the actor has taken them.
+// (see partition.AckJob) and waits until the actor (the owner's, in
+// cluster mode) has taken them.
 func (e *Engine) Ack(ctx context.Context, partitionName string, acks []Ack) error {
+	if e.cluster == nil {
+		return e.ackLocal(ctx, partitionName, acks)
+	}
+	_, err := e.cluster.route(ctx, callAck, partitionName, func() error {
+		return e.ackLocal(ctx, partitionName, acks)
+	}, func(ctx context.Context, owner string) error {
+		return e.cluster.cfg.Peers.Ack(ctx, owner, partitionName, acks)
+	})
+	return err
+}
+
+// AckOwned is Ack for a call another member forwarded here (ErrNotOwner
+// when this member does not own the partition).
+func (e *Engine) AckOwned(ctx context.Context, partitionName string, acks []Ack) error {
+	if e.cluster == nil {
+		return e.ackLocal(ctx, partitionName, acks)
+	}
+	return e.cluster.owned(callAck, partitionName, func() error { return e.ackLocal(ctx, partitionName, acks) })
+}
+
+func (e *Engine) ackLocal(ctx context.Context, partitionName string, acks []Ack) error {
 	j := partition.NewAckJob(ctx, acks)
 	e.runtime.Submit(partitionName, j)
 	return j.Wait(ctx)

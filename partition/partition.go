@@ -106,6 +106,16 @@ type Config struct {
 	// serving, see CheckMergers).
 	Mergers map[string]Merger
 
+	// Claim, when set (cluster mode), takes the partition's ownership
+	// generation for this member (storage.Ownership.ClaimPartition): a
+	// Partition claims once, before its first job, and runs every job,
+	// tick and stop with the generation in its context
+	// (storage.WithFence), so the store refuses its writes with
+	// storage.ErrOwnershipLost once another member has claimed the
+	// partition. Jobs that arrive while no claim has succeeded are failed
+	// as unavailable (retryable). nil: single-process mode, no fencing.
+	Claim func(ctx context.Context, partition string) (generation int64, err error)
+
 	// IdempotencyFault, when set, is a test-only fault injector (see
 	// lookupIdempotency): nil in production.
 	IdempotencyFault func() bool
@@ -149,6 +159,10 @@ const DefaultInlineSegmentMaxBytes = 256 << 10
 type Partition struct {
 	name string
 	cfg  *Config
+	// fence is the ownership generation claimed in cluster mode (0: none
+	// yet; see Config.Claim). A Partition whose writes were refused with
+	// storage.ErrOwnershipLost is evicted by the engine, never re-claimed.
+	fence int64
 
 	// token is the serve-gate token last read (and verified): the stored
 	// schema version and the partition's log epoch. A new epoch voids the
@@ -176,6 +190,7 @@ func (p *Partition) log() *zap.Logger { return p.cfg.Logger.With(zap.String("par
 // Start loads the partition from storage, registering it on first contact;
 // it runs when the actor starts and after every restart.
 func (p *Partition) Start(ctx context.Context) error {
+	ctx, _ = p.fenced(ctx) // a failed claim is retried by the first job
 	p.clients.reset(p.cfg.Now())
 	p.tail.reset()
 	p.token = GateToken{}
@@ -190,14 +205,48 @@ func (p *Partition) Start(ctx context.Context) error {
 // Tick writes back client records that have waited longer than the flush
 // interval, so a partition gone quiet does not hold them; the runtime
 // calls it periodically.
-func (p *Partition) Tick(ctx context.Context) { p.maybeFlushClients(ctx) }
+func (p *Partition) Tick(ctx context.Context) {
+	if ctx, err := p.fenced(ctx); err == nil {
+		p.maybeFlushClients(ctx)
+	}
+}
 
 // Stop writes back buffered client records; it runs when the actor stops.
-func (p *Partition) Stop(ctx context.Context) { p.flushClients(ctx) }
+func (p *Partition) Stop(ctx context.Context) {
+	if ctx, err := p.fenced(ctx); err == nil {
+		p.flushClients(ctx)
+	}
+}
+
+// fenced returns ctx carrying the partition's ownership generation in
+// cluster mode (claiming it first if this Partition has none yet), ctx
+// itself in single-process mode; the error is the claim's.
+func (p *Partition) fenced(ctx context.Context) (context.Context, error) {
+	if p.cfg.Claim == nil {
+		return ctx, nil
+	}
+	if p.fence == 0 {
+		gen, err := p.cfg.Claim(ctx, p.name)
+		if err != nil {
+			p.log().Warn("claiming the partition's ownership failed", zap.Error(err))
+			return ctx, err
+		}
+		p.fence = gen
+	}
+	return storage.WithFence(ctx, p.fence), nil
+}
 
 // Handle serves jobs: one job alone, or several pushes together in one
 // storage transaction (group commit). Every job is answered.
 func (p *Partition) Handle(ctx context.Context, jobs []Job) {
+	ctx, cerr := p.fenced(ctx)
+	if cerr != nil {
+		err := syncerr.Unavailable("ownership_claim_failed", cerr, "this member could not take ownership of the partition; retry")
+		for _, j := range jobs {
+			j.Fail(err)
+		}
+		return
+	}
 	if len(jobs) == 1 {
 		jobs[0].run(ctx, p)
 	} else {
@@ -302,6 +351,9 @@ func storageErr(err error) error {
 	}
 	if errors.Is(err, storage.ErrUnstorable) {
 		return syncerr.Wrap(syncerr.InvalidRequest, err, "the request holds a value synclane cannot store")
+	}
+	if errors.Is(err, storage.ErrOwnershipLost) {
+		return syncerr.Unavailable("partition_moved", err, "the partition moved to another cluster member; retry")
 	}
 	if errors.Is(err, storage.ErrWriterFenced) {
 		return syncerr.Wrap(syncerr.SchemaNotReady, err, "the database requires a newer schema version than this server runs; retry later").

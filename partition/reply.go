@@ -30,6 +30,9 @@ type Reply struct {
 	streams []*pageStream
 	// incremental lists the sections served from the log, for expireBelow.
 	incremental []incrementalSection
+	// forwarded is the body of a reply another cluster member built
+	// (NewForwardedReply); WriteTo copies it.
+	forwarded io.ReadCloser
 }
 
 // incrementalSection is the frames [start, end) of a subscription served
@@ -83,6 +86,9 @@ func (r *Reply) Header() *ssp2.RespHeader {
 // writer), so the client can take that page while the next is built. It
 // returns the bytes written and the first write error.
 func (r *Reply) WriteTo(w io.Writer) (int64, error) {
+	if r.forwarded != nil {
+		return r.writeForwarded(w)
+	}
 	cw := &countingWriter{w: w}
 	// The encoder buffers up to 32 KiB itself; encoders are pooled so a
 	// reply costs no buffer allocation.

@@ -43,6 +43,7 @@ type Backend struct {
 	Blobs     BlobIndex
 	Queries   Querier
 	Admin     AdminReader
+	Ownership Ownership
 
 	RowEncoder  RowEncoder
 	ImageCopier ImageCopier

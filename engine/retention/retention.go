@@ -65,8 +65,10 @@ type MaintenanceReport struct {
 	// lock: this pass did nothing.
 	Skipped bool
 	// Checked counts the partitions looked at; Pruned lists the runs that
-	// moved a horizon (with DryRun: that would).
-	Checked int
+	// moved a horizon (with DryRun: that would). NotOwned counts the
+	// partitions left to the cluster members that own them (cluster mode).
+	Checked  int
+	NotOwned int
 	Pruned  []PruneReport
 	// SegmentsExpired counts the segments whose TTL had passed and whose
 	// bytes the pass dropped (none with DryRun).
@@ -244,17 +246,21 @@ func (s *Service) MaintenancePass(ctx context.Context, dryRun bool) (Maintenance
 	if rt == nil {
 		return rep, ErrNoRetention
 	}
-	unlock, ok, err := rt.TryLockMaintenance(ctx)
-	if err != nil {
-		return rep, fmt.Errorf("engine: maintenance lock: %w", err)
+	owns := s.deps.Owns
+	var unlock func()
+	if owns == nil {
+		var ok bool
+		var err error
+		if unlock, ok, err = rt.TryLockMaintenance(ctx); err != nil {
+			return rep, fmt.Errorf("engine: maintenance lock: %w", err)
+		} else if !ok {
+			rep.Skipped = true
+			s.metrics.pass(true, s.deps.Now().UnixMilli())
+			s.deps.Logger.Debug("maintenance pass skipped: another process holds the maintenance lock")
+			return rep, nil
+		}
+		defer unlock()
 	}
-	if !ok {
-		rep.Skipped = true
-		s.metrics.pass(true, s.deps.Now().UnixMilli())
-		s.deps.Logger.Debug("maintenance pass skipped: another process holds the maintenance lock")
-		return rep, nil
-	}
-	defer unlock()
 	parts, err := rt.ListPartitions(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("engine: maintenance: list partitions: %w", err)
@@ -264,6 +270,10 @@ func (s *Service) MaintenancePass(ctx context.Context, dryRun bool) (Maintenance
 	for _, p := range parts {
 		if ctx.Err() != nil {
 			return rep, ctx.Err()
+		}
+		if owns != nil && !owns(p.Partition) {
+			rep.NotOwned++
+			continue
 		}
 		rep.Checked++
 		if p.MaxCommitSeq-policy.MinRetainedCommits <= p.HorizonSeq {
@@ -280,6 +290,19 @@ func (s *Service) MaintenancePass(ctx context.Context, dryRun bool) (Maintenance
 		if pr.Commits > 0 || (dryRun && pr.Plan.Prunable()) {
 			rep.Pruned = append(rep.Pruned, pr)
 		}
+	}
+	if owns != nil && !dryRun {
+		// The store-wide sweeps run on one member at a time.
+		unlock, ok, err := rt.TryLockMaintenance(ctx)
+		if err != nil || !ok {
+			if err != nil {
+				s.deps.Logger.Warn("maintenance: the sweep lock could not be taken", zap.Error(err))
+			}
+			rep.Took = time.Since(start)
+			s.metrics.pass(false, s.deps.Now().UnixMilli())
+			return rep, firstErr
+		}
+		defer unlock()
 	}
 	if !dryRun {
 		// Expired segments (the segment cache's own sweeper also runs

@@ -37,6 +37,13 @@ type Deps struct {
 	// Segments and Blobs are swept by every maintenance pass that is not
 	// a dry run (required).
 	Segments, Blobs Sweeper
+	// Owns, when set (cluster mode), says which partitions this member
+	// owns: a maintenance pass prunes only those, and does so without the
+	// store's maintenance lock (each member prunes its own partitions,
+	// through their actors, whose writes are fenced), which it still takes
+	// for the store-wide sweeps (segments, blobs). nil: every partition,
+	// all under the lock.
+	Owns func(partition string) bool
 	// Now is the engine's clock (the stats' LastPassMs; pruning reads its
 	// ages on the actor, from the same clock) and Logger the log (both
 	// required).

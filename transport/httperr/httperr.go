@@ -11,7 +11,9 @@ package httperr
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/synclane/synclane/protocol/syncerr"
 )
@@ -27,7 +29,9 @@ type Body struct {
 }
 
 // Write writes err as the protocol's JSON error body with the catalog
-// status of its code.
+// status of its code; an error wrapping syncerr.ErrUnavailable (a
+// partition moving between cluster members) is answered 503 with
+// Retry-After instead.
 func Write(w http.ResponseWriter, err error) { WriteStatus(w, 0, err) }
 
 // WriteStatus is Write with an explicit HTTP status (0 takes the
@@ -37,6 +41,11 @@ func WriteStatus(w http.ResponseWriter, status int, err error) {
 	spec := e.Spec()
 	if status == 0 {
 		status = spec.HTTPStatus
+		if errors.Is(e, syncerr.ErrUnavailable) {
+			// A partition moving between cluster members: wait and retry.
+			status = http.StatusServiceUnavailable
+			w.Header().Set("Retry-After", strconv.Itoa(syncerr.UnavailableRetryAfterSeconds))
+		}
 	}
 	b, _ := json.Marshal(Body{Code: string(e.Code), Category: spec.Category, Retryable: spec.Retryable,
 		RecommendedAction: spec.RecommendedAction, Message: e.Message, Details: e.Details})

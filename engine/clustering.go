@@ -1,0 +1,428 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/synclane/synclane/engine/cluster"
+	"github.com/synclane/synclane/partition"
+	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/storage"
+)
+
+// ClusterConfig turns on cluster mode (Config.Cluster): the members of a
+// cluster share one store with the Ownership role (PostgreSQL), and each
+// partition has one owner at a time, the member cluster.Owner picks over
+// the live members. A request for a partition this member does not own is
+// forwarded to its owner through Peers (the SSP2 bytes and the
+// authenticated identity); the owner runs it as a local request. Every
+// partition actor claims the partition's ownership generation when it
+// starts and every write it makes is fenced with it, so a deposed owner
+// (its member left, paused past its lease, or was cut off) can never
+// commit: its transaction fails, the request is retried on the new owner,
+// and idempotency keeps a retried push from applying twice.
+type ClusterConfig struct {
+	// Self is this member's ID (its advertise URL) as registered in
+	// Membership.
+	Self string
+	// Membership gives the live members (engine/cluster/etcdmembers).
+	Membership cluster.Membership
+	// Peers calls the other members (transport/peer.Client).
+	Peers Peers
+	// MoveTimeout bounds how long a request waits for its partition to
+	// have a reachable owner (its owner left and membership has not
+	// noticed yet, the owner refused it as no longer its own, this
+	// member's own lease is not known alive): past it the request is
+	// answered unavailable, HTTP 503 with Retry-After (a sync.internal_error,
+	// retryable, retryLater, details.reason "partition_moving"). Default 5s.
+	MoveTimeout time.Duration
+}
+
+// Peers is how a member reaches another (implemented by package
+// transport/peer). Each call goes to member to (its ID, the advertise URL)
+// and runs there as a local call of that member's engine (the *Owned
+// methods). An error wrapping ErrNotOwner means the callee does not own
+// the partition by its own view; one wrapping ErrPeerUnreachable means no
+// answer came (dial failure, connection lost or timeout before the reply
+// started): the engine retries both on the owner of its next view. Any
+// other error is the callee's answer, returned to the client as is.
+type Peers interface {
+	// Sync sends an encoded SSP2 request for id and returns the owner's
+	// SSP2 response as it streams (the caller closes it).
+	Sync(ctx context.Context, to string, id Identity, request []byte) (io.ReadCloser, error)
+	// ClientState, BuildDeltas and Ack are the realtime calls.
+	ClientState(ctx context.Context, to string, id Identity, clientID string) (ClientState, error)
+	BuildDeltas(ctx context.Context, to string, partition string, req DeltaRequest) (*DeltaResult, error)
+	Ack(ctx context.Context, to string, partition string, acks []Ack) error
+}
+
+// ErrNotOwner is what an *Owned call returns (wrapped) when this member
+// does not own the partition by its current view, or has just lost it:
+// the caller retries on the owner of its next view.
+var ErrNotOwner = errors.New("engine: this member does not own the partition")
+
+// ErrPeerUnreachable is what Peers wraps when a member gave no answer.
+var ErrPeerUnreachable = errors.New("engine: the owning member did not answer")
+
+// errMemberUnhealthy: this member's own registration is not known alive,
+// so it may own nothing.
+var errMemberUnhealthy = errors.New("engine: this member's cluster lease is not known alive")
+
+// errNoMembers: the view has no member to own the partition.
+var errNoMembers = errors.New("engine: the cluster view has no live member")
+
+// ClusterStats are a member's cluster counters (Engine.ClusterStats).
+type ClusterStats struct {
+	// Self is this member's ID; Members the current view's members.
+	Self    string
+	Members []cluster.Member
+	// Healthy is the view's Healthy; Leaving reports Handoff was called.
+	Healthy, Leaving bool
+	// Forwarded counts requests this member forwarded to an owner, by
+	// call (sync, clientState, deltas, ack); Served counts the calls it
+	// served for other members.
+	Forwarded map[string]uint64
+	Served    map[string]uint64
+	// Retries counts routing attempts repeated after a moved or
+	// unreachable owner; Unavailable the requests answered unavailable
+	// after MoveTimeout; OwnershipLost the local writes refused by the
+	// fence; Evictions the actors stopped because their partition moved.
+	Retries, Unavailable, OwnershipLost, Evictions uint64
+}
+
+// clusterState is the engine's cluster mode (nil in single-process
+// mode).
+type clusterState struct {
+	cfg     ClusterConfig
+	e       *Engine
+	leaving atomic.Bool
+
+	// members holds a context per member of the last view, cancelled when
+	// the member leaves it: forwarded calls to it end at once instead of
+	// waiting for a timeout (a paused or cut-off owner).
+	mu      sync.Mutex
+	members map[string]memberCtx
+
+	forwarded, served                              [numCalls]atomic.Uint64
+	retries, unavailable, ownershipLost, evictions atomic.Uint64
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+type memberCtx struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// The routed calls, indexing the counters.
+const (
+	callSync = iota
+	callClientState
+	callDeltas
+	callAck
+	numCalls
+)
+
+var callNames = [numCalls]string{"sync", "clientState", "deltas", "ack"}
+
+func newClusterState(e *Engine, cfg ClusterConfig) (*clusterState, error) {
+	if cfg.Self == "" || cfg.Membership == nil || cfg.Peers == nil {
+		return nil, errors.New("engine: Cluster needs Self, Membership and Peers")
+	}
+	if cfg.MoveTimeout <= 0 {
+		cfg.MoveTimeout = 5 * time.Second
+	}
+	c := &clusterState{cfg: cfg, e: e, members: map[string]memberCtx{}, stop: make(chan struct{}), done: make(chan struct{})}
+	c.refresh(cfg.Membership.View())
+	return c, nil
+}
+
+// start runs the view watcher until close.
+func (c *clusterState) start() { go c.watch() }
+
+func (c *clusterState) close() {
+	close(c.stop)
+	<-c.done
+	c.mu.Lock()
+	for _, m := range c.members {
+		m.cancel()
+	}
+	c.mu.Unlock()
+}
+
+// watch follows the membership: each new view cancels the calls to
+// members that left it and evicts the actors of partitions this member no
+// longer owns (their queued jobs are served first, with the fence still
+// theirs).
+func (c *clusterState) watch() {
+	defer close(c.done)
+	for {
+		ch := c.cfg.Membership.Changed()
+		c.refresh(c.cfg.Membership.View())
+		select {
+		case <-ch:
+		case <-c.stop:
+			return
+		}
+	}
+}
+
+func (c *clusterState) refresh(v cluster.View) {
+	c.mu.Lock()
+	for id, m := range c.members {
+		if !v.Has(id) {
+			m.cancel()
+			delete(c.members, id)
+		}
+	}
+	for _, m := range v.Members {
+		if _, ok := c.members[m.ID]; !ok {
+			ctx, cancel := context.WithCancel(context.Background())
+			c.members[m.ID] = memberCtx{ctx: ctx, cancel: cancel}
+		}
+	}
+	c.mu.Unlock()
+	if c.e.runtime == nil {
+		return
+	}
+	if n := c.e.runtime.EvictIf(func(p string) bool { return !c.ownsIn(v, p) }); n > 0 {
+		c.evictions.Add(uint64(n))
+		c.e.cfg.Logger.Info("cluster view changed: actors of partitions now owned elsewhere stopped",
+			zap.Int("evicted", n), zap.Int("members", len(v.Members)), zap.Int64("revision", v.Revision))
+	}
+}
+
+// memberContext returns the context of member id in the last view (nil
+// when it is not in it).
+func (c *clusterState) memberContext(id string) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m, ok := c.members[id]; ok {
+		return m.ctx
+	}
+	return nil
+}
+
+// owner returns the owner of partition in v: never this member once it is
+// leaving.
+func (c *clusterState) owner(v cluster.View, partition string) (string, bool) {
+	if c.leaving.Load() {
+		v.Members = without(v.Members, c.cfg.Self)
+	}
+	m, ok := cluster.Owner(v, partition)
+	return m.ID, ok
+}
+
+func without(ms []cluster.Member, id string) []cluster.Member {
+	out := make([]cluster.Member, 0, len(ms))
+	for _, m := range ms {
+		if m.ID != id {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// ownsIn reports whether this member owns partition in v.
+func (c *clusterState) ownsIn(v cluster.View, partition string) bool {
+	o, ok := c.owner(v, partition)
+	return ok && o == c.cfg.Self
+}
+
+// retryable reports whether a routing attempt's error is worth another
+// attempt on the owner of a later view.
+func retryable(err error) bool {
+	return errors.Is(err, ErrNotOwner) || errors.Is(err, ErrPeerUnreachable) || errors.Is(err, storage.ErrOwnershipLost) ||
+		errors.Is(err, errMemberUnhealthy) || errors.Is(err, errNoMembers) || errors.Is(err, errClaimFailed)
+}
+
+// errClaimFailed matches a job failed because its actor could not claim
+// the partition (partition.Config.Claim failed).
+var errClaimFailed = errors.New("engine: the ownership claim failed")
+
+// route runs a call for partition where it is owned: local when this
+// member owns it by the current view (and its lease is known alive),
+// remote on the owner otherwise. Retryable failures are retried, waiting
+// for the next view or a short backoff, until MoveTimeout; then the
+// request is answered unavailable. forwarded reports whether the last
+// attempt went to another member.
+func (c *clusterState) route(ctx context.Context, call int, partition string, local func() error, remote func(ctx context.Context, owner string) error) (forwarded bool, err error) {
+	deadline := time.Now().Add(c.cfg.MoveTimeout)
+	backoff := 10 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		changed := c.cfg.Membership.Changed()
+		v := c.cfg.Membership.View()
+		owner, ok := c.owner(v, partition)
+		switch {
+		case !ok:
+			forwarded, err = false, errNoMembers
+		case owner == c.cfg.Self && !v.Healthy:
+			forwarded, err = false, errMemberUnhealthy
+		case owner == c.cfg.Self:
+			forwarded, err = false, local()
+			if errors.Is(err, storage.ErrOwnershipLost) {
+				c.lost(partition)
+			}
+		default:
+			forwarded = true
+			c.forwarded[call].Add(1)
+			err = c.callMember(ctx, owner, remote)
+		}
+		if err == nil || !retryable(err) {
+			return forwarded, err
+		}
+		if ctx.Err() != nil {
+			return forwarded, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			c.unavailable.Add(1)
+			c.e.cfg.Logger.Warn("no reachable owner for the partition within the move timeout", zap.String("partition", partition),
+				zap.String("call", callNames[call]), zap.Int("attempts", attempt+1), zap.Error(err))
+			return forwarded, syncerr.Unavailable("partition_moving", err,
+				"partition %q has no reachable owner right now (it is moving between cluster members); retry", partition)
+		}
+		c.retries.Add(1)
+		t := time.NewTimer(min(backoff, left))
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		backoff = min(2*backoff, 250*time.Millisecond)
+	}
+}
+
+// callMember runs remote with a context that also ends when owner leaves
+// the view.
+func (c *clusterState) callMember(ctx context.Context, owner string, remote func(ctx context.Context, owner string) error) error {
+	mctx := c.memberContext(owner)
+	if mctx == nil {
+		return fmt.Errorf("%w: %s left the view", ErrPeerUnreachable, owner)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(mctx, cancel)
+	defer stop()
+	err := remote(cctx, owner)
+	if err != nil && mctx.Err() != nil && ctx.Err() == nil {
+		return fmt.Errorf("%w: %s left the view during the call: %w", ErrPeerUnreachable, owner, err)
+	}
+	return err
+}
+
+// lost handles a local write refused by the fence: the actor is stale
+// (another member claimed the partition), so it is evicted; the next
+// activation claims again.
+func (c *clusterState) lost(partition string) {
+	c.ownershipLost.Add(1)
+	if c.e.runtime.Evict(partition) {
+		c.evictions.Add(1)
+	}
+	c.e.cfg.Logger.Info("a write was refused: the partition's ownership moved to another member; its actor is stopped",
+		zap.String("partition", partition))
+}
+
+// owned runs a call another member forwarded here: only while this member
+// owns the partition by its current view and its lease is known alive
+// (ErrNotOwner otherwise, so the caller re-routes; a forwarded call is
+// never forwarded again).
+func (c *clusterState) owned(call int, partition string, local func() error) error {
+	v := c.cfg.Membership.View()
+	if !v.Healthy || !c.ownsIn(v, partition) {
+		return fmt.Errorf("%w: %q (member %s, view revision %d)", ErrNotOwner, partition, c.cfg.Self, v.Revision)
+	}
+	c.served[call].Add(1)
+	err := local()
+	if errors.Is(err, storage.ErrOwnershipLost) {
+		c.lost(partition)
+		return fmt.Errorf("%w: %q: %w", ErrNotOwner, partition, err)
+	}
+	return err
+}
+
+func (c *clusterState) stats() ClusterStats {
+	v := c.cfg.Membership.View()
+	st := ClusterStats{Self: c.cfg.Self, Members: v.Members, Healthy: v.Healthy, Leaving: c.leaving.Load(),
+		Forwarded: map[string]uint64{}, Served: map[string]uint64{},
+		Retries: c.retries.Load(), Unavailable: c.unavailable.Load(), OwnershipLost: c.ownershipLost.Load(), Evictions: c.evictions.Load()}
+	for i := range numCalls {
+		st.Forwarded[callNames[i]] = c.forwarded[i].Load()
+		st.Served[callNames[i]] = c.served[i].Load()
+	}
+	return st
+}
+
+// Clustered reports whether the engine runs in cluster mode.
+func (e *Engine) Clustered() bool { return e.cluster != nil }
+
+// ClusterStats returns the cluster counters; ok is false in
+// single-process mode.
+func (e *Engine) ClusterStats() (st ClusterStats, ok bool) {
+	if e.cluster == nil {
+		return ClusterStats{}, false
+	}
+	return e.cluster.stats(), true
+}
+
+// Owner returns the member that owns partition by this member's current
+// view (its ID, the advertise URL); ok is false in single-process mode or
+// when the view is empty.
+func (e *Engine) Owner(partition string) (owner string, ok bool) {
+	if e.cluster == nil {
+		return "", false
+	}
+	return e.cluster.owner(e.cluster.cfg.Membership.View(), partition)
+}
+
+// Owns reports whether this member serves partition itself: always in
+// single-process mode; in cluster mode when it owns it by its current
+// view. Feature services use it to work only on their own partitions
+// (the maintenance pass prunes only partitions its member owns).
+func (e *Engine) Owns(partition string) bool {
+	if e.cluster == nil {
+		return true
+	}
+	return e.cluster.ownsIn(e.cluster.cfg.Membership.View(), partition)
+}
+
+// Handoff prepares a graceful stop in cluster mode: this member stops
+// owning partitions (every request is routed to the other members from
+// now on) and its partition actors are stopped after the jobs already
+// routed to them, writing back their client records, before it returns
+// (or ctx ends). Call it after leaving the membership and before the
+// transports stop taking requests; requests keep being forwarded until
+// Close. It does nothing in single-process mode.
+func (e *Engine) Handoff(ctx context.Context) {
+	if e.cluster == nil {
+		return
+	}
+	e.cluster.leaving.Store(true)
+	n := e.runtime.EvictAll(ctx)
+	e.cluster.evictions.Add(uint64(n))
+	e.cfg.Logger.Info("cluster handoff: partitions left to the other members", zap.Int("actors_stopped", n))
+}
+
+// claimer returns partition.Config.Claim for cluster mode.
+func (e *Engine) claimer(own storage.Ownership, self string) func(ctx context.Context, p string) (int64, error) {
+	return func(ctx context.Context, p string) (int64, error) {
+		gen, err := own.ClaimPartition(ctx, p, self, e.cfg.Now().UnixMilli())
+		if err != nil {
+			return 0, errors.Join(errClaimFailed, err)
+		}
+		e.cfg.Logger.Debug("partition claimed", zap.String("partition", p), zap.Int64("generation", gen))
+		return gen, nil
+	}
+}
+
+// forwardedReply wraps a forwarded response body.
+func forwardedReply(body io.ReadCloser) *Reply { return partition.NewForwardedReply(body) }
