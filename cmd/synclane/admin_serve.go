@@ -64,7 +64,7 @@ func (c *adminConfig) engineConfig(cfg *engine.Config) {
 // startAdmin serves the admin API and console on their own listener when
 // --admin-listen is set; stop ends event streams and shuts it down.
 // firstLine is what serve adds to its first stdout line (`,"admin":URL`).
-func startAdmin(c adminConfig, eng *engine.Engine, hub *realtime.Hub, log *zap.Logger) (firstLine string, stop func(), err error) {
+func startAdmin(c adminConfig, eng *engine.Engine, hub *realtime.Hub, clusterAPI func(context.Context, string) (any, error), log *zap.Logger) (firstLine string, stop func(), err error) {
 	if c.listen == "" {
 		return "", func() {}, nil
 	}
@@ -76,7 +76,7 @@ func startAdmin(c adminConfig, eng *engine.Engine, hub *realtime.Hub, log *zap.L
 	svc.RegisterPartition(adminsvc.PartitionSection{Name: "realtime sockets", Stats: func(_ context.Context, p string) (any, error) {
 		return hub.Sessions(p), nil
 	}})
-	h, err := admin.New(svc, admin.Options{Token: c.token, Logger: log.Named("admin")})
+	h, err := admin.New(svc, admin.Options{Token: c.token, Logger: log.Named("admin"), Cluster: clusterAPI})
 	if err != nil {
 		return "", nil, err
 	}

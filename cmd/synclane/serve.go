@@ -34,6 +34,7 @@ import (
 	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/bodybudget"
 	"github.com/synclane/synclane/transport/httpsync"
+	"github.com/synclane/synclane/transport/peer"
 	"github.com/synclane/synclane/transport/realtime"
 	"github.com/synclane/synclane/transport/testcontrol"
 )
@@ -107,6 +108,8 @@ type serveConfig struct {
 
 	// Admin API and console (--admin-listen, --admin-token), event ring.
 	admin adminConfig
+	// Cluster mode (cluster.go).
+	cluster clusterConfig
 }
 
 // minJWTSecret is the shortest HS256 secret serve accepts (256 bits, the
@@ -143,6 +146,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "after the drain delay, how long in-flight requests get to finish before their connections are closed")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	adminListenFlags(fs, &c.admin)
+	clusterFlags(fs, &c.cluster)
 	retentionFlags(fs, &c.retention, true)
 	reactionFlags(fs, &c.reactions)
 	blobFlags(fs, &c.blobs)
@@ -210,6 +214,9 @@ func (c *serveConfig) validate(given map[string]bool) error {
 		return errors.New("--clock-ms needs --test-control")
 	}
 	if err := c.retention.validate(); err != nil {
+		return err
+	}
+	if err := c.cluster.validate(given, c.postgresURL); err != nil {
 		return err
 	}
 	if err := c.reactions.validate(c.testControl); err != nil {
@@ -506,7 +513,21 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	if cfg.Blobs, err = openBlobs(ctx, c, st, log); err != nil {
 		return fmt.Errorf("open blob store: %w", err)
 	}
-	if st.pg != nil {
+	// In cluster mode the listener is bound first: the member registers
+	// its address, and the engine needs the membership.
+	var ln net.Listener
+	var mem *member
+	if c.cluster.enabled() {
+		if ln, err = net.Listen("tcp", c.listen); err != nil {
+			return err
+		}
+		defer ln.Close()
+		if mem, err = joinCluster(ctx, c.cluster, "http://"+ln.Addr().String(), log); err != nil {
+			return err
+		}
+		defer mem.close()
+		cfg.Cluster = mem.engineConfig(c.cluster)
+	} else if st.pg != nil {
 		cfg.Feed = st.pg // other processes' commits (PostgreSQL LISTEN/NOTIFY)
 	}
 	switch {
@@ -571,8 +592,10 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	if c.testControl {
 		mux.Handle("/_test/", testcontrol.Handler(controls))
 	}
-	ln, err := net.Listen("tcp", c.listen)
-	if err != nil {
+	if mem != nil {
+		mux.Handle(peer.Prefix, peer.NewHandler(eng, peer.HandlerOptions{Secret: mem.secret, MaxBody: c.maxBody,
+			WriteTimeout: c.writeTimeout, Logger: log.Named("peer")}))
+	} else if ln, err = net.Listen("tcp", c.listen); err != nil {
 		return err
 	}
 	if c.debugListen != "" {
@@ -590,6 +613,13 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		ReadHeaderTimeout: min(10*time.Second, c.readTimeout), ReadTimeout: c.readTimeout,
 		WriteTimeout: c.writeTimeout, IdleTimeout: c.httpIdleTimeout,
 		ErrorLog: zap.NewStdLog(log.Named("http"))}
+	if mem != nil {
+		// Members call each other over HTTP/2 without TLS (h2c, prior
+		// knowledge) on this listener; clients keep HTTP/1.1 (or h2c).
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetHTTP1(true)
+		srv.Protocols.SetUnencryptedHTTP2(true)
+	}
 	mount := strings.TrimRight(c.mount, "/")
 	if c.publicURL == "" {
 		publicURL.Store("http://" + ln.Addr().String() + mount)
@@ -598,7 +628,11 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		zap.String("storage", backend), zap.Int32("schema_version", sch.Version), zap.Int("tables", len(sch.Tables)))
 	// The first stdout line is machine-readable: harnesses started with
 	// --listen 127.0.0.1:0 read the real port from it. Logs go to stderr.
-	adminURL, stopAdmin, err := startAdmin(c.admin, eng, hub, log)
+	var clusterAPI func(context.Context, string) (any, error)
+	if mem != nil {
+		clusterAPI = func(ctx context.Context, p string) (any, error) { return mem.clusterView(ctx, eng, p) }
+	}
+	adminURL, stopAdmin, err := startAdmin(c.admin, eng, hub, clusterAPI, log)
 	if err != nil {
 		return err
 	}
@@ -615,6 +649,16 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	// Drain: first unready (load balancers stop sending) while still
 	// serving, then stop accepting and let in-flight requests finish.
 	mux.Drain()
+	if mem != nil {
+		// Hand the partitions off before the listener closes: leave the
+		// membership (the others take this member's partitions at once),
+		// then stop the partition actors after their queued jobs. Requests
+		// still arriving here are forwarded to the new owners.
+		mem.leave(log)
+		hctx, hcancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
+		eng.Handoff(hctx)
+		hcancel()
+	}
 	log.Info("draining: /readyz answers 503, still serving until the drain delay ends", zap.Duration("drain_delay", c.drainDelay))
 	select {
 	case err := <-errc:

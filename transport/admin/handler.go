@@ -76,6 +76,11 @@ type Options struct {
 	ActionTimeout time.Duration
 	// Heartbeat is the event stream's keep-alive period (default 15s).
 	Heartbeat time.Duration
+	// Cluster, when set (cluster mode), answers GET /api/cluster: the
+	// members and their counters, and with ?partition=P the partition's
+	// owner (an "owner" field holding its advertise URL). Without it the
+	// route answers 404 (single-process mode).
+	Cluster func(ctx context.Context, partition string) (any, error)
 }
 
 // Handler serves the admin API and console. Create it with New; call
@@ -166,6 +171,11 @@ func (h *Handler) routes() {
 		return map[string]any{"items": evs, "stats": st}, nil
 	})
 	h.mux.Handle("GET /api/events/stream", h.auth(http.HandlerFunc(h.stream)))
+	if h.opts.Cluster != nil {
+		read("GET /api/cluster", func(ctx context.Context, r *http.Request) (any, error) {
+			return h.opts.Cluster(ctx, r.URL.Query().Get("partition"))
+		})
+	}
 	read("GET /api/reactions", func(ctx context.Context, r *http.Request) (any, error) {
 		q := r.URL.Query()
 		return h.svc.Reactions(ctx, q.Get("partition"), q.Get("state"), q.Get("after"), intArg(r, "limit"))

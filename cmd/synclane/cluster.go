@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/cluster"
+	"github.com/synclane/synclane/engine/cluster/etcdmembers"
+	"github.com/synclane/synclane/transport/peer"
+)
+
+// clusterConfig are the cluster flags (docs/cluster.md).
+type clusterConfig struct {
+	etcd, name, advertise, secretFile string
+	leaseTTL, moveTimeout, forwardTO  time.Duration
+}
+
+func clusterFlags(fs *flag.FlagSet, c *clusterConfig) {
+	fs.StringVar(&c.etcd, "cluster-etcd", "", "run as a member of a cluster: etcd client URLs, comma-separated (membership; needs --postgres, --cluster-secret)")
+	fs.StringVar(&c.name, "cluster-name", "synclane", "the cluster's name: members of one cluster share it (etcd keys /synclane/<name>/members/)")
+	fs.StringVar(&c.advertise, "cluster-advertise", "", "URL where the other members reach this one, e.g. http://10.0.0.5:8787 (default: http://<the bound --listen address>); it may be the ordinary listener: member calls use their own authenticated path /_cluster/")
+	fs.StringVar(&c.secretFile, "cluster-secret", "", "file whose bytes (any, the same on every member) authenticate member-to-member calls")
+	fs.DurationVar(&c.leaseTTL, "cluster-lease-ttl", 2*time.Second, "the membership lease: a member that stops renewing it (killed, paused, cut off) loses its partitions this long after its last renewal")
+	fs.DurationVar(&c.moveTimeout, "cluster-move-timeout", 5*time.Second, "how long a request waits for its partition to have a reachable owner before it is answered 503 (retryable)")
+	fs.DurationVar(&c.forwardTO, "cluster-forward-timeout", 35*time.Second, "how long a forwarded request waits for the owner's answer to start")
+}
+
+var clusterNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// enabled reports whether cluster mode is on.
+func (c *clusterConfig) enabled() bool { return c.etcd != "" }
+
+// validate checks the cluster flags (given: the flags set).
+func (c *clusterConfig) validate(given map[string]bool, postgresURL string) error {
+	if !c.enabled() {
+		for _, f := range []string{"cluster-name", "cluster-advertise", "cluster-secret", "cluster-lease-ttl", "cluster-move-timeout", "cluster-forward-timeout"} {
+			if given[f] {
+				return fmt.Errorf("--%s needs --cluster-etcd", f)
+			}
+		}
+		return nil
+	}
+	if postgresURL == "" {
+		return errors.New("--cluster-etcd needs --postgres: the members share one PostgreSQL database, where every write is fenced (embedded SQLite is one process's)")
+	}
+	if c.secretFile == "" {
+		return errors.New("--cluster-etcd needs --cluster-secret FILE: member-to-member calls must be authenticated")
+	}
+	if !clusterNameRE.MatchString(c.name) {
+		return fmt.Errorf("--cluster-name %q: want 1 to 64 of A-Z a-z 0-9 . _ -", c.name)
+	}
+	for _, e := range c.endpoints() {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--cluster-etcd: %q is not an http(s) URL", e)
+		}
+	}
+	if c.advertise != "" {
+		if u, err := url.Parse(c.advertise); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return fmt.Errorf("--cluster-advertise %q: want http(s)://host:port", c.advertise)
+		}
+	}
+	if c.leaseTTL < time.Second {
+		return errors.New("--cluster-lease-ttl must be at least 1s (etcd leases count whole seconds)")
+	}
+	if c.moveTimeout <= 0 || c.forwardTO <= 0 {
+		return errors.New("--cluster-move-timeout and --cluster-forward-timeout must be positive")
+	}
+	return nil
+}
+
+func (c *clusterConfig) endpoints() []string {
+	var out []string
+	for _, e := range strings.Split(c.etcd, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// member is this process's cluster membership: its etcd registration and
+// the peer client, ready for engine.Config.Cluster.
+type member struct {
+	self    string
+	members *etcdmembers.Membership
+	peers   *peer.Client
+	secret  peer.Secret
+
+	leaveOnce sync.Once
+}
+
+// joinCluster reads the secret and registers this member (advertise:
+// --cluster-advertise, else the bound listener's URL). etcd unreachable
+// within its dial timeout: an error (serve refuses to start).
+func joinCluster(ctx context.Context, c clusterConfig, bound string, log *zap.Logger) (*member, error) {
+	key, err := os.ReadFile(c.secretFile)
+	if err != nil {
+		return nil, fmt.Errorf("--cluster-secret: %w", err)
+	}
+	secret, err := peer.NewSecret(key)
+	if err != nil {
+		return nil, fmt.Errorf("--cluster-secret %s: %w", c.secretFile, err)
+	}
+	self := strings.TrimRight(c.advertise, "/")
+	if self == "" {
+		self = bound
+	}
+	inc, err := randomHex(8)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := etcdmembers.Join(ctx, etcdmembers.Config{Endpoints: c.endpoints(), ClusterName: c.name,
+		Self:     cluster.Member{ID: self, Incarnation: inc, StartedAtMs: time.Now().UnixMilli()},
+		LeaseTTL: c.leaseTTL, Logger: log.Named("cluster")})
+	if err != nil {
+		return nil, fmt.Errorf("join cluster %q through etcd %s: %w", c.name, c.etcd, err)
+	}
+	m := &member{self: self, members: ms, secret: secret,
+		peers: peer.NewClient(peer.ClientOptions{Self: self, Secret: secret, Timeout: c.forwardTO, Logger: log.Named("peer")})}
+	log.Info("joined the cluster", zap.String("cluster", c.name), zap.String("member", self), zap.Int("members", len(ms.View().Members)))
+	return m, nil
+}
+
+// engineConfig is engine.Config.Cluster for this member.
+func (m *member) engineConfig(c clusterConfig) *engine.ClusterConfig {
+	return &engine.ClusterConfig{Self: m.self, Membership: m.members, Peers: m.peers, MoveTimeout: c.moveTimeout}
+}
+
+// leave revokes the membership lease (the others move this member's
+// partitions at once); later calls do nothing.
+func (m *member) leave(log *zap.Logger) {
+	m.leaveOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := m.members.Leave(ctx); err != nil {
+			log.Warn("leaving the cluster failed; the others notice when the lease expires", zap.Error(err))
+		}
+	})
+}
+
+// close ends the membership (without leaving, when leave did not run: the
+// lease then expires) and the peer client.
+func (m *member) close() {
+	_ = m.members.Close()
+	m.peers.Close()
+}
+
+// clusterView is GET /api/cluster: the members as this one sees them,
+// each member's counters (asked over the member route, concurrently, 2 s
+// each), and with ?partition= the partition's owner.
+func (m *member) clusterView(ctx context.Context, eng *engine.Engine, partition string) (any, error) {
+	own, _ := eng.ClusterStats()
+	type memberRow struct {
+		cluster.Member
+		Self      bool                `json:"self"`
+		Reachable bool                `json:"reachable"`
+		Error     string              `json:"error,omitempty"`
+		Stats     *engine.ClusterStats `json:"stats,omitempty"`
+	}
+	rows := make([]memberRow, len(own.Members))
+	var wg sync.WaitGroup
+	for i, mb := range own.Members {
+		rows[i] = memberRow{Member: mb, Self: mb.ID == m.self}
+		if rows[i].Self {
+			st := own
+			rows[i].Reachable, rows[i].Stats = true, &st
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			st, err := m.peers.Member(cctx, mb.ID)
+			if err != nil {
+				rows[i].Error = err.Error()
+				return
+			}
+			rows[i].Reachable, rows[i].Stats = true, &st
+		}()
+	}
+	wg.Wait()
+	out := map[string]any{"self": m.self, "healthy": own.Healthy, "leaving": own.Leaving, "members": rows,
+		"forwarded": own.Forwarded, "served": own.Served}
+	if partition != "" {
+		owner, _ := eng.Owner(partition)
+		out["partition"], out["owner"] = partition, owner
+	}
+	return out, nil
+}
+
+// randomHex returns n random bytes as hex.
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}

@@ -1,0 +1,339 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/cluster"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/storage/memory"
+	"github.com/synclane/synclane/storage/postgres"
+	"github.com/synclane/synclane/storage/postgres/pgtest"
+)
+
+// fakeMembership is a membership whose view a test sets.
+type fakeMembership struct {
+	mu      sync.Mutex
+	view    cluster.View
+	changed chan struct{}
+}
+
+func newFakeMembership(ids ...string) *fakeMembership {
+	m := &fakeMembership{changed: make(chan struct{})}
+	m.set(ids...)
+	return m
+}
+
+func (m *fakeMembership) set(ids ...string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v := cluster.View{Healthy: true, Revision: m.view.Revision + 1}
+	for _, id := range ids {
+		v.Members = append(v.Members, cluster.Member{ID: id})
+	}
+	m.view = v
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+func (m *fakeMembership) View() cluster.View {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.view
+}
+
+func (m *fakeMembership) Changed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
+}
+
+// loopPeers reaches the other engines of the test in-process, through
+// their *Owned calls, as transport/peer does over HTTP/2.
+type loopPeers struct {
+	mu      sync.Mutex
+	engines map[string]*engine.Engine
+	down    map[string]bool
+}
+
+func (p *loopPeers) target(to string) (*engine.Engine, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down[to] || p.engines[to] == nil {
+		return nil, fmt.Errorf("%w: %s is down", engine.ErrPeerUnreachable, to)
+	}
+	return p.engines[to], nil
+}
+
+func (p *loopPeers) Sync(ctx context.Context, to string, id engine.Identity, request []byte) (io.ReadCloser, error) {
+	e, err := p.target(to)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := ssp2.DecodeRequest(request)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := e.SyncOwned(ctx, id, msg)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if _, err := rep.WriteTo(&buf); err != nil {
+		return nil, err
+	}
+	return io.NopCloser(&buf), nil
+}
+
+func (p *loopPeers) ClientState(ctx context.Context, to string, id engine.Identity, clientID string) (engine.ClientState, error) {
+	e, err := p.target(to)
+	if err != nil {
+		return engine.ClientState{}, err
+	}
+	return e.ClientStateOwned(ctx, id, clientID)
+}
+
+func (p *loopPeers) BuildDeltas(ctx context.Context, to, partition string, req engine.DeltaRequest) (*engine.DeltaResult, error) {
+	e, err := p.target(to)
+	if err != nil {
+		return nil, err
+	}
+	return e.BuildDeltasOwned(ctx, partition, req)
+}
+
+func (p *loopPeers) Ack(ctx context.Context, to, partition string, acks []engine.Ack) error {
+	e, err := p.target(to)
+	if err != nil {
+		return err
+	}
+	return e.AckOwned(ctx, partition, acks)
+}
+
+// clusterOf starts one engine per member id on one PostgreSQL schema, each
+// with its own membership view (all equal to start with).
+type testCluster struct {
+	peers    *loopPeers
+	views    map[string]*fakeMembership
+	fixtures map[string]*fixture
+	stores   map[string]*postgres.Store
+}
+
+func newTestCluster(t *testing.T, moveTimeout time.Duration, ids ...string) *testCluster {
+	schemaName := pgtest.NewSchema(t)
+	tc := &testCluster{peers: &loopPeers{engines: map[string]*engine.Engine{}, down: map[string]bool{}},
+		views: map[string]*fakeMembership{}, fixtures: map[string]*fixture{}, stores: map[string]*postgres.Store{}}
+	for _, id := range ids {
+		st := pgtest.OpenSchema(t, schemaName, postgres.Options{MaxConns: 8})
+		view := newFakeMembership(ids...)
+		f := newFixture(t, st, func(c *engine.Config) {
+			c.Cluster = &engine.ClusterConfig{Self: id, Membership: view, Peers: tc.peers, MoveTimeout: moveTimeout}
+		})
+		tc.peers.mu.Lock()
+		tc.peers.engines[id] = f.eng
+		tc.peers.mu.Unlock()
+		tc.views[id], tc.fixtures[id], tc.stores[id] = view, f, st
+	}
+	return tc
+}
+
+// setView gives every member the same view.
+func (tc *testCluster) setView(ids ...string) {
+	for _, v := range tc.views {
+		v.set(ids...)
+	}
+}
+
+// frames decodes a reply, forwarded or not, into its frames.
+func frames(t *testing.T, rep *engine.Reply) []ssp2.Frame {
+	t.Helper()
+	if !rep.Forwarded() {
+		return rep.Frames
+	}
+	var buf bytes.Buffer
+	if _, err := rep.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ssp2.DecodeResponse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Frames
+}
+
+func pushResults(t *testing.T, rep *engine.Reply) []*ssp2.PushResult {
+	var out []*ssp2.PushResult
+	for _, f := range frames(t, rep) {
+		if pr, ok := f.(*ssp2.PushResult); ok {
+			out = append(out, pr)
+		}
+	}
+	return out
+}
+
+// ownedBy returns a partition name cluster.Owner places on owner in a
+// view of ids.
+func ownedBy(owner string, ids ...string) string {
+	v := cluster.View{}
+	for _, id := range ids {
+		v.Members = append(v.Members, cluster.Member{ID: id})
+	}
+	for i := 0; ; i++ {
+		p := fmt.Sprintf("part-%d", i)
+		if m, _ := cluster.Owner(v, p); m.ID == owner {
+			return p
+		}
+	}
+}
+
+// A push through member a for a partition b owns is applied once, on b;
+// c pulls it; the counters say a forwarded, b served.
+func TestClusterForwardsToTheOwner(t *testing.T) {
+	ids := []string{"http://a", "http://b", "http://c"}
+	tc := newTestCluster(t, 2*time.Second, ids...)
+	part := ownedBy("http://b", ids...)
+	fa, fc := tc.fixtures["http://a"], tc.fixtures["http://c"]
+	id := engine.Identity{ActorID: "u1", Partition: part}
+	fa.allow("u1", map[string][]string{"project_id": {"*"}})
+	fc.allow("u1", map[string][]string{"project_id": {"*"}})
+	tc.fixtures["http://b"].allow("u1", map[string][]string{"project_id": {"*"}})
+	c := &client{f: fa, id: id, cid: "c1", wire: 2, sv: 1}
+	rep, err := fa.eng.Sync(context.Background(), id, mustMsg(t, c, &ssp2.PushCommit{ClientCommitID: "k1",
+		Operations: []ssp2.Operation{upsert("tasks", "t1", fa.row("t1", "P", "hello"), nil)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Forwarded() {
+		t.Fatal("a push for b's partition through a was not forwarded")
+	}
+	prs := pushResults(t, rep)
+	if len(prs) != 1 || prs[0].Status != ssp2.CommitApplied {
+		t.Fatalf("push results %+v", prs)
+	}
+	// The same commit again through c: cached, not applied twice.
+	rep, err = fc.eng.Sync(context.Background(), id, mustMsg(t, &client{f: fc, id: id, cid: "c1"}, &ssp2.PushCommit{ClientCommitID: "k1",
+		Operations: []ssp2.Operation{upsert("tasks", "t1", fc.row("t1", "P", "hello"), nil)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prs := pushResults(t, rep); len(prs) != 1 || prs[0].Status != ssp2.CommitCached {
+		t.Fatalf("replayed push through c: %+v", prs)
+	}
+	info, err := tc.stores["http://c"].ReadPartition(context.Background(), part)
+	if err != nil || info.MaxCommitSeq != 1 {
+		t.Fatalf("partition after one commit pushed twice: %+v, %v", info, err)
+	}
+	owner, gen, err := tc.stores["http://a"].PartitionOwner(context.Background(), part)
+	if err != nil || owner != "http://b" || gen < 1 {
+		t.Fatalf("recorded owner %q generation %d (%v), want http://b", owner, gen, err)
+	}
+	sa, _ := fa.eng.ClusterStats()
+	sb, _ := tc.fixtures["http://b"].eng.ClusterStats()
+	if sa.Forwarded["sync"] != 1 || sb.Served["sync"] != 2 {
+		t.Fatalf("counters: a forwarded %d, b served %d; want 1 and 2", sa.Forwarded["sync"], sb.Served["sync"])
+	}
+}
+
+// A member that no longer owns a partition cannot commit to it: after the
+// view moves the partition from b to a and a claims it, b's actor (its
+// own view stale) is refused by the fence and nothing it pushes lands.
+func TestClusterStaleOwnerCannotCommit(t *testing.T) {
+	ids := []string{"http://a", "http://b"}
+	tc := newTestCluster(t, 300*time.Millisecond, ids...)
+	part := ownedBy("http://b", ids...)
+	fa, fb := tc.fixtures["http://a"], tc.fixtures["http://b"]
+	for _, f := range []*fixture{fa, fb} {
+		f.allow("u1", map[string][]string{"project_id": {"*"}})
+	}
+	id := engine.Identity{ActorID: "u1", Partition: part}
+	push := func(f *fixture, ccid string) (*engine.Reply, error) {
+		return f.eng.Sync(context.Background(), id, mustMsg(t, &client{f: f, id: id, cid: "c1"}, &ssp2.PushCommit{ClientCommitID: ccid,
+			Operations: []ssp2.Operation{upsert("tasks", ccid, f.row(ccid, "P", "x"), nil)}}))
+	}
+	if _, err := push(fb, "k1"); err != nil { // b activates its actor and claims
+		t.Fatal(err)
+	}
+	// Only a sees b gone (b is paused, say): a owns the partition now.
+	tc.views["http://a"].set("http://a")
+	if rep, err := push(fa, "k2"); err != nil || rep.Forwarded() {
+		t.Fatalf("push on the new owner: forwarded %v, %v", rep != nil && rep.Forwarded(), err)
+	}
+	// b still believes it owns the partition; its actor's fence is old.
+	tc.peers.mu.Lock()
+	tc.peers.down["http://a"] = true // and it cannot reach a
+	tc.peers.mu.Unlock()
+	_, err := push(fb, "k3")
+	if err == nil {
+		t.Fatal("the deposed owner committed")
+	}
+	if !errors.Is(err, syncerr.ErrUnavailable) {
+		t.Fatalf("deposed owner's push: %v, want unavailable (retryable)", err)
+	}
+	info, err := tc.stores["http://a"].ReadPartition(context.Background(), part)
+	if err != nil || info.MaxCommitSeq != 2 {
+		t.Fatalf("max commit seq %d (%v), want 2: k3 must not have landed", info.MaxCommitSeq, err)
+	}
+	st, _ := fb.eng.ClusterStats()
+	if st.OwnershipLost == 0 {
+		t.Fatalf("b's stats: %+v; want an ownership loss counted", st)
+	}
+	// Once b sees the same view, its push is forwarded to a and lands
+	// (with idempotency: k3 exactly once).
+	tc.peers.mu.Lock()
+	tc.peers.down["http://a"] = false
+	tc.peers.mu.Unlock()
+	tc.views["http://b"].set("http://a")
+	rep, err := push(fb, "k3")
+	if err != nil || !rep.Forwarded() {
+		t.Fatalf("after the view converged: %v", err)
+	}
+	if prs := pushResults(t, rep); len(prs) != 1 || prs[0].Status != ssp2.CommitApplied {
+		t.Fatalf("k3 after the move: %+v", prs)
+	}
+	if _, gen, _ := tc.stores["http://a"].PartitionOwner(context.Background(), part); gen < 2 {
+		t.Fatalf("generation %d after a second owner, want >= 2", gen)
+	}
+}
+
+// A request whose owner stays unreachable is answered unavailable (503,
+// retryable) after the move timeout, not held.
+func TestClusterUnreachableOwnerAnswersUnavailable(t *testing.T) {
+	ids := []string{"http://a", "http://b"}
+	tc := newTestCluster(t, 200*time.Millisecond, ids...)
+	part := ownedBy("http://b", ids...)
+	fa := tc.fixtures["http://a"]
+	fa.allow("u1", map[string][]string{"project_id": {"*"}})
+	tc.peers.mu.Lock()
+	tc.peers.down["http://b"] = true
+	tc.peers.mu.Unlock()
+	id := engine.Identity{ActorID: "u1", Partition: part}
+	_, err := fa.eng.Sync(context.Background(), id, mustMsg(t, &client{f: fa, id: id, cid: "c1"}, &ssp2.PullHeader{Accept: 1}))
+	if !errors.Is(err, syncerr.ErrUnavailable) || syncerr.CodeOf(err) != syncerr.InternalError {
+		t.Fatalf("err = %v, want unavailable", err)
+	}
+	st, _ := fa.eng.ClusterStats()
+	if st.Unavailable != 1 || st.Retries == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Cluster mode refuses a backend without the Ownership role.
+func TestClusterNeedsOwnership(t *testing.T) {
+	sch, err := schema.Parse([]byte(testSchemaJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = engine.New(context.Background(), engine.Config{Schema: sch, Backend: memory.New().Backend(), Resolver: engine.AllowAll(sch),
+		Cluster: &engine.ClusterConfig{Self: "http://a", Membership: newFakeMembership("http://a"), Peers: &loopPeers{}}})
+	if err == nil {
+		t.Fatal("cluster mode started on a backend without Ownership")
+	}
+}

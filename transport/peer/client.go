@@ -1,0 +1,179 @@
+package peer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/synclane/synclane/engine"
+)
+
+// ClientOptions configure a Client.
+type ClientOptions struct {
+	// Self is the calling member's ID (advertise URL); Secret signs its
+	// calls (both required).
+	Self   string
+	Secret Secret
+	// Timeout bounds each call until the callee's answer starts (its
+	// response headers; a forwarded push's answer starts once it is
+	// committed): default 35 s, past the engine's 30 s storage turn. A
+	// streamed answer then flows for as long as it needs; its bytes are
+	// bounded by HTTP/2 flow control (MaxReceiveBufferPerStream) plus one
+	// 32 KiB copy chunk per forwarded reply.
+	Timeout time.Duration
+	// MaxReceiveBufferPerStream caps the bytes of one answer buffered from
+	// the callee before the caller reads them (default 256 KiB).
+	MaxReceiveBufferPerStream int
+	// Logger receives the client's logs (default: no-op).
+	Logger *zap.Logger
+}
+
+// Client calls the other members (it implements engine.Peers) over HTTP/2:
+// h2c (prior knowledge) for http:// advertise URLs, TLS with ALPN for
+// https:// ones. One connection per member carries every concurrent call.
+type Client struct {
+	opts ClientOptions
+	hc   *http.Client
+}
+
+var _ engine.Peers = (*Client)(nil)
+
+// NewClient returns a client for the member opts.Self.
+func NewClient(opts ClientOptions) *Client {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 35 * time.Second
+	}
+	if opts.MaxReceiveBufferPerStream <= 0 {
+		opts.MaxReceiveBufferPerStream = 256 << 10
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	protos := new(http.Protocols)
+	protos.SetHTTP2(true)
+	protos.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{
+		Protocols:             protos,
+		ResponseHeaderTimeout: opts.Timeout,
+		IdleConnTimeout:       90 * time.Second,
+		HTTP2: &http.HTTP2Config{
+			MaxReceiveBufferPerStream:     opts.MaxReceiveBufferPerStream,
+			MaxReceiveBufferPerConnection: 16 << 20,
+			PingTimeout:                   5 * time.Second,
+			SendPingTimeout:               10 * time.Second,
+		},
+	}
+	return &Client{opts: opts, hc: &http.Client{Transport: tr}}
+}
+
+// HTTPClient returns the client's HTTP client (for other member routes,
+// such as the realtime follow link; requests must be signed with Sign).
+func (c *Client) HTTPClient() *http.Client { return c.hc }
+
+// Sign signs r as a call of this member.
+func (c *Client) Sign(r *http.Request) { c.opts.Secret.Sign(r, c.opts.Self, time.Now()) }
+
+// Close closes idle connections.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
+
+// call sends a signed POST to member to and returns the response when it
+// is a 200; errors follow engine.Peers' contract.
+func (c *Client) call(ctx context.Context, to, path string, body []byte, hdr map[string]string) (*http.Response, error) {
+	url := strings.TrimRight(to, "/") + path
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("peer: %s: %w", url, err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	c.Sign(req)
+	res, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", engine.ErrPeerUnreachable, url, err)
+	}
+	if res.StatusCode == http.StatusOK {
+		return res, nil
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	switch res.StatusCode {
+	case http.StatusMisdirectedRequest:
+		return nil, fmt.Errorf("%w: %s answered it is not the owner", engine.ErrNotOwner, to)
+	case http.StatusUnauthorized:
+		c.opts.Logger.Error("a member refused this member's call: the cluster secrets differ", zap.String("peer", to))
+	}
+	var eb errorBody
+	if json.Unmarshal(b, &eb) != nil || eb.Code == "" {
+		return nil, fmt.Errorf("%w: %s answered HTTP %d: %.200s", engine.ErrPeerUnreachable, to, res.StatusCode, b)
+	}
+	return nil, eb.toError(res.StatusCode)
+}
+
+// Sync implements engine.Peers.
+func (c *Client) Sync(ctx context.Context, to string, id engine.Identity, request []byte) (io.ReadCloser, error) {
+	ih, err := encodeIdentity(id)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.call(ctx, to, pathSync, request, map[string]string{IdentityHeader: ih, "Content-Type": "application/vnd.syncular.sync.v2"})
+	if err != nil {
+		return nil, err
+	}
+	return res.Body, nil
+}
+
+// callJSON posts in as JSON and decodes the answer into out.
+func (c *Client) callJSON(ctx context.Context, to, path string, in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	res, err := c.call(ctx, to, path, b, map[string]string{"Content-Type": "application/json"})
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if err := json.NewDecoder(res.Body).Decode(out); err != nil {
+		return fmt.Errorf("%w: %s: unreadable answer: %w", engine.ErrPeerUnreachable, to, err)
+	}
+	return nil
+}
+
+// ClientState implements engine.Peers.
+func (c *Client) ClientState(ctx context.Context, to string, id engine.Identity, clientID string) (engine.ClientState, error) {
+	var st engine.ClientState
+	err := c.callJSON(ctx, to, pathClientState, clientStateCall{
+		Identity: wireIdentity{ActorID: id.ActorID, Partition: id.Partition, Grants: id.Grants}, ClientID: clientID}, &st)
+	return st, err
+}
+
+// BuildDeltas implements engine.Peers.
+func (c *Client) BuildDeltas(ctx context.Context, to string, partition string, req engine.DeltaRequest) (*engine.DeltaResult, error) {
+	var a deltasAnswer
+	if err := c.callJSON(ctx, to, pathDeltas, deltasCall{Partition: partition, Request: req}, &a); err != nil {
+		return nil, err
+	}
+	return decodeDeltas(&a)
+}
+
+// Ack implements engine.Peers.
+func (c *Client) Ack(ctx context.Context, to string, partition string, acks []engine.Ack) error {
+	var out struct{}
+	return c.callJSON(ctx, to, pathAck, ackCall{Partition: partition, Acks: acks}, &out)
+}
+
+// Member returns the cluster counters of member to (its /_cluster/v1/member).
+func (c *Client) Member(ctx context.Context, to string) (engine.ClusterStats, error) {
+	var st engine.ClusterStats
+	err := c.callJSON(ctx, to, pathMember, struct{}{}, &st)
+	return st, err
+}
+
