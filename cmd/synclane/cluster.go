@@ -165,9 +165,9 @@ func (m *member) clusterView(ctx context.Context, eng *engine.Engine, partition 
 	own, _ := eng.ClusterStats()
 	type memberRow struct {
 		cluster.Member
-		Self      bool                `json:"self"`
-		Reachable bool                `json:"reachable"`
-		Error     string              `json:"error,omitempty"`
+		Self      bool                 `json:"self"`
+		Reachable bool                 `json:"reachable"`
+		Error     string               `json:"error,omitempty"`
 		Stats     *engine.ClusterStats `json:"stats,omitempty"`
 	}
 	rows := make([]memberRow, len(own.Members))

@@ -69,7 +69,7 @@ type MaintenanceReport struct {
 	// partitions left to the cluster members that own them (cluster mode).
 	Checked  int
 	NotOwned int
-	Pruned  []PruneReport
+	Pruned   []PruneReport
 	// SegmentsExpired counts the segments whose TTL had passed and whose
 	// bytes the pass dropped (none with DryRun).
 	SegmentsExpired int

@@ -176,4 +176,3 @@ func (c *Client) Member(ctx context.Context, to string) (engine.ClusterStats, er
 	err := c.callJSON(ctx, to, pathMember, struct{}{}, &st)
 	return st, err
 }
-
