@@ -426,3 +426,23 @@ func (e *Engine) claimer(own storage.Ownership, self string) func(ctx context.Co
 
 // forwardedReply wraps a forwarded response body.
 func forwardedReply(body io.ReadCloser) *Reply { return partition.NewForwardedReply(body) }
+
+// ownedSubmitter submits the feature services' jobs (commands, prune and
+// restore batches, backfill batches) in cluster mode: to the local actor
+// when this member owns the partition, else the job fails as unavailable
+// (503, retryable; details.reason "not_owner"), so a service never
+// activates — and claims — a partition another member owns. (The
+// maintenance pass asks Owns first; an admin action names the owner in
+// its error.)
+type ownedSubmitter struct{ e *Engine }
+
+// Submit implements the services' Actors.
+func (s ownedSubmitter) Submit(p string, job partition.Job) {
+	if s.e.Owns(p) {
+		s.e.runtime.Submit(p, job)
+		return
+	}
+	owner, _ := s.e.Owner(p)
+	job.Fail(syncerr.Unavailable("not_owner", ErrNotOwner,
+		"partition %q is owned by cluster member %s: run this there (its admin API), or retry", p, owner))
+}

@@ -117,7 +117,11 @@ func (e *Engine) RotateEpoch(ctx context.Context, part string) (string, error) {
 		return "", verr
 	}
 	j := partition.NewRotateJob(ctx)
-	e.runtime.Submit(part, j)
+	if e.cluster != nil {
+		ownedSubmitter{e}.Submit(part, j) // only the owner rotates
+	} else {
+		e.runtime.Submit(part, j)
+	}
 	ep, err := j.Wait(ctx)
 	if err != nil {
 		return "", fmt.Errorf("engine: rotate epoch of %q: %w", part, err)

@@ -374,16 +374,22 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		TickInterval: cfg.ClientFlushInterval,
 		OnLifecycle:  e.lifecycleHook(),
 	})
+	var services interface {
+		Submit(string, partition.Job)
+	} = e.runtime
+	if e.cluster != nil {
+		services = ownedSubmitter{e}
+	}
 	e.operations = operations.NewService(cfg.Backend.Clients, cfg.Backend.Queries, cfg.Operations,
-		operations.Deps{Actors: e.runtime, Resolver: e.resolver, Gate: pc.Gate, Logger: cfg.Logger})
+		operations.Deps{Actors: services, Resolver: e.resolver, Gate: pc.Gate, Logger: cfg.Logger})
 	e.backfill = backfill.New(cfg.Backend.Log, cfg.Backend.Rows, cfg.Backend.Checkpoints,
-		backfill.Deps{Schema: cfg.Schema, Actors: e.runtime, Now: cfg.Now, Logger: cfg.Logger})
+		backfill.Deps{Schema: cfg.Schema, Actors: services, Now: cfg.Now, Logger: cfg.Logger})
 	var owns func(string) bool
 	if e.cluster != nil {
 		owns = e.Owns
 	}
 	e.retention = retention.New(cfg.Backend.Retention, cfg.Backend.Snapshots, cfg.Retention,
-		retention.Deps{Actors: e.runtime, Segments: e.segments, Blobs: e.blobs, Owns: owns, Now: cfg.Now, Logger: cfg.Logger})
+		retention.Deps{Actors: services, Segments: e.segments, Blobs: e.blobs, Owns: owns, Now: cfg.Now, Logger: cfg.Logger})
 	if cfg.Feed != nil {
 		fctx, cancel := context.WithCancel(context.Background())
 		e.stopFeed, e.feedDone = cancel, make(chan struct{})
