@@ -17,9 +17,12 @@ import (
 // only by the feature that uses them, which engine.New checks when it
 // starts: Retention by the maintenance loop, Leases by auth leases,
 // Reactions by reaction handlers, Blobs by a blob store, Queries by
-// registered remote queries. Admin is needed by the admin service
-// (engine/admin.New checks it); Snapshots serves CapturePartition and
-// RestorePartition (which answer an error without it).
+// registered remote queries, Ownership by cluster mode (several processes
+// sharing the store, each partition owned by one of them; only a backend
+// several processes can share has it: PostgreSQL). Admin is needed by the
+// admin service (engine/admin.New checks it); Snapshots serves
+// CapturePartition and RestorePartition (which answer an error without
+// it).
 //
 // RowEncoder and ImageCopier are optional fast paths of Rows: when nil,
 // the engine encodes bootstrap pages with VisitEncoder and fills SQLite

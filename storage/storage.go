@@ -110,6 +110,9 @@ type Log interface {
 
 	// BeginPush opens a write transaction holding the partition's write lock
 	// (taken before anything is read). The partition is created if needed.
+	// On a backend with the Ownership role, a fence ctx carries (WithFence)
+	// is checked under that lock: a stale one fails with ErrOwnershipLost
+	// and no transaction is opened.
 	BeginPush(ctx context.Context, partition string) (PushTx, error)
 
 	// LookupIdempotency returns the stored outcome of (clientID,

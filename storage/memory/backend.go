@@ -21,8 +21,9 @@ var (
 
 // Backend returns the store's roles. It has every role but Queries (it
 // holds rows as Go values and cannot run registered SQL: an engine with
-// registered queries on it is refused at start) and the fast paths
-// RowEncoder and ImageCopier.
+// registered queries on it is refused at start), Ownership (it lives in
+// one process: no cluster mode; fences in a context are ignored) and the
+// fast paths RowEncoder and ImageCopier.
 func (s *Store) Backend() storage.Backend {
 	return storage.Backend{
 		Lifecycle: s, Log: s, Rows: s, Clients: s, Checkpoints: s,

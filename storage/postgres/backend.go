@@ -17,16 +17,18 @@ var (
 	_ storage.BlobIndex   = (*Store)(nil)
 	_ storage.Querier     = (*Store)(nil)
 	_ storage.AdminReader = (*Store)(nil)
+	_ storage.Ownership   = (*Store)(nil)
 	_ storage.PushTx      = (*pushTx)(nil)
 	_ storage.RowEncoder  = (*Store)(nil)
 )
 
 // Backend returns the store's roles. It has every role but the fast path
-// ImageCopier (it writes no SQLite files).
+// ImageCopier (it writes no SQLite files); it is the only backend with
+// Ownership (several processes can share it).
 func (s *Store) Backend() storage.Backend {
 	return storage.Backend{
 		Lifecycle: s, Log: s, Rows: s, Clients: s, Checkpoints: s,
-		Retention: s, Snapshots: s, Leases: s, Reactions: s, Blobs: s, Queries: s, Admin: s,
+		Retention: s, Snapshots: s, Leases: s, Reactions: s, Blobs: s, Queries: s, Admin: s, Ownership: s,
 		RowEncoder: s,
 	}
 }

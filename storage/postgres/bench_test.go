@@ -14,13 +14,31 @@ import (
 // BenchmarkPushTx measures one PushTx applying a batch of 64 commits the
 // way the engine does (per commit: Savepoint, GetRow, PutRow, AppendCommit
 // with one change, PutIdempotency, ReleaseSavepoint), then Commit.
-func BenchmarkPushTx(b *testing.B) {
-	const batch = 64
+func BenchmarkPushTx(b *testing.B) { benchPushTx(b, 64, false) }
+
+// BenchmarkPushTxFenced is BenchmarkPushTx with every PushTx fenced with
+// the partition's ownership generation (cluster mode): the generation is
+// read by BeginPush's lock statement, so it should cost no round trip.
+func BenchmarkPushTxFenced(b *testing.B) { benchPushTx(b, 64, true) }
+
+// BenchmarkPushTxSingle pushes one commit per PushTx, unfenced and fenced,
+// so BeginPush (where the fence is checked) weighs most.
+func BenchmarkPushTxSingle(b *testing.B) {
+	b.Run("unfenced", func(b *testing.B) { benchPushTx(b, 1, false) })
+	b.Run("fenced", func(b *testing.B) { benchPushTx(b, 1, true) })
+}
+
+func benchPushTx(b *testing.B, batch int, fenced bool) {
 	s := pgtest.OpenSchema(b, pgtest.NewSchema(b), postgres.Options{MaxConns: 4})
 	sch := mustSchema(b)
 	ctx := b.Context()
 	if err := s.EnsureSchema(ctx, sch); err != nil {
 		b.Fatal(err)
+	}
+	if fenced {
+		gen, err := s.ClaimPartition(ctx, "bench", "member", 1)
+		must(b, err)
+		ctx = storage.WithFence(ctx, gen)
 	}
 	docs := sch.Table("docs")
 	b.ResetTimer()
@@ -53,7 +71,7 @@ func BenchmarkPushTx(b *testing.B) {
 	b.ReportMetric(float64(b.N*batch)/time.Since(start).Seconds(), "commits/s")
 }
 
-func must(b *testing.B, err error) {
+func must(b testing.TB, err error) {
 	b.Helper()
 	if err != nil {
 		b.Fatal(err)

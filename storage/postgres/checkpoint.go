@@ -94,7 +94,10 @@ ON CONFLICT (partition) DO UPDATE SET required_writer_version = GREATEST(`+s.q.f
 
 // DeclareCheckpoint inserts the checkpoint (if absent) and raises the
 // fence in one transaction, then returns the stored row. It takes neither
-// the table lock nor the partition lock.
+// the table lock nor the partition's write lock; when ctx carries an
+// ownership fence (storage.WithFence) it first checks it under a share
+// lock on the partition's registry row (shareFence) and, when stale,
+// fails with storage.ErrOwnershipLost and writes nothing.
 func (s *Store) DeclareCheckpoint(ctx context.Context, d storage.CheckpointDeclaration, nowMs int64) (storage.Checkpoint, error) {
 	if err := s.ready(); err != nil {
 		return storage.Checkpoint{}, err
@@ -105,6 +108,9 @@ func (s *Store) DeclareCheckpoint(ctx context.Context, d storage.CheckpointDecla
 	var c storage.Checkpoint
 	err := retry(ctx, "DeclareCheckpoint", func() error {
 		return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+			if err := s.shareFence(ctx, tx, d.Partition); err != nil {
+				return err
+			}
 			if err := s.declareIn(ctx, tx, d, nowMs); err != nil {
 				return err
 			}
@@ -145,6 +151,8 @@ RETURNING `+cpCols, d.Partition, d.Name, d.SchemaVersion, nowMs))
 // ActivateCheckpoint runs in a READ COMMITTED transaction holding the
 // partition's row lock (SELECT … FOR UPDATE, as BeginPush takes it), so no
 // commit of the partition lands between the coverage check and the update.
+// A stale ownership fence in ctx fails it with storage.ErrOwnershipLost
+// (lockPartition) before anything is written.
 func (s *Store) ActivateCheckpoint(ctx context.Context, partition, name string, epoch, watermark int64, sources []string, nowMs int64) (storage.ActivationOutcome, error) {
 	if err := s.ready(); err != nil {
 		return "", err
@@ -256,18 +264,23 @@ func (s *Store) ReadServeGate(ctx context.Context, partition string, running int
 // PruneThrough deletes the partition's scope index entries, changes and
 // commits with seq <= min(seq, max_commit_seq) and raises horizon_seq,
 // holding the partition's row lock. A partition without a registry row has
-// nothing to prune.
+// nothing to prune. A fence ctx carries (storage.WithFence) is checked
+// under the lock: a stale one fails with storage.ErrOwnershipLost and
+// prunes nothing.
 func (s *Store) PruneThrough(ctx context.Context, partition string, seq int64) error {
 	if err := s.ready(); err != nil {
 		return err
 	}
 	return retry(ctx, "PruneThrough", func() error {
 		return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-			info, err := scanPartition(tx.QueryRow(ctx, s.q.lockPartition, partition), partition)
+			info, gen, err := scanLocked(tx.QueryRow(ctx, s.q.lockPartition, partition), partition)
 			if errors.Is(err, pgx.ErrNoRows) {
-				return nil
+				return checkFence(ctx, partition, 0) // nothing to prune, and no fence is current
 			}
 			if err != nil {
+				return err
+			}
+			if err := checkFence(ctx, partition, gen); err != nil {
 				return err
 			}
 			upTo := min(seq, info.MaxCommitSeq)

@@ -49,6 +49,16 @@
 // failures, deadlocks and connection loss are reported as retryable (see
 // IsRetryable); idempotent operations retry them a bounded number of times.
 //
+// Ownership (ownership.go). The registry row also holds the partition's
+// owner and ownership generation (storage.Ownership). ClaimPartition raises
+// the generation in one upsert, under the row lock, so it waits for the
+// transaction holding it. A write whose context carries a fence
+// (storage.WithFence) compares it with the generation its own lock
+// statement reads (no extra round trip) and, when they differ, rolls back
+// with storage.ErrOwnershipLost before writing; PutClient and
+// DeclareCheckpoint, which take no write lock, check it under a share lock
+// on the row. A context without a fence is not checked.
+//
 // Retention (retention.go). PruneBatch holds the partition's row lock for
 // one short transaction of two round trips; the maintenance lock is a
 // session-level advisory lock on a pooled connection; partition snapshots

@@ -81,3 +81,25 @@ func TestRetryStopsOnPermanentErrors(t *testing.T) {
 		t.Fatalf("constraint: %d calls, err %v", calls, err)
 	}
 }
+
+// A stale ownership fence is permanent: retry runs the operation once,
+// and the classified error still wraps storage.ErrOwnershipLost, also when
+// classify wraps it twice (BeginPush classifies what begin returns).
+func TestRetryDoesNotRetryOwnershipLost(t *testing.T) {
+	calls := 0
+	lost := checkFence(storage.WithFence(t.Context(), 1), "p", 2)
+	err := retry(t.Context(), "op", func() error { calls++; return fmt.Errorf("lock partition: %w", lost) })
+	if calls != 1 {
+		t.Fatalf("retry ran a stale-fence operation %d times, want once", calls)
+	}
+	err = classify("outer", err)
+	if !errors.Is(err, storage.ErrOwnershipLost) || IsRetryable(err) {
+		t.Fatalf("classified stale fence = %v (retryable %v), want ErrOwnershipLost, not retryable", err, IsRetryable(err))
+	}
+	if lost == nil || checkFence(storage.WithFence(t.Context(), 2), "p", 2) != nil || checkFence(t.Context(), "p", 2) != nil {
+		t.Fatalf("checkFence: stale %v; current and unfenced must be nil", lost)
+	}
+	if err := checkFence(storage.WithFence(t.Context(), 0), "p", 0); !errors.Is(err, storage.ErrOwnershipLost) {
+		t.Fatalf("checkFence of fence 0 on an unclaimed partition = %v, want ErrOwnershipLost (0 is no generation)", err)
+	}
+}

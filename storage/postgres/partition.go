@@ -68,18 +68,25 @@ func (s *Store) ReadPartition(ctx context.Context, partition string) (storage.Pa
 
 // lockPartition takes the partition's row lock in tx, creating the row
 // first if it does not exist, and returns the entry read under the lock.
+// When ctx carries a fence (storage.WithFence) that is not the locked
+// row's ownership generation it fails with an error wrapping
+// storage.ErrOwnershipLost (checkFence) after taking the lock; the caller
+// then writes nothing and rolls back.
 func (s *Store) lockPartition(ctx context.Context, tx queryer, partition string, nowMs int64) (storage.PartitionInfo, error) {
-	p, err := scanPartition(tx.QueryRow(ctx, s.q.lockPartition, partition), partition)
-	if !errors.Is(err, pgx.ErrNoRows) {
+	p, gen, err := scanLocked(tx.QueryRow(ctx, s.q.lockPartition, partition), partition)
+	if errors.Is(err, pgx.ErrNoRows) {
+		_, err = scanPartition(tx.QueryRow(ctx, s.q.insertPartition, partition, storage.NewLogEpoch(), nowMs), partition)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return storage.PartitionInfo{Partition: partition}, err
+		}
+		// Inserted by us (the row is ours until commit) or by a concurrent
+		// transaction that has committed by now: lock it either way.
+		p, gen, err = scanLocked(tx.QueryRow(ctx, s.q.lockPartition, partition), partition)
+	}
+	if err != nil {
 		return p, err
 	}
-	p, err = scanPartition(tx.QueryRow(ctx, s.q.insertPartition, partition, storage.NewLogEpoch(), nowMs), partition)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return p, err
-	}
-	// Inserted by us (the row is ours until commit) or by a concurrent
-	// transaction that has committed by now: lock it either way.
-	return scanPartition(tx.QueryRow(ctx, s.q.lockPartition, partition), partition)
+	return p, checkFence(ctx, partition, gen)
 }
 
 // RotateLogEpoch sets a fresh epoch (storage.NewLogEpoch), marks it
@@ -87,7 +94,10 @@ func (s *Store) lockPartition(ctx context.Context, tx queryer, partition string,
 // partition's write lock. The partition is created if needed. Rows, commits
 // and idempotency records are kept; the deleted client records take their
 // clientID bindings with them. A name storage.CheckPartition refuses is
-// refused before anything is sent.
+// refused before anything is sent. A stale ownership fence in ctx
+// (storage.WithFence) fails it with storage.ErrOwnershipLost under the
+// lock, before anything is written (the creation of a missing partition
+// included: it is rolled back).
 func (s *Store) RotateLogEpoch(ctx context.Context, partition string, nowMs int64) (string, error) {
 	if err := s.ready(); err != nil {
 		return "", err

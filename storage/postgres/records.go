@@ -86,6 +86,13 @@ func (s *Store) GetClient(ctx context.Context, partition, clientID string) (*sto
 // an existing record. Records it skips are never sent, so they cannot fail
 // the batch (an over-long client_id would exceed the primary key's index
 // row size); the returned error names them (storage.ErrUnstorable).
+//
+// When ctx carries an ownership fence (storage.WithFence) the same batch
+// first takes a share lock on the partition's registry row and reads its
+// generation (no extra round trip); a stale fence rolls the transaction
+// back and fails with storage.ErrOwnershipLost, so nothing is written.
+// The share lock waits for a push holding the partition's write lock, and
+// ClaimPartition waits for it.
 func (s *Store) PutClient(ctx context.Context, partition string, recs ...storage.ClientRecord) error {
 	if err := s.ready(); err != nil {
 		return err
@@ -97,8 +104,20 @@ func (s *Store) PutClient(ctx context.Context, partition string, recs ...storage
 	if len(keep) == 0 {
 		return skipErr
 	}
+	_, fenced := storage.FenceFrom(ctx)
 	err := retry(ctx, "PutClient", func() error {
 		b := &pgx.Batch{}
+		var gen int64 // stays 0 when the partition has no registry row
+		if fenced {
+			// The share lock comes first (a push's order: registry row,
+			// then client records) and holds until the commit.
+			b.Queue(s.q.shareOwner, partition).QueryRow(func(row pgx.Row) error {
+				if err := row.Scan(&gen); !errors.Is(err, pgx.ErrNoRows) {
+					return err
+				}
+				return nil
+			})
+		}
 		s.queueClients(b, partition, keep)
 		tx, err := s.pool.Begin(ctx)
 		if err != nil {
@@ -107,6 +126,9 @@ func (s *Store) PutClient(ctx context.Context, partition string, recs ...storage
 		defer tx.Rollback(ctx) //nolint:errcheck // no-op after Commit
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
+		}
+		if err := checkFence(ctx, partition, gen); err != nil {
+			return err // the deferred rollback undoes the upserts
 		}
 		return tx.Commit(ctx)
 	})

@@ -143,7 +143,9 @@ ORDER BY seq LIMIT 1`, partition, afterSeq, upToSeq, createdAfterMs).Scan(&seq)
 // statistics say. The transaction commits with synchronous_commit off: a
 // batch lost in a crash is lost whole (deletes and horizon together) and
 // the next pass does it again, so it need not wait for the WAL flush that
-// pushes wait for.
+// pushes wait for. An ownership fence in ctx (storage.WithFence) is
+// compared with the generation the lock statement reads: a stale one
+// fails the batch with storage.ErrOwnershipLost before any delete is sent.
 func (s *Store) PruneBatch(ctx context.Context, partition string, throughSeq int64, maxCommits int) (storage.PruneResult, error) {
 	if err := s.ready(); err != nil {
 		return storage.PruneResult{}, err
@@ -193,9 +195,10 @@ func (s *Store) pruneBatch(ctx context.Context, partition string, throughSeq, ma
 	b := &pgx.Batch{}
 	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	var info storage.PartitionInfo
+	var gen int64
 	var lockErr error
 	b.Queue(s.q.lockPartition, partition).QueryRow(func(row pgx.Row) error {
-		info, lockErr = scanPartition(row, partition)
+		info, gen, lockErr = scanLocked(row, partition)
 		return nil
 	})
 	var keys []scopeKey
@@ -225,10 +228,15 @@ WHERE `+rng, partition, throughSeq, maxCommits).Query(func(rows pgx.Rows) error 
 		return res, err
 	}
 	if errors.Is(lockErr, pgx.ErrNoRows) {
-		return res, nil // never created: nothing to prune (the deferred ROLLBACK ends the transaction)
+		// Never created: nothing to prune (the deferred ROLLBACK ends the
+		// transaction), and no fence is current (generation 0).
+		return res, checkFence(ctx, partition, 0)
 	}
 	if lockErr != nil {
 		return res, lockErr
+	}
+	if err := checkFence(ctx, partition, gen); err != nil {
+		return res, err // nothing deleted yet: the deferred ROLLBACK ends the transaction
 	}
 	h := info.HorizonSeq
 	res.HorizonSeq = h
@@ -352,7 +360,9 @@ func (s *Store) snapshotTables() []snapshotTable {
 
 // CapturePartition copies the partition's rows of every log and row table
 // into snapshot tables of the store's schema, in one transaction holding
-// the partition's row lock, and marks the partition captured.
+// the partition's row lock, and marks the partition captured. A stale
+// ownership fence in ctx fails it with storage.ErrOwnershipLost under the
+// lock, before anything is written.
 func (s *Store) CapturePartition(ctx context.Context, partition string) error {
 	if err := s.ready(); err != nil {
 		return err
@@ -393,7 +403,10 @@ func (s *Store) CapturePartition(ctx context.Context, partition string) error {
 // table with its capture and rotates its epoch, in one transaction
 // holding the partition's row lock. Restored commits get this store's
 // running schema version as their writer version (they were accepted
-// once; the writer fence must not refuse them again).
+// once; the writer fence must not refuse them again). A stale ownership
+// fence in ctx fails it with storage.ErrOwnershipLost under the lock,
+// before anything is written; the owner and generation are not part of a
+// capture and are kept.
 func (s *Store) RestorePartition(ctx context.Context, partition string, nowMs int64) (string, error) {
 	if err := s.ready(); err != nil {
 		return "", err

@@ -31,9 +31,11 @@ const storageVersion = 1
 // processes' EnsureSchema by a transaction-level advisory lock keyed by the
 // schema name:
 //
-//  1. The setup transaction creates the system tables, the writer fence
-//     (function and trigger) and, when the stored marker equals
-//     sch.Version, checks the row tables' physical layout.
+//  1. The setup transaction creates the system tables (adding the
+//     columns later layouts added, such as the partition registry's
+//     ownership columns), the writer fence (function and trigger) and,
+//     when the stored marker equals sch.Version, checks the row tables'
+//     physical layout.
 //  2. When the marker is absent or lower, the bump transaction's first
 //     statement is LOCK TABLE sync_partitions IN EXCLUSIVE MODE: writers
 //     (whose first statement is SELECT … FOR UPDATE on their partition
@@ -45,12 +47,15 @@ const storageVersion = 1
 //     rejected by the trigger.
 //
 // Lock order: the bump takes the partitions lock before the advisory lock;
-// the setup transaction takes the advisory lock but never locks
+// the setup transaction takes the advisory lock but does not otherwise lock
 // sync_partitions (CREATE TABLE IF NOT EXISTS of an existing table takes no
 // lock on it), and every writer takes its partition row lock before
 // touching any other sync table. So no cycle can form: while the bump holds
 // the partitions lock no writer holds locks on other sync tables that a
-// setup transaction could wait for.
+// setup transaction could wait for. The one exception, the one-time
+// addition of the registry's ownership columns, keeps the order: that
+// setup transaction takes the ACCESS EXCLUSIVE lock on sync_partitions
+// first, before the advisory lock and any other sync table.
 //
 // Afterwards (the schema being current and memoized as the running
 // version, which every commit append writes as its writer_version), a
@@ -131,6 +136,9 @@ func (s *Store) readMarker(ctx context.Context, tx pgx.Tx, running int32) (int32
 // setup is the first transaction of EnsureSchema; it reports whether the
 // marker needs a bump.
 func (s *Store) setup(ctx context.Context, tx pgx.Tx, sch *schema.Schema, tables map[string]*tableSQL) (bool, error) {
+	if err := s.lockForOwnership(ctx, tx); err != nil { // ownership.go: before the advisory lock
+		return false, fmt.Errorf("ownership: %w", err)
+	}
 	if err := s.advisoryLock(ctx, tx); err != nil {
 		return false, err
 	}
@@ -143,6 +151,9 @@ func (s *Store) setup(ctx context.Context, tx pgx.Tx, sch *schema.Schema, tables
 		if _, err := tx.Exec(ctx, stmt); err != nil {
 			return false, fmt.Errorf("system tables: %w", err)
 		}
+	}
+	if err := s.ensureOwnership(ctx, tx); err != nil { // ownership.go: first, under the partitions lock
+		return false, fmt.Errorf("ownership: %w", err)
 	}
 	if err := s.ensureFence(ctx, tx); err != nil {
 		return false, fmt.Errorf("writer fence: %w", err)
@@ -322,7 +333,9 @@ func (q sysSQL) systemDDL() []string {
 	epoch_required boolean NOT NULL DEFAULT false,
 	max_commit_seq bigint NOT NULL DEFAULT 0,
 	horizon_seq bigint NOT NULL DEFAULT 0,
-	created_at_ms bigint NOT NULL
+	created_at_ms bigint NOT NULL,
+	owner text NOT NULL DEFAULT '',
+	owner_generation bigint NOT NULL DEFAULT 0
 )`,
 		`CREATE TABLE IF NOT EXISTS {commits} (
 	partition text COLLATE "C" NOT NULL,

@@ -18,6 +18,7 @@ type sysSQL struct {
 	checkpoints, fence, fenceFunc                                          string
 
 	readPartition, lockPartition, insertPartition string
+	claimPartition, partitionOwner, shareOwner    string
 	rotate, deleteClients, setMaxSeq              string
 	getIdem, getClient, putClient, bindClient     string
 	prefetchIdem                                  string
@@ -57,9 +58,23 @@ func newSysSQL(schema string) sysSQL {
 	)
 	const partCols = `log_epoch, epoch_required, max_commit_seq, horizon_seq`
 	q.readPartition = r.Replace(`SELECT ` + partCols + ` FROM {partitions} WHERE partition = $1`)
-	q.lockPartition = r.Replace(`SELECT ` + partCols + ` FROM {partitions} WHERE partition = $1 FOR UPDATE`)
+	// The lock reads the ownership generation too (scanLocked), so a
+	// fenced write checks it without a round trip of its own.
+	q.lockPartition = r.Replace(`SELECT ` + partCols + `, owner_generation FROM {partitions} WHERE partition = $1 FOR UPDATE`)
 	q.insertPartition = r.Replace(`INSERT INTO {partitions} (partition, log_epoch, created_at_ms) VALUES ($1, $2, $3)
 ON CONFLICT (partition) DO NOTHING RETURNING ` + partCols)
+	// One statement: creates the entry (fresh epoch, generation 1) or, under
+	// the row lock (waiting for the transactions holding it), raises the
+	// generation.
+	q.claimPartition = r.Replace(`INSERT INTO {partitions} AS p (partition, log_epoch, created_at_ms, owner, owner_generation)
+VALUES ($1, $2, $3, $4, 1)
+ON CONFLICT (partition) DO UPDATE SET owner = EXCLUDED.owner, owner_generation = p.owner_generation + 1
+RETURNING owner_generation`)
+	q.partitionOwner = r.Replace(`SELECT owner, owner_generation FROM {partitions} WHERE partition = $1`)
+	// The fence check of writes that take no write lock (PutClient,
+	// DeclareCheckpoint): a share lock, which ClaimPartition's update waits
+	// for, so the generation read stays current until they commit.
+	q.shareOwner = r.Replace(`SELECT owner_generation FROM {partitions} WHERE partition = $1 FOR SHARE`)
 	q.rotate = r.Replace(`UPDATE {partitions} SET log_epoch = $2, epoch_required = true WHERE partition = $1`)
 	q.deleteClients = r.Replace(`DELETE FROM {clients} WHERE partition = $1`)
 	q.setMaxSeq = r.Replace(`UPDATE {partitions} SET max_commit_seq = $2 WHERE partition = $1`)

@@ -20,6 +20,13 @@ import (
 // registry row first if needed) before anything else is read. The lock is
 // held until Commit or Rollback; the caller must call one of them. A name
 // storage.CheckPartition refuses is refused before anything is sent.
+//
+// When ctx carries a fence (storage.WithFence), the generation read by the
+// lock statement (in the same round trip) must equal it: otherwise
+// BeginPush rolls back and fails with an error wrapping
+// storage.ErrOwnershipLost, and no PushTx exists. Since the lock is held
+// to the end, a PushTx that began is never overtaken by a claim
+// (storage.Ownership).
 func (s *Store) BeginPush(ctx context.Context, partition string) (storage.PushTx, error) {
 	if err := s.ready(); err != nil {
 		return nil, err
@@ -77,15 +84,19 @@ func (tx *pushTx) begin(ctx context.Context) error {
 	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	var lockErr error
 	var info storage.PartitionInfo
+	var gen int64
 	b.Queue(tx.s.q.lockPartition, tx.partition).QueryRow(func(row pgx.Row) error {
-		info, lockErr = scanPartition(row, tx.partition)
+		info, gen, lockErr = scanLocked(row, tx.partition)
 		return nil
 	})
 	if err := tx.conn.SendBatch(ctx, b).Close(); err != nil {
 		return err
 	}
-	if errors.Is(lockErr, pgx.ErrNoRows) {
+	switch {
+	case errors.Is(lockErr, pgx.ErrNoRows): // lockPartition creates it and checks the fence
 		info, lockErr = tx.s.lockPartition(ctx, tx.conn, tx.partition, time.Now().UnixMilli())
+	case lockErr == nil:
+		lockErr = checkFence(ctx, tx.partition, gen)
 	}
 	if lockErr != nil {
 		return fmt.Errorf("lock partition: %w", lockErr)

@@ -23,7 +23,8 @@ var (
 )
 
 // Backend returns the store's roles. It has every role, the fast paths
-// RowEncoder and ImageCopier included.
+// RowEncoder and ImageCopier included, but Ownership (one process owns the
+// file: no cluster mode; fences in a context are ignored).
 func (s *Store) Backend() storage.Backend {
 	return storage.Backend{
 		Lifecycle: s, Log: s, Rows: s, Clients: s, Checkpoints: s,

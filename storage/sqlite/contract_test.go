@@ -19,7 +19,8 @@ func openTemp(t testing.TB) *sqlite.Store {
 	return s
 }
 
-// sqliteRoles are the roles the SQLite store has: every one.
+// sqliteRoles are the roles the SQLite store has: every one but
+// Ownership (one process: no cluster mode).
 var sqliteRoles = []string{"Lifecycle", "Log", "Rows", "Clients", "Checkpoints",
 	"Retention", "Snapshots", "Leases", "Reactions", "Blobs", "Queries", "Admin", "RowEncoder", "ImageCopier"}
 

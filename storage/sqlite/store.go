@@ -1,8 +1,8 @@
 // Package sqlite is the embedded storage backend on SQLite
-// (modernc.org/sqlite, pure Go), with every role of storage.Backend
-// (Store.Backend). One database file holds the system tables (prefixed
-// sync_) and one relational table per synced table, named exactly after
-// it.
+// (modernc.org/sqlite, pure Go), with every role of storage.Backend but
+// Ownership (Store.Backend). One database file holds the system tables
+// (prefixed sync_) and one relational table per synced table, named
+// exactly after it.
 //
 // Durability and concurrency: the database runs in WAL mode with
 // synchronous=FULL, so a returned Commit has been fsynced. SQLite has a

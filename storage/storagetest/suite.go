@@ -235,6 +235,7 @@ func groups() []group {
 		{name: "Query", role: "Queries", tests: queryTests},
 		{name: "Admin", role: "Admin", tests: adminTests},
 		{name: "Blobs", role: "Blobs", tests: blobTests},
+		{name: "Ownership", role: "Ownership", tests: ownershipTests},
 	}
 }
 
