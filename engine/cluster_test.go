@@ -13,6 +13,7 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/cluster"
 	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage/memory"
@@ -41,6 +42,16 @@ func (m *fakeMembership) set(ids ...string) {
 		v.Members = append(v.Members, cluster.Member{ID: id})
 	}
 	m.view = v
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// setHealthy sets the view's Healthy (this member's lease known alive).
+func (m *fakeMembership) setHealthy(ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.view.Healthy = ok
+	m.view.Revision++
 	close(m.changed)
 	m.changed = make(chan struct{})
 }
@@ -179,6 +190,24 @@ func pushResults(t *testing.T, rep *engine.Reply) []*ssp2.PushResult {
 	return out
 }
 
+// epochOf acquires the partition's log epoch through f (a pull-only
+// round, forwarded or not).
+func epochOf(t *testing.T, f *fixture, id engine.Identity, cid string) string {
+	t.Helper()
+	c := &client{f: f, id: id, cid: cid}
+	rep, err := f.eng.Sync(context.Background(), id, mustMsg(t, c, &ssp2.PullHeader{Accept: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fr := range frames(t, rep) {
+		if h, ok := fr.(*ssp2.RespHeader); ok && h.LogEpoch != "" {
+			return h.LogEpoch
+		}
+	}
+	t.Fatal("no log epoch in the answer")
+	return ""
+}
+
 // ownedBy returns a partition name cluster.Owner places on owner in a
 // view of ids.
 func ownedBy(owner string, ids ...string) string {
@@ -205,7 +234,8 @@ func TestClusterForwardsToTheOwner(t *testing.T) {
 	fa.allow("u1", map[string][]string{"project_id": {"*"}})
 	fc.allow("u1", map[string][]string{"project_id": {"*"}})
 	tc.fixtures["http://b"].allow("u1", map[string][]string{"project_id": {"*"}})
-	c := &client{f: fa, id: id, cid: "c1", wire: 2, sv: 1}
+	epoch := epochOf(t, fa, id, "c1")
+	c := &client{f: fa, id: id, cid: "c1", wire: 2, sv: 1, epoch: &epoch}
 	rep, err := fa.eng.Sync(context.Background(), id, mustMsg(t, c, &ssp2.PushCommit{ClientCommitID: "k1",
 		Operations: []ssp2.Operation{upsert("tasks", "t1", fa.row("t1", "P", "hello"), nil)}}))
 	if err != nil {
@@ -219,7 +249,7 @@ func TestClusterForwardsToTheOwner(t *testing.T) {
 		t.Fatalf("push results %+v", prs)
 	}
 	// The same commit again through c: cached, not applied twice.
-	rep, err = fc.eng.Sync(context.Background(), id, mustMsg(t, &client{f: fc, id: id, cid: "c1"}, &ssp2.PushCommit{ClientCommitID: "k1",
+	rep, err = fc.eng.Sync(context.Background(), id, mustMsg(t, &client{f: fc, id: id, cid: "c1", epoch: &epoch}, &ssp2.PushCommit{ClientCommitID: "k1",
 		Operations: []ssp2.Operation{upsert("tasks", "t1", fc.row("t1", "P", "hello"), nil)}}))
 	if err != nil {
 		t.Fatal(err)
@@ -237,14 +267,19 @@ func TestClusterForwardsToTheOwner(t *testing.T) {
 	}
 	sa, _ := fa.eng.ClusterStats()
 	sb, _ := tc.fixtures["http://b"].eng.ClusterStats()
-	if sa.Forwarded["sync"] != 1 || sb.Served["sync"] != 2 {
-		t.Fatalf("counters: a forwarded %d, b served %d; want 1 and 2", sa.Forwarded["sync"], sb.Served["sync"])
+	// a forwarded its epoch pull and the push; b served those and c's.
+	if sa.Forwarded["sync"] != 2 || sb.Served["sync"] != 3 {
+		t.Fatalf("counters: a forwarded %d, b served %d; want 2 and 3", sa.Forwarded["sync"], sb.Served["sync"])
 	}
 }
 
-// A member that no longer owns a partition cannot commit to it: after the
-// view moves the partition from b to a and a claims it, b's actor (its
-// own view stale) is refused by the fence and nothing it pushes lands.
+// A member that no longer owns a partition cannot commit to it. b
+// activates the partition (generation 1); a's view loses b, a commits
+// (generation 2). b's actor, still holding generation 1, is refused by the
+// fence even while b's own view still names b the owner (a forwarded call
+// reaching it during the view change): nothing lands, the actor is
+// stopped, the caller is told to re-route. And b with its lease lost (a
+// pause past it) refuses its clients' writes outright.
 func TestClusterStaleOwnerCannotCommit(t *testing.T) {
 	ids := []string{"http://a", "http://b"}
 	tc := newTestCluster(t, 300*time.Millisecond, ids...)
@@ -254,52 +289,63 @@ func TestClusterStaleOwnerCannotCommit(t *testing.T) {
 		f.allow("u1", map[string][]string{"project_id": {"*"}})
 	}
 	id := engine.Identity{ActorID: "u1", Partition: part}
-	push := func(f *fixture, ccid string) (*engine.Reply, error) {
-		return f.eng.Sync(context.Background(), id, mustMsg(t, &client{f: f, id: id, cid: "c1"}, &ssp2.PushCommit{ClientCommitID: ccid,
-			Operations: []ssp2.Operation{upsert("tasks", ccid, f.row(ccid, "P", "x"), nil)}}))
+	epoch := epochOf(t, fb, id, "c1")
+	msg := func(f *fixture, ccid string) *ssp2.Message {
+		return mustMsg(t, &client{f: f, id: id, cid: "c1", epoch: &epoch}, &ssp2.PushCommit{ClientCommitID: ccid,
+			Operations: []ssp2.Operation{upsert("tasks", ccid, f.row(ccid, "P", "x"), nil)}})
 	}
-	if _, err := push(fb, "k1"); err != nil { // b activates its actor and claims
+	if _, err := fb.eng.Sync(context.Background(), id, msg(fb, "k1")); err != nil { // b's actor claims generation 1
 		t.Fatal(err)
 	}
-	// Only a sees b gone (b is paused, say): a owns the partition now.
-	tc.views["http://a"].set("http://a")
-	if rep, err := push(fa, "k2"); err != nil || rep.Forwarded() {
-		t.Fatalf("push on the new owner: forwarded %v, %v", rep != nil && rep.Forwarded(), err)
+	tc.views["http://a"].set("http://a") // only a sees b gone: a owns the partition now
+	if rep, err := fa.eng.Sync(context.Background(), id, msg(fa, "k2")); err != nil || rep.Forwarded() {
+		t.Fatalf("push on the new owner: %v", err)
 	}
-	// b still believes it owns the partition; its actor's fence is old.
-	tc.peers.mu.Lock()
-	tc.peers.down["http://a"] = true // and it cannot reach a
-	tc.peers.mu.Unlock()
-	_, err := push(fb, "k3")
-	if err == nil {
-		t.Fatal("the deposed owner committed")
+	seq := func() int64 {
+		info, err := tc.stores["http://a"].ReadPartition(context.Background(), part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.MaxCommitSeq
 	}
+	if seq() != 2 {
+		t.Fatalf("max seq %d, want 2", seq())
+	}
+	// b's view still names b; its actor's fence is generation 1.
+	_, err := fb.eng.SyncOwned(context.Background(), id, msg(fb, "k3"))
+	if !errors.Is(err, engine.ErrNotOwner) || !errors.Is(err, storage.ErrOwnershipLost) {
+		t.Fatalf("the stale actor's push: %v; want ErrNotOwner from ErrOwnershipLost", err)
+	}
+	if seq() != 2 {
+		t.Fatalf("max seq %d after the stale owner's push, want 2", seq())
+	}
+	if st, _ := fb.eng.ClusterStats(); st.OwnershipLost != 1 || st.Evictions != 1 {
+		t.Fatalf("b's stats %+v; want one ownership loss and one eviction", st)
+	}
+	// b's lease is lost (it was paused past it): it commits nothing for
+	// its clients, and answers unavailable after the move timeout.
+	tc.views["http://b"].setHealthy(false)
+	_, err = fb.eng.Sync(context.Background(), id, msg(fb, "k4"))
 	if !errors.Is(err, syncerr.ErrUnavailable) {
-		t.Fatalf("deposed owner's push: %v, want unavailable (retryable)", err)
+		t.Fatalf("push through b without a lease: %v, want unavailable", err)
 	}
-	info, err := tc.stores["http://a"].ReadPartition(context.Background(), part)
-	if err != nil || info.MaxCommitSeq != 2 {
-		t.Fatalf("max commit seq %d (%v), want 2: k3 must not have landed", info.MaxCommitSeq, err)
+	if seq() != 2 {
+		t.Fatalf("max seq %d after b lost its lease, want 2", seq())
 	}
-	st, _ := fb.eng.ClusterStats()
-	if st.OwnershipLost == 0 {
-		t.Fatalf("b's stats: %+v; want an ownership loss counted", st)
-	}
-	// Once b sees the same view, its push is forwarded to a and lands
-	// (with idempotency: k3 exactly once).
-	tc.peers.mu.Lock()
-	tc.peers.down["http://a"] = false
-	tc.peers.mu.Unlock()
+	// Once b sees the same view as a, its clients' pushes reach a and land
+	// once.
 	tc.views["http://b"].set("http://a")
-	rep, err := push(fb, "k3")
-	if err != nil || !rep.Forwarded() {
-		t.Fatalf("after the view converged: %v", err)
+	for range 2 {
+		rep, err := fb.eng.Sync(context.Background(), id, msg(fb, "k3"))
+		if err != nil || !rep.Forwarded() {
+			t.Fatalf("after the view converged: %v", err)
+		}
 	}
-	if prs := pushResults(t, rep); len(prs) != 1 || prs[0].Status != ssp2.CommitApplied {
-		t.Fatalf("k3 after the move: %+v", prs)
+	if seq() != 3 {
+		t.Fatalf("max seq %d, want 3: k3 applied once", seq())
 	}
-	if _, gen, _ := tc.stores["http://a"].PartitionOwner(context.Background(), part); gen < 2 {
-		t.Fatalf("generation %d after a second owner, want >= 2", gen)
+	if owner, gen, _ := tc.stores["http://a"].PartitionOwner(context.Background(), part); owner != "http://a" || gen != 2 {
+		t.Fatalf("owner %s generation %d, want http://a 2", owner, gen)
 	}
 }
 
