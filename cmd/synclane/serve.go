@@ -422,7 +422,14 @@ func (s store) Close() error { return s.Lifecycle.Close() }
 // ("postgres" or "sqlite").
 func openStore(ctx context.Context, c serveConfig, log *zap.Logger) (store, string, error) {
 	if c.postgresURL != "" {
-		pg, err := postgres.Open(ctx, c.postgresURL, postgres.Options{Logger: log, MaxConns: int32(c.pgMaxConns), StatementTimeout: c.pgStatementTimeout})
+		opts := postgres.Options{Logger: log, MaxConns: int32(c.pgMaxConns), StatementTimeout: c.pgStatementTimeout}
+		if c.cluster.enabled() {
+			// A member paused or cut off inside a push transaction must
+			// not hold its partition's row lock (and keep the new owner's
+			// claim waiting) for longer than its lease plus a second.
+			opts.IdleInTransactionTimeout = c.cluster.leaseTTL + time.Second
+		}
+		pg, err := postgres.Open(ctx, c.postgresURL, opts)
 		if err != nil {
 			return store{}, "postgres", err
 		}

@@ -49,6 +49,14 @@ type Options struct {
 	// creates (default 30s; negative disables). Ignored by OpenPool, whose
 	// owner configures its connections.
 	StatementTimeout time.Duration
+	// IdleInTransactionTimeout, when positive, is set as
+	// idle_in_transaction_session_timeout on every connection Open creates:
+	// PostgreSQL ends a session whose transaction sits idle that long,
+	// releasing its locks. Cluster mode sets it so that a member paused
+	// (or cut off) while it holds a partition's row lock cannot keep the
+	// partition's new owner waiting past it. 0: the server's setting.
+	// Ignored by OpenPool.
+	IdleInTransactionTimeout time.Duration
 	// Schema is the PostgreSQL schema (namespace) holding every table of the
 	// store. Empty means the connection's search_path. When set, every
 	// statement names it explicitly, EnsureSchema creates it if needed, and
@@ -113,6 +121,9 @@ func Open(ctx context.Context, connString string, opts Options) (*Store, error) 
 	rp := cfg.ConnConfig.RuntimeParams
 	if timeout > 0 {
 		rp["statement_timeout"] = fmt.Sprintf("%d", timeout.Milliseconds())
+	}
+	if opts.IdleInTransactionTimeout > 0 {
+		rp["idle_in_transaction_session_timeout"] = fmt.Sprintf("%d", opts.IdleInTransactionTimeout.Milliseconds())
 	}
 	if opts.Schema != "" {
 		rp["search_path"] = pgx.Identifier{opts.Schema}.Sanitize() + ", public"
