@@ -77,7 +77,8 @@ type deltasCall struct {
 }
 
 // deltasAnswer is engine.DeltaResult on the wire: each group's frames
-// travel as one SSP2 response (a RESP_HEADER, the frames, END), which the
+// travel as one SSP2 response (a RESP_HEADER with the placeholder epoch
+// "-", the frames, END), which the
 // caller decodes back to the frames.
 type deltasAnswer struct {
 	LogEpoch string        `json:"logEpoch"`
@@ -100,7 +101,7 @@ func encodeDeltas(r *engine.DeltaResult) (*deltasAnswer, error) {
 			continue
 		}
 		b, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV2, Kind: ssp2.KindResponse,
-			Frames: append([]ssp2.Frame{&ssp2.RespHeader{}}, g.Frames...)})
+			Frames: append([]ssp2.Frame{&ssp2.RespHeader{LogEpoch: "-"}}, g.Frames...)})
 		if err != nil {
 			return nil, fmt.Errorf("peer: encoding delta frames: %w", err)
 		}
