@@ -9,12 +9,13 @@ import (
 	"testing"
 )
 
-// heavyDeps are the import-path prefixes of database drivers and cloud
-// SDKs. The engine, the partition, the storage interfaces and the memory
-// backend link none of them: a binary links a driver by configuring the
-// backend package that holds it (storage/sqlite, storage/postgres,
-// storage/segstore/..., storage/blobstore/...), so an embedder using
-// storage/memory pulls in none.
+// heavyDeps are the import-path prefixes of database drivers, cloud SDKs
+// and the etcd client. The engine, the partition, the storage interfaces
+// and the memory backend link none of them: a binary links a driver by
+// configuring the backend package that holds it (storage/sqlite,
+// storage/postgres, storage/segstore/..., storage/blobstore/...), and etcd
+// through the cluster membership on it (engine/cluster/etcdmembers), so an
+// embedder using storage/memory pulls in none.
 var heavyDeps = []string{
 	"github.com/jackc/pgx",           // PostgreSQL
 	"github.com/jackc/pgconn",        // PostgreSQL (pgx v4)
@@ -29,6 +30,7 @@ var heavyDeps = []string{
 	"cloud.google.com/",              // Google Cloud SDKs
 	"github.com/Azure/",              // Azure SDKs
 	"gocloud.dev",                    // Go CDK (every cloud)
+	"go.etcd.io/",                    // etcd client (cluster membership: engine/cluster/etcdmembers)
 }
 
 // listDeps runs go list -deps on pkgs from the module root and returns
@@ -72,10 +74,11 @@ func heavy(deps []string) []string {
 }
 
 // TestCoreLinksNoDriver: the engine, the partition, the storage
-// interfaces and the memory backend link no database driver and no cloud
-// SDK (dependencies point inward).
+// interfaces, the memory backend and the cluster placement (engine/cluster)
+// link no database driver, no cloud SDK and no etcd client (dependencies
+// point inward).
 func TestCoreLinksNoDriver(t *testing.T) {
-	if found := heavy(listDeps(t, "./engine", "./partition", "./storage", "./storage/memory")); len(found) > 0 {
+	if found := heavy(listDeps(t, "./engine", "./partition", "./storage", "./storage/memory", "./engine/cluster")); len(found) > 0 {
 		t.Fatalf("the core links drivers or cloud SDKs:\n%s", strings.Join(found, "\n"))
 	}
 }
