@@ -81,20 +81,24 @@ var errNoMembers = errors.New("engine: the cluster view has no live member")
 // ClusterStats are a member's cluster counters (Engine.ClusterStats).
 type ClusterStats struct {
 	// Self is this member's ID; Members the current view's members.
-	Self    string
-	Members []cluster.Member
+	Self    string           `json:"self"`
+	Members []cluster.Member `json:"members"`
 	// Healthy is the view's Healthy; Leaving reports Handoff was called.
-	Healthy, Leaving bool
+	Healthy bool `json:"healthy"`
+	Leaving bool `json:"leaving"`
 	// Forwarded counts requests this member forwarded to an owner, by
 	// call (sync, clientState, deltas, ack); Served counts the calls it
 	// served for other members.
-	Forwarded map[string]uint64
-	Served    map[string]uint64
+	Forwarded map[string]uint64 `json:"forwarded"`
+	Served    map[string]uint64 `json:"served"`
 	// Retries counts routing attempts repeated after a moved or
 	// unreachable owner; Unavailable the requests answered unavailable
 	// after MoveTimeout; OwnershipLost the local writes refused by the
 	// fence; Evictions the actors stopped because their partition moved.
-	Retries, Unavailable, OwnershipLost, Evictions uint64
+	Retries       uint64 `json:"retries"`
+	Unavailable   uint64 `json:"unavailable"`
+	OwnershipLost uint64 `json:"ownershipLost"`
+	Evictions     uint64 `json:"evictions"`
 }
 
 // clusterState is the engine's cluster mode (nil in single-process

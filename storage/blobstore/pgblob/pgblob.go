@@ -57,10 +57,24 @@ func New(ctx context.Context, pool *pgxpool.Pool, schema string) (*Store, error)
 	if schema != "" {
 		stmts = append([]string{`CREATE SCHEMA IF NOT EXISTS ` + pgx.Identifier{schema}.Sanitize()}, stmts...)
 	}
+	// Several processes starting at once on a fresh database would race
+	// in CREATE ... IF NOT EXISTS (a duplicate pg_type row): one
+	// transaction under an advisory lock serializes them.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("blobstore: postgres setup: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('synclane.blobstore.setup', 0))`); err != nil {
+		return nil, fmt.Errorf("blobstore: postgres setup lock: %w", err)
+	}
 	for _, st := range stmts {
-		if _, err := pool.Exec(ctx, st); err != nil {
+		if _, err := tx.Exec(ctx, st); err != nil {
 			return nil, fmt.Errorf("blobstore: postgres setup: %w", err)
 		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("blobstore: postgres setup: %w", err)
 	}
 	return s, nil
 }
