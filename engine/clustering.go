@@ -13,6 +13,7 @@ import (
 
 	"github.com/synclane/synclane/engine/cluster"
 	"github.com/synclane/synclane/partition"
+	"github.com/synclane/synclane/protocol/opwire"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
 )
@@ -87,7 +88,7 @@ type ClusterStats struct {
 	Healthy bool `json:"healthy"`
 	Leaving bool `json:"leaving"`
 	// Forwarded counts requests this member forwarded to an owner, by
-	// call (sync, clientState, deltas, ack); Served counts the calls it
+	// call (sync, clientState, deltas, ack, operation); Served counts the calls it
 	// served for other members.
 	Forwarded map[string]uint64 `json:"forwarded"`
 	Served    map[string]uint64 `json:"served"`
@@ -132,10 +133,11 @@ const (
 	callClientState
 	callDeltas
 	callAck
+	callOperation
 	numCalls
 )
 
-var callNames = [numCalls]string{"sync", "clientState", "deltas", "ack"}
+var callNames = [numCalls]string{"sync", "clientState", "deltas", "ack", "operation"}
 
 func newClusterState(e *Engine, cfg ClusterConfig) (*clusterState, error) {
 	if cfg.Self == "" || cfg.Membership == nil || cfg.Peers == nil {
@@ -449,4 +451,68 @@ func (s ownedSubmitter) Submit(p string, job partition.Job) {
 	owner, _ := s.e.Owner(p)
 	job.Fail(syncerr.Unavailable("not_owner", ErrNotOwner,
 		"partition %q is owned by cluster member %s: run this there (its admin API), or retry", p, owner))
+}
+
+// OperationPeers is implemented by Peers that also forward remote
+// operations (transport/peer.Client does): a command for a partition
+// owned by another member runs there, on the partition's actor, as the
+// actor serializes it with the partition's pushes.
+type OperationPeers interface {
+	// Operation sends an encoded operation request for id and returns
+	// the owner's encoded result.
+	Operation(ctx context.Context, to string, id Identity, request []byte) ([]byte, error)
+}
+
+// RunOperation runs a remote operation (REMOTE.md revision 1; see
+// operations.Service.Run) and returns its encoded result. raw is the
+// request as received (req decoded from it). Queries run on this member
+// (they read storage, never an actor); in cluster mode a command for a
+// partition another member owns is forwarded there (when Peers
+// implements OperationPeers; otherwise it is answered unavailable, 503).
+func (e *Engine) RunOperation(ctx context.Context, id Identity, req *opwire.Request, raw []byte) ([]byte, error) {
+	if e.cluster == nil || req == nil || req.Kind != opwire.KindCommand || id.Partition == "" {
+		return e.runOperationLocal(ctx, id, req)
+	}
+	op, ok := e.cluster.cfg.Peers.(OperationPeers)
+	if !ok {
+		return e.runOperationLocal(ctx, id, req)
+	}
+	var out []byte
+	_, err := e.cluster.route(ctx, callOperation, id.Partition, func() error {
+		var lerr error
+		out, lerr = e.runOperationLocal(ctx, id, req)
+		return lerr
+	}, func(ctx context.Context, owner string) error {
+		var rerr error
+		out, rerr = op.Operation(ctx, owner, id, raw)
+		return rerr
+	})
+	return out, err
+}
+
+// RunOperationOwned is RunOperation for a call another member forwarded
+// here (ErrNotOwner when this member does not own the partition).
+func (e *Engine) RunOperationOwned(ctx context.Context, id Identity, req *opwire.Request) ([]byte, error) {
+	if e.cluster == nil {
+		return e.runOperationLocal(ctx, id, req)
+	}
+	var out []byte
+	err := e.cluster.owned(callOperation, id.Partition, func() error {
+		var lerr error
+		out, lerr = e.runOperationLocal(ctx, id, req)
+		return lerr
+	})
+	return out, err
+}
+
+func (e *Engine) runOperationLocal(ctx context.Context, id Identity, req *opwire.Request) ([]byte, error) {
+	res, err := e.operations.Run(ctx, id, req)
+	if err != nil {
+		return nil, err
+	}
+	out, err := res.Encode()
+	if err != nil {
+		return nil, syncerr.Wrap(syncerr.OperationExecutionFailed, err, "the result could not be encoded")
+	}
+	return out, nil
 }

@@ -111,16 +111,12 @@ func (h *OperationsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeOpError(w, 0, err)
 		return
 	}
-	res, err := h.eng.Operations().Run(r.Context(), id, req)
+	out, err := h.eng.RunOperation(r.Context(), id, req, data) // a command runs on its partition's owner
 	if err == nil {
-		var out []byte
-		if out, err = res.Encode(); err == nil {
-			w.Header().Set("Content-Type", opwire.ContentType)
-			w.Header().Set("Cache-Control", "no-store")
-			_, _ = w.Write(out)
-			return
-		}
-		err = syncerr.Wrap(syncerr.OperationExecutionFailed, err, "the result could not be encoded")
+		w.Header().Set("Content-Type", opwire.ContentType)
+		w.Header().Set("Cache-Control", "no-store")
+		_, _ = w.Write(out)
+		return
 	}
 	if syncerr.CodeOf(err) == syncerr.InternalError {
 		h.opts.Logger.Warn("operation failed", zap.String("request_id", rid), zap.String("partition", id.Partition),

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/protocol/opwire"
 )
 
 // ClientOptions configure a Client.
@@ -43,7 +44,10 @@ type Client struct {
 	hc   *http.Client
 }
 
-var _ engine.Peers = (*Client)(nil)
+var (
+	_ engine.Peers          = (*Client)(nil)
+	_ engine.OperationPeers = (*Client)(nil)
+)
 
 // NewClient returns a client for the member opts.Self.
 func NewClient(opts ClientOptions) *Client {
@@ -169,6 +173,31 @@ func (c *Client) Ack(ctx context.Context, to string, partition string, acks []en
 	var out struct{}
 	return c.callJSON(ctx, to, pathAck, ackCall{Partition: partition, Acks: acks}, &out)
 }
+
+// Operation implements engine.OperationPeers.
+func (c *Client) Operation(ctx context.Context, to string, id engine.Identity, request []byte) ([]byte, error) {
+	ih, err := encodeIdentity(id)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.call(ctx, to, pathOperation, request, map[string]string{IdentityHeader: ih, "Content-Type": opwire.ContentType})
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(res.Body, maxOperationResult+1))
+	if err == nil && len(b) > maxOperationResult {
+		err = fmt.Errorf("result over %d bytes", maxOperationResult)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: unreadable operation result: %w", engine.ErrPeerUnreachable, to, err)
+	}
+	return b, nil
+}
+
+// maxOperationResult caps a forwarded operation's result (a command's
+// result is small: its outcome and the commit's details).
+const maxOperationResult = 16 << 20
 
 // Member returns the cluster counters of member to (its /_cluster/v1/member).
 func (c *Client) Member(ctx context.Context, to string) (engine.ClusterStats, error) {

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/protocol/opwire"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/transport/httperr"
@@ -98,6 +99,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.answerJSON(w, struct{}{}, h.eng.AckOwned(r.Context(), c.Partition, c.Acks))
+	case pathOperation:
+		h.operation(w, r)
 	case pathMember:
 		st, _ := h.eng.ClusterStats()
 		h.answerJSON(w, st, nil)
@@ -134,6 +137,36 @@ func (h *Handler) sync(w http.ResponseWriter, r *http.Request, from string) {
 		return
 	}
 	_ = out.Flush()
+}
+
+// operation serves a forwarded remote command (REMOTE.md revision 1):
+// the request as the client sent it, the encoded result back.
+func (h *Handler) operation(w http.ResponseWriter, r *http.Request) {
+	id, err := decodeIdentity(r.Header.Get(IdentityHeader))
+	if err != nil {
+		httperr.Write(w, syncerr.Wrap(syncerr.OperationInvalidRequest, err, "forwarded operation without a readable identity"))
+		return
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, h.opts.MaxJSONBody+1))
+	if err == nil && int64(len(b)) > h.opts.MaxJSONBody {
+		err = errors.New("body over the limit")
+	}
+	if err != nil {
+		httperr.Write(w, syncerr.Wrap(syncerr.OperationInvalidRequest, err, "unreadable forwarded operation"))
+		return
+	}
+	req, err := opwire.DecodeRequest(b)
+	if err != nil {
+		httperr.Write(w, err)
+		return
+	}
+	out, err := h.eng.RunOperationOwned(r.Context(), id, req)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", opwire.ContentType)
+	_, _ = w.Write(out)
 }
 
 // flushWriter buffers the answer and, on Flush (after each streamed page

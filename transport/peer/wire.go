@@ -28,11 +28,12 @@ const (
 	pathClientState = "/_cluster/v1/client-state"
 	pathDeltas      = "/_cluster/v1/deltas"
 	pathAck         = "/_cluster/v1/ack"
+	pathOperation   = "/_cluster/v1/operation"
 	pathMember      = "/_cluster/v1/member"
 )
 
 // IdentityHeader carries the authenticated identity of a forwarded sync
-// request: base64url (no padding) of its JSON (wireIdentity). The member
+// request or remote operation: base64url (no padding) of its JSON (wireIdentity). The member
 // the client reached authenticated it; the owner trusts it because the
 // call is signed.
 const IdentityHeader = "Synclane-Identity"
