@@ -594,7 +594,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		Mount:    c.mount,
 		Ready:    eng.Ready,
 		Realtime: hub,
-		Metrics:  []func(io.Writer){hub.WriteMetrics},
+		Metrics:  []func(io.Writer){hub.WriteMetrics, peer.MetricsWriter(eng)},
 	})
 	if c.testControl {
 		mux.Handle("/_test/", testcontrol.Handler(controls))
