@@ -41,7 +41,6 @@ const (
 type link struct {
 	r    *Relay
 	peer string // the other member
-	out  bool   // dialed by this member (it follows at peer)
 	conn *websocket.Conn
 	log  *zap.Logger
 
@@ -64,9 +63,9 @@ type queued struct {
 	bulk bool
 }
 
-func (r *Relay) newLink(parent context.Context, conn *websocket.Conn, peer string, out bool) *link {
+func (r *Relay) newLink(parent context.Context, conn *websocket.Conn, peer string) *link {
 	ctx, cancel := context.WithCancel(parent)
-	return &link{r: r, peer: peer, out: out, conn: conn, ctx: ctx, cancel: cancel,
+	return &link{r: r, peer: peer, conn: conn, ctx: ctx, cancel: cancel,
 		log: r.log.With(zap.String("peer", peer)), signal: make(chan struct{}, 1), finished: make(chan struct{})}
 }
 
@@ -344,7 +343,7 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		_ = conn.CloseNow()
 		return
 	}
-	l := r.newLink(r.ctx, conn, member, false)
+	l := r.newLink(r.ctx, conn, member)
 	if !l.start() {
 		return
 	}
@@ -445,7 +444,7 @@ func (r *Relay) dial(ol *outLink) (*link, error) {
 		_ = conn.CloseNow()
 		return nil, err
 	}
-	l := r.newLink(ol.ctx, conn, ol.member, true)
+	l := r.newLink(ol.ctx, conn, ol.member)
 	if !l.start() {
 		return nil, errors.New("peer: the relay is closing")
 	}

@@ -544,7 +544,7 @@ func TestRelayLimits(t *testing.T) {
 	}
 
 	p := strings.Fields(answered[0])[1] // a partition followed at a
-	a.relay.Follow(p) // the owner's hub holds sockets of p: follower presence reaches it
+	a.relay.Follow(p)                   // the owner's hub holds sockets of p: follower presence reaches it
 	for i, doc := range []string{`{"n":1}`, `{"n":2,"pad":"` + strings.Repeat("x", 64) + `"}`, `{"n":3}`, `{"n":4}`} {
 		b.relay.Presence(p, realtime.PresenceEvent{Key: "k", Kind: ssp2.PresenceJoin, ActorID: "x", ClientID: fmt.Sprint("c", i), Socket: fmt.Sprint("s", i), Doc: json.RawMessage(doc)})
 	}
@@ -568,5 +568,92 @@ func TestRelayLimits(t *testing.T) {
 	}
 	if st := b.relay.Stats(); st.Overflows != 0 || st.Dials != 1 {
 		t.Fatalf("follower stats %+v", st)
+	}
+}
+
+// With real hubs: when the partition's owner leaves the view, the members
+// holding its sockets re-follow at the new owner, so presence keeps
+// flowing between them (after a leave and a join of each remote document)
+// and a commit on the new owner reaches the sockets of the others.
+func TestRelayMoveWithSockets(t *testing.T) {
+	store := memory.New()
+	t.Cleanup(func() { _ = store.Close() })
+	ms := newMembership()
+	m := []*hubMember{newHubMember(t, ms, store), newHubMember(t, ms, store.Share()), newHubMember(t, ms, store.Share())}
+	ids := []string{m[0].id, m[1].id, m[2].id}
+	ms.set(ids...)
+	old, _ := cluster.Owner(view(ids...), auth.DefaultPartition)
+	var rest []*hubMember // the members left after the owner goes
+	for _, x := range m {
+		if x.id != old.ID {
+			rest = append(rest, x)
+		}
+	}
+	ctx := ctxT(t)
+	const key = "list:l1"
+	a := rest[0].connect(ctx, "a", "l1")
+	b := rest[1].connect(ctx, "b", "l1")
+	if err := a.Publish(ctx, key, json.RawMessage(`{"v":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	expectPresence(t, nextPresence(t, ctx, b), ssp2.PresenceJoin, key, "a", `{"v":1}`)
+
+	ms.set(rest[0].id, rest[1].id)
+	newOwner, _ := cluster.Owner(view(rest[0].id, rest[1].id), auth.DefaultPartition)
+	var owner, other *hubMember
+	var onOther *realtime.Client
+	if newOwner.ID == rest[0].id {
+		owner, other, onOther = rest[0], rest[1], b
+	} else {
+		owner, other, onOther = rest[1], rest[0], a
+	}
+	waitFor(t, "the non-owner following at the new owner", 10*time.Second, func() bool {
+		st := other.relay.Stats()
+		return st.FollowedRemote == 1 && owner.relay.Stats().Followers >= 1
+	})
+	// Presence both ways, through the new owner: each socket eventually
+	// hears the other's new document (after the move's leave and join).
+	until := func(c *realtime.Client, id, doc string) {
+		t.Helper()
+		for {
+			p := nextPresence(t, ctx, c)
+			if p.ClientID == id && string(p.Doc) == doc {
+				return
+			}
+		}
+	}
+	if err := a.Publish(ctx, key, json.RawMessage(`{"v":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	until(b, "a", `{"v":2}`)
+	if err := b.Publish(ctx, key, json.RawMessage(`{"w":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	until(a, "b", `{"w":1}`)
+
+	// A commit on the new owner reaches the other member's socket.
+	waitFor(t, "the socket on the other member live", 10*time.Second, func() bool {
+		s := other.hub.Sessions(auth.DefaultPartition)
+		return len(s) == 1 && s[0].Live
+	})
+	seq := push(t, ctx, owner.httpClient("ada", "ada"), "t-move", "l1")
+	ev := next(t, ctx, onOther)
+	for {
+		if _, ok := ev.(*ssp2.PresenceFanout); !ok {
+			break
+		}
+		ev = next(t, ctx, onOther) // presence of the move still queued
+	}
+	switch e := ev.(type) {
+	case *realtime.Delta:
+		if e.Cursor() != seq {
+			t.Fatalf("delta up to %d, want %d", e.Cursor(), seq)
+		}
+	case *ssp2.Wake:
+		if e.Cursor < seq {
+			t.Fatalf("wake-up at %d, want %d", e.Cursor, seq)
+		}
+	default:
+		t.Fatalf("want the commit, got %T %+v", ev, ev)
 	}
 }
