@@ -120,6 +120,12 @@ type Options struct {
 	// hold, never by ambient cookies (unless a custom Auth reads cookies;
 	// then set this).
 	OriginPatterns []string
+	// Cluster, when set, relays this hub's partitions across the members
+	// of a cluster (see ClusterRelay, cluster.go): the hub tells it which
+	// partitions it holds sockets of and every change of its sockets'
+	// presence, and takes the other members' presence through
+	// RemotePresence. Nil (a single process): none of it runs.
+	Cluster ClusterRelay
 }
 
 func (o *Options) defaults() {
@@ -187,6 +193,11 @@ type Hub struct {
 	parts   map[string]*part
 	sockets int
 
+	// followMu orders Options.Cluster's Follow and Unfollow calls; followed
+	// is the part each was last told to follow for (cluster.go).
+	followMu sync.Mutex
+	followed map[string]*part
+
 	// gmu orders goroutine starts before Close's Wait.
 	gmu     sync.Mutex
 	stopped bool
@@ -199,7 +210,7 @@ type Hub struct {
 func New(opts Options) *Hub {
 	opts.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Hub{opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, parts: map[string]*part{}}
+	return &Hub{opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, parts: map[string]*part{}, followed: map[string]*part{}}
 }
 
 // Hooks sets cfg's OnCommit, OnCommitKeys, OnCommitOutcome and
@@ -451,6 +462,10 @@ type part struct {
 	presence map[string]map[*session]presenceEntry // scope key → socket → doc
 	latest   int64                                 // newest commit seq known
 	recent   commitKeyLog                          // scope keys of this process's newest commits
+	// remote holds other members' sockets' presence (Options.Cluster): scope
+	// key → (origin, socket) → doc; nremote counts its entries.
+	remote  map[string]map[remoteID]remoteEntry
+	nremote int
 	// undecided is set when a socket's wake-up waits on a pending commit
 	// (commitKeyLog.touches); OnCommitOutcome then runs the fan-out.
 	undecided bool
@@ -481,12 +496,17 @@ func (h *Hub) acquirePart(name string) *part {
 func (h *Hub) releasePart(p *part) {
 	h.mu.Lock()
 	p.mu.Lock()
+	released := false
 	if len(p.sessions) == 0 && !p.fanRunning && !p.ackRunning && !p.gone && h.parts[p.name] == p {
 		delete(h.parts, p.name)
 		p.gone = true
+		released = true
 	}
 	p.mu.Unlock()
 	h.mu.Unlock()
+	if released {
+		h.syncFollow(p.name)
+	}
 }
 
 // ServeHTTP serves GET /realtime?clientId=…: authenticate, load the
@@ -561,6 +581,7 @@ func (h *Hub) connect(w http.ResponseWriter, r *http.Request, eng *engine.Engine
 	p.sessions[s] = struct{}{}
 	p.byClient[s.clientID] = append(p.byClient[s.clientID], s)
 	p.mu.Unlock()
+	h.syncFollow(p.name) // before the socket can publish presence
 	fail := func(err error) bool {
 		p.unregister(s)
 		h.releasePart(p)
