@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"regexp"
@@ -20,6 +21,7 @@ import (
 	"github.com/synclane/synclane/engine/cluster"
 	"github.com/synclane/synclane/engine/cluster/etcdmembers"
 	"github.com/synclane/synclane/transport/peer"
+	"github.com/synclane/synclane/transport/realtime"
 )
 
 // clusterConfig are the cluster flags (docs/cluster.md).
@@ -209,4 +211,14 @@ func randomHex(n int) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// metricWriters are the /metrics writers besides the mux's own: the hub's
+// and, in cluster mode, the cluster counters and the relay's.
+func metricWriters(hub *realtime.Hub, eng *engine.Engine, relay *peer.Relay) []func(io.Writer) {
+	ws := []func(io.Writer){hub.WriteMetrics}
+	if relay != nil {
+		ws = append(ws, peer.MetricsWriter(eng), relay.WriteMetrics)
+	}
+	return ws
 }

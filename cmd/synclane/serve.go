@@ -556,10 +556,28 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	}
 	cfg.Resolver = resolver
 	bodies := bodybudget.New(bodybudget.Options{Limit: c.maxInflightBody}) // POST /sync and socket rounds share it
-	hub := realtime.New(realtime.Options{Auth: authn, Logger: log.Named("realtime"), MaxConnections: c.maxWebsockets,
+	hubOpts := realtime.Options{Auth: authn, Logger: log.Named("realtime"), MaxConnections: c.maxWebsockets,
 		MaxDeltaBytes: int(c.maxDeltaBytes), MaxPresenceBytes: int(c.maxPresenceBytes), MaxRequestBytes: c.maxBody, BodyBudget: bodies,
-		RoundTimeout: c.readTimeout}) // a socket round's request arrives within the time a POST /sync body must
-	hub.Hooks(&cfg)            // commits (this process's and, on PostgreSQL, the others') fan out to sockets
+		RoundTimeout: c.readTimeout} // a socket round's request arrives within the time a POST /sync body must
+	var relay *peer.Relay
+	if mem != nil {
+		// Realtime across members: the hub follows the partitions it holds
+		// sockets of at their owners, which relay commits, registrations
+		// and presence (the follow links dial with HTTP/1.1 upgrades).
+		relay = peer.NewRelay(peer.RelayConfig{Self: mem.self, Membership: mem.members, Secret: mem.secret,
+			MaxSeq: func(ctx context.Context, p string) (int64, error) {
+				info, err := st.Log.ReadPartition(ctx, p)
+				return info.MaxCommitSeq, err
+			},
+			HTTPClient: &http.Client{}, Logger: log.Named("relay")})
+		hubOpts.Cluster = relay
+	}
+	hub := realtime.New(hubOpts)
+	hub.Hooks(&cfg) // commits (this process's and, on PostgreSQL, the others') fan out to sockets
+	if relay != nil {
+		relay.SetHub(hub)
+		relay.Hooks(&cfg) // and, in cluster mode, to the members following the partition
+	}
 	var publicURL atomic.Value // set once the listener is bound
 	publicURL.Store(c.publicURL)
 	cfg.PublicURL = func() string { return publicURL.Load().(string) } // blob upload URLs; signed segment URLs below
@@ -585,6 +603,10 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		return err
 	}
 	defer eng.Close()
+	if relay != nil {
+		relay.Start()
+		defer relay.Close() // (runs after hub.Close, before eng.Close)
+	}
 	hub.Start(eng)
 	defer hub.Close() // (runs before eng.Close)
 	controls.Engine = eng
@@ -594,12 +616,13 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		Mount:    c.mount,
 		Ready:    eng.Ready,
 		Realtime: hub,
-		Metrics:  []func(io.Writer){hub.WriteMetrics, peer.MetricsWriter(eng)},
+		Metrics:  metricWriters(hub, eng, relay),
 	})
 	if c.testControl {
 		mux.Handle("/_test/", testcontrol.Handler(controls))
 	}
 	if mem != nil {
+		mux.Handle(peer.FollowPath, relay)
 		mux.Handle(peer.Prefix, peer.NewHandler(eng, peer.HandlerOptions{Secret: mem.secret, MaxBody: c.maxBody,
 			WriteTimeout: c.writeTimeout, Logger: log.Named("peer")}))
 	} else if ln, err = net.Listen("tcp", c.listen); err != nil {

@@ -48,7 +48,7 @@ func request(t *testing.T, cid string, epoch string, frames ...ssp2.Frame) []byt
 	return b
 }
 
-func decode(t *testing.T, rc io.ReadCloser) *ssp2.Message {
+func decodeResponse(t *testing.T, rc io.ReadCloser) *ssp2.Message {
 	t.Helper()
 	defer rc.Close()
 	b, err := io.ReadAll(rc)
@@ -73,7 +73,7 @@ func TestCallsOverH2C(t *testing.T) {
 	ctx := context.Background()
 	id := engine.Identity{ActorID: "u1", Partition: "p1", Grants: map[string][]string{"list_id": {"L"}}}
 
-	first := decode(t, must(c.Sync(ctx, srv.URL, id, request(t, "c1", "", &ssp2.PullHeader{Accept: 1}))))
+	first := decodeResponse(t, must(c.Sync(ctx, srv.URL, id, request(t, "c1", "", &ssp2.PullHeader{Accept: 1}))))
 	epoch := first.Frames[0].(*ssp2.RespHeader).LogEpoch
 	if epoch == "" {
 		t.Fatalf("no epoch in %+v", first.Frames)
@@ -83,7 +83,7 @@ func TestCallsOverH2C(t *testing.T) {
 		t.Fatal(err)
 	}
 	push := &ssp2.PushCommit{ClientCommitID: "k1", Operations: []ssp2.Operation{{Table: "todos", RowID: "t1", Op: ssp2.OpUpsert, Payload: row}}}
-	m := decode(t, must(c.Sync(ctx, srv.URL, id, request(t, "c1", epoch, push))))
+	m := decodeResponse(t, must(c.Sync(ctx, srv.URL, id, request(t, "c1", epoch, push))))
 	var pr *ssp2.PushResult
 	for _, f := range m.Frames {
 		if p, ok := f.(*ssp2.PushResult); ok {
