@@ -64,7 +64,7 @@ func (c *adminConfig) engineConfig(cfg *engine.Config) {
 // startAdmin serves the admin API and console on their own listener when
 // --admin-listen is set; stop ends event streams and shuts it down.
 // firstLine is what serve adds to its first stdout line (`,"admin":URL`).
-func startAdmin(c adminConfig, eng *engine.Engine, hub *realtime.Hub, clusterAPI func(context.Context, string) (any, error), log *zap.Logger) (firstLine string, stop func(), err error) {
+func startAdmin(c adminConfig, eng *engine.Engine, hub *realtime.Hub, mem *member, log *zap.Logger) (firstLine string, stop func(), err error) {
 	if c.listen == "" {
 		return "", func() {}, nil
 	}
@@ -76,7 +76,12 @@ func startAdmin(c adminConfig, eng *engine.Engine, hub *realtime.Hub, clusterAPI
 	svc.RegisterPartition(adminsvc.PartitionSection{Name: "realtime sockets", Stats: func(_ context.Context, p string) (any, error) {
 		return hub.Sessions(p), nil
 	}})
-	h, err := admin.New(svc, admin.Options{Token: c.token, Logger: log.Named("admin"), Cluster: clusterAPI})
+	opts := admin.Options{Token: c.token, Logger: log.Named("admin")}
+	if mem != nil {
+		opts.Cluster = func(ctx context.Context, p string) (any, error) { return mem.clusterView(ctx, eng, p) }
+		opts.ClusterEvents = func(ctx context.Context, limit int) (any, error) { return mem.clusterEvents(ctx, eng, limit) }
+	}
+	h, err := admin.New(svc, opts)
 	if err != nil {
 		return "", nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/cluster"
 	"github.com/synclane/synclane/engine/cluster/etcdmembers"
+	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/transport/peer"
 	"github.com/synclane/synclane/transport/realtime"
 )
@@ -211,6 +213,57 @@ func randomHex(n int) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// clusterEvents is GET /api/cluster/events: every member's most recent
+// events (at most limit each, default 100, through the member route, 2 s
+// each), merged newest first, each tagged with its member; members that
+// did not answer are listed under "unreachable".
+func (m *member) clusterEvents(ctx context.Context, eng *engine.Engine, limit int) (any, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, 1000)
+	st, _ := eng.ClusterStats()
+	type tagged struct {
+		Member string `json:"member"`
+		events.Event
+	}
+	var (
+		mu          sync.Mutex
+		all         []tagged
+		unreachable = []string{}
+		wg          sync.WaitGroup
+	)
+	for _, mb := range st.Members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var evs []events.Event
+			var err error
+			if mb.ID == m.self {
+				if ring := eng.Events(); ring != nil {
+					evs = ring.Recent(0, limit)
+				}
+			} else {
+				cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				evs, err = m.peers.Events(cctx, mb.ID, 0, limit)
+				cancel()
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				unreachable = append(unreachable, mb.ID)
+				return
+			}
+			for _, ev := range evs {
+				all = append(all, tagged{Member: mb.ID, Event: ev})
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Slice(all, func(i, j int) bool { return all[i].At.After(all[j].At) })
+	return map[string]any{"items": all, "unreachable": unreachable}, nil
 }
 
 // metricWriters are the /metrics writers besides the mux's own: the hub's

@@ -658,11 +658,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		zap.String("storage", backend), zap.Int32("schema_version", sch.Version), zap.Int("tables", len(sch.Tables)))
 	// The first stdout line is machine-readable: harnesses started with
 	// --listen 127.0.0.1:0 read the real port from it. Logs go to stderr.
-	var clusterAPI func(context.Context, string) (any, error)
-	if mem != nil {
-		clusterAPI = func(ctx context.Context, p string) (any, error) { return mem.clusterView(ctx, eng, p) }
-	}
-	adminURL, stopAdmin, err := startAdmin(c.admin, eng, hub, clusterAPI, log)
+	adminURL, stopAdmin, err := startAdmin(c.admin, eng, hub, mem, log)
 	if err != nil {
 		return err
 	}

@@ -81,6 +81,10 @@ type Options struct {
 	// owner (an "owner" field holding its advertise URL). Without it the
 	// route answers 404 (single-process mode).
 	Cluster func(ctx context.Context, partition string) (any, error)
+	// ClusterEvents, when set (cluster mode), answers GET
+	// /api/cluster/events?limit=N: the most recent server events of every
+	// member, merged newest first, each with the member it came from.
+	ClusterEvents func(ctx context.Context, limit int) (any, error)
 }
 
 // Handler serves the admin API and console. Create it with New; call
@@ -174,6 +178,11 @@ func (h *Handler) routes() {
 	if h.opts.Cluster != nil {
 		read("GET /api/cluster", func(ctx context.Context, r *http.Request) (any, error) {
 			return h.opts.Cluster(ctx, r.URL.Query().Get("partition"))
+		})
+	}
+	if h.opts.ClusterEvents != nil {
+		read("GET /api/cluster/events", func(ctx context.Context, r *http.Request) (any, error) {
+			return h.opts.ClusterEvents(ctx, intArg(r, "limit"))
 		})
 	}
 	read("GET /api/reactions", func(ctx context.Context, r *http.Request) (any, error) {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/protocol/opwire"
 )
 
@@ -198,6 +199,24 @@ func (c *Client) Operation(ctx context.Context, to string, id engine.Identity, r
 // maxOperationResult caps a forwarded operation's result (a command's
 // result is small: its outcome and the commit's details).
 const maxOperationResult = 16 << 20
+
+// maxEventsPerCall caps the events one events call returns.
+const maxEventsPerCall = 1000
+
+// eventsCall is the body of an events call.
+type eventsCall struct {
+	After uint64 `json:"after"`
+	Limit int    `json:"limit"`
+}
+
+// Events returns up to limit (at most 1,000) of member to's most recent
+// server events after seq after (its event ring; none when it runs
+// without one).
+func (c *Client) Events(ctx context.Context, to string, after uint64, limit int) ([]events.Event, error) {
+	var evs []events.Event
+	err := c.callJSON(ctx, to, pathEvents, eventsCall{After: after, Limit: limit}, &evs)
+	return evs, err
+}
 
 // Member returns the cluster counters of member to (its /_cluster/v1/member).
 func (c *Client) Member(ctx context.Context, to string) (engine.ClusterStats, error) {

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/protocol/opwire"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
@@ -65,7 +66,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httperr.WriteStatus(w, http.StatusUnauthorized, syncerr.New(syncerr.AuthRequired, "member routes need the cluster secret"))
 		return
 	}
-	if r.Method != http.MethodPost && r.URL.Path != pathMember {
+	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		httperr.WriteStatus(w, http.StatusMethodNotAllowed, syncerr.New(syncerr.InvalidRequest, "member calls are POST"))
 		return
@@ -104,6 +105,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case pathMember:
 		st, _ := h.eng.ClusterStats()
 		h.answerJSON(w, st, nil)
+	case pathEvents:
+		var c eventsCall
+		if !h.readJSON(w, r, &c) {
+			return
+		}
+		var evs []events.Event
+		if ring := h.eng.Events(); ring != nil {
+			evs = ring.Recent(c.After, min(max(c.Limit, 1), maxEventsPerCall))
+		}
+		h.answerJSON(w, evs, nil)
 	default:
 		httperr.WriteStatus(w, http.StatusNotFound, syncerr.New(syncerr.NotFound, "no member route %s", r.URL.Path))
 	}

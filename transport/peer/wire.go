@@ -30,6 +30,7 @@ const (
 	pathAck         = "/_cluster/v1/ack"
 	pathOperation   = "/_cluster/v1/operation"
 	pathMember      = "/_cluster/v1/member"
+	pathEvents      = "/_cluster/v1/events"
 )
 
 // IdentityHeader carries the authenticated identity of a forwarded sync
