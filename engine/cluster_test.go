@@ -13,9 +13,9 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/cluster"
 	"github.com/synclane/synclane/protocol/schema"
-	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/memory"
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/postgres/pgtest"
@@ -102,8 +102,24 @@ func (p *loopPeers) Sync(ctx context.Context, to string, id engine.Identity, req
 	if _, err := rep.WriteTo(&buf); err != nil {
 		return nil, err
 	}
-	return io.NopCloser(&buf), nil
+	return &ctxBody{ctx: ctx, r: &buf}, nil
 }
+
+// ctxBody is an answer's body read on the call's context, as an HTTP
+// response body is: once ctx ends, reads fail.
+type ctxBody struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (b *ctxBody) Read(p []byte) (int, error) {
+	if err := b.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return b.r.Read(p)
+}
+
+func (b *ctxBody) Close() error { return nil }
 
 func (p *loopPeers) ClientState(ctx context.Context, to string, id engine.Identity, clientID string) (engine.ClientState, error) {
 	e, err := p.target(to)

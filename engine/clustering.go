@@ -307,20 +307,61 @@ func (c *clusterState) route(ctx context.Context, call int, partition string, lo
 }
 
 // callMember runs remote with a context that also ends when owner leaves
-// the view.
+// the view. The context ends when remote returns, unless remote returned
+// an answer that keeps streaming on it and called holdMemberCall: then it
+// ends when that answer is released (or ctx ends, or owner leaves).
 func (c *clusterState) callMember(ctx context.Context, owner string, remote func(ctx context.Context, owner string) error) error {
 	mctx := c.memberContext(owner)
 	if mctx == nil {
 		return fmt.Errorf("%w: %s left the view", ErrPeerUnreachable, owner)
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	stop := context.AfterFunc(mctx, cancel)
-	defer stop()
-	err := remote(cctx, owner)
+	var once sync.Once
+	call := &memberCall{release: func() { once.Do(func() { stop(); cancel() }) }}
+	err := remote(context.WithValue(cctx, memberCallKey{}, call), owner)
+	if err != nil || !call.held {
+		call.release()
+	}
 	if err != nil && mctx.Err() != nil && ctx.Err() == nil {
 		return fmt.Errorf("%w: %s left the view during the call: %w", ErrPeerUnreachable, owner, err)
 	}
+	return err
+}
+
+// memberCallKey is the context key of a member call's *memberCall.
+type memberCallKey struct{}
+
+// memberCall is the state of one callMember call.
+type memberCall struct {
+	release func() // ends the call's context (once)
+	held    bool   // holdMemberCall was called
+}
+
+// holdMemberCall keeps the context of the member call ctx belongs to
+// (callMember) alive after the call returns, for an answer that streams
+// on it (a forwarded sync reply: its body is read after Peers.Sync
+// returns, on the call's context). The caller must call release once the
+// answer is consumed or dropped. Outside a member call it does nothing.
+func holdMemberCall(ctx context.Context) (release func()) {
+	if call, ok := ctx.Value(memberCallKey{}).(*memberCall); ok {
+		call.held = true
+		return call.release
+	}
+	return func() {}
+}
+
+// heldBody is a forwarded answer's body whose member call ends when it is
+// closed.
+type heldBody struct {
+	io.ReadCloser
+	release func()
+}
+
+// Close closes the body and ends its member call.
+func (b *heldBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.release()
 	return err
 }
 

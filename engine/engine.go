@@ -547,7 +547,9 @@ func (e *Engine) sync(ctx context.Context, id Identity, msg *ssp2.Message) (rep 
 		}
 		rc, ferr := e.cluster.cfg.Peers.Sync(ctx, owner, id, body)
 		if ferr == nil {
-			rep = forwardedReply(rc)
+			// The answer streams on the call's context: it must not
+			// end before the body is read.
+			rep = forwardedReply(&heldBody{ReadCloser: rc, release: holdMemberCall(ctx)})
 		}
 		return ferr
 	})
