@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -349,6 +350,35 @@ func holdMemberCall(ctx context.Context) (release func()) {
 		return call.release
 	}
 	return func() {}
+}
+
+// answerStarted waits for the first bytes of a forwarded answer: an owner
+// that failed (or was cut off) after its response headers but before any
+// byte of the answer is as unreachable as one that never answered, and the
+// call is retried on the owner of the next view (a push it may have
+// committed is then answered cached). An SSP2 answer is never empty. The
+// body returned yields the whole answer.
+func answerStarted(rc io.ReadCloser, owner string) (io.ReadCloser, error) {
+	first := make([]byte, 512)
+	for {
+		n, err := rc.Read(first)
+		if n > 0 {
+			return &startedBody{Reader: io.MultiReader(bytes.NewReader(first[:n]), rc), Closer: rc}, nil
+		}
+		if err != nil {
+			_ = rc.Close()
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, fmt.Errorf("%w: %s: the answer ended before its first byte: %w", ErrPeerUnreachable, owner, err)
+		}
+	}
+}
+
+// startedBody is a forwarded answer's body after answerStarted.
+type startedBody struct {
+	io.Reader
+	io.Closer
 }
 
 // heldBody is a forwarded answer's body whose member call ends when it is
