@@ -474,9 +474,13 @@ func (e *Engine) Owns(partition string) bool {
 // owning partitions (every request is routed to the other members from
 // now on) and its partition actors are stopped after the jobs already
 // routed to them, writing back their client records, before it returns
-// (or ctx ends). Call it after leaving the membership and before the
-// transports stop taking requests; requests keep being forwarded until
-// Close. It does nothing in single-process mode.
+// (or ctx ends). Call it before leaving the membership (so no other member
+// claims a partition while its actor here still works: its last jobs and
+// write-backs are not fenced out), and leave right after: until the others
+// see this member gone, they route its partitions' requests here, where
+// they are refused and retried, so bound ctx well within MoveTimeout.
+// Requests keep being forwarded until Close. It does nothing in
+// single-process mode.
 func (e *Engine) Handoff(ctx context.Context) {
 	if e.cluster == nil {
 		return
