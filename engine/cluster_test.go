@@ -8,14 +8,15 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/cluster"
 	"github.com/synclane/synclane/protocol/schema"
-	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/memory"
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/postgres/pgtest"
@@ -74,6 +75,10 @@ type loopPeers struct {
 	mu      sync.Mutex
 	engines map[string]*engine.Engine
 	down    map[string]bool
+	// cut[to] > 0 makes the next Sync calls to member to run on it but
+	// answer a body that breaks before its first byte (the owner died
+	// after its response headers), counting down.
+	cut map[string]int
 }
 
 func (p *loopPeers) target(to string) (*engine.Engine, error) {
@@ -102,8 +107,33 @@ func (p *loopPeers) Sync(ctx context.Context, to string, id engine.Identity, req
 	if _, err := rep.WriteTo(&buf); err != nil {
 		return nil, err
 	}
-	return io.NopCloser(&buf), nil
+	p.mu.Lock()
+	cut := p.cut[to] > 0
+	if cut {
+		p.cut[to]--
+	}
+	p.mu.Unlock()
+	if cut {
+		return &ctxBody{ctx: ctx, r: iotest.ErrReader(io.ErrUnexpectedEOF)}, nil
+	}
+	return &ctxBody{ctx: ctx, r: &buf}, nil
 }
+
+// ctxBody is an answer's body read on the call's context, as an HTTP
+// response body is: once ctx ends, reads fail.
+type ctxBody struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (b *ctxBody) Read(p []byte) (int, error) {
+	if err := b.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return b.r.Read(p)
+}
+
+func (b *ctxBody) Close() error { return nil }
 
 func (p *loopPeers) ClientState(ctx context.Context, to string, id engine.Identity, clientID string) (engine.ClientState, error) {
 	e, err := p.target(to)
@@ -140,7 +170,7 @@ type testCluster struct {
 
 func newTestCluster(t *testing.T, moveTimeout time.Duration, ids ...string) *testCluster {
 	schemaName := pgtest.NewSchema(t)
-	tc := &testCluster{peers: &loopPeers{engines: map[string]*engine.Engine{}, down: map[string]bool{}},
+	tc := &testCluster{peers: &loopPeers{engines: map[string]*engine.Engine{}, down: map[string]bool{}, cut: map[string]int{}},
 		views: map[string]*fakeMembership{}, fixtures: map[string]*fixture{}, stores: map[string]*postgres.Store{}}
 	for _, id := range ids {
 		st := pgtest.OpenSchema(t, schemaName, postgres.Options{MaxConns: 8})
@@ -270,6 +300,40 @@ func TestClusterForwardsToTheOwner(t *testing.T) {
 	// a forwarded its epoch pull and the push; b served those and c's.
 	if sa.Forwarded["sync"] != 2 || sb.Served["sync"] != 3 {
 		t.Fatalf("counters: a forwarded %d, b served %d; want 2 and 3", sa.Forwarded["sync"], sb.Served["sync"])
+	}
+}
+
+// An owner whose answer breaks off before its first byte (it failed after
+// committing the push and sending its response headers) is retried: the
+// client gets the owner's answer on the retry, cached, and the commit is
+// in the log once.
+func TestClusterAnswerCutBeforeItsFirstByteIsRetried(t *testing.T) {
+	ids := []string{"http://a", "http://b"}
+	tc := newTestCluster(t, 2*time.Second, ids...)
+	part := ownedBy("http://b", ids...)
+	fa := tc.fixtures["http://a"]
+	for _, f := range tc.fixtures {
+		f.allow("u1", map[string][]string{"project_id": {"*"}})
+	}
+	id := engine.Identity{ActorID: "u1", Partition: part}
+	epoch := epochOf(t, fa, id, "c1")
+	tc.peers.mu.Lock()
+	tc.peers.cut["http://b"] = 1
+	tc.peers.mu.Unlock()
+	rep, err := fa.eng.Sync(context.Background(), id, mustMsg(t, &client{f: fa, id: id, cid: "c1", epoch: &epoch}, &ssp2.PushCommit{ClientCommitID: "k1",
+		Operations: []ssp2.Operation{upsert("tasks", "t1", fa.row("t1", "P", "hello"), nil)}}))
+	if err != nil {
+		t.Fatalf("push whose first answer broke off: %v", err)
+	}
+	if prs := pushResults(t, rep); len(prs) != 1 || prs[0].Status != ssp2.CommitCached || prs[0].CommitSeq == nil || *prs[0].CommitSeq != 1 {
+		t.Fatalf("push results %+v, want k1 cached as seq 1 (applied by the first attempt)", prs)
+	}
+	info, err := tc.stores["http://a"].ReadPartition(context.Background(), part)
+	if err != nil || info.MaxCommitSeq != 1 {
+		t.Fatalf("partition: %+v, %v; want one commit", info, err)
+	}
+	if st, _ := fa.eng.ClusterStats(); st.Retries != 1 || st.Forwarded["sync"] != 3 {
+		t.Fatalf("a's counters %+v; want one retry, three forwarded calls (epoch pull, cut push, retry)", st)
 	}
 }
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -309,20 +310,90 @@ func (c *clusterState) route(ctx context.Context, call int, partition string, lo
 }
 
 // callMember runs remote with a context that also ends when owner leaves
-// the view.
+// the view. The context ends when remote returns, unless remote returned
+// an answer that keeps streaming on it and called holdMemberCall: then it
+// ends when that answer is released (or ctx ends, or owner leaves).
 func (c *clusterState) callMember(ctx context.Context, owner string, remote func(ctx context.Context, owner string) error) error {
 	mctx := c.memberContext(owner)
 	if mctx == nil {
 		return fmt.Errorf("%w: %s left the view", ErrPeerUnreachable, owner)
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	stop := context.AfterFunc(mctx, cancel)
-	defer stop()
-	err := remote(cctx, owner)
+	var once sync.Once
+	call := &memberCall{release: func() { once.Do(func() { stop(); cancel() }) }}
+	err := remote(context.WithValue(cctx, memberCallKey{}, call), owner)
+	if err != nil || !call.held {
+		call.release()
+	}
 	if err != nil && mctx.Err() != nil && ctx.Err() == nil {
 		return fmt.Errorf("%w: %s left the view during the call: %w", ErrPeerUnreachable, owner, err)
 	}
+	return err
+}
+
+// memberCallKey is the context key of a member call's *memberCall.
+type memberCallKey struct{}
+
+// memberCall is the state of one callMember call.
+type memberCall struct {
+	release func() // ends the call's context (once)
+	held    bool   // holdMemberCall was called
+}
+
+// holdMemberCall keeps the context of the member call ctx belongs to
+// (callMember) alive after the call returns, for an answer that streams
+// on it (a forwarded sync reply: its body is read after Peers.Sync
+// returns, on the call's context). The caller must call release once the
+// answer is consumed or dropped. Outside a member call it does nothing.
+func holdMemberCall(ctx context.Context) (release func()) {
+	if call, ok := ctx.Value(memberCallKey{}).(*memberCall); ok {
+		call.held = true
+		return call.release
+	}
+	return func() {}
+}
+
+// answerStarted waits for the first bytes of a forwarded answer: an owner
+// that failed (or was cut off) after its response headers but before any
+// byte of the answer is as unreachable as one that never answered, and the
+// call is retried on the owner of the next view (a push it may have
+// committed is then answered cached). An SSP2 answer is never empty. The
+// body returned yields the whole answer.
+func answerStarted(rc io.ReadCloser, owner string) (io.ReadCloser, error) {
+	first := make([]byte, 512)
+	for {
+		n, err := rc.Read(first)
+		if n > 0 {
+			return &startedBody{Reader: io.MultiReader(bytes.NewReader(first[:n]), rc), Closer: rc}, nil
+		}
+		if err != nil {
+			_ = rc.Close()
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, fmt.Errorf("%w: %s: the answer ended before its first byte: %w", ErrPeerUnreachable, owner, err)
+		}
+	}
+}
+
+// startedBody is a forwarded answer's body after answerStarted.
+type startedBody struct {
+	io.Reader
+	io.Closer
+}
+
+// heldBody is a forwarded answer's body whose member call ends when it is
+// closed.
+type heldBody struct {
+	io.ReadCloser
+	release func()
+}
+
+// Close closes the body and ends its member call.
+func (b *heldBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.release()
 	return err
 }
 
@@ -405,9 +476,13 @@ func (e *Engine) Owns(partition string) bool {
 // owning partitions (every request is routed to the other members from
 // now on) and its partition actors are stopped after the jobs already
 // routed to them, writing back their client records, before it returns
-// (or ctx ends). Call it after leaving the membership and before the
-// transports stop taking requests; requests keep being forwarded until
-// Close. It does nothing in single-process mode.
+// (or ctx ends). Call it before leaving the membership (so no other member
+// claims a partition while its actor here still works: its last jobs and
+// write-backs are not fenced out), and leave right after: until the others
+// see this member gone, they route its partitions' requests here, where
+// they are refused and retried, so bound ctx well within MoveTimeout.
+// Requests keep being forwarded until Close. It does nothing in
+// single-process mode.
 func (e *Engine) Handoff(ctx context.Context) {
 	if e.cluster == nil {
 		return

@@ -676,14 +676,19 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	// serving, then stop accepting and let in-flight requests finish.
 	mux.Drain()
 	if mem != nil {
-		// Hand the partitions off before the listener closes: leave the
-		// membership (the others take this member's partitions at once),
-		// then stop the partition actors after their queued jobs. Requests
+		// Hand the partitions off before the listener closes: stop owning
+		// them and stop their actors after their queued jobs (under this
+		// member's ownership generation, so those jobs commit and the
+		// client records are written back), then leave the membership:
+		// the others claim the partitions at once. Meanwhile the requests
+		// for them wait (they are retried until this member has left), so
+		// the wait is bounded well within the move timeout; an actor still
+		// busy past it is fenced out by the new owner's claim. Requests
 		// still arriving here are forwarded to the new owners.
-		mem.leave(log)
-		hctx, hcancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
+		hctx, hcancel := context.WithTimeout(context.Background(), min(c.shutdownTimeout, c.cluster.moveTimeout/2))
 		eng.Handoff(hctx)
 		hcancel()
+		mem.leave(log)
 	}
 	log.Info("draining: /readyz answers 503, still serving until the drain delay ends", zap.Duration("drain_delay", c.drainDelay))
 	select {

@@ -167,6 +167,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	out := newAnswerWriter(w, dst, r.Header.Get("Accept-Encoding"), h.opts.CompressMinBytes)
 	if _, err := rep.WriteTo(out); err != nil {
 		h.opts.Logger.Debug("response stream aborted", zap.String("request_id", rid), zap.String("partition", id.Partition), zap.Error(err))
+		if rep.Forwarded() {
+			// The owning cluster member's answer broke off: abort the
+			// response, so the client sees a broken one (HTTP/1.1: the
+			// connection closes before the last chunk; HTTP/2: the stream
+			// is reset) and retries, never a complete-looking truncated
+			// answer. (A local answer fails only when writing to the
+			// client does.)
+			panic(http.ErrAbortHandler)
+		}
 	}
 	if err := out.Close(); err != nil {
 		h.opts.Logger.Debug("response stream close failed", zap.String("request_id", rid), zap.Error(err))
