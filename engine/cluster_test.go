@@ -102,8 +102,26 @@ func (p *loopPeers) Sync(ctx context.Context, to string, id engine.Identity, req
 	if _, err := rep.WriteTo(&buf); err != nil {
 		return nil, err
 	}
-	return io.NopCloser(&buf), nil
+	return ctxBody{ctx: ctx, r: &buf}, nil
 }
+
+// ctxBody is an answer bound to its call's context, as an HTTP response
+// body is: once the context has ended, reads fail. (A forwarded answer is
+// read after the routing attempt returned: a call context ended with the
+// attempt cut every forwarded stream off.)
+type ctxBody struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (b ctxBody) Read(p []byte) (int, error) {
+	if err := b.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return b.r.Read(p)
+}
+
+func (ctxBody) Close() error { return nil }
 
 func (p *loopPeers) ClientState(ctx context.Context, to string, id engine.Identity, clientID string) (engine.ClientState, error) {
 	e, err := p.target(to)

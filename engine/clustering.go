@@ -324,6 +324,35 @@ func (c *clusterState) callMember(ctx context.Context, owner string, remote func
 	return err
 }
 
+// streamContext returns the context of a call to owner whose answer is
+// read after the routing attempt returned (a forwarded sync's stream): it
+// ends when ctx does, when owner leaves the view, or at release (called
+// once the answer is closed).
+func (c *clusterState) streamContext(ctx context.Context, owner string) (context.Context, func()) {
+	sctx, cancel := context.WithCancel(ctx)
+	mctx := c.memberContext(owner)
+	if mctx == nil {
+		cancel() // owner is not in the view: the call fails as unreachable
+		return sctx, cancel
+	}
+	stop := context.AfterFunc(mctx, cancel)
+	context.AfterFunc(sctx, func() { stop() }) // however sctx ends, mctx forgets it
+	return sctx, cancel
+}
+
+// releasingBody is a forwarded answer's body that releases its call's
+// context when closed.
+type releasingBody struct {
+	io.ReadCloser
+	release func()
+}
+
+func (b releasingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.release()
+	return err
+}
+
 // lost handles a local write refused by the fence: the actor is stale
 // (another member claimed the partition), so it is evicted; the next
 // activation claims again.

@@ -538,18 +538,25 @@ func (e *Engine) sync(ctx context.Context, id Identity, msg *ssp2.Message) (rep 
 		var lerr error
 		rep, lerr = e.syncLocal(ctx, id, req)
 		return lerr
-	}, func(ctx context.Context, owner string) error {
+	}, func(_ context.Context, owner string) error {
 		if body == nil {
 			var eerr error
 			if body, eerr = ssp2.Encode(msg); eerr != nil {
 				return syncerr.Wrap(syncerr.InternalError, eerr, "the request could not be encoded for its partition's owner")
 			}
 		}
-		rc, ferr := e.cluster.cfg.Peers.Sync(ctx, owner, id, body)
-		if ferr == nil {
-			rep = forwardedReply(rc)
+		// The answer streams after this call returns: its context is
+		// the request's (ended with the owner leaving the view), not the
+		// routing attempt's, which ends on return and would cut the
+		// stream off.
+		sctx, release := e.cluster.streamContext(ctx, owner)
+		rc, ferr := e.cluster.cfg.Peers.Sync(sctx, owner, id, body)
+		if ferr != nil {
+			release()
+			return ferr
 		}
-		return ferr
+		rep = forwardedReply(releasingBody{ReadCloser: rc, release: release})
+		return nil
 	})
 	return rep, forwarded, err
 }
