@@ -110,5 +110,62 @@ func checkTargets(ss []Summary) []Check {
 					med(s, "pruned commits"), med(s, "pruned commits/s"))})
 		}
 	}
+	return append(out, clusterChecks(ss)...)
+}
+
+// clusterChecks evaluates issue 29's targets on the cluster workload's
+// summaries, per synclane binary (Params["bin"]).
+func clusterChecks(ss []Summary) []Check {
+	var out []Check
+	var bins []string
+	for _, s := range ss {
+		if b, ok := s.Params["bin"].(string); ok && s.Workload == "cluster" && !contains(bins, b) {
+			bins = append(bins, b)
+		}
+	}
+	for _, bin := range bins {
+		find := func(kv ...string) *Summary {
+			for i := range ss {
+				s := &ss[i]
+				ok := s.Workload == "cluster" && s.Params["bin"] == bin
+				for j := 0; ok && j+1 < len(kv); j += 2 {
+					ok = s.Params[kv[j]] == kv[j+1]
+				}
+				if ok {
+					return s
+				}
+			}
+			return nil
+		}
+		med := func(s *Summary, m string) float64 {
+			if x := s.Metric(m); x != nil {
+				return x.Median
+			}
+			return 0
+		}
+		tag := ""
+		if len(bins) > 1 {
+			tag = " [" + bin + "]"
+		}
+		if f := find("case", "forward", "route", "forwarded"); f != nil && f.Metric("CPU/round ÷ local") != nil {
+			r, d := med(f, "CPU/round ÷ local"), med(f, "p50 − local p50")
+			out = append(out,
+				Check{"cluster: forwarded request ≤ 1.3× the CPU of a local one" + tag, r <= 1.3, fmt.Sprintf("%.2f×", r)},
+				Check{"cluster: forwarded request ≤ +1 ms p50 over a local one on loopback" + tag, d <= 1, fmt.Sprintf("%+.2f ms", d)})
+		}
+		for _, load := range []string{"spread", "hot"} {
+			one, cl, plain := find("case", load, "deploy", "single"), find("case", load, "deploy", "cluster"), find("case", load, "deploy", "plain")
+			if one != nil && cl != nil && med(one, "commits/s") > 0 {
+				a, b := med(one, "commits/s"), med(cl, "commits/s")
+				out = append(out, Check{"cluster (" + load + "): the cluster is not slower than 1 process on one machine" + tag, b >= a,
+					fmt.Sprintf("%.2f × (%.0f vs %.0f commits/s)", b/a, b, a)})
+			}
+			if load == "hot" && cl != nil && plain != nil {
+				c, p := med(cl, "row-lock waiters (mean)"), med(plain, "row-lock waiters (mean)")
+				out = append(out, Check{"cluster (hot partition): row-lock waits ~0 (mean waiters ≤ 0.05) in cluster mode" + tag, c <= 0.05,
+					fmt.Sprintf("mean row-lock waiters %.3f in cluster mode vs %.3f with plain processes", c, p)})
+			}
+		}
+	}
 	return out
 }

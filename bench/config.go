@@ -75,6 +75,21 @@ type Config struct {
 	// instead of the others, with WakeCommits push+pull requests each.
 	WakeSockets, WakeCommits int
 
+	// The cluster workload (cluster.go): the synclane binaries measured
+	// (--synclane-bin; empty: built from this module), its cases, client
+	// load, member count, the etcd binary, and a --debug-listen (pprof)
+	// on each member (ports 6060+i).
+	SynclaneBins                                      []serverBin
+	ClusterCases                                      []string
+	ClusterClients, ClusterPartitions, ClusterMembers int
+	ForwardClients                                    int
+	ClusterDeploys                                    []string
+	EtcdBin                                           string
+	ClusterDebug                                      bool
+	// ClusterBrowser: the cluster workload's push+pull clients send a
+	// browser's Accept-Encoding (and decompress what they get).
+	ClusterBrowser bool
+
 	PruneCommits int
 	PruneBatch   int
 	PruneWindow  time.Duration
@@ -88,7 +103,7 @@ type Config struct {
 
 var errUsage = errors.New("usage")
 
-const usage = `usage: go run ./bench <push|partitions|pull|bootstrap|idle|pushpull|realtime|prune|storm|reconnect|bigpush|all> [flags]
+const usage = `usage: go run ./bench <push|partitions|pull|bootstrap|idle|pushpull|realtime|prune|storm|reconnect|bigpush|all|cluster> [flags]
 
 Modes (several may be combined; default --inproc):
   --inproc          drive engine.Engine.Sync in this process
@@ -162,6 +177,21 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	fs.IntVar(&cfg.PruneCommits, "prune-commits", 1_000_000, "prune: commits seeded in the partition (all but the newest 1,000 are pruned)")
 	fs.IntVar(&cfg.PruneBatch, "prune-batch", retention.DefaultBatchCommits, "prune: commits per pruning transaction")
 	fs.DurationVar(&cfg.PruneWindow, "prune-window", 2*time.Second, "prune: pruning runs in windows this long, each followed by a window of pushes alone")
+	var sbins, ccases, cdeploys string
+	fs.StringVar(&sbins, "synclane-bin", "", "cluster: comma-separated [label=]path of synclane binaries, each measured in turn in every run (default: go build ./cmd/synclane)")
+	fs.StringVar(&ccases, "cluster-cases", strings.Join(clusterCaseNames, ","), "cluster: cases to run: forward, spread, hot, realtime")
+	fs.IntVar(&cfg.ClusterClients, "cluster-clients", 64, "cluster spread, hot: concurrent push+pull clients")
+	fs.IntVar(&cfg.ClusterPartitions, "cluster-partitions", 16, "cluster spread: partitions the clients are spread over")
+	fs.StringVar(&cdeploys, "cluster-deploys", "single,cluster,plain", "cluster spread, hot, realtime: deployments to compare: single (1 process), cluster (--cluster-members members), plain (--cluster-members processes without cluster flags)")
+	fs.IntVar(&cfg.ForwardClients, "forward-clients", 8, "cluster forward: concurrent clients per route of the second forward case (1: only the one-client case)")
+	fs.IntVar(&cfg.ClusterMembers, "cluster-members", 3, "cluster spread, hot, realtime: processes of the multi-process deployments")
+	etcdBin := os.Getenv("SYNCLANE_ETCD_BIN")
+	if etcdBin == "" {
+		etcdBin = "/usr/bin/etcd"
+	}
+	fs.StringVar(&cfg.EtcdBin, "etcd-bin", etcdBin, "cluster: the etcd binary (default $SYNCLANE_ETCD_BIN, else /usr/bin/etcd)")
+	fs.BoolVar(&cfg.ClusterBrowser, "cluster-browser", false, "cluster forward, spread, hot: clients send a browser's Accept-Encoding (gzip, deflate, br, zstd) instead of none (identity answers)")
+	fs.BoolVar(&cfg.ClusterDebug, "cluster-debug", false, "cluster: serve pprof on each member (--debug-listen 127.0.0.1:6060+i)")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole invocation")
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write a heap profile at the end")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -176,7 +206,8 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	if cfg.Quick {
 		quick := map[string]string{"duration": "1s", "warmup": "200ms", "partitions": "1,10", "clients": "20",
 			"rows": "2000", "idle-partitions": "50", "writers": "16", "idle-timeout": "200ms", "pull-interval": "50ms",
-			"rate": "200", "page-rows": "1000", "pages": "4", "sockets": "100", "fanout-sockets": "50", "fanout-commits": "10", "prune-commits": "5000", "prune-window": "200ms"}
+			"rate": "200", "page-rows": "1000", "pages": "4", "sockets": "100", "fanout-sockets": "50", "fanout-commits": "10", "prune-commits": "5000", "prune-window": "200ms",
+			"cluster-clients": "8", "cluster-partitions": "4", "forward-clients": "4"}
 		for name, v := range quick {
 			if !set[name] {
 				if err := fs.Set(name, v); err != nil {
@@ -201,6 +232,24 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	var err error
 	if cfg.ServerBins, err = parseServerBins(bins); err != nil {
 		return nil, fmt.Errorf("--server-bin: %w", err)
+	}
+	if cfg.SynclaneBins, err = parseServerBins(sbins); err != nil {
+		return nil, fmt.Errorf("--synclane-bin: %w", err)
+	}
+	cfg.ClusterCases = splitList(ccases)
+	for _, c := range cfg.ClusterCases {
+		if !contains(clusterCaseNames, c) {
+			return nil, fmt.Errorf("--cluster-cases: unknown case %q (%s)", c, strings.Join(clusterCaseNames, ", "))
+		}
+	}
+	cfg.ClusterDeploys = splitList(cdeploys)
+	for _, d := range cfg.ClusterDeploys {
+		if d != "single" && d != "cluster" && d != "plain" {
+			return nil, fmt.Errorf("--cluster-deploys: unknown deployment %q (single, cluster, plain)", d)
+		}
+	}
+	if cfg.ClusterClients < 1 || cfg.ClusterPartitions < 1 || cfg.ForwardClients < 1 || cfg.ClusterMembers < 2 {
+		return nil, errors.New("--cluster-clients, --cluster-partitions and --forward-clients must be positive, --cluster-members at least 2")
 	}
 	if cfg.Partitions, err = intList(parts); err != nil {
 		return nil, fmt.Errorf("--partitions: %w", err)

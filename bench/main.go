@@ -2,7 +2,9 @@
 //
 //	go run ./bench <workload> [flags]
 //
-// Workloads: push, partitions, pull, bootstrap, idle, pushpull, realtime, prune, storm, reconnect, bigpush, all. The harness
+// Workloads: push, partitions, pull, bootstrap, idle, pushpull, realtime, prune, storm, reconnect, bigpush, all;
+// and cluster (real `synclane serve` processes, etcd and PostgreSQL; not
+// part of all). The harness
 // drives the engine in-process (--inproc, the default), over HTTP on a
 // loopback listener it starts itself (--http), or any SSP2 server speaking
 // wire v2 with development auth headers and the demo todos schema (--url).
@@ -34,22 +36,26 @@ func main() {
 	os.Exit(code)
 }
 
-// workloads maps a workload name to its runner, in "all" order.
+// workloads maps a workload name to its runner, in "all" order. A
+// standalone workload runs only when named (not in "all"), once per run:
+// it picks its own processes and store, whatever --store and the modes.
 var workloads = []struct {
-	name string
-	run  func(ctx context.Context, cfg *Config, store string) ([]Result, error)
+	name       string
+	run        func(ctx context.Context, cfg *Config, store string) ([]Result, error)
+	standalone bool
 }{
-	{"push", runPush},
-	{"partitions", runPartitions},
-	{"pull", runPull},
-	{"bootstrap", runBootstrap},
-	{"idle", runIdle},
-	{"pushpull", runPushpull},
-	{"realtime", runRealtime},
-	{"prune", runPrune},
-	{"storm", runStorm},
-	{"reconnect", runReconnect},
-	{"bigpush", runBigPush},
+	{"push", runPush, false},
+	{"partitions", runPartitions, false},
+	{"pull", runPull, false},
+	{"bootstrap", runBootstrap, false},
+	{"idle", runIdle, false},
+	{"pushpull", runPushpull, false},
+	{"realtime", runRealtime, false},
+	{"prune", runPrune, false},
+	{"storm", runStorm, false},
+	{"reconnect", runReconnect, false},
+	{"bigpush", runBigPush, false},
+	{"cluster", runCluster, true},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -106,11 +112,16 @@ func execute(ctx context.Context, cfg *Config, progress io.Writer) (*Report, err
 	for run := 1; run <= cfg.Runs; run++ {
 		for _, mode := range cfg.Modes {
 			for _, w := range workloads {
-				if cfg.Workload != "all" && cfg.Workload != w.name {
+				if cfg.Workload != w.name && (cfg.Workload != "all" || w.standalone) {
 					continue
 				}
 				stores := cfg.Stores
-				if mode == ModeURL {
+				switch {
+				case w.standalone && mode != cfg.Modes[0]:
+					continue
+				case w.standalone:
+					stores = []string{"postgres"}
+				case mode == ModeURL:
 					stores = []string{"remote"}
 				}
 				for _, store := range stores {

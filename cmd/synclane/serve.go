@@ -428,6 +428,10 @@ func openStore(ctx context.Context, c serveConfig, log *zap.Logger) (store, stri
 			// not hold its partition's row lock (and keep the new owner's
 			// claim waiting) for longer than its lease plus a second.
 			opts.IdleInTransactionTimeout = c.cluster.leaseTTL + time.Second
+			// Nothing listens in cluster mode (an owner tells its
+			// followers itself), and a NOTIFY serializes the commits of
+			// the whole database.
+			opts.DisableNotify = true
 		}
 		pg, err := postgres.Open(ctx, c.postgresURL, opts)
 		if err != nil {

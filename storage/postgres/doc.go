@@ -40,8 +40,9 @@
 // Notification. Commit sends pg_notify on Options.NotifyChannel (default
 // NotifyChannelFor(Options.Schema): "synclane_commits" plus the schema's
 // name when one is set) with payload "<partition>\t<maxSeq>", delivered when
-// the transaction commits. Store.Listen starts a Notifier that reports those
-// notifications in other processes.
+// the transaction commits, unless Options.DisableNotify is set (cluster
+// mode). Store.Listen starts a Notifier that reports those notifications
+// in other processes.
 //
 // Errors. Server errors are classified by SQLSTATE only: class 23 (and data
 // exceptions on row writes) wrap storage.ErrConstraint (22021 and 54000 on

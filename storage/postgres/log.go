@@ -122,7 +122,9 @@ func (l *log) queue(b *pgx.Batch, s *Store, partition string, writerVersion int3
 		}
 		maxSeq := seqs[n-1]
 		b.Queue(s.q.setMaxSeq, partition, maxSeq)
-		b.Queue(`SELECT pg_notify($1, $2)`, s.channel, fmt.Sprintf("%s\t%d", partition, maxSeq))
+		if s.notify {
+			b.Queue(`SELECT pg_notify($1, $2)`, s.channel, fmt.Sprintf("%s\t%d", partition, maxSeq))
+		}
 	}
 	if len(l.idems) > 0 {
 		// The last record of a key wins; one INSERT may not touch a key twice.

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/postgres/pgtest"
 )
@@ -150,5 +152,44 @@ func TestOpenRefusesAPoolOfOne(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "at least 2") {
 		t.Errorf("Open(MaxConns 1): %v; want the minimum named", err)
+	}
+}
+
+// A store with DisableNotify commits without pg_notify: a listener on its
+// channel hears the commit of a notifying store made after it first
+// (notifications arrive in commit order), and nothing of the silent one.
+func TestDisableNotify(t *testing.T) {
+	name := pgtest.NewSchema(t)
+	sch := mustSchema(t)
+	silent := pgtest.OpenSchema(t, name, postgres.Options{MaxConns: 4, DisableNotify: true})
+	loud := pgtest.OpenSchema(t, name, postgres.Options{MaxConns: 4})
+	for _, s := range []*postgres.Store{silent, loud} {
+		if err := s.EnsureSchema(t.Context(), sch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{postgres.NotifyChannelFor(name)}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pushOne(ctx, silent, "quiet", "k1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pushOne(ctx, loud, "loud", "k1"); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	n, err := conn.WaitForNotification(wctx)
+	if err != nil {
+		t.Fatalf("no notification of the notifying store's commit: %v", err)
+	}
+	if !strings.HasPrefix(n.Payload, "loud\t") {
+		t.Fatalf("first notification %q, want the notifying store's (partition loud)", n.Payload)
 	}
 }

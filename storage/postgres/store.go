@@ -68,6 +68,14 @@ type Options struct {
 	// never hear each other's commits; every process serving one schema
 	// must use the same channel (the default does).
 	NotifyChannel string
+	// DisableNotify stops Commit from announcing commits with pg_notify.
+	// Cluster mode sets it: a partition's owner tells the members that
+	// follow the partition itself, and no member listens. A NOTIFY takes
+	// one database-wide lock from its transaction's pre-commit to its end
+	// (PostgreSQL's async.c), so notifying transactions of the whole
+	// database commit one after another; without it commits of different
+	// partitions commit concurrently.
+	DisableNotify bool
 }
 
 // Store is a storage backend on a PostgreSQL database (its roles:
@@ -78,6 +86,7 @@ type Store struct {
 	ownsPool bool
 	log      *zap.Logger
 	channel  string
+	notify   bool   // Commit sends pg_notify on channel
 	schema   string // raw schema name, "" = search_path
 	q        sysSQL
 
@@ -160,6 +169,7 @@ func OpenPool(pool *pgxpool.Pool, opts Options) *Store {
 		pool:      pool,
 		log:       log,
 		channel:   ch,
+		notify:    !opts.DisableNotify,
 		schema:    opts.Schema,
 		q:         newSysSQL(opts.Schema),
 		tables:    map[string]*tableSQL{},
