@@ -447,3 +447,42 @@ func TestClusterNeedsOwnership(t *testing.T) {
 		t.Fatal("cluster mode started on a backend without Ownership")
 	}
 }
+
+// SyncEncoded forwards a request for another member's partition as it
+// came, undecoded: the owner decodes and answers it (an undecodable one
+// with sync.invalid_request, as a local one would be); on the owner it
+// decodes and serves locally.
+func TestClusterSyncEncodedForwardsUndecoded(t *testing.T) {
+	ids := []string{"http://a", "http://b"}
+	tc := newTestCluster(t, time.Second, ids...)
+	part := ownedBy("http://b", ids...)
+	fa, fb := tc.fixtures["http://a"], tc.fixtures["http://b"]
+	for _, f := range []*fixture{fa, fb} {
+		f.allow("u1", map[string][]string{"project_id": {"*"}})
+	}
+	id := engine.Identity{ActorID: "u1", Partition: part}
+	epoch := epochOf(t, fb, id, "c1")
+	body, err := ssp2.Encode(mustMsg(t, &client{f: fa, id: id, cid: "c1", epoch: &epoch}, &ssp2.PushCommit{ClientCommitID: "k1",
+		Operations: []ssp2.Operation{upsert("tasks", "t1", fa.row("t1", "P", "x"), nil)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, msg, err := fa.eng.SyncEncoded(context.Background(), id, body)
+	if err != nil || msg != nil || !rep.Forwarded() {
+		t.Fatalf("through a: msg %v forwarded %v err %v; want forwarded undecoded", msg != nil, rep != nil && rep.Forwarded(), err)
+	}
+	if prs := pushResults(t, rep); len(prs) != 1 || prs[0].Status != ssp2.CommitApplied {
+		t.Fatalf("push results %+v", prs)
+	}
+	rep, msg, err = fb.eng.SyncEncoded(context.Background(), id, body)
+	if err != nil || msg == nil || rep.Forwarded() {
+		t.Fatalf("on the owner: msg %v forwarded %v err %v; want decoded and local", msg != nil, rep != nil && rep.Forwarded(), err)
+	}
+	if prs := pushResults(t, rep); len(prs) != 1 || prs[0].Status != ssp2.CommitCached {
+		t.Fatalf("the same push on the owner: %+v, want cached", prs)
+	}
+	_, _, err = fa.eng.SyncEncoded(context.Background(), id, []byte("garbage"))
+	if syncerr.CodeOf(err) != syncerr.InvalidRequest {
+		t.Fatalf("garbage through a: %v, want the owner's sync.invalid_request", err)
+	}
+}

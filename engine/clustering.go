@@ -57,7 +57,10 @@ type ClusterConfig struct {
 // other error is the callee's answer, returned to the client as is.
 type Peers interface {
 	// Sync sends an encoded SSP2 request for id and returns the owner's
-	// SSP2 response as it streams (the caller closes it).
+	// SSP2 response as it streams (the caller closes it). When the body
+	// has a Size() int64 method reporting its whole length (>= 0: the
+	// owner finished the answer before sending it), the answer is handed
+	// to the client whole, as a local one is; otherwise it streams.
 	Sync(ctx context.Context, to string, id Identity, request []byte) (io.ReadCloser, error)
 	// ClientState, BuildDeltas and Ack are the realtime calls.
 	ClientState(ctx context.Context, to string, id Identity, clientID string) (ClientState, error)
@@ -505,8 +508,20 @@ func (e *Engine) claimer(own storage.Ownership, self string) func(ctx context.Co
 	}
 }
 
-// forwardedReply wraps a forwarded response body.
-func forwardedReply(body io.ReadCloser) *Reply { return partition.NewForwardedReply(body) }
+// forwardedReply wraps a forwarded response body of size bytes (-1:
+// streamed).
+func forwardedReply(body io.ReadCloser, size int64) *Reply {
+	return partition.NewForwardedReply(body, size)
+}
+
+// answerSize returns the whole length of a forwarded answer when its body
+// reports it (engine.Peers.Sync), else -1.
+func answerSize(rc io.ReadCloser) int64 {
+	if s, ok := rc.(interface{ Size() int64 }); ok {
+		return s.Size()
+	}
+	return -1
+}
 
 // ownedSubmitter submits the feature services' jobs (commands, prune and
 // restore batches, backfill batches) in cluster mode: to the local actor

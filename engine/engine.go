@@ -487,6 +487,54 @@ func (e *Engine) Sync(ctx context.Context, id Identity, msg *ssp2.Message) (*Rep
 	return rep, err
 }
 
+// SyncEncoded serves one encoded SSP2 request (body, as the client sent
+// it, decompressed): as decoding it and calling Sync, except that in
+// cluster mode a request for a partition another member owns is forwarded
+// as it came, without being decoded here (the owner decodes and checks
+// it; authentication was this member's). msg is the decoded request when
+// this member decoded it, nil when it was forwarded undecoded. body must
+// stay unchanged until the call returns.
+func (e *Engine) SyncEncoded(ctx context.Context, id Identity, body []byte) (rep *Reply, msg *ssp2.Message, err error) {
+	if e.cluster == nil {
+		if msg, err = ssp2.DecodeRequest(body); err != nil {
+			return nil, nil, err
+		}
+		rep, err = e.Sync(ctx, id, msg)
+		return rep, msg, err
+	}
+	start := e.cfg.Now()
+	if id.Partition == "" || id.ActorID == "" {
+		return nil, nil, syncerr.New(syncerr.AuthRequired, "request has no authenticated actor or partition")
+	}
+	if verr := partition.ValidateIdentity(id.ActorID, id.Partition); verr != nil {
+		return nil, nil, verr
+	}
+	var forwarded bool
+	forwarded, err = e.cluster.route(ctx, callSync, id.Partition, func() error {
+		if msg == nil {
+			var derr error
+			if msg, derr = ssp2.DecodeRequest(body); derr != nil {
+				return derr
+			}
+		}
+		req, verr := e.validate(id, msg)
+		if verr != nil {
+			return verr
+		}
+		var lerr error
+		rep, lerr = e.syncLocal(ctx, id, req)
+		return lerr
+	}, func(ctx context.Context, owner string) error {
+		var ferr error
+		rep, ferr = e.forward(ctx, owner, id, body)
+		return ferr
+	})
+	if !forwarded {
+		e.observeSync(id, rep, err, e.cfg.Now().Sub(start))
+	}
+	return rep, msg, err
+}
+
 // SyncOwned serves a request another cluster member forwarded here (see
 // ClusterConfig): as Sync, but only while this member owns id's partition
 // (an error wrapping ErrNotOwner otherwise, also when the partition's
@@ -545,19 +593,28 @@ func (e *Engine) sync(ctx context.Context, id Identity, msg *ssp2.Message) (rep 
 				return syncerr.Wrap(syncerr.InternalError, eerr, "the request could not be encoded for its partition's owner")
 			}
 		}
-		rc, ferr := e.cluster.cfg.Peers.Sync(ctx, owner, id, body)
-		if ferr != nil {
-			return ferr
-		}
-		if rc, ferr = answerStarted(rc, owner); ferr != nil {
-			return ferr
-		}
-		// The answer streams on the call's context: it must not end
-		// before the body is read.
-		rep = forwardedReply(&heldBody{ReadCloser: rc, release: holdMemberCall(ctx)})
-		return nil
+		var ferr error
+		rep, ferr = e.forward(ctx, owner, id, body)
+		return ferr
 	})
 	return rep, forwarded, err
+}
+
+// forward sends an encoded request to its partition's owner and returns
+// the owner's answer as a forwarded reply, streaming on the member call's
+// context.
+func (e *Engine) forward(ctx context.Context, owner string, id Identity, body []byte) (*Reply, error) {
+	rc, err := e.cluster.cfg.Peers.Sync(ctx, owner, id, body)
+	if err != nil {
+		return nil, err
+	}
+	size := answerSize(rc)
+	if rc, err = answerStarted(rc, owner); err != nil {
+		return nil, err
+	}
+	// The answer streams on the call's context: it must not end before
+	// the body is read.
+	return forwardedReply(&heldBody{ReadCloser: rc, release: holdMemberCall(ctx)}, size), nil
 }
 
 // validate checks the identity and decodes and checks the request.

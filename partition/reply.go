@@ -32,7 +32,8 @@ type Reply struct {
 	incremental []incrementalSection
 	// forwarded is the body of a reply another cluster member built
 	// (NewForwardedReply); WriteTo copies it.
-	forwarded io.ReadCloser
+	forwarded     io.ReadCloser
+	forwardedSize int64
 }
 
 // incrementalSection is the frames [start, end) of a subscription served

@@ -134,13 +134,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httperr.WriteStatus(w, bodyStatus(err), err)
 		return
 	}
-	msg, err := ssp2.DecodeRequest(body)
-	if err != nil {
-		httperr.Write(w, err)
-		return
+	// In cluster mode a request for a partition another member owns goes
+	// to it undecoded (SyncEncoded); msg is nil then.
+	rep, msg, err := h.eng.SyncEncoded(r.Context(), id, body)
+	if msg != nil {
+		noteKind(w, RequestKind(msg))
+	} else if rep != nil {
+		noteKind(w, KindForwarded)
 	}
-	noteKind(w, RequestKind(msg))
-	rep, err := h.eng.Sync(r.Context(), id, msg)
 	charge.Release() // the engine is done with the request (the answer holds none of it)
 	if h.opts.WriteTimeout > 0 {
 		// The answer's write deadline starts now, however long the engine

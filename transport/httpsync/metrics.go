@@ -36,6 +36,9 @@ const (
 	KindBootstrap = "bootstrap"
 	KindPull      = "pull"
 	KindOther     = "other"
+	// KindForwarded: a request this cluster member forwarded to its
+	// partition's owner undecoded (the owner counts it by its kind).
+	KindForwarded = "forwarded"
 )
 
 // codeNone is the code label of answers that carry no protocol error code
@@ -47,7 +50,7 @@ const codeNone = "none"
 // large bootstraps and slow clients.
 var durationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
-var requestKinds = []string{KindPush, KindBootstrap, KindPull, KindOther}
+var requestKinds = []string{KindPush, KindBootstrap, KindPull, KindOther, KindForwarded}
 
 // RequestKind classifies a decoded sync request for the duration
 // histogram: push when it carries commits, bootstrap when a subscription
@@ -159,7 +162,7 @@ func (m *httpMetrics) write(w io.Writer) {
 		_, _ = fmt.Fprintf(w, "synclane_http_requests_total{route=%q,status=\"%d\",code=%q} %d\n", k.route, k.status, k.code, reqs[k])
 	}
 	_, _ = fmt.Fprintf(w, "# HELP synclane_http_requests_in_flight HTTP requests being served.\n# TYPE synclane_http_requests_in_flight gauge\nsynclane_http_requests_in_flight %d\n", m.inFlight.Load())
-	_, _ = fmt.Fprintf(w, "# HELP synclane_sync_request_duration_seconds Time from a sync request reaching the server's handler to the end of its answer, by kind (push, bootstrap, pull, other).\n# TYPE synclane_sync_request_duration_seconds histogram\n")
+	_, _ = fmt.Fprintf(w, "# HELP synclane_sync_request_duration_seconds Time from a sync request reaching the server's handler to the end of its answer, by kind (push, bootstrap, pull, other, forwarded).\n# TYPE synclane_sync_request_duration_seconds histogram\n")
 	for _, kind := range requestKinds {
 		h := hists[kind]
 		var cum uint64

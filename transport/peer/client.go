@@ -132,8 +132,18 @@ func (c *Client) Sync(ctx context.Context, to string, id engine.Identity, reques
 	if err != nil {
 		return nil, err
 	}
-	return res.Body, nil
+	return &answerBody{ReadCloser: res.Body, size: res.ContentLength}, nil
 }
+
+// answerBody is a forwarded sync answer: its Size is the owner's
+// Content-Length (-1 for a streamed answer), see engine.Peers.
+type answerBody struct {
+	io.ReadCloser
+	size int64
+}
+
+// Size returns the answer's length, -1 when it streams.
+func (b *answerBody) Size() int64 { return b.size }
 
 // callJSON posts in as JSON and decodes the answer into out.
 func (c *Client) callJSON(ctx context.Context, to, path string, in, out any) error {

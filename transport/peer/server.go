@@ -147,7 +147,10 @@ func (h *Handler) sync(w http.ResponseWriter, r *http.Request, from string) {
 		h.opts.Logger.Debug("forwarded response stream aborted", zap.String("member", from), zap.String("partition", id.Partition), zap.Error(err))
 		return
 	}
-	_ = out.Flush()
+	// The rest goes to the server's buffer without a flush: an answer the
+	// handler completes within it gets a Content-Length (the forwarding
+	// member then hands it on whole, as a local answer goes out).
+	_ = out.bw.Flush()
 }
 
 // operation serves a forwarded remote command (REMOTE.md revision 1):
