@@ -33,13 +33,31 @@ type ClientOptions struct {
 	// MaxReceiveBufferPerStream caps the bytes of one answer buffered from
 	// the callee before the caller reads them (default 256 KiB).
 	MaxReceiveBufferPerStream int
+	// Protocol is how calls travel: ProtocolHTTP1 (the default: a pool of
+	// keep-alive HTTP/1.1 connections per member, at most MaxConnsPerMember
+	// at once) or ProtocolH2 (HTTP/2: h2c for http:// advertise URLs, TLS
+	// with ALPN for https://, one connection per member carrying every
+	// call). Both reach the same routes; a member serves both.
+	Protocol string
+	// MaxConnsPerMember caps the HTTP/1.1 connections to one member
+	// (default 512; calls beyond it wait for a free connection).
+	MaxConnsPerMember int
 	// Logger receives the client's logs (default: no-op).
 	Logger *zap.Logger
 }
 
-// Client calls the other members (it implements engine.Peers) over HTTP/2:
-// h2c (prior knowledge) for http:// advertise URLs, TLS with ALPN for
-// https:// ones. One connection per member carries every concurrent call.
+// The member-call protocols (ClientOptions.Protocol).
+const (
+	ProtocolHTTP1 = "http1"
+	ProtocolH2    = "h2"
+)
+
+// Client calls the other members (it implements engine.Peers and
+// engine.OperationPeers) over HTTP/1.1 keep-alive connections or HTTP/2
+// (ClientOptions.Protocol). HTTP/1.1 is the default because it costs less
+// CPU per call in Go's net/http: in one run of `go run ./bench cluster
+// --cluster-cases forward`, a forwarded push-pull round cost 1.49× the CPU
+// of a local one over HTTP/1.1 and 1.67× over HTTP/2 (bench/RESULTS.md).
 type Client struct {
 	opts ClientOptions
 	hc   *http.Client
@@ -50,32 +68,48 @@ var (
 	_ engine.OperationPeers = (*Client)(nil)
 )
 
-// NewClient returns a client for the member opts.Self.
-func NewClient(opts ClientOptions) *Client {
+// NewClient returns a client for the member opts.Self; it refuses an
+// unknown Protocol.
+func NewClient(opts ClientOptions) (*Client, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 35 * time.Second
 	}
 	if opts.MaxReceiveBufferPerStream <= 0 {
 		opts.MaxReceiveBufferPerStream = 256 << 10
 	}
+	if opts.MaxConnsPerMember <= 0 {
+		opts.MaxConnsPerMember = 512
+	}
+	if opts.Protocol == "" {
+		opts.Protocol = ProtocolHTTP1
+	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
 	protos := new(http.Protocols)
-	protos.SetHTTP2(true)
-	protos.SetUnencryptedHTTP2(true)
 	tr := &http.Transport{
 		Protocols:             protos,
 		ResponseHeaderTimeout: opts.Timeout,
 		IdleConnTimeout:       90 * time.Second,
-		HTTP2: &http.HTTP2Config{
+	}
+	switch opts.Protocol {
+	case ProtocolHTTP1:
+		protos.SetHTTP1(true)
+		tr.MaxIdleConnsPerHost = opts.MaxConnsPerMember
+		tr.MaxConnsPerHost = opts.MaxConnsPerMember
+	case ProtocolH2:
+		protos.SetHTTP2(true)
+		protos.SetUnencryptedHTTP2(true)
+		tr.HTTP2 = &http.HTTP2Config{
 			MaxReceiveBufferPerStream:     opts.MaxReceiveBufferPerStream,
 			MaxReceiveBufferPerConnection: 16 << 20,
 			PingTimeout:                   5 * time.Second,
 			SendPingTimeout:               10 * time.Second,
-		},
+		}
+	default:
+		return nil, fmt.Errorf("peer: unknown member-call protocol %q (want %s or %s)", opts.Protocol, ProtocolHTTP1, ProtocolH2)
 	}
-	return &Client{opts: opts, hc: &http.Client{Transport: tr}}
+	return &Client{opts: opts, hc: &http.Client{Transport: tr}}, nil
 }
 
 // HTTPClient returns the client's HTTP client (for other member routes,

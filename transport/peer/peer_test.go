@@ -62,18 +62,28 @@ func decodeResponse(t *testing.T, rc io.ReadCloser) *ssp2.Message {
 	return m
 }
 
-// Every call crosses the wire intact over HTTP/2: a forwarded push is
+// Every call crosses the wire intact over HTTP/1.1 and HTTP/2 (h2c): a forwarded push is
 // applied and its answer streamed back; the client state, a delta built
 // on the callee and an ack come back as the engine answered them.
-func TestCallsOverH2C(t *testing.T) {
+func TestCallsOverBothProtocols(t *testing.T) {
 	secret, _ := NewSecret([]byte("cluster secret"))
 	eng, srv := member(t, secret)
-	c := NewClient(ClientOptions{Self: "http://caller", Secret: secret})
+	for _, proto := range []string{ProtocolHTTP1, ProtocolH2} {
+		t.Run(proto, func(t *testing.T) { callsOverProtocol(t, eng, srv, secret, proto) })
+	}
+}
+
+func callsOverProtocol(t *testing.T, eng *engine.Engine, srv *httptest.Server, secret Secret, proto string) {
+	c, err := NewClient(ClientOptions{Self: "http://caller", Secret: secret, Protocol: proto})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer c.Close()
 	ctx := context.Background()
-	id := engine.Identity{ActorID: "u1", Partition: "p1", Grants: map[string][]string{"list_id": {"L"}}}
+	cid := "c-" + proto
+	id := engine.Identity{ActorID: "u1", Partition: "p-" + proto, Grants: map[string][]string{"list_id": {"L"}}}
 
-	first := decodeResponse(t, must(c.Sync(ctx, srv.URL, id, request(t, "c1", "", &ssp2.PullHeader{Accept: 1}))))
+	first := decodeResponse(t, must(c.Sync(ctx, srv.URL, id, request(t, cid, "", &ssp2.PullHeader{Accept: 1}))))
 	epoch := first.Frames[0].(*ssp2.RespHeader).LogEpoch
 	if epoch == "" {
 		t.Fatalf("no epoch in %+v", first.Frames)
@@ -83,7 +93,7 @@ func TestCallsOverH2C(t *testing.T) {
 		t.Fatal(err)
 	}
 	push := &ssp2.PushCommit{ClientCommitID: "k1", Operations: []ssp2.Operation{{Table: "todos", RowID: "t1", Op: ssp2.OpUpsert, Payload: row}}}
-	m := decodeResponse(t, must(c.Sync(ctx, srv.URL, id, request(t, "c1", epoch, push))))
+	m := decodeResponse(t, must(c.Sync(ctx, srv.URL, id, request(t, cid, epoch, push))))
 	var pr *ssp2.PushResult
 	for _, f := range m.Frames {
 		if p, ok := f.(*ssp2.PushResult); ok {
@@ -94,11 +104,11 @@ func TestCallsOverH2C(t *testing.T) {
 		t.Fatalf("push through the member route: %+v", m.Frames)
 	}
 
-	st, err := c.ClientState(ctx, srv.URL, id, "c1")
+	st, err := c.ClientState(ctx, srv.URL, id, cid)
 	if err != nil || !st.Exists || st.ActorID != "u1" || st.Info.MaxCommitSeq != 1 || st.Info.LogEpoch != epoch {
 		t.Fatalf("client state %+v, %v", st, err)
 	}
-	want, err := eng.BuildDeltasOwned(ctx, "p1", engine.DeltaRequest{Groups: []engine.DeltaGroup{{Subs: []engine.DeltaSub{
+	want, err := eng.BuildDeltasOwned(ctx, id.Partition, engine.DeltaRequest{Groups: []engine.DeltaGroup{{Subs: []engine.DeltaSub{
 		{ID: "s", Table: "todos", Effective: map[string][]string{"list_id": {"L"}}, Cursor: 0}}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +116,7 @@ func TestCallsOverH2C(t *testing.T) {
 	if _, err := encodeDeltas(want); err != nil {
 		t.Fatalf("encodeDeltas: %v", err)
 	}
-	got, err := c.BuildDeltas(ctx, srv.URL, "p1", engine.DeltaRequest{Groups: []engine.DeltaGroup{{Subs: []engine.DeltaSub{
+	got, err := c.BuildDeltas(ctx, srv.URL, id.Partition, engine.DeltaRequest{Groups: []engine.DeltaGroup{{Subs: []engine.DeltaSub{
 		{ID: "s", Table: "todos", Effective: map[string][]string{"list_id": {"L"}}, Cursor: 0}}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +127,7 @@ func TestCallsOverH2C(t *testing.T) {
 	if enc(t, got.Groups[0].Frames) != enc(t, want.Groups[0].Frames) {
 		t.Fatal("the delta frames changed on the wire")
 	}
-	if err := c.Ack(ctx, srv.URL, "p1", []engine.Ack{{ClientID: "c1", ActorID: "u1", Cursor: 1}}); err != nil {
+	if err := c.Ack(ctx, srv.URL, id.Partition, []engine.Ack{{ClientID: cid, ActorID: "u1", Cursor: 1}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -147,7 +157,7 @@ func TestErrorsAndAuth(t *testing.T) {
 	ctx := context.Background()
 	id := engine.Identity{ActorID: "u1", Partition: "p1"}
 
-	c := NewClient(ClientOptions{Self: "http://caller", Secret: secret})
+	c, _ := NewClient(ClientOptions{Self: "http://caller", Secret: secret})
 	defer c.Close()
 	_, err := c.Sync(ctx, srv.URL, id, []byte("not ssp2"))
 	if syncerr.CodeOf(err) != syncerr.InvalidRequest {
@@ -155,7 +165,7 @@ func TestErrorsAndAuth(t *testing.T) {
 	}
 
 	other, _ := NewSecret([]byte("another secret"))
-	bad := NewClient(ClientOptions{Self: "http://caller", Secret: other})
+	bad, _ := NewClient(ClientOptions{Self: "http://caller", Secret: other})
 	defer bad.Close()
 	_, err = bad.Sync(ctx, srv.URL, id, request(t, "c1", "", &ssp2.PullHeader{Accept: 1}))
 	if syncerr.CodeOf(err) != syncerr.AuthRequired {
@@ -175,5 +185,12 @@ func TestErrorsAndAuth(t *testing.T) {
 	_, err = c.Sync(ctx, addr, id, request(t, "c1", "", &ssp2.PullHeader{Accept: 1}))
 	if !errors.Is(err, engine.ErrPeerUnreachable) {
 		t.Fatalf("closed member: %v, want ErrPeerUnreachable", err)
+	}
+}
+
+func TestUnknownProtocolRefused(t *testing.T) {
+	secret, _ := NewSecret([]byte("s"))
+	if _, err := NewClient(ClientOptions{Self: "http://a", Secret: secret, Protocol: "h3"}); err == nil {
+		t.Fatal("an unknown protocol was accepted")
 	}
 }
