@@ -96,3 +96,32 @@ func (r *Runtime[J]) EvictAll(ctx context.Context) int {
 	}
 	return len(pids)
 }
+
+// EvictWait evicts partition's actor (as Evict) and waits until it has
+// served the jobs routed to it and run its Worker's Stop, or ctx ends. It
+// reports whether there was an actor.
+func (r *Runtime[J]) EvictWait(ctx context.Context, partition string) bool {
+	s := r.shard(partition)
+	s.mu.Lock()
+	c, ok := s.children[partition]
+	if ok {
+		delete(s.children, partition)
+		r.stats.evicted.Add(1)
+		r.opts.lifecycle(partition, Evicted)
+	}
+	s.mu.Unlock()
+	if !ok {
+		return false
+	}
+	f := r.system.Root.PoisonFuture(c.pid)
+	done := make(chan struct{})
+	go func() { // ends at the future's own timeout at the latest
+		_ = f.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	return true
+}

@@ -151,6 +151,14 @@ func (p *loopPeers) BuildDeltas(ctx context.Context, to, partition string, req e
 	return e.BuildDeltasOwned(ctx, partition, req)
 }
 
+func (p *loopPeers) Release(ctx context.Context, to, partition string) error {
+	e, err := p.target(to)
+	if err != nil {
+		return err
+	}
+	return e.ReleaseOwned(ctx, partition)
+}
+
 func (p *loopPeers) Ack(ctx context.Context, to, partition string, acks []engine.Ack) error {
 	e, err := p.target(to)
 	if err != nil {
@@ -484,5 +492,42 @@ func TestClusterSyncEncodedForwardsUndecoded(t *testing.T) {
 	_, _, err = fa.eng.SyncEncoded(context.Background(), id, []byte("garbage"))
 	if syncerr.CodeOf(err) != syncerr.InvalidRequest {
 		t.Fatalf("garbage through a: %v, want the owner's sync.invalid_request", err)
+	}
+}
+
+// A member asked to release a partition it no longer owns stops its
+// actor after its queued work (and says so by the actor being gone); one
+// that still owns it by its view refuses at once.
+func TestClusterReleaseOwned(t *testing.T) {
+	ids := []string{"http://a", "http://b"}
+	tc := newTestCluster(t, time.Second, ids...)
+	part := ownedBy("http://b", ids...)
+	fb := tc.fixtures["http://b"]
+	fb.allow("u1", map[string][]string{"project_id": {"*"}})
+	id := engine.Identity{ActorID: "u1", Partition: part}
+	epoch := epochOf(t, fb, id, "c1")
+	rep, err := fb.eng.Sync(context.Background(), id, mustMsg(t, &client{f: fb, id: id, cid: "c1", epoch: &epoch}, &ssp2.PushCommit{ClientCommitID: "k1",
+		Operations: []ssp2.Operation{upsert("tasks", "t1", fb.row("t1", "P", "x"), nil)}}))
+	if err != nil || len(pushResults(t, rep)) != 1 { // b's actor is live now, the client bound and its round buffered
+		t.Fatal(err)
+	}
+	if live, _ := fb.eng.PartitionLive(part); !live {
+		t.Fatal("b has no actor for its partition")
+	}
+	if err := fb.eng.ReleaseOwned(context.Background(), part); err == nil {
+		t.Fatal("b released a partition it owns by its view")
+	}
+	tc.views["http://b"].set("http://a") // b sees itself gone: a owns it
+	if err := fb.eng.ReleaseOwned(context.Background(), part); err != nil {
+		t.Fatal(err)
+	}
+	if live, _ := fb.eng.PartitionLive(part); live {
+		t.Fatal("b's actor is still live after the release")
+	}
+	st, err := tc.stores["http://b"].GetClient(context.Background(), part, "c1")
+	// The round's wire version is buffered on the actor (BindClient wrote
+	// the record with 0); the release's Stop writes it back.
+	if err != nil || st == nil || st.WireVersion != 2 {
+		t.Fatalf("the client record b buffered was not written back on release: %+v %v", st, err)
 	}
 }

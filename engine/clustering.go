@@ -496,9 +496,21 @@ func (e *Engine) Handoff(ctx context.Context) {
 	e.cfg.Logger.Info("cluster handoff: partitions left to the other members", zap.Int("actors_stopped", n))
 }
 
-// claimer returns partition.Config.Claim for cluster mode.
+// claimer returns partition.Config.Claim for cluster mode: the previous
+// owner, when it is another live member, is asked to let go first
+// (ReleasePeers), then the generation is claimed.
 func (e *Engine) claimer(own storage.Ownership, self string) func(ctx context.Context, p string) (int64, error) {
 	return func(ctx context.Context, p string) (int64, error) {
+		if rel, ok := e.cluster.cfg.Peers.(ReleasePeers); ok {
+			if prev, _, err := own.PartitionOwner(ctx, p); err == nil && prev != "" && prev != self && e.cluster.cfg.Membership.View().Has(prev) {
+				rctx, cancel := context.WithTimeout(ctx, releaseTimeout)
+				if err := rel.Release(rctx, prev, p); err != nil {
+					e.cfg.Logger.Debug("the previous owner did not release the partition; claiming anyway", zap.String("partition", p),
+						zap.String("peer", prev), zap.Error(err))
+				}
+				cancel()
+			}
+		}
 		gen, err := own.ClaimPartition(ctx, p, self, e.cfg.Now().UnixMilli())
 		if err != nil {
 			return 0, errors.Join(errClaimFailed, err)
@@ -551,6 +563,43 @@ type OperationPeers interface {
 	// Operation sends an encoded operation request for id and returns
 	// the owner's encoded result.
 	Operation(ctx context.Context, to string, id Identity, request []byte) ([]byte, error)
+}
+
+// ReleasePeers is implemented by Peers that can ask a member to let go of
+// a partition (transport/peer.Client does). A member that starts a
+// partition's actor asks the partition's previous owner, when that one is
+// still a live member, to stop its actor first: the previous owner's
+// queued jobs and client-record write-back then finish under its own
+// ownership generation instead of being refused by the new claim.
+type ReleasePeers interface {
+	// Release asks member to to stop its actor of partition (once it
+	// does not own it by its own view) and returns when it has stopped.
+	Release(ctx context.Context, to, partition string) error
+}
+
+// releaseTimeout bounds how long a claim waits for the previous owner to
+// let go (ReleasePeers); the claim goes ahead after it either way (the
+// fence keeps it safe).
+const releaseTimeout = time.Second
+
+// ReleaseOwned serves a Release call: when this member does not own the
+// partition by its current view, its actor (if any) is stopped after the
+// jobs already routed to it and its Stop (client records written back)
+// before it returns, or when ctx ends. When it does own it by its view,
+// it answers an error at once (the views disagree: the caller's claim goes
+// ahead and the fence decides).
+func (e *Engine) ReleaseOwned(ctx context.Context, partition string) error {
+	if e.cluster == nil {
+		return errors.New("engine: not a cluster member")
+	}
+	if e.Owns(partition) {
+		return fmt.Errorf("engine: %s still owns %q by its view", e.cluster.cfg.Self, partition)
+	}
+	if e.runtime.EvictWait(ctx, partition) {
+		e.cluster.evictions.Add(1)
+		e.cfg.Logger.Debug("partition released to its new owner", zap.String("partition", partition))
+	}
+	return nil
 }
 
 // RunOperation runs a remote operation (REMOTE.md revision 1; see

@@ -66,6 +66,7 @@ type Client struct {
 var (
 	_ engine.Peers          = (*Client)(nil)
 	_ engine.OperationPeers = (*Client)(nil)
+	_ engine.ReleasePeers   = (*Client)(nil)
 )
 
 // NewClient returns a client for the member opts.Self; it refuses an
@@ -243,6 +244,12 @@ func (c *Client) Operation(ctx context.Context, to string, id engine.Identity, r
 // maxOperationResult caps a forwarded operation's result (a command's
 // result is small: its outcome and the commit's details).
 const maxOperationResult = 16 << 20
+
+// Release implements engine.ReleasePeers.
+func (c *Client) Release(ctx context.Context, to, partition string) error {
+	var out struct{}
+	return c.callJSON(ctx, to, pathRelease, releaseCall{Partition: partition}, &out)
+}
 
 // maxEventsPerCall caps the events one events call returns.
 const maxEventsPerCall = 1000

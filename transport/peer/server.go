@@ -102,6 +102,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.answerJSON(w, struct{}{}, h.eng.AckOwned(r.Context(), c.Partition, c.Acks))
 	case pathOperation:
 		h.operation(w, r)
+	case pathRelease:
+		var c releaseCall
+		if !h.readJSON(w, r, &c) {
+			return
+		}
+		h.answerJSON(w, struct{}{}, h.eng.ReleaseOwned(r.Context(), c.Partition))
 	case pathMember:
 		st, _ := h.eng.ClusterStats()
 		h.answerJSON(w, st, nil)

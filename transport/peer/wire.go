@@ -31,6 +31,7 @@ const (
 	pathOperation   = "/_cluster/v1/operation"
 	pathMember      = "/_cluster/v1/member"
 	pathEvents      = "/_cluster/v1/events"
+	pathRelease     = "/_cluster/v1/release"
 )
 
 // IdentityHeader carries the authenticated identity of a forwarded sync
@@ -129,6 +130,11 @@ func decodeDeltas(a *deltasAnswer) (*engine.DeltaResult, error) {
 		out.Groups[i].Frames = m.Frames[1:]
 	}
 	return out, nil
+}
+
+// releaseCall is the body of a release call.
+type releaseCall struct {
+	Partition string `json:"partition"`
 }
 
 // ackCall is the body of an ack call.
