@@ -616,15 +616,10 @@ func (e *Engine) RunOperation(ctx context.Context, id Identity, req *opwire.Requ
 	if !ok {
 		return e.runOperationLocal(ctx, id, req)
 	}
-	var out []byte
-	_, err := e.cluster.route(ctx, callOperation, id.Partition, func() error {
-		var lerr error
-		out, lerr = e.runOperationLocal(ctx, id, req)
-		return lerr
-	}, func(ctx context.Context, owner string) error {
-		var rerr error
-		out, rerr = op.Operation(ctx, owner, id, raw)
-		return rerr
+	out, _, err := routeCall(ctx, e.cluster, callOperation, id.Partition, func() ([]byte, error) {
+		return e.runOperationLocal(ctx, id, req)
+	}, func(ctx context.Context, owner string) ([]byte, error) {
+		return op.Operation(ctx, owner, id, raw)
 	})
 	return out, err
 }
@@ -635,13 +630,9 @@ func (e *Engine) RunOperationOwned(ctx context.Context, id Identity, req *opwire
 	if e.cluster == nil {
 		return e.runOperationLocal(ctx, id, req)
 	}
-	var out []byte
-	err := e.cluster.owned(callOperation, id.Partition, func() error {
-		var lerr error
-		out, lerr = e.runOperationLocal(ctx, id, req)
-		return lerr
+	return ownedCall(e.cluster, callOperation, id.Partition, func() ([]byte, error) {
+		return e.runOperationLocal(ctx, id, req)
 	})
-	return out, err
 }
 
 func (e *Engine) runOperationLocal(ctx context.Context, id Identity, req *opwire.Request) ([]byte, error) {
@@ -654,4 +645,30 @@ func (e *Engine) runOperationLocal(ctx context.Context, id Identity, req *opwire
 		return nil, syncerr.Wrap(syncerr.OperationExecutionFailed, err, "the result could not be encoded")
 	}
 	return out, nil
+}
+
+// routeCall is clusterState.route for a call with a result: local runs it
+// here, remote on the owner; forwarded reports where the last attempt ran.
+func routeCall[T any](ctx context.Context, c *clusterState, call int, partition string, local func() (T, error),
+	remote func(ctx context.Context, owner string) (T, error)) (out T, forwarded bool, err error) {
+	forwarded, err = c.route(ctx, call, partition, func() error {
+		var lerr error
+		out, lerr = local()
+		return lerr
+	}, func(ctx context.Context, owner string) error {
+		var rerr error
+		out, rerr = remote(ctx, owner)
+		return rerr
+	})
+	return out, forwarded, err
+}
+
+// ownedCall is clusterState.owned for a call with a result.
+func ownedCall[T any](c *clusterState, call int, partition string, local func() (T, error)) (out T, err error) {
+	err = c.owned(call, partition, func() error {
+		var lerr error
+		out, lerr = local()
+		return lerr
+	})
+	return out, err
 }

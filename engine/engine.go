@@ -509,25 +509,20 @@ func (e *Engine) SyncEncoded(ctx context.Context, id Identity, body []byte) (rep
 	if verr := partition.ValidateIdentity(id.ActorID, id.Partition); verr != nil {
 		return nil, nil, verr
 	}
-	var forwarded bool
-	forwarded, err = e.cluster.route(ctx, callSync, id.Partition, func() error {
+	rep, forwarded, err := routeCall(ctx, e.cluster, callSync, id.Partition, func() (*Reply, error) {
 		if msg == nil {
 			var derr error
 			if msg, derr = ssp2.DecodeRequest(body); derr != nil {
-				return derr
+				return nil, derr
 			}
 		}
 		req, verr := e.validate(id, msg)
 		if verr != nil {
-			return verr
+			return nil, verr
 		}
-		var lerr error
-		rep, lerr = e.syncLocal(ctx, id, req)
-		return lerr
-	}, func(ctx context.Context, owner string) error {
-		var ferr error
-		rep, ferr = e.forward(ctx, owner, id, body)
-		return ferr
+		return e.syncLocal(ctx, id, req)
+	}, func(ctx context.Context, owner string) (*Reply, error) {
+		return e.forward(ctx, owner, id, body)
 	})
 	if !forwarded {
 		e.observeSync(id, rep, err, e.cfg.Now().Sub(start))
@@ -548,11 +543,7 @@ func (e *Engine) SyncOwned(ctx context.Context, id Identity, msg *ssp2.Message) 
 	req, err := e.validate(id, msg)
 	var rep *Reply
 	if err == nil {
-		err = e.cluster.owned(callSync, id.Partition, func() error {
-			var lerr error
-			rep, lerr = e.syncLocal(ctx, id, req)
-			return lerr
-		})
+		rep, err = ownedCall(e.cluster, callSync, id.Partition, func() (*Reply, error) { return e.syncLocal(ctx, id, req) })
 	}
 	if errors.Is(err, ErrNotOwner) {
 		return nil, err // the forwarding member retries it elsewhere
@@ -582,20 +573,16 @@ func (e *Engine) sync(ctx context.Context, id Identity, msg *ssp2.Message) (rep 
 		return rep, false, err
 	}
 	var body []byte
-	forwarded, err = e.cluster.route(ctx, callSync, id.Partition, func() error {
-		var lerr error
-		rep, lerr = e.syncLocal(ctx, id, req)
-		return lerr
-	}, func(ctx context.Context, owner string) error {
+	rep, forwarded, err = routeCall(ctx, e.cluster, callSync, id.Partition, func() (*Reply, error) {
+		return e.syncLocal(ctx, id, req)
+	}, func(ctx context.Context, owner string) (*Reply, error) {
 		if body == nil {
 			var eerr error
 			if body, eerr = ssp2.Encode(msg); eerr != nil {
-				return syncerr.Wrap(syncerr.InternalError, eerr, "the request could not be encoded for its partition's owner")
+				return nil, syncerr.Wrap(syncerr.InternalError, eerr, "the request could not be encoded for its partition's owner")
 			}
 		}
-		var ferr error
-		rep, ferr = e.forward(ctx, owner, id, body)
-		return ferr
+		return e.forward(ctx, owner, id, body)
 	})
 	return rep, forwarded, err
 }

@@ -86,15 +86,10 @@ func (e *Engine) ClientState(ctx context.Context, id Identity, clientID string) 
 	if e.cluster == nil {
 		return e.clientStateLocal(ctx, id, clientID)
 	}
-	var st ClientState
-	_, err := e.cluster.route(ctx, callClientState, id.Partition, func() error {
-		var lerr error
-		st, lerr = e.clientStateLocal(ctx, id, clientID)
-		return lerr
-	}, func(ctx context.Context, owner string) error {
-		var rerr error
-		st, rerr = e.cluster.cfg.Peers.ClientState(ctx, owner, id, clientID)
-		return rerr
+	st, _, err := routeCall(ctx, e.cluster, callClientState, id.Partition, func() (ClientState, error) {
+		return e.clientStateLocal(ctx, id, clientID)
+	}, func(ctx context.Context, owner string) (ClientState, error) {
+		return e.cluster.cfg.Peers.ClientState(ctx, owner, id, clientID)
 	})
 	return st, err
 }
@@ -109,13 +104,9 @@ func (e *Engine) ClientStateOwned(ctx context.Context, id Identity, clientID str
 	if e.cluster == nil {
 		return e.clientStateLocal(ctx, id, clientID)
 	}
-	var st ClientState
-	err := e.cluster.owned(callClientState, id.Partition, func() error {
-		var lerr error
-		st, lerr = e.clientStateLocal(ctx, id, clientID)
-		return lerr
+	return ownedCall(e.cluster, callClientState, id.Partition, func() (ClientState, error) {
+		return e.clientStateLocal(ctx, id, clientID)
 	})
-	return st, err
 }
 
 func (e *Engine) clientStateLocal(ctx context.Context, id Identity, clientID string) (ClientState, error) {
@@ -141,15 +132,10 @@ func (e *Engine) BuildDeltas(ctx context.Context, partitionName string, req Delt
 	if e.cluster == nil {
 		return e.buildDeltasLocal(ctx, partitionName, req)
 	}
-	var res *DeltaResult
-	_, err := e.cluster.route(ctx, callDeltas, partitionName, func() error {
-		var lerr error
-		res, lerr = e.buildDeltasLocal(ctx, partitionName, req)
-		return lerr
-	}, func(ctx context.Context, owner string) error {
-		var rerr error
-		res, rerr = e.cluster.cfg.Peers.BuildDeltas(ctx, owner, partitionName, req)
-		return rerr
+	res, _, err := routeCall(ctx, e.cluster, callDeltas, partitionName, func() (*DeltaResult, error) {
+		return e.buildDeltasLocal(ctx, partitionName, req)
+	}, func(ctx context.Context, owner string) (*DeltaResult, error) {
+		return e.cluster.cfg.Peers.BuildDeltas(ctx, owner, partitionName, req)
 	})
 	return res, err
 }
@@ -160,13 +146,9 @@ func (e *Engine) BuildDeltasOwned(ctx context.Context, partitionName string, req
 	if e.cluster == nil {
 		return e.buildDeltasLocal(ctx, partitionName, req)
 	}
-	var res *DeltaResult
-	err := e.cluster.owned(callDeltas, partitionName, func() error {
-		var lerr error
-		res, lerr = e.buildDeltasLocal(ctx, partitionName, req)
-		return lerr
+	return ownedCall(e.cluster, callDeltas, partitionName, func() (*DeltaResult, error) {
+		return e.buildDeltasLocal(ctx, partitionName, req)
 	})
-	return res, err
 }
 
 func (e *Engine) buildDeltasLocal(ctx context.Context, partitionName string, req DeltaRequest) (*DeltaResult, error) {
