@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -251,7 +253,7 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 			t.Errorf("blob %s not in the manifest", id)
 		}
 	}
-	if !listed["synclane.db"] || !listed["lease.key"] || len(man.Files) != 5 || nfiles != 6 || man.FormatVersion != 1 {
+	if !listed["synclane.db"] || !listed["lease.key"] || len(man.Files) != 5 || nfiles != 6 || man.FormatVersion != 1 || man.SchemaVersion != "1" {
 		t.Fatalf("manifest %+v (%d files in the directory), want synclane.db, lease.key, 3 blobs", man, nfiles)
 	}
 	key, err := os.ReadFile(filepath.Join(dir, "lease.key"))
@@ -370,5 +372,50 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 	}
 	if _, err := leaseRound(t, lc3, "outage-row", "lc2"); err == nil || syncerr.As(err) == nil || syncerr.As(err).Spec().HTTPStatus != http.StatusUnauthorized {
 		t.Fatalf("an outage round without the backed-up lease key: %v, want a 401 lease code", err)
+	}
+}
+
+// verifyBackup refuses a manifest that is missing, of another format,
+// without the database, or naming a path a backup does not hold (so a
+// manifest cannot make restore write outside the data directory).
+func TestVerifyBackupRefusesBadManifests(t *testing.T) {
+	db := []byte("database bytes")
+	good, err := json.Marshal(backupFile{Path: "synclane.db", Size: int64(len(db)), SHA256: fmt.Sprintf("%x", sha256.Sum256(db))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, manifest, want string }{
+		{"no manifest", "", "not a backup directory"},
+		{"not json", "{", "manifest.json"},
+		{"other format", `{"format":"tarball","formatVersion":1,"files":[` + string(good) + `]}`, "format"},
+		{"newer version", `{"format":"synclane-backup","formatVersion":2,"files":[` + string(good) + `]}`, "version 2"},
+		{"no database", `{"format":"synclane-backup","formatVersion":1,"files":[]}`, "lists no synclane.db"},
+		{"escaping path", `{"format":"synclane-backup","formatVersion":1,"files":[` + string(good) + `,{"path":"../x","size":1,"sha256":"00"}]}`, "no file of a backup"},
+		{"blob outside its shard", `{"format":"synclane-backup","formatVersion":1,"files":[` + string(good) + `,{"path":"blobs/00/` + strings.Repeat("a", 64) + `","size":1,"sha256":"00"}]}`, "no file of a backup"},
+		{"missing file", `{"format":"synclane-backup","formatVersion":1,"files":[` + string(good) + `,{"path":"lease.key","size":1,"sha256":"00"}]}`, "backup file lease.key"},
+		{"short file", `{"format":"synclane-backup","formatVersion":1,"files":[{"path":"synclane.db","size":99,"sha256":"00"}]}`, "synclane.db is corrupted: 14 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "synclane.db"), db, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if tc.manifest != "" {
+				if err := os.WriteFile(filepath.Join(dir, "manifest.json"), []byte(tc.manifest), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := verifyBackup(dir); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("verifyBackup: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	dir := t.TempDir()
+	if err := errors.Join(os.WriteFile(filepath.Join(dir, "synclane.db"), db, 0o600),
+		os.WriteFile(filepath.Join(dir, "manifest.json"), []byte(`{"format":"synclane-backup","formatVersion":1,"files":[`+string(good)+`]}`), 0o600)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := verifyBackup(dir); err != nil {
+		t.Fatalf("an intact backup: %v", err)
 	}
 }
