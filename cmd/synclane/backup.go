@@ -327,6 +327,11 @@ func verifyBackup(dir string) (backupManifest, error) {
 // segment of the old data is served. It returns lines for the operator.
 func installBackupDir(ctx context.Context, m backupManifest, from, data, blobDir string) ([]string, error) {
 	stamp := time.Now().UTC().Format("20060102T150405Z")
+	for _, f := range m.Files {
+		if strings.HasPrefix(f.Path, backupBlobsDir+"/") && blobDir == "" {
+			return nil, fmt.Errorf("the backup holds blobs but the blob flags name no local directory to restore them into (--blob-store DIR); nothing in %s was changed", data)
+		}
+	}
 	if err := installBackup(ctx, filepath.Join(from, backupDBName), data); err != nil {
 		return nil, err
 	}
@@ -336,9 +341,6 @@ func installBackupDir(ctx context.Context, m backupManifest, from, data, blobDir
 		rel, ok := strings.CutPrefix(f.Path, backupBlobsDir+"/")
 		if !ok {
 			continue
-		}
-		if blobDir == "" {
-			return out, fmt.Errorf("the backup holds blobs but --blob-store names no local directory to restore them into")
 		}
 		dst := filepath.Join(blobDir, filepath.FromSlash(rel))
 		if err := os.MkdirAll(filepath.Dir(dst), 0o750); err != nil {

@@ -290,6 +290,15 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 		}
 	}
 
+	// Blobs with nowhere local to go: refused before the target is touched.
+	target := t.TempDir()
+	if code, out := runBinary(t, "restore", "--data", target, "--schema", sf, "--from", bdir, "--blob-store", "off"); code == 0 || !strings.Contains(out, "nothing in") {
+		t.Fatalf("restore of blobs with --blob-store off: exit %d\n%s", code, out)
+	}
+	if got := snapshotDir(t, target); len(got) != 0 {
+		t.Fatalf("a refused restore wrote %v", got)
+	}
+
 	// Restore into a fresh directory holding a stale segment cache.
 	p.kill(t)
 	dir2 := t.TempDir()
