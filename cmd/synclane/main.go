@@ -37,8 +37,9 @@ Usage:
   synclane serve [flags]     run the server (synclane serve -h for flags)
   synclane checkpoint CMD    list, declare, claim or activate backfill checkpoints
   synclane prune [flags]     run one maintenance pass (pruning) against the database
-  synclane backup --to FILE  write an online, consistent copy of the SQLite database
-  synclane restore ...       install a SQLite backup (--from FILE) or, after a PostgreSQL
+  synclane backup --to DIR   write an online, complete backup directory (SQLite: database
+                             snapshot, blobs, lease key, manifest with sha256)
+  synclane restore ...       verify and install a SQLite backup (--from DIR) or, after a PostgreSQL
                              restore, rotate every partition's log epoch (--rotate-epochs)
   synclane admin COMMAND     read partitions, clients, commits, rows, events from a
                              server's admin listener (synclane admin -h)

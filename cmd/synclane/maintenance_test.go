@@ -212,12 +212,15 @@ func TestBackupAndRestoreCommands(t *testing.T) {
 		return r
 	}
 	push(0, 10)
-	backup := filepath.Join(t.TempDir(), "backup.db")
+	if code, _, errOut := runCmd(t, "backup", "--data", dir, "--to", filepath.Join(t.TempDir(), "backup.db")); code != 2 || !strings.Contains(errOut, "a backup is now a directory") {
+		t.Fatalf("backup to a .db file: exit %d %s", code, errOut)
+	}
+	backup := filepath.Join(t.TempDir(), "backup")
 	if code, out, errOut := runCmd(t, "backup", "--data", dir, "--to", backup); code != 0 || !strings.Contains(out, "backed up") {
 		t.Fatalf("online backup: exit %d\n%s%s", code, out, errOut)
 	}
 	if code, _, errOut := runCmd(t, "backup", "--data", dir, "--to", backup); code != 1 || !strings.Contains(errOut, "exists") {
-		t.Fatalf("backup onto an existing file: exit %d %s", code, errOut)
+		t.Fatalf("backup onto an existing directory: exit %d %s", code, errOut)
 	}
 	push(10, 15)
 	r := replica(base)

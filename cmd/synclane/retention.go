@@ -20,7 +20,6 @@ import (
 	"github.com/synclane/synclane/engine/segments"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage"
-	"github.com/synclane/synclane/storage/sqlite"
 )
 
 // retentionConfig holds the retention flags of serve and prune.
@@ -235,60 +234,15 @@ func printPrune(w io.Writer, rep retention.MaintenanceReport, dryRun bool) {
 		verb, commits, changes, idem, len(rep.Pruned), rep.Checked, rep.SegmentsExpired, rep.BlobsSwept, rep.Took.Round(time.Millisecond))
 }
 
-// backupCmd writes an online, consistent copy of the embedded SQLite
-// database.
-func backupCmd(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
-	var to string
-	c, rest, code := adminFlags("backup", "synclane backup --to FILE [--data DIR]", args, lookup, stderr, func(fs *flag.FlagSet, _ *serveConfig) {
-		fs.StringVar(&to, "to", "", "the backup file to write (must not exist)")
-	})
-	if code >= 0 {
-		return code
-	}
-	switch {
-	case len(rest) > 0:
-		fmt.Fprintf(stderr, "synclane backup: unexpected argument %q\n", rest[0])
-		return 2
-	case to == "":
-		fmt.Fprintln(stderr, "synclane backup: --to FILE is required")
-		return 2
-	case c.postgresURL != "":
-		fmt.Fprintln(stderr, "synclane backup: backs up the embedded SQLite database; back PostgreSQL up with pg_dump or PITR, then restore it with synclane restore --rotate-epochs (see docs/retention.md)")
-		return 2
-	}
-	db := filepath.Join(c.data, "synclane.db")
-	if _, err := os.Stat(db); err != nil {
-		fmt.Fprintln(stderr, "synclane backup: no database:", err)
-		return 1
-	}
-	st, err := sqlite.Open(ctx, db, sqlite.Options{})
-	if err != nil {
-		fmt.Fprintln(stderr, "synclane backup:", err)
-		return 1
-	}
-	defer st.Close()
-	start := time.Now()
-	if err := st.Backup(ctx, to); err != nil {
-		fmt.Fprintln(stderr, "synclane backup:", err)
-		return 1
-	}
-	fi, err := os.Stat(to)
-	if err != nil {
-		fmt.Fprintln(stderr, "synclane backup:", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "backed up %s to %s (%d bytes, %s)\n", db, to, fi.Size(), time.Since(start).Round(time.Millisecond))
-	return 0
-}
-
 // restoreCmd installs a SQLite backup (--from) and rotates every
 // partition's log epoch, or only rotates (--rotate-epochs, after a
 // PostgreSQL restore).
 func restoreCmd(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
 	var from string
 	var rotateOnly bool
-	c, rest, code := adminFlags("restore", "synclane restore --from FILE [--data DIR] | synclane restore --rotate-epochs [--data DIR | --postgres URL]", args, lookup, stderr, func(fs *flag.FlagSet, _ *serveConfig) {
-		fs.StringVar(&from, "from", "", "SQLite backup file (from synclane backup) to install in --data; the server must be stopped")
+	c, rest, code := adminFlags("restore", "synclane restore --from DIR [--data DIR] [--blob-store DIR] | synclane restore --rotate-epochs [--data DIR | --postgres URL]", args, lookup, stderr, func(fs *flag.FlagSet, c *serveConfig) {
+		fs.StringVar(&from, "from", "", "backup directory (from synclane backup) to verify and install in --data; the server must be stopped")
+		blobFlags(fs, &c.blobs) // where the backup's blobs go (default <data>/blobs)
 		fs.BoolVar(&rotateOnly, "rotate-epochs", false, "only rotate every partition's log epoch (after restoring the database by other means, e.g. pg_restore)")
 	})
 	if code >= 0 {
@@ -299,7 +253,7 @@ func restoreCmd(ctx context.Context, args []string, lookup func(string) (string,
 		fmt.Fprintf(stderr, "synclane restore: unexpected argument %q\n", rest[0])
 		return 2
 	case (from == "") == !rotateOnly:
-		fmt.Fprintln(stderr, "synclane restore: give exactly one of --from FILE and --rotate-epochs")
+		fmt.Fprintln(stderr, "synclane restore: give exactly one of --from DIR and --rotate-epochs")
 		return 2
 	case from != "" && c.postgresURL != "":
 		fmt.Fprintln(stderr, "synclane restore: --from installs a SQLite backup; restore PostgreSQL with pg_restore (or PITR), then run synclane restore --rotate-epochs --postgres URL")
@@ -307,10 +261,9 @@ func restoreCmd(ctx context.Context, args []string, lookup func(string) (string,
 	}
 	fail := func(err error) int { fmt.Fprintln(stderr, "synclane restore:", err); return 1 }
 	if from != "" {
-		if err := installBackup(ctx, from, c.data); err != nil {
+		if err := restoreFrom(ctx, *c, from, stdout); err != nil {
 			return fail(err)
 		}
-		fmt.Fprintf(stdout, "installed %s as %s\n", from, filepath.Join(c.data, "synclane.db"))
 	}
 	st, _, err := openAdminStore(ctx, c)
 	if err != nil {
