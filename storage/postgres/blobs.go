@@ -199,6 +199,37 @@ func (s *Store) AbandonBlobUpload(ctx context.Context, id string, beganMs int64)
 	return classify("AbandonBlobUpload", err)
 }
 
+// MarkBlobMissing implements storage.BlobIndex.
+func (s *Store) MarkBlobMissing(ctx context.Context, id string, nowMs int64) (bool, error) {
+	if err := s.ready(); err != nil {
+		return false, err
+	}
+	if !storage.Storable(id) {
+		return false, nil
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE `+s.q.blobs()+` SET state = 0, touched_at_ms = GREATEST(touched_at_ms, $2) WHERE blob_id = $1 AND state = 1`, id, nowMs)
+	if err != nil {
+		return false, classify("MarkBlobMissing", err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// PresentBlobs implements storage.BlobIndex.
+func (s *Store) PresentBlobs(ctx context.Context, afterID string, limit int) ([]string, error) {
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
+	if !storage.Storable(afterID) {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT blob_id FROM `+s.q.blobs()+` WHERE state = 1 AND blob_id > $1 ORDER BY blob_id LIMIT $2`, afterID, limit)
+	if err != nil {
+		return nil, classify("PresentBlobs", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return ids, classify("PresentBlobs", err)
+}
+
 // execTag is exec returning the last statement's command tag.
 func (tx *pushTx) execTag(ctx context.Context, sql string, args ...any) (int64, error) {
 	prefix := tx.writePrefix()

@@ -184,6 +184,42 @@ func (s *Store) AbandonBlobUpload(ctx context.Context, id string, beganMs int64)
 	})
 }
 
+// MarkBlobMissing implements storage.BlobIndex.
+func (s *Store) MarkBlobMissing(ctx context.Context, id string, nowMs int64) (bool, error) {
+	var changed bool
+	err := s.blobWrite(ctx, "mark blob missing", func(ctx context.Context) error {
+		res, err := s.conn.ExecContext(ctx, `UPDATE sync_blobs SET state = 0, touched_at_ms = max(touched_at_ms, ?) WHERE blob_id = ? AND state = 1`, nowMs, id)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		changed = n > 0
+		return err
+	})
+	return changed, err
+}
+
+// PresentBlobs implements storage.BlobIndex.
+func (s *Store) PresentBlobs(ctx context.Context, afterID string, limit int) ([]string, error) {
+	if _, _, _, err := s.current(); err != nil {
+		return nil, fmt.Errorf("sqlite: present blobs: %w", err)
+	}
+	rows, err := s.readQuery(ctx, `SELECT blob_id FROM sync_blobs WHERE state = 1 AND blob_id > ? ORDER BY blob_id LIMIT ?`, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: present blobs: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("sqlite: present blobs: %w", err)
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
 // ClaimBlob implements storage.BlobTx.
 func (tx *pushTx) ClaimBlob(ctx context.Context, id string, nowMs int64) (bool, error) {
 	ctx, err := tx.check(ctx, "claim blob")
