@@ -104,7 +104,9 @@ type BlobIndex interface {
 	// and TouchedAtMs is still beganMs (the nowMs of the refused upload's
 	// own BeginBlobUpload), so a refused upload leaves nothing behind; an
 	// upload of the same id begun later (touched since) keeps the row, and
-	// a present or deleting blob is never touched.
+	// a present or deleting blob is never touched, nor one that rows
+	// reference (a blob marked missing keeps its metadata until the bytes
+	// are uploaded again).
 	AbandonBlobUpload(ctx context.Context, id string, beganMs int64) error
 	// MarkBlobMissing returns id to BlobUploading, touched at nowMs, when
 	// it is BlobPresent: the byte store lost its bytes (a database

@@ -175,7 +175,7 @@ func (s *Store) AbandonBlobUpload(ctx context.Context, id string, beganMs int64)
 	b := &s.d.blobs
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if m := b.meta[id]; m != nil && m.State == storage.BlobUploading && m.TouchedAtMs == beganMs {
+	if m := b.meta[id]; m != nil && m.State == storage.BlobUploading && m.TouchedAtMs == beganMs && b.refs[id] == 0 {
 		delete(b.meta, id)
 	}
 	return nil

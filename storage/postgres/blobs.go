@@ -195,7 +195,8 @@ func (s *Store) AbandonBlobUpload(ctx context.Context, id string, beganMs int64)
 	if !storage.Storable(id) {
 		return nil
 	}
-	_, err := s.pool.Exec(ctx, `DELETE FROM `+s.q.blobs()+` WHERE blob_id = $1 AND state = 0 AND touched_at_ms = $2`, id, beganMs)
+	_, err := s.pool.Exec(ctx, `DELETE FROM `+s.q.blobs()+` b WHERE b.blob_id = $1 AND b.state = 0 AND b.touched_at_ms = $2
+AND NOT EXISTS (SELECT 1 FROM `+s.q.blobRefs()+` r WHERE r.blob_id = b.blob_id)`, id, beganMs)
 	return classify("AbandonBlobUpload", err)
 }
 

@@ -179,7 +179,8 @@ func (s *Store) ForgetBlobs(ctx context.Context, ids []string) error {
 // AbandonBlobUpload implements storage.BlobIndex.
 func (s *Store) AbandonBlobUpload(ctx context.Context, id string, beganMs int64) error {
 	return s.blobWrite(ctx, "abandon blob upload", func(ctx context.Context) error {
-		_, err := s.conn.ExecContext(ctx, `DELETE FROM sync_blobs WHERE blob_id = ? AND state = 0 AND touched_at_ms = ?`, id, beganMs)
+		_, err := s.conn.ExecContext(ctx, `DELETE FROM sync_blobs WHERE blob_id = ? AND state = 0 AND touched_at_ms = ?
+			AND NOT EXISTS (SELECT 1 FROM sync_blob_refs r WHERE r.blob_id = sync_blobs.blob_id)`, id, beganMs)
 		return err
 	})
 }

@@ -101,6 +101,13 @@ func testBlobMarkMissing(e *env) {
 	if err != nil || info.State != storage.BlobUploading {
 		e.t.Fatalf("BeginBlobUpload after the mark = %+v, %v; want uploading", info, err)
 	}
+	// A refused re-upload keeps the metadata of a referenced blob.
+	if err := bi.AbandonBlobUpload(e.ctx, blobA, 800); err != nil {
+		e.t.Fatal(err)
+	}
+	if m, _ := bi.GetBlob(e.ctx, blobA); m == nil || m.State != storage.BlobUploading || m.CreatedAtMs != 100 {
+		e.t.Fatalf("AbandonBlobUpload of a referenced blob marked missing left %+v; want it kept, uploading", m)
+	}
 	if err := bi.CompleteBlobUpload(e.ctx, blobA, 42, "image/png", 900); err != nil {
 		e.t.Fatalf("CompleteBlobUpload after the mark: %v", err)
 	}
