@@ -313,7 +313,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	resolver := access.NewResolver(cfg.Resolver, cfg.Schema, cfg.Logger)
 	bl, err := blobs.New(cfg.Backend.Blobs, cfg.Blobs, blobs.Deps{Schema: cfg.Schema, Resolver: resolver,
-		SignedURLs: cfg.SignedURLs, PublicURL: cfg.PublicURL, Now: cfg.Now, Logger: cfg.Logger})
+		SignedURLs: cfg.SignedURLs, PublicURL: cfg.PublicURL, Now: cfg.Now, Logger: cfg.Logger, Events: cfg.Events})
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,9 @@ import (
 // can be referenced (ClaimBlob). The orphan sweep marks deleting the
 // blobs with no reference whose TouchedAtMs is before a cutoff
 // (MarkOrphanBlobs), deletes their bytes, then forgets them
-// (ForgetBlobs).
+// (ForgetBlobs). A present blob whose bytes the byte store lost (found
+// on a download or by the sweep's presence check) goes back to uploading
+// (MarkBlobMissing) until an upload stores the bytes again.
 //
 // How the sweep never removes a blob a concurrent push is about to
 // reference: a push references a blob only after ClaimBlob, inside its
@@ -102,8 +104,25 @@ type BlobIndex interface {
 	// and TouchedAtMs is still beganMs (the nowMs of the refused upload's
 	// own BeginBlobUpload), so a refused upload leaves nothing behind; an
 	// upload of the same id begun later (touched since) keeps the row, and
-	// a present or deleting blob is never touched.
+	// a present or deleting blob is never touched, nor one that rows
+	// reference (a blob marked missing keeps its metadata until the bytes
+	// are uploaded again).
 	AbandonBlobUpload(ctx context.Context, id string, beganMs int64) error
+	// MarkBlobMissing returns id to BlobUploading, touched at nowMs, when
+	// it is BlobPresent: the byte store lost its bytes (a database
+	// restored without its blob files, a file deleted behind the
+	// server's back). Its references, length and media type are kept
+	// until a new upload completes; ClaimBlob refuses it meanwhile (new
+	// references get blob.not_found), BeginBlobUpload returns it
+	// uploading so the next upload stores the bytes again, and the orphan
+	// sweep takes it only as it takes any upload (no reference, untouched
+	// since the cutoff). It reports whether it changed the metadata
+	// (false: absent, uploading or deleting; nothing written).
+	MarkBlobMissing(ctx context.Context, id string, nowMs int64) (bool, error)
+	// PresentBlobs returns up to limit ids of BlobPresent blobs greater
+	// than afterID, in ascending id order ("" starts at the first): the
+	// sweep walks them to find present blobs whose bytes are missing.
+	PresentBlobs(ctx context.Context, afterID string, limit int) ([]string, error)
 	// CountBlobs counts the blob metadata by state and the reference
 	// entries, across all partitions. It scans the blob metadata and
 	// reference tables (cost grows with the number of blobs: meant for

@@ -18,14 +18,16 @@ import (
 
 const checkpointUsage = `Usage:
   synclane checkpoint list     [store flags]
-  synclane checkpoint declare  [store flags] [--version N] PARTITION/NAME
+  synclane checkpoint declare  [store flags] [--version N] --yes PARTITION/NAME
   synclane checkpoint claim    [store flags] [--version N] PARTITION/NAME
   synclane checkpoint activate [store flags] --sources t1,t2 [--epoch N] [--watermark W] PARTITION/NAME
 
 Store flags (as for serve, and their SYNCLANE_* variables): --data DIR | --postgres URL,
 --schema FILE, --pg-max-conns, --pg-statement-timeout.
 synclane checkpoint CMD -h lists the flags of CMD.
-activate exits 1 unless the outcome is "activated".
+declare closes the partition to every server that did not declare the checkpoint
+itself (503 sync.schema_not_ready until activation): it refuses (exit 2) without --yes.
+activate exits 1 unless the outcome is "activated", and says why (stale, unverifiable).
 `
 
 // checkpointCmd administers backfill checkpoints in the same database the
@@ -56,11 +58,14 @@ func checkpointCmd(ctx context.Context, args []string, lookup func(string) (stri
 	fs.SetOutput(stderr)
 	storeFlags(fs, &c)
 	// Each subcommand has only the flags it reads.
-	version, sources, epoch, watermark := new(int), new(string), new(int64), new(int64)
+	version, sources, epoch, watermark, yes := new(int), new(string), new(int64), new(int64), new(bool)
 	*epoch, *watermark = -1, -1
 	switch sub {
 	case "declare", "claim":
 		fs.IntVar(version, "version", 0, "schema version of the checkpoint (default: the schema's)")
+		if sub == "declare" {
+			fs.BoolVar(yes, "yes", false, "declare even though servers that did not declare it refuse the partition's requests (503) until activation")
+		}
 	case "activate":
 		fs.StringVar(sources, "sources", "", "comma-separated source tables whose changes above the watermark make activation stale (required)")
 		fs.Int64Var(epoch, "epoch", -1, "owner epoch to activate with (default: the stored one)")
@@ -102,6 +107,23 @@ func checkpointCmd(ctx context.Context, args []string, lookup func(string) (stri
 	sch, err := schema.Parse(src)
 	if err != nil {
 		return fail(err)
+	}
+	if sub == "declare" && !*yes {
+		// Refused before the store is opened: nothing is declared.
+		if len(positional) != 1 {
+			return fail(errors.New("want exactly one PARTITION/NAME"))
+		}
+		r, err := parseCheckpointRef(positional[0])
+		if err != nil {
+			return fail(err)
+		}
+		v := int32(*version)
+		if v == 0 {
+			v = sch.Version
+		}
+		fmt.Fprint(stderr, declareWarning(r, v))
+		fmt.Fprintln(stderr, "Nothing was declared: re-run with --yes to declare it.")
+		return 2
 	}
 	st, _, err := openStore(ctx, c, zap.NewNop())
 	if err != nil {
@@ -148,6 +170,9 @@ func checkpointCmd(ctx context.Context, args []string, lookup func(string) (stri
 			return fail(err)
 		}
 		printCheckpoints(stdout, cp)
+		if sub == "declare" {
+			fmt.Fprintf(stdout, "Requests to partition %q now get 503 sync.schema_not_ready from servers that did not declare %s/%s, until it is activated.\n", r.Partition, r.Partition, r.Name)
+		}
 		return 0
 	case "activate":
 		r, err := ref()
@@ -173,6 +198,13 @@ func checkpointCmd(ctx context.Context, args []string, lookup func(string) (stri
 			return fail(err)
 		}
 		fmt.Fprintln(stdout, out)
+		if out != storage.Activated {
+			part, perr := st.Log.ReadPartition(ctx, r.Partition)
+			if perr != nil {
+				fmt.Fprintln(stderr, "synclane checkpoint: reading the partition to explain the outcome:", perr)
+			}
+			explainActivation(stdout, out, cur, ep, wm, strings.Split(*sources, ","), part)
+		}
 		if after, err := findCheckpoint(ctx, st.Checkpoints, r); err == nil {
 			printCheckpoints(stdout, after)
 		}

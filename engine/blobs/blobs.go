@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine/access"
+	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
@@ -34,7 +36,10 @@ func (s *Service) blobIndex() (storage.BlobIndex, error) {
 // SHA-256 is not the id; nothing stored), sync.invalid_request (not a blob
 // id), retryable sync.internal_error (the orphan sweep is removing this
 // blob right now, or storage failed). Uploading a blob already present is
-// idempotent: the body is still read and checked, nothing is rewritten.
+// idempotent: the body is still read and checked, nothing is rewritten,
+// unless the byte store no longer holds the bytes (or holds another
+// length): then the blob is marked missing and this body, once verified,
+// is stored again.
 // The caller authenticated the request (host auth or a signed grant).
 func (s *Service) Upload(ctx context.Context, blobID, mediaType string, declared, maxBytes int64, body io.Reader) (err error) {
 	defer func() {
@@ -63,8 +68,23 @@ func (s *Service) Upload(ctx context.Context, blobID, mediaType string, declared
 	if err != nil {
 		return syncerr.Wrap(syncerr.InternalError, err, "recording the upload failed")
 	}
+	present := info.State == storage.BlobPresent
+	if present {
+		// Metadata says present: make sure the bytes are there before
+		// only checking the body (a database restored without its blob
+		// files, a file deleted behind the server's back); missing or
+		// damaged bytes are stored again from this body.
+		ok, serr := s.bytesIntact(ctx, blobID, info.ByteLength)
+		if serr != nil {
+			return syncerr.Wrap(syncerr.InternalError, serr, "checking the stored blob failed; retry")
+		}
+		if !ok {
+			s.markMissing(ctx, bi, blobID, "upload")
+			present = false
+		}
+	}
 	var n int64
-	if info.State == storage.BlobPresent {
+	if present {
 		v := blobstore.NewVerifier(ctx, body, blobID, maxBytes)
 		_, err = io.CopyBuffer(io.Discard, v, make([]byte, 64<<10))
 		if err == nil {
@@ -117,6 +137,9 @@ type Grant struct {
 // engine.Config.SignedURLs, or with a per-process key when that is unset (then
 // only this process accepts it). Under PresignOff it answers no grant
 // (a zero Grant) once the checks passed, without reading the blob.
+// Present is answered only when the byte store holds the bytes; metadata
+// that says present over missing bytes is marked missing and a grant
+// is minted.
 func (s *Service) UploadGrant(ctx context.Context, id access.Identity, blobID string, byteLength int64) (Grant, error) {
 	bi, err := s.blobIndex()
 	if err != nil {
@@ -142,7 +165,14 @@ func (s *Service) UploadGrant(ctx context.Context, id access.Identity, blobID st
 		return Grant{}, syncerr.Wrap(syncerr.InternalError, err, "reading blob metadata failed")
 	}
 	if m != nil && m.State == storage.BlobPresent {
-		return Grant{Present: true}, nil
+		ok, serr := s.bytesIntact(ctx, blobID, m.ByteLength)
+		if serr != nil {
+			return Grant{}, syncerr.Wrap(syncerr.InternalError, serr, "checking the stored blob failed; retry")
+		}
+		if ok {
+			return Grant{Present: true}, nil
+		}
+		s.markMissing(ctx, bi, blobID, "upload-grant") // the bytes are asked for again
 	}
 	tok, exp := s.blobSigner().SignBlob(id.Partition, blobID, segstore.BlobOpPut, byteLength)
 	return Grant{Token: tok, ExpiresAtMs: exp}, nil
@@ -277,11 +307,15 @@ func (s *Service) AuthorizeSigned(ctx context.Context, blobID, token string) (st
 }
 
 // Open opens length bytes of an authorized blob from offset (length
-// < 0: to the end); the bytes read through it are counted.
+// < 0: to the end); the bytes read through it are counted. Bytes missing
+// from the byte store are blob.not_found, and the blob is marked missing
+// (storage.BlobIndex.MarkBlobMissing): upload grants ask for the bytes
+// again and the next upload stores them.
 func (s *Service) Open(ctx context.Context, blobID string, offset, length int64) (io.ReadCloser, error) {
 	rc, err := s.opts.Store.Open(ctx, blobID, offset, length)
 	if errors.Is(err, blobstore.ErrNotFound) {
-		return nil, syncerr.New(syncerr.BlobNotFound, "the bytes of blob %s are missing", blobID)
+		s.markMissing(ctx, s.index, blobID, "download")
+		return nil, syncerr.New(syncerr.BlobNotFound, "the bytes of blob %s are missing; upload them again", blobID)
 	}
 	if err != nil {
 		return nil, syncerr.Wrap(syncerr.InternalError, err, "opening the blob failed")
@@ -302,13 +336,95 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// bytesIntact reports whether the byte store holds byteLength bytes for
+// blobID (false: absent or another length); other store errors are
+// returned.
+func (s *Service) bytesIntact(ctx context.Context, blobID string, byteLength int64) (bool, error) {
+	n, err := s.opts.Store.Stat(ctx, blobID)
+	switch {
+	case errors.Is(err, blobstore.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return n == byteLength, nil
+}
+
+// markMissing marks blobID missing (present metadata, bytes gone), and
+// logs, counts and reports it when it was present; foundBy names where
+// it was found ("download", "upload", "sweep"). It runs to completion
+// even when ctx ends (the request that found it may be gone).
+func (s *Service) markMissing(ctx context.Context, bi storage.BlobIndex, blobID, foundBy string) {
+	changed, err := bi.MarkBlobMissing(context.WithoutCancel(ctx), blobID, s.deps.Now().UnixMilli())
+	if err != nil {
+		s.deps.Logger.Warn("blob bytes missing: marking the blob missing failed", zap.String("blob", blobID), zap.String("found_by", foundBy), zap.Error(err))
+		return
+	}
+	if !changed {
+		return
+	}
+	s.missing.Add(1)
+	s.deps.Logger.Warn("blob bytes missing from the byte store: marked missing until an upload stores them again",
+		zap.String("blob", blobID), zap.String("found_by", foundBy))
+	s.deps.Events.Emit(events.Event{Kind: events.BlobMissing, Code: string(syncerr.BlobNotFound), Source: "blobs",
+		Message: "blob " + blobID + " was present in the metadata but its bytes are missing (found by " + foundBy + "); marked missing until re-uploaded"})
+}
+
+// checkPresent checks up to Options.CheckPerPass present blobs, resuming
+// after the last one the previous pass checked (wrapping around at the
+// end), and marks those whose bytes are missing or of another length. It
+// returns how many it marked.
+func (s *Service) checkPresent(ctx context.Context, bi storage.BlobIndex) (int, error) {
+	limit := s.opts.CheckPerPass
+	if limit == 0 {
+		limit = DefaultCheckPerPass
+	}
+	if limit < 0 {
+		return 0, nil
+	}
+	s.checkMu.Lock()
+	defer s.checkMu.Unlock()
+	ids, err := bi.PresentBlobs(ctx, s.checkAfter, limit)
+	if err != nil {
+		return 0, err
+	}
+	marked := 0
+	for _, id := range ids {
+		m, err := bi.GetBlob(ctx, id)
+		if err != nil {
+			return marked, err
+		}
+		if m == nil || m.State != storage.BlobPresent {
+			s.checkAfter = id
+			continue // swept or marked since the listing
+		}
+		ok, err := s.bytesIntact(ctx, id, m.ByteLength)
+		if err != nil {
+			return marked, err // the store failing: retried next pass from here
+		}
+		s.checks.Add(1)
+		s.checkAfter = id
+		if !ok {
+			s.markMissing(ctx, bi, id, "sweep")
+			marked++
+		}
+	}
+	if len(ids) < limit {
+		s.checkAfter = "" // walked them all: start over next pass
+	}
+	return marked, nil
+}
+
 // Sweep removes orphan blobs: those no row references whose last
 // upload, reference or dereference is older than Options.OrphanAge
 // (see storage.BlobIndex for why a blob a concurrent push is about to
 // reference is never taken). Per blob: the metadata is marked deleting,
 // the bytes deleted, the metadata forgotten; a failed byte deletion
 // leaves the blob deleting and the next pass retries it. It returns how
-// many blobs it removed; without blobs it does nothing.
+// many blobs it removed; without blobs it does nothing. After the orphans
+// it checks up to Options.CheckPerPass present blobs still have their
+// bytes (all of them over successive passes) and marks those missing
+// whose bytes are gone or of another length (see Open).
 func (s *Service) Sweep(ctx context.Context) (int, error) {
 	bi, err := s.blobIndex()
 	if err != nil {
@@ -350,6 +466,9 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 	}
 	if total > 0 {
 		s.deps.Logger.Info("orphan blobs swept", zap.Int("blobs", total))
+	}
+	if _, err := s.checkPresent(ctx, bi); err != nil {
+		return total, fmt.Errorf("blobs: checking present blobs' bytes: %w", err)
 	}
 	return total, nil
 }

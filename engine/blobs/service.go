@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine/access"
+	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -33,6 +34,11 @@ const DefaultMaxBytes int64 = 256 << 20
 // DefaultOrphanAge is how long a blob stays unreferenced before the
 // orphan sweep removes it (SPEC §5.9: 24 h).
 const DefaultOrphanAge = 24 * time.Hour
+
+// DefaultCheckPerPass is how many present blobs a sweep checks by
+// default (Options.CheckPerPass): one Stat each, so a store of a million
+// blobs is walked in 2,000 passes.
+const DefaultCheckPerPass = 500
 
 // sweepBatch is how many orphans one sweep step marks; a pass runs at
 // most sweepBatches steps.
@@ -59,6 +65,12 @@ type Options struct {
 	// OrphanAge is how long a blob stays unreferenced before the
 	// maintenance pass removes it (default DefaultOrphanAge).
 	OrphanAge time.Duration
+	// CheckPerPass is how many present blobs each sweep checks the byte
+	// store still holds (Stat), walking all of them over successive
+	// passes; one found missing is marked missing (see Service.Sweep).
+	// 0: DefaultCheckPerPass; negative: no check by the sweep (downloads
+	// and uploads still detect missing bytes).
+	CheckPerPass int
 	// Presign is where the presigned-URL switch of blob transfers starts
 	// (see Presign; the zero value keeps upload grants always presigned
 	// and downloads presigned iff engine.Config.SignedURLs is set).
@@ -81,6 +93,9 @@ type Deps struct {
 	// Now is the clock and Logger the log (both required).
 	Now    func() time.Time
 	Logger *zap.Logger
+	// Events receives a BlobMissing event per blob found missing (nil:
+	// none).
+	Events *events.Ring
 }
 
 // Stats are the blob counters of this process.
@@ -95,6 +110,10 @@ type Stats struct {
 	// engine.MetricsSnapshot.CommitsRejected it counts PUSH_RESULTs, so a
 	// replayed rejection counts again.
 	PushesRefused uint64
+	// Missing counts blobs found present in the metadata with their bytes
+	// missing from the byte store (on a download, an upload or by the
+	// sweep) and marked missing; PresenceChecks counts the sweep's checks.
+	Missing, PresenceChecks uint64
 }
 
 // Presign is the presigned-URL switch of blob transfers (SPEC §5.9.3,
@@ -127,7 +146,12 @@ type Service struct {
 	deps  Deps
 
 	uploads, uploadsRefused, bytesIn, bytesOut, downloads, swept, sweeps atomic.Uint64
-	pushesRefused                                                        atomic.Uint64
+	pushesRefused, missing, checks                                       atomic.Uint64
+
+	// checkMu guards checkAfter, the id the sweep's presence check
+	// resumes after ("" from the first).
+	checkMu    sync.Mutex
+	checkAfter string
 
 	// grantSigner signs upload grants when Deps.SignedURLs is unset
 	// (random per-process key, made on first use).
@@ -182,7 +206,7 @@ func (s *Service) downloadSigner() *segstore.Signer {
 func (s *Service) Stats() Stats {
 	return Stats{Uploads: s.uploads.Load(), UploadsRefused: s.uploadsRefused.Load(), BytesIn: s.bytesIn.Load(),
 		BytesOut: s.bytesOut.Load(), Downloads: s.downloads.Load(), Swept: s.swept.Load(), SweepPasses: s.sweeps.Load(),
-		PushesRefused: s.pushesRefused.Load()}
+		PushesRefused: s.pushesRefused.Load(), Missing: s.missing.Load(), PresenceChecks: s.checks.Load()}
 }
 
 // ObserveReply counts r's commits rejected with blob.not_found

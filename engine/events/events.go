@@ -45,6 +45,11 @@ const (
 	EpochRotated Kind = "partition.epoch_rotated"
 	// MaintenanceRun is one maintenance pass run by an operator.
 	MaintenanceRun Kind = "maintenance.run"
+	// BlobMissing is a blob whose metadata said present while the byte
+	// store had no bytes for it (found on a download, an upload or by the
+	// sweep): it was marked missing until an upload stores the bytes
+	// again. Message names the blob and where it was found.
+	BlobMissing Kind = "blob.missing"
 )
 
 // Event is one server event. Seq is assigned by Emit: it grows by one per

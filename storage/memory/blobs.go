@@ -175,7 +175,7 @@ func (s *Store) AbandonBlobUpload(ctx context.Context, id string, beganMs int64)
 	b := &s.d.blobs
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if m := b.meta[id]; m != nil && m.State == storage.BlobUploading && m.TouchedAtMs == beganMs {
+	if m := b.meta[id]; m != nil && m.State == storage.BlobUploading && m.TouchedAtMs == beganMs && b.refs[id] == 0 {
 		delete(b.meta, id)
 	}
 	return nil
@@ -317,4 +317,42 @@ func (tx *pushTx) releaseBlobs() {
 	}
 	b.mu.Unlock()
 	tx.blobTx = blobTx{}
+}
+
+// MarkBlobMissing implements storage.BlobIndex.
+func (s *Store) MarkBlobMissing(ctx context.Context, id string, nowMs int64) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	b := &s.d.blobs
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m := b.meta[id]
+	if m == nil || m.State != storage.BlobPresent {
+		return false, nil
+	}
+	m.State = storage.BlobUploading
+	m.TouchedAtMs = max(m.TouchedAtMs, nowMs)
+	return true, nil
+}
+
+// PresentBlobs implements storage.BlobIndex.
+func (s *Store) PresentBlobs(ctx context.Context, afterID string, limit int) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	b := &s.d.blobs
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for id, m := range b.meta {
+		if m.State == storage.BlobPresent && id > afterID {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	if len(out) > limit {
+		out = out[:max(limit, 0)]
+	}
+	return out, nil
 }

@@ -195,8 +195,40 @@ func (s *Store) AbandonBlobUpload(ctx context.Context, id string, beganMs int64)
 	if !storage.Storable(id) {
 		return nil
 	}
-	_, err := s.pool.Exec(ctx, `DELETE FROM `+s.q.blobs()+` WHERE blob_id = $1 AND state = 0 AND touched_at_ms = $2`, id, beganMs)
+	_, err := s.pool.Exec(ctx, `DELETE FROM `+s.q.blobs()+` b WHERE b.blob_id = $1 AND b.state = 0 AND b.touched_at_ms = $2
+AND NOT EXISTS (SELECT 1 FROM `+s.q.blobRefs()+` r WHERE r.blob_id = b.blob_id)`, id, beganMs)
 	return classify("AbandonBlobUpload", err)
+}
+
+// MarkBlobMissing implements storage.BlobIndex.
+func (s *Store) MarkBlobMissing(ctx context.Context, id string, nowMs int64) (bool, error) {
+	if err := s.ready(); err != nil {
+		return false, err
+	}
+	if !storage.Storable(id) {
+		return false, nil
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE `+s.q.blobs()+` SET state = 0, touched_at_ms = GREATEST(touched_at_ms, $2) WHERE blob_id = $1 AND state = 1`, id, nowMs)
+	if err != nil {
+		return false, classify("MarkBlobMissing", err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// PresentBlobs implements storage.BlobIndex.
+func (s *Store) PresentBlobs(ctx context.Context, afterID string, limit int) ([]string, error) {
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
+	if !storage.Storable(afterID) {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT blob_id FROM `+s.q.blobs()+` WHERE state = 1 AND blob_id > $1 ORDER BY blob_id LIMIT $2`, afterID, limit)
+	if err != nil {
+		return nil, classify("PresentBlobs", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return ids, classify("PresentBlobs", err)
 }
 
 // execTag is exec returning the last statement's command tag.

@@ -179,9 +179,46 @@ func (s *Store) ForgetBlobs(ctx context.Context, ids []string) error {
 // AbandonBlobUpload implements storage.BlobIndex.
 func (s *Store) AbandonBlobUpload(ctx context.Context, id string, beganMs int64) error {
 	return s.blobWrite(ctx, "abandon blob upload", func(ctx context.Context) error {
-		_, err := s.conn.ExecContext(ctx, `DELETE FROM sync_blobs WHERE blob_id = ? AND state = 0 AND touched_at_ms = ?`, id, beganMs)
+		_, err := s.conn.ExecContext(ctx, `DELETE FROM sync_blobs WHERE blob_id = ? AND state = 0 AND touched_at_ms = ?
+			AND NOT EXISTS (SELECT 1 FROM sync_blob_refs r WHERE r.blob_id = sync_blobs.blob_id)`, id, beganMs)
 		return err
 	})
+}
+
+// MarkBlobMissing implements storage.BlobIndex.
+func (s *Store) MarkBlobMissing(ctx context.Context, id string, nowMs int64) (bool, error) {
+	var changed bool
+	err := s.blobWrite(ctx, "mark blob missing", func(ctx context.Context) error {
+		res, err := s.conn.ExecContext(ctx, `UPDATE sync_blobs SET state = 0, touched_at_ms = max(touched_at_ms, ?) WHERE blob_id = ? AND state = 1`, nowMs, id)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		changed = n > 0
+		return err
+	})
+	return changed, err
+}
+
+// PresentBlobs implements storage.BlobIndex.
+func (s *Store) PresentBlobs(ctx context.Context, afterID string, limit int) ([]string, error) {
+	if _, _, _, err := s.current(); err != nil {
+		return nil, fmt.Errorf("sqlite: present blobs: %w", err)
+	}
+	rows, err := s.readQuery(ctx, `SELECT blob_id FROM sync_blobs WHERE state = 1 AND blob_id > ? ORDER BY blob_id LIMIT ?`, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: present blobs: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("sqlite: present blobs: %w", err)
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
 }
 
 // ClaimBlob implements storage.BlobTx.

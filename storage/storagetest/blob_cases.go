@@ -24,6 +24,101 @@ var blobTests = []test{
 	{name: "RestoreBringsBackTheReferences", roles: []string{"Snapshots"}, fn: testBlobRefsRestore},
 	{name: "Counts", fn: testBlobCounts},
 	{name: "AbandonOnlyTheRefusedUpload", fn: testBlobAbandon},
+	{name: "MissingBytesGoBackToUploading", fn: testBlobMarkMissing},
+}
+
+// testBlobMarkMissing: MarkBlobMissing turns only a present blob back to
+// uploading (touched, references kept), a claim then refuses it, an upload
+// begins it as uploading and completes it present again; PresentBlobs
+// pages the present blobs in id order.
+func testBlobMarkMissing(e *env) {
+	bi := e.blobIndex()
+	e.upload(blobA, 42, 100)
+	e.upload(blobB, 5, 100)
+	e.push("p", func(tx storage.PushTx) {
+		if !e.claimBlob(tx, blobA, 150) {
+			e.t.Fatal("ClaimBlob of a present blob = false")
+		}
+		e.setRefs(tx, "items", "i1", blobA)
+	})
+	page := func(after string, limit int) []string {
+		e.t.Helper()
+		ids, err := bi.PresentBlobs(e.ctx, after, limit)
+		if err != nil {
+			e.t.Fatalf("PresentBlobs(%q, %d): %v", after, limit, err)
+		}
+		return ids
+	}
+	if got, want := page("", 10), []string{blobA, blobB}; !slices.Equal(got, want) {
+		e.t.Errorf("PresentBlobs = %v, want %v", got, want)
+	}
+	if got, want := page("", 1), []string{blobA}; !slices.Equal(got, want) {
+		e.t.Errorf("PresentBlobs(limit 1) = %v, want %v", got, want)
+	}
+	if got, want := page(blobA, 10), []string{blobB}; !slices.Equal(got, want) {
+		e.t.Errorf("PresentBlobs(after A) = %v, want %v", got, want)
+	}
+	mark := func(id string, now int64) bool {
+		e.t.Helper()
+		ok, err := bi.MarkBlobMissing(e.ctx, id, now)
+		if err != nil {
+			e.t.Fatalf("MarkBlobMissing(%s): %v", id, err)
+		}
+		return ok
+	}
+	if !mark(blobA, 500) {
+		e.t.Fatal("MarkBlobMissing(present) = false")
+	}
+	m, err := bi.GetBlob(e.ctx, blobA)
+	if err != nil || m == nil || m.State != storage.BlobUploading || m.TouchedAtMs != 500 || m.ByteLength != 42 {
+		e.t.Fatalf("after MarkBlobMissing: %+v, %v; want uploading, touched at 500, length kept", m, err)
+	}
+	if mark(blobA, 600) {
+		e.t.Error("MarkBlobMissing of an uploading blob = true")
+	}
+	if mark(blobC, 600) {
+		e.t.Error("MarkBlobMissing of an unknown blob = true")
+	}
+	if got, want := page("", 10), []string{blobB}; !slices.Equal(got, want) {
+		e.t.Errorf("PresentBlobs after the mark = %v, want %v", got, want)
+	}
+	if got, want := e.refs("p", blobA), []string{"items/i1"}; !slices.Equal(got, want) {
+		e.t.Errorf("the mark dropped references: %v, want %v", got, want)
+	}
+	e.push("p", func(tx storage.PushTx) {
+		if e.claimBlob(tx, blobA, 700) {
+			e.t.Error("ClaimBlob of a blob marked missing = true")
+		}
+	})
+	// Referenced: the sweep leaves it however old the cutoff.
+	if got := e.sweep(1 << 40); slices.Contains(got, blobA) {
+		e.t.Errorf("the sweep took a referenced blob marked missing: %v", got)
+	}
+	if err := bi.ForgetBlobs(e.ctx, e.sweep(1<<40)); err != nil {
+		e.t.Fatal(err)
+	}
+	info, err := bi.BeginBlobUpload(e.ctx, blobA, 800)
+	if err != nil || info.State != storage.BlobUploading {
+		e.t.Fatalf("BeginBlobUpload after the mark = %+v, %v; want uploading", info, err)
+	}
+	// A refused re-upload keeps the metadata of a referenced blob.
+	if err := bi.AbandonBlobUpload(e.ctx, blobA, 800); err != nil {
+		e.t.Fatal(err)
+	}
+	if m, _ := bi.GetBlob(e.ctx, blobA); m == nil || m.State != storage.BlobUploading || m.CreatedAtMs != 100 {
+		e.t.Fatalf("AbandonBlobUpload of a referenced blob marked missing left %+v; want it kept, uploading", m)
+	}
+	if err := bi.CompleteBlobUpload(e.ctx, blobA, 42, "image/png", 900); err != nil {
+		e.t.Fatalf("CompleteBlobUpload after the mark: %v", err)
+	}
+	if m, _ := bi.GetBlob(e.ctx, blobA); m == nil || m.State != storage.BlobPresent {
+		e.t.Fatalf("re-upload did not make it present: %+v", m)
+	}
+	e.push("p", func(tx storage.PushTx) {
+		if !e.claimBlob(tx, blobA, 1000) {
+			e.t.Error("ClaimBlob after the re-upload = false")
+		}
+	})
 }
 
 // testBlobAbandon: AbandonBlobUpload removes the metadata of an upload

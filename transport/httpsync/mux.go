@@ -199,6 +199,8 @@ func writeMetrics(ctx context.Context, w http.ResponseWriter, eng *engine.Engine
 	p("synclane_blob_bytes_out_total", "Blob bytes sent.", bs.BytesOut)
 	p("synclane_blob_sweep_passes_total", "Orphan blob sweeps run.", bs.SweepPasses)
 	p("synclane_blobs_swept_total", "Orphan blobs removed.", bs.Swept)
+	p("synclane_blobs_missing_total", "Blobs whose metadata said present while their bytes were missing from the byte store, marked missing until re-uploaded.", bs.Missing)
+	p("synclane_blob_presence_checks_total", "Present blobs the sweep checked the byte store still holds.", bs.PresenceChecks)
 	p("synclane_blob_push_refusals_total", "Pushed commits rejected with blob.not_found (a row referenced a blob not uploaded).", bs.PushesRefused)
 	p("synclane_partition_actors_spawned_total", "Partition actors spawned.", a.Spawned)
 	p("synclane_partition_actors_passivated_total", "Partition actors passivated when idle.", a.Passivated)
