@@ -147,6 +147,18 @@ func pruneCmd(ctx context.Context, args []string, lookup func(string) (string, b
 		return 2
 	}
 	fail := func(err error) int { fmt.Fprintln(stderr, "synclane prune:", err); return 1 }
+	// Offline, prune holds the data directory; next to a server it opens
+	// no filesystem blob store (its open sweeps the server's uploads).
+	lock, err := lockDataDir(c, "synclane prune")
+	server, nextToServer := servedBy(err)
+	if err != nil && !nextToServer {
+		return fail(err)
+	}
+	defer lock.Release() //nolint:errcheck
+	skipBlobs := nextToServer && fsBlobStore(c.blobs, c.postgresURL)
+	if skipBlobs {
+		c.blobs.store = "off"
+	}
 	st, sch, err := openAdminStore(ctx, c)
 	if err != nil {
 		return fail(err)
@@ -179,6 +191,9 @@ func pruneCmd(ctx context.Context, args []string, lookup func(string) (string, b
 		return 0
 	}
 	printPrune(stdout, rep, dryRun)
+	if skipBlobs {
+		fmt.Fprintf(stdout, "blob sweep skipped: the server (pid %d) sweeps blobs itself\n", server.PID)
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -306,6 +321,11 @@ func restoreCmd(ctx context.Context, args []string, lookup func(string) (string,
 		return 2
 	}
 	fail := func(err error) int { fmt.Fprintln(stderr, "synclane restore:", err); return 1 }
+	lock, err := lockDataDir(c, "synclane restore")
+	if err != nil {
+		return fail(fmt.Errorf("%w: stop it first, nothing was changed", err))
+	}
+	defer lock.Release() //nolint:errcheck
 	if from != "" {
 		if err := installBackup(ctx, from, c.data); err != nil {
 			return fail(err)

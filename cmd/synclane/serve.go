@@ -388,6 +388,14 @@ func serve(ctx context.Context, args []string, lookup func(string) (string, bool
 		return 2
 	}
 	defer log.Sync() //nolint:errcheck
+	// One server per data directory, held until exit and taken before
+	// anything in it is opened (the blob store's open sweeps its .tmp).
+	lock, err := lockDataDir(&c, serveCommand)
+	if err != nil {
+		fmt.Fprintln(stderr, "synclane serve:", err)
+		return 1
+	}
+	defer lock.Release() //nolint:errcheck
 	if err := runServer(ctx, c, log, stdout); err != nil {
 		log.Error("synclane stopped with an error", zap.Error(err))
 		return 1
