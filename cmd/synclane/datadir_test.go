@@ -156,7 +156,9 @@ func TestPruneNextToUploadingServer(t *testing.T) {
 		u := &upload{data: data, w: w, done: make(chan error, 1)}
 		ups[i] = u
 		c := devClient(a.base, "ada", fmt.Sprint("up-", i))
-		go func() { u.done <- c.UploadBlob(context.Background(), blobstore.IDOf(data), "application/octet-stream", r, size) }()
+		go func() {
+			u.done <- c.UploadBlob(context.Background(), blobstore.IDOf(data), "application/octet-stream", r, size)
+		}()
 		go func() { _, _ = w.Write(data[:size/2]) }() // half now; the rest after prune
 	}
 	tmp := filepath.Join(dir, "blobs", ".tmp")
