@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage/datadir"
 )
 
@@ -28,6 +29,21 @@ func servedBy(err error) (datadir.Info, bool) {
 		return he.Holder, true
 	}
 	return datadir.Info{}, false
+}
+
+// checkAdminSchema compiles the schema c names, as openAdminStore does,
+// so a command can refuse a bad one before it takes the lock (creating
+// the directory).
+func checkAdminSchema(c *serveConfig) error {
+	src, err := schemaSource(c.schemaFile)
+	if err != nil {
+		return err
+	}
+	sch, err := schema.Parse(src)
+	if err != nil {
+		return err
+	}
+	return checkMergers(sch)
 }
 
 // serveCommand is the command serve records in the data directory lock.

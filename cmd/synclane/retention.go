@@ -149,6 +149,9 @@ func pruneCmd(ctx context.Context, args []string, lookup func(string) (string, b
 	fail := func(err error) int { fmt.Fprintln(stderr, "synclane prune:", err); return 1 }
 	// Offline, prune holds the data directory; next to a server it opens
 	// no filesystem blob store (its open sweeps the server's uploads).
+	if err := checkAdminSchema(c); err != nil {
+		return fail(err) // before the lock: a bad schema leaves no data directory behind
+	}
 	lock, err := lockDataDir(c, "synclane prune")
 	server, nextToServer := servedBy(err)
 	if err != nil && !nextToServer {
