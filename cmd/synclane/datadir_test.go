@@ -207,3 +207,43 @@ func TestPruneNextToUploadingServer(t *testing.T) {
 		t.Fatalf("offline prune: exit %d\n%s", code, out)
 	}
 }
+
+// What prune and restore do while each kind of holder has the data
+// directory: only a server lets prune go on (without the blob sweep);
+// restore goes on only when the directory is free.
+func TestMaintenanceCommandsAgainstEachHolder(t *testing.T) {
+	cases := []struct {
+		holder string // "" for none
+		cmd    []string
+		code   int
+		want   string
+	}{
+		{"", []string{"prune"}, 0, "swept 0 orphan blobs"},
+		{"synclane serve", []string{"prune"}, 0, fmt.Sprintf("blob sweep skipped: the server (pid %d) sweeps blobs itself", os.Getpid())},
+		{"synclane serve", []string{"prune", "--blob-store", "off"}, 0, "swept 0 orphan blobs"},
+		{"synclane restore", []string{"prune"}, 1, "is in use by `synclane restore`"},
+		{"synclane prune", []string{"prune"}, 1, "is in use by `synclane prune`"},
+		{"", []string{"restore", "--rotate-epochs"}, 0, "rotated the log epoch"},
+		{"synclane serve", []string{"restore", "--rotate-epochs"}, 1, "is in use by `synclane serve`"},
+		{"synclane prune", []string{"restore", "--rotate-epochs"}, 1, "is in use by `synclane prune`"},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%v held by %q", tc.cmd, tc.holder), func(t *testing.T) {
+			dir := t.TempDir()
+			if code, out, errOut := runCmd(t, "prune", "--data", dir); code != 0 { // creates the database
+				t.Fatalf("setup prune: exit %d\n%s%s", code, out, errOut)
+			}
+			if tc.holder != "" {
+				l, err := datadir.Acquire(dir, tc.holder)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer l.Release()
+			}
+			code, out, errOut := runCmd(t, append(tc.cmd, "--data", dir)...)
+			if code != tc.code || !strings.Contains(out+errOut, tc.want) {
+				t.Fatalf("exit %d, want %d with %q\n%s%s", code, tc.code, tc.want, out, errOut)
+			}
+		})
+	}
+}
