@@ -3,13 +3,15 @@
 // on it.
 //
 // The lock is an exclusive flock(2) on <dir>/synclane.lock. It is
-// advisory: it binds only the processes that take it, and every synclane
-// command that changes the directory behind a server takes it (serve on
-// SQLite, restore, an offline prune) or, when it may run next to a server
-// (prune, backup), checks it and then touches nothing the server owns.
-// The operating system releases the lock when the holding process ends,
-// however it ends (exit, crash, kill -9): a lock file left behind is never
-// a stale lock, and nothing has to clean it up.
+// advisory: it binds only the processes that take it. The synclane
+// commands that would break a running server take it (serve on SQLite,
+// restore, an offline prune); the ones that may run next to a server
+// (prune, backup) then touch nothing the server owns but the database,
+// whose writers SQLite serializes. The operating system releases the lock
+// when the holding process ends, however it ends (exit, crash, kill -9): a
+// lock file left behind is never a stale lock, and nothing has to clean
+// it up. flock is per open file description: a second Acquire in the same
+// process is refused too. Network file systems may not honour flock.
 package datadir
 
 import (
