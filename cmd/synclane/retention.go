@@ -146,6 +146,21 @@ func pruneCmd(ctx context.Context, args []string, lookup func(string) (string, b
 		return 2
 	}
 	fail := func(err error) int { fmt.Fprintln(stderr, "synclane prune:", err); return 1 }
+	// Offline, prune holds the data directory; next to a server it opens
+	// no filesystem blob store (its open sweeps the server's uploads).
+	if err := checkAdminSchema(c); err != nil {
+		return fail(err) // before the lock: a bad schema leaves no data directory behind
+	}
+	lock, err := lockDataDir(c, "synclane prune")
+	server, nextToServer := servedBy(err)
+	if err != nil && !nextToServer {
+		return fail(err)
+	}
+	defer lock.Release() //nolint:errcheck
+	skipBlobs := nextToServer && fsBlobStore(c.blobs, c.postgresURL)
+	if skipBlobs {
+		c.blobs.store = "off"
+	}
 	st, sch, err := openAdminStore(ctx, c)
 	if err != nil {
 		return fail(err)
@@ -178,6 +193,9 @@ func pruneCmd(ctx context.Context, args []string, lookup func(string) (string, b
 		return 0
 	}
 	printPrune(stdout, rep, dryRun)
+	if skipBlobs {
+		fmt.Fprintf(stdout, "blob sweep skipped: the server (pid %d) sweeps blobs itself\n", server.PID)
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -260,6 +278,11 @@ func restoreCmd(ctx context.Context, args []string, lookup func(string) (string,
 		return 2
 	}
 	fail := func(err error) int { fmt.Fprintln(stderr, "synclane restore:", err); return 1 }
+	lock, err := lockDataDir(c, "synclane restore")
+	if err != nil {
+		return fail(fmt.Errorf("%w: stop it first, nothing was changed", err))
+	}
+	defer lock.Release() //nolint:errcheck
 	if from != "" {
 		if err := restoreFrom(ctx, *c, from, stdout); err != nil {
 			return fail(err)

@@ -25,6 +25,7 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/yjs"
 	"github.com/synclane/synclane/storage"
+	"github.com/synclane/synclane/storage/datadir"
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/segstore"
 	"github.com/synclane/synclane/storage/segstore/pgseg"
@@ -390,6 +391,9 @@ func serve(ctx context.Context, args []string, lookup func(string) (string, bool
 	defer log.Sync() //nolint:errcheck
 	if err := runServer(ctx, c, log, stdout); err != nil {
 		log.Error("synclane stopped with an error", zap.Error(err))
+		if held := (*datadir.HeldError)(nil); errors.As(err, &held) {
+			fmt.Fprintln(stderr, "synclane serve:", err) // for the operator, not only the log
+		}
 		return 1
 	}
 	return 0
@@ -488,6 +492,14 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	if err := checkMergers(probe); err != nil {
 		return &engine.ReadinessError{Phase: engine.PhaseSchemaCompile, SchemaVersion: probe.Version, Cause: fmt.Errorf("%s: %w", c.schemaFile, err)}
 	}
+	// One server per data directory: the lock is held until exit and
+	// taken before anything in the directory is opened (the blob store's
+	// open sweeps its .tmp).
+	lock, err := lockDataDir(&c, serveCommand)
+	if err != nil {
+		return err
+	}
+	defer lock.Release() //nolint:errcheck
 	st, backend, err := openStore(ctx, c, log)
 	if err != nil {
 		return fmt.Errorf("open storage: %w", err)

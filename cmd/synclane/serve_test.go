@@ -222,6 +222,12 @@ func notReady(t *testing.T, err error) map[string]any {
 func TestServeTwoProcessesCheckpointGate(t *testing.T) {
 	for name, store := range sharedStores(t) {
 		t.Run(name, func(t *testing.T) {
+			if name == "sqlite" {
+				// One server per SQLite data directory: the second
+				// refuses (TestSecondServeOnOneDataDirectoryRefuses).
+				wantRefused(t, store)
+				return
+			}
 			a := startServe(t, append([]string{"--checkpoint", "default/todo_search"}, store...)...)
 			b := startServe(t, store...)
 			if pr, err := pushTodo(t, a, "ada", "t1"); err != nil || pr.Status != ssp2.CommitApplied {
@@ -277,6 +283,12 @@ func TestServeSchemaBumpStopsOldProcess(t *testing.T) {
 	}
 	for name, store := range sharedStores(t) {
 		t.Run(name, func(t *testing.T) {
+			if name == "sqlite" {
+				// One server per SQLite data directory: the second
+				// refuses (TestSecondServeOnOneDataDirectoryRefuses).
+				wantRefused(t, store)
+				return
+			}
 			old := startServe(t, store...)
 			if pr, err := pushTodo(t, old, "ada", "t1"); err != nil || pr.Status != ssp2.CommitApplied {
 				t.Fatalf("v1 push: %+v %v", pr, err)
@@ -320,5 +332,16 @@ func TestCheckpointFlagsAndEnv(t *testing.T) {
 	serveFlags(fs2, &serveConfig{})
 	if err := applyEnv(fs2, envOf(env)); err == nil || !strings.Contains(err.Error(), "SYNCLANE_PG_MAX_CONNS") {
 		t.Fatalf("a bad env value must name its variable: %v", err)
+	}
+}
+
+// wantRefused starts a second serve on store's SQLite data directory next
+// to a first one and wants it refused.
+func wantRefused(t *testing.T, store []string) {
+	t.Helper()
+	startServe(t, store...)
+	code, _, stderr := runCmdEnv(t, nil, append([]string{"serve", "--listen", "127.0.0.1:0"}, store...)...)
+	if code != 1 || !strings.Contains(stderr, "is in use by `synclane serve`") {
+		t.Fatalf("a second serve on %v: exit %d, want 1 (in use)\n%s", store, code, stderr)
 	}
 }
