@@ -105,7 +105,7 @@ func TestRestoreRefusesWhileServing(t *testing.T) {
 	if err := pullOnce(devClient(a.base, "ada", "c1")); err != nil {
 		t.Fatal(err)
 	}
-	backup := filepath.Join(t.TempDir(), "backup.db")
+	backup := filepath.Join(t.TempDir(), "backup") // a backup is a directory
 	if code, out := synclaneRun(t, "backup", "--data", dir, "--to", backup); code != 0 {
 		t.Fatalf("backup of the running server: exit %d\n%s", code, out)
 	}
