@@ -279,3 +279,18 @@ func PlanRetention(ctx context.Context, r RetentionReader, partition string, pol
 	plan.Target, plan.Binding = floor, binding
 	return plan, nil
 }
+
+// MaintenanceHolder describes the holder of the maintenance lock, as much
+// of it as the backend records (a backend that can tell offers a
+// MaintenanceHolder(ctx) (MaintenanceHolder, bool, error) method; the
+// SQLite store does).
+type MaintenanceHolder struct {
+	// Holder is the opaque name of the holding store handle.
+	Holder string
+	// PID and Host name the holding process (0 and "" when unknown).
+	PID  int
+	Host string
+	// Since is when the holder took the lock and Expires when it lapses
+	// unless renewed (zero when unknown or never).
+	Since, Expires time.Time
+}

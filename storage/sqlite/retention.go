@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"strconv"
-	"strings"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -27,10 +24,6 @@ import (
 // Applied idempotency records are found through the pruned commits' keys;
 // rejected ones through the partial index sync_idempotency_rejected on
 // their log position (the log_seq column).
-
-// maintenanceLeaseTTL bounds how long a process that died holding the
-// maintenance lease keeps other processes from maintenance.
-const maintenanceLeaseTTL = time.Hour
 
 // installRetention adds sync_idempotency.log_seq to a database created
 // before it existed and the partial index on rejected records; inside the
@@ -293,62 +286,6 @@ func (s *Store) pruneRange(ctx context.Context, partition string, h, upTo int64)
 		return res, fmt.Errorf("raise horizon: %w", err)
 	}
 	return res, nil
-}
-
-// TryLockMaintenance takes the maintenance lease (a sync_meta row naming
-// this store and an expiry) in one write transaction, so two processes on
-// one database file never both hold it (nor two calls on one store: it is
-// not re-entrant); a lease left by a process that died expires after an
-// hour.
-func (s *Store) TryLockMaintenance(ctx context.Context) (func(), bool, error) {
-	if _, _, _, err := s.current(); err != nil {
-		return nil, false, fmt.Errorf("sqlite: maintenance lock: %w", err)
-	}
-	if err := s.lock(ctx); err != nil {
-		return nil, false, fmt.Errorf("sqlite: maintenance lock: %w", err)
-	}
-	defer s.unlock()
-	holder := s.holder
-	ok := false
-	err := s.inWriteTx(ctx, "maintenance lock", func(ctx context.Context) error {
-		var v string
-		err := s.conn.QueryRowContext(ctx, `SELECT value FROM sync_meta WHERE key = 'maintenance_lease'`).Scan(&v)
-		if err != nil && !isNoRows(err) {
-			return err
-		}
-		now := time.Now().UnixMilli()
-		if err == nil {
-			if h, exp, found := strings.Cut(v, " "); found {
-				if until, perr := strconv.ParseInt(exp, 10, 64); perr == nil && until > now && h != "" {
-					return nil // held (by another handle, or this one: the lock is not re-entrant)
-				}
-			}
-		}
-		_, err = s.conn.ExecContext(ctx, `INSERT INTO sync_meta(key, value) VALUES('maintenance_lease', ?)
-			ON CONFLICT(key) DO UPDATE SET value = excluded.value`, holder+" "+strconv.FormatInt(now+maintenanceLeaseTTL.Milliseconds(), 10))
-		ok = err == nil
-		return err
-	})
-	if err != nil || !ok {
-		return nil, false, err
-	}
-	released := false
-	return func() {
-		if released {
-			return
-		}
-		released = true
-		uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.lock(uctx); err != nil {
-			return // the lease expires by itself
-		}
-		defer s.unlock()
-		_ = s.inWriteTx(uctx, "maintenance unlock", func(ctx context.Context) error {
-			_, err := s.conn.ExecContext(ctx, `DELETE FROM sync_meta WHERE key = 'maintenance_lease' AND value LIKE ? || ' %'`, holder)
-			return err
-		})
-	}, true, nil
 }
 
 // snapshotTables lists the tables a partition snapshot copies: the log
