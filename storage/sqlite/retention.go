@@ -167,6 +167,40 @@ func (s *Store) PruneBatch(ctx context.Context, partition string, throughSeq int
 	return res, err
 }
 
+// countPruneSQL counts what pruning (h, upTo] deletes, upTo =
+// min(?2, max_commit_seq), in one statement (one read snapshot).
+var countPruneSQL = fmt.Sprintf(`WITH b AS (SELECT horizon_seq AS h, min(?2, max_commit_seq) AS u FROM sync_partitions WHERE partition_id = ?1)
+SELECT b.h, b.u,
+	(SELECT count(*) FROM sync_commits c WHERE c.partition_id = ?1 AND c.seq > b.h AND c.seq <= b.u),
+	(SELECT count(*) FROM sync_changes ch WHERE ch.partition_id = ?1 AND ch.commit_seq > b.h AND ch.commit_seq <= b.u),
+	(SELECT count(*) FROM sync_commits c JOIN sync_idempotency i
+		ON i.partition_id = c.partition_id AND i.client_id = c.client_id AND i.client_commit_id = c.client_commit_id
+		WHERE c.partition_id = ?1 AND c.seq > b.h AND c.seq <= b.u AND i.status = %d AND i.commit_seq = c.seq),
+	(SELECT count(*) FROM sync_idempotency i WHERE b.u > b.h AND i.partition_id = ?1 AND i.status = %d AND i.log_seq <= b.u)
+FROM b`, ssp2.CommitApplied, ssp2.CommitRejected)
+
+// CountPrune counts what PruneBatch calls through throughSeq would
+// delete, in one statement on a read connection.
+func (s *Store) CountPrune(ctx context.Context, partition string, throughSeq int64) (storage.PruneResult, error) {
+	if _, _, _, err := s.current(); err != nil {
+		return storage.PruneResult{}, fmt.Errorf("sqlite: count prune: %w", err)
+	}
+	var res storage.PruneResult
+	var upTo, applied, rejected int64
+	err := s.readQueryRow(ctx, countPruneSQL, partition, throughSeq).Scan(&res.HorizonSeq, &upTo, &res.Commits, &res.Changes, &applied, &rejected)
+	if isNoRows(err) {
+		return storage.PruneResult{}, nil
+	}
+	if err != nil {
+		return storage.PruneResult{}, fmt.Errorf("sqlite: count prune %q: %w", partition, err)
+	}
+	if upTo > res.HorizonSeq {
+		res.HorizonSeq = upTo
+	}
+	res.IdempotencyRecords = applied + rejected
+	return res, nil
+}
+
 // restoreSynchronous puts the writer connection back to synchronous FULL;
 // if that fails the store refuses every later write rather than commit one
 // without fsync.
