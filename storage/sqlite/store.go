@@ -294,6 +294,18 @@ func (s *Store) Close() error {
 			}
 		}
 		s.rstmts.Range(func(_, v any) bool { _ = v.(*sql.Stmt).Close(); return true })
+		// The writer's cached statements (under the write lock, when free):
+		// a statement left open keeps its connection, and so the file's
+		// locks, open past Close.
+		select {
+		case s.wlock <- struct{}{}:
+			for _, st := range s.wstmts {
+				_ = st.Close()
+			}
+			s.wstmts = nil
+			<-s.wlock
+		default:
+		}
 		if err := s.conn.Close(); err != nil {
 			errs = append(errs, err)
 		}
