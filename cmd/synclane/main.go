@@ -37,6 +37,7 @@ Usage:
   synclane serve [flags]     run the server (synclane serve -h for flags)
   synclane checkpoint CMD    list, declare, claim or activate backfill checkpoints
   synclane prune [flags]     run one maintenance pass (pruning) against the database
+  synclane vacuum [--data D] reclaim the SQLite file's free pages (server stopped)
   synclane backup --to FILE  write an online, consistent copy of the SQLite database
   synclane restore ...       install a SQLite backup (--from FILE) or, after a PostgreSQL
                              restore, rotate every partition's log epoch (--rotate-epochs)
@@ -62,6 +63,8 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return checkpointCmd(ctx, args[1:], lookup, stdout, stderr)
 	case "prune":
 		return pruneCmd(ctx, args[1:], lookup, stdout, stderr)
+	case "vacuum":
+		return vacuumCmd(ctx, args[1:], lookup, stdout, stderr)
 	case "backup":
 		return backupCmd(ctx, args[1:], lookup, stdout, stderr)
 	case "restore":
