@@ -153,7 +153,7 @@ func TestPruneProcessesShareTheMaintenanceLock(t *testing.T) {
 	if err != nil || !held {
 		t.Fatalf("TryLockMaintenance: %v %v", held, err)
 	}
-	if out, err := prune(); exitCode(err) != exitPruneSkipped || !strings.Contains(out, "skipped: another process holds the maintenance lock") {
+	if out, err := prune(); exitCode(err) != exitPruneSkipped || !strings.Contains(out, "skipped: another process holds the maintenance lock: PostgreSQL session (backend pid ") {
 		t.Fatalf("prune while this process holds the lock: %v, want exit %d\n%s", err, exitPruneSkipped, out)
 	}
 	if h := horizonOf(t, st); h != 0 {

@@ -43,8 +43,19 @@ func skippedMessage(ctx context.Context, st store) string {
 	who := "another process holds the maintenance lock (a server's maintenance pass or another synclane prune)"
 	if r, ok := st.Retention.(maintenanceHolderReader); ok {
 		if h, held, err := r.MaintenanceHolder(ctx); err == nil && held {
-			who = fmt.Sprintf("another process holds the maintenance lock: pid %d on %s since %s, lease expires %s unless renewed (a server's maintenance pass or another synclane prune)",
-				h.PID, h.Host, h.Since.UTC().Format(time.RFC3339), h.Expires.UTC().Format(time.RFC3339))
+			who = "another process holds the maintenance lock: "
+			if h.PID > 0 {
+				who += fmt.Sprintf("pid %d on %s", h.PID, h.Host)
+			} else {
+				who += h.Holder
+			}
+			if !h.Since.IsZero() {
+				who += " since " + h.Since.UTC().Format(time.RFC3339)
+			}
+			if !h.Expires.IsZero() {
+				who += ", lease expires " + h.Expires.UTC().Format(time.RFC3339) + " unless renewed"
+			}
+			who += " (a server's maintenance pass or another synclane prune)"
 		}
 	}
 	return "skipped: " + who + "; nothing pruned"

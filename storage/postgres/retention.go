@@ -323,6 +323,48 @@ FROM b`
 // maintenance lock ($1: the schema name, NULL for the search_path's).
 const maintenanceKey = `hashtextextended('synclane.maintenance:' || coalesce($1::text, current_schema()::text), 0)`
 
+// MaintenanceHolder reads who holds the maintenance lock from pg_locks and
+// pg_stat_activity: Holder describes the holding session (its backend pid,
+// client address and application name; PID and Host stay unknown, the
+// holding process is the database's client), Since is when that session
+// last changed state (about when it took the lock: it idles holding it),
+// Expires is zero (the lock lasts as long as the session). ok is false
+// when nobody holds it.
+func (s *Store) MaintenanceHolder(ctx context.Context) (storage.MaintenanceHolder, bool, error) {
+	if err := s.ready(); err != nil {
+		return storage.MaintenanceHolder{}, false, err
+	}
+	var schemaArg any
+	if s.schema != "" {
+		schemaArg = s.schema
+	}
+	var pid int64
+	var since *time.Time
+	var addr, app string
+	err := s.pool.QueryRow(ctx, `WITH k AS (SELECT `+maintenanceKey+` AS key)
+SELECT l.pid, a.state_change, coalesce(host(a.client_addr), 'local'), coalesce(a.application_name, '')
+FROM k, pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+	AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+	AND l.classid::text::bigint = ((k.key >> 32) & 4294967295) AND l.objid::text::bigint = (k.key & 4294967295)
+LIMIT 1`, schemaArg).Scan(&pid, &since, &addr, &app)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.MaintenanceHolder{}, false, nil
+	}
+	if err != nil {
+		return storage.MaintenanceHolder{}, false, classify("MaintenanceHolder", err)
+	}
+	h := storage.MaintenanceHolder{Holder: fmt.Sprintf("PostgreSQL session (backend pid %d, client %s", pid, addr)}
+	if app != "" {
+		h.Holder += ", application " + app
+	}
+	h.Holder += ")"
+	if since != nil {
+		h.Since = *since
+	}
+	return h, true, nil
+}
+
 // TryLockMaintenance takes the session-level advisory lock on a pooled
 // connection it keeps until unlock.
 func (s *Store) TryLockMaintenance(ctx context.Context) (func(), bool, error) {
