@@ -152,7 +152,8 @@ func waitLine(t *testing.T, sc *bufio.Scanner, want string) string {
 // SIGINT stops a prune after the batch in flight: it exits 130 and its
 // totals are what was pruned (the horizon), not 0. A prune killed with
 // SIGKILL leaves the SQLite maintenance lease behind: the next prune
-// exits 3 naming the dead process, and runs once the lease lapsed.
+// exits 3 naming the dead process, and one runs the pass within about a
+// minute (the default lease; this test takes that long).
 func TestPruneInterruptedAndKilled(t *testing.T) {
 	bin := synclaneBinary(t)
 	dir := t.TempDir()
@@ -189,9 +190,34 @@ func TestPruneInterruptedAndKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait() // the process is dead: nothing more to read
+	killed := time.Now()
 	code, skipped, _ := runCmd(t, append([]string{"prune"}, args...)...)
 	if code != exitPruneSkipped || !strings.Contains(skipped, fmt.Sprintf("pid %d", cmd.Process.Pid)) {
 		t.Fatalf("prune after a kill -9: exit %d, want %d naming pid %d\n%s", code, exitPruneSkipped, cmd.Process.Pid, skipped)
+	}
+	// The dead process's lease (60 s, no longer renewed) lapses: a later
+	// prune runs the pass within about a minute of the kill.
+	deadline := killed.Add(100 * time.Second)
+	for {
+		code, out, errOut := runCmd(t, append([]string{"prune"}, args...)...)
+		if code == 0 {
+			if took := time.Since(killed); took > 75*time.Second {
+				t.Fatalf("the next pass ran %v after the kill, want about a minute at most", took)
+			}
+			st = openArgs(t, args)
+			defer st.Close()
+			if h := horizonOf(t, st); h != 4000 || !strings.Contains(out, "horizon 4000 of 4000") {
+				t.Fatalf("the pass after the lease lapsed left the horizon at %d, want 4000\n%s", h, out)
+			}
+			break
+		}
+		if code != exitPruneSkipped {
+			t.Fatalf("prune while the dead lease holds: exit %d\n%s%s", code, out, errOut)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dead process's lease still blocks maintenance %v after the kill:\n%s", time.Since(killed), out)
+		}
+		time.Sleep(2 * time.Second) // polling the condition (the lease's expiry) with a deadline
 	}
 }
 
