@@ -27,7 +27,8 @@ func TestPruneDryRunAndValidation(t *testing.T) {
 	}
 	ctx := context.Background()
 	r, err := f.eng.Retention().Prune(ctx, "p1", keepNewest(2), true)
-	if err != nil || r.Plan.Target != 4 || r.Commits != 0 || r.HorizonAfter != 0 {
+	// A dry run counts what the run would delete and moves nothing.
+	if err != nil || r.Plan.Target != 4 || r.Commits != 4 || r.Changes != 4 || r.IdempotencyRecords != 4 || r.HorizonAfter != 0 {
 		t.Fatalf("dry run: %+v, %v", r, err)
 	}
 	if info, _ := st.ReadPartition(ctx, "p1"); info.HorizonSeq != 0 {

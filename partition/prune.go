@@ -25,7 +25,9 @@ type PruneJob struct {
 	Through int64
 	// MaxCommits bounds the commits this batch deletes.
 	MaxCommits int
-	// DryRun plans (and writes client records back) without pruning.
+	// DryRun plans (and writes client records back) without pruning; its
+	// Result counts what the run would delete (storage
+	// Retention.CountPrune) and its HorizonSeq is the target.
 	DryRun bool
 	completion[PruneOutcome]
 }
@@ -34,8 +36,8 @@ type PruneJob struct {
 type PruneOutcome struct {
 	// Plan is the plan made by a first batch (zero on later batches).
 	Plan storage.RetentionPlan
-	// Result is what the batch deleted (zero for a dry run or when the
-	// plan allows nothing).
+	// Result is what the batch deleted (for a dry run: what the whole run
+	// would delete; zero when the plan allows nothing).
 	Result storage.PruneResult
 	// Took is how long the batch's storage transaction ran.
 	Took time.Duration
@@ -92,7 +94,17 @@ func (p *Partition) prune(ctx context.Context, j *PruneJob) PruneOutcome {
 		}
 		out.Plan, through = plan, plan.Target
 		out.Result.HorizonSeq = plan.Partition.HorizonSeq
-		if j.DryRun || !plan.Prunable() {
+		if !plan.Prunable() {
+			return out
+		}
+		if j.DryRun {
+			// Count exactly what the run would delete through the target.
+			res, err := p.cfg.Backend.Retention.CountPrune(ctx, p.name, through)
+			if err != nil {
+				out.Err = err
+				return out
+			}
+			out.Result = res
 			return out
 		}
 	}

@@ -168,6 +168,15 @@ type Retention interface {
 	// reads under the lock.
 	PruneBatch(ctx context.Context, partition string, throughSeq int64, maxCommits int) (PruneResult, error)
 
+	// CountPrune counts, in one consistent read and deleting nothing, what
+	// PruneBatch calls raising the horizon h to upTo = min(throughSeq,
+	// MaxCommitSeq) would delete now: the commits with seq in (h, upTo],
+	// their changes, the applied idempotency records of those commits and
+	// the rejected ones written at a log position <= upTo (none when upTo
+	// <= h). HorizonSeq is upTo (h when upTo <= h). A never-created
+	// partition counts nothing. It is what a dry run reports.
+	CountPrune(ctx context.Context, partition string, throughSeq int64) (PruneResult, error)
+
 	// TryLockMaintenance takes the store-wide maintenance lock without
 	// waiting: ok is false when another holder (another process on a
 	// shared database, or another handle) has it. unlock releases it; it
@@ -278,4 +287,19 @@ func PlanRetention(ctx context.Context, r RetentionReader, partition string, pol
 	}
 	plan.Target, plan.Binding = floor, binding
 	return plan, nil
+}
+
+// MaintenanceHolder describes the holder of the maintenance lock, as much
+// of it as the backend records (a backend that can tell offers a
+// MaintenanceHolder(ctx) (MaintenanceHolder, bool, error) method; the
+// SQLite store does).
+type MaintenanceHolder struct {
+	// Holder is the opaque name of the holding store handle.
+	Holder string
+	// PID and Host name the holding process (0 and "" when unknown).
+	PID  int
+	Host string
+	// Since is when the holder took the lock and Expires when it lapses
+	// unless renewed (zero when unknown or never).
+	Since, Expires time.Time
 }

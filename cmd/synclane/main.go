@@ -37,6 +37,7 @@ Usage:
   synclane serve [flags]     run the server (synclane serve -h for flags)
   synclane checkpoint CMD    list, declare, claim or activate backfill checkpoints
   synclane prune [flags]     run one maintenance pass (pruning) against the database
+  synclane vacuum [--data D] reclaim the SQLite file's free pages (server stopped)
   synclane backup --to DIR   write an online, complete backup directory (SQLite: database
                              snapshot, blobs, lease key, manifest with sha256)
   synclane restore ...       verify and install a SQLite backup (--from DIR) or, after a PostgreSQL
@@ -63,6 +64,8 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return checkpointCmd(ctx, args[1:], lookup, stdout, stderr)
 	case "prune":
 		return pruneCmd(ctx, args[1:], lookup, stdout, stderr)
+	case "vacuum":
+		return vacuumCmd(ctx, args[1:], lookup, stdout, stderr)
 	case "backup":
 		return backupCmd(ctx, args[1:], lookup, stdout, stderr)
 	case "restore":

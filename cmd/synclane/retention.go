@@ -119,7 +119,9 @@ func openAdminStore(ctx context.Context, c *serveConfig) (store, *schema.Schema,
 }
 
 // pruneCmd runs one maintenance pass (or one partition) against the
-// database and prints what it removed. A full pass also sweeps orphan
+// database and prints its progress per batch, then what it removed and
+// kept. It exits 3 when another holder runs the maintenance lock and 130
+// when a signal stopped it (after the batch in flight). A full pass also sweeps orphan
 // blobs from the blob store the blob flags name (the same flags and
 // defaults as serve, so it finds serve's store); --partition and
 // --dry-run sweep none.
@@ -183,18 +185,27 @@ func pruneCmd(ctx context.Context, args []string, lookup func(string) (string, b
 	}
 	defer eng.Close()
 	var rep retention.MaintenanceReport
+	opts := retention.PassOptions{DryRun: dryRun, OnBatch: func(b retention.BatchProgress) { printBatch(stdout, b) }}
 	if part == "" {
-		rep, err = eng.Retention().MaintenancePass(ctx, dryRun)
+		rep, err = eng.Retention().MaintenancePassWith(ctx, opts)
 	} else {
-		rep, err = prunePartition(ctx, eng, st, part, dryRun)
+		rep, err = prunePartition(ctx, eng, st, part, opts)
 	}
+	// Report with a context of its own: ctx has ended after a signal.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	if rep.Skipped {
-		fmt.Fprintln(stdout, "skipped: another process holds the maintenance lock (a server's maintenance pass or another synclane prune); nothing pruned")
-		return 0
+		fmt.Fprintln(stdout, skippedMessage(rctx, st))
+		return exitPruneSkipped
 	}
-	printPrune(stdout, rep, dryRun)
+	printPrune(stdout, rep, eng.Retention().Policy(), dryRun)
 	if skipBlobs {
 		fmt.Fprintf(stdout, "blob sweep skipped: the server (pid %d) sweeps blobs itself\n", server.PID)
+	}
+	printFreePages(rctx, stdout, st)
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "synclane prune: interrupted: stopped after the batch in flight; the counts above were pruned (committed) and the rest is left for the next run")
+		return exitInterrupted
 	}
 	if err != nil {
 		return fail(err)
@@ -203,7 +214,7 @@ func pruneCmd(ctx context.Context, args []string, lookup func(string) (string, b
 }
 
 // prunePartition prunes one partition under the maintenance lock.
-func prunePartition(ctx context.Context, eng *engine.Engine, st store, part string, dryRun bool) (retention.MaintenanceReport, error) {
+func prunePartition(ctx context.Context, eng *engine.Engine, st store, part string, opts retention.PassOptions) (retention.MaintenanceReport, error) {
 	var rep retention.MaintenanceReport
 	unlock, ok, err := st.Retention.TryLockMaintenance(ctx)
 	if err != nil {
@@ -222,34 +233,13 @@ func prunePartition(ctx context.Context, eng *engine.Engine, st store, part stri
 		return rep, fmt.Errorf("no partition %q in this database", part)
 	}
 	rep.Checked = 1
-	pr, err := eng.Retention().Prune(ctx, part, eng.Retention().Policy(), dryRun)
-	rep.Pruned = []retention.PruneReport{pr}
+	pr, err := eng.Retention().PruneWith(ctx, part, eng.Retention().Policy(), opts)
+	if pr.Commits > 0 {
+		rep.Pruned = []retention.PruneReport{pr}
+	} else {
+		rep.Kept = []retention.PruneReport{pr}
+	}
 	return rep, err
-}
-
-func printPrune(w io.Writer, rep retention.MaintenanceReport, dryRun bool) {
-	verb := "pruned"
-	if dryRun {
-		verb = "would prune"
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PARTITION\tHORIZON_BEFORE\tHORIZON_AFTER\tCOMMITS\tCHANGES\tIDEMPOTENCY_RECORDS\tBOUND_BY")
-	var commits, changes, idem int64
-	for _, p := range rep.Pruned {
-		after, n := p.HorizonAfter, p.Commits
-		if dryRun {
-			after, n = p.Plan.Target, p.Plan.Target-p.Plan.Partition.HorizonSeq
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", p.Partition, p.HorizonBefore, after, n, p.Changes, p.IdempotencyRecords, p.Plan.Binding)
-		commits, changes, idem = commits+n, changes+p.Changes, idem+p.IdempotencyRecords
-	}
-	tw.Flush()
-	if dryRun {
-		fmt.Fprintf(w, "%s %d commits in %d of %d partitions (dry run: nothing deleted)\n", verb, commits, len(rep.Pruned), rep.Checked)
-		return
-	}
-	fmt.Fprintf(w, "%s %d commits, %d changes, %d idempotency records in %d of %d partitions; expired %d segments; swept %d orphan blobs (%s)\n",
-		verb, commits, changes, idem, len(rep.Pruned), rep.Checked, rep.SegmentsExpired, rep.BlobsSwept, rep.Took.Round(time.Millisecond))
 }
 
 // restoreCmd installs a SQLite backup (--from) and rotates every

@@ -59,6 +59,36 @@ type PruneReport struct {
 	Took      time.Duration
 }
 
+// BatchProgress is one committed pruning batch (or, for a dry run, the
+// counted run), as PassOptions.OnBatch sees it.
+type BatchProgress struct {
+	Partition string
+	// Batch numbers the partition's batches from 1.
+	Batch int
+	// Commits, Changes and IdempotencyRecords count what the batch
+	// deleted (for a dry run: what the run would delete).
+	Commits, Changes, IdempotencyRecords int64
+	// HorizonSeq is the horizon after the batch and Target the planned one.
+	HorizonSeq, Target int64
+	// Elapsed is the time since the partition's run started.
+	Elapsed time.Duration
+	DryRun  bool
+}
+
+// PassOptions configure one MaintenancePassWith or PruneWith call.
+type PassOptions struct {
+	// DryRun deletes nothing and reports what the run would delete.
+	DryRun bool
+	// OnBatch, when set, is called after every committed batch (and once
+	// per partition for a dry run), on the calling goroutine.
+	OnBatch func(BatchProgress)
+}
+
+// stopGrace bounds how long a pruning run waits for its batch in flight
+// after its context ended (the batch is one bounded transaction; its
+// counts are reported when it answers).
+const stopGrace = time.Minute
+
 // MaintenanceReport is one maintenance pass.
 type MaintenanceReport struct {
 	// Skipped is true when another process (or pass) held the maintenance
@@ -70,6 +100,10 @@ type MaintenanceReport struct {
 	Checked  int
 	NotOwned int
 	Pruned   []PruneReport
+	// Kept lists the partitions checked and not pruned, each with the plan
+	// that kept it (Plan.Binding says why: storage.BindingMinRetained,
+	// BindingActiveClient, BindingCheckpoint, BindingNothing).
+	Kept []PruneReport
 	// SegmentsExpired counts the segments whose TTL had passed and whose
 	// bytes the pass dropped (none with DryRun).
 	SegmentsExpired int
@@ -158,6 +192,16 @@ func (s *Service) Policy() storage.RetentionPolicy {
 // runs split the work. policy is taken as given (tests may go below the
 // floors).
 func (s *Service) Prune(ctx context.Context, part string, policy storage.RetentionPolicy, dryRun bool) (PruneReport, error) {
+	return s.PruneWith(ctx, part, policy, PassOptions{DryRun: dryRun})
+}
+
+// PruneWith is Prune with progress reporting. When ctx ends during a
+// batch, the run waits for that batch (up to a minute), then stops: the
+// report counts every committed batch, and the error wraps ctx's. A dry
+// run's report counts what the run would delete (storage
+// Retention.CountPrune) and leaves HorizonAfter at HorizonBefore.
+func (s *Service) PruneWith(ctx context.Context, part string, policy storage.RetentionPolicy, opts PassOptions) (PruneReport, error) {
+	dryRun := opts.DryRun
 	rep := PruneReport{Partition: part}
 	if err := policy.Validate(); err != nil {
 		return rep, fmt.Errorf("engine: prune %q: %w", part, err)
@@ -189,10 +233,21 @@ func (s *Service) Prune(ctx context.Context, part string, policy storage.Retenti
 				return rep, fmt.Errorf("engine: prune %q: %w", part, ctx.Err())
 			}
 		}
-		j := partition.NewPruneJob(ctx)
+		if err := ctx.Err(); err != nil {
+			rep.Took = time.Since(start)
+			s.metrics.observe(rep)
+			return rep, fmt.Errorf("engine: prune %q: %w", part, err)
+		}
+		// The batch runs, and is waited for, past the end of ctx (bounded by
+		// stopGrace), so a stop never loses the count of a committed batch.
+		bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		stopWait := context.AfterFunc(ctx, func() { time.AfterFunc(stopGrace, cancel) })
+		j := partition.NewPruneJob(bctx)
 		j.Policy, j.Through, j.MaxCommits, j.DryRun = policy, through, s.batchCommits(), dryRun
 		s.deps.Actors.Submit(part, j)
-		o := j.Wait(ctx)
+		o := j.Wait(bctx)
+		stopWait()
+		cancel()
 		if o.Err != nil {
 			rep.Took = time.Since(start)
 			s.metrics.observe(rep)
@@ -202,6 +257,14 @@ func (s *Service) Prune(ctx context.Context, part string, policy storage.Retenti
 			rep.Plan, through = o.Plan, o.Plan.Target
 			rep.HorizonBefore, rep.HorizonAfter = o.Plan.Partition.HorizonSeq, o.Plan.Partition.HorizonSeq
 		}
+		if dryRun {
+			rep.Commits, rep.Changes, rep.IdempotencyRecords = o.Result.Commits, o.Result.Changes, o.Result.IdempotencyRecords
+			if opts.OnBatch != nil && o.Result.Commits > 0 {
+				opts.OnBatch(BatchProgress{Partition: part, Batch: 1, Commits: o.Result.Commits, Changes: o.Result.Changes,
+					IdempotencyRecords: o.Result.IdempotencyRecords, HorizonSeq: o.Result.HorizonSeq, Target: through, Elapsed: time.Since(start), DryRun: true})
+			}
+			break
+		}
 		if o.Result.Commits > 0 {
 			rep.Batches++
 			rep.BatchTime += o.Took
@@ -210,12 +273,19 @@ func (s *Service) Prune(ctx context.Context, part string, policy storage.Retenti
 		rep.Changes += o.Result.Changes
 		rep.IdempotencyRecords += o.Result.IdempotencyRecords
 		rep.HorizonAfter = max(rep.HorizonAfter, o.Result.HorizonSeq)
-		if dryRun || o.Result.Commits == 0 || rep.HorizonAfter >= through {
+		if opts.OnBatch != nil && o.Result.Commits > 0 {
+			opts.OnBatch(BatchProgress{Partition: part, Batch: rep.Batches, Commits: o.Result.Commits, Changes: o.Result.Changes,
+				IdempotencyRecords: o.Result.IdempotencyRecords, HorizonSeq: rep.HorizonAfter, Target: through, Elapsed: time.Since(start)})
+		}
+		if o.Result.Commits == 0 || rep.HorizonAfter >= through {
 			break
 		}
 		pause = time.NewTimer(o.Took)
 	}
 	rep.Took = time.Since(start)
+	if dryRun {
+		return rep, nil
+	}
 	s.metrics.observe(rep)
 	if rep.Commits > 0 {
 		s.deps.Logger.Info("partition pruned", zap.String("partition", part),
@@ -240,6 +310,15 @@ func (s *Service) batchCommits() int {
 // segments and orphan blobs (Deps.Segments, Deps.Blobs) are swept. With
 // dryRun nothing is deleted and Pruned lists what would be.
 func (s *Service) MaintenancePass(ctx context.Context, dryRun bool) (MaintenanceReport, error) {
+	return s.MaintenancePassWith(ctx, PassOptions{DryRun: dryRun})
+}
+
+// MaintenancePassWith is MaintenancePass with progress reporting; it also
+// lists the partitions it kept (MaintenanceReport.Kept). When ctx ends,
+// the pass stops after the batch in flight and the report counts what
+// was pruned (the error is ctx's).
+func (s *Service) MaintenancePassWith(ctx context.Context, opts PassOptions) (MaintenanceReport, error) {
+	dryRun := opts.DryRun
 	start := time.Now()
 	var rep MaintenanceReport
 	rt := s.rt
@@ -269,6 +348,7 @@ func (s *Service) MaintenancePass(ctx context.Context, dryRun bool) (Maintenance
 	var firstErr error
 	for _, p := range parts {
 		if ctx.Err() != nil {
+			rep.Took = time.Since(start)
 			return rep, ctx.Err()
 		}
 		if owns != nil && !owns(p.Partition) {
@@ -277,10 +357,25 @@ func (s *Service) MaintenancePass(ctx context.Context, dryRun bool) (Maintenance
 		}
 		rep.Checked++
 		if p.MaxCommitSeq-policy.MinRetainedCommits <= p.HorizonSeq {
-			continue // nothing the policy could prune: no actor woken
+			// Nothing the policy could prune: no actor woken.
+			kept := PruneReport{Partition: p.Partition, HorizonBefore: p.HorizonSeq, HorizonAfter: p.HorizonSeq,
+				Plan: storage.RetentionPlan{RetentionInputs: storage.RetentionInputs{Partition: p, MinActiveCursor: -1, CheckpointFloor: -1},
+					Target: p.HorizonSeq, Binding: storage.BindingNothing}}
+			if p.MaxCommitSeq > p.HorizonSeq {
+				kept.Plan.Binding = storage.BindingMinRetained
+			}
+			rep.Kept = append(rep.Kept, kept)
+			continue
 		}
-		pr, err := s.Prune(ctx, p.Partition, policy, dryRun)
+		pr, err := s.PruneWith(ctx, p.Partition, policy, opts)
 		if err != nil {
+			if pr.Commits > 0 {
+				rep.Pruned = append(rep.Pruned, pr) // committed batches before the failure or stop
+			}
+			if ctx.Err() != nil {
+				rep.Took = time.Since(start)
+				return rep, err
+			}
 			s.deps.Logger.Warn("maintenance: pruning a partition failed", zap.String("partition", p.Partition), zap.Error(err))
 			if firstErr == nil {
 				firstErr = err
@@ -289,6 +384,8 @@ func (s *Service) MaintenancePass(ctx context.Context, dryRun bool) (Maintenance
 		}
 		if pr.Commits > 0 || (dryRun && pr.Plan.Prunable()) {
 			rep.Pruned = append(rep.Pruned, pr)
+		} else {
+			rep.Kept = append(rep.Kept, pr)
 		}
 	}
 	if owns != nil && !dryRun {

@@ -133,6 +133,37 @@ func (s *Store) PruneBatch(ctx context.Context, partition string, throughSeq int
 	return res, nil
 }
 
+// CountPrune counts what PruneBatch would delete through throughSeq,
+// under the partition's state lock.
+func (s *Store) CountPrune(ctx context.Context, partition string, throughSeq int64) (storage.PruneResult, error) {
+	_, p, err := s.schemaAndPart(partition)
+	if err != nil {
+		return storage.PruneResult{}, fmt.Errorf("memory: count prune %q: %w", partition, err)
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	h := p.info.HorizonSeq
+	res := storage.PruneResult{HorizonSeq: h}
+	upTo := min(throughSeq, p.info.MaxCommitSeq)
+	if !p.info.Exists || upTo <= h {
+		return res, nil
+	}
+	for _, c := range p.commits[:upTo-h] {
+		res.Commits++
+		res.Changes += int64(len(c.Changes))
+		if e, ok := p.idem[idemKey{c.ClientID, c.ClientCommitID}]; ok && e.rec.Status == ssp2.CommitApplied && e.rec.CommitSeq == c.Seq {
+			res.IdempotencyRecords++
+		}
+	}
+	for _, e := range p.idem {
+		if e.rec.Status == ssp2.CommitRejected && e.pos <= upTo {
+			res.IdempotencyRecords++
+		}
+	}
+	res.HorizonSeq = upTo
+	return res, nil
+}
+
 // dropThrough removes the commits with seq <= seq (above the horizon, at
 // most the max seq) and their scope index entries, and raises the horizon;
 // p.mu must be held for writing.

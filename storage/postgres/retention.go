@@ -282,9 +282,88 @@ WHERE `+rng, partition, throughSeq, maxCommits).Query(func(rows pgx.Rows) error 
 	return res, nil
 }
 
+// CountPrune counts what PruneBatch calls through throughSeq would
+// delete, in one statement (one snapshot).
+func (s *Store) CountPrune(ctx context.Context, partition string, throughSeq int64) (storage.PruneResult, error) {
+	if err := s.ready(); err != nil {
+		return storage.PruneResult{}, err
+	}
+	if !storage.Storable(partition) {
+		return storage.PruneResult{}, nil
+	}
+	q := `WITH b AS (SELECT horizon_seq AS h, LEAST($2::bigint, max_commit_seq) AS u FROM ` + s.q.partitions + ` WHERE partition = $1)
+SELECT b.h, b.u,
+	(SELECT count(*) FROM ` + s.q.commits + ` c WHERE c.partition = $1 AND c.seq > b.h AND c.seq <= b.u),
+	(SELECT count(*) FROM ` + s.q.changes + ` ch WHERE ch.partition = $1 AND ch.seq > b.h AND ch.seq <= b.u),
+	(SELECT count(*) FROM ` + s.q.commits + ` c JOIN ` + s.q.idempotency + ` i
+		ON i.partition = c.partition AND i.client_id = c.client_id AND i.client_commit_id = c.client_commit_id
+		WHERE c.partition = $1 AND c.seq > b.h AND c.seq <= b.u AND i.status = $3 AND i.commit_seq = c.seq),
+	(SELECT count(*) FROM ` + s.q.idempotency + ` i WHERE b.u > b.h AND i.partition = $1 AND i.status = $4 AND i.log_seq <= b.u)
+FROM b`
+	var res storage.PruneResult
+	err := retry(ctx, "CountPrune", func() error {
+		var upTo, applied, rejected int64
+		res = storage.PruneResult{}
+		err := s.pool.QueryRow(ctx, q, partition, throughSeq, int16(ssp2.CommitApplied), int16(ssp2.CommitRejected)).
+			Scan(&res.HorizonSeq, &upTo, &res.Commits, &res.Changes, &applied, &rejected)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		res.HorizonSeq = max(res.HorizonSeq, upTo)
+		res.IdempotencyRecords = applied + rejected
+		return nil
+	})
+	return res, err
+}
+
 // maintenanceKey is the advisory lock key expression of the store's
 // maintenance lock ($1: the schema name, NULL for the search_path's).
 const maintenanceKey = `hashtextextended('synclane.maintenance:' || coalesce($1::text, current_schema()::text), 0)`
+
+// MaintenanceHolder reads who holds the maintenance lock from pg_locks and
+// pg_stat_activity: Holder describes the holding session (its backend pid,
+// client address and application name; PID and Host stay unknown, the
+// holding process is the database's client), Since is when that session
+// last changed state (about when it took the lock: it idles holding it),
+// Expires is zero (the lock lasts as long as the session). ok is false
+// when nobody holds it.
+func (s *Store) MaintenanceHolder(ctx context.Context) (storage.MaintenanceHolder, bool, error) {
+	if err := s.ready(); err != nil {
+		return storage.MaintenanceHolder{}, false, err
+	}
+	var schemaArg any
+	if s.schema != "" {
+		schemaArg = s.schema
+	}
+	var pid int64
+	var since *time.Time
+	var addr, app string
+	err := s.pool.QueryRow(ctx, `WITH k AS (SELECT `+maintenanceKey+` AS key)
+SELECT l.pid, a.state_change, coalesce(host(a.client_addr), 'local'), coalesce(a.application_name, '')
+FROM k, pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+	AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+	AND l.classid::text::bigint = ((k.key >> 32) & 4294967295) AND l.objid::text::bigint = (k.key & 4294967295)
+LIMIT 1`, schemaArg).Scan(&pid, &since, &addr, &app)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.MaintenanceHolder{}, false, nil
+	}
+	if err != nil {
+		return storage.MaintenanceHolder{}, false, classify("MaintenanceHolder", err)
+	}
+	h := storage.MaintenanceHolder{Holder: fmt.Sprintf("PostgreSQL session (backend pid %d, client %s", pid, addr)}
+	if app != "" {
+		h.Holder += ", application " + app
+	}
+	h.Holder += ")"
+	if since != nil {
+		h.Since = *since
+	}
+	return h, true, nil
+}
 
 // TryLockMaintenance takes the session-level advisory lock on a pooled
 // connection it keeps until unlock.

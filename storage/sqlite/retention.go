@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"strconv"
-	"strings"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -27,10 +24,6 @@ import (
 // Applied idempotency records are found through the pruned commits' keys;
 // rejected ones through the partial index sync_idempotency_rejected on
 // their log position (the log_seq column).
-
-// maintenanceLeaseTTL bounds how long a process that died holding the
-// maintenance lease keeps other processes from maintenance.
-const maintenanceLeaseTTL = time.Hour
 
 // installRetention adds sync_idempotency.log_seq to a database created
 // before it existed and the partial index on rejected records; inside the
@@ -174,6 +167,40 @@ func (s *Store) PruneBatch(ctx context.Context, partition string, throughSeq int
 	return res, err
 }
 
+// countPruneSQL counts what pruning (h, upTo] deletes, upTo =
+// min(?2, max_commit_seq), in one statement (one read snapshot).
+var countPruneSQL = fmt.Sprintf(`WITH b AS (SELECT horizon_seq AS h, min(?2, max_commit_seq) AS u FROM sync_partitions WHERE partition_id = ?1)
+SELECT b.h, b.u,
+	(SELECT count(*) FROM sync_commits c WHERE c.partition_id = ?1 AND c.seq > b.h AND c.seq <= b.u),
+	(SELECT count(*) FROM sync_changes ch WHERE ch.partition_id = ?1 AND ch.commit_seq > b.h AND ch.commit_seq <= b.u),
+	(SELECT count(*) FROM sync_commits c JOIN sync_idempotency i
+		ON i.partition_id = c.partition_id AND i.client_id = c.client_id AND i.client_commit_id = c.client_commit_id
+		WHERE c.partition_id = ?1 AND c.seq > b.h AND c.seq <= b.u AND i.status = %d AND i.commit_seq = c.seq),
+	(SELECT count(*) FROM sync_idempotency i WHERE b.u > b.h AND i.partition_id = ?1 AND i.status = %d AND i.log_seq <= b.u)
+FROM b`, ssp2.CommitApplied, ssp2.CommitRejected)
+
+// CountPrune counts what PruneBatch calls through throughSeq would
+// delete, in one statement on a read connection.
+func (s *Store) CountPrune(ctx context.Context, partition string, throughSeq int64) (storage.PruneResult, error) {
+	if _, _, _, err := s.current(); err != nil {
+		return storage.PruneResult{}, fmt.Errorf("sqlite: count prune: %w", err)
+	}
+	var res storage.PruneResult
+	var upTo, applied, rejected int64
+	err := s.readQueryRow(ctx, countPruneSQL, partition, throughSeq).Scan(&res.HorizonSeq, &upTo, &res.Commits, &res.Changes, &applied, &rejected)
+	if isNoRows(err) {
+		return storage.PruneResult{}, nil
+	}
+	if err != nil {
+		return storage.PruneResult{}, fmt.Errorf("sqlite: count prune %q: %w", partition, err)
+	}
+	if upTo > res.HorizonSeq {
+		res.HorizonSeq = upTo
+	}
+	res.IdempotencyRecords = applied + rejected
+	return res, nil
+}
+
 // restoreSynchronous puts the writer connection back to synchronous FULL;
 // if that fails the store refuses every later write rather than commit one
 // without fsync.
@@ -293,62 +320,6 @@ func (s *Store) pruneRange(ctx context.Context, partition string, h, upTo int64)
 		return res, fmt.Errorf("raise horizon: %w", err)
 	}
 	return res, nil
-}
-
-// TryLockMaintenance takes the maintenance lease (a sync_meta row naming
-// this store and an expiry) in one write transaction, so two processes on
-// one database file never both hold it (nor two calls on one store: it is
-// not re-entrant); a lease left by a process that died expires after an
-// hour.
-func (s *Store) TryLockMaintenance(ctx context.Context) (func(), bool, error) {
-	if _, _, _, err := s.current(); err != nil {
-		return nil, false, fmt.Errorf("sqlite: maintenance lock: %w", err)
-	}
-	if err := s.lock(ctx); err != nil {
-		return nil, false, fmt.Errorf("sqlite: maintenance lock: %w", err)
-	}
-	defer s.unlock()
-	holder := s.holder
-	ok := false
-	err := s.inWriteTx(ctx, "maintenance lock", func(ctx context.Context) error {
-		var v string
-		err := s.conn.QueryRowContext(ctx, `SELECT value FROM sync_meta WHERE key = 'maintenance_lease'`).Scan(&v)
-		if err != nil && !isNoRows(err) {
-			return err
-		}
-		now := time.Now().UnixMilli()
-		if err == nil {
-			if h, exp, found := strings.Cut(v, " "); found {
-				if until, perr := strconv.ParseInt(exp, 10, 64); perr == nil && until > now && h != "" {
-					return nil // held (by another handle, or this one: the lock is not re-entrant)
-				}
-			}
-		}
-		_, err = s.conn.ExecContext(ctx, `INSERT INTO sync_meta(key, value) VALUES('maintenance_lease', ?)
-			ON CONFLICT(key) DO UPDATE SET value = excluded.value`, holder+" "+strconv.FormatInt(now+maintenanceLeaseTTL.Milliseconds(), 10))
-		ok = err == nil
-		return err
-	})
-	if err != nil || !ok {
-		return nil, false, err
-	}
-	released := false
-	return func() {
-		if released {
-			return
-		}
-		released = true
-		uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.lock(uctx); err != nil {
-			return // the lease expires by itself
-		}
-		defer s.unlock()
-		_ = s.inWriteTx(uctx, "maintenance unlock", func(ctx context.Context) error {
-			_, err := s.conn.ExecContext(ctx, `DELETE FROM sync_meta WHERE key = 'maintenance_lease' AND value LIKE ? || ' %'`, holder)
-			return err
-		})
-	}, true, nil
 }
 
 // snapshotTables lists the tables a partition snapshot copies: the log

@@ -95,7 +95,18 @@ type Options struct {
 	// these page scans map the file; the writer and the database/sql read
 	// connections never do.
 	PageScanMmapBytes int64
+	// MaintenanceLease is how long the maintenance lease
+	// (TryLockMaintenance) lasts without renewal: the holder renews it
+	// every third of it while it holds it, so a process killed during a
+	// maintenance pass keeps others from maintenance for at most this
+	// long. <= 0 means DefaultMaintenanceLease.
+	MaintenanceLease time.Duration
+	// Now is the clock of the maintenance lease; nil means time.Now.
+	Now func() time.Time
 }
+
+// DefaultMaintenanceLease is the default Options.MaintenanceLease.
+const DefaultMaintenanceLease = 60 * time.Second
 
 // DefaultPageScanMmapBytes is the default Options.PageScanMmapBytes:
 // 256 MiB per EncodeRows connection. A bootstrap page scan of a table not
@@ -170,8 +181,12 @@ type Store struct {
 	// maintenance lease; snaps are the captured partitions (retention.go).
 	path   string
 	holder string
-	snapMu sync.Mutex
-	snaps  map[string]bool
+	// leaseTTL and now are Options.MaintenanceLease and Options.Now
+	// (maintenance_lease.go).
+	leaseTTL time.Duration
+	now      func() time.Time
+	snapMu   sync.Mutex
+	snaps    map[string]bool
 	// wstmts caches statements prepared on the writer connection by SQL
 	// text (writerStmt; under wlock).
 	wstmts map[string]*sql.Stmt
@@ -199,6 +214,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	if opts.BusyTimeout <= 0 {
 		opts.BusyTimeout = 10 * time.Second
+	}
+	if opts.MaintenanceLease <= 0 {
+		opts.MaintenanceLease = DefaultMaintenanceLease
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	base := "file:" + (&url.URL{Path: path}).EscapedPath()
 	// temp_store=MEMORY keeps the savepoint subjournal off disk; the page
@@ -234,6 +255,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	rdb.SetMaxIdleConns(opts.ReadConns)
 	s := &Store{log: opts.Logger, wdb: wdb, conn: conn, rdb: rdb,
 		wlock: make(chan struct{}, 1), closed: make(chan struct{}), path: path, holder: storage.NewLogEpoch(),
+		leaseTTL: opts.MaintenanceLease, now: opts.Now,
 		raw: newRawPool(path, opts.ReadConns, opts.BusyTimeout, rawCacheKiB, pageScanMmap(opts.PageScanMmapBytes))}
 	if err := s.createSystemTables(ctx); err != nil {
 		_ = s.Close()
@@ -272,6 +294,18 @@ func (s *Store) Close() error {
 			}
 		}
 		s.rstmts.Range(func(_, v any) bool { _ = v.(*sql.Stmt).Close(); return true })
+		// The writer's cached statements (under the write lock, when free):
+		// a statement left open keeps its connection, and so the file's
+		// locks, open past Close.
+		select {
+		case s.wlock <- struct{}{}:
+			for _, st := range s.wstmts {
+				_ = st.Close()
+			}
+			s.wstmts = nil
+			<-s.wlock
+		default:
+		}
 		if err := s.conn.Close(); err != nil {
 			errs = append(errs, err)
 		}

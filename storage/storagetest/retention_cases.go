@@ -177,6 +177,65 @@ var retentionTests = []test{
 		seq := e.logCommit("p", base)
 		e.wantLogFrom("p", 10, seq)
 	}},
+	{name: "CountPrune", fn: func(e *env) {
+		count := func(partition string, through int64) storage.PruneResult {
+			e.t.Helper()
+			r, err := e.b.Retention.CountPrune(e.ctx, partition, through)
+			if err != nil {
+				e.t.Fatalf("CountPrune(%q, %d): %v", partition, through, err)
+			}
+			return r
+		}
+		if r := count("never", 10); r != (storage.PruneResult{}) {
+			e.t.Fatalf("CountPrune of a never-created partition: %+v", r)
+		}
+		e.rejectAt("p", "r0") // log position 0
+		for range 4 {
+			e.logCommit("p", base)
+		}
+		e.rejectAt("p", "r4") // log position 4
+		for range 6 {
+			e.logCommit("p", base)
+		}
+		e.rejectAt("p", "r10") // log position 10
+		e.logCommit("other", base)
+		// A count equals the sum of the batches that prune as far, and
+		// deletes nothing.
+		for _, c := range []struct {
+			through int64
+			want    storage.PruneResult
+		}{
+			{0, storage.PruneResult{}},
+			{3, storage.PruneResult{HorizonSeq: 3, Commits: 3, Changes: 6, IdempotencyRecords: 4}},
+			{7, storage.PruneResult{HorizonSeq: 7, Commits: 7, Changes: 14, IdempotencyRecords: 9}},
+			{100, storage.PruneResult{HorizonSeq: 10, Commits: 10, Changes: 20, IdempotencyRecords: 13}},
+		} {
+			if r := count("p", c.through); r != c.want {
+				e.t.Fatalf("CountPrune(p, %d) = %+v, want %+v", c.through, r, c.want)
+			}
+		}
+		if info := e.readPartition("p"); info.HorizonSeq != 0 || !e.hasIdem("p", "k1") || !e.hasIdem("p", "r0") {
+			e.t.Fatalf("CountPrune deleted something: %+v", info)
+		}
+		counted := count("p", 7)
+		var pruned storage.PruneResult
+		for range 5 {
+			pruned.Add(e.prune("p", 7, 2))
+		}
+		if pruned != counted {
+			e.t.Fatalf("batches through 7 deleted %+v, CountPrune said %+v", pruned, counted)
+		}
+		// From a raised horizon: only what is left, nothing at or below it.
+		if r, want := count("p", 5), (storage.PruneResult{HorizonSeq: 7}); r != want {
+			e.t.Fatalf("CountPrune below the horizon = %+v, want %+v", r, want)
+		}
+		if r, want := count("p", 100), (storage.PruneResult{HorizonSeq: 10, Commits: 3, Changes: 6, IdempotencyRecords: 4}); r != want {
+			e.t.Fatalf("CountPrune of the rest = %+v, want %+v", r, want)
+		}
+		if r := count("other", 100); r.Commits != 1 || r.IdempotencyRecords != 1 {
+			e.t.Fatalf("CountPrune of another partition = %+v", r)
+		}
+	}},
 	{name: "ListPartitions", fn: func(e *env) {
 		got, err := e.b.Retention.ListPartitions(e.ctx)
 		if err != nil || len(got) != 0 {
