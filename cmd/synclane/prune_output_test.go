@@ -17,6 +17,7 @@ import (
 
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
+	"github.com/synclane/synclane/storage/datadir"
 )
 
 // exitCode is the exit status of a finished exec.Cmd's error (0 for nil,
@@ -238,6 +239,14 @@ func TestVacuumCommand(t *testing.T) {
 		t.Fatalf("vacuum with the database open: exit %d, want 1\n%s", code, errOut)
 	}
 	open.Close()
+	held, err := datadir.Acquire(dir, "synclane serve") // a server holding the directory
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runCmd(t, append([]string{"vacuum"}, args...)...); code != 1 || !strings.Contains(errOut, "is in use by `synclane serve`") {
+		t.Fatalf("vacuum with the directory held: exit %d, want 1 naming the holder\n%s", code, errOut)
+	}
+	held.Release()
 	before, err := os.Stat(db)
 	if err != nil {
 		t.Fatal(err)

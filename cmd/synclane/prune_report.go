@@ -170,6 +170,15 @@ func vacuumCmd(ctx context.Context, args []string, lookup func(string) (string, 
 		fmt.Fprintln(stderr, "synclane vacuum: no database:", err)
 		return 1
 	}
+	// The data directory's lock names a server (or prune, restore) using
+	// the directory; the exclusive open below also refuses any other
+	// process that has the file open.
+	lock, err := lockDataDir(c, "synclane vacuum")
+	if err != nil {
+		fmt.Fprintf(stderr, "synclane vacuum: %v: stop it first; nothing changed\n", err)
+		return 1
+	}
+	defer lock.Release() //nolint:errcheck
 	fmt.Fprintf(stdout, "vacuuming %s (%s): it rewrites the whole file, needs about %s of free disk, and no other process may have the database open while it runs\n",
 		db, byteSize(fi.Size()), byteSize(fi.Size()))
 	start := time.Now()
