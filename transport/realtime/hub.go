@@ -544,6 +544,18 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.sockets++
 	h.mu.Unlock()
+	// The upgrade counts as one of the hub's goroutines until the socket's
+	// reader runs (or it failed): Close, which waits for them, then never
+	// returns while a connect is between its hello and its reader, whose
+	// socket would outlive it.
+	if !h.enter() {
+		h.mu.Lock()
+		h.sockets--
+		h.mu.Unlock()
+		httperr.WriteStatus(w, http.StatusServiceUnavailable, syncerr.New(syncerr.InternalError, "the server is shutting down; retry"))
+		return
+	}
+	defer h.wg.Done()
 	s := h.newSession(id, clientID)
 	if !h.connect(w, r, eng, s) {
 		h.mu.Lock()
