@@ -45,20 +45,6 @@ func (r *Runtime[J]) EvictIf(leave func(partition string) bool) int {
 	return n
 }
 
-// Partitions returns the partitions that have a live actor, in no order.
-func (r *Runtime[J]) Partitions() []string {
-	var out []string
-	for i := range r.shards {
-		s := &r.shards[i]
-		s.mu.Lock()
-		for p := range s.children {
-			out = append(out, p)
-		}
-		s.mu.Unlock()
-	}
-	return out
-}
-
 // evicted poisons an actor whose route was just removed (shard lock held).
 func (r *Runtime[J]) evicted(partition string, c *child) {
 	r.stats.evicted.Add(1)
