@@ -65,12 +65,16 @@ type backupFile struct {
 // and copies blob files, and opens no blob store).
 func backupCmd(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
 	var to string
-	c, rest, code := adminFlags("backup", "synclane backup --to DIR [--data DIR] [--blob-store DIR]", args, lookup, stderr, func(fs *flag.FlagSet, c *serveConfig) {
+	c, rest, code := adminFlags("backup", "synclane backup --to DIR [--data DIR] [--blob-store /ABS/DIR]", args, lookup, stderr, func(fs *flag.FlagSet, c *serveConfig) {
 		fs.StringVar(&to, "to", "", "the backup directory to write (must not exist): synclane.db, blobs/, lease.key and manifest.json")
 		blobFlags(fs, &c.blobs)
 	})
 	if code >= 0 {
 		return code
+	}
+	if err := c.blobs.validate(); err != nil {
+		fmt.Fprintf(stderr, "synclane backup: %v\n", err)
+		return 2
 	}
 	switch {
 	case len(rest) > 0:
@@ -116,15 +120,15 @@ func backupCmd(ctx context.Context, args []string, lookup func(string) (string, 
 // blob flags name ("" when blobs live elsewhere or are off) and a note
 // for the operator about blobs a backup cannot hold.
 func localBlobDir(c serveConfig) (dir, note string) {
-	switch s := c.blobs.store; {
-	case s == "off":
+	switch loc := c.blobs.location(); loc.kind {
+	case blobOff:
 		return "", ""
-	case s == "postgres" || strings.HasPrefix(s, "s3://"):
-		return "", fmt.Sprintf("blobs live in %s, not in the data directory: back them up with that store's own tools", s)
-	case s == "":
+	case blobPostgres, blobS3:
+		return "", fmt.Sprintf("blobs live in %s, not in the data directory: back them up with that store's own tools", c.blobs.store)
+	case blobDefault:
 		return filepath.Join(c.data, backupBlobsDir), ""
 	default:
-		return s, ""
+		return loc.dir, ""
 	}
 }
 

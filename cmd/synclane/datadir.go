@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage/datadir"
@@ -53,10 +52,10 @@ const serveCommand = "synclane serve"
 // <data>/blobs next to SQLite): opening it sweeps its .tmp directory, the
 // running server's in-flight uploads.
 func fsBlobStore(b blobConfig, postgresURL string) bool {
-	switch {
-	case b.store == "off", b.store == "postgres", strings.HasPrefix(b.store, "s3://"):
+	switch b.location().kind {
+	case blobOff, blobPostgres, blobS3:
 		return false
-	case b.store == "":
+	case blobDefault:
 		return postgresURL == ""
 	}
 	return true

@@ -248,13 +248,17 @@ func prunePartition(ctx context.Context, eng *engine.Engine, st store, part stri
 func restoreCmd(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
 	var from string
 	var rotateOnly bool
-	c, rest, code := adminFlags("restore", "synclane restore --from DIR [--data DIR] [--blob-store DIR] | synclane restore --rotate-epochs [--data DIR | --postgres URL]", args, lookup, stderr, func(fs *flag.FlagSet, c *serveConfig) {
+	c, rest, code := adminFlags("restore", "synclane restore --from DIR [--data DIR] [--blob-store /ABS/DIR] | synclane restore --rotate-epochs [--data DIR | --postgres URL]", args, lookup, stderr, func(fs *flag.FlagSet, c *serveConfig) {
 		fs.StringVar(&from, "from", "", "backup directory (from synclane backup) to verify and install in --data; the server must be stopped")
 		blobFlags(fs, &c.blobs) // where the backup's blobs go (default <data>/blobs)
 		fs.BoolVar(&rotateOnly, "rotate-epochs", false, "only rotate every partition's log epoch (after restoring the database by other means, e.g. pg_restore)")
 	})
 	if code >= 0 {
 		return code
+	}
+	if err := c.blobs.validate(); err != nil {
+		fmt.Fprintf(stderr, "synclane restore: %v\n", err)
+		return 2
 	}
 	switch {
 	case len(rest) > 0:
