@@ -42,7 +42,7 @@ func BenchmarkS3ConcurrentPuts(b *testing.B) {
 			h := gofakes3.New(be).Server()
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if r.Method == http.MethodPut && r.Header.Get("X-Amz-Copy-Source") == "" {
-					_, _ = io.Copy(io.Discard, r.Body) // keep the fake's memory out of the figure
+					_, _ = io.Copy(io.Discard, r.Body)                                // keep the fake's memory out of the figure
 					r.Body, r.ContentLength = io.NopCloser(strings.NewReader("x")), 1 // gofakes3 refuses empty bodies
 					r.Header.Set("Content-Length", "1")
 				}
