@@ -8,7 +8,9 @@
 // pgblob (PostgreSQL) and s3blob (S3-compatible). Every implementation
 // passes the contract suite in blobstore/blobstoretest and guarantees:
 //   - Put streams: it hashes while writing, holds at most one buffer
-//     (1 MiB) of the body in memory, and makes the blob visible only
+//     of the body in memory (BufferSize for FS and pgblob; one part,
+//     s3blob.DefaultPartSize, for s3blob, from a bounded pool), and
+//     makes the blob visible only
 //     after the whole body was read, was at most maxBytes long and hashed
 //     to the id; otherwise nothing becomes visible (ErrHashMismatch,
 //     ErrTooLarge, or the reader's error).
