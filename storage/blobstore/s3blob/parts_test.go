@@ -2,6 +2,7 @@ package s3blob
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"io"
@@ -249,4 +250,46 @@ func silentListener(t *testing.T) string {
 		mu.Unlock()
 	})
 	return ln.Addr().String()
+}
+
+// TestS3TimeoutWhileServing: once the endpoint stops answering, Stat and
+// Delete fail within Options.Timeout instead of hanging.
+func TestS3TimeoutWhileServing(t *testing.T) {
+	be := s3mem.New()
+	if err := be.CreateBucket("blobs"); err != nil {
+		t.Fatal(err)
+	}
+	h := gofakes3.New(be).Server()
+	var mu sync.Mutex
+	silent := false
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		s := silent
+		mu.Unlock()
+		if s {
+			select { // never answers: held until the request is abandoned or the test ends
+			case <-r.Context().Done():
+			case <-stop:
+			}
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { close(stop); srv.Close() })
+	s, err := New(t.Context(), Options{Endpoint: strings.TrimPrefix(srv.URL, "http://"), Bucket: "blobs", Region: "us-east-1",
+		AccessKey: "k", SecretKey: "s", Insecure: true, Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	silent = true
+	mu.Unlock()
+	id := blobstore.IDOf([]byte("x"))
+	if _, err := s.Stat(t.Context(), id); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Stat on a silent endpoint: %v, want a deadline exceeded", err)
+	}
+	if err := s.Delete(t.Context(), id); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Delete on a silent endpoint: %v, want a deadline exceeded", err)
+	}
 }
