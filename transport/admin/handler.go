@@ -26,7 +26,8 @@
 // Pages: limit defaults to 50 and is capped at 500; the answer's "next" is
 // the cursor of the following page ("" at the end). Errors are JSON
 // {"error":{"code","message"}}: admin.unauthorized (401: missing or wrong
-// token), admin.not_found (404), admin.invalid_argument (400),
+// token), sync.rate_limited (429 with Retry-After: too many wrong tokens
+// from the address, see TokenAttempts), admin.not_found (404), admin.invalid_argument (400),
 // admin.feature_off (409: an action on a feature the server runs
 // without, e.g. revoke-lease with leases off),
 // admin.unavailable (503: the store failed
