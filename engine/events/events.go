@@ -12,6 +12,10 @@
 // subscriber whose buffer is full is dropped (its channel closed, Dropped
 // reports true, Stats counts it) and must subscribe again, reading the
 // events it missed with Recent(afterSeq).
+//
+// A Sampler thins a storm of like events (the engine samples auth.failed
+// with one) to one per source per interval over a bounded table of
+// sources, so the storm cannot flush the ring.
 package events
 
 import (
