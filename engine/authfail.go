@@ -77,8 +77,11 @@ func (e *Engine) ReportAuthFailure(route, reason, source string, ev events.Event
 }
 
 // AuthFailureCounts returns the refused authentications counted since
-// start, by route and reason.
+// start, by route and reason (empty on a nil engine).
 func (e *Engine) AuthFailureCounts() map[AuthFailureKey]uint64 {
+	if e == nil {
+		return map[AuthFailureKey]uint64{}
+	}
 	a := e.authFail
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -70,7 +70,7 @@ func TestAuthFailureStormKeepsRing(t *testing.T) {
 	for i := range storm {
 		fail(paths[i%len(paths)], fmt.Sprintf("10.%d.%d.%d:1234", i/65536, (i/256)%256, i%256))
 	}
-	for i := range storm { // IPv6 addresses of one /64 are one source
+	for i := range storm { // and over IPv6 (one /64: one source, see TestSourceOf)
 		fail("/sync", fmt.Sprintf("[2001:db8::%x]:1234", i+1))
 	}
 
