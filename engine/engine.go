@@ -189,6 +189,14 @@ type Config struct {
 	// SlowRequest is the Sync duration from which a request is reported
 	// as a slow request event (0: DefaultSlowRequest; negative: never).
 	SlowRequest time.Duration
+	// AuthFailureSampling thins refused authentications in the event ring
+	// (authfail.go): at most one auth.failed event per remote address per
+	// Interval (default events.DefaultSampleInterval, 10s), each saying how
+	// many were held back, over at most Sources tracked addresses (default
+	// events.DefaultSampleSources, 64; the rest share one "other" bucket).
+	// Now defaults to Config.Now. Every failure is still counted in
+	// AuthFailureCounts.
+	AuthFailureSampling events.SamplerOptions
 
 	// SignedURLs, when set, signs segment URLs for clients accepting them
 	// (accept bit 3) and blob URLs; PublicURL returns the base they are
@@ -255,6 +263,8 @@ type Engine struct {
 	pcfg    *partition.Config
 	runtime *actors.Runtime[partition.Job]
 	metrics *Metrics
+	// authFail counts and samples refused authentications (authfail.go).
+	authFail *authFailures
 	// resolver asks Config.Resolver, surviving its panics.
 	resolver *access.Resolver
 
@@ -326,6 +336,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg.Logger.Warn("a backfill checkpoint at the running schema version is pending and not declared by this process; requests are refused until it is activated", zap.Error(err))
 	}
 	e := &Engine{cfg: cfg, metrics: newMetrics(), resolver: resolver, blobs: bl}
+	e.authFail = newAuthFailures(cfg.AuthFailureSampling, cfg.Now)
 	pc := partition.NewConfig(cfg.Schema, cfg.Backend, partition.Gate{Running: cfg.Schema.Version, Declared: cfg.Checkpoints})
 	pc.Logger, pc.Now = cfg.Logger, cfg.Now
 	pc.MaxOperations, pc.MinSchemaVersion, pc.ClientFlushInterval = cfg.MaxOperations, cfg.MinSchemaVersion, cfg.ClientFlushInterval

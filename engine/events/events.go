@@ -12,6 +12,10 @@
 // subscriber whose buffer is full is dropped (its channel closed, Dropped
 // reports true, Stats counts it) and must subscribe again, reading the
 // events it missed with Recent(afterSeq).
+//
+// A Sampler thins a storm of like events (the engine samples auth.failed
+// with one) to one per source per interval over a bounded table of
+// sources, so the storm cannot flush the ring.
 package events
 
 import (
@@ -28,7 +32,10 @@ type Kind string
 const (
 	// PushRejected is a commit the server rejected (Code and Message say why).
 	PushRejected Kind = "push.rejected"
-	// AuthFailed is a request refused by its transport's authenticator.
+	// AuthFailed is a request refused by its transport's authenticator
+	// (or the admin token check). Sampled: at most one per remote address
+	// per interval, Suppressed counting the ones held back (see Sampler and
+	// engine.Config.AuthFailureSampling).
 	AuthFailed Kind = "auth.failed"
 	// GateRefused is a request refused by the serve gate
 	// (sync.schema_not_ready).
@@ -69,6 +76,10 @@ type Event struct {
 	// Source names the emitter ("engine", "httpsync", "realtime", "actors",
 	// "admin", ...).
 	Source string `json:"source,omitempty"`
+	// Suppressed is set on a sampled event (auth.failed, see Sampler): how
+	// many like it from the same source were held back since the source's
+	// previous event.
+	Suppressed uint64 `json:"suppressed,omitempty"`
 }
 
 // Limits of a Ring.

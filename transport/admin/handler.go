@@ -26,7 +26,8 @@
 // Pages: limit defaults to 50 and is capped at 500; the answer's "next" is
 // the cursor of the following page ("" at the end). Errors are JSON
 // {"error":{"code","message"}}: admin.unauthorized (401: missing or wrong
-// token), admin.not_found (404), admin.invalid_argument (400),
+// token), sync.rate_limited (429 with Retry-After: too many wrong tokens
+// from the address, see TokenAttempts), admin.not_found (404), admin.invalid_argument (400),
 // admin.feature_off (409: an action on a feature the server runs
 // without, e.g. revoke-lease with leases off),
 // admin.unavailable (503: the store failed
@@ -85,6 +86,11 @@ type Options struct {
 	// /api/cluster/events?limit=N: the most recent server events of every
 	// member, merged newest first, each with the member it came from.
 	ClusterEvents func(ctx context.Context, limit int) (any, error)
+	// TokenAttempts limits admin token guesses per source address
+	// (default: 2 per second, burst 10, 1024 sources; see TokenAttempts).
+	TokenAttempts TokenAttempts
+	// Now is the limiter's clock (default time.Now).
+	Now func() time.Time
 }
 
 // Handler serves the admin API and console. Create it with New; call
@@ -94,6 +100,7 @@ type Handler struct {
 	opts  Options
 	token [32]byte
 	mux   *http.ServeMux
+	limit *limiter // nil: token attempts not limited
 	done  chan struct{}
 	once  sync.Once
 }
@@ -119,7 +126,8 @@ func New(svc *adminsvc.Service, opts Options) (*Handler, error) {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = 15 * time.Second
 	}
-	h := &Handler{svc: svc, opts: opts, token: sha256.Sum256([]byte(opts.Token)), mux: http.NewServeMux(), done: make(chan struct{})}
+	h := &Handler{svc: svc, opts: opts, token: sha256.Sum256([]byte(opts.Token)), mux: http.NewServeMux(),
+		limit: newLimiter(opts.TokenAttempts, opts.Now), done: make(chan struct{})}
 	h.routes()
 	return h, nil
 }
@@ -214,8 +222,7 @@ func (h *Handler) routes() {
 		return h.svc.Maintenance(ctx, dry)
 	})
 	h.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
-		if !h.authorized(r) {
-			h.unauthorized(w, r)
+		if !h.check(w, r) {
 			return
 		}
 		writeJSONError(w, http.StatusNotFound, "admin.not_found", "no admin API route "+r.Method+" "+r.URL.Path)
@@ -274,12 +281,43 @@ func (h *Handler) unauthorized(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !h.authorized(r) {
-			h.unauthorized(w, r)
-			return
+		if h.check(w, r) {
+			next.ServeHTTP(w, r)
 		}
-		next.ServeHTTP(w, r)
 	})
+}
+
+// check admits r (true) or answers it (false): 429 when its source has
+// used up its token attempts (whatever the token: no oracle), 401 for a
+// missing or wrong token. A request carrying a token takes an attempt,
+// given back when the token is right.
+func (h *Handler) check(w http.ResponseWriter, r *http.Request) bool {
+	var b *bucket
+	if h.limit != nil && r.Header.Get("Authorization") != "" {
+		var wait time.Duration
+		if b, wait = h.limit.take(auth.SourceOf(r)); b == nil {
+			h.rateLimited(w, r, wait)
+			return false
+		}
+	}
+	if !h.authorized(r) {
+		h.unauthorized(w, r)
+		return false
+	}
+	if b != nil {
+		h.limit.giveBack(b)
+	}
+	return true
+}
+
+// rateLimited answers a source out of token attempts: 429
+// sync.rate_limited with Retry-After (whole seconds, at least 1).
+func (h *Handler) rateLimited(w http.ResponseWriter, r *http.Request, wait time.Duration) {
+	secs := max(1, int((wait+time.Second-1)/time.Second))
+	msg := fmt.Sprintf("too many admin token attempts from this address: retry in %d s", secs)
+	auth.ReportAuthFailure(h.svc.Engine(), "admin", r, string(syncerr.RateLimited), msg)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	writeJSONError(w, http.StatusTooManyRequests, string(syncerr.RateLimited), msg)
 }
 
 // serveJSON runs fn under timeout and writes its answer or error as JSON.

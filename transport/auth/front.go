@@ -1,7 +1,9 @@
 package auth
 
 import (
+	"net"
 	"net/http"
+	"net/netip"
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/events"
@@ -9,16 +11,74 @@ import (
 	"github.com/synclane/synclane/transport/httperr"
 )
 
-// ReportAuthFailure publishes a refused authentication of r to eng's event
-// ring (nothing when eng is nil or has no ring): source names the
-// transport, code is the refusal's error code, and the event's message
-// says why (message) and from which address and path. Never the token.
+// ReportAuthFailure reports a refused authentication of r to eng (nothing
+// when eng is nil): counted by route kind and reason (the
+// synclane_auth_failures_total metric) and sampled into the event ring, at
+// most one auth.failed event per source address per interval (see
+// engine.ReportAuthFailure), so a storm of failures cannot flush the ring.
+// source names the transport ("httpsync", "httpsync.segments",
+// "httpsync.blobs", "httpsync.operations", "realtime", "opwatch",
+// "admin"), code is the refusal's error code, and the event's message says
+// why (message) and from which address and path. Never the token.
 func ReportAuthFailure(eng *engine.Engine, source string, r *http.Request, code, message string) {
 	if eng == nil {
 		return
 	}
-	eng.Events().Emit(events.Event{Kind: events.AuthFailed, Source: source, Code: code,
+	eng.ReportAuthFailure(RouteKind(source), reasonLabel(code), SourceOf(r), events.Event{Source: source, Code: code,
 		Message: message + " (" + r.Method + " " + r.URL.Path + " from " + r.RemoteAddr + ")"})
+}
+
+// routeKinds maps a transport's source name to its metric label.
+var routeKinds = map[string]string{
+	"httpsync":            "sync",
+	"httpsync.segments":   "segments",
+	"httpsync.blobs":      "blobs",
+	"httpsync.operations": "operations",
+	"realtime":            "realtime",
+	"opwatch":             "opwatch",
+	"admin":               "admin",
+}
+
+// RouteKind is the route label of source's auth failures: one of sync,
+// segments, blobs, operations, realtime, opwatch, admin, or other for a
+// source not listed (the label set stays fixed).
+func RouteKind(source string) string {
+	if k, ok := routeKinds[source]; ok {
+		return k
+	}
+	return "other"
+}
+
+// reasonLabel keeps the reason label bounded: a catalog code or an admin
+// refusal as is, any other code (a host's own) as "other".
+func reasonLabel(code string) string {
+	switch {
+	case syncerr.Known(syncerr.Code(code)), code == "admin.unauthorized":
+		return code
+	default:
+		return "other"
+	}
+}
+
+// SourceOf is the address r's failures are sampled and rate-limited
+// under: the IP of r.RemoteAddr (the TCP peer; behind a proxy, the
+// proxy's), an IPv6 address cut to its /64 (one host can hold a whole
+// /64), or RemoteAddr itself when it does not parse.
+func SourceOf(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	ip = ip.Unmap()
+	if ip.Is6() {
+		p, _ := ip.Prefix(64)
+		return p.String()
+	}
+	return ip.String()
 }
 
 // AuthenticateUpgrade is the common front of a WebSocket route: it refuses

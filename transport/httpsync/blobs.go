@@ -121,10 +121,10 @@ func (h *BlobHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// authenticate runs host auth; on failure it has answered. Blob refusals
-// are not reported to the event ring (no engine is passed).
+// authenticate runs host auth; on failure it has answered (the refusal is
+// counted and sampled into the event ring like every route's).
 func (h *BlobHandler) authenticate(w http.ResponseWriter, r *http.Request) (engine.Identity, bool) {
-	return auth.Authenticate(w, r, nil, h.opts.Auth, "httpsync.blobs")
+	return auth.Authenticate(w, r, h.eng, h.opts.Auth, "httpsync.blobs")
 }
 
 func (h *BlobHandler) fail(w http.ResponseWriter, rid, what string, err error) {

@@ -218,6 +218,7 @@ func writeMetrics(ctx context.Context, w http.ResponseWriter, eng *engine.Engine
 		_, _ = fmt.Fprintf(w, "synclane_request_errors_total{code=%q} %d\n", c, s.Errors[c])
 	}
 	writeRetentionMetrics(w, s.Retention)
+	writeAuthMetrics(w, eng)
 	writeReactionMetrics(ctx, w, eng)
 	writeOperationMetrics(w, eng)
 	// Backfill progress, read from storage so every process reports every
