@@ -56,6 +56,7 @@ var workloads = []struct {
 	{"reconnect", runReconnect, false},
 	{"bigpush", runBigPush, false},
 	{"cluster", runCluster, true},
+	{"hostile", runHostile, true},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
