@@ -9,14 +9,16 @@
 // (a keep-alive connection between requests, or one that has not sent a
 // byte yet), as reported by http.Server.ConnState; idle connections are the
 // cheapest to drop (a client reconnects). When none is idle, the new
-// connection is answered at once with a minimal HTTP/1.1 503 carrying the
-// protocol's sync.rate_limited error and Retry-After, and closed: never a
-// hang. That answer has a short write deadline, and at most MaxRefusing
+// connection is answered with a minimal HTTP/1.1 503 carrying the
+// protocol's sync.rate_limited error and Retry-After as soon as its request
+// head arrived, and closed: never a hang. Reading the head and writing the
+// answer each have a short deadline, and at most MaxRefusing
 // refusals are being written at a time (more are closed without an
 // answer), so clients that do not read cannot pin descriptors.
 package connlimit
 
 import (
+	"bytes"
 	"container/list"
 	"encoding/json"
 	"fmt"
@@ -45,8 +47,9 @@ type Options struct {
 	// Max is the most connections open at once; 0 or negative: no cap
 	// (they are still counted).
 	Max int
-	// RefuseTimeout bounds writing the 503 to a refused connection and
-	// reading what it sent meanwhile (default DefaultRefuseTimeout).
+	// RefuseTimeout bounds reading a refused connection's request head,
+	// and then again writing the 503 and reading what else it sent
+	// (default DefaultRefuseTimeout).
 	RefuseTimeout time.Duration
 	// MaxRefusing bounds the refused connections being answered at once
 	// (default DefaultMaxRefusing); beyond it a refused connection is
@@ -182,6 +185,11 @@ func (l *Listener) refuse(c net.Conn) {
 		defer l.wg.Done()
 		defer func() { <-l.refusing }()
 		defer c.Close()
+		// Read the request's head first: an HTTP client takes bytes that
+		// arrive before its request was written for an unsolicited
+		// answer and fails the request instead of reading the 503.
+		_ = c.SetDeadline(time.Now().Add(l.opts.RefuseTimeout))
+		readHead(c)
 		_ = c.SetDeadline(time.Now().Add(l.opts.RefuseTimeout))
 		if _, err := c.Write(l.answer); err != nil {
 			return
@@ -196,8 +204,25 @@ func (l *Listener) refuse(c net.Conn) {
 	}()
 }
 
+// maxHead bounds what readHead reads.
+const maxHead = 16 << 10
+
+// readHead reads from c until the end of an HTTP request head (an empty
+// line), maxHead bytes, an error or the deadline.
+func readHead(c net.Conn) {
+	buf := make([]byte, 0, 4<<10)
+	tmp := make([]byte, 4<<10)
+	for len(buf) < maxHead {
+		n, err := c.Read(tmp)
+		buf = append(buf, tmp[:n]...)
+		if bytes.Contains(buf, []byte("\r\n\r\n")) || err != nil {
+			return
+		}
+	}
+}
+
 // Close closes the listener and waits for the refusals being answered
-// (each within RefuseTimeout). Connections already accepted stay open.
+// (each within twice RefuseTimeout). Connections already accepted stay open.
 func (l *Listener) Close() error {
 	err := l.Listener.Close()
 	l.wg.Wait()
