@@ -581,7 +581,11 @@ func (r *clusterRig) realtimeCase(ctx context.Context, k deployKind) (Result, er
 	if err := writer.round(ctx); err != nil { // the partition and a row exist
 		return res, fmt.Errorf("seed: %w", err)
 	}
-	hdr := func() http.Header { return http.Header{"X-Actor": {"reader"}, "X-Partition": {part}} }
+	// One actor per socket: a server keeps at most 256 sockets of one actor
+	// (--max-websockets-per-actor).
+	hdr := func(i int) http.Header {
+		return http.Header{"X-Actor": {"reader-" + strconv.Itoa(i)}, "X-Partition": {part}}
+	}
 	conns := make([]*websocket.Conn, n)
 	requiresSync := make([]bool, n)
 	errs := make([]error, 16)
@@ -589,12 +593,12 @@ func (r *clusterRig) realtimeCase(ctx context.Context, k deployKind) (Result, er
 		for i := w; i < n && errs[w] == nil; i += 16 {
 			base := ids[i%len(ids)]
 			cid := "rt-" + strconv.Itoa(i)
-			c := &httpsync.Client{URL: base + "/sync", HTTP: hc, ClientID: cid, Header: hdr()}
+			c := &httpsync.Client{URL: base + "/sync", HTTP: hc, ClientID: cid, Header: hdr(i)}
 			if _, errs[w] = c.Pull(ctx, ssp2.PullHeader{Accept: ssp2.AcceptInlineRows, LimitSnapshotRows: 5000, MaxSnapshotPages: 1},
 				&ssp2.Subscription{ID: "s", Table: "tasks", Scopes: map[string][]string{"project_id": {project}}, Cursor: -1}); errs[w] != nil {
 				return
 			}
-			conn, _, err := websocket.Dial(ctx, base+"/realtime?clientId="+cid, &websocket.DialOptions{HTTPHeader: hdr()})
+			conn, _, err := websocket.Dial(ctx, base+"/realtime?clientId="+cid, &websocket.DialOptions{HTTPHeader: hdr(i)})
 			if err != nil {
 				errs[w] = err
 				return

@@ -3,6 +3,8 @@
 //	go run ./bench <workload> [flags]
 //
 // Workloads: push, partitions, pull, bootstrap, idle, pushpull, realtime, prune, storm, reconnect, bigpush, all;
+// hostile (issue 31: one client floods a real `synclane serve` with sockets and
+// keep-alive connections; not part of all);
 // and cluster (real `synclane serve` processes, etcd and PostgreSQL; not
 // part of all). The harness
 // drives the engine in-process (--inproc, the default), over HTTP on a
@@ -56,6 +58,7 @@ var workloads = []struct {
 	{"reconnect", runReconnect, false},
 	{"bigpush", runBigPush, false},
 	{"cluster", runCluster, true},
+	{"hostile", runHostile, true},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

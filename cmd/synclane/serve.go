@@ -98,6 +98,8 @@ type serveConfig struct {
 	// Realtime (GET <mount>/realtime) limits.
 	maxDeltaBytes, maxPresenceBytes int64
 	maxWebsockets                   int
+	// Connection caps: --max-connections, per-client and per-actor sockets (connlimits.go).
+	conn connLimitConfig
 
 	// Segments (inline limit, TTL, signed URLs), and options of features
 	// that are not implemented yet: accepted and validated so a harness can
@@ -158,6 +160,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.Int64Var(&c.maxDeltaBytes, "max-delta-bytes", realtime.DefaultMaxDeltaBytes, "largest realtime delta in bytes; a larger one is sent as a delta-too-large wake-up (0: the default)")
 	fs.Int64Var(&c.maxPresenceBytes, "max-presence-bytes", realtime.DefaultMaxPresenceBytes, "largest realtime presence document in bytes; a larger one is refused with presence.too_large (0: the default)")
 	fs.IntVar(&c.maxWebsockets, "max-websockets", realtime.DefaultMaxConnections, "most realtime sockets this process holds; more upgrades get 429 sync.websocket_connection_limit")
+	connLimitFlags(fs, &c.conn)
 	fs.DurationVar(&c.segmentTTL, "segment-ttl", 24*time.Hour, "how long a segment is downloadable after it is built (then 404 sync.segment_expired)")
 	fs.DurationVar(&c.signedURLTTL, "signed-url-ttl", 0, "enable signed segment URLs (issued to clients accepting them) with this lifetime, at most 15m (off when 0)")
 	fs.StringVar(&c.signedURLKey, "signed-url-key", "", "HMAC key of signed segment URLs, at least 32 bytes; processes sharing a database need the same key (default: random per process)")
@@ -233,6 +236,9 @@ func (c *serveConfig) validate(given map[string]bool) error {
 	}
 	if c.maxWebsockets < 1 {
 		return errors.New("--max-websockets must be positive")
+	}
+	if err := c.conn.validate(given, &c.maxWebsockets); err != nil { // connlimits.go; may clamp the default --max-websockets
+		return err
 	}
 	if c.maxBody < 1 || c.maxInflightBody < 1 {
 		return errors.New("--max-body and --max-inflight-body-bytes must be positive")
@@ -575,6 +581,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	hubOpts := realtime.Options{Auth: authn, Logger: log.Named("realtime"), MaxConnections: c.maxWebsockets,
 		MaxDeltaBytes: int(c.maxDeltaBytes), MaxPresenceBytes: int(c.maxPresenceBytes), MaxRequestBytes: c.maxBody, BodyBudget: bodies,
 		RoundTimeout: c.readTimeout} // a socket round's request arrives within the time a POST /sync body must
+	c.conn.hubOptions(&hubOpts)
 	var relay *peer.Relay
 	if mem != nil {
 		// Realtime across members: the hub follows the partitions it holds
@@ -632,7 +639,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		Mount:    c.mount,
 		Ready:    eng.Ready,
 		Realtime: hub,
-		Metrics:  metricWriters(hub, eng, relay),
+		Metrics:  append(metricWriters(hub, eng, relay), c.conn.writeMetrics),
 	})
 	if c.testControl {
 		mux.Handle("/_test/", testcontrol.Handler(controls))
@@ -666,6 +673,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		srv.Protocols.SetHTTP1(true)
 		srv.Protocols.SetUnencryptedHTTP2(true)
 	}
+	ln = c.conn.wrap(ln, srv, c.maxWebsockets, log) // --max-connections
 	mount := strings.TrimRight(c.mount, "/")
 	if c.publicURL == "" {
 		publicURL.Store("http://" + ln.Addr().String() + mount)

@@ -70,6 +70,15 @@ type Options struct {
 	// MaxConnections caps the sockets of this hub; an upgrade beyond it is
 	// refused with 429 sync.websocket_connection_limit.
 	MaxConnections int
+	// MaxConnectionsPerClient caps the sockets of one clientId (of one
+	// partition) and MaxConnectionsPerActor those of one authenticated
+	// actor (of one partition): an upgrade beyond either is refused with
+	// 429 sync.websocket_connection_limit naming the cap, so one client
+	// cannot take the sockets meant for everyone. 0 takes the default
+	// (DefaultMaxConnectionsPerClient, DefaultMaxConnectionsPerActor); a
+	// negative value means no cap. A slot is held from the upgrade's
+	// admission until its socket ends (or the upgrade failed).
+	MaxConnectionsPerClient, MaxConnectionsPerActor int
 	// HeartbeatInterval is how often each socket gets a heartbeat event and
 	// a WebSocket ping.
 	HeartbeatInterval time.Duration
@@ -192,6 +201,11 @@ type Hub struct {
 	closed  bool
 	parts   map[string]*part
 	sockets int
+	// clientSockets and actorSockets count the slots held per client and
+	// per actor (admission.go); perClient and perActor are their caps (0:
+	// none).
+	clientSockets, actorSockets map[slotKey]int
+	perClient, perActor         int
 
 	// followMu orders Options.Cluster's Follow and Unfollow calls; followed
 	// is the part each was last told to follow for (cluster.go).
@@ -210,7 +224,10 @@ type Hub struct {
 func New(opts Options) *Hub {
 	opts.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Hub{opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, parts: map[string]*part{}, followed: map[string]*part{}}
+	return &Hub{opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, parts: map[string]*part{}, followed: map[string]*part{},
+		clientSockets: map[slotKey]int{}, actorSockets: map[slotKey]int{},
+		perClient: capOf(opts.MaxConnectionsPerClient, DefaultMaxConnectionsPerClient),
+		perActor:  capOf(opts.MaxConnectionsPerActor, DefaultMaxConnectionsPerActor)}
 }
 
 // Hooks sets cfg's OnCommit, OnCommitKeys, OnCommitOutcome and
@@ -531,36 +548,32 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.mu.Lock()
-	switch {
-	case h.closed:
+	if h.closed {
 		h.mu.Unlock()
 		httperr.WriteStatus(w, http.StatusServiceUnavailable, syncerr.New(syncerr.InternalError, "the server is shutting down; retry"))
 		return
-	case h.sockets >= h.opts.MaxConnections:
+	}
+	if refused, reason := h.admit(id, clientID); refused != nil {
 		h.mu.Unlock()
-		h.stats.refusedLimit.Add(1)
-		httperr.Write(w, syncerr.New(syncerr.WebsocketConnLimit, "this server holds its maximum of %d realtime sockets; retry later", h.opts.MaxConnections))
+		h.log.Debug("realtime upgrade refused at a socket cap", zap.String("partition", id.Partition), zap.String("client_id", clientID),
+			zap.String("reason", reason))
+		httperr.Write(w, refused)
 		return
 	}
-	h.sockets++
 	h.mu.Unlock()
 	// The upgrade counts as one of the hub's goroutines until the socket's
 	// reader runs (or it failed): Close, which waits for them, then never
 	// returns while a connect is between its hello and its reader, whose
 	// socket would outlive it.
 	if !h.enter() {
-		h.mu.Lock()
-		h.sockets--
-		h.mu.Unlock()
+		h.releaseSlot(id, clientID)
 		httperr.WriteStatus(w, http.StatusServiceUnavailable, syncerr.New(syncerr.InternalError, "the server is shutting down; retry"))
 		return
 	}
 	defer h.wg.Done()
 	s := h.newSession(id, clientID)
 	if !h.connect(w, r, eng, s) {
-		h.mu.Lock()
-		h.sockets--
-		h.mu.Unlock()
+		h.releaseSlot(id, clientID)
 	}
 }
 
@@ -811,8 +824,9 @@ type Stats struct {
 	// they are on.
 	Sockets, Partitions int
 	// Accepted counts upgrades; RefusedLimit upgrades refused at
-	// MaxConnections.
-	Accepted, RefusedLimit uint64
+	// MaxConnections, RefusedClient at MaxConnectionsPerClient and
+	// RefusedActor at MaxConnectionsPerActor.
+	Accepted, RefusedLimit, RefusedClient, RefusedActor uint64
 	// Deltas counts deltas queued; DeltaBuilds the distinct deltas
 	// encoded (one per subscription set and wire version).
 	Deltas, DeltaBuilds uint64
@@ -828,6 +842,7 @@ type Stats struct {
 
 type stats struct {
 	accepted, refusedLimit, deltas, deltaBuilds, rounds, presence atomic.Uint64
+	refusedClient, refusedActor                                   atomic.Uint64
 	wakeTooLarge, wakeCatchup, wakeReset                          atomic.Uint64
 	closedSlow, closedPing, closedProtocol, closedShutdown        atomic.Uint64
 }
@@ -839,6 +854,7 @@ func (h *Hub) Stats() Stats {
 	h.mu.RUnlock()
 	s := &h.stats
 	st.Accepted, st.RefusedLimit = s.accepted.Load(), s.refusedLimit.Load()
+	st.RefusedClient, st.RefusedActor = s.refusedClient.Load(), s.refusedActor.Load()
 	st.Deltas, st.DeltaBuilds, st.Rounds, st.Presence = s.deltas.Load(), s.deltaBuilds.Load(), s.rounds.Load(), s.presence.Load()
 	st.Wakes = map[string]uint64{ssp2.WakeDeltaTooLarge: s.wakeTooLarge.Load(), ssp2.WakeCatchupRequired: s.wakeCatchup.Load(), ssp2.WakeResetRequired: s.wakeReset.Load()}
 	st.Closed = map[string]uint64{"slow": s.closedSlow.Load(), "ping": s.closedPing.Load(), "protocol": s.closedProtocol.Load(), "shutdown": s.closedShutdown.Load()}
@@ -890,6 +906,13 @@ func (h *Hub) WriteMetrics(w io.Writer) {
 	}
 	c("synclane_realtime_accepted_total", "Realtime sockets accepted.", st.Accepted)
 	c("synclane_realtime_refused_limit_total", "Realtime upgrades refused at the connection limit.", st.RefusedLimit)
+	fmt.Fprintf(w, "# HELP synclane_realtime_refused_total Realtime upgrades refused at a socket cap, by cap: process, client, actor.\n# TYPE synclane_realtime_refused_total counter\n")
+	for _, r := range []struct {
+		reason string
+		n      uint64
+	}{{RefusedActor, st.RefusedActor}, {RefusedClient, st.RefusedClient}, {RefusedProcess, st.RefusedLimit}} {
+		fmt.Fprintf(w, "synclane_realtime_refused_total{reason=%q} %d\n", r.reason, r.n)
+	}
 	c("synclane_realtime_deltas_total", "Realtime deltas queued on sockets.", st.Deltas)
 	c("synclane_realtime_delta_builds_total", "Distinct realtime deltas encoded.", st.DeltaBuilds)
 	c("synclane_realtime_rounds_total", "Socket rounds served.", st.Rounds)

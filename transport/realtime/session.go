@@ -420,9 +420,7 @@ func (s *session) finish() {
 	s.dropRound() // an incomplete round's charge
 	s.p.unregister(s)
 	s.h.releasePart(s.p)
-	s.h.mu.Lock()
-	s.h.sockets--
-	s.h.mu.Unlock()
+	s.h.releaseSlot(s.ident, s.clientID)
 	s.h.log.Debug("realtime socket closed", zap.String("partition", s.ident.Partition), zap.String("client_id", s.clientID),
 		zap.String("session_id", s.id))
 }
