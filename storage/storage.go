@@ -60,6 +60,11 @@ var (
 	// ErrSchemaNewer reports that the database holds a schema version newer
 	// than the one EnsureSchema was given.
 	ErrSchemaNewer = errors.New("storage: stored schema version is newer than the running one")
+	// ErrSchemaChanged reports that the database holds a different schema
+	// (by schema.Schema.Fingerprint) at the version EnsureSchema was given:
+	// the schema was edited without bumping its version. Nothing is
+	// changed; the fix is a higher version.
+	ErrSchemaChanged = errors.New("storage: the schema differs from the one stored at the same version; bump the schema version")
 )
 
 // Lifecycle is the role that makes a backend current for the synced

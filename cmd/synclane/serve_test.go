@@ -121,7 +121,7 @@ func TestServeRefusesCRDTColumnsItCannotMerge(t *testing.T) {
 		{"empty crdtType", schemaWith(`{"name":"doc","type":"crdt","crdtType":""}`),
 			[]string{`table \"notes\": columns[1] \"doc\": a crdt column needs a crdtType`}},
 		{"crdtType without a merger", schemaWith(`{"name":"doc","type":"crdt","crdtType":"automerge"}`),
-			[]string{`table \"notes\" column \"doc\": crdtType \"automerge\" has no registered merger`, `yjs-doc`}},
+			[]string{`table \"notes\": columns[1] \"doc\": unknown crdtType \"automerge\"`, `yjs-doc`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -31,6 +31,13 @@ func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema, decls ...s
 		d.mu.Unlock()
 		return fmt.Errorf("memory: stored v%d, running v%d: %w", m, sch.Version, storage.ErrSchemaNewer)
 	}
+	if d.marker == sch.Version && d.fingerprint != "" && d.fingerprint != sch.Fingerprint() {
+		d.mu.Unlock()
+		return fmt.Errorf("memory: schema v%d: stored fingerprint %s, running %s: %w", sch.Version, d.fingerprint, sch.Fingerprint(), storage.ErrSchemaChanged)
+	}
+	if d.marker == sch.Version {
+		d.fingerprint = sch.Fingerprint()
+	}
 	if d.marker < sch.Version {
 		for _, dc := range decls {
 			if err := dc.Validate(); err != nil {
@@ -43,6 +50,7 @@ func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema, decls ...s
 			d.declare(dc, now)
 		}
 		d.marker = sch.Version
+		d.fingerprint = sch.Fingerprint()
 	}
 	pending := d.pending(sch.Version)
 	d.mu.Unlock()
