@@ -66,7 +66,7 @@ func TestLegacyIndexNamesMigrate(t *testing.T) {
 	if err := s.EnsureSchema(ctx, sch); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"1_a_i_b__c on a", "4_a__b_i_c on a__b"}
+	want := []string{"1_a_i_b__c on a", "1_a_i_b__i_c on a", "4_a__b_i_c on a__b"}
 	if got := indexNames(t, s); !slices.Equal(got, want) {
 		t.Fatalf("indexes after upgrade %v, want %v", got, want)
 	}
@@ -76,10 +76,10 @@ func TestLegacyIndexNamesMigrate(t *testing.T) {
 	}
 	defer tx.Rollback(ctx)
 	a := sch.Table("a")
-	if err := tx.PutRow(ctx, a, storage.RowRecord{RowID: "r1", Version: 1, Values: ssp2.Row{"r1", "p", "same"}}); err != nil {
+	if err := tx.PutRow(ctx, a, storage.RowRecord{RowID: "r1", Version: 1, Values: ssp2.Row{"r1", "p", "same", "1"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.PutRow(ctx, a, storage.RowRecord{RowID: "r2", Version: 1, Values: ssp2.Row{"r2", "p", "same"}}); !errors.Is(err, storage.ErrConstraint) {
+	if err := tx.PutRow(ctx, a, storage.RowRecord{RowID: "r2", Version: 1, Values: ssp2.Row{"r2", "p", "same", "2"}}); !errors.Is(err, storage.ErrConstraint) {
 		t.Fatalf("duplicate on a's unique index b__c: %v, want ErrConstraint", err)
 	}
 	tx.Rollback(ctx)

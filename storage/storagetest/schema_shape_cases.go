@@ -9,14 +9,18 @@ import (
 	"github.com/synclane/synclane/storage"
 )
 
-// CollidingIndexes declares the pair of unique indexes whose storage names
-// were equal before schema.IndexIdent ("a__b__c"): on SQLite the second
-// was never created and its constraint never enforced.
+// CollidingIndexes declares unique indexes whose storage names were equal
+// before schema.IndexIdent: "a__b__c" on SQLite (table a__b index c, table a
+// index b__c: the second was never created, its constraint never enforced)
+// and "a__i_b__i_c" on PostgreSQL (table a__i_b index c, table a index
+// b__i_c: storage setup failed).
 const CollidingIndexes = `{"version":1,"tables":[
- {"name":"a__b","columns":[{"name":"id","type":"string"},{"name":"p","type":"string"},{"name":"x","type":"string","nullable":true}],
+ {"name":"a__b","columns":[{"name":"id","type":"string"},{"name":"p","type":"string"},{"name":"x","type":"string","nullable":true},{"name":"y","type":"string","nullable":true}],
   "primaryKey":"id","scopes":["p:{p}"],"indexes":[{"name":"c","columns":["x"],"unique":true}]},
- {"name":"a","columns":[{"name":"id","type":"string"},{"name":"p","type":"string"},{"name":"x","type":"string","nullable":true}],
-  "primaryKey":"id","scopes":["p:{p}"],"indexes":[{"name":"b__c","columns":["x"],"unique":true}]}]}`
+ {"name":"a","columns":[{"name":"id","type":"string"},{"name":"p","type":"string"},{"name":"x","type":"string","nullable":true},{"name":"y","type":"string","nullable":true}],
+  "primaryKey":"id","scopes":["p:{p}"],"indexes":[{"name":"b__c","columns":["x"],"unique":true},{"name":"b__i_c","columns":["y"],"unique":true}]},
+ {"name":"a__i_b","columns":[{"name":"id","type":"string"},{"name":"p","type":"string"},{"name":"x","type":"string","nullable":true},{"name":"y","type":"string","nullable":true}],
+  "primaryKey":"id","scopes":["p:{p}"],"indexes":[{"name":"c","columns":["x"],"unique":true}]}]}`
 
 var schemaShapeTests = []test{
 	// Every declared unique index is enforced, whatever the table and
@@ -25,15 +29,23 @@ var schemaShapeTests = []test{
 		sch := MustParse(CollidingIndexes)
 		e.ensure(sch)
 		e.ensure(sch) // and again, on the existing tables
-		for _, name := range []string{"a__b", "a"} {
-			t := sch.Table(name)
+		for _, c := range []struct{ table, index, col string }{
+			{"a__b", "c", "x"}, {"a", "b__c", "x"}, {"a", "b__i_c", "y"}, {"a__i_b", "c", "x"},
+		} {
+			t := sch.Table(c.table)
+			row := func(id string) ssp2.Row {
+				if c.col == "x" {
+					return ssp2.Row{id, "p", "same", id}
+				}
+				return ssp2.Row{id, "p", id, "same"}
+			}
 			e.push("p", func(tx storage.PushTx) {
-				e.put(tx, t, 1, ssp2.Row{"r1", "p", "same"})
+				e.put(tx, t, 1, row(c.index+"1"))
 				if err := tx.Savepoint(e.ctx); err != nil {
 					e.t.Fatal(err)
 				}
-				err := tx.PutRow(e.ctx, t, storage.RowRecord{RowID: "r2", Version: 1, Values: ssp2.Row{"r2", "p", "same"}})
-				wantErrIs(e, "table "+name+": duplicate on its unique index", err, storage.ErrConstraint)
+				err := tx.PutRow(e.ctx, t, storage.RowRecord{RowID: c.index + "2", Version: 1, Values: row(c.index + "2")})
+				wantErrIs(e, "table "+c.table+": duplicate on its unique index "+c.index, err, storage.ErrConstraint)
 				if err := tx.RollbackToSavepoint(e.ctx); err != nil {
 					e.t.Fatal(err)
 				}
