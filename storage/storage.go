@@ -74,6 +74,10 @@ type Lifecycle interface {
 	// table per synced table of s. It is idempotent and must run before any
 	// other call. Migration adds tables, columns and indexes; it never drops
 	// data. A stored schema version above s.Version fails with ErrSchemaNewer.
+	// The store keeps s.Fingerprint() with the version: at an equal version
+	// a different stored fingerprint fails with ErrSchemaChanged before
+	// anything is changed, and a missing one (a store from before
+	// fingerprints) is adopted.
 	//
 	// It records s.Version as the store's running schema version, which
 	// every commit append writes as its writer version (checked by the

@@ -12,7 +12,9 @@ import (
 // EnsureSchema records sch as this handle's running schema. When the shared
 // marker is below sch.Version it validates and installs every declaration
 // (checkpoint row and fence) and raises the marker, all under the database
-// lock, so a failed bump leaves nothing behind. Rows written under an older
+// lock, so a failed bump leaves nothing behind. At an equal marker a schema
+// whose Fingerprint differs from the stored one fails with
+// storage.ErrSchemaChanged. Rows written under an older
 // schema read back padded with NULLs for columns added since.
 func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema, decls ...storage.CheckpointDeclaration) error {
 	if err := ctx.Err(); err != nil {

@@ -25,7 +25,11 @@ const storageVersion = 1
 // table of sch. It adds missing tables, columns (a NOT NULL column added to
 // a table with rows is filled with its type's zero value) and indexes, and
 // never drops anything. A stored schema version above sch.Version fails
-// with storage.ErrSchemaNewer and changes nothing. Serialization failures
+// with storage.ErrSchemaNewer and changes nothing; one equal to it with a
+// different stored fingerprint (sync_schema_meta.schema_fingerprint) fails
+// with storage.ErrSchemaChanged before any row table is touched (a missing
+// fingerprint is adopted). Indexes are named by schema.IndexIdent; one
+// found under its legacy name is renamed. Serialization failures
 // and deadlocks are retried.
 //
 // It runs in up to two transactions, each serialized against other

@@ -109,7 +109,12 @@ func (s *Store) createSystemTables(ctx context.Context) error {
 // missing tables, columns and indexes (never dropping anything), in one
 // write transaction (BEGIN IMMEDIATE under the write lock), records
 // sch.Version, and prepares the push statements. A stored version above
-// sch.Version fails with storage.ErrSchemaNewer. A column added to an
+// sch.Version fails with storage.ErrSchemaNewer, and one equal to it with
+// a different stored fingerprint (sync_meta's schema_fingerprint) with
+// storage.ErrSchemaChanged before any table is touched (a missing
+// fingerprint is adopted). Declared indexes are named by
+// schema.IndexIdent; one found under its legacy name is rebuilt under the
+// new one and the legacy one dropped. A column added to an
 // existing table is created nullable even when the schema declares it NOT
 // NULL (SQLite cannot add a NOT NULL column without a default; existing
 // rows read NULL there).
