@@ -94,7 +94,7 @@ type crdtFixture struct {
 
 func newCRDTFixture(t *testing.T, st backend, mergers map[string]partition.Merger) *crdtFixture {
 	t.Helper()
-	sch, err := schema.Parse([]byte(crdtSchemaJSON))
+	sch, err := schema.ParseWith([]byte(crdtSchemaJSON), schema.Options{CRDTTypes: []string{"lines", "refusing"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +457,7 @@ func TestCRDTYjsConvergence(t *testing.T) {
 // has a crdt column with no merger for its crdtType does not start, and the
 // error names the table, the column and the crdtType.
 func TestNewRefusesUnmergeableCRDTType(t *testing.T) {
-	sch, err := schema.Parse([]byte(crdtSchemaJSON))
+	sch, err := schema.ParseWith([]byte(crdtSchemaJSON), schema.Options{CRDTTypes: []string{"lines", "refusing"}})
 	if err != nil {
 		t.Fatal(err)
 	}

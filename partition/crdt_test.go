@@ -14,11 +14,11 @@ import (
 
 func crdtTable(t *testing.T) *schema.Table {
 	t.Helper()
-	s, err := schema.Parse([]byte(`{"version":1,"tables":[
+	s, err := schema.ParseWith([]byte(`{"version":1,"tables":[
 	 {"name":"notes","columns":[{"name":"id","type":"string"},{"name":"p","type":"string"},{"name":"n","type":"integer","nullable":true},{"name":"f","type":"float"},
 	   {"name":"b","type":"boolean"},{"name":"j","type":"json"},{"name":"raw","type":"bytes"},
 	   {"name":"doc","type":"crdt","nullable":true,"crdtType":"concat"},{"name":"other","type":"crdt","nullable":true,"crdtType":"none"}],
-	  "primaryKey":"id","scopes":["p:{p}"]}]}`))
+	  "primaryKey":"id","scopes":["p:{p}"]}]}`), schema.Options{CRDTTypes: []string{"concat", "none"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,10 +28,10 @@ func crdtTable(t *testing.T) *schema.Table {
 // TestCheckMergers: every crdt column's crdtType must have a merger; the
 // refusal names the table, the column and the crdtType (SPEC §5.10.1).
 func TestCheckMergers(t *testing.T) {
-	sch, err := schema.Parse([]byte(`{"version":1,"tables":[
+	sch, err := schema.ParseWith([]byte(`{"version":1,"tables":[
 	 {"name":"plain","columns":[{"name":"id","type":"string"}],"primaryKey":"id","scopes":["p:{id}"]},
 	 {"name":"notes","columns":[{"name":"id","type":"string"},{"name":"doc","type":"crdt","crdtType":"concat"},{"name":"other","type":"crdt","nullable":true,"crdtType":"none"}],
-	  "primaryKey":"id","scopes":["p:{id}"]}]}`))
+	  "primaryKey":"id","scopes":["p:{id}"]}]}`), schema.Options{CRDTTypes: []string{"concat", "none"}})
 	if err != nil {
 		t.Fatal(err)
 	}

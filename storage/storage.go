@@ -60,6 +60,11 @@ var (
 	// ErrSchemaNewer reports that the database holds a schema version newer
 	// than the one EnsureSchema was given.
 	ErrSchemaNewer = errors.New("storage: stored schema version is newer than the running one")
+	// ErrSchemaChanged reports that the database holds a different schema
+	// (by schema.Schema.Fingerprint) at the version EnsureSchema was given:
+	// the schema was edited without bumping its version. Nothing is
+	// changed; the fix is a higher version.
+	ErrSchemaChanged = errors.New("storage: the schema differs from the one stored at the same version; bump the schema version")
 )
 
 // Lifecycle is the role that makes a backend current for the synced
@@ -69,6 +74,10 @@ type Lifecycle interface {
 	// table per synced table of s. It is idempotent and must run before any
 	// other call. Migration adds tables, columns and indexes; it never drops
 	// data. A stored schema version above s.Version fails with ErrSchemaNewer.
+	// The store keeps s.Fingerprint() with the version: at an equal version
+	// a different stored fingerprint fails with ErrSchemaChanged before
+	// anything is changed, and a missing one (a store from before
+	// fingerprints) is adopted.
 	//
 	// It records s.Version as the store's running schema version, which
 	// every commit append writes as its writer version (checked by the

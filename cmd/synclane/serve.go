@@ -397,8 +397,14 @@ func serve(ctx context.Context, args []string, lookup func(string) (string, bool
 	defer log.Sync() //nolint:errcheck
 	if err := runServer(ctx, c, log, stdout); err != nil {
 		log.Error("synclane stopped with an error", zap.Error(err))
-		if held := (*datadir.HeldError)(nil); errors.As(err, &held) {
+		if held := (*datadir.HeldError)(nil); errors.As(err, &held) || errors.Is(err, storage.ErrSchemaChanged) {
 			fmt.Fprintln(stderr, "synclane serve:", err) // for the operator, not only the log
+		}
+		if re := (*engine.ReadinessError)(nil); errors.As(err, &re) && re.Phase == engine.PhaseSchemaCompile {
+			// A schema that does not compile is a configuration error:
+			// exit 2, like a bad flag, before any storage is touched.
+			fmt.Fprintln(stderr, "synclane serve:", err)
+			return 2
 		}
 		return 1
 	}

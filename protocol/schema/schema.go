@@ -7,8 +7,12 @@ package schema
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -113,29 +117,52 @@ var TypeByName = map[string]ssp2.ColumnType{
 	"blob_ref": ssp2.TypeBlobRef, "crdt": ssp2.TypeCRDT,
 }
 
-// Parse decodes JSON schema text and compiles it.
-func Parse(data []byte) (*Schema, error) {
+// Parse decodes JSON schema text (exactly one JSON object, nothing after
+// it but white space) and compiles it with the default Options.
+func Parse(data []byte) (*Schema, error) { return ParseWith(data, Options{}) }
+
+// ParseWith is Parse with opts.
+func ParseWith(data []byte, opts Options) (*Schema, error) {
 	var src Source
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&src); err != nil {
 		return nil, fmt.Errorf("schema: parse: %w", err)
 	}
-	return Compile(src)
+	var extra json.RawMessage
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("schema: parse: unexpected data after the schema object at byte %d", dec.InputOffset()-int64(len(extra)))
+	}
+	return CompileWith(src, opts)
 }
 
-// Compile validates src and returns the compiled schema. Errors name the
-// table and field at fault.
-func Compile(src Source) (*Schema, error) {
+// Compile validates src with the default Options and returns the compiled
+// schema. Errors name the table and field at fault.
+func Compile(src Source) (*Schema, error) { return CompileWith(src, Options{}) }
+
+// CompileWith validates src and returns the compiled schema. Errors name
+// the table, column or index at fault. Everything it accepts fits both
+// storage backends (see the Max* limits): a schema that compiles never
+// fails storage setup for its shape.
+func CompileWith(src Source, opts Options) (*Schema, error) {
 	if src.Version < 1 {
 		return nil, fmt.Errorf("schema: version must be >= 1, got %d", src.Version)
 	}
 	if len(src.Tables) == 0 {
 		return nil, fmt.Errorf("schema: at least one table is required")
 	}
+	if len(src.Tables) > MaxTables {
+		return nil, fmt.Errorf("schema: %d tables, at most %d are allowed", len(src.Tables), MaxTables)
+	}
+	crdt := map[string]bool{DefaultCRDTType: true}
+	for _, c := range opts.CRDTTypes {
+		crdt[c] = true
+	}
 	s := &Schema{Version: src.Version, byName: map[string]*Table{}, vars: map[string]bool{}}
+	folded := map[string]string{}     // lower-case table name -> declared name
+	derived := map[string][2]string{} // lower-case derived index name -> table, index
 	for i, ts := range src.Tables {
-		t, err := compileTable(ts)
+		t, err := compileTable(ts, crdt)
 		if err != nil {
 			name := ts.Name
 			if name == "" {
@@ -143,8 +170,22 @@ func Compile(src Source) (*Schema, error) {
 			}
 			return nil, fmt.Errorf("schema: table %q: %w", name, err)
 		}
-		if _, dup := s.byName[t.Name]; dup {
-			return nil, fmt.Errorf("schema: table %q: declared twice", t.Name)
+		if prev, dup := folded[strings.ToLower(t.Name)]; dup {
+			if prev == t.Name {
+				return nil, fmt.Errorf("schema: table %q: declared twice", t.Name)
+			}
+			return nil, fmt.Errorf("schema: table %q: same name as table %q ignoring case (SQLite would store both in one table)", t.Name, prev)
+		}
+		folded[strings.ToLower(t.Name)] = t.Name
+		for _, id := range t.derivedIdents() {
+			key := strings.ToLower(id[0])
+			if prev, dup := derived[key]; dup {
+				return nil, fmt.Errorf("schema: table %q: index %q: its storage name %q collides with that of table %q index %q; rename one", t.Name, id[1], id[0], prev[0], prev[1])
+			}
+			derived[key] = [2]string{t.Name, id[1]}
+		}
+		if len(derived) > MaxSchemaIndexes {
+			return nil, fmt.Errorf("schema: table %q: the schema needs more than %d indexes (declared ones and one per scope column)", t.Name, MaxSchemaIndexes)
 		}
 		s.byName[t.Name] = t
 		s.Tables = append(s.Tables, t)
@@ -155,19 +196,24 @@ func Compile(src Source) (*Schema, error) {
 	return s, nil
 }
 
-func compileTable(ts TableSource) (*Table, error) {
+func compileTable(ts TableSource, crdt map[string]bool) (*Table, error) {
 	if !identRe.MatchString(ts.Name) {
 		return nil, fmt.Errorf("name: must match %s", identRe)
 	}
 	low := strings.ToLower(ts.Name)
-	if strings.HasPrefix(low, "sync_") || strings.HasPrefix(low, "_sync") || strings.HasPrefix(low, "sqlite_") || strings.HasPrefix(low, "pg_") {
-		return nil, fmt.Errorf("name: prefixes sync_, _sync, sqlite_ and pg_ are reserved")
+	for _, p := range reservedTablePrefixes {
+		if strings.HasPrefix(low, p) {
+			return nil, fmt.Errorf("name: prefixes %s are reserved (case-insensitive)", strings.Join(reservedTablePrefixes, ", "))
+		}
 	}
 	if len(ts.Columns) == 0 {
 		return nil, fmt.Errorf("columns: at least one column is required")
 	}
-	if len(ts.Columns) > 1000 {
-		return nil, fmt.Errorf("columns: at most 1000 columns")
+	if len(ts.Columns) > MaxColumns {
+		return nil, fmt.Errorf("columns: %d columns, at most %d are allowed", len(ts.Columns), MaxColumns)
+	}
+	if len(ts.Indexes) > MaxIndexes {
+		return nil, fmt.Errorf("indexes: %d indexes, at most %d are allowed", len(ts.Indexes), MaxIndexes)
 	}
 	t := &Table{Name: ts.Name, colIdx: map[string]int{}, scopeOf: map[string]*ScopeVar{}}
 	for i, cs := range ts.Columns {
@@ -181,7 +227,10 @@ func compileTable(ts TableSource) (*Table, error) {
 		if !ok {
 			return nil, fmt.Errorf("columns[%d] %q: unknown type %q", i, cs.Name, cs.Type)
 		}
-		if _, dup := t.colIdx[strings.ToLower(cs.Name)]; dup {
+		if prev, dup := t.colIdx[strings.ToLower(cs.Name)]; dup {
+			if t.Columns[prev].Name != cs.Name {
+				return nil, fmt.Errorf("columns[%d] %q: declared twice (as %q: column names are compared ignoring case)", i, cs.Name, t.Columns[prev].Name)
+			}
 			return nil, fmt.Errorf("columns[%d] %q: declared twice", i, cs.Name)
 		}
 		if cs.CrdtType != "" && typ != ssp2.TypeCRDT {
@@ -195,6 +244,9 @@ func compileTable(ts TableSource) (*Table, error) {
 		}
 		if len(cs.CrdtType) > 64 || len(cs.DeclaredType) > 256 {
 			return nil, fmt.Errorf("columns[%d] %q: crdtType is at most 64 bytes and declaredType at most 256", i, cs.Name)
+		}
+		if typ == ssp2.TypeCRDT && !crdt[cs.CrdtType] {
+			return nil, fmt.Errorf("columns[%d] %q: unknown crdtType %q (known: %s)", i, cs.Name, cs.CrdtType, strings.Join(slices.Sorted(maps.Keys(crdt)), ", "))
 		}
 		t.colIdx[strings.ToLower(cs.Name)] = i
 		t.Columns = append(t.Columns, ssp2.Column{Name: cs.Name, Type: typ, Nullable: cs.Nullable})
@@ -248,17 +300,23 @@ func compileTable(ts TableSource) (*Table, error) {
 	for i := range t.Scopes {
 		t.scopeOf[t.Scopes[i].Var] = &t.Scopes[i]
 	}
-	seenIdx := map[string]bool{}
+	seenIdx := map[string]string{}
 	for i, is := range ts.Indexes {
 		if !identRe.MatchString(is.Name) {
 			return nil, fmt.Errorf("indexes[%d].name %q: must match %s", i, is.Name, identRe)
 		}
-		if seenIdx[strings.ToLower(is.Name)] {
+		if prev, ok := seenIdx[strings.ToLower(is.Name)]; ok {
+			if prev != is.Name {
+				return nil, fmt.Errorf("indexes[%d] %q: declared twice (as %q: index names are compared ignoring case)", i, is.Name, prev)
+			}
 			return nil, fmt.Errorf("indexes[%d] %q: declared twice", i, is.Name)
 		}
-		seenIdx[strings.ToLower(is.Name)] = true
+		seenIdx[strings.ToLower(is.Name)] = is.Name
 		if len(is.Columns) == 0 {
 			return nil, fmt.Errorf("indexes[%d] %q: needs at least one column", i, is.Name)
+		}
+		if len(is.Columns) > MaxIndexColumns {
+			return nil, fmt.Errorf("indexes[%d] %q: %d columns, at most %d are allowed", i, is.Name, len(is.Columns), MaxIndexColumns)
 		}
 		ix := Index{Name: is.Name, Unique: is.Unique}
 		for _, c := range is.Columns {

@@ -12,7 +12,9 @@ import (
 // EnsureSchema records sch as this handle's running schema. When the shared
 // marker is below sch.Version it validates and installs every declaration
 // (checkpoint row and fence) and raises the marker, all under the database
-// lock, so a failed bump leaves nothing behind. Rows written under an older
+// lock, so a failed bump leaves nothing behind. At an equal marker a schema
+// whose Fingerprint differs from the stored one fails with
+// storage.ErrSchemaChanged. Rows written under an older
 // schema read back padded with NULLs for columns added since.
 func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema, decls ...storage.CheckpointDeclaration) error {
 	if err := ctx.Err(); err != nil {
@@ -31,6 +33,13 @@ func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema, decls ...s
 		d.mu.Unlock()
 		return fmt.Errorf("memory: stored v%d, running v%d: %w", m, sch.Version, storage.ErrSchemaNewer)
 	}
+	if d.marker == sch.Version && d.fingerprint != "" && d.fingerprint != sch.Fingerprint() {
+		d.mu.Unlock()
+		return fmt.Errorf("memory: schema v%d: stored fingerprint %s, running %s: %w", sch.Version, d.fingerprint, sch.Fingerprint(), storage.ErrSchemaChanged)
+	}
+	if d.marker == sch.Version {
+		d.fingerprint = sch.Fingerprint()
+	}
 	if d.marker < sch.Version {
 		for _, dc := range decls {
 			if err := dc.Validate(); err != nil {
@@ -43,6 +52,7 @@ func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema, decls ...s
 			d.declare(dc, now)
 		}
 		d.marker = sch.Version
+		d.fingerprint = sch.Fingerprint()
 	}
 	pending := d.pending(sch.Version)
 	d.mu.Unlock()

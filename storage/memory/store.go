@@ -70,8 +70,10 @@ type db struct {
 	mu     sync.Mutex
 	parts  map[string]*part
 	marker int32 // stored schema version, 0 before the first EnsureSchema
-	cps    map[storage.CheckpointRef]*storage.Checkpoint
-	fences map[string]int32 // partition -> required writer version
+	// fingerprint is the schema.Schema.Fingerprint stored with marker.
+	fingerprint string
+	cps         map[storage.CheckpointRef]*storage.Checkpoint
+	fences      map[string]int32 // partition -> required writer version
 	// maint is the maintenance lock; snaps the captured partitions.
 	maint maintenance
 	snaps map[string]*snapshot

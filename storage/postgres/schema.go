@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -24,7 +25,11 @@ const storageVersion = 1
 // table of sch. It adds missing tables, columns (a NOT NULL column added to
 // a table with rows is filled with its type's zero value) and indexes, and
 // never drops anything. A stored schema version above sch.Version fails
-// with storage.ErrSchemaNewer and changes nothing. Serialization failures
+// with storage.ErrSchemaNewer and changes nothing; one equal to it with a
+// different stored fingerprint (sync_schema_meta.schema_fingerprint) fails
+// with storage.ErrSchemaChanged before any row table is touched (a missing
+// fingerprint is adopted). Indexes are named by schema.IndexIdent; one
+// found under its legacy name is renamed. Serialization failures
 // and deadlocks are retried.
 //
 // It runs in up to two transactions, each serialized against other
@@ -118,19 +123,48 @@ func (s *Store) advisoryLock(ctx context.Context, tx pgx.Tx) error {
 }
 
 // readMarker returns the stored schema version (0 when absent), failing
-// with storage.ErrSchemaNewer when it is above running.
-func (s *Store) readMarker(ctx context.Context, tx pgx.Tx, running int32) (int32, error) {
+// with storage.ErrSchemaNewer when it is above running's, and, when it
+// equals it, with storage.ErrSchemaChanged when the stored fingerprint
+// differs from running's (a missing one, from before fingerprints, is
+// adopted: written in tx).
+func (s *Store) readMarker(ctx context.Context, tx pgx.Tx, running *schema.Schema) (int32, error) {
 	var stored int32
-	err := tx.QueryRow(ctx, `SELECT schema_version FROM `+s.q.meta+` WHERE id = 1`).Scan(&stored)
+	var fp *string
+	err := tx.QueryRow(ctx, `SELECT schema_version, schema_fingerprint FROM `+s.q.meta+` WHERE id = 1`).Scan(&stored, &fp)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return 0, nil
 	case err != nil:
 		return 0, fmt.Errorf("read schema version: %w", err)
-	case stored > running:
-		return stored, fmt.Errorf("postgres: stored schema version %d, running %d: %w", stored, running, storage.ErrSchemaNewer)
+	case stored > running.Version:
+		return stored, fmt.Errorf("postgres: stored schema version %d, running %d: %w", stored, running.Version, storage.ErrSchemaNewer)
+	case stored < running.Version:
+		return stored, nil
+	case fp == nil:
+		if _, err := tx.Exec(ctx, `UPDATE `+s.q.meta+` SET schema_fingerprint = $1 WHERE id = 1`, running.Fingerprint()); err != nil {
+			return stored, fmt.Errorf("adopt schema fingerprint: %w", err)
+		}
+		s.log.Info("postgres: adopted the running schema's fingerprint", zap.Int32("version", running.Version), zap.String("fingerprint", running.Fingerprint()))
+	case *fp != running.Fingerprint():
+		return stored, fmt.Errorf("postgres: schema v%d: stored fingerprint %s, running %s: %w", stored, *fp, running.Fingerprint(), storage.ErrSchemaChanged)
 	}
 	return stored, nil
+}
+
+// ensureFingerprintColumn adds the meta table's schema_fingerprint column
+// to a database created before it (checked in the catalog first, so a
+// current database takes no lock on the table).
+func (s *Store) ensureFingerprintColumn(ctx context.Context, tx pgx.Tx) error {
+	var have bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+WHERE attrelid = to_regclass($1) AND attname = 'schema_fingerprint' AND NOT attisdropped)`, s.q.meta).Scan(&have); err != nil {
+		return err
+	}
+	if have {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `ALTER TABLE `+s.q.meta+` ADD COLUMN IF NOT EXISTS schema_fingerprint text`)
+	return err
 }
 
 // setup is the first transaction of EnsureSchema; it reports whether the
@@ -167,7 +201,10 @@ func (s *Store) setup(ctx context.Context, tx pgx.Tx, sch *schema.Schema, tables
 	if err := s.ensureReactions(ctx, tx); err != nil {
 		return false, fmt.Errorf("reactions: %w", err)
 	}
-	stored, err := s.readMarker(ctx, tx, sch.Version)
+	if err := s.ensureFingerprintColumn(ctx, tx); err != nil {
+		return false, fmt.Errorf("schema fingerprint: %w", err)
+	}
+	stored, err := s.readMarker(ctx, tx, sch)
 	if err != nil {
 		return false, err
 	}
@@ -190,7 +227,7 @@ func (s *Store) bump(ctx context.Context, tx pgx.Tx, sch *schema.Schema, tables 
 	if err := s.advisoryLock(ctx, tx); err != nil {
 		return err
 	}
-	stored, err := s.readMarker(ctx, tx, sch.Version)
+	stored, err := s.readMarker(ctx, tx, sch)
 	if err != nil {
 		return err
 	}
@@ -202,9 +239,9 @@ func (s *Store) bump(ctx context.Context, tx pgx.Tx, sch *schema.Schema, tables 
 	if stored == sch.Version {
 		return nil // another process bumped meanwhile: install nothing
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO `+s.q.meta+` (id, schema_version, storage_version) VALUES (1, $1, $2)
+	_, err = tx.Exec(ctx, `INSERT INTO `+s.q.meta+` (id, schema_version, storage_version, schema_fingerprint) VALUES (1, $1, $2, $3)
 ON CONFLICT (id) DO UPDATE SET schema_version = GREATEST(`+s.q.meta+`.schema_version, EXCLUDED.schema_version),
-storage_version = EXCLUDED.storage_version`, sch.Version, storageVersion)
+storage_version = EXCLUDED.storage_version, schema_fingerprint = EXCLUDED.schema_fingerprint`, sch.Version, storageVersion, sch.Fingerprint())
 	if err != nil {
 		return fmt.Errorf("write schema version: %w", err)
 	}
@@ -266,9 +303,16 @@ WHERE i.indrelid = to_regclass($1)`, ts.regclass)
 			haveIdx[n] = true
 		}
 	}
-	for name, stmt := range ts.wantedIndexes() {
-		if !haveIdx[name] {
-			stmts = append(stmts, stmt)
+	for name, w := range ts.wantedIndexes() {
+		switch {
+		case haveIdx[name]:
+		case haveIdx[w.legacy]:
+			// Created before schema.IndexIdent: renamed in place (the
+			// legacy name is looked up on this table only).
+			stmts = append(stmts, fmt.Sprintf("ALTER INDEX %s RENAME TO %s",
+				qualify(ts.schemaName, w.legacy), pgx.Identifier{name}.Sanitize()))
+		default:
+			stmts = append(stmts, w.create)
 		}
 	}
 	for _, stmt := range stmts {
@@ -325,7 +369,8 @@ func (q sysSQL) systemDDL() []string {
 		`CREATE TABLE IF NOT EXISTS {meta} (
 	id integer PRIMARY KEY CHECK (id = 1),
 	schema_version integer NOT NULL,
-	storage_version integer NOT NULL
+	storage_version integer NOT NULL,
+	schema_fingerprint text
 )`,
 		`CREATE TABLE IF NOT EXISTS {partitions} (
 	partition text COLLATE "C" PRIMARY KEY,
@@ -481,7 +526,9 @@ func (ts *tableSQL) addColumn(i int) []string {
 	}
 }
 
-// indexName derives a schema-unique index name of at most 63 bytes.
+// indexName derives an index name of at most 63 bytes: the row tables'
+// index names before schema.IndexIdent (see legacy in wantedIndexes), and
+// still the snapshot tables' long names.
 func indexName(table, kind, name string) string {
 	n := table + "__" + kind + "_" + name
 	if len(n) <= 63 {
@@ -491,13 +538,19 @@ func indexName(table, kind, name string) string {
 	return n[:50] + "_" + hex.EncodeToString(sum[:6])
 }
 
-// wantedIndexes returns index name -> CREATE INDEX statement for the
+// wantedIndex is one index a row table needs.
+type wantedIndex struct {
+	create string // CREATE INDEX statement
+	legacy string // its name before schema.IndexIdent
+}
+
+// wantedIndexes returns index name (schema.IndexIdent) -> index for the
 // table's declared indexes (on (partition_id, cols...)) and one index per
 // scope column (on (partition_id, col, pk)) for scoped bootstrap scans.
-func (ts *tableSQL) wantedIndexes() map[string]string {
-	out := map[string]string{}
+func (ts *tableSQL) wantedIndexes() map[string]wantedIndex {
+	out := map[string]wantedIndex{}
 	for _, ix := range ts.t.Indexes {
-		name := indexName(ts.t.Name, "i", ix.Name)
+		name := ts.t.IndexIdent(ix)
 		cols := []string{"partition_id"}
 		for _, c := range ix.Columns {
 			cols = append(cols, ts.cols[c])
@@ -506,8 +559,8 @@ func (ts *tableSQL) wantedIndexes() map[string]string {
 		if ix.Unique {
 			unique = "UNIQUE "
 		}
-		out[name] = fmt.Sprintf("CREATE %sINDEX %s ON %s (%s)", unique,
-			pgx.Identifier{name}.Sanitize(), ts.ident, strings.Join(cols, ", "))
+		out[name] = wantedIndex{legacy: indexName(ts.t.Name, "i", ix.Name), create: fmt.Sprintf("CREATE %sINDEX %s ON %s (%s)", unique,
+			pgx.Identifier{name}.Sanitize(), ts.ident, strings.Join(cols, ", "))}
 	}
 	seen := map[int]bool{}
 	for _, sv := range ts.t.Scopes {
@@ -515,9 +568,9 @@ func (ts *tableSQL) wantedIndexes() map[string]string {
 			continue
 		}
 		seen[sv.Column] = true
-		name := indexName(ts.t.Name, "s", ts.t.Columns[sv.Column].Name)
-		out[name] = fmt.Sprintf("CREATE INDEX %s ON %s (partition_id, %s, %s)",
-			pgx.Identifier{name}.Sanitize(), ts.ident, ts.cols[sv.Column], ts.cols[ts.t.PK])
+		name := ts.t.ScopeIndexIdent(sv.Column)
+		out[name] = wantedIndex{legacy: indexName(ts.t.Name, "s", ts.t.Columns[sv.Column].Name), create: fmt.Sprintf("CREATE INDEX %s ON %s (partition_id, %s, %s)",
+			pgx.Identifier{name}.Sanitize(), ts.ident, ts.cols[sv.Column], ts.cols[ts.t.PK])}
 	}
 	return out
 }

@@ -112,6 +112,7 @@ commit_seq = EXCLUDED.commit_seq, result = EXCLUDED.result, log_seq = EXCLUDED.l
 // tableSQL holds the statements on one synced table's row table.
 type tableSQL struct {
 	t          *schema.Table
+	schemaName string   // the store's schema ("" for the search path)
 	ident      string   // schema-qualified quoted table name
 	regclass   string   // the same, as text for to_regclass
 	cols       []string // quoted column names in schema order
@@ -123,7 +124,7 @@ type tableSQL struct {
 }
 
 func newTableSQL(schemaName string, t *schema.Table) *tableSQL {
-	ts := &tableSQL{t: t, ident: qualify(schemaName, t.Name)}
+	ts := &tableSQL{t: t, schemaName: schemaName, ident: qualify(schemaName, t.Name)}
 	ts.regclass = ts.ident
 	for _, c := range t.Columns {
 		ts.cols = append(ts.cols, pgx.Identifier{c.Name}.Sanitize())

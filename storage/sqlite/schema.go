@@ -109,7 +109,12 @@ func (s *Store) createSystemTables(ctx context.Context) error {
 // missing tables, columns and indexes (never dropping anything), in one
 // write transaction (BEGIN IMMEDIATE under the write lock), records
 // sch.Version, and prepares the push statements. A stored version above
-// sch.Version fails with storage.ErrSchemaNewer. A column added to an
+// sch.Version fails with storage.ErrSchemaNewer, and one equal to it with
+// a different stored fingerprint (sync_meta's schema_fingerprint) with
+// storage.ErrSchemaChanged before any table is touched (a missing
+// fingerprint is adopted). Declared indexes are named by
+// schema.IndexIdent; one found under its legacy name is rebuilt under the
+// new one and the legacy one dropped. A column added to an
 // existing table is created nullable even when the schema declares it NOT
 // NULL (SQLite cannot add a NOT NULL column without a default; existing
 // rows read NULL there).
@@ -148,6 +153,11 @@ func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema, decls ...s
 		} else if !isNoRows(err) {
 			return fmt.Errorf("read schema version: %w", err)
 		}
+		if !bump {
+			if err := s.checkFingerprint(ctx, sch); err != nil {
+				return err
+			}
+		}
 		for _, t := range sch.Tables {
 			if err := s.migrateTable(ctx, t); err != nil {
 				return fmt.Errorf("table %s: %w", t.Name, err)
@@ -158,6 +168,9 @@ func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema, decls ...s
 		}
 		if _, err = s.conn.ExecContext(ctx, `INSERT INTO sync_meta(key, value) VALUES('schema_version', ?)
 			ON CONFLICT(key) DO UPDATE SET value = excluded.value`, strconv.Itoa(int(sch.Version))); err != nil {
+			return err
+		}
+		if err := s.writeFingerprint(ctx, sch); err != nil {
 			return err
 		}
 		now := time.Now().UnixMilli()
@@ -192,6 +205,33 @@ func (s *Store) EnsureSchema(ctx context.Context, sch *schema.Schema, decls ...s
 	s.sch, s.tables, s.stmts = sch, tables, sys
 	s.mu.Unlock()
 	return s.checkIncomplete(ctx, sch.Version, decls)
+}
+
+// checkFingerprint compares sch's fingerprint with the one stored next to
+// the (equal) schema version: a different one fails with
+// storage.ErrSchemaChanged, a missing one (a database from before
+// fingerprints) is adopted.
+func (s *Store) checkFingerprint(ctx context.Context, sch *schema.Schema) error {
+	var stored string
+	err := s.conn.QueryRowContext(ctx, `SELECT value FROM sync_meta WHERE key = 'schema_fingerprint'`).Scan(&stored)
+	switch {
+	case isNoRows(err):
+		s.log.Info("sqlite: adopted the running schema's fingerprint", zap.Int32("version", sch.Version), zap.String("fingerprint", sch.Fingerprint()))
+		return s.writeFingerprint(ctx, sch)
+	case err != nil:
+		return fmt.Errorf("read schema fingerprint: %w", err)
+	case stored != sch.Fingerprint():
+		return fmt.Errorf("schema v%d: stored fingerprint %s, running %s: %w", sch.Version, stored, sch.Fingerprint(), storage.ErrSchemaChanged)
+	}
+	return nil
+}
+
+func (s *Store) writeFingerprint(ctx context.Context, sch *schema.Schema) error {
+	if _, err := s.conn.ExecContext(ctx, `INSERT INTO sync_meta(key, value) VALUES('schema_fingerprint', ?)
+		ON CONFLICT(key) DO UPDATE SET value = excluded.value`, sch.Fingerprint()); err != nil {
+		return fmt.Errorf("write schema fingerprint: %w", err)
+	}
+	return nil
 }
 
 func (s *Store) migrateTable(ctx context.Context, t *schema.Table) error {
@@ -233,7 +273,40 @@ func (s *Store) migrateTable(ctx context.Context, t *schema.Table) error {
 		if _, err := s.conn.ExecContext(ctx, createIndexSQL(t, ix)); err != nil {
 			return fmt.Errorf("create index %s: %w", ix.Name, err)
 		}
+		if err := s.dropLegacyIndex(ctx, t, ix); err != nil {
+			return fmt.Errorf("index %s: %w", ix.Name, err)
+		}
 	}
+	return nil
+}
+
+// legacyIndexName is the name indexes were created under before
+// schema.IndexIdent: "<table>__<index>", which two tables could share
+// (table a__b index c, table a index b__c), the second index then never
+// being created.
+func legacyIndexName(t *schema.Table, ix schema.Index) string { return t.Name + "__" + ix.Name }
+
+// dropLegacyIndex drops ix's index created under its legacy name, once the
+// index under its current name exists (SQLite cannot rename an index, so an
+// upgraded database builds each declared index once more). An index of that
+// name on another table is that table's own and is left to its migration.
+func (s *Store) dropLegacyIndex(ctx context.Context, t *schema.Table, ix schema.Index) error {
+	old := legacyIndexName(t, ix)
+	var owner string
+	err := s.conn.QueryRowContext(ctx, `SELECT tbl_name FROM sqlite_master WHERE type = 'index' AND name = ? COLLATE NOCASE`, old).Scan(&owner)
+	if isNoRows(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up legacy index %s: %w", old, err)
+	}
+	if !strings.EqualFold(owner, t.Name) {
+		return nil
+	}
+	if _, err := s.conn.ExecContext(ctx, "DROP INDEX "+quote(old)); err != nil {
+		return fmt.Errorf("drop legacy index %s: %w", old, err)
+	}
+	s.log.Info("sqlite: renamed index", zap.String("table", t.Name), zap.String("index", ix.Name), zap.String("from", old), zap.String("to", t.IndexIdent(ix)))
 	return nil
 }
 
@@ -298,9 +371,6 @@ func createTableSQL(t *schema.Table) string {
 	return b.String()
 }
 
-// indexName is the database-wide name of a per-table index.
-func indexName(t *schema.Table, ix schema.Index) string { return t.Name + "__" + ix.Name }
-
 func createIndexSQL(t *schema.Table, ix schema.Index) string {
 	cols := []string{"partition_id"}
 	for _, c := range ix.Columns {
@@ -310,5 +380,5 @@ func createIndexSQL(t *schema.Table, ix schema.Index) string {
 	if ix.Unique {
 		u = "UNIQUE "
 	}
-	return fmt.Sprintf("CREATE %sINDEX IF NOT EXISTS %s ON %s (%s)", u, quote(indexName(t, ix)), quote(t.Name), strings.Join(cols, ", "))
+	return fmt.Sprintf("CREATE %sINDEX IF NOT EXISTS %s ON %s (%s)", u, quote(t.IndexIdent(ix)), quote(t.Name), strings.Join(cols, ", "))
 }

@@ -210,7 +210,7 @@ type group struct {
 // groups are the suite's cases by role.
 func groups() []group {
 	return []group{
-		{name: "Schema", role: "Lifecycle", tests: schemaTests},
+		{name: "Schema", role: "Lifecycle", tests: slices.Concat(schemaTests, schemaShapeTests)},
 		{name: "Partition", role: "Log", tests: partitionTests},
 		{name: "PushTx", role: "Log", tests: pushTxTests},
 		{name: "Prefetch", role: "Log", tests: prefetchTests},
