@@ -212,11 +212,12 @@ func (c *Cache) Get(ctx context.Context, partition, id string) ([]Meta, []byte, 
 	if metas, data, ok := c.hot.get(key, nowMs); ok {
 		return metas, data, nil
 	}
+	tok := c.hot.token()
 	metas, data, err := c.store.Get(ctx, partition, id, nowMs)
 	if err != nil {
 		return nil, nil, err
 	}
-	c.hot.offer(key, metas, data)
+	c.hot.offer(key, tok, metas, data)
 	return metas, data, nil
 }
 
@@ -236,6 +237,7 @@ func (c *Cache) Open(ctx context.Context, partition, id string) ([]Meta, []byte,
 	if metas, data, ok := c.hot.get(key, nowMs); ok {
 		return metas, data, nil, nil
 	}
+	tok := c.hot.token()
 	metas, f, err := fo.OpenFile(ctx, partition, id, nowMs)
 	if err != nil {
 		return nil, nil, nil, err
@@ -245,7 +247,7 @@ func (c *Cache) Open(ctx context.Context, partition, id string) ([]Meta, []byte,
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		c.hot.offer(key, metas, data)
+		c.hot.offer(key, tok, metas, data)
 		return metas, data, nil, nil
 	}
 	if !c.hot.wants(key, metas[0].ByteLength) {
@@ -258,7 +260,7 @@ func (c *Cache) Open(ctx context.Context, partition, id string) ([]Meta, []byte,
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("segstore: read segment file: %w", err)
 	}
-	c.hot.offer(key, metas, data)
+	c.hot.offer(key, tok, metas, data)
 	return metas, data, nil, nil
 }
 
