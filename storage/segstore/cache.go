@@ -98,6 +98,7 @@ type Cache struct {
 	flight map[string]*flight
 	hot    *hotSet    // nil: none (KeepHot)
 	inline *inlineSet // nil: none (KeepInline)
+	quota  *quotaState // nil: unbounded (SetQuota)
 
 	built, reused, served, servedBytes, expired, bypassed atomic.Uint64
 	encoded, inlineReused                                 atomic.Uint64
@@ -133,6 +134,11 @@ func (c *Cache) TTL() time.Duration { return c.ttl }
 // that this call did not build.
 func (c *Cache) Obtain(ctx context.Context, partition string, key KeyParts, build func(ctx context.Context) (Built, error)) (m Meta, reused bool, err error) {
 	k := key.Key()
+	defer func() {
+		if err == nil {
+			c.touch(m.ID, true) // handed out: pinned against eviction
+		}
+	}()
 	if m, err := c.lookup(ctx, partition, k); err == nil {
 		c.reused.Add(1)
 		return m, true, nil
@@ -186,6 +192,11 @@ func (c *Cache) Obtain(ctx context.Context, partition string, key KeyParts, buil
 		return Meta{}, false, err
 	}
 	c.built.Add(1)
+	if qerr := c.enforceQuota(ctx, m.ID); errors.Is(qerr, ErrFull) {
+		return Meta{}, false, qerr
+	} else if qerr != nil {
+		c.log.Warn("segment store quota pass failed", zap.Error(qerr))
+	}
 	// Another process sharing the store may have stored this key first
 	// (Put keeps its entry); answer with what is stored, so the id names
 	// bytes that exist even for non-deterministic builds (SQLite images).
@@ -207,6 +218,7 @@ func (c *Cache) Forget(partition, id string) bool { return c.hot.drop(hotKey(par
 // A segment downloaded again is served from the hot set (see KeepHot)
 // while unexpired; the returned bytes must not be modified.
 func (c *Cache) Get(ctx context.Context, partition, id string) ([]Meta, []byte, error) {
+	c.touch(id, false)
 	nowMs := c.now().UnixMilli()
 	key := hotKey(partition, id)
 	if metas, data, ok := c.hot.get(key, nowMs); ok {
@@ -232,6 +244,7 @@ func (c *Cache) Open(ctx context.Context, partition, id string) ([]Meta, []byte,
 		metas, data, err := c.Get(ctx, partition, id)
 		return metas, data, nil, err
 	}
+	c.touch(id, false)
 	nowMs := c.now().UnixMilli()
 	key := hotKey(partition, id)
 	if metas, data, ok := c.hot.get(key, nowMs); ok {
@@ -305,6 +318,7 @@ func (c *Cache) RunSweeper(ctx context.Context, interval time.Duration) {
 	}
 	t := time.NewTicker(max(interval, time.Second))
 	defer t.Stop()
+	c.quotaPass(ctx) // a lowered quota holds from the start
 	for {
 		select {
 		case <-ctx.Done():
@@ -315,7 +329,15 @@ func (c *Cache) RunSweeper(ctx context.Context, interval time.Duration) {
 			} else if n > 0 {
 				c.log.Debug("segments expired", zap.Int("segments", n))
 			}
+			c.quotaPass(ctx)
 		}
+	}
+}
+
+// quotaPass runs EnforceQuota for the sweeper, logging a failure.
+func (c *Cache) quotaPass(ctx context.Context) {
+	if err := c.EnforceQuota(ctx); err != nil && ctx.Err() == nil {
+		c.log.Warn("segment store quota pass failed", zap.Error(err))
 	}
 }
 
@@ -348,13 +370,18 @@ func (c *Cache) Lookup(ctx context.Context, partition string, key KeyParts) (Met
 		return Meta{}, err
 	}
 	c.reused.Add(1)
+	c.touch(m.ID, true)
 	return m, nil
 }
 
 // Find is Lookup without counting a reuse: the caller counts one
 // (CountReused) when it answers with the segment.
 func (c *Cache) Find(ctx context.Context, partition string, key KeyParts) (Meta, error) {
-	return c.lookup(ctx, partition, key.Key())
+	m, err := c.lookup(ctx, partition, key.Key())
+	if err == nil {
+		c.touch(m.ID, true)
+	}
+	return m, err
 }
 
 // lookup answers from the hot set when the key's segment is kept there,

@@ -205,3 +205,19 @@ func (h *hotSet) bytes() int {
 	defer h.mu.Unlock()
 	return h.size
 }
+
+// dropID forgets the kept segment id in every partition (it was evicted
+// from the store).
+func (h *hotSet) dropID(id string) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.epoch++
+	for _, el := range h.items {
+		if it := el.Value.(*hotItem); len(it.metas) > 0 && it.metas[0].ID == id {
+			h.remove(el)
+		}
+	}
+}
