@@ -96,8 +96,8 @@ type Cache struct {
 
 	mu     sync.Mutex
 	flight map[string]*flight
-	hot    *hotSet    // nil: none (KeepHot)
-	inline *inlineSet // nil: none (KeepInline)
+	hot    *hotSet     // nil: none (KeepHot)
+	inline *inlineSet  // nil: none (KeepInline)
 	quota  *quotaState // nil: unbounded (SetQuota)
 
 	built, reused, served, servedBytes, expired, bypassed atomic.Uint64
