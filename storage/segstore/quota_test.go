@@ -188,3 +188,46 @@ func TestQuotaEvictsLeastRecentlyUsedUnpinned(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedFileOutlivesAnExpiredEntry: on the embedded store two entries
+// of the same bytes share one file; when the older expires and is swept
+// the file stays for the newer one, and goes when that one is swept too.
+func TestSharedFileOutlivesAnExpiredEntry(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "segments.db")
+	st, err := sqlitefile.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	clk := &clock{}
+	clk.ms.Store(1_000_000)
+	cache := segstore.NewCache(st, time.Hour, clk.now, nil)
+	page := []byte("one page of rows")
+	m1, _, err := cache.Obtain(ctx, "p", pageKey("t", "d1"), builder("t", "d1", page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.ms.Add(30 * time.Minute.Milliseconds())
+	if _, _, err := cache.Obtain(ctx, "p", pageKey("t", "d2"), builder("t", "d2", page)); err != nil {
+		t.Fatal(err)
+	}
+	if n := storeFiles(t, path+"-data"); n != 1 {
+		t.Fatalf("%d files for one page under two digests", n)
+	}
+	clk.ms.Add(45 * time.Minute.Milliseconds()) // d1 expired, d2 not
+	if n, err := cache.Sweep(ctx); err != nil || n != 1 {
+		t.Fatalf("sweep: %d %v", n, err)
+	}
+	metas, data, err := cache.Get(ctx, "p", m1.ID)
+	if err != nil || !bytes.Equal(data, page) || len(metas) != 1 || metas[0].ScopeDigest != "d2" {
+		t.Fatalf("after the d1 entry expired: %v %q %+v", err, data, metas)
+	}
+	clk.ms.Add(time.Hour.Milliseconds())
+	if n, err := cache.Sweep(ctx); err != nil || n != 1 {
+		t.Fatalf("second sweep: %d %v", n, err)
+	}
+	if n := storeFiles(t, path+"-data"); n != 0 {
+		t.Fatalf("%d files once every entry expired", n)
+	}
+}
