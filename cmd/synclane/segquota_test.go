@@ -12,10 +12,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
@@ -137,5 +139,73 @@ func TestServeFakeScopeStormStaysWithinSegmentQuota(t *testing.T) {
 	}
 	if got, _ := strconv.Atoi(string(m[1])); got != len(ents) {
 		t.Fatalf("synclane_segment_store_files %d, %d files on disk", got, len(ents))
+	}
+}
+
+// TestServeSegmentQuotaAnswers drives the real server with a one-segment
+// store and the virtual clock: a segment handed out more than 5 minutes
+// ago is evicted for a new one, and its download answers 404
+// sync.segment_expired (pull again), not a 500; while the one stored
+// segment is pinned (handed out within 5 minutes), a bootstrap needing a
+// new one by ref gets 429 sync.rate_limited; the pinned segment still
+// downloads.
+func TestServeSegmentQuotaAnswers(t *testing.T) {
+	base := startTestControl(t, "--clock-ms", "1700000000000", "--inline-segment-max-bytes", "0", "--segment-store-max-files", "1")
+	if code := control(t, "PUT", base+"/_test/allowed-scopes/ada", `{"project_id":["p1","p2","p3"]}`, nil); code != 200 {
+		t.Fatalf("grant: %d", code)
+	}
+	w := newThingsClient(base, "ada", "c-writer")
+	for i, p := range []string{"p1", "p2", "p3"} {
+		pushThing(t, w, fmt.Sprint("i", i), p, fmt.Sprint("commit-", i))
+	}
+	pull := func(project string) (*ssp2.SegmentRef, error) {
+		c := newThingsClient(base, "ada", "c-"+project)
+		resp, err := c.Pull(context.Background(), ssp2.PullHeader{Accept: ssp2.AcceptInlineRows | ssp2.AcceptRefRows},
+			&ssp2.Subscription{ID: "s", Table: "things", Scopes: map[string][]string{"project_id": {project}}, Cursor: -1})
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range resp.Frames {
+			if r, ok := f.(*ssp2.SegmentRef); ok {
+				return r, nil
+			}
+		}
+		return nil, fmt.Errorf("no SEGMENT_REF for %s", project)
+	}
+	download := func(ref *ssp2.SegmentRef, project string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, base+"/segments/"+ref.SegmentID, nil)
+		req.Header.Set("X-Actor", "ada")
+		req.Header.Set(httpsync.ScopesHeader, `{"project_id":["`+project+`"]}`)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	r1, err := pull("p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := control(t, "POST", base+"/_test/clock/advance", `{"ms":360000}`, nil); code != 200 {
+		t.Fatalf("advance: %d", code)
+	}
+	r2, err := pull("p2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := download(r1, "p1"); code != 404 || !strings.Contains(body, string(syncerr.SegmentExpired)) {
+		t.Fatalf("download of the evicted segment: %d %s", code, body)
+	}
+	if code, body := download(r2, "p2"); code != 200 {
+		t.Fatalf("download of the stored segment: %d %s", code, body)
+	}
+	_, err = pull("p3")
+	if e := syncerr.As(err); err == nil || e.Code != syncerr.RateLimited {
+		t.Fatalf("bootstrap by ref while the store is full of pinned segments: %v, want %s", err, syncerr.RateLimited)
+	}
+	if code, body := download(r2, "p2"); code != 200 {
+		t.Fatalf("the pinned segment after the refusal: %d %s", code, body)
 	}
 }
