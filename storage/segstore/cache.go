@@ -217,15 +217,19 @@ func (c *Cache) Forget(partition, id string) bool { return c.hot.drop(hotKey(par
 // (ErrNotFound, ErrExpired otherwise) and counts the download.
 // A segment downloaded again is served from the hot set (see KeepHot)
 // while unexpired; the returned bytes must not be modified.
-func (c *Cache) Get(ctx context.Context, partition, id string) ([]Meta, []byte, error) {
-	c.touch(id, false)
+func (c *Cache) Get(ctx context.Context, partition, id string) (metas []Meta, data []byte, err error) {
+	defer func() {
+		if err == nil {
+			c.touch(id, false) // only a served id: probes of unknown ids leave nothing
+		}
+	}()
 	nowMs := c.now().UnixMilli()
 	key := hotKey(partition, id)
 	if metas, data, ok := c.hot.get(key, nowMs); ok {
 		return metas, data, nil
 	}
 	tok := c.hot.token()
-	metas, data, err := c.store.Get(ctx, partition, id, nowMs)
+	metas, data, err = c.store.Get(ctx, partition, id, nowMs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -244,10 +248,10 @@ func (c *Cache) Open(ctx context.Context, partition, id string) ([]Meta, []byte,
 		metas, data, err := c.Get(ctx, partition, id)
 		return metas, data, nil, err
 	}
-	c.touch(id, false)
 	nowMs := c.now().UnixMilli()
 	key := hotKey(partition, id)
 	if metas, data, ok := c.hot.get(key, nowMs); ok {
+		c.touch(id, false)
 		return metas, data, nil, nil
 	}
 	tok := c.hot.token()
@@ -261,8 +265,10 @@ func (c *Cache) Open(ctx context.Context, partition, id string) ([]Meta, []byte,
 			return nil, nil, nil, err
 		}
 		c.hot.offer(key, tok, metas, data)
+		c.touch(id, false)
 		return metas, data, nil, nil
 	}
+	c.touch(id, false)
 	if !c.hot.wants(key, metas[0].ByteLength) {
 		return metas, nil, f, nil
 	}
