@@ -192,7 +192,7 @@ func (c *Cache) Obtain(ctx context.Context, partition string, key KeyParts, buil
 		return Meta{}, false, err
 	}
 	c.built.Add(1)
-	if qerr := c.enforceQuota(ctx, m.ID); errors.Is(qerr, ErrFull) {
+	if qerr := c.enforceQuota(ctx, m.ID, m.ByteLength); errors.Is(qerr, ErrFull) {
 		return Meta{}, false, qerr
 	} else if qerr != nil {
 		c.log.Warn("segment store quota pass failed", zap.Error(qerr))

@@ -30,6 +30,10 @@ const (
 	DefaultPinFor = 5 * time.Minute
 )
 
+// quotaRefreshMs is how often, at most, builds within the estimated quota
+// run a full pass (listing what the store holds).
+const quotaRefreshMs = 1000
+
 // ErrFull: the store is at its quota and every segment in it is pinned,
 // so a new one is not kept. Obtain wraps it as sync.rate_limited (retry
 // later); an inline page is still sent, only not stored.
@@ -58,7 +62,14 @@ type Quota struct {
 // quotaState is the Cache's quota bookkeeping.
 type quotaState struct {
 	q       Quota
-	enforce sync.Mutex // one pass at a time
+	enforce sync.Mutex // one pass at a time; guards the estimate
+	// estBytes and estFiles bound the store's contents from above since
+	// the last full pass (synced): each build adds its size and one file
+	// (an upper bound: its bytes may be shared). A build whose addition
+	// keeps the estimate within the quota needs no pass.
+	estBytes, estFiles int64
+	synced             bool
+	lastPassMs         int64 // when the last full pass ran
 
 	mu   sync.Mutex
 	used map[string]int64 // segment id → last hand-out or download (ms)
@@ -100,7 +111,7 @@ func (c *Cache) touch(id string, pin bool) {
 // enforceQuota evicts until the store is within its quota, after segment
 // fresh was stored. When the pinned segments alone exceed it, fresh is
 // evicted again (unless pinned) and ErrFull returned.
-func (c *Cache) enforceQuota(ctx context.Context, fresh string) error {
+func (c *Cache) enforceQuota(ctx context.Context, fresh string, freshBytes int64) error {
 	qs := c.quota
 	if qs == nil {
 		return nil
@@ -108,6 +119,17 @@ func (c *Cache) enforceQuota(ctx context.Context, fresh string) error {
 	ev := c.store.(Evicter)
 	qs.enforce.Lock()
 	defer qs.enforce.Unlock()
+	now := c.now().UnixMilli()
+	// A build needs no full pass when the estimate stays within the quota
+	// and one ran in the last second (the gauges lag by at most that).
+	if fresh != "" && qs.synced && now-qs.lastPassMs < quotaRefreshMs {
+		b, f := qs.estBytes+freshBytes, qs.estFiles+1
+		if (qs.q.MaxBytes <= 0 || b <= qs.q.MaxBytes) && (qs.q.MaxFiles <= 0 || f <= int64(qs.q.MaxFiles)) {
+			qs.estBytes, qs.estFiles = b, f
+			return nil
+		}
+	}
+	qs.synced, qs.lastPassMs = false, now
 	held, err := ev.Held(ctx)
 	if err != nil {
 		return fmt.Errorf("segstore: quota: %w", err)
@@ -117,7 +139,6 @@ func (c *Cache) enforceQuota(ctx context.Context, fresh string) error {
 		bytes += h.Bytes
 	}
 	files := len(held)
-	now := c.now().UnixMilli()
 	pinFor := qs.q.PinFor.Milliseconds()
 	over := func() bool {
 		return (qs.q.MaxBytes > 0 && bytes > qs.q.MaxBytes) || (qs.q.MaxFiles > 0 && files > qs.q.MaxFiles)
@@ -202,12 +223,14 @@ func (c *Cache) enforceQuota(ctx context.Context, fresh string) error {
 			qs.refusedFul.Add(1)
 			qs.bytes.Store(bytes)
 			qs.files.Store(int64(files))
+			qs.estBytes, qs.estFiles, qs.synced = bytes, int64(files), true
 			return syncerr.Wrap(syncerr.RateLimited, ErrFull,
 				"the segment store is at its quota (%d bytes, %d segments) with every segment in use; retry later", qs.q.MaxBytes, qs.q.MaxFiles)
 		}
 	}
 	qs.bytes.Store(bytes)
 	qs.files.Store(int64(files))
+	qs.estBytes, qs.estFiles, qs.synced = bytes, int64(files), true
 	return nil
 }
 
@@ -215,7 +238,8 @@ func (c *Cache) enforceQuota(ctx context.Context, fresh string) error {
 // quota).
 type QuotaStats struct {
 	// StoreBytes and StoreFiles are the store's contents as of the last
-	// build or sweep.
+	// full quota pass: at most a second before the last build (sooner
+	// when a build could cross the quota), and after each sweep.
 	StoreBytes, StoreFiles int64
 	// Evicted counts segments evicted to stay within the quota; Refused
 	// counts builds not kept because every stored segment was pinned.
@@ -234,7 +258,7 @@ func (c *Cache) QuotaStats() QuotaStats {
 // EnforceQuota runs one quota pass now (the sweeper runs one after each
 // sweep), refreshing QuotaStats.
 func (c *Cache) EnforceQuota(ctx context.Context) error {
-	err := c.enforceQuota(ctx, "")
+	err := c.enforceQuota(ctx, "", 0)
 	if errors.Is(err, ErrFull) {
 		return nil
 	}
