@@ -91,6 +91,8 @@ type serveConfig struct {
 	retention retentionConfig
 	// Durable reactions (reactions.go).
 	reactions reactionConfig
+	// Segment store quota (segquota.go).
+	segQuota segQuotaConfig
 
 	// Test-control surface (--test-control) and its start options.
 	testControl bool
@@ -152,6 +154,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	clusterFlags(fs, &c.cluster)
 	retentionFlags(fs, &c.retention, true)
 	reactionFlags(fs, &c.reactions)
+	segQuotaFlags(fs, &c.segQuota)
 	blobFlags(fs, &c.blobs)
 	fs.Var(&c.checkpoints, "checkpoint", "PARTITION/NAME of a backfill checkpoint this process declares at its schema version (repeatable, or comma-separated)")
 	fs.BoolVar(&c.testControl, "test-control", false, "serve the test-only control surface under /_test/ (only with development auth on a loopback address)")
@@ -221,6 +224,9 @@ func (c *serveConfig) validate(given map[string]bool) error {
 		return err
 	}
 	if err := c.cluster.validate(given, c.postgresURL); err != nil {
+		return err
+	}
+	if err := c.segQuota.validate(); err != nil {
 		return err
 	}
 	if err := c.reactions.validate(c.testControl); err != nil {
@@ -541,6 +547,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		MaxOperations: c.maxOps, IdleTimeout: c.idleTimeout, Checkpoints: decls, Retention: c.retention.engineConfig(),
 		Segments:  segments.Options{Store: segs, Images: sqliteimage.Builder{}, TTL: c.segmentTTL, InlineMaxBytes: int(c.inlineSegmentMaxBytes)},
 		Reactions: c.reactions.engineConfig()}
+	c.segQuota.apply(&cfg.Segments)
 	if c.inlineSegmentMaxBytes == 0 {
 		cfg.Segments.InlineMaxBytes = -1 // nothing inline when the client accepts refs
 	}

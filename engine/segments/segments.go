@@ -146,6 +146,10 @@ func (s *Service) matchSegment(ctx context.Context, part, segmentID string, matc
 // Stats returns the segment cache's counters.
 func (s *Service) Stats() segstore.Stats { return s.segments.Stats() }
 
+// QuotaStats returns the segment store's usage (as of the last build or
+// sweep) and its eviction counters (zero when unbounded).
+func (s *Service) QuotaStats() segstore.QuotaStats { return s.segments.QuotaStats() }
+
 // Sweep expires segments whose TTL has passed now (the sweeper does this
 // periodically); it returns how many it expired.
 func (s *Service) Sweep(ctx context.Context) (int, error) { return s.segments.Sweep(ctx) }

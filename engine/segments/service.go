@@ -56,6 +56,22 @@ type Options struct {
 	// none). A commit moves the pin, a rotation or restore the log epoch:
 	// a kept page is never answered for rows that changed.
 	InlinePageBytes int
+	// StoreMaxBytes and StoreMaxFiles bound what the segment store holds
+	// (segstore.Quota): bytes, each segment's counted once however many
+	// entries share it, and segments (files, on the embedded store). Over
+	// either, expired segments and then the least recently used ones not
+	// handed out within PinFor are evicted after each build; when every
+	// stored segment is pinned a new one is not kept (a ref page answers
+	// sync.rate_limited, an inline page is sent unstored). An evicted
+	// segment's download answers sync.segment_expired (pull again).
+	// 0: segstore.DefaultMaxStoreBytes (4 GiB), DefaultMaxStoreFiles
+	// (10,000); negative: unbounded. A store that cannot be bounded
+	// (not a segstore.Evicter) is left unbounded, with a warning.
+	StoreMaxBytes int64
+	StoreMaxFiles int
+	// PinFor is how long a segment handed out to a client is pinned
+	// against eviction (0: segstore.DefaultPinFor, 5 minutes).
+	PinFor time.Duration
 }
 
 // Deps are what the engine gives the service.
@@ -101,6 +117,18 @@ func New(opts Options, deps Deps) *Service {
 		opts.InlinePageBytes = segstore.DefaultInlineBytes
 	}
 	c.KeepInline(opts.InlinePageBytes)
+	if opts.StoreMaxBytes == 0 {
+		opts.StoreMaxBytes = segstore.DefaultMaxStoreBytes
+	}
+	if opts.StoreMaxFiles == 0 {
+		opts.StoreMaxFiles = segstore.DefaultMaxStoreFiles
+	}
+	if opts.StoreMaxBytes > 0 || opts.StoreMaxFiles > 0 {
+		q := segstore.Quota{MaxBytes: max(opts.StoreMaxBytes, 0), MaxFiles: max(opts.StoreMaxFiles, 0), PinFor: opts.PinFor}
+		if err := c.SetQuota(q); err != nil && deps.Logger != nil {
+			deps.Logger.Warn("the segment store is not bounded", zap.Error(err))
+		}
+	}
 	return &Service{opts: opts, deps: deps, segments: c}
 }
 

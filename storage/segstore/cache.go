@@ -96,8 +96,9 @@ type Cache struct {
 
 	mu     sync.Mutex
 	flight map[string]*flight
-	hot    *hotSet    // nil: none (KeepHot)
-	inline *inlineSet // nil: none (KeepInline)
+	hot    *hotSet     // nil: none (KeepHot)
+	inline *inlineSet  // nil: none (KeepInline)
+	quota  *quotaState // nil: unbounded (SetQuota)
 
 	built, reused, served, servedBytes, expired, bypassed atomic.Uint64
 	encoded, inlineReused                                 atomic.Uint64
@@ -133,6 +134,11 @@ func (c *Cache) TTL() time.Duration { return c.ttl }
 // that this call did not build.
 func (c *Cache) Obtain(ctx context.Context, partition string, key KeyParts, build func(ctx context.Context) (Built, error)) (m Meta, reused bool, err error) {
 	k := key.Key()
+	defer func() {
+		if err == nil {
+			c.touch(m.ID, true) // handed out: pinned against eviction
+		}
+	}()
 	if m, err := c.lookup(ctx, partition, k); err == nil {
 		c.reused.Add(1)
 		return m, true, nil
@@ -186,6 +192,11 @@ func (c *Cache) Obtain(ctx context.Context, partition string, key KeyParts, buil
 		return Meta{}, false, err
 	}
 	c.built.Add(1)
+	if qerr := c.enforceQuota(ctx, m.ID, m.ByteLength); errors.Is(qerr, ErrFull) {
+		return Meta{}, false, qerr
+	} else if qerr != nil {
+		c.log.Warn("segment store quota pass failed", zap.Error(qerr))
+	}
 	// Another process sharing the store may have stored this key first
 	// (Put keeps its entry); answer with what is stored, so the id names
 	// bytes that exist even for non-deterministic builds (SQLite images).
@@ -206,17 +217,23 @@ func (c *Cache) Forget(partition, id string) bool { return c.hot.drop(hotKey(par
 // (ErrNotFound, ErrExpired otherwise) and counts the download.
 // A segment downloaded again is served from the hot set (see KeepHot)
 // while unexpired; the returned bytes must not be modified.
-func (c *Cache) Get(ctx context.Context, partition, id string) ([]Meta, []byte, error) {
+func (c *Cache) Get(ctx context.Context, partition, id string) (metas []Meta, data []byte, err error) {
+	defer func() {
+		if err == nil {
+			c.touch(id, false) // only a served id: probes of unknown ids leave nothing
+		}
+	}()
 	nowMs := c.now().UnixMilli()
 	key := hotKey(partition, id)
 	if metas, data, ok := c.hot.get(key, nowMs); ok {
 		return metas, data, nil
 	}
-	metas, data, err := c.store.Get(ctx, partition, id, nowMs)
+	tok := c.hot.token()
+	metas, data, err = c.store.Get(ctx, partition, id, nowMs)
 	if err != nil {
 		return nil, nil, err
 	}
-	c.hot.offer(key, metas, data)
+	c.hot.offer(key, tok, metas, data)
 	return metas, data, nil
 }
 
@@ -234,8 +251,10 @@ func (c *Cache) Open(ctx context.Context, partition, id string) ([]Meta, []byte,
 	nowMs := c.now().UnixMilli()
 	key := hotKey(partition, id)
 	if metas, data, ok := c.hot.get(key, nowMs); ok {
+		c.touch(id, false)
 		return metas, data, nil, nil
 	}
+	tok := c.hot.token()
 	metas, f, err := fo.OpenFile(ctx, partition, id, nowMs)
 	if err != nil {
 		return nil, nil, nil, err
@@ -245,9 +264,11 @@ func (c *Cache) Open(ctx context.Context, partition, id string) ([]Meta, []byte,
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		c.hot.offer(key, metas, data)
+		c.hot.offer(key, tok, metas, data)
+		c.touch(id, false)
 		return metas, data, nil, nil
 	}
+	c.touch(id, false)
 	if !c.hot.wants(key, metas[0].ByteLength) {
 		return metas, nil, f, nil
 	}
@@ -258,7 +279,7 @@ func (c *Cache) Open(ctx context.Context, partition, id string) ([]Meta, []byte,
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("segstore: read segment file: %w", err)
 	}
-	c.hot.offer(key, metas, data)
+	c.hot.offer(key, tok, metas, data)
 	return metas, data, nil, nil
 }
 
@@ -303,6 +324,7 @@ func (c *Cache) RunSweeper(ctx context.Context, interval time.Duration) {
 	}
 	t := time.NewTicker(max(interval, time.Second))
 	defer t.Stop()
+	c.quotaPass(ctx) // a lowered quota holds from the start
 	for {
 		select {
 		case <-ctx.Done():
@@ -313,7 +335,15 @@ func (c *Cache) RunSweeper(ctx context.Context, interval time.Duration) {
 			} else if n > 0 {
 				c.log.Debug("segments expired", zap.Int("segments", n))
 			}
+			c.quotaPass(ctx)
 		}
+	}
+}
+
+// quotaPass runs EnforceQuota for the sweeper, logging a failure.
+func (c *Cache) quotaPass(ctx context.Context) {
+	if err := c.EnforceQuota(ctx); err != nil && ctx.Err() == nil {
+		c.log.Warn("segment store quota pass failed", zap.Error(err))
 	}
 }
 
@@ -346,13 +376,18 @@ func (c *Cache) Lookup(ctx context.Context, partition string, key KeyParts) (Met
 		return Meta{}, err
 	}
 	c.reused.Add(1)
+	c.touch(m.ID, true)
 	return m, nil
 }
 
 // Find is Lookup without counting a reuse: the caller counts one
 // (CountReused) when it answers with the segment.
 func (c *Cache) Find(ctx context.Context, partition string, key KeyParts) (Meta, error) {
-	return c.lookup(ctx, partition, key.Key())
+	m, err := c.lookup(ctx, partition, key.Key())
+	if err == nil {
+		c.touch(m.ID, true)
+	}
+	return m, err
 }
 
 // lookup answers from the hot set when the key's segment is kept there,

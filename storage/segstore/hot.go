@@ -31,6 +31,10 @@ type hotSet struct {
 	// its key needs no store read either.
 	keys map[string]keyed
 	lru  list.List // front: most recently used *hotItem
+	// epoch counts drops (drop): an offer whose store read began before
+	// the latest drop may carry an entry list older than the one the drop
+	// was for, so it is not kept (see token).
+	epoch uint64
 }
 
 // keyed is a kept segment's entry for one build key.
@@ -116,13 +120,28 @@ func (h *hotSet) wants(key string, size int64) bool {
 	return false
 }
 
-func (h *hotSet) offer(key string, metas []Meta, data []byte) {
+// token returns the drop epoch to pass to offer: take it before reading
+// the store.
+func (h *hotSet) token() uint64 {
+	if h == nil {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.epoch
+}
+
+// offer: see wants. tok is token() taken before the store read that gave
+// metas; when a segment was dropped since, the offer is ignored (neither
+// kept nor counted), so a list read before an entry was added and a drop
+// for that reason never comes back into the set.
+func (h *hotSet) offer(key string, tok uint64, metas []Meta, data []byte) {
 	if h == nil || h.max <= 0 || len(data) > h.max || len(metas) == 0 {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.items[key] != nil {
+	if h.items[key] != nil || tok != h.epoch {
 		return
 	}
 	if _, ok := h.seen[key]; !ok {
@@ -169,6 +188,7 @@ func (h *hotSet) drop(key string) bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.epoch++
 	el, ok := h.items[key]
 	if ok {
 		h.remove(el)
@@ -184,4 +204,20 @@ func (h *hotSet) bytes() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.size
+}
+
+// dropID forgets the kept segment id in every partition (it was evicted
+// from the store).
+func (h *hotSet) dropID(id string) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.epoch++
+	for _, el := range h.items {
+		if it := el.Value.(*hotItem); len(it.metas) > 0 && it.metas[0].ID == id {
+			h.remove(el)
+		}
+	}
 }

@@ -39,8 +39,57 @@ func (s *Memory) Put(_ context.Context, m Meta, data []byte) error {
 	if e := s.keys[k]; e != nil && e.data != nil && e.meta.ExpiresAtMs > m.CreatedAtMs {
 		return nil
 	}
+	// Content-addressed: an entry of bytes already held shares them.
+	for _, e := range s.keys {
+		if e.data != nil && e.meta.ID == m.ID {
+			s.keys[k] = &memEntry{meta: m, data: e.data}
+			return nil
+		}
+	}
 	s.keys[k] = &memEntry{meta: m, data: bytes.Clone(data)} // Put keeps no reference to data
 	return nil
+}
+
+// Held implements Evicter.
+func (s *Memory) Held(context.Context) ([]Held, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	by := map[string]*Held{}
+	var out []Held
+	for _, e := range s.keys {
+		if e.data == nil {
+			continue
+		}
+		h := by[e.meta.ID]
+		if h == nil {
+			h = &Held{ID: e.meta.ID, Bytes: int64(len(e.data))}
+			by[e.meta.ID] = h
+		}
+		h.CreatedAtMs = max(h.CreatedAtMs, e.meta.CreatedAtMs)
+		h.ExpiresAtMs = max(h.ExpiresAtMs, e.meta.ExpiresAtMs)
+	}
+	for _, h := range by {
+		out = append(out, *h)
+	}
+	return out, nil
+}
+
+// Evict implements Evicter.
+func (s *Memory) Evict(_ context.Context, ids []string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	drop := map[string]bool{}
+	for _, id := range ids {
+		drop[id] = true
+	}
+	n := map[string]bool{}
+	for _, e := range s.keys {
+		if e.data != nil && drop[e.meta.ID] {
+			e.data = nil
+			n[e.meta.ID] = true
+		}
+	}
+	return len(n), nil
 }
 
 // Get implements Store.

@@ -91,3 +91,24 @@ func ID(data []byte) string {
 	sum := sha256.Sum256(data)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
+
+// Held is one segment whose bytes a store holds: its id, the bytes it
+// takes (once, however many entries name it) and the span of its entries.
+type Held struct {
+	ID          string
+	Bytes       int64
+	CreatedAtMs int64 // the newest entry's
+	ExpiresAtMs int64 // the latest entry's
+}
+
+// Evicter is implemented by a Store whose contents the Cache can bound
+// (Quota): sqlitefile.Store, pgseg.Store and Memory.
+type Evicter interface {
+	// Held lists every segment whose bytes the store holds, expired ones
+	// included (their bytes take space until the sweep drops them).
+	Held(ctx context.Context) ([]Held, error)
+	// Evict drops the bytes of segments ids (every entry of each becomes
+	// a tombstone: a download answers ErrExpired, a lookup misses) and
+	// returns how many held bytes.
+	Evict(ctx context.Context, ids []string) (int, error)
+}

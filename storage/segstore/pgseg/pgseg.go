@@ -152,5 +152,50 @@ func (s *Store) Sweep(ctx context.Context, nowMs, forgetBeforeMs int64) (int, er
 	return int(tag.RowsAffected()), nil
 }
 
+// Held implements segstore.Evicter. Each entry holds its own copy of the
+// bytes in this store, so a segment's Bytes are the sum over its entries
+// that hold them.
+func (s *Store) Held(ctx context.Context) ([]segstore.Held, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, sum(byte_length)::BIGINT, max(created_at_ms), max(expires_at_ms) FROM synclane_segments WHERE data IS NOT NULL GROUP BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("segstore: held segments: %w", err)
+	}
+	defer rows.Close()
+	var out []segstore.Held
+	for rows.Next() {
+		var h segstore.Held
+		if err := rows.Scan(&h.ID, &h.Bytes, &h.CreatedAtMs, &h.ExpiresAtMs); err != nil {
+			return nil, fmt.Errorf("segstore: held segments: %w", err)
+		}
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("segstore: held segments: %w", err)
+	}
+	return out, nil
+}
+
+// Evict implements segstore.Evicter: the entries of ids keep their rows as
+// tombstones, without their bytes.
+func (s *Store) Evict(ctx context.Context, ids []string) (int, error) {
+	rows, err := s.pool.Query(ctx, `UPDATE synclane_segments SET data = NULL WHERE id = ANY($1) AND data IS NOT NULL RETURNING id`, ids)
+	if err != nil {
+		return 0, fmt.Errorf("segstore: evict: %w", err)
+	}
+	defer rows.Close()
+	seen := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return len(seen), fmt.Errorf("segstore: evict: %w", err)
+		}
+		seen[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return len(seen), fmt.Errorf("segstore: evict: %w", err)
+	}
+	return len(seen), nil
+}
+
 // Close implements segstore.Store; the pool is not closed.
 func (s *Store) Close() error { return nil }

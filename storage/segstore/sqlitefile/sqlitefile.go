@@ -41,9 +41,19 @@ import (
 // entries, and files no entry names (left by a crash between the rename
 // and the commit, or by an entry replaced after expiring) once they are an
 // hour old.
+//
+// Files are content-addressed: a segment's file is named after its id
+// (the hash of its bytes), so every entry of the same bytes (the same page
+// under several scope digests, pins or page keys) shares one file, and a
+// file is removed only once no entry with bytes names it. Held and Evict
+// let the segment cache bound the directory (segstore.Quota).
 type Store struct {
 	db  *sql.DB
 	dir string
+	// files serializes, in this process, deciding that a shared file is
+	// unnamed (and removing it) with writing or reusing it for a new
+	// entry, so a Put never commits an entry naming a file being removed.
+	files sync.Mutex
 }
 
 // orphanAge is how old a segment file no entry names must be before Sweep
@@ -59,6 +69,10 @@ const sqliteSchema = `CREATE TABLE IF NOT EXISTS segments (
   PRIMARY KEY (partition, build_key)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS segments_by_id ON segments (id, partition);
 CREATE INDEX IF NOT EXISTS segments_by_expiry ON segments (expires_at_ms);`
+
+// fileIndex indexes entries by their file (shared by the entries of one
+// segment id), created once the data_file column exists.
+const fileIndex = `CREATE INDEX IF NOT EXISTS segments_by_file ON segments (data_file) WHERE data_file IS NOT NULL`
 
 // sqliteFileTuning keeps whole-blob reads cheap for entries that hold
 // their bytes in the database (written by earlier versions): 64 KiB pages
@@ -90,6 +104,10 @@ func Open(ctx context.Context, path string) (*Store, error) {
 			_ = db.Close()
 			return nil, fmt.Errorf("segstore: add data_file to %s: %w", path, err)
 		}
+	}
+	if _, err := db.ExecContext(ctx, fileIndex); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("segstore: index data_file in %s: %w", path, err)
 	}
 	dir := path + "-data"
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -148,12 +166,20 @@ func (s *Store) Lookup(ctx context.Context, partition, key string, nowMs int64) 
 	return m, nil
 }
 
-// Put implements segstore.Store. The bytes go to a file of their own (written to a
-// temporary name, then renamed) before the entry naming it is committed;
-// when the entry is not stored (another builder's unexpired entry holds
-// the key) the file is removed again.
+// Put implements segstore.Store. The bytes go to the file named after
+// their id (written to a temporary name, then renamed; kept as it is when
+// it already holds that many bytes, written for another entry of the same
+// id) before the entry naming it is committed; when the entry is not
+// stored (another builder's unexpired entry holds the key) a file this
+// call wrote and no entry names is removed again.
 func (s *Store) Put(ctx context.Context, m segstore.Meta, data []byte) error {
-	name, err := s.writeFile(data)
+	name, err := fileName(m.ID)
+	if err != nil {
+		return fmt.Errorf("segstore: put: %w", err)
+	}
+	s.files.Lock()
+	defer s.files.Unlock()
+	wrote, err := s.writeFile(name, data)
 	if err != nil {
 		return fmt.Errorf("segstore: put: %w", err)
 	}
@@ -167,37 +193,70 @@ WHERE NOT (segments.data_file IS NOT NULL OR typeof(segments.data) <> 'null') OR
 RETURNING 1`,
 		m.Partition, m.Key, m.ID, int64(m.MediaType), m.Table, m.ScopeDigest, m.AsOfCommitSeq, m.ByteLength, m.RowCount,
 		nullable(m.RowCursor), nullable(m.NextRowCursor), m.CreatedAtMs, m.ExpiresAtMs, name).Scan(&stored)
-	if errors.Is(err, sql.ErrNoRows) {
-		// Another builder's entry holds the key: ours is not needed.
-		_ = os.Remove(filepath.Join(s.dir, name))
+	if err == nil {
 		return nil
 	}
-	if err != nil {
-		_ = os.Remove(filepath.Join(s.dir, name))
-		return fmt.Errorf("segstore: put: %w", err)
+	if wrote {
+		// Ours is not needed (another builder's entry holds the key) or
+		// could not be stored: the file goes unless an entry names it.
+		s.removeUnnamed(context.WithoutCancel(ctx), name)
 	}
-	return nil
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	return fmt.Errorf("segstore: put: %w", err)
 }
 
-// writeFile writes data to a new file in the segment directory and returns
-// its name. A file is complete under its final name or absent (a crash
-// leaves at most a temporary file, which the orphan sweep removes).
-func (s *Store) writeFile(data []byte) (string, error) {
-	var rnd [16]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return "", err
+// fileName is the name of the file holding segment id's bytes.
+func fileName(id string) (string, error) {
+	hexID, ok := strings.CutPrefix(id, "sha256:")
+	if !ok || len(hexID) != 64 {
+		return "", fmt.Errorf("segment id %q", id)
 	}
-	name := hex.EncodeToString(rnd[:]) + ".seg"
-	tmp := filepath.Join(s.dir, name+".tmp")
+	if _, err := hex.DecodeString(hexID); err != nil {
+		return "", fmt.Errorf("segment id %q", id)
+	}
+	return hexID + ".seg", nil
+}
+
+// writeFile makes file name of the segment directory hold data, reporting
+// whether it wrote it (false: it already had len(data) bytes, written for
+// another entry of the same id; a file altered since is caught by the
+// check of every read, which then removes it). A file is complete under
+// its final name or absent (a crash leaves at most a temporary file,
+// which the orphan sweep removes). Called with s.files held.
+func (s *Store) writeFile(name string, data []byte) (bool, error) {
+	final := filepath.Join(s.dir, name)
+	if st, err := os.Stat(final); err == nil && st.Mode().IsRegular() && st.Size() == int64(len(data)) {
+		return false, nil
+	}
+	var rnd [8]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return false, err
+	}
+	tmp := final + "." + hex.EncodeToString(rnd[:]) + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		_ = os.Remove(tmp)
-		return "", err
+		return false, err
 	}
-	if err := os.Rename(tmp, filepath.Join(s.dir, name)); err != nil {
+	if err := os.Rename(tmp, final); err != nil {
 		_ = os.Remove(tmp)
-		return "", err
+		return false, err
 	}
-	return name, nil
+	return true, nil
+}
+
+// removeUnnamed removes segment file name unless an entry names it.
+// Called with s.files held.
+func (s *Store) removeUnnamed(ctx context.Context, name string) {
+	var one int
+	err := s.db.QueryRowContext(ctx, `SELECT 1 FROM segments WHERE data_file = ? LIMIT 1`, name).Scan(&one)
+	if !errors.Is(err, sql.ErrNoRows) {
+		return // named, or unknown: the orphan sweep decides later
+	}
+	if path, err := s.filePath(name); err == nil {
+		_ = os.Remove(path)
+	}
 }
 
 // fileOfEntry selects the file holding an entry's bytes, or the empty
@@ -255,6 +314,8 @@ func (s *Store) OpenFile(ctx context.Context, partition, id string, nowMs int64)
 // ends) and removes the file. Best effort: the download is answered as
 // expired either way.
 func (s *Store) dropFile(ctx context.Context, name string) {
+	s.files.Lock()
+	defer s.files.Unlock()
 	if _, err := s.db.ExecContext(ctx, `UPDATE segments SET data_file = NULL WHERE data_file = ?`, name); err == nil {
 		if path, err := s.filePath(name); err == nil {
 			_ = os.Remove(path)
@@ -450,19 +511,21 @@ func (s *Store) Sweep(ctx context.Context, nowMs, forgetBeforeMs int64) (int, er
 		return 0, fmt.Errorf("segstore: sweep: %w", err)
 	}
 	_ = rows.Close()
+	s.files.Lock()
 	res, err := s.db.ExecContext(ctx, `UPDATE segments SET data = NULL, data_file = NULL WHERE expires_at_ms <= ? AND `+hasBytes, nowMs)
 	if err != nil {
+		s.files.Unlock()
 		return 0, fmt.Errorf("segstore: sweep: %w", err)
 	}
 	n64, _ := res.RowsAffected()
 	n := int(n64)
-	// The entries no longer name these files: a download that read an
+	// The expired entries no longer name these files; one an unexpired
+	// entry of the same id still names stays. A download that read an
 	// entry before the update finds the file gone and answers "expired".
 	for _, f := range files {
-		if path, err := s.filePath(f); err == nil {
-			_ = os.Remove(path)
-		}
+		s.removeUnnamed(ctx, f)
 	}
+	s.files.Unlock()
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM segments WHERE expires_at_ms < ? AND NOT `+hasBytes, forgetBeforeMs); err != nil {
 		return n, fmt.Errorf("segstore: forget tombstones: %w", err)
 	}
@@ -493,6 +556,8 @@ func (s *Store) removeOrphans(ctx context.Context, cutoff time.Time) error {
 	if len(old) == 0 {
 		return nil
 	}
+	s.files.Lock()
+	defer s.files.Unlock()
 	named := map[string]bool{}
 	rows, err := s.db.QueryContext(ctx, `SELECT data_file FROM segments WHERE data_file IS NOT NULL`)
 	if err != nil {
@@ -516,6 +581,65 @@ func (s *Store) removeOrphans(ctx context.Context, cutoff time.Time) error {
 		}
 	}
 	return nil
+}
+
+// Held implements segstore.Evicter: every segment id whose bytes the store
+// holds (expired or not), with the bytes of its one file (content-
+// addressed: all its entries share it).
+func (s *Store) Held(ctx context.Context) ([]segstore.Held, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, max(byte_length), max(created_at_ms), max(expires_at_ms) FROM segments WHERE `+hasBytes+` GROUP BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("segstore: held segments: %w", err)
+	}
+	defer rows.Close()
+	var out []segstore.Held
+	for rows.Next() {
+		var h segstore.Held
+		if err := rows.Scan(&h.ID, &h.Bytes, &h.CreatedAtMs, &h.ExpiresAtMs); err != nil {
+			return nil, fmt.Errorf("segstore: held segments: %w", err)
+		}
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("segstore: held segments: %w", err)
+	}
+	return out, nil
+}
+
+// Evict implements segstore.Evicter: every entry of each id becomes a
+// tombstone (downloads answer "expired", lookups miss and rebuild) and its
+// file is removed. It returns how many ids held bytes.
+func (s *Store) Evict(ctx context.Context, ids []string) (int, error) {
+	s.files.Lock()
+	defer s.files.Unlock()
+	n := 0
+	for _, id := range ids {
+		rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT data_file FROM segments WHERE id = ? AND data_file IS NOT NULL`, id)
+		if err != nil {
+			return n, fmt.Errorf("segstore: evict: %w", err)
+		}
+		var files []string
+		for rows.Next() {
+			var f string
+			if err := rows.Scan(&f); err != nil {
+				_ = rows.Close()
+				return n, fmt.Errorf("segstore: evict: %w", err)
+			}
+			files = append(files, f)
+		}
+		_ = rows.Close()
+		res, err := s.db.ExecContext(ctx, `UPDATE segments SET data = NULL, data_file = NULL WHERE id = ? AND `+hasBytes, id)
+		if err != nil {
+			return n, fmt.Errorf("segstore: evict: %w", err)
+		}
+		if k, _ := res.RowsAffected(); k > 0 {
+			n++
+		}
+		for _, f := range files {
+			s.removeUnnamed(ctx, f)
+		}
+	}
+	return n, nil
 }
 
 // Close implements segstore.Store.
