@@ -153,8 +153,8 @@ func waitLine(t *testing.T, sc *bufio.Scanner, want string) string {
 // SIGINT stops a prune after the batch in flight: it exits 130 and its
 // totals are what was pruned (the horizon), not 0. A prune killed with
 // SIGKILL leaves the SQLite maintenance lease behind: the next prune
-// exits 3 naming the dead process, and one runs the pass within about a
-// minute (the default lease; this test takes that long).
+// exits 3 naming the dead process, and a later one runs the pass once
+// the lease (--maintenance-lease, 30 s here) lapses unrenewed.
 func TestPruneInterruptedAndKilled(t *testing.T) {
 	bin := synclaneBinary(t)
 	dir := t.TempDir()
@@ -184,7 +184,9 @@ func TestPruneInterruptedAndKilled(t *testing.T) {
 		t.Fatalf("interrupted prune reported %v commits, the horizon is %d (want equal, at least 3 batches, not all)\n%s", tot, h, out)
 	}
 
-	// kill -9 in the middle of a pass.
+	// kill -9 in the middle of a pass, under a 30 s lease (renewed every
+	// 10 s: 20-30 s of it are left at the kill).
+	args = append(args, "--maintenance-lease", "30s")
 	cmd, sc, _ = startPrune(t, bin, append(args, "--retention-batch", "5")...)
 	waitLine(t, sc, ": batch 2:")
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -196,15 +198,13 @@ func TestPruneInterruptedAndKilled(t *testing.T) {
 	if code != exitPruneSkipped || !strings.Contains(skipped, fmt.Sprintf("pid %d", cmd.Process.Pid)) {
 		t.Fatalf("prune after a kill -9: exit %d, want %d naming pid %d\n%s", code, exitPruneSkipped, cmd.Process.Pid, skipped)
 	}
-	// The dead process's lease (60 s, no longer renewed) lapses: a later
-	// prune runs the pass within about a minute of the kill.
-	deadline := killed.Add(100 * time.Second)
+	// The dead process's lease, no longer renewed, lapses: a later prune
+	// runs the pass. The deadline is generous (a loaded CI machine): it
+	// bounds the wait, it is not a speed target.
+	deadline := killed.Add(30*time.Second + 90*time.Second)
 	for {
 		code, out, errOut := runCmd(t, append([]string{"prune"}, args...)...)
 		if code == 0 {
-			if took := time.Since(killed); took > 75*time.Second {
-				t.Fatalf("the next pass ran %v after the kill, want about a minute at most", took)
-			}
 			st = openArgs(t, args)
 			defer st.Close()
 			if h := horizonOf(t, st); h != 4000 || !strings.Contains(out, "horizon 4000 of 4000") {

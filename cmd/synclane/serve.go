@@ -71,6 +71,7 @@ type serveConfig struct {
 	listen, data, schemaFile, mount, jwtSecret, postgresURL, logLevel string
 	maxBody, maxInflightBody                                          int64
 	pgMaxConns                                                        int
+	maintenanceLease                                                  time.Duration
 	pgStatementTimeout, shutdownTimeout, idleTimeout                  time.Duration
 	maxOps                                                            int
 
@@ -129,6 +130,7 @@ func storeFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.StringVar(&c.postgresURL, "postgres", "", "PostgreSQL URL: store data in PostgreSQL instead of embedded SQLite")
 	fs.IntVar(&c.pgMaxConns, "pg-max-conns", 16, "PostgreSQL connection pool size")
 	fs.DurationVar(&c.pgStatementTimeout, "pg-statement-timeout", 30*time.Second, "PostgreSQL statement timeout")
+	fs.DurationVar(&c.maintenanceLease, "maintenance-lease", sqlite.DefaultMaintenanceLease, "embedded SQLite: how long the maintenance lease (one prune or maintenance pass at a time) lasts without renewal; a killed holder's lease lapses after it (renewed every third of it)")
 }
 
 func serveFlags(fs *flag.FlagSet, c *serveConfig) {
@@ -461,10 +463,13 @@ func openStore(ctx context.Context, c serveConfig, log *zap.Logger) (store, stri
 		}
 		return store{Backend: pg.Backend(), pg: pg}, "postgres", nil
 	}
+	if c.maintenanceLease != 0 && c.maintenanceLease < time.Second {
+		return store{}, "", fmt.Errorf("--maintenance-lease %s: must be at least 1s", c.maintenanceLease)
+	}
 	if err := os.MkdirAll(c.data, 0o750); err != nil {
 		return store{}, "", fmt.Errorf("create data directory: %w", err)
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(c.data, "synclane.db"), sqlite.Options{Logger: log})
+	st, err := sqlite.Open(ctx, filepath.Join(c.data, "synclane.db"), sqlite.Options{Logger: log, MaintenanceLease: c.maintenanceLease})
 	if err != nil {
 		return store{}, "sqlite", err
 	}
