@@ -202,8 +202,11 @@ func TestSocketRoundOverTheBodyBudget(t *testing.T) {
 // A socket that goes away in the middle of a round (here while the round
 // waits for the budget) gives back what its round held.
 func TestRoundChargeReleasedWhenTheSocketGoes(t *testing.T) {
-	waiting := make(chan struct{}, 4)
-	budget := bodybudget.New(bodybudget.Options{Limit: 1 << 20, Wait: 50 * time.Millisecond, OnWait: func() { waiting <- struct{}{} }})
+	// The charge is read on the waiting goroutine as its wait starts: read
+	// after the wait (50 ms) it could already be given back.
+	waiting := make(chan int64, 4)
+	var budget *bodybudget.Budget
+	budget = bodybudget.New(bodybudget.Options{Limit: 1 << 20, Wait: 50 * time.Millisecond, OnWait: func() { waiting <- budget.Stats().InUse }})
 	f := newFixture(t, fixtureOpts{hub: realtime.Options{BodyBudget: budget}})
 	ctx := ctxT(t)
 	filler := budget.Charge()
@@ -215,9 +218,9 @@ func TestRoundChargeReleasedWhenTheSocketGoes(t *testing.T) {
 	if err := conn.Write(ctx, websocket.MessageBinary, append([]byte{realtime.TagRound}, req[:200_000]...)); err != nil {
 		t.Fatal(err)
 	}
-	<-waiting // the round holds its free allowance and waits for more
-	if st := budget.Stats(); st.InUse != 1<<20+bodybudget.FreeBytes {
-		t.Fatalf("while the round waits %d bytes are charged, want the filler's and the round's %d", st.InUse, bodybudget.FreeBytes)
+	// the round holds its free allowance and waits for more
+	if inUse := <-waiting; inUse != 1<<20+bodybudget.FreeBytes {
+		t.Fatalf("while the round waits %d bytes are charged, want the filler's and the round's %d", inUse, bodybudget.FreeBytes)
 	}
 	conn.CloseNow()
 	f.hub.Close() // waits for the socket's reader
