@@ -95,12 +95,23 @@ func pullCommits(ctx context.Context, c *Client, cursor int64, seqs []int64) (in
 // after the warm-up. A phase whose window saw no operation complete (every
 // operation outlasted a short window, e.g. under the race detector on a
 // loaded machine) runs on, for at most phaseGrace, until one has: a
-// measurement of zero samples says nothing.
+// measurement of zero samples says nothing. A loop of several kinds of
+// operation (pushes and pulls) can require each kind measured once
+// (Require, measuringKind) the same way.
 type Phase struct {
 	start, measureFrom, end time.Time
 	maxOps                  int64
 	ops                     atomic.Int64
 	measured                atomic.Bool
+	need                    uint32
+	seen                    atomic.Uint32
+}
+
+// Require makes the phase run on past its end (for at most phaseGrace)
+// until every kind in kinds (a bit mask) was measured at least once.
+func (p *Phase) Require(kinds uint32) *Phase {
+	p.need = kinds
+	return p
 }
 
 // phaseGrace bounds how long a phase runs past its end waiting for its
@@ -114,7 +125,7 @@ func newPhase(warmup, dur time.Duration, maxOps int64) *Phase {
 
 // next reserves one operation; false means the loop must stop.
 func (p *Phase) next() bool {
-	if now := time.Now(); now.After(p.end) && (p.measured.Load() || now.After(p.end.Add(phaseGrace))) {
+	if now := time.Now(); now.After(p.end) && (p.measured.Load() && p.seen.Load()&p.need == p.need || now.After(p.end.Add(phaseGrace))) {
 		return false
 	}
 	return p.maxOps <= 0 || p.ops.Add(1) <= p.maxOps
@@ -122,9 +133,16 @@ func (p *Phase) next() bool {
 
 // measuring reports whether t (an operation's start, called once it
 // completed) is inside the measurement window.
-func (p *Phase) measuring(t time.Time) bool {
+func (p *Phase) measuring(t time.Time) bool { return p.measuringKind(t, 0) }
+
+// measuringKind is measuring for an operation of the given kind (a bit of
+// Require's mask).
+func (p *Phase) measuringKind(t time.Time, kind uint32) bool {
 	if t.Before(p.measureFrom) {
 		return false
+	}
+	if kind != 0 && p.seen.Load()&kind == 0 {
+		p.seen.Or(kind)
 	}
 	p.measured.Store(true)
 	return true

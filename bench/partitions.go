@@ -58,7 +58,8 @@ func partitionsCase(ctx context.Context, cfg *Config, store string, p int) (Resu
 		}
 	}
 	setup := time.Since(setupStart)
-	ph := newPhase(cfg.Warmup, cfg.Duration, cfg.MaxOps)
+	const kindPush, kindPull = 1, 2
+	ph := newPhase(cfg.Warmup, cfg.Duration, cfg.MaxOps).Require(kindPush | kindPull)
 	cpu := newCPUMeter(0, t.Mode)
 	cpuStartAt := cpu.sampleAt(ctx, ph.measureFrom)
 	pushes, pulls := make([]tally, w), make([]tally, w)
@@ -74,7 +75,7 @@ func partitionsCase(ctx context.Context, cfg *Config, store string, p int) (Resu
 					continue
 				}
 				pc.cursor = cur
-				if ph.measuring(t0) {
+				if ph.measuringKind(t0, kindPull) {
 					pulls[i].lat.Record(time.Since(t0))
 					pulls[i].ok++
 				}
@@ -86,7 +87,7 @@ func partitionsCase(ctx context.Context, cfg *Config, store string, p int) (Resu
 				pushes[i].fail(err)
 				continue
 			}
-			if ph.measuring(t0) {
+			if ph.measuringKind(t0, kindPush) {
 				pushes[i].lat.Record(time.Since(t0))
 				pushes[i].ok++
 			}
