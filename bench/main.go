@@ -29,6 +29,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "realtime-holder" {
 		os.Exit(realtimeHolder(os.Args[2:])) // the child process of the realtime idle case
 	}
+	if len(os.Args) > 1 && os.Args[1] == "hostile-attacker" {
+		os.Exit(hostileAttacker(os.Args[2:])) // the attacker process of the hostile workload
+	}
 	if len(os.Args) > 1 && os.Args[1] == "server-child" {
 		os.Exit(serverChild(os.Args[2:])) // the server process of bootstrap --server-proc
 	}
