@@ -116,6 +116,8 @@ type serveConfig struct {
 	admin adminConfig
 	// Cluster mode (cluster.go).
 	cluster clusterConfig
+	// CORS for browser pages on other origins (cors.go).
+	cors corsConfig
 }
 
 // minJWTSecret is the shortest HS256 secret serve accepts (256 bits, the
@@ -158,6 +160,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	reactionFlags(fs, &c.reactions)
 	segQuotaFlags(fs, &c.segQuota)
 	blobFlags(fs, &c.blobs)
+	corsFlags(fs, &c.cors) // cors.go
 	fs.Var(&c.checkpoints, "checkpoint", "PARTITION/NAME of a backfill checkpoint this process declares at its schema version (repeatable, or comma-separated)")
 	fs.BoolVar(&c.testControl, "test-control", false, "serve the test-only control surface under /_test/ (only with development auth on a loopback address)")
 	fs.Int64Var(&c.clockMs, "clock-ms", -1, "with --test-control: run on a virtual clock starting at this Unix time in ms, moved only by POST /_test/clock/advance")
@@ -235,6 +238,9 @@ func (c *serveConfig) validate(given map[string]bool) error {
 		return err
 	}
 	if err := c.blobs.validate(); err != nil {
+		return err
+	}
+	if err := c.cors.validate(given); err != nil { // cors.go
 		return err
 	}
 	for name, v := range map[string]int64{"inline-segment-max-bytes": c.inlineSegmentMaxBytes, "max-delta-bytes": c.maxDeltaBytes, "max-presence-bytes": c.maxPresenceBytes} {
@@ -658,6 +664,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		Ready:    eng.Ready,
 		Realtime: hub,
 		Metrics:  append(metricWriters(hub, eng, relay), c.conn.writeMetrics),
+		CORS:     c.cors.policy,
 	})
 	if c.testControl {
 		mux.Handle("/_test/", testcontrol.Handler(controls))

@@ -17,6 +17,8 @@ import (
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/transport/bodybudget"
+	"github.com/synclane/synclane/transport/cors"
+	"github.com/synclane/synclane/transport/httperr"
 )
 
 // MuxOptions configure NewMux.
@@ -33,6 +35,13 @@ type MuxOptions struct {
 	// OperationWatches, when set, serves GET <mount>/operations/realtime
 	// (live query watches: an opwatch.Hub).
 	OperationWatches http.Handler
+	// CORS, when set, puts the protocol routes (sync, operations and their
+	// watches, realtime, segments, blobs) behind the policy: preflights are
+	// answered for them (an OPTIONS route is added where the route is
+	// method-bound), allowed origins' answers carry the CORS headers, and
+	// WebSocket upgrades from other origins are refused (see cors.Policy).
+	// /healthz, /readyz and /metrics never carry CORS headers. Nil: none.
+	CORS *cors.Policy
 }
 
 // Mux is the standalone server's router: POST <mount>/sync, POST
@@ -62,23 +71,36 @@ func NewMux(eng *engine.Engine, opts MuxOptions) *Mux {
 		"GET /metrics":                    RouteMetrics,
 		"GET " + mount + "/segments/{id}": RouteSegments,
 	}}
-	m.Handle(mount+"/sync", NewHandler(eng, opts.Options))
+	// protocol registers a protocol route behind opts.CORS; a route bound
+	// to methods gets an OPTIONS route of its own for the preflights.
+	protocol := func(pattern string, h http.Handler) {
+		if opts.CORS == nil {
+			m.Handle(pattern, h)
+			return
+		}
+		m.Handle(pattern, opts.CORS.Wrap(h))
+		if method, path, ok := strings.Cut(pattern, " "); ok {
+			m.routes["OPTIONS "+path] = m.routes[pattern]
+			m.Handle("OPTIONS "+path, opts.CORS.Wrap(notAllowed(method)))
+		}
+	}
+	protocol(mount+"/sync", NewHandler(eng, opts.Options))
 	m.routes["POST "+mount+"/operations"] = RouteOperations
-	m.Handle("POST "+mount+"/operations", NewOperationsHandler(eng, opts.Options))
+	protocol("POST "+mount+"/operations", NewOperationsHandler(eng, opts.Options))
 	if opts.OperationWatches != nil {
 		m.routes["GET "+mount+"/operations/realtime"] = RouteOperationWatches
-		m.Handle("GET "+mount+"/operations/realtime", opts.OperationWatches)
+		protocol("GET "+mount+"/operations/realtime", opts.OperationWatches)
 	}
 	if opts.Realtime != nil {
 		m.routes["GET "+mount+"/realtime"] = RouteRealtime
-		m.Handle("GET "+mount+"/realtime", opts.Realtime)
+		protocol("GET "+mount+"/realtime", opts.Realtime)
 	}
-	m.Handle("GET "+mount+"/segments/{id}", NewSegmentHandler(eng, opts.Options))
+	protocol("GET "+mount+"/segments/{id}", NewSegmentHandler(eng, opts.Options))
 	if eng.Blobs().Enabled() { // blobs.go
 		bh := NewBlobHandler(eng, opts.Options, mount)
 		for _, p := range []string{mount + "/blobs/{id}", "POST " + mount + "/blobs/{id}/upload-grant"} {
 			m.routes[p] = RouteBlobs
-			m.Handle(p, bh)
+			protocol(p, bh)
 		}
 	}
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -127,6 +149,19 @@ func NewMux(eng *engine.Engine, opts MuxOptions) *Mux {
 		}
 	})
 	return m
+}
+
+// notAllowed answers a request that is not a CORS preflight on the OPTIONS
+// route of a route bound to method: 405 with Allow.
+func notAllowed(method string) http.Handler {
+	allow := method
+	if method == http.MethodGet {
+		allow = "GET, HEAD"
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		httperr.WriteStatus(w, http.StatusMethodNotAllowed, syncerr.New(syncerr.InvalidRequest, "use %s for %s", method, r.URL.Path))
+	})
 }
 
 // ServeHTTP routes the request and records it in the HTTP metrics.
