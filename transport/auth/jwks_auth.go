@@ -37,7 +37,9 @@ type KeySource interface {
 // array) holds one of Audience; exp is present and not past, nbf and iat
 // not in the future, each with Leeway. HS256 tokens go to HS256 when it is
 // set (the --jwt-secret authenticator, unchanged) and are refused
-// otherwise; none and every other symmetric alg are always refused.
+// otherwise; none and every other symmetric alg are always refused. A
+// token with a crit header is refused; jku, x5u, x5c and jwk headers are
+// ignored (keys come only from the configured JWKS).
 //
 // Refusals are 401 sync.auth_required. When the key set cannot be
 // fetched (never fetched, too old, or an unknown kid whose refetch failed)
@@ -134,6 +136,11 @@ func (a JWKSAuth) verify(ctx context.Context, tok string) (*idpClaims, error) {
 	)
 	var c idpClaims
 	_, err := p.ParseWithClaims(tok, &c, func(t *jwt.Token) (any, error) {
+		if _, ok := t.Header["crit"]; ok {
+			// RFC 7515 §4.1.11: an extension this verifier does not
+			// understand must not be ignored.
+			return nil, errors.New("the token's crit header names extensions this server does not implement")
+		}
 		alg := t.Method.Alg()
 		kid, _ := t.Header["kid"].(string)
 		keys, err := a.Keys.Lookup(ctx, kid)

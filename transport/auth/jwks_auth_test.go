@@ -227,6 +227,8 @@ func TestJWKSAuthRefusesAlgConfusion(t *testing.T) {
 		}
 		return s
 	}
+	// An attacker's key, under the legitimate kid, embedded in the header.
+	attacker := jwkstest.NewRSA("rs", "RS256")
 	// PS256 with the key pinned to RS256 by its JWK.
 	psPinned := *pinned
 	psPinned.Alg = "PS256"
@@ -249,6 +251,8 @@ func TestJWKSAuthRefusesAlgConfusion(t *testing.T) {
 		"alg header tampered to RS512": retag(rs.Sign(claims), "RS512"),
 		"signature of another RSA key": resign(rs.Sign(claims), pinned.Sign(claims)),
 		"not a JWT":                    "abc.def",
+		"crit header":                  withHeader(rs, claims, "crit", []string{"exp"}),
+		"jwk header with its own key":  withHeader(attacker, claims, "jwk", attacker.JWK()),
 	}
 	for name, tok := range toks {
 		p.wantRefused(t, name, tok)
@@ -365,4 +369,15 @@ func TestJWKSAuthFailsClosedWhenJWKSDown(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withHeader signs claims with s, adding header member k.
+func withHeader(s *jwkstest.Signer, claims map[string]any, k string, v any) string {
+	tok := jwt.NewWithClaims(jwt.GetSigningMethod(s.Alg), jwt.MapClaims(claims))
+	tok.Header["kid"], tok.Header[k] = s.Kid, v
+	out, err := tok.SignedString(s.Key)
+	if err != nil {
+		panic(err)
+	}
+	return out
 }
