@@ -5,7 +5,7 @@
 // With no flags it serves the built-in demo schema (table todos) on
 // 127.0.0.1:8787 with data in ./synclane-data (embedded SQLite) and
 // development authentication (x-actor / x-partition headers, loopback
-// addresses only; --jwt-secret for real authentication). Every flag
+// addresses only; --jwt-secret or --jwks-url for real authentication). Every flag
 // can also be set through a SYNCLANE_* environment variable (flag name in
 // upper case, dashes as underscores), flags winning.
 package main

@@ -118,6 +118,8 @@ type serveConfig struct {
 	cluster clusterConfig
 	// CORS for browser pages on other origins (cors.go).
 	cors corsConfig
+	// JWT authentication against a JWKS (jwks.go).
+	jwks jwksConfig
 }
 
 // minJWTSecret is the shortest HS256 secret serve accepts (256 bits, the
@@ -141,6 +143,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.StringVar(&c.mount, "mount", "/", "path prefix of the sync routes")
 	fs.StringVar(&c.jwtSecret, "jwt-secret", "", fmt.Sprintf("HS256 secret of at least %d bytes: authenticate with JWTs (sub, partition, scopes, exp claims) instead of development headers; given but empty is an error", minJWTSecret))
 	fs.BoolVar(&c.jwtAllowNoExp, "jwt-allow-no-exp", false, "with --jwt-secret: accept tokens without an exp claim (by default they are refused with 401 sync.auth_required)")
+	jwksFlags(fs, &c.jwks) // jwks.go
 	fs.BoolVar(&c.devAuth, "dev-auth", false, "development authentication: the actor from header x-actor, every scope allowed (the default when no --jwt-secret is given); loopback --listen only")
 	fs.BoolVar(&c.devAuthNonLoopback, "dev-auth-non-loopback", false, "allow development authentication on a non-loopback --listen address (anyone who reaches the port is any actor)")
 	fs.Int64Var(&c.maxBody, "max-body", bodybudget.DefaultMaxBodyBytes, "maximum decompressed request body in bytes, for POST /sync and realtime socket rounds (larger: 413, or the socket closed with 1009)")
@@ -180,7 +183,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 // useDevAuth reports whether the server authenticates with development
 // headers: chosen with --dev-auth, or no authentication flag given at all.
 func (c *serveConfig) useDevAuth(given map[string]bool) bool {
-	return c.devAuth || !given["jwt-secret"] && !given["dev-auth"]
+	return c.devAuth || !tokenAuthGiven(given) && !given["dev-auth"]
 }
 
 // validate checks the configuration before anything touches storage; given
@@ -196,6 +199,9 @@ func (c *serveConfig) validate(given map[string]bool) error {
 	if c.debugListen != "" && !loopback(c.debugListen) {
 		return fmt.Errorf("--debug-listen must be a loopback address (it exposes profiles and goroutine dumps), got %q", c.debugListen)
 	}
+	if err := c.jwks.validate(given, c.devAuth, c.jwtAllowNoExp); err != nil {
+		return err
+	}
 	switch {
 	case given["jwt-secret"] && c.devAuth:
 		return errors.New("--dev-auth and --jwt-secret exclude each other")
@@ -204,8 +210,8 @@ func (c *serveConfig) validate(given map[string]bool) error {
 	case given["jwt-secret"] && len(c.jwtSecret) < minJWTSecret:
 		return fmt.Errorf("--jwt-secret is %d bytes: an HS256 secret needs at least %d (e.g. openssl rand -hex 32)", len(c.jwtSecret), minJWTSecret)
 	case !c.useDevAuth(given):
-		if !given["jwt-secret"] {
-			return errors.New("no authentication: --dev-auth=false needs --jwt-secret")
+		if !tokenAuthGiven(given) {
+			return errors.New("no authentication: --dev-auth=false needs --jwt-secret or --jwks-url")
 		}
 		if c.devAuthNonLoopback {
 			return errors.New("--dev-auth-non-loopback applies only to development authentication, not with --jwt-secret")
@@ -216,8 +222,8 @@ func (c *serveConfig) validate(given map[string]bool) error {
 		return fmt.Errorf("development authentication (anyone is any actor with every scope) listens only on a loopback address (127.0.0.1, [::1] or localhost), got --listen %q: pass --jwt-secret, or --dev-auth-non-loopback to accept the risk", c.listen)
 	}
 	if c.testControl {
-		if given["jwt-secret"] {
-			return errors.New("--test-control needs development authentication: it cannot be combined with --jwt-secret")
+		if tokenAuthGiven(given) {
+			return errors.New("--test-control needs development authentication: it cannot be combined with --jwt-secret or --jwks-url")
 		}
 		if !loopback(c.listen) {
 			return fmt.Errorf("--test-control needs a loopback --listen address (127.0.0.1, [::1] or localhost), got %q", c.listen)
@@ -585,7 +591,12 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	}
 	switch {
 	case !c.devAuth:
-		authn, resolver = auth.JWTAuth{Secret: []byte(c.jwtSecret), AllowNoExp: c.jwtAllowNoExp}, auth.GrantsResolver
+		var stopAuth func()
+		if authn, stopAuth, err = tokenAuth(ctx, &c, log); err != nil { // jwks.go
+			return err
+		}
+		defer stopAuth()
+		resolver = auth.GrantsResolver
 		if c.jwtAllowNoExp {
 			log.Warn("--jwt-allow-no-exp: tokens without an exp claim are accepted and never expire")
 		}
