@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/segments"
@@ -120,6 +119,8 @@ type serveConfig struct {
 	cors corsConfig
 	// JWT authentication against a JWKS (jwks.go).
 	jwks jwksConfig
+	// Log format and the access log (logging.go).
+	logging logConfig
 }
 
 // minJWTSecret is the shortest HS256 secret serve accepts (256 bits, the
@@ -157,6 +158,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.DurationVar(&c.drainDelay, "drain-delay", 5*time.Second, "on SIGTERM, answer /readyz 503 but keep serving this long before closing the listener")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "after the drain delay, how long in-flight requests get to finish before their connections are closed")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	logFlags(fs, &c.logging) // logging.go
 	adminListenFlags(fs, &c.admin)
 	clusterFlags(fs, &c.cluster)
 	retentionFlags(fs, &c.retention, true)
@@ -365,17 +367,6 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 	})
 }
 
-func newLogger(level string, w io.Writer) (*zap.Logger, error) {
-	lvl, err := zapcore.ParseLevel(level)
-	if err != nil {
-		return nil, err
-	}
-	enc := zap.NewProductionEncoderConfig()
-	enc.EncodeTime = zapcore.ISO8601TimeEncoder
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(w), lvl)
-	return zap.New(core), nil
-}
-
 func serve(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
 	var c serveConfig
 	fs := flag.NewFlagSet("synclane serve", flag.ContinueOnError)
@@ -409,9 +400,9 @@ func serve(ctx context.Context, args []string, lookup func(string) (string, bool
 		return 2
 	}
 	c.devAuth = c.useDevAuth(given)
-	log, err := newLogger(c.logLevel, stderr)
+	log, err := c.logging.newLogger(c.logLevel, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, "synclane: --log-level:", err)
+		fmt.Fprintln(stderr, "synclane:", err)
 		return 2
 	}
 	defer log.Sync() //nolint:errcheck
@@ -694,7 +685,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		}
 		defer stop()
 	}
-	srv := &http.Server{Handler: mux,
+	srv := &http.Server{Handler: c.logging.handler(mux, log),
 		// A request must arrive whole within ReadTimeout (headers within
 		// at most 10s of it); an answer must keep flowing (the sync
 		// handler renews its deadline as bytes go out, every other route

@@ -9,6 +9,7 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/accesslog"
 	"github.com/synclane/synclane/transport/httperr"
 )
 
@@ -102,9 +103,10 @@ func AuthenticateUpgrade(w http.ResponseWriter, r *http.Request, eng *engine.Eng
 	return Authenticate(w, r, eng, auth, source)
 }
 
-// Authenticate runs auth on r and returns the identity and true; otherwise
-// it has answered: 500 sync.internal_error when auth is nil (fail closed),
-// else the authenticator's coded error (an uncoded one as
+// Authenticate runs auth on r and returns the identity and true (noting
+// the actor and partition for r's access log line, transport/accesslog);
+// otherwise it has answered: 500 sync.internal_error when auth is nil
+// (fail closed), else the authenticator's coded error (an uncoded one as
 // sync.auth_required; one wrapping syncerr.ErrUnavailable, such as an
 // unreachable JWKS, as 503 with Retry-After), reported to eng's event ring
 // under source.
@@ -123,5 +125,6 @@ func Authenticate(w http.ResponseWriter, r *http.Request, eng *engine.Engine, au
 		httperr.Write(w, e)
 		return engine.Identity{}, false
 	}
+	accesslog.NoteIdentity(r.Context(), id.ActorID, id.Partition)
 	return id, true
 }
