@@ -132,10 +132,10 @@ async function overview(g) {
     h('h1', {}, 'Overview'),
     h('div', { class: 'cards' },
       card('Serve gate', o.ready ? h('span', { class: 'tag ok' }, 'open') : h('span', { class: 'tag bad' }, 'closed'), o.readyError || `schema v${o.schemaVersion}`),
-      card('Requests', fmtNum(rq.Requests), `${plural(rq.CommitsApplied || 0, 'commit')} applied, ${fmtNum(rq.CommitsRejected)} rejected`),
-      card('Live partition actors', fmtNum(o.actors?.LiveActors), `${fmtNum(o.actors?.Passivated)} passivated, ${fmtNum(o.actors?.Restarts)} restarts`),
+      card('Requests', fmtNum(rq.requests), `${plural(rq.commitsApplied || 0, 'commit')} applied, ${fmtNum(rq.commitsRejected)} rejected`),
+      card('Live partition actors', fmtNum(o.actors?.liveActors), `${fmtNum(o.actors?.passivated)} passivated, ${fmtNum(o.actors?.restarts)} restarts`),
       card('Retention', `${fmtDur(ret.activeWindowMs)} window`, `force after ${fmtDur(ret.ageForceMs)}, keep ${plural(ret.minRetainedCommits, 'commit')}`),
-      card('Segments', `${fmtNum(o.segments?.Built)} built`, `${fmtNum(o.segments?.Served)} served, ${fmtBytes(o.segments?.ServedBytes)}`),
+      card('Segments', `${fmtNum(o.segments?.built)} built`, `${fmtNum(o.segments?.served)} served, ${fmtBytes(o.segments?.servedBytes)}`),
       card('Events', plural(o.events?.emitted || 0, 'event'), `${fmtNum(o.events?.retained)} of ${fmtNum(o.events?.size)} kept, ${fmtNum(o.events?.droppedSubscribers)} slow readers dropped`),
       ...featureCards(o.sections || []),
     ),
@@ -162,8 +162,8 @@ function featureCards(sections) {
   for (const sec of sections) {
     const st = sec.stats || {};
     if (sec.name === 'reactions' && !sec.error) {
-      out.push(card('Reactions', link('/reactions', `${fmtNum(st.Pending)} pending`, { id: 'reactions-link' }),
-        `${fmtNum(st.Dead)} dead-lettered · ${fmtNum(st.Delivered)} delivered, ${fmtNum(st.Retried)} retried here`));
+      out.push(card('Reactions', link('/reactions', `${fmtNum(st.pending)} pending`, { id: 'reactions-link' }),
+        `${fmtNum(st.dead)} dead-lettered · ${fmtNum(st.delivered)} delivered, ${fmtNum(st.retried)} retried here`));
     }
     if (sec.name === 'operations' && !sec.error) {
       const r = st.registered || {}, sum = (m) => Object.values(m || {}).reduce((a, b) => a + b, 0);
@@ -173,10 +173,10 @@ function featureCards(sections) {
     }
     if (sec.name === 'blobs' && !sec.error) {
       const c = st.counters || {}, sd = st.stored;
-      if (sd) out.push(card('Stored blobs', `${fmtNum(sd.Present)} present, ${fmtBytes(sd.PresentBytes)}`,
-        `${fmtNum(sd.Uploading)} uploading, ${fmtNum(sd.Deleting)} being swept, ${plural(sd.References, 'row reference')}`));
+      if (sd) out.push(card('Stored blobs', `${fmtNum(sd.present)} present, ${fmtBytes(sd.presentBytes)}`,
+        `${fmtNum(sd.uploading)} uploading, ${fmtNum(sd.deleting)} being swept, ${plural(sd.references, 'row reference')}`));
       else if (st.storedError) out.push(card('Stored blobs', 'unknown', st.storedError));
-      out.push(card('Blobs', `${fmtNum(c.Uploads)} uploaded`, `${fmtBytes(c.BytesIn)} in, ${fmtNum(c.Downloads)} downloads (${fmtBytes(c.BytesOut)}), ${fmtNum(c.Swept)} orphans swept in ${plural(c.SweepPasses || 0, 'pass')}, cap ${fmtBytes(st.maxBlobBytes)}`));
+      out.push(card('Blobs', `${fmtNum(c.uploads)} uploaded`, `${fmtBytes(c.bytesIn)} in, ${fmtNum(c.downloads)} downloads (${fmtBytes(c.bytesOut)}), ${fmtNum(c.swept)} orphans swept in ${plural(c.sweepPasses || 0, 'pass')}, cap ${fmtBytes(st.maxBlobBytes)}`));
     }
   }
   return out;
@@ -192,8 +192,8 @@ async function reactionsView(g, state) {
   page.replaceChildren(
     h('h1', {}, 'Durable reactions'),
     first.enabled ? h('div', { class: 'cards' },
-      card('Pending', fmtNum(st.Pending), 'waiting or being delivered'), card('Dead-lettered', fmtNum(st.Dead), 'kept until re-driven or deleted here'),
-      card('This process', `${fmtNum(st.Delivered)} delivered`, `${fmtNum(st.Retried)} retried, ${fmtNum(st.DeadLettered)} dead-lettered`))
+      card('Pending', fmtNum(st.pending), 'waiting or being delivered'), card('Dead-lettered', fmtNum(st.dead), 'kept until re-driven or deleted here'),
+      card('This process', `${fmtNum(st.delivered)} delivered`, `${fmtNum(st.retried)} retried, ${fmtNum(st.deadLettered)} dead-lettered`))
       : h('p', { class: 'muted' }, 'This server runs without reaction handlers: no reactions are scheduled.'),
     h('p', {}, 'Show ', pick),
     pager('reactions', [{ label: 'Id', num: 1 }, 'Partition', { label: 'Commit', num: 1 }, 'Name', 'State', { label: 'Attempts', num: 1 }, 'Next attempt', 'Last error', ''],
