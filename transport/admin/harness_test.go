@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/synclane/synclane/engine"
@@ -53,6 +54,10 @@ type server struct {
 	admin   *httptest.Server
 	handler *admin.Handler
 	service *adminsvc.Service
+
+	// failAPI, while set, makes every /api/ request answer 503 (the
+	// console's stale-data handling is tested with it).
+	failAPI atomic.Bool
 
 	mu      sync.Mutex
 	clients map[string]*httpsync.Client
@@ -108,8 +113,17 @@ func newServerWith(t testing.TB, st testStore, tune func(*engine.Config)) *serve
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm := httptest.NewServer(h)
-	s := &server{t: t, eng: eng, ring: ring, sch: sch, codec: ssp2.NewRowCodec(sch.Table("tasks").Columns),
+	s := &server{}
+	adm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.failAPI.Load() && strings.HasPrefix(r.URL.Path, "/api/") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"error":{"code":"admin.unavailable","message":"the store is down (test)"}}`))
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	*s = server{t: t, eng: eng, ring: ring, sch: sch, codec: ssp2.NewRowCodec(sch.Table("tasks").Columns),
 		syncURL: syncSrv.URL + "/sync", admin: adm, handler: h, service: svc, clients: map[string]*httpsync.Client{}}
 	t.Cleanup(func() {
 		h.Close()
