@@ -16,6 +16,8 @@ import (
 	"github.com/synclane/synclane/engine"
 	adminsvc "github.com/synclane/synclane/engine/admin"
 	"github.com/synclane/synclane/engine/blobs"
+	"github.com/synclane/synclane/engine/cluster"
+	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/engine/operations"
 	"github.com/synclane/synclane/protocol/opwire"
 	"github.com/synclane/synclane/protocol/schema"
@@ -248,5 +250,35 @@ func TestEveryAdminAnswerIsLowerCamelCase(t *testing.T) {
 			t.Fatalf("event stream: keys not lowerCamelCase: %s in %s", strings.Join(bad, ", "), data)
 		}
 		break
+	}
+}
+
+// The answers this test server cannot produce (GET /api/cluster and
+// /api/cluster/events need a cluster; the realtime sockets section an open
+// socket) are built from the same types: each, with every field set,
+// marshals lowerCamelCase keys.
+func TestClusterAndSocketTypesAreLowerCamelCase(t *testing.T) {
+	for name, v := range map[string]any{
+		"cluster stats": engine.ClusterStats{Self: "http://a", Members: []cluster.Member{{ID: "http://a", Incarnation: "x", StartedAtMs: 1}},
+			Healthy: true, Forwarded: map[string]uint64{"sync": 1}, Served: map[string]uint64{"sync": 1}, Retries: 1},
+		"cluster event": struct {
+			Member string `json:"member"`
+			events.Event
+		}{"http://a", events.Event{Seq: 1, Kind: "push.rejected", Partition: "p", Actor: "a", Client: "c", Code: "x", Message: "m", DurationMs: 1, Source: "s", Suppressed: 1}},
+		"realtime sockets": []realtime.SessionInfo{{SessionID: "s", ActorID: "a", ClientID: "c", Keys: []string{"k"}, Live: true, Queued: 1}},
+	} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc any
+		if err := json.Unmarshal(b, &doc); err != nil {
+			t.Fatal(err)
+		}
+		var bad []string
+		camelKeys("", doc, &bad)
+		if len(bad) > 0 {
+			t.Errorf("%s: keys not lowerCamelCase: %s in %s", name, strings.Join(bad, ", "), b)
+		}
 	}
 }
