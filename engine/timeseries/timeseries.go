@@ -179,6 +179,14 @@ type acc struct {
 	hist             [Buckets]uint64
 }
 
+func (a *acc) merge(b *acc) {
+	a.requests += b.requests
+	a.errors += b.errors
+	for i, n := range b.hist {
+		a.hist[i] += n
+	}
+}
+
 func (a *acc) add(sl *slot) {
 	a.requests += uint64(sl.requests)
 	a.errors += uint64(sl.errors)
@@ -238,18 +246,20 @@ func (s *Series) Window(seconds, step int) Window {
 	end := s.now().Unix() + 1
 	w.EndMs = end * 1000
 	first := end - int64(w.Seconds)
-	var total acc
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	var total, a acc
 	for i := range steps {
-		var a acc
+		// The lock is held for one step at a time, so a long window never
+		// holds up the requests being recorded.
+		a = acc{}
 		start := first + int64(i*w.StepSeconds)
+		s.mu.Lock()
 		for sec := start; sec < start+int64(w.StepSeconds); sec++ {
 			if sl := &s.slots[mod(sec, n)]; sl.sec == sec {
 				a.add(sl)
-				total.add(sl)
 			}
 		}
+		s.mu.Unlock()
+		total.merge(&a)
 		w.Points = append(w.Points, a.point(start*1000))
 	}
 	w.Total = total.point(first * 1000)

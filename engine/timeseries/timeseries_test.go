@@ -185,3 +185,28 @@ func TestNilSeries(t *testing.T) {
 		t.Fatalf("nil series window %+v", w)
 	}
 }
+
+// BenchmarkObserveRequest is the cost the sync handler pays per request,
+// from every core at once.
+func BenchmarkObserveRequest(b *testing.B) {
+	s := New(Options{})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			s.ObserveRequest(time.Now(), 3*time.Millisecond, false)
+		}
+	})
+}
+
+// BenchmarkWindowHour is one GET /api/timeseries of the whole hour.
+func BenchmarkWindowHour(b *testing.B) {
+	s := New(Options{})
+	now := time.Now()
+	for i := range MaxSeconds {
+		s.ObserveRequest(now.Add(-time.Duration(i)*time.Second), time.Duration(i)*time.Microsecond, false)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Window(MaxSeconds, 10)
+	}
+}
