@@ -32,8 +32,9 @@ var lowerCamel = regexp.MustCompile(`^[a-z][a-z0-9]*([A-Z][a-z0-9]+)*$`)
 
 // dataKeys are the JSON paths (as camelKeys spells them, "[]" for any
 // array element, "*" for any map key) whose object keys are data rather
-// than field names: row values by column, scopes by variable, counters by
-// code, kind or reason. Their values are still walked.
+// than field names: row values by column, scopes by variable, horizons by
+// partition, counters by code, kind or reason. Their values are still
+// walked.
 var dataKeys = []string{
 	"sections[].stats.executed",
 	"sections[].stats.executed.*",
@@ -41,7 +42,8 @@ var dataKeys = []string{
 	"sections[].stats.refused.*",
 	"sections[].stats.closed",
 	"requests.errors",
-	"requests.retention",
+	"requests.retention.horizons",
+	"retention.stats.horizons",
 	"changeList[].row",
 	"changeList[].scopes",
 	"history[].change.row",
@@ -54,7 +56,6 @@ var dataKeys = []string{
 	"members[].stats.served",
 	"forwarded",
 	"served",
-	"items[].attrs",
 }
 
 // camelKeys walks v (a decoded JSON value) and returns every object key
