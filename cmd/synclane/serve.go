@@ -661,7 +661,8 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	controls.Engine = eng
 
 	mux := httpsync.NewMux(eng, httpsync.MuxOptions{
-		Options:  httpsync.Options{Auth: authn, MaxBodyBytes: c.maxBody, BodyBudget: bodies, Logger: log, WriteTimeout: c.writeTimeout},
+		Options: httpsync.Options{Auth: authn, MaxBodyBytes: c.maxBody, BodyBudget: bodies, Logger: log, WriteTimeout: c.writeTimeout,
+			Observer: c.admin.observer()},
 		Mount:    c.mount,
 		Ready:    eng.Ready,
 		Realtime: hub,

@@ -137,9 +137,12 @@ type worker struct {
 type Stats struct {
 	// Delivered, Retried and DeadLettered count this process's attempts:
 	// successful, failed and rescheduled, failed for the last time.
-	Delivered, Retried, DeadLettered uint64
+	Delivered    uint64 `json:"delivered"`
+	Retried      uint64 `json:"retried"`
+	DeadLettered uint64 `json:"deadLettered"`
 	// Pending and Dead are the stored reactions by state.
-	Pending, Dead int64
+	Pending int64 `json:"pending"`
+	Dead    int64 `json:"dead"`
 }
 
 // start runs the worker until stop.

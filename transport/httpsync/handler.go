@@ -63,6 +63,9 @@ type Options struct {
 	// memory freed. 0 disables it. Set http.Server.WriteTimeout too: it
 	// resets the connection's write deadline for every request.
 	WriteTimeout time.Duration
+	// Observer, when set, is told of every request when it ends
+	// (observe.go); the admin console's request chart is one.
+	Observer RequestObserver
 }
 
 // Handler serves POST /sync. Mount it under any prefix with
@@ -104,8 +107,8 @@ func requestID(r *http.Request) string {
 	return uuid.NewString()
 }
 
-// ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// serve answers one sync request (ServeHTTP, observe.go, wraps it).
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	rid := requestID(r)
 	w.Header().Set(RequestIDHeader, rid)
 	if r.Method != http.MethodPost {

@@ -822,22 +822,28 @@ func groupKey(subs []sub) string {
 type Stats struct {
 	// Sockets is the number of open sockets; Partitions the partitions
 	// they are on.
-	Sockets, Partitions int
+	Sockets    int `json:"sockets"`
+	Partitions int `json:"partitions"`
 	// Accepted counts upgrades; RefusedLimit upgrades refused at
 	// MaxConnections, RefusedClient at MaxConnectionsPerClient and
 	// RefusedActor at MaxConnectionsPerActor.
-	Accepted, RefusedLimit, RefusedClient, RefusedActor uint64
+	Accepted      uint64 `json:"accepted"`
+	RefusedLimit  uint64 `json:"refusedLimit"`
+	RefusedClient uint64 `json:"refusedClient"`
+	RefusedActor  uint64 `json:"refusedActor"`
 	// Deltas counts deltas queued; DeltaBuilds the distinct deltas
 	// encoded (one per subscription set and wire version).
-	Deltas, DeltaBuilds uint64
+	Deltas      uint64 `json:"deltas"`
+	DeltaBuilds uint64 `json:"deltaBuilds"`
 	// Wakes counts wake-ups by reason.
-	Wakes map[string]uint64
+	Wakes map[string]uint64 `json:"wakes"`
 	// Closed counts sockets closed by the server, by reason: "slow"
 	// (send buffer full), "ping" (no pong), "protocol" (a violation),
 	// "shutdown".
-	Closed map[string]uint64
+	Closed map[string]uint64 `json:"closed"`
 	// Rounds counts socket rounds served; Presence presence events queued.
-	Rounds, Presence uint64
+	Rounds   uint64 `json:"rounds"`
+	Presence uint64 `json:"presence"`
 }
 
 type stats struct {
@@ -863,13 +869,15 @@ func (h *Hub) Stats() Stats {
 
 // SessionInfo describes one open socket (for tests and operators).
 type SessionInfo struct {
-	SessionID, ActorID, ClientID string
+	SessionID string `json:"sessionId"`
+	ActorID   string `json:"actorId"`
+	ClientID  string `json:"clientId"`
 	// Keys are the scope keys it is registered on, sorted.
-	Keys []string
+	Keys []string `json:"keys"`
 	// Live reports that it gets deltas (not wake-ups).
-	Live bool
+	Live bool `json:"live"`
 	// Queued is the number of messages in its send buffer.
-	Queued int
+	Queued int `json:"queued"`
 }
 
 // Sessions lists the open sockets of a partition.
