@@ -648,11 +648,12 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	controls.Engine = eng
 
 	mux := httpsync.NewMux(eng, httpsync.MuxOptions{
-		Options:  httpsync.Options{Auth: authn, MaxBodyBytes: c.maxBody, BodyBudget: bodies, Logger: log, WriteTimeout: c.writeTimeout},
-		Mount:    c.mount,
-		Ready:    eng.Ready,
-		Realtime: hub,
-		Metrics:  append(metricWriters(hub, eng, relay), c.conn.writeMetrics),
+		Options:    httpsync.Options{Auth: authn, MaxBodyBytes: c.maxBody, BodyBudget: bodies, Logger: log, WriteTimeout: c.writeTimeout},
+		Mount:      c.mount,
+		Ready:      eng.Ready,
+		Realtime:   hub,
+		Registerer: serveRegistry(),
+		Collectors: metricCollectors(hub, eng, relay, &c.conn),
 	})
 	if c.testControl {
 		mux.Handle("/_test/", testcontrol.Handler(controls))
