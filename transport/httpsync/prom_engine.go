@@ -184,11 +184,11 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descAuthFailures, float64(n), k.Route, k.Reason)
 	}
 
-	os := eng.Operations().Stats()
+	ops := eng.Operations().Stats()
 	for _, k := range []string{opwire.KindQuery, opwire.KindCommand} {
-		counter(descOpsExecuted, float64(os.Executed[k]), k)
+		counter(descOpsExecuted, float64(ops.Executed[k]), k)
 	}
-	for k, codes := range os.Refused {
+	for k, codes := range ops.Refused {
 		for code, n := range codes {
 			counter(descOpsRefused, float64(n), k, code)
 		}
