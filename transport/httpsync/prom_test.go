@@ -166,3 +166,23 @@ func TestMetricsPrivateRegistryLints(t *testing.T) {
 	}
 	lint(t, body)
 }
+
+// The engine's collector reports only metrics it describes (a pedantic
+// registry checks every metric against Describe).
+func TestEngineCollectorPedantic(t *testing.T) {
+	eng := newPromEngine(t)
+	mux := httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: auth.DevAuth{}}})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	c := &httpsync.Client{URL: srv.URL + "/sync", ClientID: "pedantic", Header: http.Header{"X-Actor": {"ada"}}}
+	if err := c.Handshake(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := promtext.Collect(httpsync.NewCollector(eng))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !promtext.Has(b, "synclane_requests_total 1") {
+		t.Errorf("engine collector:\n%s", b)
+	}
+}
