@@ -663,11 +663,12 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	mux := httpsync.NewMux(eng, httpsync.MuxOptions{
 		Options: httpsync.Options{Auth: authn, MaxBodyBytes: c.maxBody, BodyBudget: bodies, Logger: log, WriteTimeout: c.writeTimeout,
 			Observer: c.admin.observer()},
-		Mount:    c.mount,
-		Ready:    eng.Ready,
-		Realtime: hub,
-		Metrics:  append(metricWriters(hub, eng, relay), c.conn.writeMetrics),
-		CORS:     c.cors.policy,
+		Mount:      c.mount,
+		Ready:      eng.Ready,
+		Realtime:   hub,
+		Registerer: serveRegistry(),
+		Collectors: metricCollectors(hub, eng, relay, &c.conn),
+		CORS:       c.cors.policy,
 	})
 	if c.testControl {
 		mux.Handle("/_test/", testcontrol.Handler(controls))
