@@ -422,6 +422,15 @@ func serve(ctx context.Context, args []string, lookup func(string) (string, bool
 	return 0
 }
 
+// schemaFileError prefixes a schema error with its file and, when Parse
+// located it, "file:line:column: " as compilers do.
+func schemaFileError(file string, err error) error {
+	if pe := (*schema.PositionError)(nil); errors.As(err, &pe) {
+		return fmt.Errorf("%s:%d:%d: %w", file, pe.Line, pe.Column, pe.Err)
+	}
+	return fmt.Errorf("%s: %w", file, err)
+}
+
 func schemaSource(file string) ([]byte, error) {
 	if file == "" {
 		return []byte(schema.Demo), nil
@@ -513,7 +522,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	// no database behind.
 	probe, err := schema.Parse(src)
 	if err != nil {
-		return &engine.ReadinessError{Phase: engine.PhaseSchemaCompile, Cause: fmt.Errorf("%s: %w", c.schemaFile, err)}
+		return &engine.ReadinessError{Phase: engine.PhaseSchemaCompile, Cause: schemaFileError(c.schemaFile, err)}
 	}
 	if err := checkMergers(probe); err != nil {
 		return &engine.ReadinessError{Phase: engine.PhaseSchemaCompile, SchemaVersion: probe.Version, Cause: fmt.Errorf("%s: %w", c.schemaFile, err)}
