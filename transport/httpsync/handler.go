@@ -106,6 +106,12 @@ func requestID(r *http.Request) string {
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var sw *spanWriter // trace.go; nil with tracing off
+	if t := h.eng.Tracer(); t != nil {
+		sw, r = traceSync(t, w, r)
+		w = sw
+		defer sw.end()
+	}
 	rid := requestID(r)
 	w.Header().Set(RequestIDHeader, rid)
 	if r.Method != http.MethodPost {
@@ -137,6 +143,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// In cluster mode a request for a partition another member owns goes
 	// to it undecoded (SyncEncoded); msg is nil then.
 	rep, msg, err := h.eng.SyncEncoded(r.Context(), id, body)
+	if sw != nil {
+		sw.request(id.Partition, msg, rep != nil)
+	}
 	if msg != nil {
 		noteKind(w, RequestKind(msg))
 	} else if rep != nil {
