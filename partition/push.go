@@ -67,8 +67,11 @@ func (p *Partition) push(ctx context.Context, jobs []*SyncJob) {
 	p.clientsWrittenBack(written)
 	p.addLeases(ctx, applied) // lease.go: written after the push transaction
 	applied = p.answerPulls(ctx, token, applied)
-	span := p.groupSpan(ctx, requestsOf(applied), tracing.SpanGateVerify)
-	horizon, ok := p.verifiedBy(trace.ContextWithSpan(ctx, span), p.afterCommit(tx, applied), token, requestsOf(applied))
+	vctx, span := ctx, p.groupSpan(ctx, requestsOf(applied), tracing.SpanGateVerify)
+	if span.IsRecording() {
+		vctx = trace.ContextWithSpan(ctx, span)
+	}
+	horizon, ok := p.verifiedBy(vctx, p.afterCommit(tx, applied), token, requestsOf(applied))
 	span.End()
 	if !ok {
 		return

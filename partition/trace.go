@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -28,7 +29,7 @@ import (
 // request's span is recording; otherwise nothing is allocated.
 
 // traced reports whether j's steps are traced (see above).
-func (p *Partition) traced(j *SyncJob) bool { return p.cfg.Tracer != nil && !j.queued.IsZero() }
+func (p *Partition) traced(j *SyncJob) bool { return p.cfg.Tracer != nil && j.queued != 0 }
 
 // jobSpan starts step name of j's request under its span (tracing.Off
 // when j is not traced); the returned context is ctx carrying it.
@@ -46,7 +47,7 @@ func (p *Partition) queueWait(j *SyncJob) {
 		return
 	}
 	_, s := p.cfg.Tracer.Start(trace.ContextWithSpan(context.Background(), trace.SpanFromContext(j.ctx)), tracing.SpanQueueWait,
-		trace.WithTimestamp(j.queued))
+		trace.WithTimestamp(time.Unix(0, j.queued)))
 	s.End()
 }
 
