@@ -67,7 +67,7 @@ func (p *Partition) push(ctx context.Context, jobs []*SyncJob) {
 	p.clientsWrittenBack(written)
 	p.addLeases(ctx, applied) // lease.go: written after the push transaction
 	applied = p.answerPulls(ctx, token, applied)
-	vctx, span := ctx, p.groupSpan(ctx, requestsOf(applied), tracing.SpanGateVerify)
+	vctx, span := ctx, p.appliedSpan(ctx, applied, tracing.SpanGateVerify)
 	if span.IsRecording() {
 		vctx = trace.ContextWithSpan(ctx, span)
 	}
@@ -211,7 +211,7 @@ func (p *Partition) prefetch(ctx context.Context, tx storage.PushTx, jobs []*Syn
 // log tail and reports the new max seq.
 func (p *Partition) commitGroup(ctx context.Context, tx storage.PushTx, info storage.PartitionInfo, applied []started) bool {
 	announced := p.announceKeys(p.staged)
-	span := p.groupSpan(ctx, requestsOf(applied), tracing.SpanCommit)
+	span := p.appliedSpan(ctx, applied, tracing.SpanCommit)
 	if span.IsRecording() {
 		span.SetAttributes(tracing.Commits.Int(len(p.staged)))
 	}

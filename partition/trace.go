@@ -139,3 +139,12 @@ func (p *Partition) reportOrigins() {
 	}
 	p.origins = p.origins[:0]
 }
+
+// appliedSpan is groupSpan over the requests of applied (nothing is
+// gathered when tracing is off).
+func (p *Partition) appliedSpan(ctx context.Context, applied []started, name string) trace.Span {
+	if p.cfg.Tracer == nil {
+		return tracing.Off
+	}
+	return p.groupSpan(ctx, requestsOf(applied), name)
+}
