@@ -22,25 +22,17 @@ func serveRegistry() *prometheus.Registry {
 	return reg
 }
 
-// buildInfo is synclane_build_info{version,revision,goversion} 1, read
-// from the binary's build information ("unknown" where it has none: a
-// version outside a module download is "(devel)").
+// buildInfo is synclane_build_info{version,revision,goversion} 1, from
+// the same build information `synclane version` prints (version.go).
 func buildInfo() prometheus.Collector {
-	version, revision, goversion := "unknown", "unknown", runtime.Version()
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" {
-			version = bi.Main.Version
-		}
-		goversion = bi.GoVersion
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && s.Value != "" {
-				revision = s.Value
-			}
-		}
+	bi, ok := debug.ReadBuildInfo()
+	v := readBuildVersion(bi, ok, version)
+	if v.Go == "unknown" {
+		v.Go = runtime.Version()
 	}
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "synclane_build_info",
 		Help:        "Always 1: the version, VCS revision and Go version the running binary was built from.",
-		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": goversion}})
+		ConstLabels: prometheus.Labels{"version": v.Module, "revision": v.Revision, "goversion": v.Go}})
 	g.Set(1)
 	return g
 }

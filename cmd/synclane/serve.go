@@ -102,6 +102,8 @@ type serveConfig struct {
 	maxWebsockets                   int
 	// Connection caps: --max-connections, per-client and per-actor sockets (connlimits.go).
 	conn connLimitConfig
+	// tracing holds --otlp-endpoint (tracing.go).
+	tracing tracingConfig
 
 	// Segments (inline limit, TTL, signed URLs), and options of features
 	// that are not implemented yet: accepted and validated so a harness can
@@ -174,6 +176,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.Int64Var(&c.maxPresenceBytes, "max-presence-bytes", realtime.DefaultMaxPresenceBytes, "largest realtime presence document in bytes; a larger one is refused with presence.too_large (0: the default)")
 	fs.IntVar(&c.maxWebsockets, "max-websockets", realtime.DefaultMaxConnections, "most realtime sockets this process holds; more upgrades get 429 sync.websocket_connection_limit")
 	connLimitFlags(fs, &c.conn)
+	tracingFlags(fs, &c.tracing)
 	fs.DurationVar(&c.segmentTTL, "segment-ttl", 24*time.Hour, "how long a segment is downloadable after it is built (then 404 sync.segment_expired)")
 	fs.DurationVar(&c.signedURLTTL, "signed-url-ttl", 0, "enable signed segment URLs (issued to clients accepting them) with this lifetime, at most 15m (off when 0)")
 	fs.StringVar(&c.signedURLKey, "signed-url-key", "", "HMAC key of signed segment URLs, at least 32 bytes; processes sharing a database need the same key (default: random per process)")
@@ -196,6 +199,9 @@ func (c *serveConfig) validate(given map[string]bool) error {
 		return errors.New("--listen is empty: want host:port")
 	}
 	if err := c.admin.validate(); err != nil {
+		return err
+	}
+	if err := c.tracing.validate(); err != nil {
 		return err
 	}
 	if c.debugListen != "" && !loopback(c.debugListen) {
@@ -656,6 +662,11 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		return err
 	}
 	c.admin.engineConfig(&cfg)
+	stopTracing, err := c.tracing.configure(ctx, &cfg, log) // tracing.go
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // (runs after eng.Close: the last spans are flushed)
 	eng, err := engine.New(ctx, cfg)
 	if err != nil {
 		return err

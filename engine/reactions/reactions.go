@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/partition"
@@ -127,6 +128,10 @@ type worker struct {
 	wake  chan struct{}
 
 	delivered, retried, deadLettered, failedOps atomic.Uint64
+
+	// tracer and origins trace deliveries (trace.go); nil: off.
+	tracer  trace.Tracer
+	origins *origins
 
 	stop context.CancelFunc
 	done chan struct{}
@@ -232,7 +237,7 @@ func (w *worker) round(ctx context.Context) int {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			errs[i] = w.call(hctx, rs[i])
+			errs[i] = w.deliver(hctx, rs[i])
 		}()
 	}
 	wg.Wait()

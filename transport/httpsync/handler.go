@@ -109,6 +109,12 @@ func requestID(r *http.Request) string {
 
 // serve answers one sync request (ServeHTTP, observe.go, wraps it).
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
+	var sw *spanWriter // trace.go; nil with tracing off
+	if t := h.eng.Tracer(); t != nil {
+		sw, r = traceSync(t, w, r)
+		w = sw
+		defer sw.end()
+	}
 	rid := requestID(r)
 	w.Header().Set(RequestIDHeader, rid)
 	if r.Method != http.MethodPost {
@@ -140,6 +146,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	// In cluster mode a request for a partition another member owns goes
 	// to it undecoded (SyncEncoded); msg is nil then.
 	rep, msg, err := h.eng.SyncEncoded(r.Context(), id, body)
+	if sw != nil {
+		sw.request(id.Partition, msg, rep != nil)
+	}
 	if msg != nil {
 		noteKind(w, RequestKind(msg))
 	} else if rep != nil {
