@@ -9,8 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,27 +16,12 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/synclane/synclane/internal/browsertest"
+
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/transport/httpsync"
 )
-
-// corsChromium finds the system Chromium; with SYNCLANE_REQUIRE_BROWSER=1
-// a missing browser fails the test instead of skipping it (as the admin
-// console's browser tests do).
-func corsChromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("SYNCLANE_REQUIRE_BROWSER") == "1" {
-		t.Fatal("SYNCLANE_REQUIRE_BROWSER=1 but no chromium on PATH (apt-get install chromium chromium-driver)")
-	}
-	t.Skip("no chromium on PATH (apt-get install chromium chromium-driver; SYNCLANE_REQUIRE_BROWSER=1 makes this a failure)")
-	return ""
-}
 
 // corsPage is the script of the test pages: run() pushes, pulls (binary
 // SSP2 bodies built by the test, base64 in the page) and opens the
@@ -91,7 +74,6 @@ type pageResult struct {
 // three by the browser (the preflight and the upgrade are refused), and
 // its push never reaches the engine.
 func TestCORSInBrowser(t *testing.T) {
-	exe := corsChromium(t)
 	var allowedHTML, blockedHTML atomic.Value
 	page := func(v *atomic.Value) *httptest.Server {
 		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -142,17 +124,7 @@ func TestCORSInBrowser(t *testing.T) {
 	allowedHTML.Store(html("web", "page-allowed-1", pushOf("web", "c-allowed", "t-allowed", "written from the allowed page")))
 	blockedHTML.Store(html("evil", "page-blocked-1", pushOf("evil", "c-blocked", "t-blocked", "written from the blocked page")))
 
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(exe), chromedp.Flag("headless", true), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()))
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancelBrowser()
-	if err := chromedp.Do(bctx); err != nil { // starts the browser (no timeout on this context)
-		t.Fatalf("start chromium: %v", err)
-	}
+	bctx := browsertest.Start(t, 1280, 800)
 	runPage := func(url string) pageResult {
 		t.Helper()
 		sctx, cancel := context.WithTimeout(bctx, 15*time.Second)

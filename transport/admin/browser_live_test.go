@@ -14,6 +14,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/synclane/synclane/internal/browsertest"
+
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/blobs"
 	"github.com/synclane/synclane/storage/blobstore"
@@ -29,7 +31,6 @@ const updateScreenshots = "SYNCLANE_UPDATE_SCREENSHOTS"
 // marks the figures stale until the API answers again, and a page that
 // fails to load shows nothing of the previous one.
 func TestConsoleLiveInBrowser(t *testing.T) {
-	exe := chromiumPath(t)
 	s := newServerWith(t, backends[1].open(t), func(c *engine.Config) {
 		fs, err := blobstore.NewFS(t.TempDir())
 		if err != nil {
@@ -41,15 +42,7 @@ func TestConsoleLiveInBrowser(t *testing.T) {
 	s.push("acme", "bob", "phone", "c2", "task-2", "roadmap", "Ship 1.0")
 	s.push("globex", "cyd", "tablet", "c3", "g-1", "ops", "Rotate keys")
 
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(exe), chromedp.Flag("headless", true),
-		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1500, 1100))
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancelBrowser()
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
+	bctx := browsertest.Start(t, 1500, 1100)
 	fail := func(what string, err error) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(bctx, 5*time.Second)
