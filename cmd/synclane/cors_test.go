@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/synclane/synclane/internal/promtext"
 )
 
 // corsDo sends method to url with the headers kv (name, value, ...) and
@@ -91,7 +93,7 @@ func TestServeCORSRoutes(t *testing.T) {
 	_, metrics := corsDo(t, http.MethodGet, base+"/metrics")
 	for _, line := range []string{`synclane_http_requests_total{route="segments",status="204",code="none"} 3`,
 		`synclane_http_requests_total{route="realtime",status="403",code="sync.forbidden"} 2`} {
-		if !strings.Contains(metrics, line) {
+		if !promtext.Has([]byte(metrics), line) {
 			t.Errorf("metrics lack %s", line)
 		}
 	}
