@@ -5,12 +5,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/timeseries"
+	"github.com/synclane/synclane/internal/promtext"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage/memory"
@@ -63,7 +63,7 @@ func TestObserverSeesEverySyncRequest(t *testing.T) {
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	if !strings.Contains(string(b), `synclane_http_requests_total{route="sync",status="415",code="sync.invalid_request"} 1`) {
+	if !promtext.Has(b, `synclane_http_requests_total{route="sync",status="415",code="sync.invalid_request"} 1`) {
 		t.Fatalf("the Mux's metrics lost the code under the observer:\n%s", b)
 	}
 }
