@@ -156,14 +156,14 @@ var ErrStopped error = stoppedError{}
 
 // Stats is a snapshot of the runtime's counters.
 type Stats struct {
-	LiveActors int
-	Spawned    uint64
-	Passivated uint64
+	LiveActors int    `json:"liveActors"`
+	Spawned    uint64 `json:"spawned"`
+	Passivated uint64 `json:"passivated"`
 	// Evicted counts actors stopped by Evict or EvictIf.
-	Evicted     uint64
-	Restarts    uint64
-	BatchedJobs uint64
-	Batches     uint64
+	Evicted     uint64 `json:"evicted"`
+	Restarts    uint64 `json:"restarts"`
+	BatchedJobs uint64 `json:"batchedJobs"`
+	Batches     uint64 `json:"batches"`
 }
 
 // flush tells a partition actor to serve its pending batch.

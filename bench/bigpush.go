@@ -209,11 +209,13 @@ func inflightGauges(ctx context.Context, hc *http.Client, u string) (inUse, limi
 			continue
 		}
 		switch name {
-		case "synclane_inflight_body_bytes":
-			inUse, _ = strconv.ParseInt(v, 10, 64)
+		case "synclane_inflight_body_bytes": // promhttp writes 1048576 as 1.048576e+06
+			f, _ := strconv.ParseFloat(v, 64)
+			inUse = int64(f)
 			n++
 		case "synclane_inflight_body_limit_bytes":
-			limit, _ = strconv.ParseInt(v, 10, 64)
+			f, _ := strconv.ParseFloat(v, 64)
+			limit = int64(f)
 			n++
 		}
 	}

@@ -40,6 +40,11 @@ type Config struct {
 	Rate         int
 	PullInterval time.Duration
 
+	// Tracing is the engine's tracing in-process and over --http (see
+	// tracing.go): off, or drop (a real SDK provider whose exporter drops
+	// every span).
+	Tracing string
+
 	Rows     []int
 	PageRows int
 	Pages    int
@@ -158,6 +163,7 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	fs.StringVar(&rows, "rows", "10000,100000", "bootstrap: row counts")
 	fs.IntVar(&cfg.PageRows, "page-rows", 10000, "bootstrap: limitSnapshotRows per page")
 	fs.IntVar(&cfg.Pages, "pages", 10, "bootstrap: maxSnapshotPages per request")
+	fs.StringVar(&cfg.Tracing, "tracing", "off", "engine tracing (in-process and --http targets): off, or drop (an OpenTelemetry SDK provider, every span sampled, batched to an exporter that drops them)")
 	fs.StringVar(&cfg.Lane, "lane", "inline", "bootstrap: inline (accept bit 0), ref (rows by SEGMENT_REF, bit 1) or sqlite (a SQLite image by reference, bits 1 and 2)")
 	fs.BoolVar(&cfg.ServerProc, "server-proc", false, "bootstrap --http: serve from a child process and probe its heap (peak server heap vs page bytes), and time a bare SELECT+encode loop on the same rows")
 	fs.IntVar(&cfg.ServerGOGC, "server-gogc", 0, "bootstrap --server-proc: GOGC of the server child (0: Go's default); a low value makes the heap probe follow the live heap")

@@ -122,6 +122,15 @@ func openTarget(ctx context.Context, cfg *Config, store string, eo EngineOpts) (
 	ecfg := engine.Config{Schema: sch, Backend: st, Segments: segments.Options{Images: sqliteimage.Builder{}}, DisableGroupCommit: eo.DisableGroupCommit,
 		IdleTimeout: eo.IdleTimeout, Retention: retention.Options{BatchCommits: eo.PruneBatch}}
 	ecfg.Resolver = engine.AllowAll(ecfg.Schema)
+	tp, err := benchTracing(cfg.Tracing) // tracing.go
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	if tp != nil {
+		ecfg.Tracing = tp
+		t.cleanup = append(t.cleanup, func() { _ = tp.Shutdown(context.Background()) })
+	}
 	if eo.ServeSegments {
 		if ecfg.Segments.Store, err = openServeSegments(ctx, cfg, t); err != nil {
 			t.Close()

@@ -32,6 +32,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/actors"
@@ -245,6 +246,14 @@ type Config struct {
 	// (nil: every operation is operation.unknown; it must be built for
 	// Schema) and the query timeout.
 	Operations operations.Options
+
+	// Tracing, when set, receives OpenTelemetry spans (tracing.go): one
+	// per sync request with its steps on the partition's actor, storage
+	// commits, segment builds, forwarded member calls and reaction
+	// deliveries. nil (or a no-op provider) turns tracing off: no span is
+	// allocated. The engine links only the OpenTelemetry API; the SDK and
+	// the exporter are the embedder's.
+	Tracing trace.TracerProvider
 }
 
 // CommitFeed reports commits made to a shared store by any process.
@@ -344,6 +353,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	pc.Mergers = cfg.Mergers
 	pc.IdempotencyFault = cfg.IdempotencyFault
 	pc.Limits = cfg.Limits.WithDefaults()
+	pc.Tracer = e.tracer()
 	if err := configureHooks(cfg, pc); err != nil {
 		return nil, err
 	}
@@ -354,6 +364,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if e.reactions, err = reactions.New(cfg.Backend.Reactions, cfg.Reactions, cfg.Logger); err != nil {
 		return nil, err
 	}
+	e.reactions.Trace(pc.Tracer)
 	e.reactions.Configure(pc)
 	e.segments = segments.New(cfg.Segments, segments.Deps{Schema: cfg.Schema, Limits: pc.Limits, Resolver: e.resolver,
 		SignedURLs: cfg.SignedURLs, PublicURL: cfg.PublicURL, Now: cfg.Now, Logger: cfg.Logger})
@@ -602,7 +613,9 @@ func (e *Engine) sync(ctx context.Context, id Identity, msg *ssp2.Message) (rep 
 // the owner's answer as a forwarded reply, streaming on the member call's
 // context.
 func (e *Engine) forward(ctx context.Context, owner string, id Identity, body []byte) (*Reply, error) {
+	ctx, span := e.forwardSpan(ctx, owner, id)
 	rc, err := e.cluster.cfg.Peers.Sync(ctx, owner, id, body)
+	endForwardSpan(span, err)
 	if err != nil {
 		return nil, err
 	}

@@ -41,18 +41,20 @@ func (m *Metrics) observe(r *Reply, err error, d time.Duration) {
 }
 
 // MetricsSnapshot is a point-in-time copy of the engine's counters.
+// Its JSON keys (the admin API's "requests") are lowerCamelCase.
 type MetricsSnapshot struct {
-	Requests         uint64
-	CommitsApplied   uint64
-	CommitsCached    uint64
-	CommitsRejected  uint64
-	HeaderOnlyResets uint64
-	RequestSeconds   float64
+	Requests         uint64  `json:"requests"`
+	CommitsApplied   uint64  `json:"commitsApplied"`
+	CommitsCached    uint64  `json:"commitsCached"`
+	CommitsRejected  uint64  `json:"commitsRejected"`
+	HeaderOnlyResets uint64  `json:"headerOnlyResets"`
+	RequestSeconds   float64 `json:"requestSeconds"`
 	// RemoteCommits counts commit notifications from other processes.
-	RemoteCommits uint64
-	Errors        map[string]uint64
+	RemoteCommits uint64 `json:"remoteCommits"`
+	// Errors counts error answers by protocol code.
+	Errors map[string]uint64 `json:"errors"`
 	// Retention holds the pruning counters.
-	Retention retention.Stats
+	Retention retention.Stats `json:"retention"`
 }
 
 // Metrics returns a snapshot of the engine's counters.

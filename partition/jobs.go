@@ -3,7 +3,9 @@ package partition
 import (
 	"context"
 	"errors"
+	"time"
 
+	"github.com/synclane/synclane/internal/tracing"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 )
@@ -33,6 +35,10 @@ type SyncJob struct {
 	resolved bool
 	// outage: the resolver signalled an outage (lease.go).
 	outage bool
+	// queued is when the job was made (Unix ns), set only when ctx
+	// carries a recording span (trace.go: the job's steps are traced
+	// then); 0 otherwise.
+	queued int64
 	completion[*Reply]
 }
 
@@ -42,6 +48,9 @@ type SyncJob struct {
 // forbidden).
 func NewSyncJob(ctx context.Context, actorID string, req *ssp2.Request, allowed Allowed, resolved bool) *SyncJob {
 	j := &SyncJob{ctx: ctx, actorID: actorID, req: req, allowed: allowed, resolved: resolved}
+	if tracing.Recording(ctx) {
+		j.queued = time.Now().UnixNano()
+	}
 	j.init()
 	return j
 }

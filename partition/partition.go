@@ -24,6 +24,7 @@ import (
 	"errors"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/protocol/schema"
@@ -120,6 +121,16 @@ type Config struct {
 	// lookupIdempotency): nil in production.
 	IdempotencyFault func() bool
 
+	// Tracer, when set, traces the steps of every job whose request
+	// context carries a recording span (trace.go); nil: tracing is off
+	// and costs nothing.
+	Tracer trace.Tracer
+	// OnReactionOrigin, when set (reaction tracing), is told, once a
+	// traced request's commit that scheduled reactions is durable, the
+	// commit's seq and the request's span context (engine/reactions links
+	// the deliveries to it). It must not block.
+	OnReactionOrigin func(partition string, commitSeq int64, sc trace.SpanContext)
+
 	// encoder encodes bootstrap pages: Backend.RowEncoder, or
 	// storage.VisitEncoder on Backend.Rows without one (chosen by
 	// NewConfig).
@@ -174,6 +185,9 @@ type Partition struct {
 	// staged holds the commits of the open push transaction until it commits.
 	tail   logTail
 	staged []storage.CommitRecord
+	// origins are the staged commits that scheduled reactions for traced
+	// requests (see Config.OnReactionOrigin).
+	origins []reactionOrigin
 }
 
 // New returns the state of partition name; Start loads it.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/synclane/synclane/internal/tracing"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
@@ -18,42 +20,27 @@ import (
 // run the request checks, build the reply, verify the gate, and only then
 // record the client and release the reply.
 func (p *Partition) pull(ctx context.Context, j *SyncJob) {
+	p.queueWait(j)
 	if j.abandoned() {
 		return
 	}
+	_, span := p.jobSpan(ctx, j, tracing.SpanGateOpen)
 	token, err := p.cfg.Gate.Open(ctx, p.cfg.Backend.Checkpoints, p.name)
+	endSpan(span, err)
 	if err != nil {
 		j.answer(nil, err)
 		return
 	}
-	info, err := p.read(ctx)
-	if err != nil {
-		j.answer(nil, storageErr(err))
-		return
-	}
-	if token.LogEpoch != "" && info.LogEpoch != token.LogEpoch {
-		// Rotated between the two reads: the reply would not be built
-		// under the token it is verified against.
-		j.answer(nil, (&Refusal{Kind: RefuseEpoch}).Error())
-		return
-	}
-	if err := p.bind(ctx, j); err != nil {
-		j.answer(nil, storageErr(err))
-		return
-	}
-	rep, stop, err := p.precheck(ctx, j, info)
+	bctx, span := p.jobSpan(ctx, j, tracing.SpanReplyBuild)
+	rep, stop, err := p.buildPull(bctx, j, token)
+	endSpan(span, err)
 	if err != nil {
 		j.answer(nil, err)
 		return
 	}
-	if !stop {
-		p.addLease(ctx, j, rep) // lease.go
-		if err := p.servePulls(ctx, j, token, info, rep); err != nil {
-			j.answer(nil, err)
-			return
-		}
-	}
-	horizon, ok := p.verified(ctx, token, []*SyncJob{j})
+	vctx, span := p.jobSpan(ctx, j, tracing.SpanGateVerify)
+	horizon, ok := p.verified(vctx, token, []*SyncJob{j})
+	span.End()
 	if !ok {
 		return
 	}
@@ -63,6 +50,35 @@ func (p *Partition) pull(ctx context.Context, j *SyncJob) {
 		p.recordClient(j, rep)
 	}
 	j.answer(rep, nil)
+}
+
+// buildPull reads the partition, runs the request checks and builds the
+// reply of a pull under the gate token token; stop reports that the
+// checks answered the request (rep is the answer, nothing to record).
+func (p *Partition) buildPull(ctx context.Context, j *SyncJob, token GateToken) (rep *Reply, stop bool, err error) {
+	info, err := p.read(ctx)
+	if err != nil {
+		return nil, false, storageErr(err)
+	}
+	if token.LogEpoch != "" && info.LogEpoch != token.LogEpoch {
+		// Rotated between the two reads: the reply would not be built
+		// under the token it is verified against.
+		return nil, false, (&Refusal{Kind: RefuseEpoch}).Error()
+	}
+	if err := p.bind(ctx, j); err != nil {
+		return nil, false, storageErr(err)
+	}
+	rep, stop, err = p.precheck(ctx, j, info)
+	if err != nil {
+		return nil, false, err
+	}
+	if !stop {
+		p.addLease(ctx, j, rep) // lease.go
+		if err := p.servePulls(ctx, j, token, info, rep); err != nil {
+			return nil, false, err
+		}
+	}
+	return rep, stop, nil
 }
 
 // verified re-reads the gate after replies were built under token. When
@@ -80,6 +96,7 @@ func (p *Partition) verified(ctx context.Context, token GateToken, jobs []*SyncJ
 func (p *Partition) verifiedBy(ctx context.Context, r GateReader, token GateToken, jobs []*SyncJob) (int64, bool) {
 	now, horizon, err := p.cfg.Gate.Verify(ctx, r, p.name, token)
 	if err != nil {
+		failSpan(trace.SpanFromContext(ctx), err) // the gate verify span, when traced
 		for _, j := range jobs {
 			j.answer(nil, err)
 		}
@@ -443,12 +460,15 @@ func (p *Partition) imageStart(ctx context.Context, src tablePages, tok Bootstra
 	t, digest := src.table, src.digest
 	m, _, err := p.cfg.Segments.Obtain(ctx, p.name, src.imageKey(tok), func(ctx context.Context) (segstore.Built, error) {
 		p.cfg.Segments.CountEncoded()
+		ctx, span := p.segmentSpan(ctx)
 		data, n, err := p.cfg.buildImage(p, ctx, src, tok)
+		b := segstore.Built{Meta: segstore.Meta{MediaType: ssp2.MediaSQLite, Table: t.Name, ScopeDigest: digest,
+			AsOfCommitSeq: tok.AsOfCommitSeq, RowCount: n}, Data: data}
+		p.endSegmentSpan(span, src, LaneSQLite, b, err)
 		if err != nil {
 			return segstore.Built{}, err
 		}
-		return segstore.Built{Meta: segstore.Meta{MediaType: ssp2.MediaSQLite, Table: t.Name, ScopeDigest: digest,
-			AsOfCommitSeq: tok.AsOfCommitSeq, RowCount: n}, Data: data}, nil
+		return b, nil
 	})
 	if err != nil {
 		return tableStart{}, err
@@ -560,7 +580,9 @@ func (p *Partition) segmentStoreFailed(op string, err error) {
 // 0) presizes the segment buffer, and buf, when not nil, is a page buffer
 // the caller is done with, whose storage the page is written into. Every
 // page encoded is counted (segstore.Stats.Encoded).
-func (p *Partition) buildPage(ctx context.Context, src tablePages, tok BootstrapToken, sizeHint int, buf []byte) (segstore.Built, error) {
+func (p *Partition) buildPage(ctx context.Context, src tablePages, tok BootstrapToken, sizeHint int, buf []byte) (b segstore.Built, err error) {
+	ctx, span := p.segmentSpan(ctx)
+	defer func() { p.endSegmentSpan(span, src, LaneInline, b, err) }()
 	t, eff, digest, pageRows := src.table, src.eff, src.digest, src.pageRows
 	if p.cfg.Segments != nil {
 		p.cfg.Segments.CountEncoded()

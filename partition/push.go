@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/synclane/synclane/internal/tracing"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage"
@@ -33,6 +35,7 @@ import (
 func (p *Partition) push(ctx context.Context, jobs []*SyncJob) {
 	live := jobs[:0:0]
 	for _, j := range jobs {
+		p.queueWait(j)
 		if j.abandoned() {
 			continue
 		}
@@ -64,7 +67,12 @@ func (p *Partition) push(ctx context.Context, jobs []*SyncJob) {
 	p.clientsWrittenBack(written)
 	p.addLeases(ctx, applied) // lease.go: written after the push transaction
 	applied = p.answerPulls(ctx, token, applied)
-	horizon, ok := p.verifiedBy(ctx, p.afterCommit(tx, applied), token, requestsOf(applied))
+	vctx, span := ctx, p.appliedSpan(ctx, applied, tracing.SpanGateVerify)
+	if span.IsRecording() {
+		vctx = trace.ContextWithSpan(ctx, span)
+	}
+	horizon, ok := p.verifiedBy(vctx, p.afterCommit(tx, applied), token, requestsOf(applied))
+	span.End()
 	if !ok {
 		return
 	}
@@ -95,7 +103,10 @@ func requestsOf(s []started) []*SyncJob {
 // the partition lock, before anything is read or written. On failure every
 // job is answered and ok is false.
 func (p *Partition) openPush(ctx context.Context, jobs []*SyncJob) (tx storage.PushTx, token GateToken, info storage.PartitionInfo, ok bool) {
-	tx, err := p.cfg.Backend.Log.BeginPush(ctx, p.name)
+	span := p.groupSpan(ctx, jobs, tracing.SpanGateOpen)
+	var err error
+	defer func() { endSpan(span, err) }()
+	tx, err = p.cfg.Backend.Log.BeginPush(ctx, p.name)
 	if err != nil {
 		p.failGroup(jobs, storageErr(err))
 		return nil, token, info, false
@@ -104,6 +115,7 @@ func (p *Partition) openPush(ctx context.Context, jobs []*SyncJob) (tx storage.P
 	p.adoptEpoch(info.LogEpoch)
 	clear(p.staged) // a group's commit records (their rows alias its request bodies) must not outlive it
 	p.staged = p.staged[:0]
+	p.origins = p.origins[:0]
 	if token, err = p.cfg.Gate.OpenTx(ctx, tx); err != nil {
 		tx.Rollback(ctx) //nolint:errcheck // the refusal or read failure is the answer
 		p.failGroup(jobs, err)
@@ -153,15 +165,19 @@ func (p *Partition) applyGroup(ctx context.Context, tx storage.PushTx, info stor
 	}
 	applied := make([]started, 0, len(jobs))
 	for i, j := range jobs {
+		_, span := p.jobSpan(ctx, j, tracing.SpanApply)
 		rep, stop, err := p.precheck(ctx, j, info)
 		if err != nil || stop {
+			endSpan(span, err)
 			j.answer(rep, err)
 			continue
 		}
 		if err := p.applyCommits(ctx, tx, j, rep); err != nil {
+			endSpan(span, storageErr(err))
 			p.failGroup(append(requestsOf(applied), jobs[i:]...), storageErr(err))
 			return nil, false
 		}
+		endApplySpan(span, rep)
 		applied = append(applied, started{j, rep})
 	}
 	return applied, true
@@ -195,12 +211,19 @@ func (p *Partition) prefetch(ctx context.Context, tx storage.PushTx, jobs []*Syn
 // log tail and reports the new max seq.
 func (p *Partition) commitGroup(ctx context.Context, tx storage.PushTx, info storage.PartitionInfo, applied []started) bool {
 	announced := p.announceKeys(p.staged)
-	if err := tx.Commit(ctx); err != nil {
+	span := p.appliedSpan(ctx, applied, tracing.SpanCommit)
+	if span.IsRecording() {
+		span.SetAttributes(tracing.Commits.Int(len(p.staged)))
+	}
+	err := tx.Commit(ctx)
+	endSpan(span, err)
+	if err != nil {
 		p.settleKeys(announced, false)
 		p.failGroup(requestsOf(applied), storageErr(err))
 		return false
 	}
 	p.settleKeys(announced, true)
+	p.reportOrigins()
 	for _, c := range p.staged {
 		p.tail.append(c)
 	}
@@ -222,15 +245,19 @@ func (p *Partition) answerPulls(ctx context.Context, token GateToken, applied []
 	kept := applied[:0]
 	for _, a := range applied {
 		if a.job.req.Pull != nil {
+			bctx, span := p.jobSpan(ctx, a.job, tracing.SpanReplyBuild)
 			if fresh == nil {
-				inf, err := p.read(ctx)
+				inf, err := p.read(bctx)
 				if err != nil {
+					endSpan(span, storageErr(err))
 					a.job.answer(nil, storageErr(err))
 					continue
 				}
 				fresh = &inf
 			}
-			if err := p.servePulls(ctx, a.job, token, *fresh, a.rep); err != nil {
+			err := p.servePulls(bctx, a.job, token, *fresh, a.rep)
+			endSpan(span, err)
+			if err != nil {
 				a.job.answer(nil, err)
 				continue
 			}
@@ -319,6 +346,7 @@ func (p *Partition) applyCommit(ctx context.Context, tx storage.PushTx, j *SyncJ
 	if err := p.storeReactions(ctx, tx, cs, rec); err != nil {
 		return outcome{}, err
 	}
+	p.stageOrigin(j, cs, rec)
 	if err := tx.ReleaseSavepoint(ctx); err != nil {
 		return outcome{}, err
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage/segstore"
@@ -136,6 +138,10 @@ func (j *PageJob) run(ctx context.Context, p *Partition) {
 	if j.ctx.Err() != nil {
 		j.answer(pageResult{}, j.ctx.Err())
 		return
+	}
+	if p.cfg.Tracer != nil {
+		// The page's segment build is a span of the request's (trace.go).
+		ctx = trace.ContextWithSpan(ctx, trace.SpanFromContext(j.ctx))
 	}
 	s := j.s
 	var r pageResult

@@ -133,11 +133,13 @@ type BlobIndex interface {
 // BlobCounts counts stored blob metadata by state and the reference
 // index's entries, across all partitions.
 type BlobCounts struct {
-	Uploading, Present, Deleting int64
+	Uploading int64 `json:"uploading"`
+	Present   int64 `json:"present"`
+	Deleting  int64 `json:"deleting"`
 	// PresentBytes sums the lengths of present blobs.
-	PresentBytes int64
+	PresentBytes int64 `json:"presentBytes"`
 	// References counts (partition, table, row, blob) reference entries.
-	References int64
+	References int64 `json:"references"`
 }
 
 // BlobTx is the write-transaction side of blob references, part of every

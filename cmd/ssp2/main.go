@@ -1,10 +1,18 @@
 // Command ssp2 is an operator debugging tool for the SSP2 wire codec.
 //
-//	ssp2 decode [--kind request|response|segment] FILE|-
+//	ssp2 decode [--kind request|response|segment] [--schema FILE] FILE|-
 //	    prints the canonical §11 JSON rendering (indented); the kind comes
-//	    from the envelope header unless given; segments need --kind segment.
-//	ssp2 encode [--kind request|response|segment] FILE|-
-//	    reads a rendering and writes canonical bytes to stdout.
+//	    from the envelope header (magic SSP2) or the segment header (magic
+//	    SSG2) unless given.
+//	ssp2 encode [--kind request|response|segment] [--schema FILE] FILE|-
+//	    reads a rendering and writes canonical bytes to stdout; the kind
+//	    comes from the rendering's "magic" unless given.
+//
+// With --schema (a synclane schema file), decode shows the rows of
+// PUSH_COMMIT operations and COMMIT changes as "values": {column: value}
+// in place of their base64 row bytes, and each SEGMENT_INLINE's segment
+// rendered in place of its base64 payload; encode takes that form back
+// and writes the row bytes with the schema's column types (protocol/rowjson).
 //
 // Invalid input exits 1 with the error code and message on stderr; usage
 // errors exit 2; ssp2 -h prints the usage and exits 0. A server's JSON
@@ -21,6 +29,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/synclane/synclane/protocol/rowjson"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 )
@@ -29,17 +38,27 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-const usage = `usage: ssp2 decode|encode [--kind request|response|segment] FILE|-
+const usage = `usage: ssp2 decode|encode [--kind request|response|segment] [--schema FILE] FILE|-
 
   decode  reads SSP2 bytes (FILE, or - for stdin) and prints the canonical JSON
-          rendering; the kind comes from the envelope unless given (segments
-          need --kind segment). A JSON error body from the server is printed
-          as such and exits 1.
-  encode  reads a JSON rendering and writes the canonical bytes to stdout.
+          rendering; the kind comes from the envelope or, for an SSG2 rows
+          segment, from its header, unless given. A JSON error body from the
+          server is printed as such and exits 1.
+  encode  reads a JSON rendering and writes the canonical bytes to stdout; the
+          kind comes from its "magic" unless given.
+
+  --schema FILE  a synclane schema file: decode shows the rows of PUSH_COMMIT
+          operations and COMMIT changes as "values" (JSON per column) instead
+          of base64 "payload"/"row", and SEGMENT_INLINE as "segment" (the
+          segment's rendering) instead of base64 "payload"; a row it cannot
+          read with the schema stays base64, with a note on stderr. encode
+          takes either form and writes the rows with the schema's column types.
 
 Examples:
   go run ./cmd/ssp2 encode examples/curl/pull.json > pull.bin
   curl -sS ... --data-binary @pull.bin http://127.0.0.1:8787/sync | go run ./cmd/ssp2 decode -
+  go run ./cmd/ssp2 encode --schema examples/curl/schema.json examples/curl/push.json > push.bin
+  curl -sS ... | go run ./cmd/ssp2 decode --schema examples/curl/schema.json -
 `
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -57,6 +76,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	kind := fs.String("kind", "", "request, response or segment")
+	schemaFile := fs.String("schema", "", "schema file: show rows as JSON values per column (decode), take them (encode)")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -73,6 +93,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ssp2: unknown --kind %q\n", *kind)
 		return 2
 	}
+	var rows *rowView
+	if *schemaFile != "" {
+		sch, err := loadSchema(*schemaFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "ssp2: %v\n", err)
+			return 2
+		}
+		rows = &rowView{schema: sch, note: func(msg string) { fmt.Fprintf(stderr, "ssp2: note: %s; left as base64\n", msg) }}
+	}
 	in, err := readInput(fs.Arg(0), stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "ssp2: %v\n", err)
@@ -83,9 +112,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return jsonErrorBody(in, stdout, stderr)
 	}
 	if cmd == "decode" {
-		out, err = decode(*kind, in)
+		out, err = decodeRows(*kind, in, rows)
 	} else {
-		out, err = encode(*kind, in)
+		out, err = encodeRows(*kind, in, rows)
 	}
 	if err != nil {
 		reportError(stderr, err)
@@ -149,13 +178,27 @@ func reportError(w io.Writer, err error) {
 	fmt.Fprintf(w, "error: %v\n", err)
 }
 
-func decode(kind string, in []byte) ([]byte, error) {
+// decode is decodeRows without a schema.
+func decode(kind string, in []byte) ([]byte, error) { return decodeRows(kind, in, nil) }
+
+// decodeRows decodes in as kind ("" for the kind its magic names) and
+// returns the indented rendering, its rows shown per column when rows is
+// set.
+func decodeRows(kind string, in []byte, rows *rowView) ([]byte, error) {
+	if kind == "" && bytes.HasPrefix(in, []byte(ssp2.SegmentMagic)) {
+		kind = "segment"
+	}
 	var rendering []byte
 	var err error
 	switch kind {
 	case "segment":
 		var s *ssp2.Segment
 		if s, err = ssp2.DecodeSegment(in); err == nil {
+			if rows != nil {
+				if n := rowjson.CheckSegment(rows.schema, s); n != "" {
+					rows.note(n)
+				}
+			}
 			rendering, err = ssp2.RenderSegmentJSON(s)
 		}
 	default:
@@ -171,6 +214,9 @@ func decode(kind string, in []byte) ([]byte, error) {
 		if err == nil {
 			rendering, err = ssp2.RenderJSON(m)
 		}
+		if err == nil && rows != nil {
+			rendering, err = rowjson.Expand(rendering, rows.schema, rows.note)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -183,13 +229,32 @@ func decode(kind string, in []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func encode(kind string, in []byte) ([]byte, error) {
+// encode is encodeRows without a schema.
+func encode(kind string, in []byte) ([]byte, error) { return encodeRows(kind, in, nil) }
+
+// encodeRows encodes the rendering in as kind ("" for the kind its
+// "magic" names), taking rows given per column when rows is set.
+func encodeRows(kind string, in []byte, rows *rowView) ([]byte, error) {
+	if kind == "" {
+		var head struct {
+			Magic string `json:"magic"`
+		}
+		if json.Unmarshal(in, &head) == nil && head.Magic == ssp2.SegmentMagic {
+			kind = "segment"
+		}
+	}
 	if kind == "segment" {
 		s, err := ssp2.ParseSegmentJSON(in)
 		if err != nil {
 			return nil, err
 		}
 		return ssp2.EncodeSegment(s)
+	}
+	if rows != nil {
+		var err error
+		if in, err = rowjson.Collapse(in, rows.schema); err != nil {
+			return nil, err
+		}
 	}
 	m, err := ssp2.ParseJSON(in)
 	if err != nil {

@@ -14,7 +14,9 @@ import (
 	"github.com/synclane/synclane/engine"
 	adminsvc "github.com/synclane/synclane/engine/admin"
 	"github.com/synclane/synclane/engine/events"
+	"github.com/synclane/synclane/engine/timeseries"
 	"github.com/synclane/synclane/transport/admin"
+	"github.com/synclane/synclane/transport/httpsync"
 	"github.com/synclane/synclane/transport/realtime"
 )
 
@@ -28,6 +30,9 @@ type adminConfig struct {
 	listen, token string
 	ringSize      int
 	slowRequest   time.Duration
+	// series records the sync requests of the last hour for the console's
+	// chart (engineConfig creates it with the admin listener; nil without).
+	series *timeseries.Series
 }
 
 func adminListenFlags(fs *flag.FlagSet, c *adminConfig) {
@@ -59,6 +64,16 @@ func (c *adminConfig) engineConfig(cfg *engine.Config) {
 	}
 	cfg.Events = events.NewRing(c.ringSize, nil)
 	cfg.SlowRequest = c.slowRequest
+	c.series = timeseries.New(timeseries.Options{})
+}
+
+// observer is the sync handler's request observer: the series when the
+// admin listener is on, nil (none) otherwise.
+func (c *adminConfig) observer() httpsync.RequestObserver {
+	if c.series == nil {
+		return nil
+	}
+	return c.series
 }
 
 // startAdmin serves the admin API and console on their own listener when
@@ -76,7 +91,7 @@ func startAdmin(c adminConfig, eng *engine.Engine, hub *realtime.Hub, mem *membe
 	svc.RegisterPartition(adminsvc.PartitionSection{Name: "realtime sockets", Stats: func(_ context.Context, p string) (any, error) {
 		return hub.Sessions(p), nil
 	}})
-	opts := admin.Options{Token: c.token, Logger: log.Named("admin")}
+	opts := admin.Options{Token: c.token, Logger: log.Named("admin"), Series: c.series}
 	if mem != nil {
 		opts.Cluster = func(ctx context.Context, p string) (any, error) { return mem.clusterView(ctx, eng, p) }
 		opts.ClusterEvents = func(ctx context.Context, limit int) (any, error) { return mem.clusterEvents(ctx, eng, limit) }

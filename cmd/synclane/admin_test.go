@@ -83,6 +83,15 @@ func TestServeAdminListener(t *testing.T) {
 	if st := adminGet(t, p.admin+"/api/partitions", adminTestToken, &pg); st != 200 || len(pg.Items) != 1 || pg.Items[0].Partition != "default" {
 		t.Fatalf("partitions: %d %+v", st, pg)
 	}
+	// The sync handler feeds the console's request series.
+	var ts struct {
+		Total struct {
+			Requests uint64 `json:"requests"`
+		} `json:"total"`
+	}
+	if st := adminGet(t, p.admin+"/api/timeseries?seconds=60", adminTestToken, &ts); st != 200 || ts.Total.Requests < 1 {
+		t.Fatalf("timeseries after a pull: %d %+v", st, ts)
+	}
 	// The console page is served without a token (it holds no data).
 	res, err := http.Get(p.admin + "/")
 	if err != nil {
@@ -115,7 +124,7 @@ func TestAdminCLI(t *testing.T) {
 		code int
 		want []string // substrings of stdout (code 0) or stderr
 	}{
-		{[]string{"overview"}, 0, []string{"serve gate", "open", "section realtime", "section blobs", `"maxBlobBytes"`, `"stored":{"Deleting":0,"Present":0,"PresentBytes":0,"References":0,"Uploading":0}`}},
+		{[]string{"overview"}, 0, []string{"serve gate", "open", "section realtime", "section blobs", `"maxBlobBytes"`, `"stored":{"deleting":0,"present":0,"presentBytes":0,"references":0,"uploading":0}`}},
 		{[]string{"reactions"}, 0, []string{"reactions are off"}},
 		{[]string{"reactions", "--json"}, 0, []string{`"enabled":false`, `"items":[]`}},
 		{[]string{"reactions", "--state", "lost"}, 1, []string{"admin.invalid_argument", "HTTP 400"}},

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/synclane/synclane/internal/promtext"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage/blobstore"
@@ -76,7 +77,7 @@ func TestServeRepairsLostBlobBytes(t *testing.T) {
 	}
 	m, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if !bytes.Contains(m, []byte("synclane_blobs_missing_total 1\n")) {
+	if !promtext.Has(m, "synclane_blobs_missing_total 1") {
 		t.Errorf("/metrics lacks synclane_blobs_missing_total 1")
 	}
 }

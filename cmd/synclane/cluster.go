@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"regexp"
@@ -23,7 +22,6 @@ import (
 	"github.com/synclane/synclane/engine/cluster/etcdmembers"
 	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/transport/peer"
-	"github.com/synclane/synclane/transport/realtime"
 )
 
 // clusterConfig are the cluster flags (docs/cluster.md).
@@ -273,14 +271,4 @@ func (m *member) clusterEvents(ctx context.Context, eng *engine.Engine, limit in
 	wg.Wait()
 	sort.Slice(all, func(i, j int) bool { return all[i].At.After(all[j].At) })
 	return map[string]any{"items": all, "unreachable": unreachable}, nil
-}
-
-// metricWriters are the /metrics writers besides the mux's own: the hub's
-// and, in cluster mode, the cluster counters and the relay's.
-func metricWriters(hub *realtime.Hub, eng *engine.Engine, relay *peer.Relay) []func(io.Writer) {
-	ws := []func(io.Writer){hub.WriteMetrics}
-	if relay != nil {
-		ws = append(ws, peer.MetricsWriter(eng), relay.WriteMetrics)
-	}
-	return ws
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"io"
 	"math"
 	"net"
 	"net/http"
@@ -44,7 +43,7 @@ type connLimitConfig struct {
 	clampedWS int  // --max-websockets before it was clamped to the cap (0: not clamped)
 	overLimit bool // --max-connections given above the descriptor limit minus the reserve
 	// listener is set by wrap, before the server serves (and so before
-	// writeMetrics can run).
+	// a scrape can reach connCollector).
 	listener *connlimit.Listener
 }
 
@@ -127,11 +126,4 @@ func (c *connLimitConfig) wrap(ln net.Listener, srv *http.Server, maxWebsockets 
 			zap.Int("max_connections", c.effective), zap.Uint64("fd_limit", c.fdLimit), zap.Int("fd_reserve", c.reserve))
 	}
 	return cl
-}
-
-// writeMetrics writes the listener's metrics once it is wrapped.
-func (c *connLimitConfig) writeMetrics(w io.Writer) {
-	if cl := c.listener; cl != nil {
-		cl.WriteMetrics(w)
-	}
 }

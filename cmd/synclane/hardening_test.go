@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synclane/synclane/internal/promtext"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/transport/auth"
@@ -249,7 +250,7 @@ func TestServeDrainIsObservable(t *testing.T) {
 	if rows, err := pullTodos(t, p.base, "bob"); err != nil || len(rows) != 1 {
 		t.Fatalf("pull during the drain delay: %v %v", rows, err)
 	}
-	if code, body := get(t, p.base+"/metrics"); code != 200 || !strings.Contains(body, "synclane_draining 1") {
+	if code, body := get(t, p.base+"/metrics"); code != 200 || !promtext.Has([]byte(body), "synclane_draining 1") {
 		t.Fatalf("/metrics during the drain: %d\n%s", code, body)
 	}
 	if time.Since(sigterm) >= delay {

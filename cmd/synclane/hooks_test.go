@@ -10,10 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/synclane/synclane/internal/promtext"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/transport/httperr"
 	"github.com/synclane/synclane/transport/httpsync"
@@ -158,10 +159,12 @@ func metric(t *testing.T, base, name string) string {
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			return v
-		}
+	samples, err := promtext.Samples(b)
+	if err != nil {
+		t.Fatalf("/metrics: %v", err)
+	}
+	if v, ok := samples[name]; ok {
+		return strconv.FormatFloat(v, 'f', -1, 64)
 	}
 	return ""
 }

@@ -5,7 +5,7 @@
 // With no flags it serves the built-in demo schema (table todos) on
 // 127.0.0.1:8787 with data in ./synclane-data (embedded SQLite) and
 // development authentication (x-actor / x-partition headers, loopback
-// addresses only; --jwt-secret for real authentication). Every flag
+// addresses only; --jwt-secret or --jwks-url for real authentication). Every flag
 // can also be set through a SYNCLANE_* environment variable (flag name in
 // upper case, dashes as underscores), flags winning.
 package main
@@ -44,10 +44,12 @@ Usage:
                              restore, rotate every partition's log epoch (--rotate-epochs)
   synclane admin COMMAND     read partitions, clients, commits, rows, events from a
                              server's admin listener (synclane admin -h)
-  synclane version           print the version
+  synclane version           print the version, VCS revision and time, modified flag and Go
+                             version the binary was built with (also synclane --version)
 `
 
-// version is set at build time with -ldflags "-X main.version=...".
+// version, when set at build time with -ldflags "-X main.version=...",
+// replaces the module version that `synclane version` prints.
 var version = "dev"
 
 // run executes the command line args; lookup reads the environment (as
@@ -72,8 +74,8 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return restoreCmd(ctx, args[1:], lookup, stdout, stderr)
 	case "admin":
 		return adminCmd(ctx, args[1:], lookup, stdout, stderr)
-	case "version":
-		fmt.Fprintln(stdout, "synclane", version)
+	case "version", "--version", "-version":
+		printVersion(stdout) // version.go
 		return 0
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)

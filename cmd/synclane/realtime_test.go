@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/synclane/synclane/internal/promtext"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/transport/httpsync"
@@ -78,7 +79,7 @@ func TestServeRealtime(t *testing.T) {
 	}
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if !strings.Contains(string(body), "synclane_realtime_sockets 1\n") || !strings.Contains(string(body), `synclane_http_requests_total{route="realtime",status="101",code="none"} 1`) {
+	if !promtext.Has(body, "synclane_realtime_sockets 1") || !promtext.Has(body, `synclane_http_requests_total{route="realtime",status="101",code="none"} 1`) {
 		t.Fatalf("metrics:\n%s", body)
 	}
 	if code := stop(); code != 0 {

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 
+	"github.com/synclane/synclane/internal/promtext"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/transport/httpsync"
@@ -87,8 +87,9 @@ func TestTestControlPruneAndRestore(t *testing.T) {
 	if code := control(t, "GET", base+"/_test/horizon-seq", "", &h); code != http.StatusOK || h.HorizonSeq != 15 {
 		t.Fatalf("horizon-seq: %d %+v", code, h)
 	}
-	if code, body := get(t, base+"/metrics"); code != http.StatusOK || !strings.Contains(body, `synclane_retention_horizon_seq{partition="default"} 15`) ||
-		!strings.Contains(body, "synclane_retention_pruned_commits_total 15") || !strings.Contains(body, `synclane_retention_passes_total{result="ran"} 0`) {
+	if code, body := get(t, base+"/metrics"); code != http.StatusOK || !promtext.Has([]byte(body), "synclane_retention_horizon_partitions 1") ||
+		!promtext.Has([]byte(body), "synclane_retention_horizon_seq_min 15") || !promtext.Has([]byte(body), "synclane_retention_horizon_seq_max 15") ||
+		!promtext.Has([]byte(body), "synclane_retention_pruned_commits_total 15") || !promtext.Has([]byte(body), `synclane_retention_passes_total{result="ran"} 0`) {
 		t.Fatalf("/metrics after the prune: %d\n%s", code, body)
 	}
 	if _, err := offline.Pull(context.Background()); err != nil {

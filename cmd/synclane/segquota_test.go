@@ -10,12 +10,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/synclane/synclane/internal/promtext"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/transport/httpsync"
@@ -133,12 +133,16 @@ func TestServeFakeScopeStormStaysWithinSegmentQuota(t *testing.T) {
 	}
 	body, _ := io.ReadAll(res.Body)
 	_ = res.Body.Close()
-	m := regexp.MustCompile(`(?m)^synclane_segment_store_files (\d+)$`).FindSubmatch(body)
-	if m == nil {
+	samples, err := promtext.Samples(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := samples["synclane_segment_store_files"]
+	if !ok {
 		t.Fatal("/metrics lacks synclane_segment_store_files")
 	}
-	if got, _ := strconv.Atoi(string(m[1])); got != len(ents) {
-		t.Fatalf("synclane_segment_store_files %d, %d files on disk", got, len(ents))
+	if got != float64(len(ents)) {
+		t.Fatalf("synclane_segment_store_files %v, %d files on disk", got, len(ents))
 	}
 }
 

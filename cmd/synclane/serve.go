@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/segments"
@@ -103,6 +102,8 @@ type serveConfig struct {
 	maxWebsockets                   int
 	// Connection caps: --max-connections, per-client and per-actor sockets (connlimits.go).
 	conn connLimitConfig
+	// tracing holds --otlp-endpoint (tracing.go).
+	tracing tracingConfig
 
 	// Segments (inline limit, TTL, signed URLs), and options of features
 	// that are not implemented yet: accepted and validated so a harness can
@@ -116,6 +117,12 @@ type serveConfig struct {
 	admin adminConfig
 	// Cluster mode (cluster.go).
 	cluster clusterConfig
+	// CORS for browser pages on other origins (cors.go).
+	cors corsConfig
+	// JWT authentication against a JWKS (jwks.go).
+	jwks jwksConfig
+	// Log format and the access log (logging.go).
+	logging logConfig
 }
 
 // minJWTSecret is the shortest HS256 secret serve accepts (256 bits, the
@@ -139,6 +146,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.StringVar(&c.mount, "mount", "/", "path prefix of the sync routes")
 	fs.StringVar(&c.jwtSecret, "jwt-secret", "", fmt.Sprintf("HS256 secret of at least %d bytes: authenticate with JWTs (sub, partition, scopes, exp claims) instead of development headers; given but empty is an error", minJWTSecret))
 	fs.BoolVar(&c.jwtAllowNoExp, "jwt-allow-no-exp", false, "with --jwt-secret: accept tokens without an exp claim (by default they are refused with 401 sync.auth_required)")
+	jwksFlags(fs, &c.jwks) // jwks.go
 	fs.BoolVar(&c.devAuth, "dev-auth", false, "development authentication: the actor from header x-actor, every scope allowed (the default when no --jwt-secret is given); loopback --listen only")
 	fs.BoolVar(&c.devAuthNonLoopback, "dev-auth-non-loopback", false, "allow development authentication on a non-loopback --listen address (anyone who reaches the port is any actor)")
 	fs.Int64Var(&c.maxBody, "max-body", bodybudget.DefaultMaxBodyBytes, "maximum decompressed request body in bytes, for POST /sync and realtime socket rounds (larger: 413, or the socket closed with 1009)")
@@ -152,12 +160,14 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.DurationVar(&c.drainDelay, "drain-delay", 5*time.Second, "on SIGTERM, answer /readyz 503 but keep serving this long before closing the listener")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "after the drain delay, how long in-flight requests get to finish before their connections are closed")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	logFlags(fs, &c.logging) // logging.go
 	adminListenFlags(fs, &c.admin)
 	clusterFlags(fs, &c.cluster)
 	retentionFlags(fs, &c.retention, true)
 	reactionFlags(fs, &c.reactions)
 	segQuotaFlags(fs, &c.segQuota)
 	blobFlags(fs, &c.blobs)
+	corsFlags(fs, &c.cors) // cors.go
 	fs.Var(&c.checkpoints, "checkpoint", "PARTITION/NAME of a backfill checkpoint this process declares at its schema version (repeatable, or comma-separated)")
 	fs.BoolVar(&c.testControl, "test-control", false, "serve the test-only control surface under /_test/ (only with development auth on a loopback address)")
 	fs.Int64Var(&c.clockMs, "clock-ms", -1, "with --test-control: run on a virtual clock starting at this Unix time in ms, moved only by POST /_test/clock/advance")
@@ -166,6 +176,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.Int64Var(&c.maxPresenceBytes, "max-presence-bytes", realtime.DefaultMaxPresenceBytes, "largest realtime presence document in bytes; a larger one is refused with presence.too_large (0: the default)")
 	fs.IntVar(&c.maxWebsockets, "max-websockets", realtime.DefaultMaxConnections, "most realtime sockets this process holds; more upgrades get 429 sync.websocket_connection_limit")
 	connLimitFlags(fs, &c.conn)
+	tracingFlags(fs, &c.tracing)
 	fs.DurationVar(&c.segmentTTL, "segment-ttl", 24*time.Hour, "how long a segment is downloadable after it is built (then 404 sync.segment_expired)")
 	fs.DurationVar(&c.signedURLTTL, "signed-url-ttl", 0, "enable signed segment URLs (issued to clients accepting them) with this lifetime, at most 15m (off when 0)")
 	fs.StringVar(&c.signedURLKey, "signed-url-key", "", "HMAC key of signed segment URLs, at least 32 bytes; processes sharing a database need the same key (default: random per process)")
@@ -177,7 +188,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 // useDevAuth reports whether the server authenticates with development
 // headers: chosen with --dev-auth, or no authentication flag given at all.
 func (c *serveConfig) useDevAuth(given map[string]bool) bool {
-	return c.devAuth || !given["jwt-secret"] && !given["dev-auth"]
+	return c.devAuth || !tokenAuthGiven(given) && !given["dev-auth"]
 }
 
 // validate checks the configuration before anything touches storage; given
@@ -190,8 +201,14 @@ func (c *serveConfig) validate(given map[string]bool) error {
 	if err := c.admin.validate(); err != nil {
 		return err
 	}
+	if err := c.tracing.validate(); err != nil {
+		return err
+	}
 	if c.debugListen != "" && !loopback(c.debugListen) {
 		return fmt.Errorf("--debug-listen must be a loopback address (it exposes profiles and goroutine dumps), got %q", c.debugListen)
+	}
+	if err := c.jwks.validate(given, c.devAuth, c.jwtAllowNoExp); err != nil {
+		return err
 	}
 	switch {
 	case given["jwt-secret"] && c.devAuth:
@@ -201,8 +218,8 @@ func (c *serveConfig) validate(given map[string]bool) error {
 	case given["jwt-secret"] && len(c.jwtSecret) < minJWTSecret:
 		return fmt.Errorf("--jwt-secret is %d bytes: an HS256 secret needs at least %d (e.g. openssl rand -hex 32)", len(c.jwtSecret), minJWTSecret)
 	case !c.useDevAuth(given):
-		if !given["jwt-secret"] {
-			return errors.New("no authentication: --dev-auth=false needs --jwt-secret")
+		if !tokenAuthGiven(given) {
+			return errors.New("no authentication: --dev-auth=false needs --jwt-secret or --jwks-url")
 		}
 		if c.devAuthNonLoopback {
 			return errors.New("--dev-auth-non-loopback applies only to development authentication, not with --jwt-secret")
@@ -213,8 +230,8 @@ func (c *serveConfig) validate(given map[string]bool) error {
 		return fmt.Errorf("development authentication (anyone is any actor with every scope) listens only on a loopback address (127.0.0.1, [::1] or localhost), got --listen %q: pass --jwt-secret, or --dev-auth-non-loopback to accept the risk", c.listen)
 	}
 	if c.testControl {
-		if given["jwt-secret"] {
-			return errors.New("--test-control needs development authentication: it cannot be combined with --jwt-secret")
+		if tokenAuthGiven(given) {
+			return errors.New("--test-control needs development authentication: it cannot be combined with --jwt-secret or --jwks-url")
 		}
 		if !loopback(c.listen) {
 			return fmt.Errorf("--test-control needs a loopback --listen address (127.0.0.1, [::1] or localhost), got %q", c.listen)
@@ -235,6 +252,9 @@ func (c *serveConfig) validate(given map[string]bool) error {
 		return err
 	}
 	if err := c.blobs.validate(); err != nil {
+		return err
+	}
+	if err := c.cors.validate(given); err != nil { // cors.go
 		return err
 	}
 	for name, v := range map[string]int64{"inline-segment-max-bytes": c.inlineSegmentMaxBytes, "max-delta-bytes": c.maxDeltaBytes, "max-presence-bytes": c.maxPresenceBytes} {
@@ -353,17 +373,6 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 	})
 }
 
-func newLogger(level string, w io.Writer) (*zap.Logger, error) {
-	lvl, err := zapcore.ParseLevel(level)
-	if err != nil {
-		return nil, err
-	}
-	enc := zap.NewProductionEncoderConfig()
-	enc.EncodeTime = zapcore.ISO8601TimeEncoder
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(w), lvl)
-	return zap.New(core), nil
-}
-
 func serve(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
 	var c serveConfig
 	fs := flag.NewFlagSet("synclane serve", flag.ContinueOnError)
@@ -397,9 +406,9 @@ func serve(ctx context.Context, args []string, lookup func(string) (string, bool
 		return 2
 	}
 	c.devAuth = c.useDevAuth(given)
-	log, err := newLogger(c.logLevel, stderr)
+	log, err := c.logging.newLogger(c.logLevel, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, "synclane: --log-level:", err)
+		fmt.Fprintln(stderr, "synclane:", err)
 		return 2
 	}
 	defer log.Sync() //nolint:errcheck
@@ -417,6 +426,15 @@ func serve(ctx context.Context, args []string, lookup func(string) (string, bool
 		return 1
 	}
 	return 0
+}
+
+// schemaFileError prefixes a schema error with its file and, when Parse
+// located it, "file:line:column: " as compilers do.
+func schemaFileError(file string, err error) error {
+	if pe := (*schema.PositionError)(nil); errors.As(err, &pe) {
+		return fmt.Errorf("%s:%d:%d: %w", file, pe.Line, pe.Column, pe.Err)
+	}
+	return fmt.Errorf("%s: %w", file, err)
 }
 
 func schemaSource(file string) ([]byte, error) {
@@ -510,7 +528,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	// no database behind.
 	probe, err := schema.Parse(src)
 	if err != nil {
-		return &engine.ReadinessError{Phase: engine.PhaseSchemaCompile, Cause: fmt.Errorf("%s: %w", c.schemaFile, err)}
+		return &engine.ReadinessError{Phase: engine.PhaseSchemaCompile, Cause: schemaFileError(c.schemaFile, err)}
 	}
 	if err := checkMergers(probe); err != nil {
 		return &engine.ReadinessError{Phase: engine.PhaseSchemaCompile, SchemaVersion: probe.Version, Cause: fmt.Errorf("%s: %w", c.schemaFile, err)}
@@ -579,7 +597,12 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	}
 	switch {
 	case !c.devAuth:
-		authn, resolver = auth.JWTAuth{Secret: []byte(c.jwtSecret), AllowNoExp: c.jwtAllowNoExp}, auth.GrantsResolver
+		var stopAuth func()
+		if authn, stopAuth, err = tokenAuth(ctx, &c, log); err != nil { // jwks.go
+			return err
+		}
+		defer stopAuth()
+		resolver = auth.GrantsResolver
 		if c.jwtAllowNoExp {
 			log.Warn("--jwt-allow-no-exp: tokens without an exp claim are accepted and never expire")
 		}
@@ -639,6 +662,11 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		return err
 	}
 	c.admin.engineConfig(&cfg)
+	stopTracing, err := c.tracing.configure(ctx, &cfg, log) // tracing.go
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // (runs after eng.Close: the last spans are flushed)
 	eng, err := engine.New(ctx, cfg)
 	if err != nil {
 		return err
@@ -653,11 +681,14 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	controls.Engine = eng
 
 	mux := httpsync.NewMux(eng, httpsync.MuxOptions{
-		Options:  httpsync.Options{Auth: authn, MaxBodyBytes: c.maxBody, BodyBudget: bodies, Logger: log, WriteTimeout: c.writeTimeout},
-		Mount:    c.mount,
-		Ready:    eng.Ready,
-		Realtime: hub,
-		Metrics:  append(metricWriters(hub, eng, relay), c.conn.writeMetrics),
+		Options: httpsync.Options{Auth: authn, MaxBodyBytes: c.maxBody, BodyBudget: bodies, Logger: log, WriteTimeout: c.writeTimeout,
+			Observer: c.admin.observer()},
+		Mount:      c.mount,
+		Ready:      eng.Ready,
+		Realtime:   hub,
+		Registerer: serveRegistry(),
+		Collectors: metricCollectors(hub, eng, relay, &c.conn),
+		CORS:       c.cors.policy,
 	})
 	if c.testControl {
 		mux.Handle("/_test/", testcontrol.Handler(controls))
@@ -676,7 +707,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		}
 		defer stop()
 	}
-	srv := &http.Server{Handler: mux,
+	srv := &http.Server{Handler: c.logging.handler(mux, log),
 		// A request must arrive whole within ReadTimeout (headers within
 		// at most 10s of it); an answer must keep flowing (the sync
 		// handler renews its deadline as bytes go out, every other route

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/synclane/synclane/internal/promtext"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
@@ -69,7 +70,7 @@ func TestServeDefaultsDrainAndRestart(t *testing.T) {
 	if code, body := get(t, base+"/readyz"); code != 200 {
 		t.Fatalf("/readyz = %d %s", code, body)
 	}
-	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "synclane_commits_applied_total 1") {
+	if code, body := get(t, base+"/metrics"); code != 200 || !promtext.Has([]byte(body), "synclane_commits_applied_total 1") {
 		t.Fatalf("/metrics = %d\n%s", code, body)
 	}
 	if code := stop(); code != 0 {
@@ -181,8 +182,8 @@ func TestServeLargePushWithDefaultFlags(t *testing.T) {
 	if rs, err := c.Push(ctx, p.Build("socket", "L")...); err != nil || len(rs) != p.Commits || rs[len(rs)-1].Status != ssp2.CommitApplied {
 		t.Fatalf("a %s push over a socket round: %v", p, err)
 	}
-	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "synclane_inflight_body_limit_bytes 536870912\n") ||
-		!strings.Contains(body, "synclane_inflight_body_bytes 0\n") {
+	if code, body := get(t, base+"/metrics"); code != 200 || !promtext.Has([]byte(body), "synclane_inflight_body_limit_bytes 536870912") ||
+		!promtext.Has([]byte(body), "synclane_inflight_body_bytes 0") {
 		t.Fatalf("/metrics = %d\n%s", code, body)
 	}
 	if code, _, stderr := runCmd(t, "serve", "--data", t.TempDir(), "--max-inflight-body-bytes", "0"); code != 2 || !strings.Contains(stderr, "--max-inflight-body-bytes") {
@@ -244,7 +245,7 @@ func TestServeTwoProcessesCheckpointGate(t *testing.T) {
 			if code, _ := get(t, b+"/readyz"); code != 503 {
 				t.Fatalf("/readyz of the gated process = %d, want 503", code)
 			}
-			if _, body := get(t, b+"/metrics"); !strings.Contains(body, `synclane_checkpoint_activated{partition="default",name="todo_search",schema_version="1"} 0`) {
+			if _, body := get(t, b+"/metrics"); !promtext.Has([]byte(body), `synclane_checkpoints{state="declared"} 1`) || !promtext.Has([]byte(body), `synclane_checkpoints{state="activated"} 0`) {
 				t.Fatalf("/metrics lacks the pending checkpoint:\n%s", body)
 			}
 			code, out, _ := runCmd(t, append([]string{"checkpoint", "list"}, store...)...)
@@ -263,8 +264,8 @@ func TestServeTwoProcessesCheckpointGate(t *testing.T) {
 			if pr, err := pushTodo(t, b, "bob", "t2"); err != nil || pr.Status != ssp2.CommitApplied {
 				t.Fatalf("after activation the other process serves: %+v %v", pr, err)
 			}
-			if _, body := get(t, a+"/metrics"); !strings.Contains(body, `synclane_checkpoint_activated{partition="default",name="todo_search",schema_version="1"} 1`) ||
-				!strings.Contains(body, `synclane_checkpoint_watermark{partition="default",name="todo_search"} 1`) {
+			if _, body := get(t, a+"/metrics"); !promtext.Has([]byte(body), `synclane_checkpoints{state="activated"} 1`) ||
+				!promtext.Has([]byte(body), `synclane_checkpoints{state="declared"} 0`) || !promtext.Has([]byte(body), "synclane_checkpoint_pending_oldest_update_age_seconds 0") {
 				t.Fatalf("/metrics after activation:\n%s", body)
 			}
 			for _, base := range []string{a, b} {

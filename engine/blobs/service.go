@@ -100,20 +100,23 @@ type Deps struct {
 
 // Stats are the blob counters of this process.
 type Stats struct {
-	Uploads, UploadsRefused uint64
-	BytesIn, BytesOut       uint64
-	Downloads               uint64
-	Swept                   uint64
-	SweepPasses             uint64
+	Uploads        uint64 `json:"uploads"`
+	UploadsRefused uint64 `json:"uploadsRefused"`
+	BytesIn        uint64 `json:"bytesIn"`
+	BytesOut       uint64 `json:"bytesOut"`
+	Downloads      uint64 `json:"downloads"`
+	Swept          uint64 `json:"swept"`
+	SweepPasses    uint64 `json:"sweepPasses"`
 	// PushesRefused counts pushed commits rejected with blob.not_found (a
 	// row referenced a blob that is not uploaded). Like
 	// engine.MetricsSnapshot.CommitsRejected it counts PUSH_RESULTs, so a
 	// replayed rejection counts again.
-	PushesRefused uint64
+	PushesRefused uint64 `json:"pushesRefused"`
 	// Missing counts blobs found present in the metadata with their bytes
 	// missing from the byte store (on a download, an upload or by the
 	// sweep) and marked missing; PresenceChecks counts the sweep's checks.
-	Missing, PresenceChecks uint64
+	Missing        uint64 `json:"missing"`
+	PresenceChecks uint64 `json:"presenceChecks"`
 }
 
 // Presign is the presigned-URL switch of blob transfers (SPEC §5.9.3,

@@ -20,10 +20,10 @@ const MaxCodes = 64
 type Stats struct {
 	// Executed counts operations answered with a result, by kind (a
 	// command's cached replay counts too).
-	Executed map[string]uint64
+	Executed map[string]uint64 `json:"executed"`
 	// Refused counts operations answered with an error, by kind and
 	// protocol code.
-	Refused map[string]map[string]uint64
+	Refused map[string]map[string]uint64 `json:"refused"`
 }
 
 // Registered lists the registered remote operations.

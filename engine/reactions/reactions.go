@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/partition"
@@ -128,6 +129,10 @@ type worker struct {
 
 	delivered, retried, deadLettered, failedOps atomic.Uint64
 
+	// tracer and origins trace deliveries (trace.go); nil: off.
+	tracer  trace.Tracer
+	origins *origins
+
 	stop context.CancelFunc
 	done chan struct{}
 }
@@ -137,9 +142,12 @@ type worker struct {
 type Stats struct {
 	// Delivered, Retried and DeadLettered count this process's attempts:
 	// successful, failed and rescheduled, failed for the last time.
-	Delivered, Retried, DeadLettered uint64
+	Delivered    uint64 `json:"delivered"`
+	Retried      uint64 `json:"retried"`
+	DeadLettered uint64 `json:"deadLettered"`
 	// Pending and Dead are the stored reactions by state.
-	Pending, Dead int64
+	Pending int64 `json:"pending"`
+	Dead    int64 `json:"dead"`
 }
 
 // start runs the worker until stop.
@@ -229,7 +237,7 @@ func (w *worker) round(ctx context.Context) int {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			errs[i] = w.call(hctx, rs[i])
+			errs[i] = w.deliver(hctx, rs[i])
 		}()
 	}
 	wg.Wait()

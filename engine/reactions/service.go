@@ -40,6 +40,7 @@ func (s *Service) Configure(pc *partition.Config) {
 	}
 	pc.Hooks.KnownReaction = func(name string) bool { return w.cfg.Handlers[name] != nil }
 	pc.Hooks.DefaultMaxAttempts = w.cfg.DefaultMaxAttempts
+	w.configureTrace(pc)
 	onCommit := pc.OnCommit
 	pc.OnCommit = func(part string, maxSeq int64) {
 		if onCommit != nil {

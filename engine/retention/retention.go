@@ -126,14 +126,17 @@ type Stats struct {
 	// Passes and SkippedPasses count maintenance passes (skipped: the lock
 	// was held elsewhere); LastPassMs is the engine clock at the end of the
 	// last one (0 before any).
-	Passes, SkippedPasses uint64
-	LastPassMs            int64
+	Passes        uint64 `json:"passes"`
+	SkippedPasses uint64 `json:"skippedPasses"`
+	LastPassMs    int64  `json:"lastPassMs"`
 	// Commits, Changes and IdempotencyRecords count rows pruned by this
 	// process (maintenance passes and Prune calls).
-	Commits, Changes, IdempotencyRecords uint64
+	Commits            uint64 `json:"commits"`
+	Changes            uint64 `json:"changes"`
+	IdempotencyRecords uint64 `json:"idempotencyRecords"`
 	// Horizons holds the horizon of every partition this process pruned
 	// or planned, as it last saw it.
-	Horizons map[string]int64
+	Horizons map[string]int64 `json:"horizons"`
 }
 
 type retentionMetrics struct {

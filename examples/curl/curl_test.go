@@ -1,6 +1,7 @@
 // Package curl holds the request renderings README's curl walkthrough
-// encodes with `go run ./cmd/ssp2 encode`; the test checks they get the
-// answers README shows.
+// encodes with `go run ./cmd/ssp2 encode`, and schema.json (the demo
+// schema) that `ssp2 --schema` reads rows with; the test checks they get
+// the answers README shows.
 package curl
 
 import (
@@ -11,10 +12,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/protocol/rowjson"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage/memory"
@@ -23,13 +26,16 @@ import (
 	"github.com/synclane/synclane/transport/httpsync"
 )
 
-// post encodes the rendering in file as `ssp2 encode` does and sends it as
-// README's curl does.
+// post encodes the rendering in file as `ssp2 encode --schema schema.json`
+// does and sends it as README's curl does.
 func post(t *testing.T, url, file string) (int, []byte) {
 	t.Helper()
 	rendering, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if rendering, err = rowjson.Collapse(rendering, schema.MustDemo()); err != nil {
+		t.Fatalf("%s: %v", file, err)
 	}
 	m, err := ssp2.ParseJSON(rendering)
 	if err != nil {
@@ -148,6 +154,29 @@ func TestCurlWalkthrough(t *testing.T) {
 	for _, f := range []string{"examples/curl/push.json", `"title": "Buy milk"`, `"status": "applied"`} {
 		if !strings.Contains(string(readme), f) {
 			t.Errorf("README's push walkthrough does not show %s", f)
+		}
+	}
+}
+
+// schema.json, which README's walkthrough gives to ssp2 --schema, is the
+// demo schema the server serves without --schema.
+func TestSchemaFileIsTheDemo(t *testing.T) {
+	src, err := os.ReadFile("schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := schema.Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := schema.MustDemo()
+	if got.Version != want.Version || len(got.Tables) != len(want.Tables) {
+		t.Fatalf("schema.json: version %d, %d tables; the demo: version %d, %d tables", got.Version, len(got.Tables), want.Version, len(want.Tables))
+	}
+	for i, w := range want.Tables {
+		g := got.Tables[i]
+		if g.Name != w.Name || !reflect.DeepEqual(g.Columns, w.Columns) || g.PK != w.PK || !reflect.DeepEqual(g.Scopes, w.Scopes) {
+			t.Fatalf("schema.json table %q differs from the demo's %q:\n%+v\n%+v", g.Name, w.Name, g, w)
 		}
 	}
 }

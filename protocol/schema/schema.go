@@ -127,13 +127,22 @@ func ParseWith(data []byte, opts Options) (*Schema, error) {
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&src); err != nil {
-		return nil, fmt.Errorf("schema: parse: %w", err)
+		return nil, locate(data, fmt.Errorf("schema: parse: %w", err))
 	}
+	end := dec.InputOffset()
 	var extra json.RawMessage
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("schema: parse: unexpected data after the schema object at byte %d", dec.InputOffset()-int64(len(extra)))
+		off := end
+		for off < int64(len(data)) && strings.IndexByte(" \t\r\n", data[off]) >= 0 {
+			off++
+		}
+		return nil, positioned(data, off, fmt.Errorf("schema: parse: unexpected data after the schema object at byte %d", off))
 	}
-	return CompileWith(src, opts)
+	s, err := CompileWith(src, opts)
+	if err != nil {
+		return nil, locate(data, err)
+	}
+	return s, nil
 }
 
 // Compile validates src with the default Options and returns the compiled
@@ -168,24 +177,24 @@ func CompileWith(src Source, opts Options) (*Schema, error) {
 			if name == "" {
 				name = fmt.Sprintf("#%d", i)
 			}
-			return nil, fmt.Errorf("schema: table %q: %w", name, err)
+			return nil, &tableError{i, fmt.Errorf("schema: table %q: %w", name, err)}
 		}
 		if prev, dup := folded[strings.ToLower(t.Name)]; dup {
 			if prev == t.Name {
-				return nil, fmt.Errorf("schema: table %q: declared twice", t.Name)
+				return nil, &tableError{i, fmt.Errorf("schema: table %q: declared twice", t.Name)}
 			}
-			return nil, fmt.Errorf("schema: table %q: same name as table %q ignoring case (SQLite would store both in one table)", t.Name, prev)
+			return nil, &tableError{i, fmt.Errorf("schema: table %q: same name as table %q ignoring case (SQLite would store both in one table)", t.Name, prev)}
 		}
 		folded[strings.ToLower(t.Name)] = t.Name
 		for _, id := range t.derivedIdents() {
 			key := strings.ToLower(id[0])
 			if prev, dup := derived[key]; dup {
-				return nil, fmt.Errorf("schema: table %q: index %q: its storage name %q collides with that of table %q index %q; rename one", t.Name, id[1], id[0], prev[0], prev[1])
+				return nil, &tableError{i, fmt.Errorf("schema: table %q: index %q: its storage name %q collides with that of table %q index %q; rename one", t.Name, id[1], id[0], prev[0], prev[1])}
 			}
 			derived[key] = [2]string{t.Name, id[1]}
 		}
 		if len(derived) > MaxSchemaIndexes {
-			return nil, fmt.Errorf("schema: table %q: the schema needs more than %d indexes (declared ones and one per scope column)", t.Name, MaxSchemaIndexes)
+			return nil, &tableError{i, fmt.Errorf("schema: table %q: the schema needs more than %d indexes (declared ones and one per scope column)", t.Name, MaxSchemaIndexes)}
 		}
 		s.byName[t.Name] = t
 		s.Tables = append(s.Tables, t)

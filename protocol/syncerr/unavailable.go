@@ -7,8 +7,9 @@ import (
 
 // ErrUnavailable marks an error as a temporary unavailability of the
 // partition (a cluster member cannot serve it right now: its partition is
-// moving between members, or the member has lost its membership), as
-// opposed to a failure: transports answer it with HTTP 503 and Retry-After
+// moving between members, or the member has lost its membership) or of
+// what a request needs (the identity provider's JWKS cannot be fetched),
+// as opposed to a failure: transports answer it with HTTP 503 and Retry-After
 // instead of the code's own status. Its code stays sync.internal_error
 // (retryable, retryLater), the catalog's code for a server-side
 // condition a client waits out; Details say why ({"reason": …}).

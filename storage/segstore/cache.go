@@ -68,21 +68,23 @@ type Stats struct {
 	// Built counts segments built and stored; Reused counts requests
 	// answered with a segment already stored (including waiters of a
 	// concurrent build of the same key).
-	Built, Reused uint64
+	Built  uint64 `json:"built"`
+	Reused uint64 `json:"reused"`
 	// Served and ServedBytes count downloads and their uncompressed bytes.
-	Served, ServedBytes uint64
+	Served      uint64 `json:"served"`
+	ServedBytes uint64 `json:"servedBytes"`
 	// Expired counts segments whose bytes the sweep dropped.
-	Expired uint64
+	Expired uint64 `json:"expired"`
 	// Bypassed counts inline pages served without the store because it
 	// failed (CountBypassed).
-	Bypassed uint64
+	Bypassed uint64 `json:"bypassed"`
 	// Encoded counts bootstrap pages and SQLite images encoded from rows
 	// (CountEncoded), whether then stored, kept in memory or sent once:
 	// a bootstrap answered from a stored or kept segment adds none.
-	Encoded uint64
+	Encoded uint64 `json:"encoded"`
 	// InlineReused counts inline pages answered from memory (InlinePage)
 	// instead of being encoded again.
-	InlineReused uint64
+	InlineReused uint64 `json:"inlineReused"`
 }
 
 // Cache is the segment service every partition of a process shares: TTL,

@@ -8,6 +8,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/synclane/synclane/internal/browsertest"
+
 	"github.com/synclane/synclane/engine"
 )
 
@@ -15,7 +17,6 @@ import (
 // reactions card leads to the reactions table (a dead letter with its
 // error), and a client's detail shows its auth lease and revokes it.
 func TestConsoleFeaturePanelsInBrowser(t *testing.T) {
-	exe := chromiumPath(t)
 	res := &outageResolver{}
 	s := newServerWith(t, backends[1].open(t), func(c *engine.Config) {
 		failingReactions(c)
@@ -30,15 +31,7 @@ func TestConsoleFeaturePanelsInBrowser(t *testing.T) {
 		return st.Dead == 1
 	})
 
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(exe), chromedp.Flag("headless", true),
-		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1500, 1000))
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancelBrowser()
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
+	bctx := browsertest.Start(t, 1500, 1000)
 	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,25 +11,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/synclane/synclane/internal/browsertest"
+
 	"github.com/synclane/synclane/protocol/ssp2"
 )
-
-// chromiumPath finds the system Chromium (Debian package chromium). With
-// SYNCLANE_REQUIRE_BROWSER=1 a missing browser fails the test instead of
-// skipping it.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("SYNCLANE_REQUIRE_BROWSER") == "1" {
-		t.Fatal("SYNCLANE_REQUIRE_BROWSER=1 but no chromium on PATH (apt-get install chromium chromium-driver)")
-	}
-	t.Skip("no chromium on PATH (apt-get install chromium chromium-driver; SYNCLANE_REQUIRE_BROWSER=1 makes this a failure)")
-	return ""
-}
 
 // The console against a real engine with real traffic, in headless
 // Chromium: log in with the token, drill partition → client → row, see the
@@ -38,7 +22,6 @@ func chromiumPath(t *testing.T) string {
 // screenshot goes to the test's temp dir (and to
 // $SYNCLANE_CONSOLE_SCREENSHOT when set, e.g. docs/admin-console.png).
 func TestConsoleInBrowser(t *testing.T) {
-	exe := chromiumPath(t)
 	s := newServer(t, backends[1].open(t)) // SQLite
 	s.push("acme", "ada", "laptop", "c1", "task-1", "roadmap", "Write the release notes")
 	s.push("acme", "ada", "laptop", "c2", "task-2", "roadmap", "Ship 1.0")
@@ -48,30 +31,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		s.push("acme", "importer", "batch-job", fmt.Sprint("bulk", i), fmt.Sprint("bulk-", i), "backlog", fmt.Sprint("Backlog item ", i))
 	}
 
-	profile := t.TempDir()
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(exe),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-default-browser-check", true),
-		chromedp.UserDataDir(profile),
-		chromedp.WindowSize(1500, 1000),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancelBrowser()
-	// The first run starts the browser; it must not carry a timeout (that
-	// would stop the browser), so each step derives its own.
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
+	bctx := browsertest.Start(t, 1500, 1000)
 	fail := func(what string, err error) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(bctx, 5*time.Second)

@@ -16,6 +16,7 @@
 //	GET  /api/partitions/{p}/scopes?window=         commits per scope value
 //	GET  /api/events?after=&limit=                  retained events, oldest first
 //	GET  /api/events/stream                         live events (Server-Sent Events)
+//	GET  /api/timeseries?seconds=&step=             sync requests, errors, p50/p99 per step (last hour)
 //	GET  /api/reactions?partition=&state=&after=&limit=  stored reactions (id order; state pending|retrying|dead)
 //	POST /api/partitions/{p}/rotate-epoch           rotate the log epoch
 //	POST /api/partitions/{p}/clients/{c}/revoke-lease  revoke the client's auth lease
@@ -57,6 +58,7 @@ import (
 	"go.uber.org/zap"
 
 	adminsvc "github.com/synclane/synclane/engine/admin"
+	"github.com/synclane/synclane/engine/timeseries"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/transport/auth"
 )
@@ -91,6 +93,10 @@ type Options struct {
 	TokenAttempts TokenAttempts
 	// Now is the limiter's clock (default time.Now).
 	Now func() time.Time
+	// Series, when set, answers GET /api/timeseries: the sync requests of
+	// the last hour per second (timeseries.go). Without it the route
+	// answers 404.
+	Series *timeseries.Series
 }
 
 // Handler serves the admin API and console. Create it with New; call
@@ -183,6 +189,7 @@ func (h *Handler) routes() {
 		return map[string]any{"items": evs, "stats": st}, nil
 	})
 	h.mux.Handle("GET /api/events/stream", h.auth(http.HandlerFunc(h.stream)))
+	h.seriesRoute(read)
 	if h.opts.Cluster != nil {
 		read("GET /api/cluster", func(ctx context.Context, r *http.Request) (any, error) {
 			return h.opts.Cluster(ctx, r.URL.Query().Get("partition"))

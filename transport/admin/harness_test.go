@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/synclane/synclane/engine"
 	adminsvc "github.com/synclane/synclane/engine/admin"
 	"github.com/synclane/synclane/engine/events"
+	"github.com/synclane/synclane/engine/timeseries"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
@@ -51,6 +53,11 @@ type server struct {
 	syncURL string
 	admin   *httptest.Server
 	handler *admin.Handler
+	service *adminsvc.Service
+
+	// failAPI, while set, makes every /api/ request answer 503 (the
+	// console's stale-data handling is tested with it).
+	failAPI atomic.Bool
 
 	mu      sync.Mutex
 	clients map[string]*httpsync.Client
@@ -93,7 +100,8 @@ func newServerWith(t testing.TB, st testStore, tune func(*engine.Config)) *serve
 	if err != nil {
 		t.Fatal(err)
 	}
-	syncSrv := httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: auth.DevAuth{}}}))
+	series := timeseries.New(timeseries.Options{})
+	syncSrv := httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: auth.DevAuth{}, Observer: series}}))
 	svc, err := adminsvc.New(eng)
 	if err != nil {
 		t.Fatal(err)
@@ -101,13 +109,22 @@ func newServerWith(t testing.TB, st testStore, tune func(*engine.Config)) *serve
 	svc.Register(adminsvc.Section{Name: "test-section", Stats: func(context.Context) (any, error) { return map[string]int{"answer": 42}, nil }})
 	// The API tests send many wrong tokens from one address; the token
 	// attempt limit has its own tests (ratelimit_test.go).
-	h, err := admin.New(svc, admin.Options{Token: testToken, TokenAttempts: admin.TokenAttempts{Rate: -1}})
+	h, err := admin.New(svc, admin.Options{Token: testToken, TokenAttempts: admin.TokenAttempts{Rate: -1}, Series: series})
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm := httptest.NewServer(h)
-	s := &server{t: t, eng: eng, ring: ring, sch: sch, codec: ssp2.NewRowCodec(sch.Table("tasks").Columns),
-		syncURL: syncSrv.URL + "/sync", admin: adm, handler: h, clients: map[string]*httpsync.Client{}}
+	s := &server{}
+	adm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.failAPI.Load() && strings.HasPrefix(r.URL.Path, "/api/") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"error":{"code":"admin.unavailable","message":"the store is down (test)"}}`))
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	*s = server{t: t, eng: eng, ring: ring, sch: sch, codec: ssp2.NewRowCodec(sch.Table("tasks").Columns),
+		syncURL: syncSrv.URL + "/sync", admin: adm, handler: h, service: svc, clients: map[string]*httpsync.Client{}}
 	t.Cleanup(func() {
 		h.Close()
 		adm.Close()

@@ -114,29 +114,45 @@ type jwtClaims struct {
 	Nbf       *float64            `json:"nbf"`
 }
 
-// Authenticate implements Authenticator.
-func (a JWTAuth) Authenticate(r *http.Request) (engine.Identity, error) {
+// bearerToken returns r's token: the Authorization: Bearer header or, on
+// a WebSocket upgrade only, the access_token query parameter.
+func bearerToken(r *http.Request) (string, error) {
 	tok := ""
 	if h := r.Header.Get("Authorization"); len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
 		tok = strings.TrimSpace(h[7:])
 	} else if q := r.URL.Query().Get("access_token"); q != "" {
 		if !isWebSocketUpgrade(r) {
-			return engine.Identity{}, syncerr.New(syncerr.AuthRequired, "the access_token query parameter is accepted only on WebSocket upgrades: send the token in the Authorization: Bearer header")
+			return "", syncerr.New(syncerr.AuthRequired, "the access_token query parameter is accepted only on WebSocket upgrades: send the token in the Authorization: Bearer header")
 		}
 		tok = q
 	}
 	if tok == "" {
-		return engine.Identity{}, syncerr.New(syncerr.AuthRequired, "missing bearer token")
+		return "", syncerr.New(syncerr.AuthRequired, "missing bearer token")
+	}
+	return tok, nil
+}
+
+// identity maps the claims both JWT authenticators read to an identity:
+// sub the actor, partition the partition (default "default"), scopes the
+// grants.
+func identity(sub, partition string, scopes map[string][]string) engine.Identity {
+	if partition == "" {
+		partition = DefaultPartition
+	}
+	return engine.Identity{ActorID: sub, Partition: partition, Grants: scopes}
+}
+
+// Authenticate implements Authenticator.
+func (a JWTAuth) Authenticate(r *http.Request) (engine.Identity, error) {
+	tok, err := bearerToken(r)
+	if err != nil {
+		return engine.Identity{}, err
 	}
 	c, err := a.verify(tok)
 	if err != nil {
 		return engine.Identity{}, err
 	}
-	p := c.Partition
-	if p == "" {
-		p = DefaultPartition
-	}
-	return engine.Identity{ActorID: c.Sub, Partition: p, Grants: c.Scopes}, nil
+	return identity(c.Sub, c.Partition, c.Scopes), nil
 }
 
 func (a JWTAuth) verify(tok string) (*jwtClaims, error) {

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"errors"
 	"net"
 	"net/http"
 	"net/netip"
@@ -8,6 +9,7 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/accesslog"
 	"github.com/synclane/synclane/transport/httperr"
 )
 
@@ -101,10 +103,13 @@ func AuthenticateUpgrade(w http.ResponseWriter, r *http.Request, eng *engine.Eng
 	return Authenticate(w, r, eng, auth, source)
 }
 
-// Authenticate runs auth on r and returns the identity and true; otherwise
-// it has answered: 500 sync.internal_error when auth is nil (fail closed),
-// else the authenticator's coded error (an uncoded one as
-// sync.auth_required), reported to eng's event ring under source.
+// Authenticate runs auth on r and returns the identity and true (noting
+// the actor and partition for r's access log line, transport/accesslog);
+// otherwise it has answered: 500 sync.internal_error when auth is nil
+// (fail closed), else the authenticator's coded error (an uncoded one as
+// sync.auth_required; one wrapping syncerr.ErrUnavailable, such as an
+// unreachable JWKS, as 503 with Retry-After), reported to eng's event ring
+// under source.
 func Authenticate(w http.ResponseWriter, r *http.Request, eng *engine.Engine, auth Authenticator, source string) (engine.Identity, bool) {
 	if auth == nil {
 		httperr.WriteStatus(w, http.StatusInternalServerError, syncerr.New(syncerr.InternalError, "no authenticator configured"))
@@ -113,12 +118,13 @@ func Authenticate(w http.ResponseWriter, r *http.Request, eng *engine.Engine, au
 	id, err := auth.Authenticate(r)
 	if err != nil {
 		e := syncerr.As(err)
-		if e.Code == syncerr.InternalError {
+		if e.Code == syncerr.InternalError && !errors.Is(e, syncerr.ErrUnavailable) {
 			e = syncerr.Wrap(syncerr.AuthRequired, err, "authentication failed")
 		}
 		ReportAuthFailure(eng, source, r, string(e.Code), e.Message)
 		httperr.Write(w, e)
 		return engine.Identity{}, false
 	}
+	accesslog.NoteIdentity(r.Context(), id.ActorID, id.Partition)
 	return id, true
 }

@@ -35,8 +35,6 @@ package bodybudget
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"math"
 	"sync"
 	"time"
@@ -324,17 +322,4 @@ func (b *Budget) Stats() Stats {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return Stats{Limit: b.limit, InUse: b.inUse, Waiting: len(b.queue), Waits: b.waits, Refusals: b.refusals}
-}
-
-// WriteMetrics writes b's figures in the Prometheus text format.
-func (b *Budget) WriteMetrics(w io.Writer) {
-	st := b.Stats()
-	g := func(name, help, typ string, v any) {
-		_, _ = fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %v\n", name, help, name, typ, name, v)
-	}
-	g("synclane_inflight_body_limit_bytes", "The in-flight request-body budget (--max-inflight-body-bytes).", "gauge", st.Limit)
-	g("synclane_inflight_body_bytes", "Request-body bytes charged to the budget now (POST /sync and socket rounds).", "gauge", st.InUse)
-	g("synclane_inflight_body_waiting", "Requests waiting for room in the budget now.", "gauge", st.Waiting)
-	g("synclane_inflight_body_waits_total", "Requests that waited for room in the budget.", "counter", st.Waits)
-	g("synclane_inflight_body_refusals_total", "Requests refused (503 / in-band sync.rate_limited) because no room came within the wait.", "counter", st.Refusals)
 }

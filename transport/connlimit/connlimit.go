@@ -286,22 +286,6 @@ func (l *Listener) Stats() Stats {
 	return st
 }
 
-// WriteMetrics writes the listener's metrics in the Prometheus text format.
-func (l *Listener) WriteMetrics(w io.Writer) {
-	st := l.Stats()
-	g := func(name, help string, v int) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %d\n", name, help, name, name, v)
-	}
-	c := func(name, help string, v uint64) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", name, help, name, name, v)
-	}
-	g("synclane_http_connections_open", "Open connections of the public listener, upgraded sockets included.", st.Open)
-	g("synclane_http_connections_idle", "Open connections of the public listener that are idle (between requests, or before the first).", st.Idle)
-	g("synclane_http_connections_max", "The cap on open connections of the public listener (--max-connections; 0: none).", st.Max)
-	c("synclane_http_connections_refused_total", "Connections refused at the cap (answered 503 sync.rate_limited, or closed).", st.Refused)
-	c("synclane_http_connections_evicted_total", "Idle connections closed to admit a new one at the cap.", st.Evicted)
-}
-
 // conn is a counted connection.
 type conn struct {
 	net.Conn

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synclane/synclane/internal/promtext"
 	"github.com/synclane/synclane/transport/connlimit"
 	"github.com/synclane/synclane/transport/httperr"
 )
@@ -113,11 +114,13 @@ func TestRefusedWith503WhenAllBusy(t *testing.T) {
 	if st := cl.Stats(); st.Refused != 1 || st.Open != capN || st.Evicted != 0 {
 		t.Fatalf("stats %+v, want 1 refused, %d open, none evicted", st, capN)
 	}
-	var b strings.Builder
-	cl.WriteMetrics(&b)
-	for _, line := range []string{"synclane_http_connections_open 3\n", "synclane_http_connections_refused_total 1\n"} {
-		if !strings.Contains(b.String(), line) {
-			t.Fatalf("metrics lack %q:\n%s", line, b.String())
+	b, err := promtext.Collect(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"synclane_http_connections_open 3", "synclane_http_connections_refused_total 1"} {
+		if !promtext.Has(b, line) {
+			t.Fatalf("metrics lack %q:\n%s", line, b)
 		}
 	}
 }

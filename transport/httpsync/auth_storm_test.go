@@ -13,6 +13,7 @@ import (
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/events"
+	"github.com/synclane/synclane/internal/promtext"
 	"github.com/synclane/synclane/protocol/opwire"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage/memory"
@@ -126,7 +127,7 @@ func TestAuthFailureStormKeepsRing(t *testing.T) {
 	rec := httptest.NewRecorder()
 	mux.ServeHTTP(rec, req)
 	want := fmt.Sprintf("synclane_auth_failures_total{route=\"sync\",reason=\"sync.auth_required\"} %d", counts[engine.AuthFailureKey{Route: "sync", Reason: "sync.auth_required"}])
-	if !strings.Contains(rec.Body.String(), want) {
+	if !promtext.Has(rec.Body.Bytes(), want) {
 		t.Fatalf("/metrics lacks %q", want)
 	}
 }

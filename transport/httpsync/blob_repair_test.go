@@ -9,6 +9,7 @@ import (
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/events"
+	"github.com/synclane/synclane/internal/promtext"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage/blobstore"
@@ -73,7 +74,7 @@ func TestBlobSelfRepair(t *testing.T) {
 				t.Errorf("after a pass over a repaired store: %+v; want Missing 2, PresenceChecks >= 4", bs)
 			}
 			_, m, _ := s.do(http.MethodGet, "/metrics", "", nil, nil)
-			if !bytes.Contains(m, []byte("synclane_blobs_missing_total 2")) {
+			if !promtext.Has(m, "synclane_blobs_missing_total 2") {
 				t.Errorf("/metrics lacks synclane_blobs_missing_total 2")
 			}
 			var found []string

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/synclane/synclane/internal/promtext"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/storage/blobstore"
@@ -30,10 +31,10 @@ func TestBlobPushRefusalMetric(t *testing.T) {
 			code                    syncerr.Code
 			want                    string
 		}{
-			{"uploaded blob", "c1", "f1", "L1", blobRef(blobstore.IDOf(up), len(up)), ssp2.CommitApplied, "", "synclane_blob_push_refusals_total 0\n"},
-			{"missing blob", "c2", "f2", "L1", blobRef(blobstore.IDOf(missing), len(missing)), ssp2.CommitRejected, syncerr.BlobNotFound, "synclane_blob_push_refusals_total 1\n"},
-			{"out of scope", "c3", "f3", "L9", nil, ssp2.CommitRejected, syncerr.Forbidden, "synclane_blob_push_refusals_total 1\n"},
-			{"missing blob again", "c4", "f4", "L1", blobRef(blobstore.IDOf(missing), len(missing)), ssp2.CommitRejected, syncerr.BlobNotFound, "synclane_blob_push_refusals_total 2\n"},
+			{"uploaded blob", "c1", "f1", "L1", blobRef(blobstore.IDOf(up), len(up)), ssp2.CommitApplied, "", "synclane_blob_push_refusals_total 0"},
+			{"missing blob", "c2", "f2", "L1", blobRef(blobstore.IDOf(missing), len(missing)), ssp2.CommitRejected, syncerr.BlobNotFound, "synclane_blob_push_refusals_total 1"},
+			{"out of scope", "c3", "f3", "L9", nil, ssp2.CommitRejected, syncerr.Forbidden, "synclane_blob_push_refusals_total 1"},
+			{"missing blob again", "c4", "f4", "L1", blobRef(blobstore.IDOf(missing), len(missing)), ssp2.CommitRejected, syncerr.BlobNotFound, "synclane_blob_push_refusals_total 2"},
 		}
 		for _, st := range steps {
 			pr := s.pushFile(alice, st.commit, st.row, st.list, st.ref)
@@ -41,7 +42,7 @@ func TestBlobPushRefusalMetric(t *testing.T) {
 				t.Fatalf("%s: push result %+v; want %v %s", st.name, pr, st.status, st.code)
 			}
 			code, b, _ := s.do(http.MethodGet, "/metrics", "", nil, nil)
-			if code != http.StatusOK || !bytes.Contains(b, []byte(st.want)) {
+			if code != http.StatusOK || !promtext.Has(b, st.want) {
 				t.Errorf("%s: /metrics (HTTP %d) lacks %q", st.name, code, st.want)
 			}
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/blobs"
+	"github.com/synclane/synclane/internal/promtext"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
@@ -456,7 +457,7 @@ func TestBlobOrphanSweep(t *testing.T) {
 		}
 		st, b, _ = s.do(http.MethodGet, "/metrics", "", nil, nil)
 		for _, want := range []string{"synclane_blobs_swept_total 3", "synclane_blob_uploads_total 4", "synclane_blob_sweep_passes_total 3"} {
-			if !bytes.Contains(b, []byte(want)) {
+			if !promtext.Has(b, want) {
 				t.Errorf("/metrics lacks %q", want)
 			}
 		}

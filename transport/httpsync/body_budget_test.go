@@ -18,6 +18,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/internal/promtext"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
@@ -198,9 +199,9 @@ func TestBodyBudgetRefusesAfterTheWaitThenServes(t *testing.T) {
 	}
 	mb, _ := io.ReadAll(mres.Body)
 	mres.Body.Close()
-	for _, want := range []string{"synclane_inflight_body_refusals_total 1\n", "synclane_inflight_body_limit_bytes 1048576\n",
-		"synclane_inflight_body_bytes 1048576\n", `synclane_http_requests_total{route="sync",status="503",code="sync.rate_limited"} 1`} {
-		if !strings.Contains(string(mb), want) {
+	for _, want := range []string{"synclane_inflight_body_refusals_total 1", "synclane_inflight_body_limit_bytes 1048576",
+		"synclane_inflight_body_bytes 1048576", `synclane_http_requests_total{route="sync",status="503",code="sync.rate_limited"} 1`} {
+		if !promtext.Has(mb, want) {
 			t.Fatalf("/metrics lacks %q", want)
 		}
 	}

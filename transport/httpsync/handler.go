@@ -63,6 +63,9 @@ type Options struct {
 	// memory freed. 0 disables it. Set http.Server.WriteTimeout too: it
 	// resets the connection's write deadline for every request.
 	WriteTimeout time.Duration
+	// Observer, when set, is told of every request when it ends
+	// (observe.go); the admin console's request chart is one.
+	Observer RequestObserver
 }
 
 // Handler serves POST /sync. Mount it under any prefix with
@@ -104,8 +107,14 @@ func requestID(r *http.Request) string {
 	return uuid.NewString()
 }
 
-// ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// serve answers one sync request (ServeHTTP, observe.go, wraps it).
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
+	var sw *spanWriter // trace.go; nil with tracing off
+	if t := h.eng.Tracer(); t != nil {
+		sw, r = traceSync(t, w, r)
+		w = sw
+		defer sw.end()
+	}
 	rid := requestID(r)
 	w.Header().Set(RequestIDHeader, rid)
 	if r.Method != http.MethodPost {
@@ -137,6 +146,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// In cluster mode a request for a partition another member owns goes
 	// to it undecoded (SyncEncoded); msg is nil then.
 	rep, msg, err := h.eng.SyncEncoded(r.Context(), id, body)
+	if sw != nil {
+		sw.request(id.Partition, msg, rep != nil)
+	}
 	if msg != nil {
 		noteKind(w, RequestKind(msg))
 	} else if rep != nil {

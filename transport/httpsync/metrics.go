@@ -1,13 +1,8 @@
 package httpsync
 
 import (
-	"fmt"
-	"io"
 	"net/http"
-	"runtime"
-	"runtime/metrics"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,86 +123,6 @@ func (m *httpMetrics) observe(route string, status int, code, kind string, d tim
 	h.counts[i]++
 	h.sum += s
 	h.count++
-}
-
-// write renders the HTTP metrics in the Prometheus text format.
-func (m *httpMetrics) write(w io.Writer) {
-	m.mu.Lock()
-	keys := make([]requestKey, 0, len(m.requests))
-	for k := range m.requests {
-		keys = append(keys, k)
-	}
-	reqs := make(map[requestKey]uint64, len(keys))
-	for _, k := range keys {
-		reqs[k] = m.requests[k]
-	}
-	hists := make(map[string]histogram, len(m.hist))
-	for k, h := range m.hist {
-		hists[k] = histogram{counts: append([]uint64(nil), h.counts...), sum: h.sum, count: h.count}
-	}
-	m.mu.Unlock()
-
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if a.route != b.route {
-			return a.route < b.route
-		}
-		if a.status != b.status {
-			return a.status < b.status
-		}
-		return a.code < b.code
-	})
-	_, _ = fmt.Fprintf(w, "# HELP synclane_http_requests_total HTTP requests answered, by route (sync, realtime, healthz, readyz, metrics, other), status and protocol error code (none when the answer carries none).\n# TYPE synclane_http_requests_total counter\n")
-	for _, k := range keys {
-		_, _ = fmt.Fprintf(w, "synclane_http_requests_total{route=%q,status=\"%d\",code=%q} %d\n", k.route, k.status, k.code, reqs[k])
-	}
-	_, _ = fmt.Fprintf(w, "# HELP synclane_http_requests_in_flight HTTP requests being served.\n# TYPE synclane_http_requests_in_flight gauge\nsynclane_http_requests_in_flight %d\n", m.inFlight.Load())
-	_, _ = fmt.Fprintf(w, "# HELP synclane_sync_request_duration_seconds Time from a sync request reaching the server's handler to the end of its answer, by kind (push, bootstrap, pull, other, forwarded).\n# TYPE synclane_sync_request_duration_seconds histogram\n")
-	for _, kind := range requestKinds {
-		h := hists[kind]
-		var cum uint64
-		for i, le := range durationBuckets {
-			cum += h.counts[i]
-			_, _ = fmt.Fprintf(w, "synclane_sync_request_duration_seconds_bucket{kind=%q,le=%q} %d\n", kind, strconv.FormatFloat(le, 'g', -1, 64), cum)
-		}
-		cum += h.counts[len(durationBuckets)]
-		_, _ = fmt.Fprintf(w, "synclane_sync_request_duration_seconds_bucket{kind=%q,le=\"+Inf\"} %d\n", kind, cum)
-		_, _ = fmt.Fprintf(w, "synclane_sync_request_duration_seconds_sum{kind=%q} %s\n", kind, strconv.FormatFloat(h.sum, 'g', -1, 64))
-		_, _ = fmt.Fprintf(w, "synclane_sync_request_duration_seconds_count{kind=%q} %d\n", kind, h.count)
-	}
-}
-
-// runtimeSamples are read on every scrape (runtime/metrics does not stop
-// the world).
-var runtimeSampleNames = []string{
-	"/sched/goroutines:goroutines",
-	"/memory/classes/heap/objects:bytes",
-	"/memory/classes/heap/unused:bytes",
-	"/gc/cycles/total:gc-cycles",
-}
-
-// writeRuntimeMetrics renders the Go runtime's goroutines, heap and GC
-// count under the names Prometheus' Go collector uses.
-func writeRuntimeMetrics(w io.Writer) {
-	s := make([]metrics.Sample, len(runtimeSampleNames))
-	for i, n := range runtimeSampleNames {
-		s[i].Name = n
-	}
-	metrics.Read(s)
-	v := func(i int) uint64 {
-		if s[i].Value.Kind() != metrics.KindUint64 {
-			return 0
-		}
-		return s[i].Value.Uint64()
-	}
-	g := func(name, help string, val uint64) {
-		_, _ = fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %d\n", name, help, name, name, val)
-	}
-	g("go_goroutines", "Number of goroutines that currently exist.", v(0))
-	g("go_memstats_heap_alloc_bytes", "Heap bytes allocated and still in use (live and not yet swept objects).", v(1))
-	g("go_memstats_heap_inuse_bytes", "Heap bytes in in-use spans.", v(1)+v(2))
-	_, _ = fmt.Fprintf(w, "# HELP go_gc_cycles_total Completed GC cycles.\n# TYPE go_gc_cycles_total counter\ngo_gc_cycles_total %d\n", v(3))
-	_, _ = fmt.Fprintf(w, "# HELP go_info Information about the Go environment.\n# TYPE go_info gauge\ngo_info{version=%q} 1\n", runtime.Version())
 }
 
 // recorder captures what a request was answered: status, protocol error

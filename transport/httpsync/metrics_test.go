@@ -1,18 +1,19 @@
 package httpsync_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/internal/promtext"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage/memory"
@@ -21,7 +22,7 @@ import (
 )
 
 // scrape returns the samples of a Prometheus text exposition, keyed by
-// "name{labels}" exactly as written.
+// promtext.Key (labels sorted by name).
 func scrape(t *testing.T, url string) (map[string]float64, string) {
 	t.Helper()
 	res, err := http.Get(url)
@@ -33,22 +34,9 @@ func scrape(t *testing.T, url string) (map[string]float64, string) {
 	if res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/plain") {
 		t.Fatalf("GET /metrics: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
 	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("bad sample line %q: %v", line, err)
-		}
-		if _, dup := out[line[:i]]; dup {
-			t.Fatalf("duplicate sample %q", line[:i])
-		}
-		out[line[:i]] = v
+	out, err := promtext.Samples(body)
+	if err != nil {
+		t.Fatalf("exposition: %v\n%s", err, body)
 	}
 	return out, string(body)
 }
@@ -157,7 +145,7 @@ func TestMetricsCountEveryRequest(t *testing.T) {
 		`synclane_requests_total`: 4,
 	}
 	for k, v := range want {
-		if got, ok := m[k]; !ok || got != v {
+		if got, ok := m[promtext.Key(k)]; !ok || got != v {
 			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
 		}
 	}
@@ -171,26 +159,39 @@ func TestMetricsCountEveryRequest(t *testing.T) {
 		t.Errorf("synclane_http_requests_total sums to %v, want %d (one per request)", total, len(steps)+1)
 	}
 	// Histograms: buckets cumulative, +Inf equals _count.
-	for _, kind := range []string{"push", "bootstrap", "pull", "other"} {
-		prev, n := -1.0, 0
-		for _, line := range strings.Split(body, "\n") {
-			prefix := fmt.Sprintf(`synclane_sync_request_duration_seconds_bucket{kind=%q,le=`, kind)
-			if !strings.HasPrefix(line, prefix) {
-				continue
+	fams, err := promtext.Families([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hists := map[string]*dto.Histogram{}
+	for _, mm := range fams["synclane_sync_request_duration_seconds"].GetMetric() {
+		for _, l := range mm.GetLabel() {
+			if l.GetName() == "kind" {
+				hists[l.GetValue()] = mm.GetHistogram()
 			}
-			n++
-			key := line[:strings.LastIndexByte(line, ' ')]
-			if m[key] < prev {
-				t.Errorf("%s: bucket %s = %v below the previous %v (not cumulative)", kind, key, m[key], prev)
-			}
-			prev = m[key]
 		}
-		inf := m[fmt.Sprintf(`synclane_sync_request_duration_seconds_bucket{kind=%q,le="+Inf"}`, kind)]
-		count := m[fmt.Sprintf(`synclane_sync_request_duration_seconds_count{kind=%q}`, kind)]
+	}
+	for _, kind := range []string{"push", "bootstrap", "pull", "other"} {
+		h := hists[kind]
+		if h == nil {
+			t.Errorf("%s: no histogram", kind)
+			continue
+		}
+		prev, n := 0.0, 0
+		for _, b := range h.GetBucket() {
+			n++
+			if v := float64(b.GetCumulativeCount()); v < prev {
+				t.Errorf("%s: bucket le=%g = %v below the previous %v (not cumulative)", kind, b.GetUpperBound(), v, prev)
+			} else {
+				prev = v
+			}
+		}
+		inf := m[promtext.Key(fmt.Sprintf(`synclane_sync_request_duration_seconds_bucket{kind=%q,le="+Inf"}`, kind))]
+		count := m[promtext.Key(fmt.Sprintf(`synclane_sync_request_duration_seconds_count{kind=%q}`, kind))]
 		if n < 10 || inf != prev || inf != count {
 			t.Errorf("%s: %d buckets, +Inf %v, last %v, _count %v", kind, n, inf, prev, count)
 		}
-		if _, ok := m[fmt.Sprintf(`synclane_sync_request_duration_seconds_sum{kind=%q}`, kind)]; !ok {
+		if _, ok := m[promtext.Key(fmt.Sprintf(`synclane_sync_request_duration_seconds_sum{kind=%q}`, kind))]; !ok {
 			t.Errorf("%s: no _sum", kind)
 		}
 	}
@@ -198,14 +199,14 @@ func TestMetricsCountEveryRequest(t *testing.T) {
 	if m["go_goroutines"] < 1 || m["go_memstats_heap_alloc_bytes"] <= 0 || m["go_memstats_heap_inuse_bytes"] < m["go_memstats_heap_alloc_bytes"] {
 		t.Errorf("runtime metrics: goroutines %v, heap alloc %v, heap in use %v", m["go_goroutines"], m["go_memstats_heap_alloc_bytes"], m["go_memstats_heap_inuse_bytes"])
 	}
-	if _, ok := m["go_gc_cycles_total"]; !ok {
-		t.Error("no go_gc_cycles_total")
+	if _, ok := m["go_gc_duration_seconds_count"]; !ok {
+		t.Error("no go_gc_duration_seconds_count (GC cycles)")
 	}
 	if t.Failed() {
 		t.Logf("exposition:\n%s", body)
 	}
 	// The scrape is counted once it is answered.
-	if m2, _ := scrape(t, srv.URL+"/metrics"); m2[`synclane_http_requests_total{route="metrics",status="200",code="none"}`] != 1 {
+	if m2, _ := scrape(t, srv.URL+"/metrics"); m2[promtext.Key(`synclane_http_requests_total{route="metrics",status="200",code="none"}`)] != 1 {
 		t.Errorf("the first scrape was not counted")
 	}
 }

@@ -6,12 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/reactions"
+	"github.com/synclane/synclane/internal/promtext"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage/memory"
@@ -64,7 +64,7 @@ func TestMetricsShowReactions(t *testing.T) {
 		res.Body.Close()
 		missing := ""
 		for _, w := range want {
-			if !strings.Contains(string(b), "\n"+w+"\n") {
+			if !promtext.Has(b, w) {
 				missing = w
 				break
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/events"
+	"github.com/synclane/synclane/internal/tracing"
 	"github.com/synclane/synclane/protocol/opwire"
 )
 
@@ -134,6 +135,7 @@ func (c *Client) call(ctx context.Context, to, path string, body []byte, hdr map
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
+	tracing.Inject(ctx, req.Header) // the caller's trace continues at the member (W3C traceparent)
 	c.Sign(req)
 	res, err := c.hc.Do(req)
 	if err != nil {

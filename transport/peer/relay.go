@@ -2,8 +2,6 @@ package peer
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -369,26 +367,4 @@ func (r *Relay) Stats() RelayStats {
 		Followed: int(s.followed.Load()), FollowedRemote: int(s.followedRemote.Load()), Followers: int(s.followers.Load()),
 		Sent: s.sent.Load(), Received: s.received.Load(), Dropped: s.dropped.Load(),
 		Overflows: s.overflows.Load(), Dials: s.dials.Load(), DialFailures: s.dialFailures.Load()}
-}
-
-// WriteMetrics writes the relay's counters in the Prometheus text format.
-func (r *Relay) WriteMetrics(w io.Writer) {
-	st := r.Stats()
-	g := func(name, help string, v int) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %d\n", name, help, name, name, v)
-	}
-	c := func(name, help string, v uint64) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", name, help, name, name, v)
-	}
-	fmt.Fprintf(w, "# HELP synclane_cluster_links Open follow links, by direction (out: to owners; in: from followers).\n# TYPE synclane_cluster_links gauge\n")
-	fmt.Fprintf(w, "synclane_cluster_links{direction=\"in\"} %d\nsynclane_cluster_links{direction=\"out\"} %d\n", st.InLinks, st.OutLinks)
-	g("synclane_cluster_followed_partitions", "Partitions the realtime hub holds sockets of.", st.Followed)
-	g("synclane_cluster_followed_remote_partitions", "Of those, the partitions followed at another member.", st.FollowedRemote)
-	g("synclane_cluster_followers", "Follows served as a partition's owner.", st.Followers)
-	c("synclane_cluster_messages_sent_total", "Follow-link messages written.", st.Sent)
-	c("synclane_cluster_messages_received_total", "Follow-link messages read.", st.Received)
-	c("synclane_cluster_messages_dropped_total", "Follow-link messages not delivered.", st.Dropped)
-	c("synclane_cluster_link_overflows_total", "Follow links closed on a full send queue.", st.Overflows)
-	c("synclane_cluster_dials_total", "Follow links dialed.", st.Dials)
-	c("synclane_cluster_dial_failures_total", "Follow-link dials that failed.", st.DialFailures)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/cluster"
+	"github.com/synclane/synclane/internal/promtext"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage/memory"
 	"github.com/synclane/synclane/transport/auth"
@@ -173,11 +174,13 @@ func TestRelayCommitEvents(t *testing.T) {
 	if st := a.relay.Stats(); st.InLinks != 1 || st.Followers != 1 {
 		t.Fatalf("owner stats %+v", st)
 	}
-	var metrics strings.Builder
-	a.relay.WriteMetrics(&metrics)
-	for _, line := range []string{"synclane_cluster_followers 1\n", `synclane_cluster_links{direction="in"} 1` + "\n"} {
-		if !strings.Contains(metrics.String(), line) {
-			t.Fatalf("metrics lack %q:\n%s", line, metrics.String())
+	metrics, err := promtext.Collect(a.relay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"synclane_cluster_followers 1", `synclane_cluster_links{direction="in"} 1`} {
+		if !promtext.Has(metrics, line) {
+			t.Fatalf("metrics lack %q:\n%s", line, metrics)
 		}
 	}
 

@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/events"
+	"github.com/synclane/synclane/internal/tracing"
 	"github.com/synclane/synclane/protocol/opwire"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
@@ -133,12 +135,26 @@ func (h *Handler) sync(w http.ResponseWriter, r *http.Request, from string) {
 		httperr.Write(w, syncerr.Wrap(syncerr.InvalidRequest, err, "forwarded request without a readable identity"))
 		return
 	}
+	ctx, span := r.Context(), tracing.Off
+	if t := h.eng.Tracer(); t != nil {
+		// The forwarding member's traceparent: this member's sync span
+		// continues the client's trace (trace.go of package httpsync does
+		// the same for the public route).
+		ctx, span = tracing.StartServer(ctx, t, r.Header, tracing.SpanSync)
+		defer span.End()
+		if span.IsRecording() {
+			span.SetAttributes(tracing.Member.String(from))
+		}
+	}
 	msg, err := ssp2.ReadRequest(r.Body, h.opts.MaxBody)
 	if err != nil {
+		failSpan(span, err)
 		httperr.Write(w, err)
 		return
 	}
-	rep, err := h.eng.SyncOwned(r.Context(), id, msg)
+	tracing.SetRequest(span, id.Partition, msg, false)
+	rep, err := h.eng.SyncOwned(ctx, id, msg)
+	failSpan(span, err)
 	if h.opts.WriteTimeout > 0 {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
 	}
@@ -242,4 +258,12 @@ func (h *Handler) answerJSON(w http.ResponseWriter, v any, err error) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(b)
+}
+
+// failSpan marks span (a forwarded request's) failed with err's protocol
+// code; nothing when err is nil or the span not recording.
+func failSpan(span trace.Span, err error) {
+	if err != nil {
+		tracing.Fail(span, string(syncerr.CodeOf(err)), err)
+	}
 }

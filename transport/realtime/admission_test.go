@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synclane/synclane/internal/promtext"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/realtime"
@@ -81,10 +82,12 @@ func TestPerClientAndPerActorCaps(t *testing.T) {
 					t.Fatalf("refusals %v, want one %s", got, tc.reason)
 				}
 			}
-			var b strings.Builder
-			f.hub.WriteMetrics(&b)
-			if line := fmt.Sprintf("synclane_realtime_refused_total{reason=%q} 1\n", tc.reason); !strings.Contains(b.String(), line) {
-				t.Fatalf("metrics lack %q:\n%s", line, b.String())
+			b, err := promtext.Collect(f.hub)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if line := fmt.Sprintf("synclane_realtime_refused_total{reason=%q} 1", tc.reason); !promtext.Has(b, line) {
+				t.Fatalf("metrics lack %q:\n%s", line, b)
 			}
 		})
 	}

@@ -23,8 +23,6 @@ package realtime
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -822,22 +820,28 @@ func groupKey(subs []sub) string {
 type Stats struct {
 	// Sockets is the number of open sockets; Partitions the partitions
 	// they are on.
-	Sockets, Partitions int
+	Sockets    int `json:"sockets"`
+	Partitions int `json:"partitions"`
 	// Accepted counts upgrades; RefusedLimit upgrades refused at
 	// MaxConnections, RefusedClient at MaxConnectionsPerClient and
 	// RefusedActor at MaxConnectionsPerActor.
-	Accepted, RefusedLimit, RefusedClient, RefusedActor uint64
+	Accepted      uint64 `json:"accepted"`
+	RefusedLimit  uint64 `json:"refusedLimit"`
+	RefusedClient uint64 `json:"refusedClient"`
+	RefusedActor  uint64 `json:"refusedActor"`
 	// Deltas counts deltas queued; DeltaBuilds the distinct deltas
 	// encoded (one per subscription set and wire version).
-	Deltas, DeltaBuilds uint64
+	Deltas      uint64 `json:"deltas"`
+	DeltaBuilds uint64 `json:"deltaBuilds"`
 	// Wakes counts wake-ups by reason.
-	Wakes map[string]uint64
+	Wakes map[string]uint64 `json:"wakes"`
 	// Closed counts sockets closed by the server, by reason: "slow"
 	// (send buffer full), "ping" (no pong), "protocol" (a violation),
 	// "shutdown".
-	Closed map[string]uint64
+	Closed map[string]uint64 `json:"closed"`
 	// Rounds counts socket rounds served; Presence presence events queued.
-	Rounds, Presence uint64
+	Rounds   uint64 `json:"rounds"`
+	Presence uint64 `json:"presence"`
 }
 
 type stats struct {
@@ -863,13 +867,15 @@ func (h *Hub) Stats() Stats {
 
 // SessionInfo describes one open socket (for tests and operators).
 type SessionInfo struct {
-	SessionID, ActorID, ClientID string
+	SessionID string `json:"sessionId"`
+	ActorID   string `json:"actorId"`
+	ClientID  string `json:"clientId"`
 	// Keys are the scope keys it is registered on, sorted.
-	Keys []string
+	Keys []string `json:"keys"`
 	// Live reports that it gets deltas (not wake-ups).
-	Live bool
+	Live bool `json:"live"`
 	// Queued is the number of messages in its send buffer.
-	Queued int
+	Queued int `json:"queued"`
 }
 
 // Sessions lists the open sockets of a partition.
@@ -895,34 +901,4 @@ func (h *Hub) Sessions(partitionName string) []SessionInfo {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].SessionID < out[j].SessionID })
 	return out
-}
-
-// WriteMetrics writes the hub's metrics in the Prometheus text format.
-func (h *Hub) WriteMetrics(w io.Writer) {
-	st := h.Stats()
-	fmt.Fprintf(w, "# HELP synclane_realtime_sockets Open realtime sockets.\n# TYPE synclane_realtime_sockets gauge\nsynclane_realtime_sockets %d\n", st.Sockets)
-	c := func(name, help string, v uint64) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", name, help, name, name, v)
-	}
-	c("synclane_realtime_accepted_total", "Realtime sockets accepted.", st.Accepted)
-	c("synclane_realtime_refused_limit_total", "Realtime upgrades refused at the connection limit.", st.RefusedLimit)
-	fmt.Fprintf(w, "# HELP synclane_realtime_refused_total Realtime upgrades refused at a socket cap, by cap: process, client, actor.\n# TYPE synclane_realtime_refused_total counter\n")
-	for _, r := range []struct {
-		reason string
-		n      uint64
-	}{{RefusedActor, st.RefusedActor}, {RefusedClient, st.RefusedClient}, {RefusedProcess, st.RefusedLimit}} {
-		fmt.Fprintf(w, "synclane_realtime_refused_total{reason=%q} %d\n", r.reason, r.n)
-	}
-	c("synclane_realtime_deltas_total", "Realtime deltas queued on sockets.", st.Deltas)
-	c("synclane_realtime_delta_builds_total", "Distinct realtime deltas encoded.", st.DeltaBuilds)
-	c("synclane_realtime_rounds_total", "Socket rounds served.", st.Rounds)
-	c("synclane_realtime_presence_total", "Presence events queued on sockets.", st.Presence)
-	fmt.Fprintf(w, "# HELP synclane_realtime_wakes_total Wake-ups sent, by reason.\n# TYPE synclane_realtime_wakes_total counter\n")
-	for _, r := range []string{ssp2.WakeCatchupRequired, ssp2.WakeDeltaTooLarge, ssp2.WakeResetRequired} {
-		fmt.Fprintf(w, "synclane_realtime_wakes_total{reason=%q} %d\n", r, st.Wakes[r])
-	}
-	fmt.Fprintf(w, "# HELP synclane_realtime_closed_total Sockets closed by the server, by reason.\n# TYPE synclane_realtime_closed_total counter\n")
-	for _, r := range []string{"ping", "protocol", "shutdown", "slow"} {
-		fmt.Fprintf(w, "synclane_realtime_closed_total{reason=%q} %d\n", r, st.Closed[r])
-	}
 }

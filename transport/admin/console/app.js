@@ -22,7 +22,14 @@ function h(tag, attrs = {}, ...kids) {
 const enc = encodeURIComponent;
 const link = (hash, text, attrs = {}) => h('a', { href: '#' + hash, ...attrs }, text);
 function fmtTime(ms) { return ms ? new Date(ms).toLocaleString() : '—'; }
-function plural(n, unit) { return `${Number(n).toLocaleString()} ${unit}${Number(n) === 1 ? '' : 's'}`; }
+// plural spells a count with its noun: 1 commit, 2 commits, 0 passes,
+// 3 entries, 2 queries. many overrides the English rule.
+function pluralOf(one) {
+  if (/(s|x|z|ch|sh)$/.test(one)) return one + 'es';
+  if (/[^aeiou]y$/.test(one)) return one.slice(0, -1) + 'ies';
+  return one + 's';
+}
+function plural(n, one, many) { n = Number(n || 0); return `${n.toLocaleString()} ${n === 1 ? one : (many || pluralOf(one))}`; }
 function fmtNum(n) { return Number(n || 0).toLocaleString(); }
 function fmtDur(ms) {
   if (!ms) return '0 ms';
@@ -46,6 +53,41 @@ function table(head, rows, attrs = {}) {
     h('tbody', {}, rows.length ? rows : h('tr', {}, h('td', { colspan: head.length, class: 'muted' }, 'nothing here'))));
 }
 function td(v, num) { return h('td', { class: num ? 'num' : '' }, v); }
+
+// label turns a camelCase key into words ("commitsApplied" → "commits
+// applied"); other keys (error codes, column names) stay as they are.
+function label(k) { return /^[a-z][a-zA-Z0-9]*$/.test(k) ? k.replace(/([a-z0-9])([A-Z])/g, '$1 $2').toLowerCase() : k; }
+const MAX_TABLE_ROWS = 50;
+// view renders any JSON value as HTML: objects as key/value tables,
+// arrays of objects as tables with a column per key, scalars as text.
+// Bounded: at most MAX_TABLE_ROWS rows per table.
+function view(v, key = '') {
+  if (v === null || v === undefined || v === '') return h('span', { class: 'muted' }, '—');
+  if (typeof v === 'boolean') return h('span', { class: 'tag' + (v ? ' ok' : '') }, v ? 'yes' : 'no');
+  if (typeof v === 'number') {
+    if (/Bytes$|^bytes/.test(key)) return fmtBytes(v);
+    if (/Ms$/.test(key) && /At|Last|last|updated|created/.test(key)) return fmtTime(v);
+    if (/Ms$/.test(key)) return fmtDur(v);
+    return Number.isInteger(v) ? fmtNum(v) : v.toLocaleString(undefined, { maximumFractionDigits: 3 });
+  }
+  if (typeof v !== 'object') return String(v);
+  const more = (n) => n > MAX_TABLE_ROWS ? h('tr', {}, h('td', { colspan: 99, class: 'muted' }, `… ${plural(n - MAX_TABLE_ROWS, 'more row')}`)) : null;
+  if (Array.isArray(v)) {
+    if (!v.length) return h('span', { class: 'muted' }, 'none');
+    if (v.every(x => x === null || typeof x !== 'object')) return v.slice(0, MAX_TABLE_ROWS).join(', ') + (v.length > MAX_TABLE_ROWS ? ' …' : '');
+    const cols = [...new Set(v.slice(0, MAX_TABLE_ROWS).flatMap(x => x && typeof x === 'object' ? Object.keys(x) : []))];
+    return h('table', { class: 'stats' }, h('thead', {}, h('tr', {}, cols.map(c => h('th', {}, label(c))))),
+      h('tbody', {}, v.slice(0, MAX_TABLE_ROWS).map(x => h('tr', {}, cols.map(c => h('td', { class: typeof x?.[c] === 'number' ? 'num' : '' }, view(x?.[c], c))))), more(v.length)));
+  }
+  const entries = Object.entries(v);
+  if (!entries.length) return h('span', { class: 'muted' }, 'none');
+  return h('table', { class: 'stats kv' }, h('tbody', {}, entries.slice(0, MAX_TABLE_ROWS).map(([k, x]) =>
+    h('tr', { 'data-key': k }, h('th', {}, label(k)), h('td', { class: typeof x === 'number' ? 'num' : '' }, view(x, k)))), more(entries.length)));
+}
+function sectionViews(sections) {
+  return (sections || []).map(s => h('div', { class: 'section', 'data-section': s.name }, h('h3', {}, s.name),
+    s.error ? h('p', { class: 'tag bad' }, s.error) : view(s.stats)));
+}
 
 // ---- errors and the token ---------------------------------------------
 function showError(msg) { const e = $('#error'); e.textContent = msg; e.hidden = !msg; }
@@ -94,7 +136,9 @@ function pager(id, head, load, rows) {
   let nextCursor = '';
   // Both buttons stay disabled until a page has loaded (a click before
   // that would page from a cursor not known yet).
-  async function show() {
+  // show loads the current page; reload (a live refresh) does it again
+  // and lets the caller see a failure instead of the banner.
+  async function show(rethrow) {
     prev.disabled = next.disabled = true;
     try {
       const res = await load(stack[stack.length - 1]);
@@ -102,9 +146,10 @@ function pager(id, head, load, rows) {
       box.querySelector('table')?.remove();
       box.append(table(head, res.items.map(rows)));
       prev.disabled = stack.length === 1; next.disabled = !res.next;
-      info.textContent = `page ${stack.length} · ${plural(res.items.length, 'entry').replace('entrys', 'entries')}`;
-    } catch (e) { prev.disabled = stack.length === 1; handle(e); }
+      info.textContent = `page ${stack.length} · ${plural(res.items.length, 'entry')}`;
+    } catch (e) { prev.disabled = stack.length === 1; if (rethrow) throw e; handle(e); }
   }
+  box.reload = () => show(true);
   prev.addEventListener('click', () => { if (stack.length > 1) { stack.pop(); show(); } });
   next.addEventListener('click', () => { if (nextCursor) { stack.push(nextCursor); show(); } });
   box.append(h('div', { class: 'pager' }, prev, next, info));
@@ -122,37 +167,139 @@ function crumbs(...parts) {
   $('#crumbs').replaceChildren(...parts.flatMap((p, i) => i ? [' / ', p] : [p]));
 }
 
-async function overview(g) {
-  const o = await api('overview');
-  if (stale(g)) return;
-  crumbs(link('/', 'overview'));
+// overviewCards are the overview's counters (refreshed live).
+function overviewCards(o) {
   const rq = o.requests || {};
   const ret = o.retention || {};
+  return [
+    card('Serve gate', o.ready ? h('span', { class: 'tag ok' }, 'open') : h('span', { class: 'tag bad' }, 'closed'), o.readyError || `schema v${o.schemaVersion}`),
+    card('Requests', h('span', { id: 'requests-count' }, fmtNum(rq.requests)), `${plural(rq.commitsApplied, 'commit')} applied, ${fmtNum(rq.commitsRejected)} rejected`),
+    card('Live partition actors', fmtNum(o.actors?.liveActors), `${fmtNum(o.actors?.passivated)} passivated, ${plural(o.actors?.restarts, 'restart')}`),
+    card('Retention', `${fmtDur(ret.activeWindowMs)} window`, `force after ${fmtDur(ret.ageForceMs)}, keep ${plural(ret.minRetainedCommits, 'commit')}`),
+    card('Segments', `${fmtNum(o.segments?.built)} built`, `${fmtNum(o.segments?.served)} served, ${fmtBytes(o.segments?.servedBytes)}`),
+    card('Events', plural(o.events?.emitted, 'event'), `${fmtNum(o.events?.retained)} of ${fmtNum(o.events?.size)} kept, ${plural(o.events?.droppedSubscribers, 'slow reader')} dropped`),
+    ...featureCards(o.sections || []),
+  ];
+}
+
+function checkpointsTable(o) {
+  return table(['Partition', 'Name', 'State', { label: 'Watermark', num: 1 }, { label: 'Owner epoch', num: 1 }, 'Updated'],
+    (o.checkpoints || []).map(c => h('tr', {}, td(c.partition), td(c.name), td(c.state), td(fmtNum(c.watermark), 1), td(fmtNum(c.ownerEpoch), 1), td(fmtTime(c.updatedAtMs)))));
+}
+
+// overviewData reads the overview and the last hour of sync requests (null
+// when the server records none).
+let chartSeconds = 3600;
+async function overviewData() {
+  return Promise.all([api('overview'), api(`timeseries?seconds=${chartSeconds}`).catch(e => { if (e.status === 404) return null; throw e; })]);
+}
+
+async function overview(g) {
+  const [o, ts] = await overviewData();
+  if (stale(g)) return;
+  crumbs(link('/', 'overview'));
+  const cards = h('div', { class: 'cards', id: 'overview-cards' }, overviewCards(o));
+  const chartBox = h('div', { id: 'chart' }, chart(ts));
+  const cps = h('div', { id: 'checkpoints' }, checkpointsTable(o));
+  const secs = h('div', { id: 'sections' }, sectionViews(o.sections));
+  let parts;
   page.replaceChildren(
-    h('h1', {}, 'Overview'),
-    h('div', { class: 'cards' },
-      card('Serve gate', o.ready ? h('span', { class: 'tag ok' }, 'open') : h('span', { class: 'tag bad' }, 'closed'), o.readyError || `schema v${o.schemaVersion}`),
-      card('Requests', fmtNum(rq.Requests), `${plural(rq.CommitsApplied || 0, 'commit')} applied, ${fmtNum(rq.CommitsRejected)} rejected`),
-      card('Live partition actors', fmtNum(o.actors?.LiveActors), `${fmtNum(o.actors?.Passivated)} passivated, ${fmtNum(o.actors?.Restarts)} restarts`),
-      card('Retention', `${fmtDur(ret.activeWindowMs)} window`, `force after ${fmtDur(ret.ageForceMs)}, keep ${plural(ret.minRetainedCommits, 'commit')}`),
-      card('Segments', `${fmtNum(o.segments?.Built)} built`, `${fmtNum(o.segments?.Served)} served, ${fmtBytes(o.segments?.ServedBytes)}`),
-      card('Events', plural(o.events?.emitted || 0, 'event'), `${fmtNum(o.events?.retained)} of ${fmtNum(o.events?.size)} kept, ${fmtNum(o.events?.droppedSubscribers)} slow readers dropped`),
-      ...featureCards(o.sections || []),
-    ),
+    h('h1', {}, 'Overview ', h('span', { class: 'muted', id: 'updated' }, `updated ${new Date().toLocaleTimeString()}, refreshing every ${REFRESH_MS / 1000} s`)),
+    cards,
+    h('h2', {}, 'Sync requests over the last ', h('select', { id: 'chart-window', onchange: async (ev) => {
+      chartSeconds = Number(ev.target.value);
+      try { const ts = await api(`timeseries?seconds=${chartSeconds}`); if (!stale(g)) chartBox.replaceChildren(chart(ts)); } catch (e) { handle(e); }
+    } }, [[300, '5 minutes'], [900, '15 minutes'], [3600, 'hour']].map(([v, l]) => h('option', { value: v, selected: v === chartSeconds }, l)))),
+    chartBox,
     h('h2', {}, 'Partitions'),
-    pager('partitions', ['Partition', { label: 'Max seq', num: 1 }, { label: 'Horizon', num: 1 }, { label: 'Clients', num: 1 }, 'Actor', 'Last activity', 'Log epoch'],
+    parts = pager('partitions', ['Partition', { label: 'Max seq', num: 1 }, { label: 'Horizon', num: 1 }, { label: 'Clients', num: 1 }, 'Actor', 'Last activity', 'Log epoch'],
       (after) => api(`partitions?limit=25&after=${enc(after)}`),
       (p) => h('tr', {}, td(link(`/p/${enc(p.partition)}`, p.partition, { class: 'partition-link' })), td(fmtNum(p.maxSeq), 1), td(fmtNum(p.horizon), 1),
         td(fmtNum(p.clients), 1), td(p.live ? h('span', { class: 'tag ok' }, 'live') : h('span', { class: 'tag' }, 'passivated')),
         td(h('span', { title: ago(p.lastActivityMs) }, fmtTime(p.lastActivityMs))), td(h('code', {}, p.logEpoch)))),
     h('h2', {}, 'Checkpoints'),
-    table(['Partition', 'Name', 'State', { label: 'Watermark', num: 1 }, { label: 'Owner epoch', num: 1 }, 'Updated'],
-      (o.checkpoints || []).map(c => h('tr', {}, td(c.partition), td(c.name), td(c.state), td(fmtNum(c.watermark), 1), td(fmtNum(c.ownerEpoch), 1), td(fmtTime(c.updatedAtMs))))),
+    cps,
     h('h2', {}, 'Sections'),
-    ...(o.sections || []).map(s => h('div', {}, h('h3', {}, s.name), s.error ? h('p', { class: 'tag bad' }, s.error) : h('pre', {}, JSON.stringify(s.stats, null, 2)))),
+    secs,
     h('h2', {}, 'Maintenance'),
     h('button', { type: 'button', onclick: () => action('maintenance', 'Run one maintenance pass now?') }, 'Run one maintenance pass'),
   );
+  // The counters, the chart, the partitions page shown, the checkpoints and
+  // the sections refresh in place.
+  live.start(g, async () => {
+    const [o, ts] = await overviewData();
+    await parts.reload();
+    if (stale(g)) return;
+    cards.replaceChildren(...overviewCards(o));
+    chartBox.replaceChildren(chart(ts));
+    cps.replaceChildren(checkpointsTable(o));
+    secs.replaceChildren(...sectionViews(o.sections));
+    $('#updated').textContent = `updated ${new Date().toLocaleTimeString()}, refreshing every ${REFRESH_MS / 1000} s`;
+  });
+}
+
+// ---- the request chart (inline SVG) ----------------------------------
+const SVG = 'http://www.w3.org/2000/svg';
+function svgEl(tag, attrs = {}, ...kids) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) if (v !== undefined && v !== null) el.setAttribute(k, v);
+  for (const kid of kids.flat(Infinity)) if (kid !== undefined && kid !== null) el.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+  return el;
+}
+function niceMax(v) {
+  if (!(v > 0)) return 1;
+  const p = 10 ** Math.floor(Math.log10(v));
+  return [1, 2, 2.5, 5, 10].map(m => m * p).find(m => m >= v);
+}
+// panel draws series (each {name, cls, values: number|null per point}) on
+// one y scale; a null value breaks the line.
+function panel(id, title, unit, times, series) {
+  const W = 760, H = 160, L = 56, R = 10, T = 24, B = 22;
+  const max = niceMax(Math.max(0, ...series.flatMap(x => x.values.filter(v => v !== null))));
+  const n = times.length;
+  const x = (i) => L + (n > 1 ? i * (W - L - R) / (n - 1) : 0);
+  const y = (v) => T + (H - T - B) * (1 - v / max);
+  const grid = [0, 0.5, 1].map(f => [svgEl('line', { x1: L, x2: W - R, y1: y(max * f), y2: y(max * f), class: 'grid' }),
+    svgEl('text', { x: L - 6, y: y(max * f) + 4, 'text-anchor': 'end', class: 'axis' }, `${(max * f).toLocaleString(undefined, { maximumFractionDigits: 2 })}`)]);
+  const fmtT = (ms) => new Date(ms).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+  const xlabels = n ? [0, Math.floor(n / 2), n - 1].map(i => svgEl('text', { x: x(i), y: H - 6, 'text-anchor': i === 0 ? 'start' : i === n - 1 ? 'end' : 'middle', class: 'axis' }, fmtT(times[i]))) : [];
+  const lines = series.map(ser => {
+    let d = '', pen = false, count = 0;
+    ser.values.forEach((v, i) => {
+      if (v === null) { pen = false; return; }
+      d += `${pen ? 'L' : 'M'}${x(i).toFixed(1)},${y(v).toFixed(1)}`; pen = true; count++;
+    });
+    const path = svgEl('path', { d: d || 'M0,0', class: `line ${ser.cls}`, 'data-points': count, fill: 'none' }, svgEl('title', {}, ser.name));
+    // Dots mark the points of a sparse series (a lone point draws no line).
+    const dots = ser.dots ? ser.values.map((v, i) => v === null ? null : svgEl('circle', { cx: x(i).toFixed(1), cy: y(v).toFixed(1), r: 2, class: `dot ${ser.cls}` })) : [];
+    return svgEl('g', {}, path, dots);
+  });
+  const legend = series.map((ser, i) => svgEl('g', { transform: `translate(${L + 60 + i * 110},9)` },
+    svgEl('line', { x1: 0, x2: 16, y1: 0, y2: 0, class: `line ${ser.cls}` }), svgEl('text', { x: 20, y: 4, class: 'legend' }, ser.name)));
+  return svgEl('svg', { id, viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': title, class: 'chart' },
+    svgEl('text', { x: 4, y: 13, class: 'axis' }, unit), grid, xlabels, lines, legend);
+}
+// chart renders a GET /api/timeseries window: request and error rate, p50
+// and p99 latency (estimated from per-second histograms, within the
+// precision the server states).
+function chart(w) {
+  if (!w) return h('p', { class: 'muted' }, 'This server records no request time series.');
+  const pts = w.points || [];
+  const step = w.stepSeconds || 1;
+  const times = pts.map(p => p.atMs);
+  const rate = (n) => n / step;
+  const lat = (p, k) => p.requests ? p[k] : null;
+  const t = w.total || {};
+  return h('div', { class: 'chart-box', 'data-requests': t.requests || 0 },
+    h('p', { class: 'muted' }, `${plural(t.requests, 'request')} (${fmtNum(t.errors)} failed) in the last ${fmtDur(w.seconds * 1000)}, `,
+      `p50 ${fmtDur(t.p50Ms)}, p99 ${fmtDur(t.p99Ms)}; one point per ${plural(step, 'second')}. `,
+      `Latencies are estimated from log-spaced histograms: within ±${Math.round((w.precision || 0) * 100)}% between ${fmtDur(w.minLatencyMs)} and ${fmtDur(w.maxLatencyMs)}.`),
+    panel('chart-rate', 'Requests and errors per second', 'per second', times, [
+      { name: 'requests/s', cls: 'requests', values: pts.map(p => rate(p.requests)) },
+      { name: 'errors/s', cls: 'errors', values: pts.map(p => rate(p.errors)) }]),
+    panel('chart-latency', 'Latency p50 and p99', 'ms', times, [
+      { name: 'p50', cls: 'p50', dots: true, values: pts.map(p => lat(p, 'p50Ms')) },
+      { name: 'p99', cls: 'p99', dots: true, values: pts.map(p => lat(p, 'p99Ms')) }]));
 }
 
 // featureCards summarizes the sections of optional features (reactions,
@@ -162,21 +309,21 @@ function featureCards(sections) {
   for (const sec of sections) {
     const st = sec.stats || {};
     if (sec.name === 'reactions' && !sec.error) {
-      out.push(card('Reactions', link('/reactions', `${fmtNum(st.Pending)} pending`, { id: 'reactions-link' }),
-        `${fmtNum(st.Dead)} dead-lettered · ${fmtNum(st.Delivered)} delivered, ${fmtNum(st.Retried)} retried here`));
+      out.push(card('Reactions', link('/reactions', `${fmtNum(st.pending)} pending`, { id: 'reactions-link' }),
+        `${fmtNum(st.dead)} dead-lettered · ${fmtNum(st.delivered)} delivered, ${fmtNum(st.retried)} retried here`));
     }
     if (sec.name === 'operations' && !sec.error) {
       const r = st.registered || {}, sum = (m) => Object.values(m || {}).reduce((a, b) => a + b, 0);
       const refused = Object.values(st.refused || {}).reduce((a, m) => a + sum(m), 0);
-      out.push(card('Remote operations', `${plural((r.queries || []).length, 'query').replace('querys', 'queries')}, ${plural((r.commands || []).length, 'command')}`,
+      out.push(card('Remote operations', `${plural((r.queries || []).length, 'query')}, ${plural((r.commands || []).length, 'command')}`,
         `${fmtNum(sum(st.executed))} executed, ${fmtNum(refused)} refused here · ${[...(r.queries || []), ...(r.commands || [])].join(', ')}`));
     }
     if (sec.name === 'blobs' && !sec.error) {
       const c = st.counters || {}, sd = st.stored;
-      if (sd) out.push(card('Stored blobs', `${fmtNum(sd.Present)} present, ${fmtBytes(sd.PresentBytes)}`,
-        `${fmtNum(sd.Uploading)} uploading, ${fmtNum(sd.Deleting)} being swept, ${plural(sd.References, 'row reference')}`));
+      if (sd) out.push(card('Stored blobs', `${fmtNum(sd.present)} present, ${fmtBytes(sd.presentBytes)}`,
+        `${fmtNum(sd.uploading)} uploading, ${fmtNum(sd.deleting)} being swept, ${plural(sd.references, 'row reference')}`));
       else if (st.storedError) out.push(card('Stored blobs', 'unknown', st.storedError));
-      out.push(card('Blobs', `${fmtNum(c.Uploads)} uploaded`, `${fmtBytes(c.BytesIn)} in, ${fmtNum(c.Downloads)} downloads (${fmtBytes(c.BytesOut)}), ${fmtNum(c.Swept)} orphans swept in ${plural(c.SweepPasses || 0, 'pass')}, cap ${fmtBytes(st.maxBlobBytes)}`));
+      out.push(card('Blobs', `${fmtNum(c.uploads)} uploaded`, `${fmtBytes(c.bytesIn)} in, ${fmtNum(c.downloads)} downloads (${fmtBytes(c.bytesOut)}), ${fmtNum(c.swept)} orphans swept in ${plural(c.sweepPasses, 'sweep pass')}, cap ${fmtBytes(st.maxBlobBytes)}`));
     }
   }
   return out;
@@ -192,8 +339,8 @@ async function reactionsView(g, state) {
   page.replaceChildren(
     h('h1', {}, 'Durable reactions'),
     first.enabled ? h('div', { class: 'cards' },
-      card('Pending', fmtNum(st.Pending), 'waiting or being delivered'), card('Dead-lettered', fmtNum(st.Dead), 'kept until re-driven or deleted here'),
-      card('This process', `${fmtNum(st.Delivered)} delivered`, `${fmtNum(st.Retried)} retried, ${fmtNum(st.DeadLettered)} dead-lettered`))
+      card('Pending', fmtNum(st.pending), 'waiting or being delivered'), card('Dead-lettered', fmtNum(st.dead), 'kept until re-driven or deleted here'),
+      card('This process', `${fmtNum(st.delivered)} delivered`, `${fmtNum(st.retried)} retried, ${fmtNum(st.deadLettered)} dead-lettered`))
       : h('p', { class: 'muted' }, 'This server runs without reaction handlers: no reactions are scheduled.'),
     h('p', {}, 'Show ', pick),
     pager('reactions', [{ label: 'Id', num: 1 }, 'Partition', { label: 'Commit', num: 1 }, 'Name', 'State', { label: 'Attempts', num: 1 }, 'Next attempt', 'Last error', ''],
@@ -250,7 +397,7 @@ async function partitionView(g, p) {
     commitsPager(p, ''),
     h('h2', {}, 'Scope activity ', h('span', { class: 'muted' }, '(newest 1,000 commits)')),
     scopes,
-    ...(d.sections || []).map(s => h('div', {}, h('h2', {}, s.name), s.error ? h('p', { class: 'tag bad' }, s.error) : h('pre', {}, JSON.stringify(s.stats, null, 2)))),
+    ...sectionViews(d.sections),
     h('h2', {}, 'Actions'),
     h('button', { type: 'button', class: 'danger', onclick: () => action(`partitions/${enc(p)}/rotate-epoch`, `Rotate the log epoch of ${p}? Every client bootstraps again.`) }, 'Rotate log epoch'),
   );
@@ -280,10 +427,10 @@ async function clientView(g, p, c) {
       card('Actor', d.actor), card('Cursor', fmtNum(d.cursor)), card('Wire version', `v${d.wireVersion}`),
       card('Last seen', fmtTime(d.lastSeenMs), ago(d.lastSeenMs)), card('Subscriptions', fmtNum(d.subscriptionCount)),
       leaseCard(p, c, d.lease)),
-    h('h2', {}, 'Subscriptions'), h('pre', {}, JSON.stringify(d.subscriptions, null, 2)),
+    h('h2', {}, 'Subscriptions'), h('div', { id: 'subscriptions' }, view(d.subscriptions)),
     ...(d.lease ? [h('h2', {}, 'Auth lease'),
       h('p', {}, `Issued ${fmtTime(d.lease.issuedAtMs)} to actor ${d.lease.actor}. Allowed scopes while the scope resolver is down:`),
-      h('pre', {}, JSON.stringify(d.lease.allowedScopes, null, 2)),
+      view(d.lease.allowedScopes),
       h('button', { type: 'button', class: 'danger', id: 'revoke-lease', onclick: () => action(`partitions/${enc(p)}/clients/${enc(c)}/revoke-lease`,
         `Revoke the auth lease of ${c}? During a resolver outage its rounds then fail with sync.auth_lease_revoked; its next round with a working resolver gets a new lease. Nothing is purged.`) }, 'Revoke auth lease')] : []),
     h('h2', {}, 'Recent commits of this client'), commitsPager(p, c));
@@ -330,8 +477,41 @@ async function rowView(g, p, t, id) {
 let gen = 0;
 const stale = (g) => g !== gen;
 
+// ---- live refresh ------------------------------------------------------
+// A view may register a refresh: it runs REFRESH_MS after the previous one
+// ended (one request chain at a time, none while the tab is hidden) until
+// the operator navigates away. A failed refresh keeps the figures but marks
+// them stale, in the banner and on the page, until one succeeds again.
+const REFRESH_MS = 2000;
+const live = (() => {
+  let timer = null, owner = -1, fn = null, okAt = Date.now(), failing = false;
+  function stop() { clearTimeout(timer); timer = null; fn = null; owner = -1; failing = false; page.classList.remove('stale'); }
+  function start(g, refresh) { stop(); owner = g; fn = refresh; okAt = Date.now(); timer = setTimeout(tick, REFRESH_MS); }
+  async function tick() {
+    const g = owner;
+    if (stale(g) || !fn) return;
+    if (!document.hidden) {
+      try {
+        await fn();
+        if (stale(g)) return;
+        okAt = Date.now();
+        if (failing) { failing = false; page.classList.remove('stale'); showError(''); }
+      } catch (e) {
+        if (stale(g)) return;
+        if (e.status === 401) { stop(); handle(e); return; }
+        failing = true;
+        page.classList.add('stale');
+        showError(`Refresh failed: ${e.message}. The figures below are stale (last updated ${new Date(okAt).toLocaleTimeString()}); retrying every ${REFRESH_MS / 1000} s.`);
+      }
+    }
+    if (!stale(g) && fn) timer = setTimeout(tick, REFRESH_MS);
+  }
+  return { start, stop };
+})();
+
 async function route() {
   const g = ++gen;
+  live.stop();
   if (!token()) { showLogin(); return; }
   $('#login').hidden = true; $('#logout').hidden = false; showError('');
   const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
@@ -345,7 +525,15 @@ async function route() {
       return await partitionView(g, p);
     }
     return await overview(g);
-  } catch (e) { if (!stale(g)) handle(e); }
+  } catch (e) {
+    if (stale(g)) return;
+    // Nothing of the previous view stays under the banner: it would pass
+    // for this one's data.
+    page.replaceChildren(h('p', { class: 'muted', id: 'load-failed' }, 'This page could not be loaded. ',
+      h('button', { type: 'button', onclick: () => route() }, 'Try again')));
+    crumbs(link('/', 'overview'));
+    handle(e);
+  }
 }
 
 // ---- live events (Server-Sent Events over fetch, so the token travels in
