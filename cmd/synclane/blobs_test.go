@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/synclane/synclane/storage/blobstore"
+	"github.com/synclane/synclane/storage/blobstore/blobstoretest"
 )
 
 func TestBlobFlagsValidate(t *testing.T) {
@@ -125,7 +124,7 @@ func TestServeRefusesBadBlobStore(t *testing.T) {
 // connections and never answers logs the check, then exits 1 within
 // --blob-store-timeout with an error naming the endpoint and the timeout.
 func TestServeSilentS3Endpoint(t *testing.T) {
-	addr := silentListener(t)
+	addr := blobstoretest.SilentListener(t)
 	code, _, stderr := runCmdEnv(t, nil, "serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--blob-store", "s3://blobs/x",
 		"--s3-endpoint", addr, "--s3-insecure", "--s3-access-key", "k", "--s3-secret-key", "s", "--blob-store-timeout", "300ms")
 	check := strings.Index(stderr, "checking the S3 blob store")
@@ -133,42 +132,6 @@ func TestServeSilentS3Endpoint(t *testing.T) {
 	if code != 1 || check < 0 || fail < check || !strings.Contains(stderr[fail:], addr) || !strings.Contains(stderr[fail:], "300ms") {
 		t.Fatalf("serve on a silent S3 endpoint: exit %d, stderr:\n%s\nwant exit 1, a log line before the check and an error naming %s and 300ms", code, stderr, addr)
 	}
-}
-
-// silentListener listens on loopback, accepts every connection and never
-// answers; it returns the address. It stops at the test's end.
-func silentListener(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	})
-	return ln.Addr().String()
 }
 
 // TestServeS3BlobStore: serve with an s3:// blob store on an in-process

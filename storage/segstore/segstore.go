@@ -18,6 +18,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -99,6 +100,32 @@ type Held struct {
 	Bytes       int64
 	CreatedAtMs int64 // the newest entry's
 	ExpiresAtMs int64 // the latest entry's
+}
+
+// HeldRows is the part of a query result (database/sql's *sql.Rows,
+// pgx's Rows) ScanHeld reads.
+type HeldRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// ScanHeld reads rows of (id, bytes, created_at_ms, expires_at_ms) into
+// Helds, for the Held method of a store backed by SQL. It does not close
+// rows.
+func ScanHeld(rows HeldRows) ([]Held, error) {
+	var out []Held
+	for rows.Next() {
+		var h Held
+		if err := rows.Scan(&h.ID, &h.Bytes, &h.CreatedAtMs, &h.ExpiresAtMs); err != nil {
+			return nil, fmt.Errorf("segstore: held segments: %w", err)
+		}
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("segstore: held segments: %w", err)
+	}
+	return out, nil
 }
 
 // Evicter is implemented by a Store whose contents the Cache can bound

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/synclane/synclane/storage/blobstore"
+	"github.com/synclane/synclane/storage/blobstore/blobstoretest"
 )
 
 // fakeS3 is gofakes3 on loopback with bucket "blobs", recording the body
@@ -208,48 +208,12 @@ func (c *countingReader) reads() int {
 // TestS3SilentEndpoint: an endpoint that accepts connections and never
 // answers fails New with ErrTimeout, naming the endpoint and the timeout.
 func TestS3SilentEndpoint(t *testing.T) {
-	addr := silentListener(t)
+	addr := blobstoretest.SilentListener(t)
 	_, err := New(t.Context(), Options{Endpoint: addr, Bucket: "blobs", Region: "us-east-1", AccessKey: "k", SecretKey: "s",
 		Insecure: true, Timeout: 300 * time.Millisecond})
 	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "300ms") {
 		t.Fatalf("New on a silent endpoint: %v, want ErrTimeout naming %s and 300ms", err, addr)
 	}
-}
-
-// silentListener listens on loopback, accepts every connection and never
-// answers; it returns the address. Everything stops at the test's end.
-func silentListener(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	})
-	return ln.Addr().String()
 }
 
 // TestS3TimeoutWhileServing: once the endpoint stops answering, Stat and

@@ -592,18 +592,7 @@ func (s *Store) Held(ctx context.Context) ([]segstore.Held, error) {
 		return nil, fmt.Errorf("segstore: held segments: %w", err)
 	}
 	defer rows.Close()
-	var out []segstore.Held
-	for rows.Next() {
-		var h segstore.Held
-		if err := rows.Scan(&h.ID, &h.Bytes, &h.CreatedAtMs, &h.ExpiresAtMs); err != nil {
-			return nil, fmt.Errorf("segstore: held segments: %w", err)
-		}
-		out = append(out, h)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("segstore: held segments: %w", err)
-	}
-	return out, nil
+	return segstore.ScanHeld(rows)
 }
 
 // Evict implements segstore.Evicter: every entry of each id becomes a
