@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -52,4 +53,68 @@ func Start(t testing.TB, width, height int) context.Context {
 		t.Fatalf("start chromium: %v", err)
 	}
 	return bctx
+}
+
+// Page runs the steps of one browser test on a browser context from Start:
+// each step gets Timeout, and a failed step fails the test with the page's
+// text.
+type Page struct {
+	t       testing.TB
+	ctx     context.Context
+	Timeout time.Duration
+}
+
+// NewPage returns a Page on bctx (from Start) whose steps each get timeout.
+func NewPage(t testing.TB, bctx context.Context, timeout time.Duration) *Page {
+	return &Page{t: t, ctx: bctx, Timeout: timeout}
+}
+
+// Fail fails the test with what, err and the page's text.
+func (p *Page) Fail(what string, err error) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+	defer cancel()
+	body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
+	p.t.Fatalf("%s: %v\npage text:\n%s", what, err, body)
+}
+
+// Step runs actions, failing the test (Fail) when they do not complete
+// within the timeout.
+func (p *Page) Step(what string, actions ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, p.Timeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		p.Fail(what, err)
+	}
+}
+
+// Text returns the text of the first element matching css.
+func (p *Page) Text(what, css string) string {
+	p.t.Helper()
+	return run(p, what, chromedp.Text(chromedp.CSS(css)))
+}
+
+// Poll waits until the JavaScript expression expr is true (for at most the
+// timeout less 5 s).
+func (p *Page) Poll(what, expr string) {
+	p.t.Helper()
+	run(p, what, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(p.Timeout-5*time.Second)))
+}
+
+// Eval returns the value of the JavaScript expression expr on p's page.
+func Eval[T any](p *Page, what, expr string) T {
+	p.t.Helper()
+	return run(p, what, chromedp.Evaluate[T](expr))
+}
+
+func run[T any](p *Page, what string, a chromedp.Action[T]) T {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, p.Timeout)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		p.Fail(what, err)
+	}
+	return v
 }

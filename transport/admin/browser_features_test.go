@@ -32,33 +32,9 @@ func TestConsoleFeaturePanelsInBrowser(t *testing.T) {
 	})
 
 	bctx := browsertest.Start(t, 1500, 1000)
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
-		defer cancel()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			body, _ := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("body")))
-			t.Fatalf("%s: %v\npage text:\n%s", what, err, body)
-		}
-	}
-	text := func(what, css string) string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
-		defer cancel()
-		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(css)))
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		return v
-	}
-	eval := func(what, expr string) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
-		defer cancel()
-		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr)); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	p := browsertest.NewPage(t, bctx, 30*time.Second)
+	step, text := p.Step, p.Text
+	eval := func(what, expr string) { t.Helper(); browsertest.Eval[bool](p, what, expr) }
 
 	step("log in",
 		chromedp.Navigate(s.admin.URL+"/"),

@@ -43,39 +43,9 @@ func TestConsoleLiveInBrowser(t *testing.T) {
 	s.push("globex", "cyd", "tablet", "c3", "g-1", "ops", "Rotate keys")
 
 	bctx := browsertest.Start(t, 1500, 1100)
-	fail := func(what string, err error) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(bctx, 5*time.Second)
-		defer cancel()
-		body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
-		t.Fatalf("%s: %v\npage text:\n%s", what, err, body)
-	}
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(bctx, 20*time.Second)
-		defer cancel()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			fail(what, err)
-		}
-	}
-	eval := func(what, expr string) string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(bctx, 20*time.Second)
-		defer cancel()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
-		if err != nil {
-			fail(what, err)
-		}
-		return v
-	}
-	poll := func(what, expr string) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(bctx, 20*time.Second)
-		defer cancel()
-		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(15*time.Second))); err != nil {
-			fail(what, err)
-		}
-	}
+	p := browsertest.NewPage(t, bctx, 20*time.Second)
+	fail, step, poll := p.Fail, p.Step, p.Poll
+	eval := func(what, expr string) string { t.Helper(); return browsertest.Eval[string](p, what, expr) }
 
 	step("log in",
 		chromedp.Navigate(s.admin.URL+"/"),

@@ -32,49 +32,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	bctx := browsertest.Start(t, 1500, 1000)
-	fail := func(what string, err error) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(bctx, 5*time.Second)
-		defer cancel()
-		body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
-		t.Fatalf("%s: %v\npage text:\n%s", what, err, body)
-	}
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
-		defer cancel()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			fail(what, err)
-		}
-	}
-	text := func(what, css string) string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
-		defer cancel()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(css)))
-		if err != nil {
-			fail(what, err)
-		}
-		return s
-	}
-	poll := func(what, expr string) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
-		defer cancel()
-		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(25*time.Second))); err != nil {
-			fail(what, err)
-		}
-	}
-	eval := func(what, expr string) bool {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
-		defer cancel()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
-		if err != nil {
-			fail(what, err)
-		}
-		return v
-	}
+	p := browsertest.NewPage(t, bctx, 30*time.Second)
+	fail, step, text, poll := p.Fail, p.Step, p.Text, p.Poll
+	eval := func(what, expr string) bool { t.Helper(); return browsertest.Eval[bool](p, what, expr) }
 
 	step("open the console and give the token",
 		chromedp.Navigate(s.admin.URL+"/"),
