@@ -125,40 +125,14 @@ func (m *httpMetrics) observe(route string, status int, code, kind string, d tim
 	h.count++
 }
 
-// recorder captures what a request was answered: status, protocol error
-// code (noted through httperr.NoteCode) and the sync request kind (noted
-// by Handler).
+// recorder captures what a request was answered: status (statusWriter,
+// observe.go), protocol error code (noted through httperr.NoteCode) and
+// the sync request kind (noted by Handler).
 type recorder struct {
-	http.ResponseWriter
-	status int
-	code   string
-	kind   string
+	statusWriter
+	code string
+	kind string
 }
-
-func (r *recorder) WriteHeader(status int) {
-	if r.status == 0 && (status >= 200 || status == http.StatusSwitchingProtocols) {
-		r.status = status
-	}
-	r.ResponseWriter.WriteHeader(status)
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.ResponseWriter.Write(b)
-}
-
-// Flush implements http.Flusher.
-func (r *recorder) Flush() {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	_ = http.NewResponseController(r.ResponseWriter).Flush()
-}
-
-// Unwrap lets http.ResponseController reach the connection (deadlines).
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // NoteCode implements httperr.CodeNoter: the answer's protocol error code.
 func (r *recorder) NoteCode(code string) { r.code = code }

@@ -160,7 +160,7 @@ func notAllowed(method string) http.Handler {
 // ServeHTTP routes the request and records it in the HTTP metrics.
 func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rec := &recorder{ResponseWriter: w}
+	rec := &recorder{statusWriter: statusWriter{ResponseWriter: w}}
 	m.metrics.inFlight.Add(1)
 	done := false
 	defer func() {

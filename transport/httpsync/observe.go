@@ -38,16 +38,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	done = true
 }
 
-// statusWriter notes the status of an answer. It unwraps, so
-// http.ResponseController and the Mux's recorder (findRecorder) reach the
-// writers under it.
+// statusWriter notes the status of an answer (a switch of protocols
+// counts: a realtime upgrade's 101). It unwraps, so http.ResponseController
+// and the Mux's recorder (findRecorder) reach the writers under it.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
 }
 
 func (w *statusWriter) WriteHeader(status int) {
-	if w.status == 0 && status >= 200 {
+	if w.status == 0 && (status >= 200 || status == http.StatusSwitchingProtocols) {
 		w.status = status
 	}
 	w.ResponseWriter.WriteHeader(status)
