@@ -58,7 +58,7 @@ func Handler(next http.Handler, log *zap.Logger) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		id := requestID(r)
+		id := HeaderRequestID(r)
 		e := &entry{requestID: id}
 		r = r.WithContext(context.WithValue(r.Context(), entryKey{}, e))
 		if r.Header.Get(Header) != id {
@@ -137,7 +137,9 @@ func (e *entry) identity() (string, string) {
 
 const idChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-"
 
-func requestID(r *http.Request) string {
+// HeaderRequestID returns r's X-Request-Id when it is a valid one (at most
+// 128 characters of letters, digits, '.', '_' and '-'), else a new UUID.
+func HeaderRequestID(r *http.Request) string {
 	if v := r.Header.Get(Header); len(v) > 0 && len(v) <= 128 && strings.Trim(v, idChars) == "" {
 		return v
 	}

@@ -21,12 +21,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/accesslog"
 	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/bodybudget"
 	"github.com/synclane/synclane/transport/httperr"
@@ -100,12 +100,7 @@ func NewHandler(eng *engine.Engine, opts Options) *Handler {
 const RequestIDHeader = "X-Request-Id"
 
 // requestID returns the id of r (see RequestIDHeader).
-func requestID(r *http.Request) string {
-	if v := r.Header.Get(RequestIDHeader); len(v) > 0 && len(v) <= 128 && strings.Trim(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == "" {
-		return v
-	}
-	return uuid.NewString()
-}
+func requestID(r *http.Request) string { return accesslog.HeaderRequestID(r) }
 
 // serve answers one sync request (ServeHTTP, observe.go, wraps it).
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
