@@ -71,8 +71,11 @@ type serveConfig struct {
 	maxBody, maxInflightBody                                          int64
 	pgMaxConns                                                        int
 	maintenanceLease                                                  time.Duration
-	pgStatementTimeout, shutdownTimeout, idleTimeout                  time.Duration
-	maxOps                                                            int
+	// sqliteFiles is --sqlite-files: K, the database files of a new data
+	// directory (sqlitefiles.go).
+	sqliteFiles                                      sqliteFilesFlag
+	pgStatementTimeout, shutdownTimeout, idleTimeout time.Duration
+	maxOps                                           int
 
 	// Authentication: --jwt-secret, or development headers (--dev-auth, or
 	// no auth flag at all) on a loopback address unless overridden.
@@ -137,6 +140,8 @@ func storeFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.StringVar(&c.postgresURL, "postgres", "", "PostgreSQL URL: store data in PostgreSQL instead of embedded SQLite")
 	fs.IntVar(&c.pgMaxConns, "pg-max-conns", 16, "PostgreSQL connection pool size")
 	fs.DurationVar(&c.pgStatementTimeout, "pg-statement-timeout", 30*time.Second, "PostgreSQL statement timeout")
+	c.sqliteFiles.n = sqlite.DefaultDirFiles
+	fs.Var(&c.sqliteFiles, "sqlite-files", fmt.Sprintf("embedded SQLite: the number of database files (1-%d) a new data directory spreads its partitions over, each with its own writer; an existing directory keeps its own (change it with `synclane respread`)", sqlite.MaxDirFiles))
 	fs.DurationVar(&c.maintenanceLease, "maintenance-lease", sqlite.DefaultMaintenanceLease, "embedded SQLite: how long the maintenance lease (one prune or maintenance pass at a time) lasts without renewal; a killed holder's lease lapses after it (renewed every third of it)")
 }
 
@@ -453,7 +458,8 @@ func schemaSource(file string) ([]byte, error) {
 // the blob store and the commit feed then share its database).
 type store struct {
 	storage.Backend
-	pg *postgres.Store // nil on SQLite
+	pg  *postgres.Store // nil on SQLite
+	dir *sqlite.Dir     // nil on PostgreSQL
 }
 
 // Close closes the backend.
@@ -487,11 +493,12 @@ func openStore(ctx context.Context, c serveConfig, log *zap.Logger) (store, stri
 	if err := os.MkdirAll(c.data, 0o750); err != nil {
 		return store{}, "", fmt.Errorf("create data directory: %w", err)
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(c.data, "synclane.db"), sqlite.Options{Logger: log, MaintenanceLease: c.maintenanceLease})
+	d, err := sqlite.OpenDir(ctx, c.data, sqlite.DirOptions{Options: sqlite.Options{Logger: log, MaintenanceLease: c.maintenanceLease},
+		Files: c.sqliteFiles.n, FilesExplicit: c.sqliteFiles.set})
 	if err != nil {
 		return store{}, "sqlite", err
 	}
-	return store{Backend: st.Backend()}, "sqlite", nil
+	return store{Backend: d.Backend(), dir: d}, "sqlite", nil
 }
 
 // openSegments opens the segment store next to the data: table

@@ -1,0 +1,194 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/synclane/synclane/storage"
+)
+
+// Blobs of a Dir. A blob is not a partition's: its metadata (sync_blobs)
+// lives in the home file, and its references (sync_blob_refs) next to the
+// rows that hold them, in each partition's file. A push of file i > 0
+// claims a blob by touching its metadata in the home file in a write
+// transaction of its own, committed before the push's (the write locks
+// are always taken file i, then home, never the other way round: no
+// deadlock). The orphan sweep marks a blob only if it is untouched since
+// its cutoff in the same home transaction in which it reads the
+// references of every file, so a blob claimed by a running push (touched
+// now) is never marked, and a blob marked first is refused to the push
+// (ClaimBlob reports false). A claim undone by the push's rollback keeps
+// its touch: the sweep takes that blob a grace period later.
+
+// touchPresentBlob is ClaimBlob's write outside a push: touch id if
+// present, in a write transaction of the home file.
+func (s *Store) touchPresentBlob(ctx context.Context, id string, nowMs int64) (bool, error) {
+	if !storage.Storable(id) {
+		return false, nil
+	}
+	var n int64
+	err := s.blobWrite(ctx, "claim blob", func(ctx context.Context) error {
+		res, err := s.conn.ExecContext(ctx, `UPDATE sync_blobs SET touched_at_ms = max(touched_at_ms, ?) WHERE blob_id = ? AND state = 1`, nowMs, id)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n == 1, err
+}
+
+// referenced returns those of ids some row of the file references.
+func (s *Store) referenced(ctx context.Context, ids []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	rows, err := s.rdb.QueryContext(ctx, `SELECT DISTINCT blob_id FROM sync_blob_refs WHERE blob_id IN (`+
+		strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")+`)`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: blob references of %s: %w", s.path, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("sqlite: blob references of %s: %w", s.path, err)
+		}
+		out[id] = true
+	}
+	return out, rows.Err()
+}
+
+// referencedElsewhere returns those of ids a row of a file other than the
+// home file references.
+func (d *Dir) referencedElsewhere(ctx context.Context, ids []string) (map[string]bool, error) {
+	all := map[string]bool{}
+	for _, st := range d.files[1:] {
+		m, err := st.referenced(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		for id := range m {
+			all[id] = true
+		}
+	}
+	return all, nil
+}
+
+// BeginBlobUpload implements storage.BlobIndex (home file).
+func (d *Dir) BeginBlobUpload(ctx context.Context, id string, nowMs int64) (storage.BlobInfo, error) {
+	return d.home().BeginBlobUpload(ctx, id, nowMs)
+}
+
+// CompleteBlobUpload implements storage.BlobIndex (home file).
+func (d *Dir) CompleteBlobUpload(ctx context.Context, id string, byteLength int64, mediaType string, nowMs int64) error {
+	return d.home().CompleteBlobUpload(ctx, id, byteLength, mediaType, nowMs)
+}
+
+// GetBlob implements storage.BlobIndex (home file).
+func (d *Dir) GetBlob(ctx context.Context, id string) (*storage.BlobInfo, error) {
+	return d.home().GetBlob(ctx, id)
+}
+
+// BlobRefs implements storage.BlobIndex (the partition's file).
+func (d *Dir) BlobRefs(ctx context.Context, partition, id string, limit int) ([]storage.BlobRef, error) {
+	return d.of(partition).BlobRefs(ctx, partition, id, limit)
+}
+
+// MarkOrphanBlobs implements storage.BlobIndex: the home file's
+// candidates (no reference there, untouched since cutoffMs), less those a
+// row of another file references, read inside the home transaction that
+// marks them. It may return fewer than limit while more orphans exist
+// (candidates referenced elsewhere take places in the batch); the next
+// sweep finds them.
+func (d *Dir) MarkOrphanBlobs(ctx context.Context, cutoffMs int64, limit int) ([]string, error) {
+	h := d.home()
+	var ids []string
+	err := h.blobWrite(ctx, "mark orphan blobs", func(ctx context.Context) error {
+		rows, err := h.conn.QueryContext(ctx, `SELECT b.blob_id FROM sync_blobs b WHERE b.state = 2 OR (b.touched_at_ms < ?
+			AND NOT EXISTS (SELECT 1 FROM sync_blob_refs r WHERE r.blob_id = b.blob_id)) ORDER BY b.blob_id LIMIT ?`, cutoffMs, limit)
+		if err != nil {
+			return err
+		}
+		var cands []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			cands = append(cands, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		used, err := d.referencedElsewhere(ctx, cands)
+		if err != nil {
+			return err
+		}
+		for _, id := range cands {
+			if used[id] {
+				continue
+			}
+			if _, err := h.conn.ExecContext(ctx, `UPDATE sync_blobs SET state = 2 WHERE blob_id = ?`, id); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	return ids, err
+}
+
+// ForgetBlobs implements storage.BlobIndex (home file).
+func (d *Dir) ForgetBlobs(ctx context.Context, ids []string) error {
+	return d.home().ForgetBlobs(ctx, ids)
+}
+
+// AbandonBlobUpload implements storage.BlobIndex: nothing is deleted
+// while a row of another file references id (an uploading blob gains no
+// reference: ClaimBlob refuses it).
+func (d *Dir) AbandonBlobUpload(ctx context.Context, id string, beganMs int64) error {
+	used, err := d.referencedElsewhere(ctx, []string{id})
+	if err != nil {
+		return err
+	}
+	if used[id] {
+		return nil
+	}
+	return d.home().AbandonBlobUpload(ctx, id, beganMs)
+}
+
+// MarkBlobMissing implements storage.BlobIndex (home file).
+func (d *Dir) MarkBlobMissing(ctx context.Context, id string, nowMs int64) (bool, error) {
+	return d.home().MarkBlobMissing(ctx, id, nowMs)
+}
+
+// PresentBlobs implements storage.BlobIndex (home file).
+func (d *Dir) PresentBlobs(ctx context.Context, afterID string, limit int) ([]string, error) {
+	return d.home().PresentBlobs(ctx, afterID, limit)
+}
+
+// CountBlobs implements storage.BlobIndex: the home file's metadata and
+// every file's references.
+func (d *Dir) CountBlobs(ctx context.Context) (storage.BlobCounts, error) {
+	c, err := d.home().CountBlobs(ctx)
+	if err != nil {
+		return c, err
+	}
+	for _, st := range d.files[1:] {
+		var n int64
+		if err := st.readQueryRow(ctx, `SELECT count(*) FROM sync_blob_refs`).Scan(&n); err != nil {
+			return storage.BlobCounts{}, fmt.Errorf("sqlite: count blobs: %w", err)
+		}
+		c.References += n
+	}
+	return c, nil
+}
