@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -200,19 +201,24 @@ func syncURL(u string) string {
 // openStore opens a fresh, empty store, registers its removal and returns
 // its roles.
 func openStore(ctx context.Context, cfg *Config, kind string, t *Target) (storage.Backend, error) {
+	kind, spec, _ := strings.Cut(kind, ":")
 	switch kind {
 	case "memory":
 		st := memory.New()
 		t.cleanup = append(t.cleanup, func() { _ = st.Close() })
 		return st.Backend(), nil
 	case "sqlite":
+		files, err := sqliteFiles(spec)
+		if err != nil {
+			return storage.Backend{}, err
+		}
 		dir, err := os.MkdirTemp(cfg.DataDir, "synclane-bench-")
 		if err != nil {
 			return storage.Backend{}, err
 		}
 		t.cleanup = append(t.cleanup, func() { _ = os.RemoveAll(dir) })
-		t.dbPath = filepath.Join(dir, "synclane.db")
-		st, err := sqlite.Open(ctx, t.dbPath, sqlite.Options{})
+		t.dbPath = filepath.Join(dir, sqlite.DirFileName)
+		st, err := sqlite.OpenDir(ctx, dir, sqlite.DirOptions{Files: files})
 		if err != nil {
 			return storage.Backend{}, err
 		}
@@ -242,7 +248,20 @@ func openStore(ctx context.Context, cfg *Config, kind string, t *Target) (storag
 		t.pg = st
 		return st.Backend(), nil
 	}
-	return storage.Backend{}, fmt.Errorf("unknown store %q (sqlite, postgres, memory)", kind)
+	return storage.Backend{}, fmt.Errorf("unknown store %q (sqlite, sqlite:K, postgres, memory)", kind)
+}
+
+// sqliteFiles reads K of a "sqlite:K" store ("" is the server's default,
+// sqlite.DefaultDirFiles).
+func sqliteFiles(spec string) (int, error) {
+	if spec == "" {
+		return sqlite.DefaultDirFiles, nil
+	}
+	k, err := strconv.Atoi(spec)
+	if err != nil || k < 1 || k > sqlite.MaxDirFiles {
+		return 0, fmt.Errorf("store sqlite:%s: want sqlite:K with K database files from 1 to %d", spec, sqlite.MaxDirFiles)
+	}
+	return k, nil
 }
 
 func pgExec(ctx context.Context, url, sql string) error {

@@ -252,45 +252,54 @@ func (s *Store) ReadCheckpoints(ctx context.Context) ([]storage.Checkpoint, erro
 
 // gateSQL reads the whole serve gate in one statement (one WAL snapshot):
 // the schema marker, the partition's epoch and the pending checkpoints at
-// the running version as a JSON array of [partition, name], ordered, and
-// the partition's horizon.
+// the running version as a JSON array of [partition, name], ordered, the
+// partition's horizon, and the file's checkpoint generation (dir_gate.go).
 const gateSQL = `SELECT
 	(SELECT value FROM sync_meta WHERE key = 'schema_version'),
 	(SELECT log_epoch FROM sync_partitions WHERE partition_id = ?1),
 	(SELECT horizon_seq FROM sync_partitions WHERE partition_id = ?1),
 	(SELECT json_group_array(json_array(partition_id, name)) FROM
 		(SELECT partition_id, name FROM sync_backfill_checkpoints
-		 WHERE schema_version = ?2 AND state <> 'activated' ORDER BY partition_id, name))`
+		 WHERE schema_version = ?2 AND state <> 'activated' ORDER BY partition_id, name)),
+	(SELECT value FROM sync_meta WHERE key = 'checkpoint_gen')`
 
 // ReadServeGate reads marker, epoch and pending checkpoints in one
 // statement on a read connection (prepared once per connection).
 func (s *Store) ReadServeGate(ctx context.Context, partition string, running int32) (storage.ServeGate, error) {
+	g, _, err := s.readServeGate(ctx, partition, running)
+	return g, err
+}
+
+// readServeGate is ReadServeGate with the file's checkpoint generation
+// read in the same statement.
+func (s *Store) readServeGate(ctx context.Context, partition string, running int32) (storage.ServeGate, string, error) {
 	if _, _, _, err := s.current(); err != nil {
-		return storage.ServeGate{}, fmt.Errorf("sqlite: read serve gate: %w", err)
+		return storage.ServeGate{}, "", fmt.Errorf("sqlite: read serve gate: %w", err)
 	}
 	s.gateOnce.Do(func() { s.gateStmt, s.gateErr = s.rdb.PrepareContext(context.Background(), gateSQL) })
 	if s.gateErr != nil {
-		return storage.ServeGate{}, fmt.Errorf("sqlite: read serve gate: %w", s.gateErr)
+		return storage.ServeGate{}, "", fmt.Errorf("sqlite: read serve gate: %w", s.gateErr)
 	}
-	g, err := scanGate(s.gateStmt.QueryRowContext(ctx, partition, running))
+	g, gen, err := scanGate(s.gateStmt.QueryRowContext(ctx, partition, running))
 	if err != nil {
-		return g, fmt.Errorf("sqlite: read serve gate: %w", err)
+		return g, "", fmt.Errorf("sqlite: read serve gate: %w", err)
 	}
-	return g, nil
+	return g, gen, nil
 }
 
-func scanGate(row *sql.Row) (storage.ServeGate, error) {
+// scanGate reads a gateSQL row: the gate and the checkpoint generation.
+func scanGate(row *sql.Row) (storage.ServeGate, string, error) {
 	var g storage.ServeGate
-	var marker, epoch, pending sql.NullString
+	var marker, epoch, pending, gen sql.NullString
 	var horizon sql.NullInt64
-	if err := row.Scan(&marker, &epoch, &horizon, &pending); err != nil {
-		return g, err
+	if err := row.Scan(&marker, &epoch, &horizon, &pending, &gen); err != nil {
+		return g, "", err
 	}
 	g.HorizonSeq = horizon.Int64
 	if marker.Valid {
 		v, err := parseMarker(marker.String)
 		if err != nil {
-			return g, err
+			return g, "", err
 		}
 		g.StoredSchemaVersion = v
 	}
@@ -298,13 +307,13 @@ func scanGate(row *sql.Row) (storage.ServeGate, error) {
 	if pending.Valid && pending.String != "[]" {
 		var pairs [][2]string
 		if err := json.Unmarshal([]byte(pending.String), &pairs); err != nil {
-			return g, fmt.Errorf("pending checkpoints: %w", err)
+			return g, "", fmt.Errorf("pending checkpoints: %w", err)
 		}
 		for _, p := range pairs {
 			g.Pending = append(g.Pending, storage.CheckpointRef{Partition: p[0], Name: p[1]})
 		}
 	}
-	return g, nil
+	return g, gen.String, nil
 }
 
 // parseMarker reads the stored schema version of sync_meta.
@@ -386,6 +395,8 @@ type groupGate struct {
 	running int32
 	stored  int32
 	pending []storage.CheckpointRef
+	// gen is the file's checkpoint generation in the same read.
+	gen string
 }
 
 // ReadServeGate reads the gate on the transaction's connection. The first
@@ -403,6 +414,7 @@ func (tx *pushTx) ReadServeGate(ctx context.Context, running int32) (storage.Ser
 	tx.grp = grp
 	if c := grp.gate; c != nil && c.running == running {
 		grp.wantAfter(tx.info.Partition)
+		tx.gen = c.gen
 		return storage.ServeGate{StoredSchemaVersion: c.stored, LogEpoch: tx.info.LogEpoch, HorizonSeq: tx.info.HorizonSeq,
 			Pending: slices.Clone(c.pending)}, nil
 	}
@@ -411,12 +423,13 @@ func (tx *pushTx) ReadServeGate(ctx context.Context, running int32) (storage.Ser
 			return storage.ServeGate{}, fmt.Errorf("sqlite: read serve gate: %w", err)
 		}
 	}
-	g, err := scanGate(tx.s.txGateStmt.QueryRowContext(ctx, tx.info.Partition, running))
+	g, gen, err := scanGate(tx.s.txGateStmt.QueryRowContext(ctx, tx.info.Partition, running))
 	if err != nil {
 		return g, fmt.Errorf("sqlite: read serve gate: %w", err)
 	}
+	tx.gen = gen
 	if grp.gate == nil {
-		grp.gate = &groupGate{running: running, stored: g.StoredSchemaVersion, pending: slices.Clone(g.Pending)}
+		grp.gate = &groupGate{running: running, stored: g.StoredSchemaVersion, pending: slices.Clone(g.Pending), gen: gen}
 		grp.wantAfter(tx.info.Partition)
 	}
 	return g, nil
@@ -438,6 +451,7 @@ func (g *commitGroup) wantAfter(partition string) {
 const gateAfterSQL = `SELECT 0, NULL, value, NULL FROM sync_meta WHERE key = 'schema_version'
 UNION ALL SELECT 1, partition_id, name, NULL FROM sync_backfill_checkpoints WHERE schema_version = ?2 AND state <> 'activated'
 UNION ALL SELECT 2, partition_id, log_epoch, horizon_seq FROM sync_partitions WHERE partition_id IN (SELECT value FROM json_each(?1))
+UNION ALL SELECT 3, NULL, value, NULL FROM sync_meta WHERE key = 'checkpoint_gen'
 ORDER BY 1, 2, 3`
 
 // readAfterCommit reads the serve gate of every member partition that
@@ -491,6 +505,8 @@ func (s *Store) scanAfterCommit(g *commitGroup) error {
 			}
 		case 1:
 			shared.Pending = append(shared.Pending, storage.CheckpointRef{Partition: a.String, Name: b.String})
+		case 3:
+			g.afterGen = b.String
 		default:
 			g.after[a.String] = &storage.ServeGate{LogEpoch: b.String, HorizonSeq: horizon.Int64}
 		}

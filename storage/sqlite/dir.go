@@ -130,6 +130,10 @@ type Dir struct {
 	layout string
 	// claimTurn rotates the file ClaimReactions asks first.
 	claimTurn atomic.Uint64
+	// pending holds, per file, the last reading of the other files'
+	// pending checkpoints (dir_gate.go); gateReads counts readings.
+	pending   []atomic.Pointer[pendingReading]
+	gateReads atomic.Uint64
 }
 
 // OpenDir opens (creating if missing) the data directory dir's database
@@ -193,6 +197,7 @@ func OpenDir(ctx context.Context, dir string, opts DirOptions) (*Dir, error) {
 		}
 		d.log.Info("sqlite data directory keeps its number of database files", zap.String("dir", dir), zap.Int("files", k), zap.Int("default_files", opts.Files))
 	}
+	d.pending = make([]atomic.Pointer[pendingReading], len(d.files))
 	if k > 1 {
 		d.log.Info("sqlite data directory opened", zap.String("dir", dir), zap.Int("files", k))
 	}

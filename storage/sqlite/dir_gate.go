@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/synclane/synclane/storage"
 )
@@ -33,33 +34,98 @@ func (s *Store) readPending(ctx context.Context, running int32) ([]storage.Check
 	return out, rows.Err()
 }
 
-// withPendingElsewhere adds to g, the gate file i read, the pending
-// checkpoints of every other file, keeping the gate's (partition, name)
-// order: the serve gate is database-wide across the directory.
-func (d *Dir) withPendingElsewhere(ctx context.Context, g storage.ServeGate, i int, running int32) (storage.ServeGate, error) {
-	added := false
+// The serve gate across files. A partition's gate is its own file's gate
+// plus the pending checkpoints of every other file. Reading K-1 other
+// files on every gate read would cost each request several statements,
+// so each file carries a checkpoint generation (sync_meta
+// 'checkpoint_gen', read in the same statement as its gate) that every
+// call able to change which checkpoints are pending (DeclareCheckpoint,
+// ClaimCheckpoint, ActivateCheckpoint, EnsureSchema: in any process)
+// replaces in every file after its own change committed. A file's gate
+// read that finds the generation it last read the other files under
+// reuses that reading; any other generation reads them again. So once
+// such a call returned, every gate read that begins later sees its
+// effect; a read concurrent with the call may not, as with one file. A
+// reading is also never reused for longer than maxPendingAge: a process
+// that died between its change and the new generation delays the other
+// files' gates by at most that much.
+
+// maxPendingAge bounds how long a reading of the other files' pending
+// checkpoints is reused under an unchanged generation.
+const maxPendingAge = time.Second
+
+// pendingReading is the other files' pending checkpoints as read after
+// file i's generation gen was seen.
+type pendingReading struct {
+	gen     string
+	running int32
+	at      time.Time
+	refs    []storage.CheckpointRef
+}
+
+// withPendingElsewhere adds to g, the gate file i read with checkpoint
+// generation gen, the pending checkpoints of every other file, keeping
+// the gate's (partition, name) order.
+func (d *Dir) withPendingElsewhere(ctx context.Context, g storage.ServeGate, i int, gen string, running int32) (storage.ServeGate, error) {
+	refs, err := d.pendingElsewhere(ctx, i, gen, running)
+	if err != nil {
+		return storage.ServeGate{}, fmt.Errorf("sqlite: read serve gate: %w", err)
+	}
+	if len(refs) == 0 {
+		return g, nil
+	}
+	g.Pending = append(slices.Clip(g.Pending), refs...)
+	slices.SortFunc(g.Pending, func(a, b storage.CheckpointRef) int {
+		if c := strings.Compare(a.Partition, b.Partition); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return g, nil
+}
+
+// pendingElsewhere returns the pending checkpoints of the files other
+// than i, reusing the last reading taken under generation gen.
+func (d *Dir) pendingElsewhere(ctx context.Context, i int, gen string, running int32) ([]storage.CheckpointRef, error) {
+	if r := d.pending[i].Load(); r != nil && r.gen == gen && r.running == running && time.Since(r.at) < maxPendingAge {
+		return r.refs, nil
+	}
+	at := time.Now()
+	var refs []storage.CheckpointRef
 	for j, st := range d.files {
 		if j == i {
 			continue
 		}
 		ps, err := st.readPending(ctx, running)
 		if err != nil {
-			return storage.ServeGate{}, fmt.Errorf("sqlite: read serve gate: %w", err)
+			return nil, err
 		}
-		if len(ps) > 0 {
-			g.Pending = append(slices.Clip(g.Pending), ps...)
-			added = true
-		}
+		refs = append(refs, ps...)
 	}
-	if added {
-		slices.SortFunc(g.Pending, func(a, b storage.CheckpointRef) int {
-			if c := strings.Compare(a.Partition, b.Partition); c != 0 {
-				return c
-			}
-			return strings.Compare(a.Name, b.Name)
+	d.pending[i].Store(&pendingReading{gen: gen, running: running, at: at, refs: refs})
+	d.gateReads.Add(1)
+	return refs, nil
+}
+
+// newCheckpointGen gives every file a new checkpoint generation, after a
+// change of which checkpoints are pending committed: the other files'
+// gates then read the pending checkpoints again.
+func (d *Dir) newCheckpointGen(ctx context.Context) error {
+	gen := storage.NewLogEpoch()
+	for _, st := range d.files {
+		if err := st.lock(ctx); err != nil {
+			return fmt.Errorf("sqlite: new checkpoint generation: %w", err)
+		}
+		err := st.inWriteTx(ctx, "new checkpoint generation", func(ctx context.Context) error {
+			_, err := st.conn.ExecContext(ctx, `INSERT INTO sync_meta(key, value) VALUES('checkpoint_gen', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, gen)
+			return err
 		})
+		st.unlock()
+		if err != nil {
+			return err
+		}
 	}
-	return g, nil
+	return nil
 }
 
 // dirTx is a push transaction of one file of a Dir: the file's own
@@ -69,10 +135,11 @@ type dirTx struct {
 	storage.PushTx
 	d    *Dir
 	file int
-	// running is the version of the transaction's gate read (gateRead),
-	// which CommittedGate answers for.
-	running  int32
-	gateRead bool
+	// inner is PushTx as the file's own transaction; running is the
+	// version of the transaction's gate read, which CommittedGate answers
+	// for.
+	inner   *pushTx
+	running int32
 }
 
 // ReadServeGate implements storage.CheckpointTx: the file's gate read in
@@ -82,8 +149,8 @@ func (tx *dirTx) ReadServeGate(ctx context.Context, running int32) (storage.Serv
 	if err != nil {
 		return g, err
 	}
-	tx.running, tx.gateRead = running, true
-	return tx.d.withPendingElsewhere(ctx, g, tx.file, running)
+	tx.running = running
+	return tx.d.withPendingElsewhere(ctx, g, tx.file, tx.inner.gen, running)
 }
 
 // CommittedGate implements storage.PushTx: the file's gate read after the
@@ -94,7 +161,7 @@ func (tx *dirTx) CommittedGate() (storage.ServeGate, bool) {
 	if !ok {
 		return g, false
 	}
-	full, err := tx.d.withPendingElsewhere(context.Background(), g, tx.file, tx.running)
+	full, err := tx.d.withPendingElsewhere(context.Background(), g, tx.file, tx.inner.grp.afterGen, tx.running)
 	if err != nil {
 		return storage.ServeGate{}, false
 	}

@@ -77,10 +77,10 @@ func (d *Dir) EnsureSchema(ctx context.Context, sch *schema.Schema, decls ...sto
 		case errors.Is(err, storage.ErrCheckpointIncomplete):
 			incomplete = append(incomplete, err)
 		default:
-			return err
+			return d.afterCheckpointChange(ctx, err)
 		}
 	}
-	return errors.Join(incomplete...)
+	return d.afterCheckpointChange(ctx, errors.Join(incomplete...))
 }
 
 // TouchPartition implements storage.Log.
@@ -106,7 +106,7 @@ func (d *Dir) BeginPush(ctx context.Context, partition string) (storage.PushTx, 
 	if err != nil {
 		return nil, err
 	}
-	return &dirTx{PushTx: tx, d: d, file: i}, nil
+	return &dirTx{PushTx: tx, inner: tx.(*pushTx), d: d, file: i}, nil
 }
 
 // LookupIdempotency implements storage.Log.
@@ -156,17 +156,31 @@ func (d *Dir) BindClient(ctx context.Context, partition, clientID, actorID strin
 
 // DeclareCheckpoint implements storage.Checkpoints.
 func (d *Dir) DeclareCheckpoint(ctx context.Context, dc storage.CheckpointDeclaration, nowMs int64) (storage.Checkpoint, error) {
-	return d.of(dc.Partition).DeclareCheckpoint(ctx, dc, nowMs)
+	cp, err := d.of(dc.Partition).DeclareCheckpoint(ctx, dc, nowMs)
+	return cp, d.afterCheckpointChange(ctx, err)
+}
+
+// afterCheckpointChange gives the files a new checkpoint generation after
+// a call that may have changed which checkpoints are pending (err is the
+// call's error, returned as it is; a failed generation write is returned
+// when the call succeeded).
+func (d *Dir) afterCheckpointChange(ctx context.Context, err error) error {
+	if genErr := d.newCheckpointGen(context.WithoutCancel(ctx)); err == nil {
+		return genErr
+	}
+	return err
 }
 
 // ClaimCheckpoint implements storage.Checkpoints.
 func (d *Dir) ClaimCheckpoint(ctx context.Context, dc storage.CheckpointDeclaration, nowMs int64) (storage.Checkpoint, error) {
-	return d.of(dc.Partition).ClaimCheckpoint(ctx, dc, nowMs)
+	cp, err := d.of(dc.Partition).ClaimCheckpoint(ctx, dc, nowMs)
+	return cp, d.afterCheckpointChange(ctx, err)
 }
 
 // ActivateCheckpoint implements storage.Checkpoints.
 func (d *Dir) ActivateCheckpoint(ctx context.Context, partition, name string, epoch, watermark int64, sources []string, nowMs int64) (storage.ActivationOutcome, error) {
-	return d.of(partition).ActivateCheckpoint(ctx, partition, name, epoch, watermark, sources, nowMs)
+	out, err := d.of(partition).ActivateCheckpoint(ctx, partition, name, epoch, watermark, sources, nowMs)
+	return out, d.afterCheckpointChange(ctx, err)
 }
 
 // ReadCheckpoints implements storage.Checkpoints: every file's, ordered by
@@ -193,11 +207,11 @@ func (d *Dir) ReadCheckpoints(ctx context.Context) ([]storage.Checkpoint, error)
 // gate with the pending checkpoints of every other file.
 func (d *Dir) ReadServeGate(ctx context.Context, partition string, running int32) (storage.ServeGate, error) {
 	i := FileOf(partition, len(d.files))
-	g, err := d.files[i].ReadServeGate(ctx, partition, running)
+	g, gen, err := d.files[i].readServeGate(ctx, partition, running)
 	if err != nil {
 		return g, err
 	}
-	return d.withPendingElsewhere(ctx, g, i, running)
+	return d.withPendingElsewhere(ctx, g, i, gen, running)
 }
 
 // PruneThrough implements storage.Checkpoints.
@@ -282,8 +296,8 @@ func (d *Dir) SwapLease(ctx context.Context, partition string, rec storage.Lease
 // files are added to it).
 func (d *Dir) Query(ctx context.Context, partition string, running int32, q storage.Query, check func(storage.ServeGate) error) (storage.QueryResult, error) {
 	i := FileOf(partition, len(d.files))
-	return d.files[i].Query(ctx, partition, running, q, func(g storage.ServeGate) error {
-		full, err := d.withPendingElsewhere(ctx, g, i, running)
+	return d.files[i].query(ctx, partition, running, q, func(g storage.ServeGate, gen string) error {
+		full, err := d.withPendingElsewhere(ctx, g, i, gen, running)
 		if err != nil {
 			return err
 		}

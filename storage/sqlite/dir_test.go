@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -320,27 +323,79 @@ func partitionIn(f, k int, prefix string) string {
 // the gate of a partition of another file, inside a push too.
 func TestDirGatePendingAcrossFiles(t *testing.T) {
 	ctx := t.Context()
-	_, b, _ := openDir(t, t.TempDir(), 3)
+	dir := t.TempDir()
+	d, b, _ := openDir(t, dir, 3)
 	p0, p2 := partitionIn(0, 3, "a"), partitionIn(2, 3, "b")
+	gate := func(p string) []storage.CheckpointRef {
+		t.Helper()
+		g, err := b.Checkpoints.ReadServeGate(ctx, p, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.Pending
+	}
+	// read (and so remember) the other files' pending checkpoints first
+	if ps := gate(p0); len(ps) != 0 {
+		t.Fatalf("pending before any declaration: %v", ps)
+	}
 	if _, err := b.Checkpoints.DeclareCheckpoint(ctx, storage.CheckpointDeclaration{Partition: p2, Name: "proj", SchemaVersion: 1}, 1); err != nil {
 		t.Fatal(err)
 	}
 	want := []storage.CheckpointRef{{Partition: p2, Name: "proj"}}
-	g, err := b.Checkpoints.ReadServeGate(ctx, p0, 1)
-	if err != nil || fmt.Sprint(g.Pending) != fmt.Sprint(want) {
-		t.Fatalf("gate of %s: %+v, %v; want pending %v", p0, g, err, want)
+	if ps := gate(p0); fmt.Sprint(ps) != fmt.Sprint(want) {
+		t.Fatalf("gate of %s after the declaration: pending %v, want %v", p0, ps, want)
 	}
 	tx, err := b.Log.BeginPush(ctx, p0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err = tx.ReadServeGate(ctx, 1)
+	g, err := tx.ReadServeGate(ctx, 1)
 	_ = tx.Rollback(ctx)
 	if err != nil || fmt.Sprint(g.Pending) != fmt.Sprint(want) {
 		t.Fatalf("gate in a push of %s: %+v, %v; want pending %v", p0, g, err, want)
 	}
 	if g, _ := b.Checkpoints.ReadServeGate(ctx, p0, 2); len(g.Pending) != 0 {
 		t.Fatalf("gate at another version lists %v", g.Pending)
+	}
+	// another handle on the directory (another process) declares: seen
+	// at once through the files' new checkpoint generation
+	other, err := sqlite.OpenDir(ctx, dir, sqlite.DirOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	ob := other.Backend()
+	if err := ob.Lifecycle.EnsureSchema(ctx, storagetest.MustParse(storagetest.SchemaV1)); err != nil && !errors.Is(err, storage.ErrCheckpointIncomplete) {
+		t.Fatal(err)
+	}
+	p1 := partitionIn(1, 3, "c")
+	if _, err := ob.Checkpoints.DeclareCheckpoint(ctx, storage.CheckpointDeclaration{Partition: p1, Name: "x", SchemaVersion: 1}, 1); err != nil {
+		t.Fatal(err)
+	}
+	want = []storage.CheckpointRef{{Partition: p2, Name: "proj"}, {Partition: p1, Name: "x"}}
+	slices.SortFunc(want, func(a, b storage.CheckpointRef) int { return strings.Compare(a.Partition, b.Partition) })
+	if ps := gate(p0); fmt.Sprint(ps) != fmt.Sprint(want) {
+		t.Fatalf("gate of %s after another handle declared: %v, want %v", p0, ps, want)
+	}
+	// activation through the other handle opens it again everywhere
+	if out, err := ob.Checkpoints.ActivateCheckpoint(ctx, p1, "x", 0, 0, nil, 2); err != nil || out != storage.Activated {
+		t.Fatalf("ActivateCheckpoint = %v, %v", out, err)
+	}
+	want = []storage.CheckpointRef{{Partition: p2, Name: "proj"}}
+	if ps := gate(p0); fmt.Sprint(ps) != fmt.Sprint(want) {
+		t.Fatalf("gate of %s after the activation: %v, want %v", p0, ps, want)
+	}
+	// a change that gives no new generation (a process that died before
+	// it did) still reaches the other files' gates within maxPendingAge
+	if _, err := d.File(1).DeclareCheckpoint(ctx, storage.CheckpointDeclaration{Partition: p1, Name: "late", SchemaVersion: 1}, 3); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(gate(p0)) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a declaration without a new generation not seen after 10 s: %v", gate(p0))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -53,6 +53,9 @@ type commitGroup struct {
 	// group's COMMIT (readAfterCommit).
 	gate  *groupGate
 	after map[string]*storage.ServeGate
+	// afterGen is the file's checkpoint generation in the read after
+	// the COMMIT.
+	afterGen string
 	// logs are the deferred log records of the members that committed,
 	// written by flushGroup; their partitions are first (once joined is
 	// set) and, once a second one joined, parts.

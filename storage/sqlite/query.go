@@ -31,6 +31,12 @@ var queryDialect = storage.QueryDialect{
 // gate, the partition's max commit seq and the statement read one WAL
 // snapshot, which SQLite fixes at the transaction's first read.
 func (s *Store) Query(ctx context.Context, partition string, running int32, q storage.Query, check func(storage.ServeGate) error) (storage.QueryResult, error) {
+	return s.query(ctx, partition, running, q, func(g storage.ServeGate, _ string) error { return check(g) })
+}
+
+// query is Query with the file's checkpoint generation handed to check
+// with the gate.
+func (s *Store) query(ctx context.Context, partition string, running int32, q storage.Query, check func(storage.ServeGate, string) error) (storage.QueryResult, error) {
 	var res storage.QueryResult
 	if _, _, _, err := s.current(); err != nil {
 		return res, fmt.Errorf("sqlite: query: %w", err)
@@ -44,11 +50,11 @@ func (s *Store) Query(ctx context.Context, partition string, running int32, q st
 		return res, fmt.Errorf("sqlite: query: begin: %w", err)
 	}
 	defer func() { _ = rtx.Rollback() }()
-	g, err := scanGate(rtx.QueryRowContext(ctx, gateSQL, partition, running))
+	g, gen, err := scanGate(rtx.QueryRowContext(ctx, gateSQL, partition, running))
 	if err != nil {
 		return res, fmt.Errorf("sqlite: query: read serve gate: %w", err)
 	}
-	if err := check(g); err != nil {
+	if err := check(g, gen); err != nil {
 		return res, err
 	}
 	err = rtx.QueryRowContext(ctx, `SELECT max_commit_seq FROM sync_partitions WHERE partition_id = ?`, partition).Scan(&res.MaxCommitSeq)

@@ -42,6 +42,9 @@ type pushTx struct {
 	// grp is the commit group of the transaction's gate read
 	// (checkpoint.go).
 	grp *commitGroup
+	// gen is the file's checkpoint generation of the transaction's gate
+	// read (dir_gate.go).
+	gen string
 }
 
 // BeginPush takes the process-wide write lock (waiting until it is free or
