@@ -179,7 +179,7 @@ func checkPlacement(t *testing.T, dir string, files int) {
 			t.Errorf("%s: schema_version %q, %v", name, v, err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, sqlite.DirFileNames(files+1)[files])); err == nil {
+	if _, err := os.Stat(filepath.Join(dir, sqlite.DirFileNames(files + 1)[files])); err == nil {
 		t.Errorf("file %d of a %d-file directory still in place", files, files)
 	}
 }
