@@ -131,7 +131,7 @@ func Respread(ctx context.Context, dir string, files int, opts RespreadOptions) 
 	} else if ok {
 		opts.Logger.Info("finishing an interrupted respread", zap.String("dir", dir), zap.Int("files_before", j.FilesBefore), zap.Int("files_after", j.FilesAfter))
 		if err := finishRespread(dir, j); err != nil {
-			return rep, err
+			return rep, fmt.Errorf("%w: %w", ErrRespreadPending, err)
 		}
 		rep.Resumed, rep.OldDir = true, filepath.Join(dir, j.OldDir)
 	}
@@ -269,7 +269,7 @@ func Respread(ctx context.Context, dir string, files int, opts RespreadOptions) 
 		return rep, err
 	}
 	if err := finishRespread(dir, j); err != nil {
-		return rep, err
+		return rep, fmt.Errorf("%w: %w", ErrRespreadPending, err)
 	}
 	rep.OldDir = filepath.Join(dir, j.OldDir)
 	opts.Logger.Info("respread done", zap.String("dir", dir), zap.Int("files_before", rep.FilesBefore), zap.Int("files_after", files), zap.String("old_files", rep.OldDir))
