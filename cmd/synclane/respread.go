@@ -39,6 +39,9 @@ func respreadCmd(ctx context.Context, args []string, lookup func(string) (string
 	if code >= 0 {
 		return code
 	}
+	if files == 0 && c.sqliteFiles.set {
+		files = c.sqliteFiles.n // serve's flag, given here by habit
+	}
 	switch {
 	case len(rest) > 0:
 		fmt.Fprintf(stderr, "synclane respread: unexpected argument %q\n", rest[0])
@@ -60,9 +63,9 @@ func respreadCmd(ctx context.Context, args []string, lookup func(string) (string
 	}
 	defer lock.Release() //nolint:errcheck
 	start := time.Now()
-	// Not cancelled by a signal: the copy is thrown away by the next run
-	// anyway, and a swap must not stop halfway.
-	rep, err := sqlite.Respread(context.WithoutCancel(ctx), c.data, files, sqlite.RespreadOptions{})
+	// A signal stops the copy (the next run removes it); the swap, once
+	// the journal is written, takes no context and is not stopped halfway.
+	rep, err := sqlite.Respread(ctx, c.data, files, sqlite.RespreadOptions{})
 	if rep.Resumed {
 		fmt.Fprintf(stdout, "finished an interrupted respread: its old files are in %s\n", rep.OldDir)
 	}
