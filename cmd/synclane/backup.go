@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,11 +25,17 @@ import (
 
 // A backup is a directory (created 0700, every file 0600):
 //
-//	synclane.db        an online, consistent snapshot (VACUUM INTO)
+//	synclane.db        an online, consistent snapshot (VACUUM INTO) of
+//	synclane-<i>.db    each database file of the data directory (the
+//	                   other files first, the home file synclane.db last)
 //	blobs/<xx>/<hex>   every blob of the filesystem blob store
 //	lease.key          the lease signing key, when the data directory has one
-//	manifest.json      format version, creation time, versions, and per
-//	                   file its path, size and sha256 (written last)
+//	manifest.json      format version, creation time, versions, the number
+//	                   of database files, and per file its path, size and
+//	                   sha256 (written last)
+//
+// Format version 2 added databaseFiles (K) and synclane-<i>.db; a version
+// 1 backup (synclane.db only) is still read, as K = 1.
 //
 // Segments are a cache and are not in it; the signed-URL key is never
 // persisted (random per process, or --signed-url-key), so there is none
@@ -36,20 +43,23 @@ import (
 const (
 	backupManifestName   = "manifest.json"
 	backupFormat         = "synclane-backup"
-	backupFormatVersion  = 1
-	backupDBName         = "synclane.db"
+	backupFormatVersion  = 2
+	backupDBName         = sqlite.DirFileName
 	backupBlobsDir       = "blobs"
 	backupDirPermissions = 0o700
 )
 
 // backupManifest is manifest.json of a backup directory.
 type backupManifest struct {
-	Format          string       `json:"format"`
-	FormatVersion   int          `json:"formatVersion"`
-	CreatedAt       time.Time    `json:"createdAt"`
-	SynclaneVersion string       `json:"synclaneVersion,omitempty"`
-	SchemaVersion   string       `json:"schemaVersion,omitempty"`
-	Files           []backupFile `json:"files"`
+	Format          string    `json:"format"`
+	FormatVersion   int       `json:"formatVersion"`
+	CreatedAt       time.Time `json:"createdAt"`
+	SynclaneVersion string    `json:"synclaneVersion,omitempty"`
+	SchemaVersion   string    `json:"schemaVersion,omitempty"`
+	// DatabaseFiles is K, the number of database files (version 2; a
+	// version 1 backup has one).
+	DatabaseFiles int          `json:"databaseFiles,omitempty"`
+	Files         []backupFile `json:"files"`
 }
 
 // backupFile is one file of a backup, its path relative to the backup
@@ -66,7 +76,7 @@ type backupFile struct {
 func backupCmd(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
 	var to string
 	c, rest, code := adminFlags("backup", "synclane backup --to DIR [--data DIR] [--blob-store /ABS/DIR]", args, lookup, stderr, func(fs *flag.FlagSet, c *serveConfig) {
-		fs.StringVar(&to, "to", "", "the backup directory to write (must not exist): synclane.db, blobs/, lease.key and manifest.json")
+		fs.StringVar(&to, "to", "", "the backup directory to write (must not exist): every database file (synclane.db, synclane-<i>.db), blobs/, lease.key and manifest.json")
 		blobFlags(fs, &c.blobs)
 	})
 	if code >= 0 {
@@ -87,7 +97,7 @@ func backupCmd(ctx context.Context, args []string, lookup func(string) (string, 
 		fmt.Fprintln(stderr, "synclane backup: backs up the embedded SQLite database; back PostgreSQL up with pg_dump or PITR, then restore it with synclane restore --rotate-epochs (see docs/retention.md)")
 		return 2
 	case strings.HasSuffix(to, ".db"):
-		fmt.Fprintf(stderr, "synclane backup: --to %s looks like a database file: a backup is now a directory (synclane.db, blobs/, lease.key, manifest.json); give a directory that does not exist\n", to)
+		fmt.Fprintf(stderr, "synclane backup: --to %s looks like a database file: a backup is now a directory (the database files, blobs/, lease.key, manifest.json); give a directory that does not exist\n", to)
 		return 2
 	}
 	fail := func(err error) int { fmt.Fprintln(stderr, "synclane backup:", err); return 1 }
@@ -153,26 +163,38 @@ func writeBackup(ctx context.Context, data, blobDir, to string) (m backupManifes
 	if err := os.Chmod(to, backupDirPermissions); err != nil { // whatever the umask
 		return m, err
 	}
-	st, err := sqlite.Open(ctx, db, sqlite.Options{})
+	// Files 1, not explicit: the directory's own K, and a directory
+	// without a layout record is not stamped.
+	d, err := sqlite.OpenDir(ctx, data, sqlite.DirOptions{Files: 1})
 	if err != nil {
 		return m, err
 	}
-	snap := filepath.Join(to, backupDBName)
-	err = st.Backup(ctx, snap)
-	st.Close()
+	k := d.Files()
+	dbs := make([]backupFile, k)
+	// The other files first, the home file last (as sqlite.Dir.Backup):
+	// every blob a copied row references has its metadata in the copy.
+	for i := k - 1; i >= 0; i-- {
+		name := sqlite.DirFileNames(k)[i]
+		snap := filepath.Join(to, name)
+		if err = d.File(i).Backup(ctx, snap); err == nil {
+			err = os.Chmod(snap, 0o600)
+		}
+		if err == nil {
+			dbs[i], err = hashFile(snap)
+		}
+		if err != nil {
+			break
+		}
+		dbs[i].Path = name
+	}
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return m, err
 	}
-	if err := os.Chmod(snap, 0o600); err != nil {
-		return m, err
-	}
-	f, err := hashFile(snap)
-	if err != nil {
-		return m, err
-	}
-	f.Path = backupDBName
 	m = backupManifest{Format: backupFormat, FormatVersion: backupFormatVersion, CreatedAt: time.Now().UTC(),
-		SynclaneVersion: version, SchemaVersion: snapshotSchemaVersion(ctx, snap), Files: []backupFile{f}}
+		SynclaneVersion: version, SchemaVersion: snapshotSchemaVersion(ctx, filepath.Join(to, backupDBName)), DatabaseFiles: k, Files: dbs}
 
 	if blobDir != "" {
 		blobs, err := copyBlobs(ctx, blobDir, filepath.Join(to, backupBlobsDir))
@@ -290,17 +312,22 @@ func verifyBackup(dir string) (backupManifest, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return m, fmt.Errorf("%s: %w", backupManifestName, err)
 	}
-	if m.Format != backupFormat || m.FormatVersion != backupFormatVersion {
-		return m, fmt.Errorf("%s: format %q version %d, want %q version %d", backupManifestName, m.Format, m.FormatVersion, backupFormat, backupFormatVersion)
+	if m.Format != backupFormat || m.FormatVersion < 1 || m.FormatVersion > backupFormatVersion {
+		return m, fmt.Errorf("%s: format %q version %d, want %q version 1 to %d", backupManifestName, m.Format, m.FormatVersion, backupFormat, backupFormatVersion)
 	}
-	hasDB := false
+	switch {
+	case m.FormatVersion == 1 && m.DatabaseFiles == 0:
+		m.DatabaseFiles = 1 // version 1: synclane.db only
+	case m.FormatVersion == 1 || m.DatabaseFiles < 1 || m.DatabaseFiles > sqlite.MaxDirFiles:
+		return m, fmt.Errorf("%s: databaseFiles %d: want 1 to %d", backupManifestName, m.DatabaseFiles, sqlite.MaxDirFiles)
+	}
+	dbNames := sqlite.DirFileNames(m.DatabaseFiles)
 	seen := map[string]bool{}
 	for _, f := range m.Files {
 		switch {
 		case seen[f.Path]:
 			return m, fmt.Errorf("%s lists %s twice", backupManifestName, f.Path)
-		case f.Path == backupDBName:
-			hasDB = true
+		case slices.Contains(dbNames, f.Path):
 		case f.Path == lease.KeyFileName:
 		case strings.HasPrefix(f.Path, backupBlobsDir+"/") && isBlobPath(strings.TrimPrefix(f.Path, backupBlobsDir+"/")):
 		default:
@@ -318,15 +345,17 @@ func verifyBackup(dir string) (backupManifest, error) {
 			return m, fmt.Errorf("backup file %s is corrupted: sha256 %s, the manifest says %s", f.Path, got.SHA256, f.SHA256)
 		}
 	}
-	if !hasDB {
-		return m, fmt.Errorf("%s lists no %s", backupManifestName, backupDBName)
+	for _, name := range dbNames {
+		if !seen[name] {
+			return m, fmt.Errorf("%s lists no %s (the backup has %d database files)", backupManifestName, name, m.DatabaseFiles)
+		}
 	}
 	return m, nil
 }
 
 // installBackupDir installs a verified backup directory into the data
-// directory: the database (installBackup: checked, the old one moved
-// aside), the blobs into blobDir (when not ""), the lease key (the old
+// directory: the database files (installBackup: checked, the old layout's
+// files moved aside), the blobs into blobDir (when not ""), the lease key (the old
 // one moved aside when it differs), and moves segments.db aside so no
 // segment of the old data is served. It returns lines for the operator.
 func installBackupDir(ctx context.Context, m backupManifest, from, data, blobDir string) ([]string, error) {
@@ -336,10 +365,14 @@ func installBackupDir(ctx context.Context, m backupManifest, from, data, blobDir
 			return nil, fmt.Errorf("the backup holds blobs but the blob flags name no local directory to restore them into (--blob-store DIR); nothing in %s was changed", data)
 		}
 	}
-	if err := installBackup(ctx, filepath.Join(from, backupDBName), data); err != nil {
+	var srcs []string
+	for _, name := range sqlite.DirFileNames(m.DatabaseFiles) {
+		srcs = append(srcs, filepath.Join(from, name))
+	}
+	out, err := installBackup(ctx, srcs, data, stamp)
+	if err != nil {
 		return nil, err
 	}
-	out := []string{fmt.Sprintf("installed %s as %s", filepath.Join(from, backupDBName), filepath.Join(data, backupDBName))}
 	blobs := 0
 	for _, f := range m.Files {
 		rel, ok := strings.CutPrefix(f.Path, backupBlobsDir+"/")
@@ -520,11 +553,16 @@ func restoreFrom(ctx context.Context, c serveConfig, from string, stdout io.Writ
 		return err
 	}
 	if !isDir {
-		if err := installBackup(ctx, from, c.data); err != nil {
+		stamp := time.Now().UTC().Format("20060102T150405Z")
+		lines, err := installBackup(ctx, []string{from}, c.data, stamp)
+		for _, l := range lines {
+			fmt.Fprintln(stdout, l)
+		}
+		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "installed %s as %s (a single database file, an older backup: no blobs and no lease key restored)\n", from, filepath.Join(c.data, backupDBName))
-		note, err := moveSegmentsAside(c.data, time.Now().UTC().Format("20060102T150405Z"))
+		note, err := moveSegmentsAside(c.data, stamp)
 		if err == nil {
 			fmt.Fprintln(stdout, note)
 		}

@@ -257,8 +257,9 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 			t.Errorf("blob %s not in the manifest", id)
 		}
 	}
-	if !listed["synclane.db"] || !listed["lease.key"] || len(man.Files) != 5 || nfiles != 6 || man.FormatVersion != 1 || man.SchemaVersion != "1" {
-		t.Fatalf("manifest %+v (%d files in the directory), want synclane.db, lease.key, 3 blobs", man, nfiles)
+	// The directory was made with serve's default of 4 database files.
+	if !listed["synclane.db"] || !listed["synclane-3.db"] || !listed["lease.key"] || len(man.Files) != 8 || nfiles != 9 || man.FormatVersion != 2 || man.SchemaVersion != "1" || man.DatabaseFiles != 4 {
+		t.Fatalf("manifest %+v (%d files in the directory), want synclane.db to synclane-3.db, lease.key, 3 blobs", man, nfiles)
 	}
 	key, err := os.ReadFile(filepath.Join(dir, "lease.key"))
 	if err != nil {
@@ -276,7 +277,7 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 			someBlob = f
 		}
 	}
-	for _, corrupt := range []string{"synclane.db", someBlob} {
+	for _, corrupt := range []string{"synclane.db", "synclane-2.db", someBlob} {
 		bad := filepath.Join(t.TempDir(), "bad")
 		copyTree(t, bdir, bad)
 		flipByte(t, filepath.Join(bad, filepath.FromSlash(corrupt)))
@@ -401,7 +402,11 @@ func TestVerifyBackupRefusesBadManifests(t *testing.T) {
 		{"no manifest", "", "not a backup directory"},
 		{"not json", "{", "manifest.json"},
 		{"other format", `{"format":"tarball","formatVersion":1,"files":[` + string(good) + `]}`, "format"},
-		{"newer version", `{"format":"synclane-backup","formatVersion":2,"files":[` + string(good) + `]}`, "version 2"},
+		{"newer version", `{"format":"synclane-backup","formatVersion":3,"files":[` + string(good) + `]}`, "version 3"},
+		{"version 2 without databaseFiles", `{"format":"synclane-backup","formatVersion":2,"files":[` + string(good) + `]}`, "databaseFiles 0"},
+		{"version 1 with databaseFiles", `{"format":"synclane-backup","formatVersion":1,"databaseFiles":2,"files":[` + string(good) + `]}`, "databaseFiles 2"},
+		{"a database file missing", `{"format":"synclane-backup","formatVersion":2,"databaseFiles":2,"files":[` + string(good) + `]}`, "lists no synclane-1.db"},
+		{"a database file beyond K", `{"format":"synclane-backup","formatVersion":2,"databaseFiles":1,"files":[` + string(good) + `,{"path":"synclane-1.db","size":1,"sha256":"00"}]}`, "no file of a backup"},
 		{"no database", `{"format":"synclane-backup","formatVersion":1,"files":[]}`, "lists no synclane.db"},
 		{"escaping path", `{"format":"synclane-backup","formatVersion":1,"files":[` + string(good) + `,{"path":"../x","size":1,"sha256":"00"}]}`, "no file of a backup"},
 		{"blob outside its shard", `{"format":"synclane-backup","formatVersion":1,"files":[` + string(good) + `,{"path":"blobs/00/` + strings.Repeat("a", 64) + `","size":1,"sha256":"00"}]}`, "no file of a backup"},
@@ -429,6 +434,12 @@ func TestVerifyBackupRefusesBadManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := verifyBackup(dir); err != nil {
-		t.Fatalf("an intact backup: %v", err)
+		t.Fatalf("an intact version 1 backup: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), []byte(`{"format":"synclane-backup","formatVersion":2,"databaseFiles":1,"files":[`+string(good)+`]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := verifyBackup(dir); err != nil || m.DatabaseFiles != 1 {
+		t.Fatalf("an intact version 2 backup: %+v, %v", m, err)
 	}
 }

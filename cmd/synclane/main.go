@@ -37,9 +37,12 @@ Usage:
   synclane serve [flags]     run the server (synclane serve -h for flags)
   synclane checkpoint CMD    list, declare, claim or activate backfill checkpoints
   synclane prune [flags]     run one maintenance pass (pruning) against the database
-  synclane vacuum [--data D] reclaim the SQLite file's free pages (server stopped)
-  synclane backup --to DIR   write an online, complete backup directory (SQLite: database
-                             snapshot, blobs, lease key, manifest with sha256)
+  synclane vacuum [--data D] reclaim the SQLite files' free pages (server stopped)
+  synclane respread --files K
+                             re-spread a SQLite data directory's partitions over K database
+                             files (server stopped)
+  synclane backup --to DIR   write an online, complete backup directory (SQLite: a snapshot
+                             of every database file, blobs, lease key, manifest with sha256)
   synclane restore ...       verify and install a SQLite backup (--from DIR) or, after a PostgreSQL
                              restore, rotate every partition's log epoch (--rotate-epochs)
   synclane admin COMMAND     read partitions, clients, commits, rows, events from a
@@ -68,6 +71,8 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return pruneCmd(ctx, args[1:], lookup, stdout, stderr)
 	case "vacuum":
 		return vacuumCmd(ctx, args[1:], lookup, stdout, stderr)
+	case "respread":
+		return respreadCmd(ctx, args[1:], lookup, stdout, stderr)
 	case "backup":
 		return backupCmd(ctx, args[1:], lookup, stdout, stderr)
 	case "restore":

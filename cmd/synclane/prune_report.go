@@ -32,7 +32,8 @@ type maintenanceHolderReader interface {
 	MaintenanceHolder(ctx context.Context) (storage.MaintenanceHolder, bool, error)
 }
 
-// spaceReader is a store that can count its file's free pages (SQLite).
+// spaceReader is a store that can count its files' free pages (SQLite:
+// a Store, or a Dir summing its files).
 type spaceReader interface {
 	Space(ctx context.Context) (sqlite.Space, error)
 }
@@ -132,8 +133,12 @@ func printFreePages(ctx context.Context, w io.Writer, st store) {
 	if err != nil || sp.Pages == 0 {
 		return
 	}
-	fmt.Fprintf(w, "the database file has %d free pages (%s of %s, %d%%): later writes reuse them; synclane vacuum returns them to the file system (stop the server first)\n",
-		sp.FreePages, byteSize(sp.FreeBytes()), byteSize(sp.Bytes()), sp.FreePages*100/sp.Pages)
+	what := "the database file has"
+	if st.dir != nil && st.dir.Files() > 1 {
+		what = fmt.Sprintf("the %d database files have", st.dir.Files())
+	}
+	fmt.Fprintf(w, "%s %d free pages (%s of %s, %d%%): later writes reuse them; synclane vacuum returns them to the file system (stop the server first)\n",
+		what, sp.FreePages, byteSize(sp.FreeBytes()), byteSize(sp.Bytes()), sp.FreePages*100/sp.Pages)
 }
 
 // byteSize formats n bytes in binary units.
@@ -150,7 +155,8 @@ func byteSize(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-// vacuumCmd rewrites the SQLite database without its free pages.
+// vacuumCmd rewrites every SQLite database file of the data directory
+// without its free pages.
 func vacuumCmd(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
 	c, rest, code := adminFlags("vacuum", "synclane vacuum [--data DIR]", args, lookup, stderr, func(fs *flag.FlagSet, _ *serveConfig) {})
 	if code >= 0 {
@@ -164,32 +170,57 @@ func vacuumCmd(ctx context.Context, args []string, lookup func(string) (string, 
 		fmt.Fprintln(stderr, "synclane vacuum: reclaims the embedded SQLite file's free pages; PostgreSQL reuses its own (autovacuum; VACUUM FULL to shrink, see docs/retention.md)")
 		return 2
 	}
-	db := filepath.Join(c.data, "synclane.db")
-	fi, err := os.Stat(db)
-	if err != nil {
+	db := filepath.Join(c.data, sqlite.DirFileName)
+	if _, err := os.Stat(db); err != nil {
 		fmt.Fprintln(stderr, "synclane vacuum: no database:", err)
 		return 1
 	}
 	// The data directory's lock names a server (or prune, restore) using
 	// the directory; the exclusive open below also refuses any other
-	// process that has the file open.
+	// process that has a file open.
 	lock, err := lockDataDir(c, "synclane vacuum")
 	if err != nil {
 		fmt.Fprintf(stderr, "synclane vacuum: %v: stop it first; nothing changed\n", err)
 		return 1
 	}
 	defer lock.Release() //nolint:errcheck
-	fmt.Fprintf(stdout, "vacuuming %s (%s): it rewrites the whole file, needs about %s of free disk, and no other process may have the database open while it runs\n",
-		db, byteSize(fi.Size()), byteSize(fi.Size()))
-	start := time.Now()
-	before, after, err := sqlite.VacuumFile(ctx, db)
-	if errors.Is(err, sqlite.ErrInUse) {
-		fmt.Fprintln(stderr, "synclane vacuum: another process has the database open (a running synclane serve or prune): stop it first; nothing changed")
-		return 1
-	}
+	// Every database file of the directory's layout (Files 1, not
+	// explicit: its own K; a directory without a record is not stamped).
+	d, err := sqlite.OpenDir(ctx, c.data, sqlite.DirOptions{Files: 1})
 	if err != nil {
 		fmt.Fprintln(stderr, "synclane vacuum:", err)
 		return 1
+	}
+	paths := d.Paths()
+	if err := d.Close(); err != nil {
+		fmt.Fprintln(stderr, "synclane vacuum:", err)
+		return 1
+	}
+	var size int64
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil {
+			size = max(size, fi.Size())
+		}
+	}
+	fmt.Fprintf(stdout, "vacuuming %d database files of %s: each is rewritten whole, one at a time, which needs about %s of free disk (the largest file), and no other process may have the database open while it runs\n",
+		len(paths), c.data, byteSize(size))
+	start := time.Now()
+	var before, after sqlite.Space
+	for _, p := range paths {
+		b, a, err := sqlite.VacuumFile(ctx, p)
+		if errors.Is(err, sqlite.ErrInUse) {
+			fmt.Fprintf(stderr, "synclane vacuum: another process has %s open (a running synclane serve or prune): stop it first; the files before it were vacuumed, nothing else changed\n", p)
+			return 1
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "synclane vacuum:", err)
+			return 1
+		}
+		if len(paths) > 1 {
+			fmt.Fprintf(stdout, "  %s: %s → %s (%d free pages reclaimed)\n", filepath.Base(p), byteSize(b.Bytes()), byteSize(a.Bytes()), b.FreePages)
+		}
+		before.PageSize, before.Pages, before.FreePages = b.PageSize, before.Pages+b.Pages, before.FreePages+b.FreePages
+		after.PageSize, after.Pages, after.FreePages = a.PageSize, after.Pages+a.Pages, after.FreePages+a.FreePages
 	}
 	fmt.Fprintf(stdout, "vacuumed: %s → %s (%d free pages reclaimed, %s)\n", byteSize(before.Bytes()), byteSize(after.Bytes()), before.FreePages, time.Since(start).Round(time.Millisecond))
 	return 0

@@ -7,9 +7,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -20,6 +24,7 @@ import (
 	"github.com/synclane/synclane/engine/segments"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage"
+	"github.com/synclane/synclane/storage/sqlite"
 )
 
 // retentionConfig holds the retention flags of serve and prune.
@@ -307,35 +312,106 @@ func restoreCmd(ctx context.Context, args []string, lookup func(string) (string,
 	return 0
 }
 
-// installBackup copies from next to the database, checks that the copy is
-// an intact synclane SQLite database (PRAGMA quick_check, a partition
-// registry), then moves the current database (with its -wal and -shm)
-// aside and the copy in its place. The backup file itself is only read.
-func installBackup(ctx context.Context, from, dir string) error {
+// installBackup installs the database files srcs (file i of the backup's
+// layout at srcs[i], the home file first; srcs themselves are only read)
+// into the data directory dir: it copies them into a staging directory
+// inside dir, checks each copy is an intact synclane SQLite database
+// (PRAGMA quick_check, a partition registry) and that together they open
+// as one layout, then moves every database file of the current layout
+// (synclane.db and any synclane-<i>.db, with their -wal and -shm) aside
+// as <name>.before-restore-<stamp> and the copies in place, the home file
+// last. So the directory ends up with exactly the backup's files. It
+// returns lines for the operator.
+func installBackup(ctx context.Context, srcs []string, dir, stamp string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return err
+		return nil, err
 	}
-	db := filepath.Join(dir, "synclane.db")
-	tmp := db + ".restoring"
-	if err := copyFile(from, tmp); err != nil {
-		return err
+	if err := sqlite.RespreadPending(dir); err != nil {
+		return nil, fmt.Errorf("%w; nothing was changed", err)
 	}
-	if err := checkBackup(ctx, tmp); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("%s: %w", from, err)
+	stage := filepath.Join(dir, ".restoring")
+	if err := os.RemoveAll(stage); err != nil { // an earlier restore's, interrupted
+		return nil, err
 	}
-	if _, err := os.Stat(db); err == nil {
-		aside := fmt.Sprintf("%s.before-restore-%s", db, time.Now().UTC().Format("20060102T150405Z"))
-		if err := os.Rename(db, aside); err != nil {
-			return err
+	if err := os.Mkdir(stage, 0o750); err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(stage) //nolint:errcheck
+	names := sqlite.DirFileNames(len(srcs))
+	for i, from := range srcs {
+		tmp := filepath.Join(stage, names[i])
+		if err := copyFile(from, tmp); err != nil {
+			return nil, err
 		}
-		for _, suffix := range []string{"-wal", "-shm"} {
-			if err := os.Rename(db+suffix, aside+suffix); err != nil && !os.IsNotExist(err) {
-				return err
+		if err := checkBackup(ctx, tmp); err != nil {
+			return nil, fmt.Errorf("%s: %w", from, err)
+		}
+	}
+	d, err := sqlite.OpenDir(ctx, stage, sqlite.DirOptions{Files: len(srcs), FilesExplicit: true})
+	if err == nil {
+		err = d.Close()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the backup's database files do not open together: %w", err)
+	}
+	var out []string
+	current, err := layoutFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range current { // the home file last
+		aside := name + ".before-restore-" + stamp
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			if err := os.Rename(filepath.Join(dir, name+suffix), filepath.Join(dir, aside+suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return out, err
 			}
 		}
+		out = append(out, fmt.Sprintf("moved the old %s aside as %s", name, aside))
 	}
-	return os.Rename(tmp, db)
+	for i := len(names) - 1; i >= 0; i-- {
+		if err := os.Rename(filepath.Join(stage, names[i]), filepath.Join(dir, names[i])); err != nil {
+			return out, err
+		}
+	}
+	if err := syncDir(dir); err != nil {
+		return out, err
+	}
+	return append([]string{fmt.Sprintf("installed %d database files (%s) into %s", len(names), strings.Join(names, ", "), dir)}, out...), nil
+}
+
+// layoutFiles returns the names of the database files in dir of any
+// layout: synclane-<i>.db by i descending, then synclane.db.
+func layoutFiles(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var idx []int
+	home := false
+	for _, e := range ents {
+		n := e.Name()
+		if n == sqlite.DirFileName {
+			home = true
+			continue
+		}
+		num, ok := strings.CutPrefix(n, "synclane-")
+		if num, ok = strings.CutSuffix(num, ".db"); !ok {
+			continue
+		}
+		if i, err := strconv.Atoi(num); err == nil && i > 0 && strconv.Itoa(i) == num {
+			idx = append(idx, i)
+		}
+	}
+	slices.Sort(idx)
+	slices.Reverse(idx)
+	var out []string
+	for _, i := range idx {
+		out = append(out, "synclane-"+strconv.Itoa(i)+".db")
+	}
+	if home {
+		out = append(out, sqlite.DirFileName)
+	}
+	return out, nil
 }
 
 // checkBackup opens path read-only and checks it.

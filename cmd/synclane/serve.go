@@ -419,8 +419,14 @@ func serve(ctx context.Context, args []string, lookup func(string) (string, bool
 	defer log.Sync() //nolint:errcheck
 	if err := runServer(ctx, c, log, stdout); err != nil {
 		log.Error("synclane stopped with an error", zap.Error(err))
-		if held := (*datadir.HeldError)(nil); errors.As(err, &held) || errors.Is(err, storage.ErrSchemaChanged) {
+		if held := (*datadir.HeldError)(nil); errors.As(err, &held) || errors.Is(err, storage.ErrSchemaChanged) || errors.Is(err, sqlite.ErrLayout) || errors.Is(err, sqlite.ErrRespreadPending) {
 			fmt.Fprintln(stderr, "synclane serve:", err) // for the operator, not only the log
+		}
+		if errors.Is(err, sqlite.ErrFileCount) {
+			// --sqlite-files against the directory's own K: a configuration
+			// error, exit 2 like a bad flag (the message names respread).
+			fmt.Fprintln(stderr, "synclane serve:", err)
+			return 2
 		}
 		if re := (*engine.ReadinessError)(nil); errors.As(err, &re) && re.Phase == engine.PhaseSchemaCompile {
 			// A schema that does not compile is a configuration error:

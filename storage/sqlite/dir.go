@@ -149,6 +149,9 @@ func OpenDir(ctx context.Context, dir string, opts DirOptions) (*Dir, error) {
 	if opts.Files < 1 || opts.Files > MaxDirFiles {
 		return nil, fmt.Errorf("sqlite: %d database files: must be 1 to %d", opts.Files, MaxDirFiles)
 	}
+	if err := RespreadPending(dir); err != nil {
+		return nil, err // a swap half done: neither layout is whole in place
+	}
 	home, err := Open(ctx, filepath.Join(dir, DirFileName), opts.Options)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,384 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"maps"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/storage/sqlite"
+	"github.com/synclane/synclane/transport/httpsync"
+	"github.com/synclane/synclane/transport/httpsync/httpsynctest"
+)
+
+// Tests of a data directory of several database files (sqlite.Dir) with
+// the operator tools: backup and restore, respread, kill -9, and serve's
+// refusal of another --sqlite-files.
+
+// filesPartitions are 16 partition ids; with K = 4 (and K = 2) each file
+// holds some of them (spreadPartitions checks it).
+var filesPartitions = func() []string {
+	out := make([]string, 16)
+	for i := range out {
+		out[i] = fmt.Sprint("part-", i)
+	}
+	return out
+}()
+
+// spreadPartitions fails unless every file of a k-file layout holds one
+// of filesPartitions.
+func spreadPartitions(t *testing.T, k int) {
+	t.Helper()
+	per := make([]int, k)
+	for _, p := range filesPartitions {
+		per[sqlite.FileOf(p, k)]++
+	}
+	if slices.Contains(per, 0) {
+		t.Fatalf("the test partitions leave a file of %d empty: %v", k, per)
+	}
+}
+
+// partClient is a demo-schema client of one partition (development
+// authentication: x-actor, x-partition).
+func partClient(base, partition, clientID string) *httpsync.Client {
+	return &httpsync.Client{URL: base + "/sync", ClientID: clientID, Header: http.Header{"X-Actor": {"ada"}, "X-Partition": {partition}}}
+}
+
+// pushTodos pushes one commit per id into list L of partition and fails
+// unless each is applied.
+func pushTodos(t *testing.T, base, partition string, ids ...string) {
+	t.Helper()
+	c := partClient(base, partition, "writer-"+partition)
+	for _, id := range ids {
+		rs, err := c.Push(context.Background(), todoCommit("c-"+id, id, "L"))
+		if err != nil || len(rs) != 1 || rs[0].Status != ssp2.CommitApplied {
+			t.Fatalf("push %s to %s: %+v, %v", id, partition, rs, err)
+		}
+	}
+}
+
+// readTodos pulls list L of partition from scratch and returns its todos
+// (id → title).
+func readTodos(t *testing.T, base, partition string) map[string]string {
+	t.Helper()
+	r := httpsynctest.NewReplica(partClient(base, partition, "reader-"+partition), schema.MustDemo())
+	r.Subscribe("todos", "todos", map[string][]string{"list_id": {"L"}})
+	if err := r.SyncUntilIdle(context.Background(), 20); err != nil {
+		t.Fatalf("pull %s: %v", partition, err)
+	}
+	out := map[string]string{}
+	for id, row := range r.Rows["todos"] {
+		out[id] = fmt.Sprint(row.Values[2])
+	}
+	return out
+}
+
+// readAll reads every partition of filesPartitions (and extra).
+func readAll(t *testing.T, base string, extra ...string) map[string]map[string]string {
+	t.Helper()
+	out := map[string]map[string]string{}
+	for _, p := range append(slices.Clone(filesPartitions), extra...) {
+		out[p] = readTodos(t, base, p)
+	}
+	return out
+}
+
+// stopProc stops a serve process with SIGTERM and waits for it.
+func stopProc(t *testing.T, p *proc) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Fatalf("synclane serve after SIGTERM: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("synclane serve did not stop within 30s of SIGTERM")
+	}
+}
+
+// filePartitions reads the database file at path directly and returns
+// the partition ids found in any of sync_partitions, sync_commits,
+// sync_clients and todos.
+func fileParts(t *testing.T, path string) []string {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT partition_id FROM sync_partitions UNION SELECT partition_id FROM sync_commits
+		UNION SELECT partition_id FROM sync_clients UNION SELECT partition_id FROM todos ORDER BY 1`)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// checkLayout reads the data directory's files directly: exactly the k
+// files of a k-file layout are there (no synclane-<i>.db beyond), each
+// partition is in the file sqlite.FileOf names, and every file holds
+// some.
+func checkLayout(t *testing.T, dir string, k int) {
+	t.Helper()
+	have, err := layoutFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sqlite.DirFileNames(k)
+	slices.Sort(have)
+	slices.Sort(want)
+	if !slices.Equal(have, want) {
+		t.Fatalf("database files in %s: %v, want %v", dir, have, want)
+	}
+	for i, name := range sqlite.DirFileNames(k) {
+		ps := fileParts(t, filepath.Join(dir, name))
+		if len(ps) == 0 {
+			t.Errorf("%s holds no partition", name)
+		}
+		for _, p := range ps {
+			if f := sqlite.FileOf(p, k); f != i {
+				t.Errorf("%s (file %d of %d) holds partition %s of file %d", name, i, k, p, f)
+			}
+		}
+	}
+}
+
+// A backup of a 4-file directory restored over the same directory (after
+// more pushes), over a 2-file one and a single-file backup over a 4-file
+// one: each leaves exactly the backup's database files, and serving it
+// reads back exactly the backup's rows of every partition.
+func TestBackupRestoreFourFiles(t *testing.T) {
+	spreadPartitions(t, 4)
+	dir := t.TempDir()
+	p := startProc(t, "--data", dir, "--sqlite-files", "4")
+	for _, part := range filesPartitions {
+		pushTodos(t, p.base, part, part+"-a", part+"-b")
+	}
+	want := readAll(t, p.base)
+	bdir := filepath.Join(t.TempDir(), "backup")
+	if code, out := runBinary(t, "backup", "--data", dir, "--to", bdir); code != 0 || !strings.Contains(out, "synclane-3.db") {
+		t.Fatalf("backup: exit %d\n%s", code, out)
+	}
+	checkLayout(t, bdir, 4) // every file of the backup holds its partitions
+	// After the backup: a row in every partition, and a new partition.
+	for _, part := range filesPartitions {
+		pushTodos(t, p.base, part, part+"-after")
+	}
+	pushTodos(t, p.base, "part-new", "new-1")
+	stopProc(t, p)
+
+	// A 2-file directory to restore over.
+	dir2 := t.TempDir()
+	p2 := startProc(t, "--data", dir2, "--sqlite-files", "2")
+	for _, part := range filesPartitions {
+		pushTodos(t, p2.base, part, part+"-other")
+	}
+	stopProc(t, p2)
+
+	for _, target := range []string{dir, dir2} {
+		code, out := runBinary(t, "restore", "--data", target, "--from", bdir)
+		if code != 0 || !strings.Contains(out, "installed 4 database files") {
+			t.Fatalf("restore into %s: exit %d\n%s", target, code, out)
+		}
+		checkLayout(t, target, 4)
+		if aside, _ := filepath.Glob(filepath.Join(target, "synclane-1.db.before-restore-*Z")); len(aside) != 1 {
+			t.Fatalf("the old synclane-1.db was not moved aside: %v", aside)
+		}
+		p := startProc(t, "--data", target, "--sqlite-files", "4")
+		got := readAll(t, p.base, "part-new")
+		if n := len(got["part-new"]); n != 0 {
+			t.Errorf("restored into %s: part-new, made after the backup, has %d rows", target, n)
+		}
+		delete(got, "part-new")
+		if !maps.EqualFunc(got, want, maps.Equal) {
+			t.Fatalf("restored into %s:\n%v\nwant the backup's\n%v", target, got, want)
+		}
+		stopProc(t, p)
+	}
+
+	// A single-file directory's database (an older backup) over the 4-file
+	// one: exactly synclane.db is left.
+	dir1 := t.TempDir()
+	p1 := startProc(t, "--data", dir1, "--sqlite-files", "1")
+	pushTodos(t, p1.base, "part-0", "single")
+	stopProc(t, p1)
+	if code, out := runBinary(t, "restore", "--data", dir, "--from", filepath.Join(dir1, "synclane.db")); code != 0 || !strings.Contains(out, "an older backup") {
+		t.Fatalf("restore of a single database file: exit %d\n%s", code, out)
+	}
+	if have, err := layoutFiles(dir); err != nil || !slices.Equal(have, []string{"synclane.db"}) {
+		t.Fatalf("database files after restoring a single file over 4: %v, %v", have, err)
+	}
+	p = startProc(t, "--data", dir)
+	if got := readTodos(t, p.base, "part-0"); len(got) != 1 || got["single"] != "title single" {
+		t.Fatalf("part-0 after restoring the single file: %v", got)
+	}
+	if got := readTodos(t, p.base, "part-1"); len(got) != 0 {
+		t.Fatalf("part-1 after restoring the single file: %v, want none", got)
+	}
+}
+
+// respread of a served directory 1 → 4 → 2: refused while the server
+// runs; after each, every file holds exactly its partitions and serving
+// it reads back every partition's rows.
+func TestRespreadServedDirectory(t *testing.T) {
+	spreadPartitions(t, 4)
+	spreadPartitions(t, 2)
+	dir := t.TempDir()
+	p := startProc(t, "--data", dir, "--sqlite-files", "1")
+	for _, part := range filesPartitions {
+		pushTodos(t, p.base, part, part+"-a", part+"-b")
+	}
+	want := readAll(t, p.base)
+	if code, out := runBinary(t, "respread", "--data", dir, "--files", "4"); code != 1 || !strings.Contains(out, "stop it first") {
+		t.Fatalf("respread next to a running server: exit %d, want 1\n%s", code, out)
+	}
+	stopProc(t, p)
+	checkLayout(t, dir, 1)
+
+	for _, k := range []int{4, 2} {
+		code, out := runBinary(t, "respread", "--data", dir, "--files", fmt.Sprint(k))
+		if code != 0 || !strings.Contains(out, fmt.Sprintf("→ %d database files; 16 partitions", k)) || !strings.Contains(out, "sync_commits") {
+			t.Fatalf("respread --files %d: exit %d\n%s", k, code, out)
+		}
+		old, _ := filepath.Glob(filepath.Join(dir, "respread-old-*", "synclane.db"))
+		if len(old) == 0 || !strings.Contains(out, filepath.Dir(old[len(old)-1])) {
+			t.Fatalf("respread --files %d: old files %v not kept or not named\n%s", k, old, out)
+		}
+		checkLayout(t, dir, k)
+		p := startProc(t, "--data", dir, "--sqlite-files", fmt.Sprint(k))
+		if got := readAll(t, p.base); !maps.EqualFunc(got, want, maps.Equal) {
+			t.Fatalf("after respread --files %d:\n%v\nwant\n%v", k, got, want)
+		}
+		// The new layout takes writes.
+		for _, part := range filesPartitions {
+			id := fmt.Sprintf("%s-k%d", part, k)
+			pushTodos(t, p.base, part, id)
+			want[part][id] = "title " + id
+		}
+		stopProc(t, p)
+	}
+	if code, out := runBinary(t, "respread", "--data", dir, "--files", "2"); code != 0 || !strings.Contains(out, "nothing to do") {
+		t.Fatalf("respread to the same K: exit %d\n%s", code, out)
+	}
+	if code, out := runBinary(t, "respread", "--data", dir); code != 2 || !strings.Contains(out, "--files K is required") {
+		t.Fatalf("respread without --files: exit %d\n%s", code, out)
+	}
+}
+
+// kill -9 of a server with 4 database files while 16 writers push to
+// partitions of every file: after the restart every acknowledged
+// (applied) commit is there, on every file.
+func TestKill9SeveralFiles(t *testing.T) {
+	spreadPartitions(t, 4)
+	dir := t.TempDir()
+	p := startProc(t, "--data", dir, "--sqlite-files", "4")
+	var mu sync.Mutex
+	acked := map[string][]string{}
+	total := 0
+	var wg sync.WaitGroup
+	cut := make(chan error, len(filesPartitions))
+	for _, part := range filesPartitions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := partClient(p.base, part, "writer-"+part)
+			for n := 0; ; n++ {
+				id := fmt.Sprintf("%s-%d", part, n)
+				rs, err := c.Push(context.Background(), todoCommit("c-"+id, id, "L"))
+				if err != nil {
+					cut <- err
+					return
+				}
+				if len(rs) != 1 || rs[0].Status != ssp2.CommitApplied {
+					cut <- fmt.Errorf("push %s: %+v", id, rs)
+					return
+				}
+				mu.Lock()
+				acked[part] = append(acked[part], id)
+				total++
+				mu.Unlock()
+			}
+		}()
+	}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return total }
+	for deadline := time.Now().Add(60 * time.Second); count() < 400; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d commits acknowledged in 60s", count())
+		}
+	}
+	p.kill(t) // the writers are mid-push
+	wg.Wait()
+	close(cut)
+	for err := range cut {
+		if strings.HasPrefix(err.Error(), "push ") {
+			t.Fatal(err) // an answer that was not applied: not a cut push
+		}
+	}
+	perFile := make([]int, 4)
+	for part, ids := range acked {
+		perFile[sqlite.FileOf(part, 4)] += len(ids)
+	}
+	if slices.Contains(perFile, 0) {
+		t.Fatalf("acknowledged commits per file %v: a file got none", perFile)
+	}
+	p = startProc(t, "--data", dir)
+	lost := 0
+	for _, part := range filesPartitions {
+		got := readTodos(t, p.base, part)
+		for _, id := range acked[part] {
+			if got[id] != "title "+id {
+				lost++
+				t.Errorf("%s: acknowledged commit %s lost after kill -9", part, id)
+			}
+		}
+	}
+	t.Logf("%d commits acknowledged before kill -9 (per file %v), %d lost", total, perFile, lost)
+}
+
+// serve --sqlite-files 2 on a 4-file directory exits 2 (a configuration
+// error) with a message naming synclane respread, touching nothing.
+func TestServeRefusesOtherFileCount(t *testing.T) {
+	dir := t.TempDir()
+	p := startProc(t, "--data", dir, "--sqlite-files", "4")
+	pushTodos(t, p.base, "part-0", "a")
+	stopProc(t, p)
+	code, _, errOut := runCmdEnv(t, nil, "serve", "--data", dir, "--sqlite-files", "2", "--listen", "127.0.0.1:0", "--log-level", "error")
+	if code != 2 || !strings.Contains(errOut, "synclane respread --files 2") || !strings.Contains(errOut, "has 4") {
+		t.Fatalf("serve --sqlite-files 2 on a 4-file directory: exit %d, want 2 naming respread\n%s", code, errOut)
+	}
+	four := func() {
+		t.Helper()
+		if have, err := layoutFiles(dir); err != nil || len(have) != 4 {
+			t.Fatalf("database files: %v, %v; want the 4", have, err)
+		}
+	}
+	four()
+	// Without the flag it keeps its 4 files.
+	p = startProc(t, "--data", dir)
+	if got := readTodos(t, p.base, "part-0"); got["a"] != "title a" {
+		t.Fatalf("part-0: %v", got)
+	}
+	four()
+}

@@ -1,0 +1,9 @@
+package sqlite
+
+// SetRespreadRename replaces the swap's rename for a test; the returned
+// func restores it.
+func SetRespreadRename(f func(from, to string) error) (restore func()) {
+	prev := respreadRename
+	respreadRename = f
+	return func() { respreadRename = prev }
+}
