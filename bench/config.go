@@ -195,7 +195,7 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	fs.IntVar(&cfg.SoakSubscribers, "soak-subscribers", 200, "soak: realtime sockets subscribed to a writer's project, acknowledging every delta")
 	fs.IntVar(&cfg.SoakChurners, "soak-churners", 4, "soak: reconnect churners (socket, hello, pull, close, over and over)")
 	fs.DurationVar(&cfg.SoakMaintenance, "soak-maintenance", time.Second, "soak: the server's --retention-interval (maintenance passes, pruning)")
-	fs.StringVar(&cfg.SoakProfile, "soak-profile", "", "soak: write a CPU profile of each server over its measured window to this directory (soak-LABEL.pprof)")
+	fs.StringVar(&cfg.SoakProfile, "soak-profile", "", "soak: write a CPU profile of each server over its measured window (soak-LABEL.pprof) and its allocation profile (soak-LABEL.allocs) to this directory")
 	fs.StringVar(&sbins, "synclane-bin", "", "cluster, hostile, soak: comma-separated [label=]path of synclane binaries, each measured in turn in every run (default: go build ./cmd/synclane)")
 	fs.StringVar(&ccases, "cluster-cases", strings.Join(clusterCaseNames, ","), "cluster: cases to run: forward, spread, hot, realtime")
 	fs.IntVar(&cfg.ClusterClients, "cluster-clients", 64, "cluster spread, hot: concurrent push+pull clients")

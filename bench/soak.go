@@ -20,7 +20,8 @@ package main
 // --synclane-bin binaries each is measured in turn in every run, and each
 // result after the first carries its CPU/round as a ratio to the first's
 // (same run). --soak-profile DIR takes a CPU profile of each server over
-// its measured window (--debug-listen, /debug/pprof/profile).
+// its measured window (--debug-listen, /debug/pprof/profile) and its
+// allocations since it started (/debug/pprof/allocs).
 //
 //	go run ./bench soak --synclane-bin prev=/tmp/prev/synclane,new=/tmp/new/synclane
 
@@ -401,6 +402,10 @@ func soakCase(ctx context.Context, cfg *Config, bin serverBin, dir string) (Resu
 	subWG.Wait()
 	cpuStart := <-cpuAt
 	prof.Wait()
+	if cfg.SoakProfile != "" && profErr == nil {
+		// The allocations since the server started (setup included).
+		profErr = fetchProfile(ctx, "http://"+srv.debug+"/debug/pprof/allocs", filepath.Join(cfg.SoakProfile, "soak-"+bin.label+".allocs"))
+	}
 	if srv.exited() {
 		return r, fmt.Errorf("serve exited during the case:\n%s", srv.logTail())
 	}
