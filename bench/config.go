@@ -95,6 +95,12 @@ type Config struct {
 	// browser's Accept-Encoding (and decompress what they get).
 	ClusterBrowser bool
 
+	// The soak workload (soak.go): its client groups, the server's
+	// --retention-interval, and a directory for the servers' CPU profiles.
+	SoakWriters, SoakReaders, SoakSubscribers, SoakChurners int
+	SoakMaintenance                                         time.Duration
+	SoakProfile                                             string
+
 	PruneCommits int
 	PruneBatch   int
 	PruneWindow  time.Duration
@@ -108,7 +114,7 @@ type Config struct {
 
 var errUsage = errors.New("usage")
 
-const usage = `usage: go run ./bench <push|partitions|pull|bootstrap|idle|pushpull|realtime|prune|storm|reconnect|bigpush|all|cluster|hostile> [flags]
+const usage = `usage: go run ./bench <push|partitions|pull|bootstrap|idle|pushpull|realtime|prune|storm|reconnect|bigpush|all|cluster|hostile|soak> [flags]
 
 Modes (several may be combined; default --inproc):
   --inproc          drive engine.Engine.Sync in this process
@@ -184,7 +190,13 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	fs.IntVar(&cfg.PruneBatch, "prune-batch", retention.DefaultBatchCommits, "prune: commits per pruning transaction")
 	fs.DurationVar(&cfg.PruneWindow, "prune-window", 2*time.Second, "prune: pruning runs in windows this long, each followed by a window of pushes alone")
 	var sbins, ccases, cdeploys string
-	fs.StringVar(&sbins, "synclane-bin", "", "cluster: comma-separated [label=]path of synclane binaries, each measured in turn in every run (default: go build ./cmd/synclane)")
+	fs.IntVar(&cfg.SoakWriters, "soak-writers", 8, "soak: writers (push+pull rounds, one project each)")
+	fs.IntVar(&cfg.SoakReaders, "soak-readers", 16, "soak: readers (pull-only rounds of a writer's project)")
+	fs.IntVar(&cfg.SoakSubscribers, "soak-subscribers", 200, "soak: realtime sockets subscribed to a writer's project, acknowledging every delta")
+	fs.IntVar(&cfg.SoakChurners, "soak-churners", 4, "soak: reconnect churners (socket, hello, pull, close, over and over)")
+	fs.DurationVar(&cfg.SoakMaintenance, "soak-maintenance", time.Second, "soak: the server's --retention-interval (maintenance passes, pruning)")
+	fs.StringVar(&cfg.SoakProfile, "soak-profile", "", "soak: write a CPU profile of each server over its measured window (soak-LABEL.pprof) and its allocation profile (soak-LABEL.allocs) to this directory")
+	fs.StringVar(&sbins, "synclane-bin", "", "cluster, hostile, soak: comma-separated [label=]path of synclane binaries, each measured in turn in every run (default: go build ./cmd/synclane)")
 	fs.StringVar(&ccases, "cluster-cases", strings.Join(clusterCaseNames, ","), "cluster: cases to run: forward, spread, hot, realtime")
 	fs.IntVar(&cfg.ClusterClients, "cluster-clients", 64, "cluster spread, hot: concurrent push+pull clients")
 	fs.IntVar(&cfg.ClusterPartitions, "cluster-partitions", 16, "cluster spread: partitions the clients are spread over")
@@ -269,6 +281,8 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	case cfg.Runs < 1, cfg.Writers < 1, cfg.Clients < 1, cfg.PullWriters < 1, cfg.Rate < 1, cfg.IdlePartitions < 1, cfg.PullEvery < 1, cfg.VUs < 1,
 		cfg.Sockets < 1, cfg.FanoutSockets < 1, cfg.FanoutCommits < 1, cfg.WakeSockets < 0, cfg.WakeCommits < 1:
 		return nil, errors.New("--runs, --writers, --clients, --pull-writers, --rate, --pull-every, --idle-partitions, --vus, --sockets, --fanout-sockets and --fanout-commits must be positive")
+	case cfg.SoakWriters < 1 || cfg.SoakReaders < 0 || cfg.SoakSubscribers < 0 || cfg.SoakChurners < 0 || cfg.SoakMaintenance <= 0:
+		return nil, errors.New("--soak-writers must be positive, --soak-readers, --soak-subscribers and --soak-churners non-negative, --soak-maintenance positive")
 	case cfg.Duration <= 0 || cfg.Warmup < 0:
 		return nil, errors.New("--duration must be positive and --warmup non-negative")
 	}

@@ -4,7 +4,9 @@
 //
 // Workloads: push, partitions, pull, bootstrap, idle, pushpull, realtime, prune, storm, reconnect, bigpush, all;
 // hostile (issue 31: one client floods a real `synclane serve` with sockets and
-// keep-alive connections; not part of all);
+// keep-alive connections; not part of all); soak (issue 33: writers,
+// readers, realtime subscribers, reconnect churn and the maintenance loop
+// at once against a real `synclane serve`; not part of all);
 // and cluster (real `synclane serve` processes, etcd and PostgreSQL; not
 // part of all). The harness
 // drives the engine in-process (--inproc, the default), over HTTP on a
@@ -62,6 +64,7 @@ var workloads = []struct {
 	{"bigpush", runBigPush, false},
 	{"cluster", runCluster, true},
 	{"hostile", runHostile, true},
+	{"soak", runSoak, true},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -15,7 +15,7 @@ import (
 
 // countingStore counts the client write-backs and gate reads made outside
 // push transactions, and can rewrite the gate a push transaction reports
-// after its commit.
+// after its commit and the gate ReadServeGate reads.
 type countingStore struct {
 	*sqlite.Store
 	putClients, gateReads atomic.Int64
@@ -23,6 +23,8 @@ type countingStore struct {
 	// (on the partition actor) when a push transaction begins.
 	after   func(storage.ServeGate) storage.ServeGate
 	onBegin func()
+	// gate, when set, rewrites ReadServeGate's answer.
+	gate func(storage.ServeGate) storage.ServeGate
 }
 
 // Backend gives the engine the store with the counting Log, Clients and
@@ -40,7 +42,11 @@ func (c *countingStore) PutClient(ctx context.Context, p string, recs ...storage
 
 func (c *countingStore) ReadServeGate(ctx context.Context, p string, running int32) (storage.ServeGate, error) {
 	c.gateReads.Add(1)
-	return c.Store.ReadServeGate(ctx, p, running)
+	g, err := c.Store.ReadServeGate(ctx, p, running)
+	if err == nil && c.gate != nil {
+		g = c.gate(g)
+	}
+	return g, err
 }
 
 func (c *countingStore) BeginPush(ctx context.Context, p string) (storage.PushTx, error) {

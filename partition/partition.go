@@ -179,6 +179,12 @@ type Partition struct {
 	// schema version and the partition's log epoch. A new epoch voids the
 	// client bindings and the log tail.
 	token GateToken
+	// open is the token of the last gate read that found the gate open
+	// after every reply built before it (a verify), valid when openOK: the
+	// next pull builds under it instead of opening the gate again (see
+	// pull).
+	open   GateToken
+	openOK bool
 	// clients caches client records (bindings, subscriptions, cursors).
 	clients clientCache
 	// tail is the newest stretch of the log this actor committed itself;
@@ -208,6 +214,7 @@ func (p *Partition) Start(ctx context.Context) error {
 	p.clients.reset(p.cfg.Now())
 	p.tail.reset()
 	p.token = GateToken{}
+	p.forgetOpen()
 	info, err := p.cfg.Backend.Log.TouchPartition(ctx, p.name, p.cfg.Now().UnixMilli())
 	if err != nil {
 		return err
@@ -310,6 +317,7 @@ func (p *Partition) adoptEpoch(epoch string) {
 		p.log().Info("partition log epoch changed", zap.String("old_epoch", p.token.LogEpoch), zap.String("epoch", epoch))
 	}
 	p.token.LogEpoch = epoch
+	p.forgetOpen()
 	p.clients.reset(p.cfg.Now())
 	p.tail.reset()
 }

@@ -19,30 +19,73 @@ import (
 // open the gate (the token the reply is built under), read the partition,
 // run the request checks, build the reply, verify the gate, and only then
 // record the client and release the reply.
+//
+// The gate is opened by the last gate read that found it open, when that
+// read came after every reply built before it (p.lastOpen: the verify of
+// the previous pull or push group): it is a read before this reply is
+// built as much as a fresh one, so the reply's own verify read still
+// decides whether it leaves. A reply whose build or verify fails under
+// that token is dropped unanswered and the request is served again under
+// a fresh gate read, so its answer is the one a fresh read gives (a
+// closed gate's refusal, not an error of building under it).
 func (p *Partition) pull(ctx context.Context, j *SyncJob) {
 	p.queueWait(j)
 	if j.abandoned() {
 		return
 	}
+	if token, ok := p.lastOpen(); ok {
+		_, span := p.jobSpan(ctx, j, tracing.SpanGateOpen)
+		span.SetAttributes(tracing.GateReused.Bool(true))
+		span.End()
+		if p.pullUnder(ctx, j, token, true) {
+			return
+		}
+	}
 	_, span := p.jobSpan(ctx, j, tracing.SpanGateOpen)
 	token, err := p.cfg.Gate.Open(ctx, p.cfg.Backend.Checkpoints, p.name)
 	endSpan(span, err)
 	if err != nil {
+		p.forgetOpen()
 		j.answer(nil, err)
 		return
 	}
+	p.pullUnder(ctx, j, token, false)
+}
+
+// pullUnder builds the reply of j under the gate token token, verifies the
+// gate and answers j. When reused (token is p.lastOpen's) a failed build
+// or verify answers nothing and pullUnder returns false: the caller serves
+// j again under a fresh gate read. Otherwise it returns true.
+func (p *Partition) pullUnder(ctx context.Context, j *SyncJob, token GateToken, reused bool) bool {
 	bctx, span := p.jobSpan(ctx, j, tracing.SpanReplyBuild)
 	rep, stop, err := p.buildPull(bctx, j, token)
 	endSpan(span, err)
 	if err != nil {
+		if reused {
+			p.forgetOpen()
+			return false
+		}
 		j.answer(nil, err)
-		return
+		return true
 	}
 	vctx, span := p.jobSpan(ctx, j, tracing.SpanGateVerify)
-	horizon, ok := p.verified(vctx, token, []*SyncJob{j})
+	var horizon int64
+	ok := true
+	if reused {
+		var now GateToken
+		now, horizon, err = p.cfg.Gate.Verify(vctx, p.cfg.Backend.Checkpoints, p.name, token)
+		if err != nil {
+			span.End()
+			p.forgetOpen()
+			return false
+		}
+		p.adoptVerified(now, horizon)
+	} else {
+		horizon, ok = p.verified(vctx, token, []*SyncJob{j})
+	}
 	span.End()
 	if !ok {
-		return
+		return true
 	}
 	if !stop {
 		rep.expireBelow(horizon)
@@ -50,6 +93,7 @@ func (p *Partition) pull(ctx context.Context, j *SyncJob) {
 		p.recordClient(j, rep)
 	}
 	j.answer(rep, nil)
+	return true
 }
 
 // buildPull reads the partition, runs the request checks and builds the
@@ -96,16 +140,34 @@ func (p *Partition) verified(ctx context.Context, token GateToken, jobs []*SyncJ
 func (p *Partition) verifiedBy(ctx context.Context, r GateReader, token GateToken, jobs []*SyncJob) (int64, bool) {
 	now, horizon, err := p.cfg.Gate.Verify(ctx, r, p.name, token)
 	if err != nil {
+		p.forgetOpen()
 		failSpan(trace.SpanFromContext(ctx), err) // the gate verify span, when traced
 		for _, j := range jobs {
 			j.answer(nil, err)
 		}
 		return 0, false
 	}
-	p.adopt(now)
-	p.tail.dropThrough(horizon)
+	p.adoptVerified(now, horizon)
 	return horizon, true
 }
+
+// adoptVerified records a verify read that found the gate open with token
+// now after the replies were built: the token and horizon are adopted,
+// and the read may open the next pull's gate (lastOpen).
+func (p *Partition) adoptVerified(now GateToken, horizon int64) {
+	p.adopt(now)
+	p.tail.dropThrough(horizon)
+	p.open, p.openOK = now, true
+}
+
+// lastOpen returns the token of the last gate read that found the gate
+// open after every reply built before it (false: none since the actor
+// started, the log epoch changed, or a gate read or a reply under it
+// failed).
+func (p *Partition) lastOpen() (GateToken, bool) { return p.open, p.openOK }
+
+// forgetOpen makes the next pull read the gate afresh.
+func (p *Partition) forgetOpen() { p.open, p.openOK = GateToken{}, false }
 
 // servePulls appends one section per subscription, in request order, to
 // rep: revoked, reset, incremental commits or bootstrap segments, built

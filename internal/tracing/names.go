@@ -52,4 +52,7 @@ const (
 	Attempt       = attribute.Key("synclane.reaction.attempt")
 	Applied       = attribute.Key("synclane.push.applied")
 	Rejected      = attribute.Key("synclane.push.rejected")
+	// GateReused marks a pull's gate-open span whose token is the last
+	// verify read's (no read of its own; see partition's pull).
+	GateReused = attribute.Key("synclane.gate.reused")
 )

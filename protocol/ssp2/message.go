@@ -15,7 +15,11 @@ const HeaderSize = 8
 // interner for the highly repetitive names (tables, scope keys and values).
 type dec struct {
 	version uint16
-	in      map[string]string
+	// small holds the first interned strings (nsmall of them): a request
+	// names a handful, so most never need the map.
+	small  [8]string
+	nsmall int
+	in     map[string]string
 	// buildSegments makes SEGMENT_INLINE frames carry their decoded
 	// Segment (Decoder.DecodeSegments).
 	buildSegments bool
@@ -29,6 +33,17 @@ func (d *dec) intern(b []byte) string {
 	}
 	if len(b) > 64 {
 		return string(b)
+	}
+	for _, s := range d.small[:d.nsmall] {
+		if s == string(b) {
+			return s
+		}
+	}
+	if d.nsmall < len(d.small) {
+		s := string(b)
+		d.small[d.nsmall] = s
+		d.nsmall++
+		return s
 	}
 	if s, ok := d.in[string(b)]; ok {
 		return s

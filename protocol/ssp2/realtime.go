@@ -351,6 +351,80 @@ type envelope struct {
 // (*Ack, *PresencePublish) as compact JSON after validating it the way the
 // parsers do.
 func MarshalControl(v any) ([]byte, error) {
+	if b, ok := appendControl(v); ok {
+		return b, nil
+	}
+	return marshalControlJSON(v)
+}
+
+// appendControl renders the messages sent per socket or per delta (hello,
+// sync wake-up, heartbeat, ack) without reflection or the re-parse: the
+// same bytes marshalControlJSON renders for them. ok is false for any
+// other message, and for a value whose rendering or refusal is left to
+// marshalControlJSON (a number outside ±(2^53-1), an unknown wake-up
+// reason, a string needing JSON escapes).
+func appendControl(v any) ([]byte, bool) {
+	switch v := v.(type) {
+	case *Hello:
+		if !safeInt(v.ProtocolVersion) || !safeInt(v.Cursor) || !safeInt(v.LatestCursor) || !safeInt(v.Timestamp) ||
+			!plainJSON(v.SessionID) || !plainJSON(v.ActorID) || !plainJSON(v.ClientID) {
+			return nil, false
+		}
+		b := make([]byte, 0, 192+len(v.SessionID)+len(v.ActorID)+len(v.ClientID))
+		b = append(b, `{"event":"hello","data":{"protocolVersion":`...)
+		b = strconv.AppendInt(b, v.ProtocolVersion, 10)
+		b = append(append(append(b, `,"sessionId":"`...), v.SessionID...), `","actorId":"`...)
+		b = append(append(append(b, v.ActorID...), `","clientId":"`...), v.ClientID...)
+		b = strconv.AppendInt(append(b, `","cursor":`...), v.Cursor, 10)
+		b = strconv.AppendInt(append(b, `,"latestCursor":`...), v.LatestCursor, 10)
+		b = strconv.AppendBool(append(b, `,"requiresSync":`...), v.RequiresSync)
+		b = strconv.AppendInt(append(b, `,"timestamp":`...), v.Timestamp, 10)
+		return append(b, "}}"...), true
+	case *Wake:
+		switch v.Reason {
+		case WakeDeltaTooLarge, WakeCatchupRequired, WakeResetRequired:
+		default:
+			return nil, false
+		}
+		if !safeInt(v.Cursor) || !safeInt(v.Timestamp) || !plainJSON(v.Reason) {
+			return nil, false
+		}
+		b := make([]byte, 0, 128)
+		b = strconv.AppendInt(append(b, `{"event":"sync","data":{"cursor":`...), v.Cursor, 10)
+		b = append(append(append(b, `,"requiresPull":true,"reason":"`...), v.Reason...), `","timestamp":`...)
+		b = strconv.AppendInt(b, v.Timestamp, 10)
+		return append(b, "}}"...), true
+	case *Heartbeat:
+		if !safeInt(v.Timestamp) {
+			return nil, false
+		}
+		b := strconv.AppendInt(append(make([]byte, 0, 64), `{"event":"heartbeat","data":{"timestamp":`...), v.Timestamp, 10)
+		return append(b, "}}"...), true
+	case *Ack:
+		if !safeInt(v.Cursor) {
+			return nil, false
+		}
+		b := strconv.AppendInt(append(make([]byte, 0, 48), `{"type":"ack","cursor":`...), v.Cursor, 10)
+		return append(b, '}'), true
+	}
+	return nil, false
+}
+
+// plainJSON reports whether s renders as a JSON string by quoting alone
+// (printable ASCII, none of the characters encoding/json escapes).
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
+}
+
+// marshalControlJSON is MarshalControl through encoding/json, checked by
+// the parsers.
+func marshalControlJSON(v any) ([]byte, error) {
 	var out any
 	switch v := v.(type) {
 	case *Hello:

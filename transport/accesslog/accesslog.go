@@ -69,6 +69,10 @@ func Handler(next http.Handler, log *zap.Logger) http.Handler {
 		rw := &writer{ResponseWriter: w}
 		done := false
 		defer func() {
+			ce := log.Check(zap.InfoLevel, Message)
+			if ce == nil {
+				return // info is off: no fields to build
+			}
 			status := rw.status
 			switch {
 			case status != 0:
@@ -92,7 +96,7 @@ func Handler(next http.Handler, log *zap.Logger) http.Handler {
 			if partition != "" {
 				fields = append(fields, zap.String("partition", partition))
 			}
-			log.Info(Message, fields...)
+			ce.Write(fields...)
 		}()
 		next.ServeHTTP(rw, r)
 		done = true

@@ -235,3 +235,20 @@ func TestNotesOutsideHandler(t *testing.T) {
 		t.Fatalf("RequestID outside Handler: %q", id)
 	}
 }
+
+// With info off the request is served and its id echoed, and nothing is
+// logged; a logger at info logs the line.
+func TestAccessLogInfoOff(t *testing.T) {
+	for _, lvl := range []zapcore.Level{zapcore.WarnLevel, zapcore.InfoLevel} {
+		core, logs := observer.New(lvl)
+		h := Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }), zap.New(core))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/x", nil))
+		if rec.Body.String() != "ok" || !uuidRe.MatchString(rec.Header().Get(Header)) {
+			t.Fatalf("%v: body %q, request id %q", lvl, rec.Body.String(), rec.Header().Get(Header))
+		}
+		if want := map[zapcore.Level]int{zapcore.WarnLevel: 0, zapcore.InfoLevel: 1}[lvl]; logs.Len() != want {
+			t.Fatalf("%v: %d log lines, want %d", lvl, logs.Len(), want)
+		}
+	}
+}

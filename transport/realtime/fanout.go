@@ -95,24 +95,31 @@ func (p *part) collect(target int64) (map[string]*buildGroup, []string) {
 			s.checked = max(s.checked, target) // nothing it must be told
 			continue
 		}
-		key := make([]byte, 0, len(s.groupKey)+32)
-		key = append(key, s.groupKey...)
-		var subs []engine.DeltaSub
+		// The group key (registrations and cursors) is built in one scratch
+		// buffer and the subscriptions once per group, not per socket.
+		key := append(p.keyBuf[:0], s.groupKey...)
 		for _, x := range s.subs {
 			if x.ready {
 				key = strconv.AppendInt(key, x.cursor, 10)
 				key = append(key, ',')
-				subs = append(subs, engine.DeltaSub{ID: x.id, Table: x.table, Effective: x.eff, Cursor: x.cursor})
 			}
 		}
+		p.keyBuf = key
 		g := groups[string(key)]
 		if g == nil {
 			if groups == nil {
 				groups = map[string]*buildGroup{}
 			}
+			var subs []engine.DeltaSub
+			for _, x := range s.subs {
+				if x.ready {
+					subs = append(subs, engine.DeltaSub{ID: x.id, Table: x.table, Effective: x.eff, Cursor: x.cursor})
+				}
+			}
 			g = &buildGroup{subs: subs}
-			groups[string(key)] = g
-			order = append(order, string(key))
+			k := string(key)
+			groups[k] = g
+			order = append(order, k)
 		}
 		s.building = true
 		g.sessions = append(g.sessions, s)

@@ -486,8 +486,10 @@ type part struct {
 	undecided bool
 
 	fanRunning, fanDirty bool
-	acks                 map[string]engine.Ack
-	ackRunning           bool
+	// keyBuf is collect's scratch buffer for group keys.
+	keyBuf     []byte
+	acks       map[string]engine.Ack
+	ackRunning bool
 }
 
 type presenceEntry struct {

@@ -96,8 +96,10 @@ type session struct {
 	// the body budget), or the refusal of a round the budget had no room
 	// for (roundRefused: its bytes are dropped as they come); the bytes
 	// seen, the envelope header, and where END is.
-	roundBuf     []byte
-	roundCharge  *bodybudget.Charge
+	roundBuf    []byte
+	roundCharge *bodybudget.Charge
+	// ctlBuf is the reader's buffer for control messages (readControl).
+	ctlBuf       []byte
 	roundRefused error
 	roundLen     int64
 	roundHdr     [envelopeLen]byte
@@ -375,7 +377,7 @@ func (s *session) readLoop() {
 		}
 		ok := true
 		if typ == websocket.MessageText {
-			data, err := io.ReadAll(io.LimitReader(r, s.h.maxControlBytes()+1))
+			data, err := s.readControl(r)
 			switch {
 			case err != nil:
 				return
@@ -404,6 +406,43 @@ func (s *session) readLoop() {
 			}
 		}
 	}
+}
+
+// ctlKeep is the largest read buffer readControl keeps for the socket's
+// next control message (an ack needs ~40 bytes; a larger presence
+// document's buffer is not held by an idle socket).
+const ctlKeep = 1 << 10
+
+// readControl reads one control message, up to maxControlBytes+1 bytes
+// (one more than the bound tells a longer message apart), into the
+// socket's read buffer: the returned bytes are valid until the next call
+// (handleControl keeps none of them). One arrives for every delta: io.ReadAll
+// would allocate a buffer each time.
+func (s *session) readControl(r io.Reader) ([]byte, error) {
+	lr := io.LimitedReader{R: r, N: s.h.maxControlBytes() + 1}
+	buf := s.ctlBuf[:0]
+	if buf == nil {
+		buf = make([]byte, 0, 64)
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := lr.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if cap(buf) <= ctlKeep {
+		s.ctlBuf = buf
+	} else {
+		s.ctlBuf = nil
+	}
+	return buf, nil
 }
 
 // finish runs when the reader ends: the socket is closed and forgotten.
@@ -520,7 +559,7 @@ func (p *part) flushAcks() {
 		for _, a := range p.acks {
 			batch = append(batch, a)
 		}
-		p.acks = nil
+		clear(p.acks) // kept for the next acks: one arrives for every delta
 		p.mu.Unlock()
 		eng := p.h.eng.Load()
 		ctx, cancel := context.WithTimeout(p.h.ctx, 30*time.Second)
