@@ -106,7 +106,7 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	flags := []string{"--schema", sf, "--test-control", "--clock-ms", "1800000000000", "--lease-ttl", "15m"}
-	p := startProc(t, append([]string{"--data", dir}, flags...)...)
+	p := startProc(t, append([]string{"--data", dir, "--sqlite-files", "4"}, flags...)...)
 	if code := control(t, "PUT", p.base+"/_test/allowed-scopes/ada", `{"project_id":["p1"]}`, nil); code != http.StatusOK {
 		t.Fatalf("allowed-scopes: %d", code)
 	}
@@ -257,7 +257,7 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 			t.Errorf("blob %s not in the manifest", id)
 		}
 	}
-	// The directory was made with serve's default of 4 database files.
+	// The directory was made with --sqlite-files 4.
 	if !listed["synclane.db"] || !listed["synclane-3.db"] || !listed["lease.key"] || len(man.Files) != 8 || nfiles != 9 || man.FormatVersion != 2 || man.SchemaVersion != "1" || man.DatabaseFiles != 4 {
 		t.Fatalf("manifest %+v (%d files in the directory), want synclane.db to synclane-3.db, lease.key, 3 blobs", man, nfiles)
 	}

@@ -53,7 +53,7 @@ const DirFileName = "synclane.db"
 // DefaultDirFiles is the default DirOptions.Files for a new directory.
 // bench/RESULTS.md ("Several SQLite writers", issue 33) has the curve it
 // was chosen from.
-const DefaultDirFiles = 4
+const DefaultDirFiles = 2
 
 // MaxDirFiles bounds DirOptions.Files: each file holds a writer, a read
 // pool and a page-scan pool of its own.
