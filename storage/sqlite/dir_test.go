@@ -71,6 +71,21 @@ func pushOne(ctx context.Context, b storage.Backend, items *schema.Table, partit
 	return seq, tx.Commit(ctx)
 }
 
+// fillPartition pushes three commits (rows r0-r2) to partition and
+// gives it a lease.
+func fillPartition(t *testing.T, b storage.Backend, items *schema.Table, p string) {
+	t.Helper()
+	ctx := t.Context()
+	for j := range 3 {
+		if _, err := pushOne(ctx, b, items, p, "r"+strconv.Itoa(j), p+"-c"+strconv.Itoa(j)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Leases.SwapLease(ctx, p, storage.LeaseRecord{ClientID: "client", LeaseID: "l-" + p, ActorID: "actor", AllowedScopes: []byte("{}"), IssuedAtMs: 1, ExpiresAtMs: 2, MAC: []byte{1}}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // partitionsByTable reads, from the database file at path, the distinct
 // partition ids of every table with a partition_id column.
 func partitionsByTable(t *testing.T, path string) map[string][]string {
@@ -123,15 +138,7 @@ func TestDirPartitionInOneFile(t *testing.T) {
 	dir := t.TempDir()
 	d, b, items := openDir(t, dir, 4)
 	for i := range 40 {
-		p := "part-" + strconv.Itoa(i)
-		for j := range 3 {
-			if _, err := pushOne(ctx, b, items, p, "r"+strconv.Itoa(j), p+"-c"+strconv.Itoa(j)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := b.Leases.SwapLease(ctx, p, storage.LeaseRecord{ClientID: "client", LeaseID: "l-" + p, ActorID: "actor", AllowedScopes: []byte("{}"), IssuedAtMs: 1, ExpiresAtMs: 2, MAC: []byte{1}}, nil); err != nil {
-			t.Fatal(err)
-		}
+		fillPartition(t, b, items, "part-"+strconv.Itoa(i))
 	}
 	paths := d.Paths()
 	if len(paths) != 4 {

@@ -25,14 +25,7 @@ func fillRespread(t *testing.T, dir string, files int) {
 	d, b, items := openDir(t, dir, files)
 	for i := range 30 {
 		p := "part-" + strconv.Itoa(i)
-		for j := range 3 {
-			if _, err := pushOne(ctx, b, items, p, "r"+strconv.Itoa(j), p+"-c"+strconv.Itoa(j)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := b.Leases.SwapLease(ctx, p, storage.LeaseRecord{ClientID: "client", LeaseID: "l-" + p, ActorID: "actor", AllowedScopes: []byte("{}"), IssuedAtMs: 1, ExpiresAtMs: 2, MAC: []byte{1}}, nil); err != nil {
-			t.Fatal(err)
-		}
+		fillPartition(t, b, items, p)
 		if i%3 == 0 {
 			tx, err := b.Log.BeginPush(ctx, p)
 			if err != nil {
