@@ -41,13 +41,15 @@ func TestStalledDeclaredBodyHoldsBudgetUntilReadTimeout(t *testing.T) {
 	srv.Start()
 	t.Cleanup(srv.Close)
 
+	// start is taken before the dial: the server's read deadline runs
+	// from the accepted connection, which may come before Dial returns.
+	start := time.Now()
 	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	const declared = 900 << 10
-	start := time.Now()
 	fmt.Fprintf(conn, "POST /sync HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nX-Actor: ada\r\nContent-Length: %d\r\n\r\n", httpsync.ContentType, declared)
 
 	// Charged up front, before a byte of the body came.
