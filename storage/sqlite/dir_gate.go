@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -71,8 +72,14 @@ func (d *Dir) withPendingElsewhere(ctx context.Context, g storage.ServeGate, i i
 	if err != nil {
 		return storage.ServeGate{}, fmt.Errorf("sqlite: read serve gate: %w", err)
 	}
+	return withPending(g, refs), nil
+}
+
+// withPending adds refs, pending checkpoints of other files, to g's,
+// keeping the gate's (partition, name) order.
+func withPending(g storage.ServeGate, refs []storage.CheckpointRef) storage.ServeGate {
 	if len(refs) == 0 {
-		return g, nil
+		return g
 	}
 	g.Pending = append(slices.Clip(g.Pending), refs...)
 	slices.SortFunc(g.Pending, func(a, b storage.CheckpointRef) int {
@@ -81,13 +88,27 @@ func (d *Dir) withPendingElsewhere(ctx context.Context, g storage.ServeGate, i i
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
-	return g, nil
+	return g
+}
+
+// errPendingStale ends a query's snapshot whose gate needs the other
+// files read again (Dir.Query).
+var errPendingStale = errors.New("sqlite: the other files' pending checkpoints are to be read again")
+
+// cachedPending returns the last reading of the files other than i if it
+// was taken under generation gen at running and is recent enough to
+// reuse, or nil.
+func (d *Dir) cachedPending(i int, gen string, running int32) *pendingReading {
+	if r := d.pending[i].Load(); r != nil && r.gen == gen && r.running == running && time.Since(r.at) < maxPendingAge {
+		return r
+	}
+	return nil
 }
 
 // pendingElsewhere returns the pending checkpoints of the files other
 // than i, reusing the last reading taken under generation gen.
 func (d *Dir) pendingElsewhere(ctx context.Context, i int, gen string, running int32) ([]storage.CheckpointRef, error) {
-	if r := d.pending[i].Load(); r != nil && r.gen == gen && r.running == running && time.Since(r.at) < maxPendingAge {
+	if r := d.cachedPending(i, gen, running); r != nil {
 		return r.refs, nil
 	}
 	at := time.Now()

@@ -294,15 +294,40 @@ func (d *Dir) SwapLease(ctx context.Context, partition string, rec storage.Lease
 // Query implements storage.Querier on the partition's file (its serve
 // gate check sees that file's gate; the pending checkpoints of the other
 // files are added to it).
+//
+// The query's snapshot holds a read connection of the partition's file,
+// so the other files are never read inside it: a query of file i waiting
+// for file j's read pool while holding i's, and one of j waiting for i's
+// while holding j's, would deadlock once both pools are taken. When the
+// reading of the other files the snapshot's checkpoint generation needs
+// is not at hand, the snapshot is given up, the other files are read
+// (under that generation, which was seen before the reading began) and
+// the query starts again.
 func (d *Dir) Query(ctx context.Context, partition string, running int32, q storage.Query, check func(storage.ServeGate) error) (storage.QueryResult, error) {
 	i := FileOf(partition, len(d.files))
-	return d.files[i].query(ctx, partition, running, q, func(g storage.ServeGate, gen string) error {
-		full, err := d.withPendingElsewhere(ctx, g, i, gen, running)
-		if err != nil {
-			return err
+	var fresh *pendingReading // taken by this call, whatever its age
+	for {
+		var stale string
+		missed := false
+		res, err := d.files[i].query(ctx, partition, running, q, func(g storage.ServeGate, gen string) error {
+			r := fresh
+			if r == nil || r.gen != gen || r.running != running {
+				if r = d.cachedPending(i, gen, running); r == nil {
+					stale, missed = gen, true
+					return errPendingStale
+				}
+			}
+			return check(withPending(g, r.refs))
+		})
+		if !missed {
+			return res, err
 		}
-		return check(full)
-	})
+		refs, err := d.pendingElsewhere(ctx, i, stale, running)
+		if err != nil {
+			return storage.QueryResult{}, fmt.Errorf("sqlite: read serve gate: %w", err)
+		}
+		fresh = &pendingReading{gen: stale, running: running, refs: refs}
+	}
 }
 
 // AdminPartitions implements storage.AdminReader: the first limit
