@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -101,32 +103,58 @@ func (d *Dir) BlobRefs(ctx context.Context, partition, id string, limit int) ([]
 	return d.of(partition).BlobRefs(ctx, partition, id, limit)
 }
 
+// orphanCandidateSQL selects the home file's orphan candidates (deleting,
+// or untouched since ?1 and referenced by no row of the home file).
+const orphanCandidateSQL = `SELECT b.blob_id FROM sync_blobs b WHERE (b.state = 2 OR (b.touched_at_ms < ?1
+	AND NOT EXISTS (SELECT 1 FROM sync_blob_refs r WHERE r.blob_id = b.blob_id)))`
+
 // MarkOrphanBlobs implements storage.BlobIndex: the home file's
 // candidates (no reference there, untouched since cutoffMs), less those a
-// row of another file references, read inside the home transaction that
-// marks them. It may return fewer than limit while more orphans exist
-// (candidates referenced elsewhere take places in the batch); the next
-// sweep finds them.
+// row of another file references. The candidates are first walked on the
+// read pools, in id order past those referenced elsewhere, until limit
+// are found or none is left (so blobs referenced only from other files,
+// however many, never hide the orphans after them); then the ones found
+// are checked again and marked in one home transaction that reads the
+// references of every file.
 func (d *Dir) MarkOrphanBlobs(ctx context.Context, cutoffMs int64, limit int) ([]string, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
 	h := d.home()
-	var ids []string
-	err := h.blobWrite(ctx, "mark orphan blobs", func(ctx context.Context) error {
-		rows, err := h.conn.QueryContext(ctx, `SELECT b.blob_id FROM sync_blobs b WHERE b.state = 2 OR (b.touched_at_ms < ?
-			AND NOT EXISTS (SELECT 1 FROM sync_blob_refs r WHERE r.blob_id = b.blob_id)) ORDER BY b.blob_id LIMIT ?`, cutoffMs, limit)
+	if _, _, _, err := h.current(); err != nil {
+		return nil, fmt.Errorf("sqlite: mark orphan blobs: %w", err)
+	}
+	var found []string
+	for after := ""; len(found) < limit; {
+		page, err := h.blobIDs(ctx, h.rdb, orphanCandidateSQL+` AND b.blob_id > ?2 ORDER BY b.blob_id LIMIT ?3`, cutoffMs, after, limit)
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("sqlite: mark orphan blobs: %w", err)
 		}
-		var cands []string
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
+		used, err := d.referencedElsewhere(ctx, page)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: mark orphan blobs: %w", err)
+		}
+		for _, id := range page {
+			if !used[id] && len(found) < limit {
+				found = append(found, id)
 			}
-			cands = append(cands, id)
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		if len(page) < limit {
+			break
+		}
+		after = page[len(page)-1]
+	}
+	if len(found) == 0 {
+		return nil, nil
+	}
+	list, err := json.Marshal(found)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: mark orphan blobs: %w", err)
+	}
+	var ids []string
+	err = h.blobWrite(ctx, "mark orphan blobs", func(ctx context.Context) error {
+		cands, err := h.blobIDs(ctx, h.conn, orphanCandidateSQL+` AND b.blob_id IN (SELECT value FROM json_each(?2)) ORDER BY b.blob_id`, cutoffMs, string(list))
+		if err != nil {
 			return err
 		}
 		used, err := d.referencedElsewhere(ctx, cands)
@@ -145,6 +173,27 @@ func (d *Dir) MarkOrphanBlobs(ctx context.Context, cutoffMs int64, limit int) ([
 		return nil
 	})
 	return ids, err
+}
+
+// blobIDs runs q, which selects blob ids, on db (the read pool, or the
+// writer connection inside a write transaction).
+func (s *Store) blobIDs(ctx context.Context, db interface {
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+}, q string, args ...any) ([]string, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
 }
 
 // ForgetBlobs implements storage.BlobIndex (home file).

@@ -534,3 +534,62 @@ func TestDirBlobsAcrossFiles(t *testing.T) {
 		t.Fatalf("ClaimBlob of a deleting blob = %v, %v", ok, err)
 	}
 }
+
+// TestDirOrphanSweepPastBlobsReferencedElsewhere: blobs referenced only
+// by rows of another file than the home file are candidates of the home
+// file's query; they must not hide the orphans after them, batch after
+// batch (the engine's sweep asks for 500 at a time and stops at a short
+// batch).
+func TestDirOrphanSweepPastBlobsReferencedElsewhere(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		referenced, limit int
+	}{
+		{"none referenced", 0, 1},
+		{"a batch referenced", 2, 2},
+		{"more than a batch referenced", 3, 1},
+		{"several batches referenced", 5, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			_, b, _ := openDir(t, t.TempDir(), 2)
+			p := partitionIn(1, 2, "sweep")
+			blob := func(n int) string { return "sha256:" + fmt.Sprintf("%064x", n) }
+			for n := 1; n <= tc.referenced+1; n++ {
+				if _, err := b.Blobs.BeginBlobUpload(ctx, blob(n), 100); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Blobs.CompleteBlobUpload(ctx, blob(n), 10, "text/plain", 100); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// blobs 1..referenced (the lowest ids) are referenced by rows
+			// of a partition of file 1; the last one is an orphan
+			tx, err := b.Log.BeginPush(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for n := 1; n <= tc.referenced; n++ {
+				if ok, err := tx.ClaimBlob(ctx, blob(n), 100); err != nil || !ok {
+					t.Fatalf("ClaimBlob = %v, %v", ok, err)
+				}
+				if err := tx.SetRowBlobs(ctx, "items", "r"+strconv.Itoa(n), map[string]string{"project": "p1"}, []string{blob(n)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			orphan := blob(tc.referenced + 1)
+			ids, err := b.Blobs.MarkOrphanBlobs(ctx, 1_000_000, tc.limit)
+			if err != nil || fmt.Sprint(ids) != fmt.Sprint([]string{orphan}) {
+				t.Fatalf("MarkOrphanBlobs(limit %d) = %v, %v; want the orphan %s", tc.limit, ids, err, orphan)
+			}
+			for n := 1; n <= tc.referenced; n++ {
+				if info, err := b.Blobs.GetBlob(ctx, blob(n)); err != nil || info == nil || info.State != storage.BlobPresent {
+					t.Fatalf("referenced blob %d after the sweep: %+v, %v", n, info, err)
+				}
+			}
+		})
+	}
+}
