@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/synclane/synclane/storage"
@@ -33,7 +35,13 @@ func (d *Dir) globalReactions(f int, rs []storage.Reaction) []storage.Reaction {
 
 // ClaimReactions implements storage.Reactions: up to limit due reactions
 // of every file, the files asked in turn (starting one further each call,
-// so no file's reactions wait behind another's).
+// so no file's reactions wait behind another's). Each file claims in a
+// transaction of its own: when a file fails, the claims the files before
+// it made are given back (ReleaseReactions: uncounted, due at nowMs) and
+// the call fails with nothing claimed, as a failed claim of one file
+// does. A claim left in place would cost its reaction an attempt no
+// handler ran (the caller drops a failed call's reactions), and its last
+// one a dead letter when the lease ran out.
 func (d *Dir) ClaimReactions(ctx context.Context, nowMs, leaseMs int64, limit int) ([]storage.Reaction, error) {
 	k := len(d.files)
 	start := int(d.claimTurn.Add(1) % uint64(k))
@@ -41,13 +49,29 @@ func (d *Dir) ClaimReactions(ctx context.Context, nowMs, leaseMs int64, limit in
 	for n := 0; n < k && len(out) < limit; n++ {
 		f := (start + n) % k
 		rs, err := d.files[f].ClaimReactions(ctx, nowMs, leaseMs, limit-len(out))
-		out = append(out, d.globalReactions(f, rs)...)
 		if err != nil {
-			return out, err
+			return nil, errors.Join(err, d.giveBack(context.WithoutCancel(ctx), out, nowMs))
 		}
+		out = append(out, d.globalReactions(f, rs)...)
 	}
 	slices.SortFunc(out, func(a, b storage.Reaction) int { return cmpInt64(a.ID, b.ID) })
 	return out, nil
+}
+
+// giveBack releases the claims of rs (reactions as ClaimReactions returned
+// them).
+func (d *Dir) giveBack(ctx context.Context, rs []storage.Reaction, nowMs int64) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	claims := make([]storage.ReactionClaim, len(rs))
+	for i, r := range rs {
+		claims[i] = storage.ReactionClaim{ID: r.ID, Attempt: r.Attempts}
+	}
+	if _, err := d.ReleaseReactions(ctx, claims, nowMs); err != nil {
+		return fmt.Errorf("sqlite: give back the reactions claimed before the failure: %w", err)
+	}
+	return nil
 }
 
 func cmpInt64(a, b int64) int {

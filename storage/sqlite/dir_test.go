@@ -593,3 +593,48 @@ func TestDirOrphanSweepPastBlobsReferencedElsewhere(t *testing.T) {
 		})
 	}
 }
+
+// TestDirClaimReactionsFailureKeepsNoClaims: when one file's claim fails
+// after another file's claimed reactions, the call fails (the worker
+// drops its result) and must not leave those reactions claimed: each
+// claim counts an attempt, and a reaction whose last attempt a lost claim
+// took is dead-lettered when its lease runs out, never run.
+func TestDirClaimReactionsFailureKeepsNoClaims(t *testing.T) {
+	ctx := t.Context()
+	d, b, _ := openDir(t, t.TempDir(), 2)
+	p := partitionIn(0, 2, "claim")
+	tx, err := b.Log.BeginPush(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.PutReactions(ctx, []storage.NewReaction{{Name: "h", MaxAttempts: 1, CommitSeq: 1, CreatedAtMs: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// file 1 fails every call from now on
+	if err := d.File(1).Close(); err != nil {
+		t.Fatal(err)
+	}
+	const now, lease = 10, 1000
+	// the files are asked in turn from a rotating start: two calls ask
+	// file 0 before file 1 once
+	for call := range 2 {
+		if rs, err := b.Reactions.ClaimReactions(ctx, now, lease, 10); err == nil {
+			t.Fatalf("call %d: ClaimReactions with a closed file = %+v, nil; want an error", call, rs)
+		}
+		rs, err := d.File(0).ListReactions(ctx, storage.ReactionFilter{})
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("call %d: file 0's reactions = %+v, %v", call, rs, err)
+		}
+		if rs[0].Attempts != 0 || rs[0].NextAttemptAtMs > now {
+			t.Fatalf("call %d: a failed ClaimReactions left a claim: attempts %d, next attempt at %d", call, rs[0].Attempts, rs[0].NextAttemptAtMs)
+		}
+	}
+	// after the lease the reaction is claimed (run), not dead-lettered
+	rs, err := d.File(0).ClaimReactions(ctx, now+lease+1, lease, 10)
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("claim after the lease = %+v, %v; want the reaction (not dead-lettered)", rs, err)
+	}
+}
