@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"go.uber.org/zap"
@@ -134,6 +135,10 @@ type Dir struct {
 	// pending checkpoints (dir_gate.go); gateReads counts readings.
 	pending   []atomic.Pointer[pendingReading]
 	gateReads atomic.Uint64
+	// orphanMu guards orphanAfter: the blob id MarkOrphanBlobs' walk of
+	// candidates stopped after ("": from the start).
+	orphanMu    sync.Mutex
+	orphanAfter string
 }
 
 // OpenDir opens (creating if missing) the data directory dir's database

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/synclane/synclane/storage"
@@ -108,14 +109,25 @@ func (d *Dir) BlobRefs(ctx context.Context, partition, id string, limit int) ([]
 const orphanCandidateSQL = `SELECT b.blob_id FROM sync_blobs b WHERE (b.state = 2 OR (b.touched_at_ms < ?1
 	AND NOT EXISTS (SELECT 1 FROM sync_blob_refs r WHERE r.blob_id = b.blob_id)))`
 
+// orphanWalkPages bounds the pages of candidates one MarkOrphanBlobs call
+// of a Dir reads (a page is limit candidates); the next call goes on
+// where it stopped.
+var orphanWalkPages = 16
+
 // MarkOrphanBlobs implements storage.BlobIndex: the home file's
 // candidates (no reference there, untouched since cutoffMs), less those a
 // row of another file references. The candidates are first walked on the
 // read pools, in id order past those referenced elsewhere, until limit
-// are found or none is left (so blobs referenced only from other files,
-// however many, never hide the orphans after them); then the ones found
-// are checked again and marked in one home transaction that reads the
-// references of every file.
+// are found, none is left or orphanWalkPages pages were read; then the
+// ones found are checked again and marked in one home transaction that
+// reads the references of every file.
+//
+// The walk starts where the previous call's stopped (from the first id
+// again once it reached the end), so blobs referenced only from other
+// files, however many, never hide the orphans after them, and no call
+// reads more than orphanWalkPages × limit candidates: a call can return
+// fewer than limit (none, even) while orphans remain further on, and a
+// later sweep reaches them.
 func (d *Dir) MarkOrphanBlobs(ctx context.Context, cutoffMs int64, limit int) ([]string, error) {
 	if limit <= 0 {
 		return nil, nil
@@ -124,26 +136,50 @@ func (d *Dir) MarkOrphanBlobs(ctx context.Context, cutoffMs int64, limit int) ([
 	if _, _, _, err := h.current(); err != nil {
 		return nil, fmt.Errorf("sqlite: mark orphan blobs: %w", err)
 	}
+	d.orphanMu.Lock()
+	start := d.orphanAfter
+	d.orphanMu.Unlock()
+	// The walk goes from start to the last id, then (wrapped) from the
+	// first id up to start.
+	after, wrapped := start, start == ""
 	var found []string
-	for after := ""; len(found) < limit; {
+	for pages := 0; len(found) < limit && pages < orphanWalkPages; pages++ {
 		page, err := h.blobIDs(ctx, h.rdb, orphanCandidateSQL+` AND b.blob_id > ?2 ORDER BY b.blob_id LIMIT ?3`, cutoffMs, after, limit)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: mark orphan blobs: %w", err)
+		}
+		if wrapped && start != "" {
+			if n := slices.IndexFunc(page, func(id string) bool { return id > start }); n >= 0 {
+				page = page[:n] // past where the walk began: seen already
+			}
 		}
 		used, err := d.referencedElsewhere(ctx, page)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: mark orphan blobs: %w", err)
 		}
 		for _, id := range page {
-			if !used[id] && len(found) < limit {
+			if len(found) == limit {
+				break // the next call goes on after the last one taken
+			}
+			after = id
+			if !used[id] {
 				found = append(found, id)
 			}
 		}
-		if len(page) < limit {
+		if len(found) == limit {
 			break
 		}
-		after = page[len(page)-1]
+		if len(page) < limit {
+			if wrapped {
+				after = "" // every candidate was seen: the next call starts afresh
+				break
+			}
+			after, wrapped = "", true
+		}
 	}
+	d.orphanMu.Lock()
+	d.orphanAfter = after
+	d.orphanMu.Unlock()
 	if len(found) == 0 {
 		return nil, nil
 	}

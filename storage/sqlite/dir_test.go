@@ -585,6 +585,19 @@ func TestDirOrphanSweepPastBlobsReferencedElsewhere(t *testing.T) {
 			if err != nil || fmt.Sprint(ids) != fmt.Sprint([]string{orphan}) {
 				t.Fatalf("MarkOrphanBlobs(limit %d) = %v, %v; want the orphan %s", tc.limit, ids, err, orphan)
 			}
+			// a second orphan before where the walk stopped is found after
+			// the walk wraps around
+			before := "sha256:" + strings.Repeat("0", 64)
+			if _, err := b.Blobs.BeginBlobUpload(ctx, before, 100); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Blobs.CompleteBlobUpload(ctx, before, 10, "text/plain", 100); err != nil {
+				t.Fatal(err)
+			}
+			ids, err = b.Blobs.MarkOrphanBlobs(ctx, 1_000_000, tc.limit)
+			if err != nil || !slices.Contains(ids, before) {
+				t.Fatalf("MarkOrphanBlobs after the walk stopped at %s = %v, %v; want %s (the walk wraps)", orphan, ids, err, before)
+			}
 			for n := 1; n <= tc.referenced; n++ {
 				if info, err := b.Blobs.GetBlob(ctx, blob(n)); err != nil || info == nil || info.State != storage.BlobPresent {
 					t.Fatalf("referenced blob %d after the sweep: %+v, %v", n, info, err)
@@ -636,5 +649,64 @@ func TestDirClaimReactionsFailureKeepsNoClaims(t *testing.T) {
 	rs, err := d.File(0).ClaimReactions(ctx, now+lease+1, lease, 10)
 	if err != nil || len(rs) != 1 {
 		t.Fatalf("claim after the lease = %+v, %v; want the reaction (not dead-lettered)", rs, err)
+	}
+}
+
+// TestDirOrphanSweepWalkIsBounded: one MarkOrphanBlobs call reads at most
+// orphanWalkPages pages of candidates, and later calls go on where it
+// stopped, so an orphan behind many blobs referenced only from other
+// files is marked within a bounded number of calls.
+func TestDirOrphanSweepWalkIsBounded(t *testing.T) {
+	defer sqlite.SetOrphanWalkPages(1)()
+	ctx := t.Context()
+	_, b, _ := openDir(t, t.TempDir(), 2)
+	p := partitionIn(1, 2, "sweep")
+	blob := func(n int) string { return "sha256:" + fmt.Sprintf("%064x", n) }
+	const referenced, limit = 6, 2
+	for n := 1; n <= referenced+1; n++ {
+		if _, err := b.Blobs.BeginBlobUpload(ctx, blob(n), 100); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Blobs.CompleteBlobUpload(ctx, blob(n), 10, "text/plain", 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := b.Log.BeginPush(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 1; n <= referenced; n++ {
+		if ok, err := tx.ClaimBlob(ctx, blob(n), 100); err != nil || !ok {
+			t.Fatalf("ClaimBlob = %v, %v", ok, err)
+		}
+		if err := tx.SetRowBlobs(ctx, "items", "r"+strconv.Itoa(n), map[string]string{"project": "p1"}, []string{blob(n)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// one page of limit candidates a call: the referenced blobs take three
+	// calls, the orphan is the fourth call's
+	var calls int
+	for calls = 1; calls <= 4; calls++ {
+		ids, err := b.Blobs.MarkOrphanBlobs(ctx, 1_000_000, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ids) > 0 {
+			if fmt.Sprint(ids) != fmt.Sprint([]string{blob(referenced + 1)}) {
+				t.Fatalf("call %d marked %v; want only the orphan", calls, ids)
+			}
+			break
+		}
+	}
+	if calls != referenced/limit+1 {
+		t.Fatalf("the orphan was marked by call %d; want call %d (one page a call)", calls, referenced/limit+1)
+	}
+	for n := 1; n <= referenced; n++ {
+		if info, err := b.Blobs.GetBlob(ctx, blob(n)); err != nil || info == nil || info.State != storage.BlobPresent {
+			t.Fatalf("referenced blob %d after the sweep: %+v, %v", n, info, err)
+		}
 	}
 }
