@@ -533,6 +533,19 @@ func syncDir(dir string) error {
 	return err
 }
 
+// restoreFileCount refuses a backup of k database files when
+// --sqlite-files (or SYNCLANE_SQLITE_FILES) asks for another number:
+// restore installs the backup's own layout, which the store opened
+// afterwards to rotate the epochs would refuse, leaving the directory
+// replaced and its epochs not rotated.
+func restoreFileCount(c serveConfig, k int) error {
+	if !c.sqliteFiles.set || c.sqliteFiles.n == k {
+		return nil
+	}
+	return fmt.Errorf("refusing the backup, nothing in %s was changed: it has %d database file(s) and restore installs them as they are, but --sqlite-files (or SYNCLANE_SQLITE_FILES) asks for %d: restore without it, then run `synclane respread --files %d` with the server stopped to change the number",
+		c.data, k, c.sqliteFiles.n, c.sqliteFiles.n)
+}
+
 // backupIsDir reports whether --from names a backup directory (true) or
 // a single database file (an older backup: the database only).
 func backupIsDir(from string) (bool, error) {
@@ -553,6 +566,9 @@ func restoreFrom(ctx context.Context, c serveConfig, from string, stdout io.Writ
 		return err
 	}
 	if !isDir {
+		if err := restoreFileCount(c, 1); err != nil {
+			return err
+		}
 		stamp := time.Now().UTC().Format("20060102T150405Z")
 		lines, err := installBackup(ctx, []string{from}, c.data, stamp)
 		for _, l := range lines {
@@ -573,6 +589,9 @@ func restoreFrom(ctx context.Context, c serveConfig, from string, stdout io.Writ
 		return fmt.Errorf("refusing the backup, nothing in %s was changed: %w", c.data, err)
 	}
 	fmt.Fprintf(stdout, "verified %s: %d files match %s (created %s)\n", from, len(m.Files), backupManifestName, m.CreatedAt.Format(time.RFC3339))
+	if err := restoreFileCount(c, m.DatabaseFiles); err != nil {
+		return err
+	}
 	blobDir, _ := localBlobDir(c)
 	lines, err := installBackupDir(ctx, m, from, c.data, blobDir)
 	for _, l := range lines {

@@ -382,3 +382,63 @@ func TestServeRefusesOtherFileCount(t *testing.T) {
 	}
 	four()
 }
+
+// seedDir makes a data directory of k database files holding partitions
+// parts (the demo schema, each partition touched).
+func seedDir(t *testing.T, dir string, k int, parts ...string) {
+	t.Helper()
+	ctx := context.Background()
+	d, err := sqlite.OpenDir(ctx, dir, sqlite.DirOptions{Files: k, FilesExplicit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	b := d.Backend()
+	if err := b.Lifecycle.EnsureSchema(ctx, schema.MustDemo()); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range parts {
+		if _, err := b.Log.TouchPartition(ctx, p, time.Now().UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// restore --from a backup of another K than --sqlite-files (the flag or
+// SYNCLANE_SQLITE_FILES, as set for serve) is refused before anything in
+// the data directory changes: installing it first left the directory
+// replaced but unopenable with that K, so the epochs were never rotated.
+func TestRestoreRefusesOtherSqliteFiles(t *testing.T) {
+	src := t.TempDir()
+	seedDir(t, src, 1, filesPartitions...)
+	bdir := filepath.Join(t.TempDir(), "backup")
+	if code, out, errOut := runCmdEnv(t, nil, "backup", "--data", src, "--to", bdir); code != 0 {
+		t.Fatalf("backup: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+	}{
+		{"flag", nil, []string{"--sqlite-files", "2"}},
+		{"environment", map[string]string{"SYNCLANE_SQLITE_FILES": "2"}, nil},
+		{"single database file", nil, []string{"--sqlite-files", "2", "--from", filepath.Join(bdir, sqlite.DirFileName)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target := t.TempDir()
+			seedDir(t, target, 2, filesPartitions...)
+			before := snapshotDir(t, target)
+			args := append([]string{"restore", "--data", target}, tc.args...)
+			if !slices.Contains(args, "--from") {
+				args = append(args, "--from", bdir)
+			}
+			code, out, errOut := runCmdEnv(t, tc.env, args...)
+			if code == 0 || !strings.Contains(errOut, "has 1 database file") || !strings.Contains(errOut, "asks for 2") || !strings.Contains(errOut, "nothing in "+target+" was changed") {
+				t.Fatalf("restore of a 1-file backup with 2 files asked: exit %d, want a refusal naming both\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+			if after := snapshotDir(t, target); !maps.Equal(after, before) {
+				t.Fatalf("the refused restore changed %s: %v, was %v", target, slices.Sorted(maps.Keys(after)), slices.Sorted(maps.Keys(before)))
+			}
+		})
+	}
+}
