@@ -319,8 +319,11 @@ func restoreCmd(ctx context.Context, args []string, lookup func(string) (string,
 // (PRAGMA quick_check, a partition registry) and that together they open
 // as one layout, then moves every database file of the current layout
 // (synclane.db and any synclane-<i>.db, with their -wal and -shm) aside
-// as <name>.before-restore-<stamp> and the copies in place, the home file
-// last. So the directory ends up with exactly the backup's files. It
+// as <name>.before-restore-<stamp> and the copies in place: the old other
+// files aside, the new ones in (synclane-1.db first), then the old home
+// file aside and the new one in. So the directory ends up with exactly the
+// backup's files, and an interrupted swap leaves no directory that opens
+// as a new, empty one (but for a single-file backup's one rename). It
 // returns lines for the operator.
 func installBackup(ctx context.Context, srcs []string, dir, stamp string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -359,25 +362,55 @@ func installBackup(ctx context.Context, srcs []string, dir, stamp string) ([]str
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range current { // the home file last
+	moveAside := func(name string) error {
 		aside := name + ".before-restore-" + stamp
 		for _, suffix := range []string{"", "-wal", "-shm"} {
-			if err := os.Rename(filepath.Join(dir, name+suffix), filepath.Join(dir, aside+suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return out, err
+			if err := restoreRename(filepath.Join(dir, name+suffix), filepath.Join(dir, aside+suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
 			}
 		}
 		out = append(out, fmt.Sprintf("moved the old %s aside as %s", name, aside))
+		return nil
 	}
-	for i := len(names) - 1; i >= 0; i-- {
-		if err := os.Rename(filepath.Join(stage, names[i]), filepath.Join(dir, names[i])); err != nil {
+	moveIn := func(name string) error {
+		return restoreRename(filepath.Join(stage, name), filepath.Join(dir, name))
+	}
+	// The old home file stays until every other new file is in: while it
+	// is there, the old layout's record refuses the new files (or, with a
+	// single old file, serves the old layout whole), and once it is gone
+	// synclane-1.db, in place first, holds data of another layout, so no
+	// open takes the directory for a new, empty one. Only with a
+	// single-file backup does a moment without any database file remain.
+	for _, name := range current {
+		if name == sqlite.DirFileName {
+			continue
+		}
+		if err := moveAside(name); err != nil {
 			return out, err
 		}
+	}
+	for _, name := range names[1:] { // synclane-1.db first
+		if err := moveIn(name); err != nil {
+			return out, err
+		}
+	}
+	if slices.Contains(current, sqlite.DirFileName) {
+		if err := moveAside(sqlite.DirFileName); err != nil {
+			return out, err
+		}
+	}
+	if err := moveIn(sqlite.DirFileName); err != nil {
+		return out, err
 	}
 	if err := syncDir(dir); err != nil {
 		return out, err
 	}
 	return append([]string{fmt.Sprintf("installed %d database files (%s) into %s", len(names), strings.Join(names, ", "), dir)}, out...), nil
 }
+
+// restoreRename renames during installBackup's swap (a test makes it fail
+// to stop the swap before each rename).
+var restoreRename = os.Rename
 
 // layoutFiles returns the names of the database files in dir of any
 // layout: synclane-<i>.db by i descending, then synclane.db.

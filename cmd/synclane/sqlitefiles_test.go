@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -440,5 +441,97 @@ func TestRestoreRefusesOtherSqliteFiles(t *testing.T) {
 				t.Fatalf("the refused restore changed %s: %v, was %v", target, slices.Sorted(maps.Keys(after)), slices.Sorted(maps.Keys(before)))
 			}
 		})
+	}
+}
+
+// listParts opens dir as serve would (opts), and returns its partitions
+// sorted, or the error OpenDir refused it with.
+func listParts(t *testing.T, dir string, opts sqlite.DirOptions) ([]string, error) {
+	t.Helper()
+	ctx := context.Background()
+	d, err := sqlite.OpenDir(ctx, dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	b := d.Backend()
+	if err := b.Lifecycle.EnsureSchema(ctx, schema.MustDemo()); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := b.Retention.ListPartitions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Partition)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// A restore of a 4-file backup over a 2-file directory stopped before
+// each rename of its swap (a kill -9 there): the directory then either is
+// refused by serve, with the default files and with --sqlite-files 4, or
+// serves all of the old or all of the new partitions, never a new empty
+// layout; and running the restore again installs the backup.
+func TestRestoreInterruptedAtEveryRename(t *testing.T) {
+	spreadPartitions(t, 4)
+	spreadPartitions(t, 2)
+	prefixed := func(pre string) []string {
+		var out []string
+		for _, p := range filesPartitions {
+			out = append(out, pre+p)
+		}
+		slices.Sort(out)
+		return out
+	}
+	oldParts, newParts := prefixed("old-"), prefixed("new-")
+	src := t.TempDir()
+	seedDir(t, src, 4, newParts...)
+	bdir := filepath.Join(t.TempDir(), "backup")
+	if code, out, errOut := runCmdEnv(t, nil, "backup", "--data", src, "--to", bdir); code != 0 {
+		t.Fatalf("backup: exit %d\n%s%s", code, out, errOut)
+	}
+	m, err := verifyBackup(bdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	template := t.TempDir()
+	seedDir(t, template, 2, oldParts...)
+	defer func() { restoreRename = os.Rename }()
+	for step := 0; ; step++ {
+		target := t.TempDir()
+		copyTree(t, template, target)
+		n := 0
+		restoreRename = func(from, to string) error {
+			if n++; n > step {
+				return fmt.Errorf("stopped before rename %d", n)
+			}
+			return os.Rename(from, to)
+		}
+		_, err := installBackupDir(context.Background(), m, bdir, target, "")
+		restoreRename = os.Rename
+		if err == nil {
+			if step == 0 {
+				t.Fatal("the install renamed nothing")
+			}
+			break
+		}
+		for _, opts := range []sqlite.DirOptions{{}, {Files: 4, FilesExplicit: true}} {
+			probe := t.TempDir()
+			copyTree(t, target, probe)
+			got, err := listParts(t, probe, opts)
+			if err == nil && !slices.Equal(got, oldParts) && !slices.Equal(got, newParts) {
+				t.Errorf("stopped before rename %d, opened with %+v: partitions %v, want all the old or all the new ones", step+1, opts, got)
+			}
+		}
+		if _, err := installBackupDir(context.Background(), m, bdir, target, ""); err != nil {
+			t.Fatalf("stopped before rename %d: running the restore again: %v", step+1, err)
+		}
+		checkLayout(t, target, 4)
+		if got, err := listParts(t, target, sqlite.DirOptions{Files: 4, FilesExplicit: true}); err != nil || !slices.Equal(got, newParts) {
+			t.Fatalf("stopped before rename %d, restored again: %v, %v; want the backup's partitions", step+1, got, err)
+		}
 	}
 }
