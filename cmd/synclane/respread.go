@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -54,7 +55,9 @@ func respreadCmd(ctx context.Context, args []string, lookup func(string) (string
 		return 2
 	}
 	fail := func(err error) int { fmt.Fprintln(stderr, "synclane respread:", err); return 1 }
-	if _, err := os.Stat(filepath.Join(c.data, sqlite.DirFileName)); err != nil {
+	// An interrupted swap may have the home file in the work directory
+	// still: the journal says so, and Respread finishes it first.
+	if _, err := os.Stat(filepath.Join(c.data, sqlite.DirFileName)); err != nil && !errors.Is(sqlite.RespreadPending(c.data), sqlite.ErrRespreadPending) {
 		return fail(fmt.Errorf("no database: %w", err))
 	}
 	lock, err := lockDataDir(c, "synclane respread")

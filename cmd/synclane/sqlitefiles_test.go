@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -533,5 +534,48 @@ func TestRestoreInterruptedAtEveryRename(t *testing.T) {
 		if got, err := listParts(t, target, sqlite.DirOptions{Files: 4, FilesExplicit: true}); err != nil || !slices.Equal(got, newParts) {
 			t.Fatalf("stopped before rename %d, restored again: %v, %v; want the backup's partitions", step+1, got, err)
 		}
+	}
+}
+
+// synclane respread finishes a swap interrupted while the home file was
+// between the data directory and the work directory (the old one moved
+// aside, the new one not yet in: no synclane.db in place), as serve's
+// refusal (ErrRespreadPending) tells the operator to.
+func TestRespreadResumesWithoutHomeFile(t *testing.T) {
+	dir := t.TempDir()
+	seedDir(t, dir, 2, filesPartitions...)
+	want, err := listParts(t, dir, sqlite.DirOptions{Files: 2, FilesExplicit: true})
+	if err != nil || len(want) != len(filesPartitions) {
+		t.Fatalf("seeded partitions %v, %v", want, err)
+	}
+	if _, err := sqlite.Respread(context.Background(), dir, 3, sqlite.RespreadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	olds, err := filepath.Glob(filepath.Join(dir, "respread-old-*"))
+	if err != nil || len(olds) != 1 {
+		t.Fatalf("old layout directories %v, %v", olds, err)
+	}
+	// Back to the moment between the home file's two renames: the new
+	// home file still in the work directory, under its journal.
+	work := filepath.Join(dir, sqlite.RespreadWorkDir)
+	if err := os.Mkdir(work, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, sqlite.DirFileName), filepath.Join(work, sqlite.DirFileName)); err != nil {
+		t.Fatal(err)
+	}
+	journal := fmt.Sprintf(`{"filesBefore": 2, "filesAfter": 3, "oldDir": %q}`, filepath.Base(olds[0]))
+	if err := os.WriteFile(filepath.Join(work, "journal.json"), []byte(journal), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := listParts(t, dir, sqlite.DirOptions{}); !errors.Is(err, sqlite.ErrRespreadPending) {
+		t.Fatalf("open mid-swap: %v, want ErrRespreadPending", err)
+	}
+	code, out, errOut := runCmdEnv(t, nil, "respread", "--data", dir, "--files", "3")
+	if code != 0 || !strings.Contains(out, "finished an interrupted respread") {
+		t.Fatalf("respread --files 3 mid-swap: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if got, err := listParts(t, dir, sqlite.DirOptions{Files: 3, FilesExplicit: true}); err != nil || !slices.Equal(got, want) {
+		t.Fatalf("after finishing: %v, %v; want %v", got, err, want)
 	}
 }
