@@ -362,6 +362,11 @@ func installBackup(ctx context.Context, srcs []string, dir, stamp string) ([]str
 	if err != nil {
 		return nil, err
 	}
+	// A failure from here on leaves the swap midway: the old files are
+	// kept aside, the backup's are in the backup still.
+	midway := func(err error) error {
+		return fmt.Errorf("%w: the swap of the database files stopped midway; run synclane restore again to finish it (the old files are kept as <name>.before-restore-%s)", err, stamp)
+	}
 	moveAside := func(name string) error {
 		aside := name + ".before-restore-" + stamp
 		for _, suffix := range []string{"", "-wal", "-shm"} {
@@ -386,21 +391,21 @@ func installBackup(ctx context.Context, srcs []string, dir, stamp string) ([]str
 			continue
 		}
 		if err := moveAside(name); err != nil {
-			return out, err
+			return out, midway(err)
 		}
 	}
 	for _, name := range names[1:] { // synclane-1.db first
 		if err := moveIn(name); err != nil {
-			return out, err
+			return out, midway(err)
 		}
 	}
 	if slices.Contains(current, sqlite.DirFileName) {
 		if err := moveAside(sqlite.DirFileName); err != nil {
-			return out, err
+			return out, midway(err)
 		}
 	}
 	if err := moveIn(sqlite.DirFileName); err != nil {
-		return out, err
+		return out, midway(err)
 	}
 	if err := syncDir(dir); err != nil {
 		return out, err

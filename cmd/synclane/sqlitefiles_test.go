@@ -519,6 +519,9 @@ func TestRestoreInterruptedAtEveryRename(t *testing.T) {
 			}
 			break
 		}
+		if !strings.Contains(err.Error(), "run synclane restore again") {
+			t.Errorf("stopped before rename %d: %v, want it to name what to do", step+1, err)
+		}
 		for _, opts := range []sqlite.DirOptions{{}, {Files: 4, FilesExplicit: true}} {
 			probe := t.TempDir()
 			copyTree(t, target, probe)
