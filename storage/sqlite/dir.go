@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -182,6 +185,13 @@ func OpenDir(ctx context.Context, dir string, opts DirOptions) (*Dir, error) {
 			k = 1 // a directory of the single-file layout: kept as it is
 			d.k = k
 		} else {
+			if stray, err := strayFiles(ctx, dir); err != nil || len(stray) > 0 {
+				if err == nil {
+					err = fmt.Errorf("%w: %s has %s but its home file %s holds no layout (it is new or was missing): files of another layout, left by an interrupted restore or respread? Run that command again, or move them out of the directory",
+						ErrLayout, dir, strings.Join(stray, ", "), DirFileName)
+				}
+				return fail(err)
+			}
 			k = opts.Files
 			d.k = k
 			if err := d.create(ctx, k, opts.Options); err != nil {
@@ -210,6 +220,56 @@ func OpenDir(ctx context.Context, dir string, opts DirOptions) (*Dir, error) {
 		d.log.Info("sqlite data directory opened", zap.String("dir", dir), zap.Int("files", k))
 	}
 	return d, nil
+}
+
+// strayFiles returns the names of the numbered database files
+// (synclane-<i>.db, 1 ≤ i < MaxDirFiles) in dir that hold data (a
+// partition or a schema): a directory whose home file holds no layout
+// must have none, or a new layout would be stamped next to another
+// layout's data. Files a create interrupted before its home file's
+// record (stamped, empty) are not counted: the create is run again.
+func strayFiles(ctx context.Context, dir string) ([]string, error) {
+	var out []string
+	for i := 1; i < MaxDirFiles; i++ {
+		name := dirFileName(i)
+		path := filepath.Join(dir, name)
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			continue
+		} else if err != nil {
+			return nil, fmt.Errorf("sqlite: %w", err)
+		}
+		used, err := fileHoldsData(ctx, path)
+		if err != nil {
+			return nil, err
+		}
+		if used {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// fileHoldsData reports, reading path without changing it, whether it
+// holds a partition or a schema (Store.holdsData of a file not opened as
+// a Store).
+func fileHoldsData(ctx context.Context, path string) (bool, error) {
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro&_busy_timeout=10000")
+	if err != nil {
+		return false, fmt.Errorf("sqlite: read %s: %w", path, err)
+	}
+	defer db.Close()
+	var tables int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('sync_partitions', 'sync_meta')`).Scan(&tables); err != nil {
+		return false, fmt.Errorf("sqlite: read %s: %w", path, err)
+	}
+	if tables < 2 {
+		return false, nil
+	}
+	var used bool
+	if err := db.QueryRowContext(ctx, `SELECT EXISTS(SELECT 1 FROM sync_partitions) OR EXISTS(SELECT 1 FROM sync_meta WHERE key = 'schema_version')`).Scan(&used); err != nil {
+		return false, fmt.Errorf("sqlite: read %s: %w", path, err)
+	}
+	return used, nil
 }
 
 // create stamps a new directory with k files: the other files first, the

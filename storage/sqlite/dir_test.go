@@ -280,6 +280,53 @@ func TestDirLayout(t *testing.T) {
 			t.Fatalf("file of another directory: err = %v, want ErrLayout", err)
 		}
 	})
+	t.Run("StrayFilesWithoutHome", func(t *testing.T) {
+		// A home file gone or new next to another layout's numbered files
+		// holding data (a restore or respread interrupted at the home
+		// file's rename): a new layout is not stamped over them, whatever
+		// K is asked for.
+		for _, k := range []int{1, 2, 4} {
+			dir := t.TempDir()
+			d0, b, items := openDir(t, dir, 2)
+			p := partitionIn(1, 2, "stray")
+			fillPartition(t, b, items, p)
+			if err := d0.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for _, suffix := range []string{"", "-wal", "-shm"} {
+				_ = os.Remove(filepath.Join(dir, sqlite.DirFileName+suffix))
+			}
+			d, err := sqlite.OpenDir(ctx, dir, sqlite.DirOptions{Files: k, FilesExplicit: true})
+			if err == nil {
+				_ = d.Close()
+			}
+			if !errors.Is(err, sqlite.ErrLayout) || !strings.Contains(err.Error(), "synclane-1.db") {
+				t.Fatalf("K %d, no home file, synclane-1.db holding %s: err = %v, want ErrLayout naming synclane-1.db", k, p, err)
+			}
+		}
+	})
+	t.Run("InterruptedCreateIsRunAgain", func(t *testing.T) {
+		// create stamps the other files before the home file's record: a
+		// crash in between leaves stamped, empty files, and the next open
+		// creates the directory again.
+		dir := t.TempDir()
+		d, err := sqlite.OpenDir(ctx, dir, sqlite.DirOptions{Files: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = d.Close()
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			_ = os.Remove(filepath.Join(dir, sqlite.DirFileName+suffix))
+		}
+		d, err = sqlite.OpenDir(ctx, dir, sqlite.DirOptions{Files: 3})
+		if err != nil {
+			t.Fatalf("reopening an interrupted create: %v", err)
+		}
+		defer d.Close()
+		if d.Files() != 3 {
+			t.Fatalf("Files() = %d, want 3", d.Files())
+		}
+	})
 	t.Run("Bounds", func(t *testing.T) {
 		for _, k := range []int{-1, sqlite.MaxDirFiles + 1} {
 			if _, err := sqlite.OpenDir(ctx, t.TempDir(), sqlite.DirOptions{Files: k}); err == nil {
