@@ -133,9 +133,11 @@ func (d *Dir) pendingElsewhere(ctx context.Context, i int, gen string, running i
 // gates then read the pending checkpoints again.
 func (d *Dir) newCheckpointGen(ctx context.Context) error {
 	gen := storage.NewLogEpoch()
-	for _, st := range d.files {
+	var errs []error
+	for _, st := range d.files { // a file that fails does not keep the others from their new generation
 		if err := st.lock(ctx); err != nil {
-			return fmt.Errorf("sqlite: new checkpoint generation: %w", err)
+			errs = append(errs, fmt.Errorf("sqlite: new checkpoint generation of %s: %w", st.path, err))
+			continue
 		}
 		err := st.inWriteTx(ctx, "new checkpoint generation", func(ctx context.Context) error {
 			_, err := st.conn.ExecContext(ctx, `INSERT INTO sync_meta(key, value) VALUES('checkpoint_gen', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, gen)
@@ -143,10 +145,10 @@ func (d *Dir) newCheckpointGen(ctx context.Context) error {
 		})
 		st.unlock()
 		if err != nil {
-			return err
+			errs = append(errs, fmt.Errorf("sqlite: new checkpoint generation of %s: %w", st.path, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // dirTx is a push transaction of one file of a Dir: the file's own

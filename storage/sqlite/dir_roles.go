@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 
+	"go.uber.org/zap"
+
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
@@ -161,12 +163,17 @@ func (d *Dir) DeclareCheckpoint(ctx context.Context, dc storage.CheckpointDeclar
 }
 
 // afterCheckpointChange gives the files a new checkpoint generation after
-// a call that may have changed which checkpoints are pending (err is the
-// call's error, returned as it is; a failed generation write is returned
-// when the call succeeded).
+// a call that may have changed which checkpoints are pending; err is the
+// call's error, returned as it is. A failed generation write is logged,
+// not returned: the call's change is committed (an error would have its
+// caller retry a declaration or activation that already took effect, and
+// an activation retried answers stale), and the other files' gates see
+// the change within maxPendingAge without it, as after a process that
+// died between the two.
 func (d *Dir) afterCheckpointChange(ctx context.Context, err error) error {
-	if genErr := d.newCheckpointGen(context.WithoutCancel(ctx)); err == nil {
-		return genErr
+	if genErr := d.newCheckpointGen(context.WithoutCancel(ctx)); genErr != nil {
+		d.log.Warn("sqlite: checkpoint generation not renewed; the other files' serve gates see the change within their backstop",
+			zap.Duration("backstop", maxPendingAge), zap.Error(genErr))
 	}
 	return err
 }

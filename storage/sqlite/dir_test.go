@@ -757,3 +757,27 @@ func TestDirOrphanSweepWalkIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestDirCheckpointChangeSucceedsWhenGenerationFails: a declaration or an
+// activation committed in its file succeeds even when the checkpoint
+// generation cannot be renewed in another file (its caller must not retry
+// a change that took effect: an activation retried answers stale).
+func TestDirCheckpointChangeSucceedsWhenGenerationFails(t *testing.T) {
+	ctx := t.Context()
+	d, b, _ := openDir(t, t.TempDir(), 2)
+	p := partitionIn(0, 2, "gen")
+	// file 1 fails every call from now on: the generation write there too
+	if err := d.File(1).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Checkpoints.DeclareCheckpoint(ctx, storage.CheckpointDeclaration{Partition: p, Name: "proj", SchemaVersion: 1}, 1); err != nil {
+		t.Fatalf("DeclareCheckpoint committed in file 0, generation not renewed in file 1: %v; want success", err)
+	}
+	if out, err := b.Checkpoints.ActivateCheckpoint(ctx, p, "proj", 0, 0, nil, 2); err != nil || out != storage.Activated {
+		t.Fatalf("ActivateCheckpoint = %v, %v; want activated", out, err)
+	}
+	cps, err := d.File(0).ReadCheckpoints(ctx)
+	if err != nil || len(cps) != 1 || cps[0].State != storage.CheckpointActivated {
+		t.Fatalf("file 0's checkpoints after the activation: %+v, %v; want it activated", cps, err)
+	}
+}
