@@ -193,6 +193,18 @@ func writeBackup(ctx context.Context, data, blobDir, to string) (m backupManifes
 	if err != nil {
 		return m, err
 	}
+	// The files are copied one after another: an offline respread or
+	// restore swapping the directory's files meanwhile (they take the
+	// data directory's lock; a backup does not, it runs beside serve)
+	// would leave copies of two layouts, which restore refuses. Refused
+	// here instead, while the operator can take the backup again.
+	paths := make([]string, k)
+	for i, f := range dbs {
+		paths[i] = filepath.Join(to, f.Path)
+	}
+	if err = sqlite.CheckLayoutFiles(ctx, paths); err != nil {
+		return m, fmt.Errorf("the copied database files are not of one layout (did a respread or restore run meanwhile? take the backup again): %w", err)
+	}
 	m = backupManifest{Format: backupFormat, FormatVersion: backupFormatVersion, CreatedAt: time.Now().UTC(),
 		SynclaneVersion: version, SchemaVersion: snapshotSchemaVersion(ctx, filepath.Join(to, backupDBName)), DatabaseFiles: k, Files: dbs}
 

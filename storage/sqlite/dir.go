@@ -249,11 +249,11 @@ func strayFiles(ctx context.Context, dir string) ([]string, error) {
 	return out, nil
 }
 
-// fileHoldsData reports, reading path without changing it, whether it
-// holds a partition or a schema (Store.holdsData of a file not opened as
-// a Store).
+// fileHoldsData reports whether path holds a partition or a schema
+// (Store.holdsData of a file not opened as a Store). It only reads, on a
+// connection of its own that SQLite may use to replay the file's -wal.
 func fileHoldsData(ctx context.Context, path string) (bool, error) {
-	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro&_busy_timeout=10000")
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?_busy_timeout=10000")
 	if err != nil {
 		return false, fmt.Errorf("sqlite: read %s: %w", path, err)
 	}
@@ -329,16 +329,22 @@ type layoutRecord struct {
 
 // readLayout reads the file's layout record (files 0: none).
 func (s *Store) readLayout(ctx context.Context) (layoutRecord, error) {
+	return scanLayout(ctx, s.rdb, s.path)
+}
+
+// scanLayout reads the layout record of the database db (at path, for
+// errors).
+func scanLayout(ctx context.Context, db *sql.DB, path string) (layoutRecord, error) {
 	var rec layoutRecord
-	rows, err := s.rdb.QueryContext(ctx, `SELECT key, value FROM sync_meta WHERE key IN (?, ?, ?)`, metaFiles, metaFileIndex, metaLayoutID)
+	rows, err := db.QueryContext(ctx, `SELECT key, value FROM sync_meta WHERE key IN (?, ?, ?)`, metaFiles, metaFileIndex, metaLayoutID)
 	if err != nil {
-		return rec, fmt.Errorf("sqlite: read layout of %s: %w", s.path, err)
+		return rec, fmt.Errorf("sqlite: read layout of %s: %w", path, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var k, v string
 		if err := rows.Scan(&k, &v); err != nil {
-			return rec, fmt.Errorf("sqlite: read layout of %s: %w", s.path, err)
+			return rec, fmt.Errorf("sqlite: read layout of %s: %w", path, err)
 		}
 		switch k {
 		case metaFiles:
@@ -349,10 +355,47 @@ func (s *Store) readLayout(ctx context.Context) (layoutRecord, error) {
 			rec.id = v
 		}
 		if err != nil {
-			return rec, fmt.Errorf("sqlite: read layout of %s: %s: %w", s.path, k, err)
+			return rec, fmt.Errorf("sqlite: read layout of %s: %s: %w", path, k, err)
 		}
 	}
 	return rec, rows.Err()
+}
+
+// CheckLayoutFiles reads, without changing them, the layout records of
+// paths, database files nothing writes (copies: a -wal beside one is not
+// read) of one layout in file order (home file first), and reports ErrLayout unless they are the files 0 … len-1 of
+// one layout (a single file: of none, or of a one-file layout). A backup
+// checks its copies with it: files copied while an offline respread or
+// restore swapped the directory's files would be of two layouts.
+func CheckLayoutFiles(ctx context.Context, paths []string) error {
+	var id string
+	for i, path := range paths {
+		// immutable: nothing writes the copies, and SQLite creates no
+		// -wal or -shm beside them
+		db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro&immutable=1")
+		if err != nil {
+			return fmt.Errorf("sqlite: read layout of %s: %w", path, err)
+		}
+		rec, err := scanLayout(ctx, db, path)
+		_ = db.Close()
+		if err != nil {
+			return err
+		}
+		if len(paths) == 1 {
+			if rec.files > 1 {
+				return fmt.Errorf("%w: %s is file %d of a layout of %d files, alone", ErrLayout, path, rec.index, rec.files)
+			}
+			return nil
+		}
+		if i == 0 {
+			id = rec.id
+		}
+		if rec.files != len(paths) || rec.index != i || rec.id != id || id == "" {
+			return fmt.Errorf("%w: %s is file %d of %d of layout %q, want file %d of %d of layout %q",
+				ErrLayout, path, rec.index, rec.files, rec.id, i, len(paths), id)
+		}
+	}
+	return nil
 }
 
 // writeLayout stores the file's layout record.

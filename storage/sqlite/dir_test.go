@@ -781,3 +781,59 @@ func TestDirCheckpointChangeSucceedsWhenGenerationFails(t *testing.T) {
 		t.Fatalf("file 0's checkpoints after the activation: %+v, %v; want it activated", cps, err)
 	}
 }
+
+// TestCheckLayoutFiles: the files of one layout in order pass; files of
+// two layouts, out of order, or one file of a larger layout alone are
+// refused; nothing is written next to the files read.
+func TestCheckLayoutFiles(t *testing.T) {
+	ctx := t.Context()
+	a, b := t.TempDir(), t.TempDir()
+	for _, dir := range []string{a, b} {
+		d, err := sqlite.OpenDir(ctx, dir, sqlite.DirOptions{Files: 2, FilesExplicit: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	single := t.TempDir()
+	st, err := sqlite.Open(ctx, filepath.Join(single, sqlite.DirFileName), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	home := func(dir string) string { return filepath.Join(dir, sqlite.DirFileName) }
+	other := func(dir string) string { return filepath.Join(dir, "synclane-1.db") }
+	for _, tc := range []struct {
+		name  string
+		paths []string
+		ok    bool
+	}{
+		{"one layout", []string{home(a), other(a)}, true},
+		{"a single file of no layout", []string{home(single)}, true},
+		{"two layouts", []string{home(a), other(b)}, false},
+		{"out of order", []string{other(a), home(a)}, false},
+		{"one file of two, alone", []string{home(a)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, err := os.ReadDir(filepath.Dir(tc.paths[0]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = sqlite.CheckLayoutFiles(ctx, tc.paths)
+			if tc.ok != (err == nil) || (err != nil && !errors.Is(err, sqlite.ErrLayout)) {
+				t.Fatalf("CheckLayoutFiles = %v; want ok %v (or ErrLayout)", err, tc.ok)
+			}
+			after, err := os.ReadDir(filepath.Dir(tc.paths[0]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(after) != len(before) {
+				t.Fatalf("files next to the ones read: %d before, %d after", len(before), len(after))
+			}
+		})
+	}
+}
