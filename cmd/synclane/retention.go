@@ -308,6 +308,11 @@ func restoreCmd(ctx context.Context, args []string, lookup func(string) (string,
 		fmt.Fprintf(tw, "%s\t%d\t%s\n", p.Partition, p.MaxCommitSeq, ep)
 	}
 	tw.Flush()
+	if c.postgresURL == "" {
+		if err := clearRestorePending(c.data); err != nil {
+			return fail(err)
+		}
+	}
 	fmt.Fprintf(stdout, "rotated the log epoch of %d partitions: clients get resetRequired and bootstrap again\n", len(parts))
 	return 0
 }
@@ -360,6 +365,12 @@ func installBackup(ctx context.Context, srcs []string, dir, stamp string) ([]str
 	var out []string
 	current, err := layoutFiles(dir)
 	if err != nil {
+		return nil, err
+	}
+	// From here until the epochs are rotated (restoreCmd) serve refuses
+	// the directory: a restore stopped in between leaves the backup's
+	// commits under their old epochs.
+	if err := markRestorePending(dir, stamp); err != nil {
 		return nil, err
 	}
 	// A failure from here on leaves the swap midway: the old files are

@@ -419,7 +419,7 @@ func serve(ctx context.Context, args []string, lookup func(string) (string, bool
 	defer log.Sync() //nolint:errcheck
 	if err := runServer(ctx, c, log, stdout); err != nil {
 		log.Error("synclane stopped with an error", zap.Error(err))
-		if held := (*datadir.HeldError)(nil); errors.As(err, &held) || errors.Is(err, storage.ErrSchemaChanged) || errors.Is(err, sqlite.ErrLayout) || errors.Is(err, sqlite.ErrRespreadPending) {
+		if held := (*datadir.HeldError)(nil); errors.As(err, &held) || errors.Is(err, storage.ErrSchemaChanged) || errors.Is(err, sqlite.ErrLayout) || errors.Is(err, sqlite.ErrRespreadPending) || errors.Is(err, errRestorePending) {
 			fmt.Fprintln(stderr, "synclane serve:", err) // for the operator, not only the log
 		}
 		if errors.Is(err, sqlite.ErrFileCount) {
@@ -554,6 +554,11 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		return err
 	}
 	defer lock.Release() //nolint:errcheck
+	if c.postgresURL == "" {
+		if err := checkRestorePending(c.data); err != nil {
+			return err
+		}
+	}
 	st, backend, err := openStore(ctx, c, log)
 	if err != nil {
 		return fmt.Errorf("open storage: %w", err)

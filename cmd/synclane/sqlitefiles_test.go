@@ -582,3 +582,39 @@ func TestRespreadResumesWithoutHomeFile(t *testing.T) {
 		t.Fatalf("after finishing: %v, %v; want %v", got, err, want)
 	}
 }
+
+// A restore stopped after it installed the backup's files and before it
+// rotated the epochs (a kill -9 there) leaves a directory serve refuses,
+// naming the command that finishes it; `restore --rotate-epochs` does,
+// and serve's check passes then.
+func TestRestoreStoppedBeforeRotationRefusedByServe(t *testing.T) {
+	src := t.TempDir()
+	seedDir(t, src, 2, filesPartitions...)
+	bdir := filepath.Join(t.TempDir(), "backup")
+	if code, out, errOut := runCmdEnv(t, nil, "backup", "--data", src, "--to", bdir); code != 0 {
+		t.Fatalf("backup: exit %d\n%s%s", code, out, errOut)
+	}
+	m, err := verifyBackup(bdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := t.TempDir()
+	seedDir(t, target, 2, "before")
+	// what restore --from does before it rotates the epochs
+	if _, err := installBackupDir(context.Background(), m, bdir, target, ""); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmdEnv(t, nil, "serve", "--data", target, "--listen", "127.0.0.1:0", "--dev-auth", "--drain-delay", "0s")
+	if code == 0 || !strings.Contains(errOut, "restore --rotate-epochs") || !strings.Contains(errOut, "did not finish") {
+		t.Fatalf("serve of a restore stopped before rotating: exit %d\n%s%s\nwant a refusal naming restore --rotate-epochs", code, out, errOut)
+	}
+	if code, out, errOut := runCmdEnv(t, nil, "restore", "--rotate-epochs", "--data", target); code != 0 || !strings.Contains(out, "rotated the log epoch of 16 partitions") {
+		t.Fatalf("restore --rotate-epochs: exit %d\n%s%s", code, out, errOut)
+	}
+	if err := checkRestorePending(target); err != nil {
+		t.Fatalf("after the rotation: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(target, restorePendingName)); !os.IsNotExist(err) {
+		t.Fatalf("the marker is still there: %v", err)
+	}
+}
