@@ -490,14 +490,7 @@ func TestRestoreInterruptedAtEveryRename(t *testing.T) {
 	oldParts, newParts := prefixed("old-"), prefixed("new-")
 	src := t.TempDir()
 	seedDir(t, src, 4, newParts...)
-	bdir := filepath.Join(t.TempDir(), "backup")
-	if code, out, errOut := runCmdEnv(t, nil, "backup", "--data", src, "--to", bdir); code != 0 {
-		t.Fatalf("backup: exit %d\n%s%s", code, out, errOut)
-	}
-	m, err := verifyBackup(bdir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bdir, m := backupOf(t, src)
 	template := t.TempDir()
 	seedDir(t, template, 2, oldParts...)
 	defer func() { restoreRename = os.Rename }()
@@ -590,14 +583,7 @@ func TestRespreadResumesWithoutHomeFile(t *testing.T) {
 func TestRestoreStoppedBeforeRotationRefusedByServe(t *testing.T) {
 	src := t.TempDir()
 	seedDir(t, src, 2, filesPartitions...)
-	bdir := filepath.Join(t.TempDir(), "backup")
-	if code, out, errOut := runCmdEnv(t, nil, "backup", "--data", src, "--to", bdir); code != 0 {
-		t.Fatalf("backup: exit %d\n%s%s", code, out, errOut)
-	}
-	m, err := verifyBackup(bdir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bdir, m := backupOf(t, src)
 	target := t.TempDir()
 	seedDir(t, target, 2, "before")
 	// what restore --from does before it rotates the epochs
@@ -617,4 +603,19 @@ func TestRestoreStoppedBeforeRotationRefusedByServe(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(target, restorePendingName)); !os.IsNotExist(err) {
 		t.Fatalf("the marker is still there: %v", err)
 	}
+}
+
+// backupOf takes a backup of the data directory src with synclane backup
+// and returns its directory and verified manifest.
+func backupOf(t *testing.T, src string) (string, backupManifest) {
+	t.Helper()
+	bdir := filepath.Join(t.TempDir(), "backup")
+	if code, out, errOut := runCmdEnv(t, nil, "backup", "--data", src, "--to", bdir); code != 0 {
+		t.Fatalf("backup: exit %d\n%s%s", code, out, errOut)
+	}
+	m, err := verifyBackup(bdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bdir, m
 }

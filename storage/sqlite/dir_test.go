@@ -600,57 +600,72 @@ func TestDirOrphanSweepPastBlobsReferencedElsewhere(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
 			_, b, _ := openDir(t, t.TempDir(), 2)
-			p := partitionIn(1, 2, "sweep")
-			blob := func(n int) string { return "sha256:" + fmt.Sprintf("%064x", n) }
-			for n := 1; n <= tc.referenced+1; n++ {
-				if _, err := b.Blobs.BeginBlobUpload(ctx, blob(n), 100); err != nil {
-					t.Fatal(err)
-				}
-				if err := b.Blobs.CompleteBlobUpload(ctx, blob(n), 10, "text/plain", 100); err != nil {
-					t.Fatal(err)
-				}
-			}
-			// blobs 1..referenced (the lowest ids) are referenced by rows
-			// of a partition of file 1; the last one is an orphan
-			tx, err := b.Log.BeginPush(ctx, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for n := 1; n <= tc.referenced; n++ {
-				if ok, err := tx.ClaimBlob(ctx, blob(n), 100); err != nil || !ok {
-					t.Fatalf("ClaimBlob = %v, %v", ok, err)
-				}
-				if err := tx.SetRowBlobs(ctx, "items", "r"+strconv.Itoa(n), map[string]string{"project": "p1"}, []string{blob(n)}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := tx.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
-			orphan := blob(tc.referenced + 1)
+			seedSweepBlobs(t, b, tc.referenced)
+			orphan := sweepBlob(tc.referenced + 1)
 			ids, err := b.Blobs.MarkOrphanBlobs(ctx, 1_000_000, tc.limit)
 			if err != nil || fmt.Sprint(ids) != fmt.Sprint([]string{orphan}) {
 				t.Fatalf("MarkOrphanBlobs(limit %d) = %v, %v; want the orphan %s", tc.limit, ids, err, orphan)
 			}
 			// a second orphan before where the walk stopped is found after
 			// the walk wraps around
-			before := "sha256:" + strings.Repeat("0", 64)
-			if _, err := b.Blobs.BeginBlobUpload(ctx, before, 100); err != nil {
-				t.Fatal(err)
-			}
-			if err := b.Blobs.CompleteBlobUpload(ctx, before, 10, "text/plain", 100); err != nil {
-				t.Fatal(err)
-			}
+			before := sweepBlob(0)
+			uploadBlob(t, b, before)
 			ids, err = b.Blobs.MarkOrphanBlobs(ctx, 1_000_000, tc.limit)
 			if err != nil || !slices.Contains(ids, before) {
 				t.Fatalf("MarkOrphanBlobs after the walk stopped at %s = %v, %v; want %s (the walk wraps)", orphan, ids, err, before)
 			}
-			for n := 1; n <= tc.referenced; n++ {
-				if info, err := b.Blobs.GetBlob(ctx, blob(n)); err != nil || info == nil || info.State != storage.BlobPresent {
-					t.Fatalf("referenced blob %d after the sweep: %+v, %v", n, info, err)
-				}
-			}
+			checkSweepKept(t, b, tc.referenced)
 		})
+	}
+}
+
+// sweepBlob is the id of the sweep tests' blob n.
+func sweepBlob(n int) string { return "sha256:" + fmt.Sprintf("%064x", n) }
+
+// uploadBlob uploads blob id (present, touched at 100).
+func uploadBlob(t *testing.T, b storage.Backend, id string) {
+	t.Helper()
+	if _, err := b.Blobs.BeginBlobUpload(t.Context(), id, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Blobs.CompleteBlobUpload(t.Context(), id, 10, "text/plain", 100); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// seedSweepBlobs uploads blobs 1 … referenced+1 of a 2-file directory and
+// references 1 … referenced from rows of a partition of file 1: the last
+// one, of the highest id, is an orphan behind them.
+func seedSweepBlobs(t *testing.T, b storage.Backend, referenced int) {
+	t.Helper()
+	ctx := t.Context()
+	for n := 1; n <= referenced+1; n++ {
+		uploadBlob(t, b, sweepBlob(n))
+	}
+	tx, err := b.Log.BeginPush(ctx, partitionIn(1, 2, "sweep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 1; n <= referenced; n++ {
+		if ok, err := tx.ClaimBlob(ctx, sweepBlob(n), 100); err != nil || !ok {
+			t.Fatalf("ClaimBlob = %v, %v", ok, err)
+		}
+		if err := tx.SetRowBlobs(ctx, "items", "r"+strconv.Itoa(n), map[string]string{"project": "p1"}, []string{sweepBlob(n)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkSweepKept fails unless blobs 1 … referenced are still present.
+func checkSweepKept(t *testing.T, b storage.Backend, referenced int) {
+	t.Helper()
+	for n := 1; n <= referenced; n++ {
+		if info, err := b.Blobs.GetBlob(t.Context(), sweepBlob(n)); err != nil || info == nil || info.State != storage.BlobPresent {
+			t.Fatalf("referenced blob %d after the sweep: %+v, %v", n, info, err)
+		}
 	}
 }
 
@@ -707,32 +722,8 @@ func TestDirOrphanSweepWalkIsBounded(t *testing.T) {
 	defer sqlite.SetOrphanWalkPages(1)()
 	ctx := t.Context()
 	_, b, _ := openDir(t, t.TempDir(), 2)
-	p := partitionIn(1, 2, "sweep")
-	blob := func(n int) string { return "sha256:" + fmt.Sprintf("%064x", n) }
 	const referenced, limit = 6, 2
-	for n := 1; n <= referenced+1; n++ {
-		if _, err := b.Blobs.BeginBlobUpload(ctx, blob(n), 100); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Blobs.CompleteBlobUpload(ctx, blob(n), 10, "text/plain", 100); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tx, err := b.Log.BeginPush(ctx, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for n := 1; n <= referenced; n++ {
-		if ok, err := tx.ClaimBlob(ctx, blob(n), 100); err != nil || !ok {
-			t.Fatalf("ClaimBlob = %v, %v", ok, err)
-		}
-		if err := tx.SetRowBlobs(ctx, "items", "r"+strconv.Itoa(n), map[string]string{"project": "p1"}, []string{blob(n)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	seedSweepBlobs(t, b, referenced)
 	// one page of limit candidates a call: the referenced blobs take three
 	// calls, the orphan is the fourth call's
 	var calls int
@@ -742,7 +733,7 @@ func TestDirOrphanSweepWalkIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(ids) > 0 {
-			if fmt.Sprint(ids) != fmt.Sprint([]string{blob(referenced + 1)}) {
+			if fmt.Sprint(ids) != fmt.Sprint([]string{sweepBlob(referenced + 1)}) {
 				t.Fatalf("call %d marked %v; want only the orphan", calls, ids)
 			}
 			break
@@ -751,11 +742,7 @@ func TestDirOrphanSweepWalkIsBounded(t *testing.T) {
 	if calls != referenced/limit+1 {
 		t.Fatalf("the orphan was marked by call %d; want call %d (one page a call)", calls, referenced/limit+1)
 	}
-	for n := 1; n <= referenced; n++ {
-		if info, err := b.Blobs.GetBlob(ctx, blob(n)); err != nil || info == nil || info.State != storage.BlobPresent {
-			t.Fatalf("referenced blob %d after the sweep: %+v, %v", n, info, err)
-		}
-	}
+	checkSweepKept(t, b, referenced)
 }
 
 // TestDirCheckpointChangeSucceedsWhenGenerationFails: a declaration or an
