@@ -250,9 +250,7 @@ func TestDirLayout(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = d.Close()
-		for _, suffix := range []string{"", "-wal", "-shm"} {
-			_ = os.Remove(filepath.Join(dir, "synclane-2.db"+suffix))
-		}
+		removeDB(dir, "synclane-2.db")
 		if _, err := sqlite.OpenDir(ctx, dir, sqlite.DirOptions{}); !errors.Is(err, sqlite.ErrLayout) {
 			t.Fatalf("missing file: err = %v, want ErrLayout", err)
 		}
@@ -293,9 +291,7 @@ func TestDirLayout(t *testing.T) {
 			if err := d0.Close(); err != nil {
 				t.Fatal(err)
 			}
-			for _, suffix := range []string{"", "-wal", "-shm"} {
-				_ = os.Remove(filepath.Join(dir, sqlite.DirFileName+suffix))
-			}
+			removeDB(dir, sqlite.DirFileName)
 			d, err := sqlite.OpenDir(ctx, dir, sqlite.DirOptions{Files: k, FilesExplicit: true})
 			if err == nil {
 				_ = d.Close()
@@ -315,9 +311,7 @@ func TestDirLayout(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = d.Close()
-		for _, suffix := range []string{"", "-wal", "-shm"} {
-			_ = os.Remove(filepath.Join(dir, sqlite.DirFileName+suffix))
-		}
+		removeDB(dir, sqlite.DirFileName)
 		d, err = sqlite.OpenDir(ctx, dir, sqlite.DirOptions{Files: 3})
 		if err != nil {
 			t.Fatalf("reopening an interrupted create: %v", err)
@@ -334,6 +328,13 @@ func TestDirLayout(t *testing.T) {
 			}
 		}
 	})
+}
+
+// removeDB removes the database file name of dir with its -wal and -shm.
+func removeDB(dir, name string) {
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		_ = os.Remove(filepath.Join(dir, name+suffix))
+	}
 }
 
 // TestFileOfStable pins the hash: it is part of the on-disk format.
