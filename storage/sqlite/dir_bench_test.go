@@ -66,3 +66,42 @@ func BenchmarkDirPush(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDirClaimBlob measures a push transaction that claims one blob,
+// for a partition of the home file (the claim is a statement of the push)
+// and of another file (the claim is a write transaction of the home file
+// of its own), one push at a time.
+func BenchmarkDirClaimBlob(b *testing.B) {
+	for _, f := range []int{0, 1} {
+		b.Run("file="+strconv.Itoa(f), func(b *testing.B) {
+			_, be, _ := openDir(b, b.TempDir(), 2)
+			ctx := b.Context()
+			const blob = "sha256:00000000000000000000000000000000000000000000000000000000000000aa"
+			if _, err := be.Blobs.BeginBlobUpload(ctx, blob, 1); err != nil {
+				b.Fatal(err)
+			}
+			if err := be.Blobs.CompleteBlobUpload(ctx, blob, 10, "text/plain", 1); err != nil {
+				b.Fatal(err)
+			}
+			p := partitionIn(f, 2, "claim")
+			var n int64
+			b.ReportAllocs()
+			for b.Loop() {
+				n++
+				tx, err := be.Log.BeginPush(ctx, p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if ok, err := tx.ClaimBlob(ctx, blob, n); err != nil || !ok {
+					b.Fatalf("ClaimBlob = %v, %v", ok, err)
+				}
+				if err := tx.SetRowBlobs(ctx, "items", "r", map[string]string{"project": "p1"}, []string{blob}); err != nil {
+					b.Fatal(err)
+				}
+				if err := tx.Commit(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -15,7 +15,8 @@ import (
 // lives in the home file, and its references (sync_blob_refs) next to the
 // rows that hold them, in each partition's file. A push of file i > 0
 // claims a blob by touching its metadata in the home file in a write
-// transaction of its own, committed before the push's (the write locks
+// transaction of its own, committed (without an fsync of its own: see
+// touchPresentBlob) before the push's (the write locks
 // are always taken file i, then home, never the other way round: no
 // deadlock). The orphan sweep marks a blob only if it is untouched since
 // its cutoff in the same home transaction in which it reads the
@@ -30,8 +31,26 @@ func (s *Store) touchPresentBlob(ctx context.Context, id string, nowMs int64) (b
 	if !storage.Storable(id) {
 		return false, nil
 	}
+	if _, _, _, err := s.current(); err != nil {
+		return false, fmt.Errorf("sqlite: claim blob: %w", err)
+	}
+	if err := s.lock(ctx); err != nil {
+		return false, fmt.Errorf("sqlite: claim blob: %w", err)
+	}
+	defer s.unlock()
+	// The touch commits without its own fsync (synchronous NORMAL in WAL
+	// mode, as a pruning batch): it only has to be visible to the sweep
+	// (which reads it under this same write lock) until the push's
+	// reference commits in its own file, which then protects the blob by
+	// itself; a touch lost in a crash leaves a blob that either a
+	// committed reference protects or that nothing references. The home
+	// file's next durable commit makes it durable with it.
+	if _, err := s.conn.ExecContext(ctx, "PRAGMA synchronous = NORMAL"); err != nil {
+		return false, fmt.Errorf("sqlite: claim blob: %w", err)
+	}
+	defer s.restoreSynchronous()
 	var n int64
-	err := s.blobWrite(ctx, "claim blob", func(ctx context.Context) error {
+	err := s.inWriteTx(ctx, "claim blob", func(ctx context.Context) error {
 		res, err := s.conn.ExecContext(ctx, `UPDATE sync_blobs SET touched_at_ms = max(touched_at_ms, ?) WHERE blob_id = ? AND state = 1`, nowMs, id)
 		if err != nil {
 			return err

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,5 +89,58 @@ func TestDirQueryHoldsNoReadConnWhileReadingOtherFiles(t *testing.T) {
 	r := <-done
 	if r.err != nil || len(r.res.Rows) != 1 {
 		t.Fatalf("query = %+v, %v; want one row", r.res, r.err)
+	}
+}
+
+// TestDirClaimBlobLeavesHomeDurable: a push of another file claims a blob
+// in a home-file transaction that commits without an fsync of its own
+// (synchronous NORMAL); afterwards the home file's writer is back at
+// synchronous FULL, so the pushes that follow are fsynced, whether the
+// claim found the blob or not.
+func TestDirClaimBlobLeavesHomeDurable(t *testing.T) {
+	ctx := t.Context()
+	d := openTestDir(t, 2, Options{})
+	const blob = "sha256:00000000000000000000000000000000000000000000000000000000000000bb"
+	if _, err := d.BeginBlobUpload(ctx, blob, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CompleteBlobUpload(ctx, blob, 10, "text/plain", 1); err != nil {
+		t.Fatal(err)
+	}
+	home := d.home()
+	synchronous := func() int {
+		t.Helper()
+		var v int
+		if err := home.conn.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	const full = 2
+	if v := synchronous(); v != full {
+		t.Fatalf("home writer synchronous = %d before any claim, want %d (FULL)", v, full)
+	}
+	for _, tc := range []struct {
+		id   string
+		want bool
+	}{{blob, true}, {"sha256:" + strings.Repeat("c", 64), false}} {
+		tx, err := d.BeginPush(ctx, partitionOf(1, 2, "claim"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok, err := tx.ClaimBlob(ctx, tc.id, 50)
+		if err != nil || ok != tc.want {
+			t.Fatalf("ClaimBlob(%s) = %v, %v; want %v", tc.id, ok, err, tc.want)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if v := synchronous(); v != full {
+			t.Fatalf("home writer synchronous = %d after a claim from file 1, want %d (FULL)", v, full)
+		}
+	}
+	info, err := d.GetBlob(ctx, blob)
+	if err != nil || info == nil || info.TouchedAtMs != 50 {
+		t.Fatalf("blob after the claim: %+v, %v; want touched at 50 (the claim's touch committed)", info, err)
 	}
 }
