@@ -201,7 +201,8 @@ func (s *Store) CountPrune(ctx context.Context, partition string, throughSeq int
 	return res, nil
 }
 
-// restoreSynchronous puts the writer connection back to synchronous FULL;
+// restoreSynchronous puts the writer connection back to synchronous FULL
+// after a write committed without fsync (a pruning batch, a blob claim);
 // if that fails the store refuses every later write rather than commit one
 // without fsync.
 func (s *Store) restoreSynchronous() {
@@ -210,7 +211,7 @@ func (s *Store) restoreSynchronous() {
 		if _, err := s.conn.ExecContext(ctx, "PRAGMA synchronous = FULL"); err == nil {
 			return
 		} else {
-			s.log.Error("sqlite: restoring synchronous=FULL after a pruning batch failed; retrying", zap.Error(err))
+			s.log.Error("sqlite: restoring synchronous=FULL after a write without fsync (a pruning batch or a blob claim) failed; retrying", zap.Error(err))
 		}
 	}
 	s.log.Error("sqlite: could not restore synchronous=FULL: closing the store")
