@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -163,7 +162,7 @@ func (d *Dir) MarkOrphanBlobs(ctx context.Context, cutoffMs int64, limit int) ([
 	after, wrapped := start, start == ""
 	var found []string
 	for pages := 0; len(found) < limit && pages < orphanWalkPages; pages++ {
-		page, err := h.blobIDs(ctx, h.rdb, orphanCandidateSQL+` AND b.blob_id > ?2 ORDER BY b.blob_id LIMIT ?3`, cutoffMs, after, limit)
+		page, err := scanColumn[string](h.rdb.QueryContext(ctx, orphanCandidateSQL+` AND b.blob_id > ?2 ORDER BY b.blob_id LIMIT ?3`, cutoffMs, after, limit))
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: mark orphan blobs: %w", err)
 		}
@@ -208,7 +207,7 @@ func (d *Dir) MarkOrphanBlobs(ctx context.Context, cutoffMs int64, limit int) ([
 	}
 	var ids []string
 	err = h.blobWrite(ctx, "mark orphan blobs", func(ctx context.Context) error {
-		cands, err := h.blobIDs(ctx, h.conn, orphanCandidateSQL+` AND b.blob_id IN (SELECT value FROM json_each(?2)) ORDER BY b.blob_id`, cutoffMs, string(list))
+		cands, err := scanColumn[string](h.conn.QueryContext(ctx, orphanCandidateSQL+` AND b.blob_id IN (SELECT value FROM json_each(?2)) ORDER BY b.blob_id`, cutoffMs, string(list)))
 		if err != nil {
 			return err
 		}
@@ -228,27 +227,6 @@ func (d *Dir) MarkOrphanBlobs(ctx context.Context, cutoffMs int64, limit int) ([
 		return nil
 	})
 	return ids, err
-}
-
-// blobIDs runs q, which selects blob ids, on db (the read pool, or the
-// writer connection inside a write transaction).
-func (s *Store) blobIDs(ctx context.Context, db interface {
-	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
-}, q string, args ...any) ([]string, error) {
-	rows, err := db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
 }
 
 // ForgetBlobs implements storage.BlobIndex (home file).

@@ -366,20 +366,11 @@ func filePartitions(ctx context.Context, path string, tables []schemaTable) ([]s
 	if len(union) == 0 {
 		return nil, nil
 	}
-	rows, err := db.QueryContext(ctx, `SELECT partition_id FROM (`+strings.Join(union, " UNION ")+`) ORDER BY partition_id`)
+	out, err := scanColumn[string](db.QueryContext(ctx, `SELECT partition_id FROM (`+strings.Join(union, " UNION ")+`) ORDER BY partition_id`))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: respread: read the partitions of %s: %w", path, err)
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var p string
-		if err := rows.Scan(&p); err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // countRows sums every table's rows over the files at paths.

@@ -219,20 +219,25 @@ func (s *Store) txQuery(ctx context.Context, rtx *sql.Tx, query string, args ...
 }
 
 func (s *Store) querySeqs(ctx context.Context, rtx *sql.Tx, query string, args ...any) ([]int64, error) {
-	rows, err := s.txQuery(ctx, rtx, query, args...)
+	return scanColumn[int64](s.txQuery(ctx, rtx, query, args...))
+}
+
+// scanColumn reads the one column of rows (as a query returned them, with
+// its error) into a slice and closes rows.
+func scanColumn[T any](rows *sql.Rows, err error) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var seqs []int64
+	var out []T
 	for rows.Next() {
-		var seq int64
-		if err := rows.Scan(&seq); err != nil {
+		var v T
+		if err := rows.Scan(&v); err != nil {
 			return nil, err
 		}
-		seqs = append(seqs, seq)
+		out = append(out, v)
 	}
-	return seqs, rows.Err()
+	return out, rows.Err()
 }
 
 // loadCommits returns, in seq order, the commits among seqs with at least
