@@ -190,16 +190,26 @@ func (d *Dir) ActivateCheckpoint(ctx context.Context, partition, name string, ep
 	return out, d.afterCheckpointChange(ctx, err)
 }
 
-// ReadCheckpoints implements storage.Checkpoints: every file's, ordered by
-// (partition, name).
-func (d *Dir) ReadCheckpoints(ctx context.Context) ([]storage.Checkpoint, error) {
-	var out []storage.Checkpoint
+// everyFile returns what list answers for every file of d, concatenated
+// in file order (the caller merges them into its contract's order).
+func everyFile[T any](d *Dir, list func(*Store) ([]T, error)) ([]T, error) {
+	var out []T
 	for _, st := range d.files {
-		cps, err := st.ReadCheckpoints(ctx)
+		xs, err := list(st)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, cps...)
+		out = append(out, xs...)
+	}
+	return out, nil
+}
+
+// ReadCheckpoints implements storage.Checkpoints: every file's, ordered by
+// (partition, name).
+func (d *Dir) ReadCheckpoints(ctx context.Context) ([]storage.Checkpoint, error) {
+	out, err := everyFile(d, func(st *Store) ([]storage.Checkpoint, error) { return st.ReadCheckpoints(ctx) })
+	if err != nil {
+		return nil, err
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Partition != out[j].Partition {
@@ -229,13 +239,9 @@ func (d *Dir) PruneThrough(ctx context.Context, partition string, seq int64) err
 // ListPartitions implements storage.Retention: every file's, ordered by
 // partition id.
 func (d *Dir) ListPartitions(ctx context.Context) ([]storage.PartitionInfo, error) {
-	var out []storage.PartitionInfo
-	for _, st := range d.files {
-		ps, err := st.ListPartitions(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, ps...)
+	out, err := everyFile(d, func(st *Store) ([]storage.PartitionInfo, error) { return st.ListPartitions(ctx) })
+	if err != nil {
+		return nil, err
 	}
 	slices.SortFunc(out, func(a, b storage.PartitionInfo) int { return strings.Compare(a.Partition, b.Partition) })
 	return out, nil
@@ -340,13 +346,9 @@ func (d *Dir) Query(ctx context.Context, partition string, running int32, q stor
 // AdminPartitions implements storage.AdminReader: the first limit
 // partitions after after across every file, in id order.
 func (d *Dir) AdminPartitions(ctx context.Context, after string, limit int) ([]storage.PartitionOverview, error) {
-	var out []storage.PartitionOverview
-	for _, st := range d.files {
-		ps, err := st.AdminPartitions(ctx, after, limit)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, ps...)
+	out, err := everyFile(d, func(st *Store) ([]storage.PartitionOverview, error) { return st.AdminPartitions(ctx, after, limit) })
+	if err != nil {
+		return nil, err
 	}
 	slices.SortFunc(out, func(a, b storage.PartitionOverview) int { return strings.Compare(a.Partition, b.Partition) })
 	if limit = storage.ClampAdminLimit(limit); len(out) > limit {
