@@ -174,11 +174,7 @@ func checkLayout(t *testing.T, dir string, k int) {
 func TestBackupRestoreFourFiles(t *testing.T) {
 	spreadPartitions(t, 4)
 	dir := t.TempDir()
-	p := startProc(t, "--data", dir, "--sqlite-files", "4")
-	for _, part := range filesPartitions {
-		pushTodos(t, p.base, part, part+"-a", part+"-b")
-	}
-	want := readAll(t, p.base)
+	p, want := serveFilled(t, dir, "4")
 	bdir := filepath.Join(t.TempDir(), "backup")
 	if code, out := runBinary(t, "backup", "--data", dir, "--to", bdir); code != 0 || !strings.Contains(out, "synclane-3.db") {
 		t.Fatalf("backup: exit %d\n%s", code, out)
@@ -248,11 +244,7 @@ func TestRespreadServedDirectory(t *testing.T) {
 	spreadPartitions(t, 4)
 	spreadPartitions(t, 2)
 	dir := t.TempDir()
-	p := startProc(t, "--data", dir, "--sqlite-files", "1")
-	for _, part := range filesPartitions {
-		pushTodos(t, p.base, part, part+"-a", part+"-b")
-	}
-	want := readAll(t, p.base)
+	p, want := serveFilled(t, dir, "1")
 	if code, out := runBinary(t, "respread", "--data", dir, "--files", "4"); code != 1 || !strings.Contains(out, "stop it first") {
 		t.Fatalf("respread next to a running server: exit %d, want 1\n%s", code, out)
 	}
@@ -618,4 +610,16 @@ func backupOf(t *testing.T, src string) (string, backupManifest) {
 		t.Fatal(err)
 	}
 	return bdir, m
+}
+
+// serveFilled serves dir with --sqlite-files files, pushes two rows to
+// each of filesPartitions and returns the process and every partition's
+// rows as served.
+func serveFilled(t *testing.T, dir, files string) (*proc, map[string]map[string]string) {
+	t.Helper()
+	p := startProc(t, "--data", dir, "--sqlite-files", files)
+	for _, part := range filesPartitions {
+		pushTodos(t, p.base, part, part+"-a", part+"-b")
+	}
+	return p, readAll(t, p.base)
 }
