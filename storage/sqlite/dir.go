@@ -249,6 +249,9 @@ func strayFiles(ctx context.Context, dir string) ([]string, error) {
 	return out, nil
 }
 
+// holdsDataSQL tells whether a database holds a partition or a schema.
+const holdsDataSQL = `SELECT EXISTS(SELECT 1 FROM sync_partitions) OR EXISTS(SELECT 1 FROM sync_meta WHERE key = 'schema_version')`
+
 // fileHoldsData reports whether path holds a partition or a schema
 // (Store.holdsData of a file not opened as a Store). It only reads, on a
 // connection of its own that SQLite may use to replay the file's -wal.
@@ -266,7 +269,7 @@ func fileHoldsData(ctx context.Context, path string) (bool, error) {
 		return false, nil
 	}
 	var used bool
-	if err := db.QueryRowContext(ctx, `SELECT EXISTS(SELECT 1 FROM sync_partitions) OR EXISTS(SELECT 1 FROM sync_meta WHERE key = 'schema_version')`).Scan(&used); err != nil {
+	if err := db.QueryRowContext(ctx, holdsDataSQL).Scan(&used); err != nil {
 		return false, fmt.Errorf("sqlite: read %s: %w", path, err)
 	}
 	return used, nil
@@ -363,8 +366,9 @@ func scanLayout(ctx context.Context, db *sql.DB, path string) (layoutRecord, err
 
 // CheckLayoutFiles reads, without changing them, the layout records of
 // paths, database files nothing writes (copies: a -wal beside one is not
-// read) of one layout in file order (home file first), and reports ErrLayout unless they are the files 0 … len-1 of
-// one layout (a single file: of none, or of a one-file layout). A backup
+// read) in file order (home file first), and reports ErrLayout unless
+// they are the files 0 … len-1 of one layout (a single file: of none, or
+// of a one-file layout). A backup
 // checks its copies with it: files copied while an offline respread or
 // restore swapped the directory's files would be of two layouts.
 func CheckLayoutFiles(ctx context.Context, paths []string) error {
@@ -418,7 +422,7 @@ func (s *Store) writeLayout(ctx context.Context, rec layoutRecord) error {
 // partition.
 func (s *Store) holdsData(ctx context.Context) (bool, error) {
 	var used bool
-	err := s.rdb.QueryRowContext(ctx, `SELECT EXISTS(SELECT 1 FROM sync_partitions) OR EXISTS(SELECT 1 FROM sync_meta WHERE key = 'schema_version')`).Scan(&used)
+	err := s.rdb.QueryRowContext(ctx, holdsDataSQL).Scan(&used)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return false, fmt.Errorf("sqlite: read %s: %w", s.path, err)
 	}
