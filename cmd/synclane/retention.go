@@ -396,7 +396,8 @@ func installBackup(ctx context.Context, srcs []string, dir, stamp string) ([]str
 	// single old file, serves the old layout whole), and once it is gone
 	// synclane-1.db, in place first, holds data of another layout, so no
 	// open takes the directory for a new, empty one. Only with a
-	// single-file backup does a moment without any database file remain.
+	// single-file backup does a moment without any database file remain
+	// (serve refuses the directory then: restore-pending is written).
 	for _, name := range current {
 		if name == sqlite.DirFileName {
 			continue
