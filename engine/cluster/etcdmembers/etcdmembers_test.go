@@ -81,6 +81,20 @@ func waitView(t *testing.T, m *Membership, within time.Duration, what string, pr
 	}
 }
 
+// waitRevision polls m's view until its Revision reaches rev: revisions
+// that change no member are published without closing Changed, so there is
+// nothing to wait on but the view itself.
+func waitRevision(t *testing.T, m *Membership, rev int64, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for m.View().Revision < rev {
+		if time.Now().After(deadline) {
+			t.Fatalf("view of %s did not reach revision %d within %v: %+v", m.Self().ID, rev, within, m.View())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func ids(v cluster.View) []string {
 	var out []string
 	for _, m := range v.Members {
@@ -366,13 +380,19 @@ func TestEtcdReplaced(t *testing.T) {
 	raw := rawClient(t, srv)
 	ghost := cluster.Member{ID: "http://127.0.0.1:7999", Incarnation: "ghost", StartedAtMs: 1}
 	value, _ := json.Marshal(ghost)
+	var lastRev int64
 	for range 30 {
-		if _, err := raw.Put(ctx(t), "/synclane/"+testCluster+"/members/"+url.PathEscape(ghost.ID), string(value)); err != nil {
+		resp, err := raw.Put(ctx(t), "/synclane/"+testCluster+"/members/"+url.PathEscape(ghost.ID), string(value))
+		if err != nil {
 			t.Fatal(err)
 		}
+		lastRev = resp.Header.Revision
 	}
 	for _, m := range []*Membership{a, b} {
-		waitView(t, m, 5*time.Second, "three records", func(v cluster.View) bool { return len(v.Members) == 3 && v.Revision > 30 })
+		waitView(t, m, 5*time.Second, "three records", func(v cluster.View) bool { return len(v.Members) == 3 })
+		// A revision alone does not fire Changed (the repeated puts change
+		// no member), so the watch's progress to the last put is polled.
+		waitRevision(t, m, lastRev, 5*time.Second)
 	}
 	oldA := a.currentLease()
 
