@@ -37,6 +37,19 @@ func openDir(t testing.TB, dir string, files int) (*sqlite.Dir, storage.Backend,
 	return d, b, sch.Table("items")
 }
 
+// makeDir creates a directory of files database files (not explicit, as
+// serve's default) and closes it.
+func makeDir(t testing.TB, dir string, files int) {
+	t.Helper()
+	d, err := sqlite.OpenDir(t.Context(), dir, sqlite.DirOptions{Files: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // pushOne commits one single-row commit (row id, seq next) to partition
 // and returns its seq.
 func pushOne(ctx context.Context, b storage.Backend, items *schema.Table, partition, rowID, cid string) (int64, error) {
@@ -204,12 +217,8 @@ func TestDirLayout(t *testing.T) {
 	ctx := t.Context()
 	t.Run("KeepsK", func(t *testing.T) {
 		dir := t.TempDir()
-		d, err := sqlite.OpenDir(ctx, dir, sqlite.DirOptions{Files: 3})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = d.Close()
-		d, err = sqlite.OpenDir(ctx, dir, sqlite.DirOptions{Files: 5})
+		makeDir(t, dir, 3)
+		d, err := sqlite.OpenDir(ctx, dir, sqlite.DirOptions{Files: 5})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -245,11 +254,7 @@ func TestDirLayout(t *testing.T) {
 	})
 	t.Run("MissingFile", func(t *testing.T) {
 		dir := t.TempDir()
-		d, err := sqlite.OpenDir(ctx, dir, sqlite.DirOptions{Files: 3})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = d.Close()
+		makeDir(t, dir, 3)
 		removeDB(dir, "synclane-2.db")
 		if _, err := sqlite.OpenDir(ctx, dir, sqlite.DirOptions{}); !errors.Is(err, sqlite.ErrLayout) {
 			t.Fatalf("missing file: err = %v, want ErrLayout", err)
@@ -257,13 +262,8 @@ func TestDirLayout(t *testing.T) {
 	})
 	t.Run("ForeignFile", func(t *testing.T) {
 		a, b := t.TempDir(), t.TempDir()
-		for _, dir := range []string{a, b} {
-			d, err := sqlite.OpenDir(ctx, dir, sqlite.DirOptions{Files: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_ = d.Close()
-		}
+		makeDir(t, a, 2)
+		makeDir(t, b, 2)
 		data, err := os.ReadFile(filepath.Join(b, "synclane-1.db"))
 		if err != nil {
 			t.Fatal(err)
@@ -306,13 +306,9 @@ func TestDirLayout(t *testing.T) {
 		// crash in between leaves stamped, empty files, and the next open
 		// creates the directory again.
 		dir := t.TempDir()
-		d, err := sqlite.OpenDir(ctx, dir, sqlite.DirOptions{Files: 3})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = d.Close()
+		makeDir(t, dir, 3)
 		removeDB(dir, sqlite.DirFileName)
-		d, err = sqlite.OpenDir(ctx, dir, sqlite.DirOptions{Files: 3})
+		d, err := sqlite.OpenDir(ctx, dir, sqlite.DirOptions{Files: 3})
 		if err != nil {
 			t.Fatalf("reopening an interrupted create: %v", err)
 		}
