@@ -37,6 +37,22 @@ func openDir(t testing.TB, dir string, files int) (*sqlite.Dir, storage.Backend,
 	return d, b, sch.Table("items")
 }
 
+// putReaction commits one reaction "h" (commit seq 1, created at 1 ms,
+// up to maxAttempts attempts) to partition p.
+func putReaction(t testing.TB, b storage.Backend, p string, maxAttempts int) {
+	t.Helper()
+	tx, err := b.Log.BeginPush(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.PutReactions(t.Context(), []storage.NewReaction{{Name: "h", MaxAttempts: maxAttempts, CommitSeq: 1, CreatedAtMs: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // makeDir creates a directory of files database files (not explicit, as
 // serve's default) and closes it.
 func makeDir(t testing.TB, dir string, files int) {
@@ -459,16 +475,7 @@ func TestDirReactionIDs(t *testing.T) {
 	for f := range 3 {
 		p := partitionIn(f, 3, "r")
 		parts = append(parts, p)
-		tx, err := b.Log.BeginPush(ctx, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.PutReactions(ctx, []storage.NewReaction{{Name: "h", MaxAttempts: 3, CommitSeq: 1, CreatedAtMs: 1}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
+		putReaction(t, b, p, 3)
 	}
 	rs, err := b.Reactions.ListReactions(ctx, storage.ReactionFilter{})
 	if err != nil || len(rs) != 3 {
@@ -675,16 +682,7 @@ func TestDirClaimReactionsFailureKeepsNoClaims(t *testing.T) {
 	ctx := t.Context()
 	d, b, _ := openDir(t, t.TempDir(), 2)
 	p := partitionIn(0, 2, "claim")
-	tx, err := b.Log.BeginPush(ctx, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.PutReactions(ctx, []storage.NewReaction{{Name: "h", MaxAttempts: 1, CommitSeq: 1, CreatedAtMs: 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	putReaction(t, b, p, 1)
 	// file 1 fails every call from now on
 	if err := d.File(1).Close(); err != nil {
 		t.Fatal(err)
