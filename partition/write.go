@@ -53,7 +53,7 @@ func (p *Partition) deleteRow(ctx context.Context, tx storage.PushTx, t *schema.
 	if _, err := p.syncBlobRefs(ctx, tx, t, existing.RowID, existing.Values, nil, scopes); err != nil {
 		return storage.ChangeRecord{}, nil, err
 	}
-	if err := tx.DeleteRow(ctx, t, existing.RowID); err != nil {
+	if err := tx.DeleteRow(ctx, t, existing.RowID, tx.Partition().MaxCommitSeq+1); err != nil {
 		return storage.ChangeRecord{}, nil, err
 	}
 	return storage.ChangeRecord{Table: t.Name, RowID: existing.RowID, Op: ssp2.OpDelete, Scopes: scopes}, nil, nil

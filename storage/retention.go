@@ -27,6 +27,8 @@ import (
 // records that can no longer be replayed: an applied commit's record goes
 // with the commit, a rejected commit's record once the horizon reaches the
 // log position it was written at (the partition's max commit seq then).
+// Delete tombstones (SPEC §2.2) at or below the horizon go in the same
+// pass.
 
 // Normative retention floors (SPEC §4.6).
 const (
@@ -134,6 +136,10 @@ type PruneResult struct {
 	HorizonSeq int64
 	// Commits, Changes and IdempotencyRecords count the rows deleted.
 	Commits, Changes, IdempotencyRecords int64
+	// Tombstones counts the delete tombstones (SPEC §2.2) removed with
+	// them: every tombstone at or below the new horizon goes in the same
+	// pass.
+	Tombstones int64
 }
 
 // Add accumulates another batch's counts (the horizon is the later one's).
@@ -142,6 +148,7 @@ func (r *PruneResult) Add(o PruneResult) {
 	r.Commits += o.Commits
 	r.Changes += o.Changes
 	r.IdempotencyRecords += o.IdempotencyRecords
+	r.Tombstones += o.Tombstones
 }
 
 // Retention is the Retention role of a backend: pruning the commit log

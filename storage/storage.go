@@ -236,14 +236,28 @@ type PushTx interface {
 	// ReleaseSavepoint keeps the writes since the last Savepoint.
 	ReleaseSavepoint(ctx context.Context) error
 
-	// PutRow inserts or replaces the row rec.RowID of t with rec.Values and
-	// rec.Version. A violated constraint returns an error wrapping
-	// ErrConstraint; the caller must then RollbackToSavepoint. A row no
-	// backend can store (CheckRow) returns an error wrapping ErrUnstorable
-	// and ErrConstraint before anything is written.
+	// PutRow inserts or replaces the row rec.RowID of t with rec.Values,
+	// rec.Version and rec.ColumnVersions (stored as given, nil as NULL).
+	// A violated constraint returns an error wrapping ErrConstraint; the
+	// caller must then RollbackToSavepoint. A row no backend can store
+	// (CheckRow) returns an error wrapping ErrUnstorable and ErrConstraint
+	// before anything is written. PutRow leaves the row's tombstone alone
+	// (ClearTombstone removes it).
 	PutRow(ctx context.Context, t *schema.Table, rec RowRecord) error
-	// DeleteRow deletes the row if it exists.
-	DeleteRow(ctx context.Context, t *schema.Table, rowID string) error
+	// DeleteRow deletes the row if it exists and records its tombstone
+	// (SPEC §2.2): (partition, table, rowID, tombstoneSeq), replacing an
+	// earlier tombstone of the row. tombstoneSeq is the seq of the commit
+	// the delete belongs to (>= 1). Both writes are undone together by
+	// RollbackToSavepoint and Rollback.
+	DeleteRow(ctx context.Context, t *schema.Table, rowID string, tombstoneSeq int64) error
+	// Tombstone returns the commit seq of the row's tombstone as this
+	// transaction sees it, or 0 when the row has none. Pruning removes
+	// tombstones at or below the horizon (Retention), but a caller that
+	// must ignore older ones compares the seq with the horizon itself.
+	Tombstone(ctx context.Context, t *schema.Table, rowID string) (int64, error)
+	// ClearTombstone removes the row's tombstone, if any (an insert over an
+	// absent row clears it, SPEC §2.2).
+	ClearTombstone(ctx context.Context, t *schema.Table, rowID string) error
 
 	// AppendCommit appends c to the log; c.Seq must be MaxCommitSeq+1. A
 	// commit rejected by the partition's writer fence fails with an error
@@ -298,11 +312,12 @@ type PushTx interface {
 	// Prefetch announces the idempotency records and rows the calls that
 	// follow will look up, so a backend that can read many of them in one
 	// round trip (PostgreSQL) does so and answers the LookupIdempotency
-	// and GetRow calls that follow for them from memory; a backend that
+	// and GetRow calls that follow for them from memory (and, for a row
+	// that is absent, the Tombstone call that may follow); a backend that
 	// cannot may do nothing and return nil. It changes no answer: each
-	// prefetched value is handed out once, a row written in the
-	// transaction afterwards (PutRow, DeleteRow) is read from the
-	// database again, and a record put in the transaction is answered
+	// prefetched value is handed out once, a row or tombstone written in
+	// the transaction afterwards (PutRow, DeleteRow, ClearTombstone) is
+	// read from the database again, and a record put in the transaction is answered
 	// from the transaction as before. Keys that are not Storable are
 	// skipped; keys of unknown tables are the caller's to leave out. The
 	// slices are not kept after the call. An error leaves the
@@ -332,6 +347,10 @@ type RowRecord struct {
 	RowID   string
 	Version int64    // server_version >= 1
 	Values  ssp2.Row // full row in column order; Values[t.PK] == RowID
+	// ColumnVersions are the row's column versions (SPEC §2.2). PushTx
+	// reads (GetRow, ScanRows) fill them; Rows.ScanRows and VisitRows
+	// (bootstraps, which never need them) may leave them nil.
+	ColumnVersions ColumnVersions
 }
 
 // ChangeRecord is one change of a commit.

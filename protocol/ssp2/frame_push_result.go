@@ -38,6 +38,10 @@ type OpResult struct {
 	// ServerVersion and ServerRow are set for conflict records.
 	ServerVersion int64
 	ServerRow     []byte
+	// ConflictColumns is set for conflict records: the contended columns
+	// (SPEC §6.2, §6.3). Only wire version 3 carries it; older versions
+	// encode a conflict record without it and decode it as nil.
+	ConflictColumns ColumnSet
 	// Retryable is set for error records.
 	Retryable bool
 }

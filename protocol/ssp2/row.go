@@ -108,51 +108,7 @@ func (c *RowCodec) read(r *rd, row Row) Row {
 		if bm[i/8]&(1<<uint(i%8)) != 0 {
 			continue
 		}
-		var v any
-		switch col.Type {
-		case TypeString:
-			s := r.strBytes(col.Name)
-			if build {
-				v = string(s)
-			}
-		case TypeInteger:
-			x := r.i64(col.Name)
-			if build {
-				v = x
-			}
-		case TypeFloat:
-			x := r.f64(col.Name)
-			if build {
-				v = x
-			}
-		case TypeBoolean:
-			x := r.boolean(col.Name)
-			if build {
-				v = x
-			}
-		case TypeJSON:
-			x := r.jsonText(col.Name)
-			if build && r.err == nil {
-				v = json.RawMessage(append([]byte{}, x...))
-			}
-		case TypeBytes, TypeCRDT:
-			x := r.rawBytes(col.Name)
-			if build && r.err == nil {
-				v = append([]byte{}, x...)
-			}
-		case TypeBlobRef:
-			st := r.off
-			x := r.strBytes(col.Name)
-			if r.err == nil && !validBlobRef(x) {
-				r.off = st
-				r.fail("column %q: not a canonical BlobRef", col.Name)
-			}
-			if build {
-				v = string(x)
-			}
-		default:
-			r.fail("column %q has unknown type tag %d", col.Name, col.Type)
-		}
+		v := readValue(r, col, build)
 		if r.err != nil {
 			return nil
 		}
@@ -161,6 +117,60 @@ func (c *RowCodec) read(r *rd, row Row) Row {
 		}
 	}
 	return row
+}
+
+// readValue reads one non-null value of col at r's position; it builds the
+// Go value only when build is set (nil otherwise, and on error).
+func readValue(r *rd, col Column, build bool) any {
+	var v any
+	switch col.Type {
+	case TypeString:
+		s := r.strBytes(col.Name)
+		if build {
+			v = string(s)
+		}
+	case TypeInteger:
+		x := r.i64(col.Name)
+		if build {
+			v = x
+		}
+	case TypeFloat:
+		x := r.f64(col.Name)
+		if build {
+			v = x
+		}
+	case TypeBoolean:
+		x := r.boolean(col.Name)
+		if build {
+			v = x
+		}
+	case TypeJSON:
+		x := r.jsonText(col.Name)
+		if build && r.err == nil {
+			v = json.RawMessage(append([]byte{}, x...))
+		}
+	case TypeBytes, TypeCRDT:
+		x := r.rawBytes(col.Name)
+		if build && r.err == nil {
+			v = append([]byte{}, x...)
+		}
+	case TypeBlobRef:
+		st := r.off
+		x := r.strBytes(col.Name)
+		if r.err == nil && !validBlobRef(x) {
+			r.off = st
+			r.fail("column %q: not a canonical BlobRef", col.Name)
+		}
+		if build {
+			v = string(x)
+		}
+	default:
+		r.fail("column %q has unknown type tag %d", col.Name, col.Type)
+	}
+	if r.err != nil {
+		return nil
+	}
+	return v
 }
 
 // Append appends the encoding of row to dst. It checks the row length,

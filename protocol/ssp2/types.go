@@ -3,10 +3,13 @@ package ssp2
 // Magic is the 4-byte envelope magic "SSP2".
 const Magic = "SSP2"
 
-// Wire versions understood by this codec.
+// Wire versions understood by this codec. Version 3 (SPEC §9) changed the
+// push payload to the sparse row codec (§2.4) and appended conflictColumns
+// to the conflict result record (§6.3); its other layouts are version 2's.
 const (
 	WireV1 uint16 = 1
 	WireV2 uint16 = 2
+	WireV3 uint16 = 3
 )
 
 // MsgKind is the envelope message kind byte.

@@ -22,6 +22,9 @@ type part struct {
 	scopeIdx map[string]map[string][]int64
 	idem     map[idemKey]idemEntry
 	clients  map[string]storage.ClientRecord
+	// tombs holds the tombstones: table -> rowID -> seq of the deleting
+	// commit (SPEC §2.2).
+	tombs map[string]map[string]int64
 }
 
 func newPart(name string) *part {
@@ -32,6 +35,7 @@ func newPart(name string) *part {
 		scopeIdx: map[string]map[string][]int64{},
 		idem:     map[idemKey]idemEntry{},
 		clients:  map[string]storage.ClientRecord{},
+		tombs:    map[string]map[string]int64{},
 	}
 }
 

@@ -128,6 +128,14 @@ func (s *Store) PruneBatch(ctx context.Context, partition string, throughSeq int
 			res.IdempotencyRecords++
 		}
 	}
+	for _, ids := range p.tombs {
+		for id, seq := range ids {
+			if seq <= upTo {
+				delete(ids, id)
+				res.Tombstones++
+			}
+		}
+	}
 	p.dropThrough(upTo)
 	res.HorizonSeq = upTo
 	return res, nil
@@ -158,6 +166,13 @@ func (s *Store) CountPrune(ctx context.Context, partition string, throughSeq int
 	for _, e := range p.idem {
 		if e.rec.Status == ssp2.CommitRejected && e.pos <= upTo {
 			res.IdempotencyRecords++
+		}
+	}
+	for _, ids := range p.tombs {
+		for _, seq := range ids {
+			if seq <= upTo {
+				res.Tombstones++
+			}
 		}
 	}
 	res.HorizonSeq = upTo
@@ -209,6 +224,7 @@ type snapshot struct {
 	commits  []storage.CommitRecord
 	scopeIdx map[string]map[string][]int64
 	idem     map[idemKey]idemEntry
+	tombs    map[string]map[string]int64
 	// blobRefs are the partition's blob references at the capture.
 	blobRefs map[rowKey]rowBlobs
 }
@@ -218,7 +234,7 @@ type snapshot struct {
 func (p *part) copyState() *snapshot {
 	sn := &snapshot{info: p.info, rows: make(map[string]map[string]storage.RowRecord, len(p.rows)),
 		commits: make([]storage.CommitRecord, len(p.commits)), scopeIdx: make(map[string]map[string][]int64, len(p.scopeIdx)),
-		idem: make(map[idemKey]idemEntry, len(p.idem))}
+		idem: make(map[idemKey]idemEntry, len(p.idem)), tombs: copyTombs(p.tombs)}
 	for t, m := range p.rows {
 		cp := make(map[string]storage.RowRecord, len(m))
 		for id, r := range m {
@@ -286,9 +302,9 @@ func (s *Store) RestorePartition(ctx context.Context, partition string, nowMs in
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	src := &part{info: sn.info, rows: sn.rows, commits: sn.commits, scopeIdx: sn.scopeIdx, idem: sn.idem}
+	src := &part{info: sn.info, rows: sn.rows, commits: sn.commits, scopeIdx: sn.scopeIdx, idem: sn.idem, tombs: sn.tombs}
 	cp := src.copyState()
-	p.rows, p.commits, p.scopeIdx, p.idem = cp.rows, cp.commits, cp.scopeIdx, cp.idem
+	p.rows, p.commits, p.scopeIdx, p.idem, p.tombs = cp.rows, cp.commits, cp.scopeIdx, cp.idem, cp.tombs
 	ep := storage.NewLogEpoch()
 	p.info = storage.PartitionInfo{Partition: partition, Exists: true, LogEpoch: ep, EpochRequired: true,
 		MaxCommitSeq: sn.info.MaxCommitSeq, HorizonSeq: sn.info.HorizonSeq}

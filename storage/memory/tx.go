@@ -23,7 +23,10 @@ type pushTx struct {
 	info     storage.PartitionInfo
 	done     bool
 
-	rows    map[string]map[string]*storage.RowRecord // table -> id -> row (nil: deleted)
+	rows map[string]map[string]*storage.RowRecord // table -> id -> row (nil: deleted)
+	// tombs overlays the partition's tombstones: table -> id -> seq (0:
+	// cleared in this transaction).
+	tombs   map[string]map[string]int64
 	commits []storage.CommitRecord
 	idem    map[idemKey]idemEntry
 	undo    []func()
@@ -266,8 +269,9 @@ func hasNull(vals []any, cols []int) bool {
 	return false
 }
 
-// DeleteRow stages the deletion of the row if this transaction sees it.
-func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string) error {
+// DeleteRow stages the deletion of the row if this transaction sees it,
+// and its tombstone at tombstoneSeq.
+func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string, tombstoneSeq int64) error {
 	if err := tx.check(ctx, "delete row"); err != nil {
 		return err
 	}
@@ -275,9 +279,66 @@ func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string) 
 	if err != nil {
 		return err
 	}
+	if tombstoneSeq < 1 {
+		return fmt.Errorf("memory: delete row %s/%s: tombstone seq %d must be >= 1", st.Name, rowID, tombstoneSeq)
+	}
 	if _, ok := tx.current(st.Name, rowID); ok {
 		tx.stage(st.Name, rowID, nil)
 	}
+	tx.stageTomb(st.Name, rowID, tombstoneSeq)
+	return nil
+}
+
+// stageTomb sets the tombstone overlay entry for (table, id) (0 clears),
+// recording how to undo it.
+func (tx *pushTx) stageTomb(table, id string, seq int64) {
+	if tx.tombs == nil {
+		tx.tombs = map[string]map[string]int64{}
+	}
+	m := tx.tombs[table]
+	if m == nil {
+		m = map[string]int64{}
+		tx.tombs[table] = m
+	}
+	prev, had := m[id]
+	tx.undo = append(tx.undo, func() {
+		if had {
+			m[id] = prev
+		} else {
+			delete(m, id)
+		}
+	})
+	m[id] = seq
+}
+
+// Tombstone returns the seq of the row's tombstone as this transaction
+// sees it, 0 when none.
+func (tx *pushTx) Tombstone(ctx context.Context, t *schema.Table, rowID string) (int64, error) {
+	if err := tx.check(ctx, "tombstone"); err != nil {
+		return 0, err
+	}
+	st, err := tx.table(t)
+	if err != nil {
+		return 0, err
+	}
+	if seq, staged := tx.tombs[st.Name][rowID]; staged {
+		return seq, nil
+	}
+	tx.p.mu.RLock()
+	defer tx.p.mu.RUnlock()
+	return tx.p.tombs[st.Name][rowID], nil
+}
+
+// ClearTombstone stages the removal of the row's tombstone.
+func (tx *pushTx) ClearTombstone(ctx context.Context, t *schema.Table, rowID string) error {
+	if err := tx.check(ctx, "clear tombstone"); err != nil {
+		return err
+	}
+	st, err := tx.table(t)
+	if err != nil {
+		return err
+	}
+	tx.stageTomb(st.Name, rowID, 0)
 	return nil
 }
 
@@ -361,6 +422,20 @@ func (tx *pushTx) Commit(ctx context.Context) error {
 				delete(rows, id)
 			} else {
 				rows[id] = *r
+			}
+		}
+	}
+	for table, m := range tx.tombs {
+		tombs := p.tombs[table]
+		if tombs == nil {
+			tombs = map[string]int64{}
+			p.tombs[table] = tombs
+		}
+		for id, seq := range m {
+			if seq == 0 {
+				delete(tombs, id)
+			} else {
+				tombs[id] = seq
 			}
 		}
 	}

@@ -38,7 +38,19 @@ func copyRow(r ssp2.Row, n int) ssp2.Row {
 
 func copyRecord(r storage.RowRecord, n int) storage.RowRecord {
 	r.Values = copyRow(r.Values, n)
+	if r.ColumnVersions != nil {
+		r.ColumnVersions = slices.Clone(r.ColumnVersions)
+	}
 	return r
+}
+
+// copyTombs deep-copies a tombstone map.
+func copyTombs(m map[string]map[string]int64) map[string]map[string]int64 {
+	out := make(map[string]map[string]int64, len(m))
+	for t, ids := range m {
+		out[t] = maps.Clone(ids)
+	}
+	return out
 }
 
 func copyChange(c storage.ChangeRecord) storage.ChangeRecord {

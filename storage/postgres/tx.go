@@ -393,7 +393,7 @@ func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRe
 
 // DeleteRow deletes the row if it exists (a rowID that is not
 // storage.Storable never does, and is not sent).
-func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string) error {
+func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string, tombstoneSeq int64) error {
 	if err := tx.check(); err != nil {
 		return err
 	}
@@ -528,3 +528,13 @@ func (tx *pushTx) ScanRows(ctx context.Context, q storage.RowQuery) ([]storage.R
 // gate after its COMMIT (each transaction commits alone), so there is
 // none (ok false) and replies verify the gate with a read of their own.
 func (tx *pushTx) CommittedGate() (storage.ServeGate, bool) { return storage.ServeGate{}, false }
+
+// Tombstone is a placeholder until this backend stores tombstones (v3-stub).
+func (tx *pushTx) Tombstone(ctx context.Context, t *schema.Table, rowID string) (int64, error) {
+	return 0, nil
+}
+
+// ClearTombstone is a placeholder until this backend stores tombstones (v3-stub).
+func (tx *pushTx) ClearTombstone(ctx context.Context, t *schema.Table, rowID string) error {
+	return nil
+}

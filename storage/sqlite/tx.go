@@ -275,7 +275,7 @@ func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRe
 }
 
 // DeleteRow deletes the row if it exists.
-func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string) error {
+func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string, tombstoneSeq int64) error {
 	ctx, err := tx.check(ctx, "delete row")
 	if err != nil {
 		return err
@@ -421,5 +421,15 @@ func (tx *pushTx) Prefetch(context.Context, []storage.IdempotencyKey, []storage.
 	if tx.done {
 		return fmt.Errorf("sqlite: prefetch: %w", storage.ErrTxDone)
 	}
+	return nil
+}
+
+// Tombstone is a placeholder until this backend stores tombstones (v3-stub).
+func (tx *pushTx) Tombstone(ctx context.Context, t *schema.Table, rowID string) (int64, error) {
+	return 0, nil
+}
+
+// ClearTombstone is a placeholder until this backend stores tombstones (v3-stub).
+func (tx *pushTx) ClearTombstone(ctx context.Context, t *schema.Table, rowID string) error {
 	return nil
 }

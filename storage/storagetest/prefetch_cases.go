@@ -51,7 +51,7 @@ var prefetchTests = []test{
 		e.must(tx.Savepoint(e.ctx))
 		e.put(tx, e.items, 1, item("c", "p1", 4))
 		e.wantRow("row created after the prefetch", e.getRow(tx, e.items, "c"), storage.RowRecord{RowID: "c", Version: 1, Values: item("c", "p1", 4)})
-		e.must(tx.DeleteRow(e.ctx, e.items, "a"))
+		e.must(tx.DeleteRow(e.ctx, e.items, "a", tx.Partition().MaxCommitSeq+1))
 		if got := e.getRow(tx, e.items, "a"); got != nil {
 			e.t.Fatalf("row deleted after the prefetch: got %+v", got)
 		}

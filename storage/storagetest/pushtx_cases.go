@@ -63,13 +63,13 @@ var pushTxTests = []test{
 		if r := e.getRow(tx, e.notes, "r"); r != nil {
 			e.t.Fatalf("row leaked across tables: %+v", r)
 		}
-		if err := tx.DeleteRow(e.ctx, e.items, "r"); err != nil {
+		if err := tx.DeleteRow(e.ctx, e.items, "r", tx.Partition().MaxCommitSeq+1); err != nil {
 			e.t.Fatal(err)
 		}
 		if r := e.getRow(tx, e.items, "r"); r != nil {
 			e.t.Fatalf("GetRow after DeleteRow = %+v", r)
 		}
-		if err := tx.DeleteRow(e.ctx, e.items, "absent"); err != nil {
+		if err := tx.DeleteRow(e.ctx, e.items, "absent", tx.Partition().MaxCommitSeq+1); err != nil {
 			e.t.Fatalf("DeleteRow of absent row: %v", err)
 		}
 	}},
@@ -82,7 +82,7 @@ var pushTxTests = []test{
 		row2[4] = int64(42)
 		e.push("p", func(tx storage.PushTx) {
 			e.put(tx, e.items, 2, row2)
-			if err := tx.DeleteRow(e.ctx, e.notes, "n"); err != nil {
+			if err := tx.DeleteRow(e.ctx, e.notes, "n", tx.Partition().MaxCommitSeq+1); err != nil {
 				e.t.Fatal(err)
 			}
 		})
@@ -110,7 +110,7 @@ var pushTxTests = []test{
 		changed := item("keep", "p1", 1)
 		changed[3] = "changed"
 		e.put(tx, e.items, 2, changed)
-		e.must(tx.DeleteRow(e.ctx, e.items, "a"))
+		e.must(tx.DeleteRow(e.ctx, e.items, "a", tx.Partition().MaxCommitSeq+1))
 		e.appendNext(tx, upsert("items", "b", 1, sc("project", "p1", "owner", "1")))
 		e.must(tx.PutIdempotency(e.ctx, storage.IdempotencyRecord{ClientID: "c", ClientCommitID: "B", Status: ssp2.CommitApplied, CommitSeq: 3}))
 		e.must(tx.RollbackToSavepoint(e.ctx))
@@ -267,7 +267,7 @@ var pushTxTests = []test{
 				"PutRow": func() error {
 					return tx.PutRow(e.ctx, e.items, storage.RowRecord{RowID: "r", Version: 1, Values: item("r", "p1", 1)})
 				},
-				"DeleteRow":    func() error { return tx.DeleteRow(e.ctx, e.items, "r") },
+				"DeleteRow":    func() error { return tx.DeleteRow(e.ctx, e.items, "r", tx.Partition().MaxCommitSeq+1) },
 				"AppendCommit": func() error { return tx.AppendCommit(e.ctx, storage.CommitRecord{Seq: 1}) },
 				"PutIdempotency": func() error {
 					return tx.PutIdempotency(e.ctx, storage.IdempotencyRecord{ClientID: "c", ClientCommitID: "k", Status: 1})

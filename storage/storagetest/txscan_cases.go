@@ -20,7 +20,7 @@ var txScanRowsTests = []test{
 		tx := e.begin("p")
 		defer tx.Rollback(e.ctx) //nolint:errcheck
 		e.put(tx, e.items, 1, item("c-new", "p1", 1))
-		if err := tx.DeleteRow(e.ctx, e.items, "B"); err != nil {
+		if err := tx.DeleteRow(e.ctx, e.items, "B", tx.Partition().MaxCommitSeq+1); err != nil {
 			e.t.Fatalf("DeleteRow: %v", err)
 		}
 		e.put(tx, e.items, 1, item("zz-p2", "p2", 1))

@@ -257,7 +257,7 @@ var unstorableTests = []test{
 			if r, err := tx.GetRow(e.ctx, e.items, id); err != nil || r != nil {
 				e.t.Fatalf("GetRow(%.20q) = %+v, %v; want nil, nil", id, r, err)
 			}
-			if err := tx.DeleteRow(e.ctx, e.items, id); err != nil {
+			if err := tx.DeleteRow(e.ctx, e.items, id, tx.Partition().MaxCommitSeq+1); err != nil {
 				e.t.Fatalf("DeleteRow(%.20q): %v", id, err)
 			}
 			if r, err := tx.LookupIdempotency(e.ctx, id, "k"); err != nil || r != nil {
