@@ -82,21 +82,21 @@ func (f *bfFixture) push(ccid string, ops ...ssp2.Operation) {
 	c := &ssp2.ReqHeader{ClientID: "writer", SchemaVersion: 1}
 	// acquire the epoch, then push
 	rep, err := f.eng.Sync(context.Background(), engine.Identity{ActorID: "w", Partition: "p1"},
-		&ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{c, &ssp2.PullHeader{Accept: 1}}})
+		&ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{c, &ssp2.PullHeader{Accept: 1}}})
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	epoch = rep.Header().LogEpoch
 	c.LogEpoch = &epoch
 	rep, err = f.eng.Sync(context.Background(), engine.Identity{ActorID: "w", Partition: "p1"},
-		&ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{c, &ssp2.PushCommit{ClientCommitID: ccid, Operations: ops}}})
+		&ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{c, &ssp2.PushCommit{ClientCommitID: ccid, Operations: ops}}})
 	if err != nil || results(rep)[0].Status != ssp2.CommitApplied {
 		f.t.Fatalf("push %s: %v %+v", ccid, err, rep)
 	}
 }
 
 func (f *bfFixture) todo(id, title string) ssp2.Operation {
-	b, err := f.codec.Append(nil, ssp2.Row{id, "L", title})
+	b, err := f.codec.AppendSparse(nil, ssp2.Row{id, "L", title}, nil, 0)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func TestServedPushBodiesAreNotRetained(t *testing.T) {
 			frames = append(frames, &ssp2.PushCommit{ClientCommitID: id,
 				Operations: []ssp2.Operation{upsert("tasks", id, f.row(id, "P", strings.Repeat("x", 4000)), nil)}})
 		}
-		body, err := ssp2.Encode(&ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: frames})
+		body, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: frames})
 		if err != nil {
 			t.Fatal(err)
 		}

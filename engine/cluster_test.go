@@ -273,7 +273,7 @@ func TestClusterForwardsToTheOwner(t *testing.T) {
 	fc.allow("u1", map[string][]string{"project_id": {"*"}})
 	tc.fixtures["http://b"].allow("u1", map[string][]string{"project_id": {"*"}})
 	epoch := epochOf(t, fa, id, "c1")
-	c := &client{f: fa, id: id, cid: "c1", wire: 2, sv: 1, epoch: &epoch}
+	c := &client{f: fa, id: id, cid: "c1", wire: ssp2.WireV3, sv: 1, epoch: &epoch}
 	rep, err := fa.eng.Sync(context.Background(), id, mustMsg(t, c, &ssp2.PushCommit{ClientCommitID: "k1",
 		Operations: []ssp2.Operation{upsert("tasks", "t1", fa.row("t1", "P", "hello"), nil)}}))
 	if err != nil {

@@ -107,7 +107,7 @@ func (f *crdtFixture) note(id, title string, doc []byte) []byte {
 	if doc != nil {
 		d = doc
 	}
-	b, err := f.notes.Append(nil, ssp2.Row{id, "P", title, d})
+	b, err := f.notes.AppendSparse(nil, ssp2.Row{id, "P", title, d}, nil, 0)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func (f *crdtFixture) wantSameState(step string, before crdtState) {
 // wantConflict fails unless pr is a rejected commit whose one result is a
 // sync.version_conflict at op opIndex showing serverVersion and a serverRow
 // with title and doc.
-func (f *crdtFixture) wantConflict(pr *ssp2.PushResult, opIndex int32, serverVersion int64, title string, doc []byte) {
+func (f *crdtFixture) wantConflict(pr *ssp2.PushResult, opIndex int32, serverVersion int64, title string, doc []byte, contended ...int) {
 	f.t.Helper()
 	if pr.Status != ssp2.CommitRejected || pr.CommitSeq != nil || len(pr.Results) != 1 {
 		f.t.Fatalf("push %s = %+v, want a rejected commit with one result", pr.ClientCommitID, pr)
@@ -189,6 +189,13 @@ func (f *crdtFixture) wantConflict(pr *ssp2.PushResult, opIndex int32, serverVer
 	if sr[2] != title || !bytes.Equal(sr[3].([]byte), doc) {
 		f.t.Fatalf("serverRow = %q, want title %q doc %q", sr, title, doc)
 	}
+	want := ssp2.NewColumnSet(4)
+	for _, c := range contended {
+		want.Add(c)
+	}
+	if !bytes.Equal(r.ConflictColumns, want) {
+		f.t.Fatalf("conflictColumns = %08b, want %08b", r.ConflictColumns, want)
+	}
 }
 
 func wantApplied(t *testing.T, pr *ssp2.PushResult) {
@@ -198,9 +205,11 @@ func wantApplied(t *testing.T, pr *ssp2.PushResult) {
 	}
 }
 
-// TestCRDTPushRules runs the SPEC §5.10.3 rules end to end on every backend:
-// clean applies merge and bump the version, a conflict merges nothing and
-// shows the merged state in serverRow, a replay is cached and not
+// TestCRDTPushRules runs the SPEC §5.10.3 rules under wire version 3 end to
+// end on every backend: clean applies merge the present crdt column and bump
+// the version, an absent crdt column is kept and a present NULL clears it, a
+// conflict (through a present non-crdt column) merges nothing, marks that
+// column and shows the merged state in serverRow, a replay is cached and not
 // re-merged, and a failing merger rolls the commit back with
 // sync.crdt_merge_failed without leaking the merger's error.
 func TestCRDTPushRules(t *testing.T) {
@@ -213,29 +222,38 @@ func TestCRDTPushRules(t *testing.T) {
 			})
 			f := newCRDTFixture(t, be.open(t), map[string]partition.Merger{"lines": counting, "refusing": refusing})
 			a, b := f.client("alice", "ca"), f.client("bob", "cb")
+			title := func(s string) *string { return &s }
 
 			wantApplied(t, a.push("a1", upsert("notes", "n1", f.note("n1", "T", []byte("x\na")), ver(0))))
-			wantApplied(t, b.push("b1", upsert("notes", "n1", f.note("n1", "T", []byte("b")), ver(1))))
-			// Last-write-wins pushes merge too; NULL carries no update.
-			wantApplied(t, a.push("a2", upsert("notes", "n1", f.note("n1", "T", []byte("c")), nil)))
-			wantApplied(t, b.push("b2", upsert("notes", "n1", f.note("n1", "T", nil), nil)))
+			wantApplied(t, b.push("b1", upsert("notes", "n1", f.notePatch("n1", nil, []byte("b"), true), ver(1))))
+			// Last-write-wins pushes merge too; a patch without the doc
+			// leaves it alone.
+			wantApplied(t, a.push("a2", upsert("notes", "n1", f.notePatch("n1", nil, []byte("c"), true), nil)))
+			wantApplied(t, b.push("b2", upsert("notes", "n1", f.notePatch("n1", title("T"), nil, false), nil)))
 			row := f.stored("r1")["n1"]
 			if row.ServerVersion != 4 || !bytes.Equal(row.Values[3].([]byte), []byte("a\nb\nc\nx")) {
 				t.Fatalf("merged row = v%d %q, want v4 %q", row.ServerVersion, row.Values[3], "a\nb\nc\nx")
 			}
 
-			// A stale push changing a non-crdt column conflicts; serverRow
-			// carries the merged doc and nothing of this push is merged.
-			f.wantConflict(a.push("a3", upsert("notes", "n1", f.note("n1", "T2", []byte("lost")), ver(2))), 0, 4, "T", []byte("a\nb\nc\nx"))
+			// A stale push presenting the title (written at v4) conflicts on
+			// the title alone; serverRow carries the merged doc and nothing of
+			// this push is merged.
+			f.wantConflict(a.push("a3", upsert("notes", "n1", f.notePatch("n1", title("T2"), []byte("lost"), true), ver(2))), 0, 4, "T", []byte("a\nb\nc\nx"), 2)
 
 			// A replay is answered from the idempotency record: cached, the
 			// same seq, no merge.
 			before := calls
-			first := a.push("a2-again", upsert("notes", "n1", f.note("n1", "T", []byte("d")), nil))
+			first := a.push("a2-again", upsert("notes", "n1", f.notePatch("n1", nil, []byte("d"), true), nil))
 			wantApplied(t, first)
-			replayed := a.push("a2-again", upsert("notes", "n1", f.note("n1", "T", []byte("d")), nil))
+			replayed := a.push("a2-again", upsert("notes", "n1", f.notePatch("n1", nil, []byte("d"), true), nil))
 			if replayed.Status != ssp2.CommitCached || *replayed.CommitSeq != *first.CommitSeq || calls != before+1 {
 				t.Fatalf("replay = %+v after %d merges, want cached seq %d after 1", replayed, calls-before, *first.CommitSeq)
+			}
+
+			// A present NULL clears the doc (it is not a merge).
+			wantApplied(t, b.push("b-clear", upsert("notes", "n1", f.notePatch("n1", nil, nil, true), nil)))
+			if row := f.stored("r-clear")["n1"]; row.Values[3] != nil || row.ServerVersion != 6 {
+				t.Fatalf("after a NULL doc: v%d doc %q, want v6 NULL", row.ServerVersion, row.Values[3])
 			}
 
 			// A failing merger: the whole commit rolls back.
@@ -245,6 +263,9 @@ func TestCRDTPushRules(t *testing.T) {
 			if pr.Status != ssp2.CommitRejected || pr.Results[0].Code != string(syncerr.CRDTMergeFailed) || pr.Results[0].OpIndex != 1 || pr.Results[0].Retryable {
 				t.Fatalf("failing merger = %+v, want rejected %s at op 1", pr, syncerr.CRDTMergeFailed)
 			}
+			if pr.Results[0].Message != "CRDT merger failed" {
+				t.Fatalf("failing merger message %q, want the fixed %q (SPEC §6.7)", pr.Results[0].Message, "CRDT merger failed")
+			}
 			if _, ok := f.stored("r2")["n2"]; ok {
 				t.Fatal("the sibling op of a failed merge was applied")
 			}
@@ -253,20 +274,21 @@ func TestCRDTPushRules(t *testing.T) {
 				t.Fatalf("replayed rejection = %+v", again)
 			}
 			// The server keeps serving: the next push applies.
-			wantApplied(t, b.push("b3", upsert("notes", "n1", f.note("n1", "T", []byte("e")), ver(5))))
+			wantApplied(t, b.push("b3", upsert("notes", "n1", f.notePatch("n1", nil, []byte("e"), true), ver(6))))
 		})
 	}
 }
 
-// TestCRDTStaleBaseVersionConflicts (SPEC §5.10.3 rules 1 and 3): a push
-// with a stale baseVersion on a row with a crdt column is
-// sync.version_conflict even when only the crdt column moved since — the
-// version is checked as for any row. serverRow carries the state merged by
-// earlier clean applies; the rejected commit (and its sibling operation)
-// changes no row and appends nothing to the log, and its replay answers the
-// recorded conflict without merging. A rebased push with the current
-// baseVersion merges and bumps the version by one. On every backend.
-func TestCRDTStaleBaseVersionConflicts(t *testing.T) {
+// TestCRDTPatchesAndStaleBaseVersions (SPEC §5.10.3, §6.2, Appendix B.14
+// and B.21d): a patch presenting only the key and the crdt column never
+// conflicts, whatever its baseVersion, and merges; a stale patch that also
+// presents a non-crdt column that moved conflicts with that column marked,
+// changes no row and appends nothing (its sibling operation rolled back
+// too), and its replay answers the recorded conflict without merging; a
+// baseVersion 0 on an existing row is a lost insert race (a conflict even
+// with nothing contended); a baseVersion never issued is
+// sync.invalid_request. On every backend.
+func TestCRDTPatchesAndStaleBaseVersions(t *testing.T) {
 	for _, be := range crdtStores() {
 		t.Run(be.name, func(t *testing.T) {
 			calls := 0
@@ -276,29 +298,37 @@ func TestCRDTStaleBaseVersionConflicts(t *testing.T) {
 			})
 			f := newCRDTFixture(t, be.open(t), map[string]partition.Merger{"lines": counting, "refusing": refusing})
 			a, b := f.client("alice", "ca"), f.client("bob", "cb")
+			title := func(s string) *string { return &s }
 			wantApplied(t, a.push("create", upsert("notes", "n1", f.note("n1", "T", []byte("x")), ver(0))))
-			// Two updates merge: one under the current baseVersion, one LWW.
-			wantApplied(t, b.push("b-current", upsert("notes", "n1", f.note("n1", "T", []byte("b")), ver(1))))
-			if row := f.state().rows["n1"]; row.Version != 2 || !bytes.Equal(row.Values[3].([]byte), []byte("b\nx")) {
-				t.Fatalf("after a push at the current baseVersion: v%d %q, want v2 %q", row.Version, row.Values[3], "b\nx")
-			}
-			wantApplied(t, a.push("a-lww", upsert("notes", "n1", f.note("n1", "T", []byte("c")), nil)))
-			merged := []byte("b\nc\nx")
+			// The title moves at v2; the doc merges at v3.
+			wantApplied(t, b.push("b-title", upsert("notes", "n1", f.notePatch("n1", title("T"), nil, false), ver(1))))
+			wantApplied(t, a.push("a-doc", upsert("notes", "n1", f.notePatch("n1", nil, []byte("c"), true), nil)))
+			merged := []byte("c\nx")
 			before := f.state()
 			if row := before.rows["n1"]; row.Version != 3 || !bytes.Equal(row.Values[3].([]byte), merged) {
 				t.Fatalf("merged row = v%d %q, want v3 %q", row.Version, row.Values[3], merged)
 			}
 
+			// crdt-only patches at any base apply and merge.
+			for i, base := range []int64{1, 2, 3} {
+				ccid := fmt.Sprintf("crdt-only-%d", i)
+				wantApplied(t, a.push(ccid, upsert("notes", "n1", f.notePatch("n1", nil, []byte(fmt.Sprintf("m%d", i)), true), ver(base))))
+			}
+			merged = []byte("c\nm0\nm1\nm2\nx")
+			before = f.state()
+			if row := before.rows["n1"]; row.Version != 6 || !bytes.Equal(row.Values[3].([]byte), merged) {
+				t.Fatalf("after crdt-only patches: v%d %q, want v6 %q", row.Version, row.Values[3], merged)
+			}
+
 			stale := []struct {
-				name  string
-				title string
-				base  int64
+				name      string
+				title     *string
+				base      int64
+				contended []int
 			}{
-				{"crdt-only edit at an old version", "T", 2},
-				{"crdt-only edit at the first version", "T", 1},
-				{"crdt and title edit at an old version", "T2", 2},
-				{"lost insert race", "T", 0},
-				{"a version never issued", "T", 9},
+				{"title at a version before its write", title("T2"), 1, []int{2}},
+				{"lost insert race, title present", title("T2"), 0, []int{2}},
+				{"lost insert race, crdt only", nil, 0, nil},
 			}
 			for i, c := range stale {
 				ccid := fmt.Sprintf("stale-%d", i)
@@ -306,24 +336,30 @@ func TestCRDTStaleBaseVersionConflicts(t *testing.T) {
 				// the conflict rolls it back too.
 				pr := a.push(ccid,
 					upsert("notes", "n2", f.note("n2", "T", []byte("sibling")), nil),
-					upsert("notes", "n1", f.note("n1", c.title, []byte("lost")), ver(c.base)))
-				f.wantConflict(pr, 1, 3, "T", merged)
+					upsert("notes", "n1", f.notePatch("n1", c.title, []byte("lost"), true), ver(c.base)))
+				f.wantConflict(pr, 1, 6, "T", merged, c.contended...)
 				f.wantSameState(c.name, before)
 				// Replayed, the commit answers the recorded conflict and
 				// merges nothing.
 				n := calls
-				f.wantConflict(a.push(ccid, upsert("notes", "n1", f.note("n1", "T", []byte("other")), nil)), 1, 3, "T", merged)
+				f.wantConflict(a.push(ccid, upsert("notes", "n1", f.note("n1", "T", []byte("other")), nil)), 1, 6, "T", merged, c.contended...)
 				if calls != n {
 					t.Fatalf("%s: the replay merged %d times", c.name, calls-n)
 				}
 				f.wantSameState(c.name+" replayed", before)
 			}
+			// A baseVersion the server never issued.
+			pr := a.push("ahead", upsert("notes", "n1", f.notePatch("n1", nil, []byte("z"), true), ver(9)))
+			if pr.Status != ssp2.CommitRejected || pr.Results[0].Code != string(syncerr.InvalidRequest) {
+				t.Fatalf("baseVersion 9 of a v6 row = %+v, want sync.invalid_request", pr)
+			}
+			f.wantSameState("base ahead", before)
 
 			// The client rebases on serverVersion: it applies once, merged.
-			wantApplied(t, a.push("rebased", upsert("notes", "n1", f.note("n1", "T", []byte("lost")), ver(3))))
+			wantApplied(t, a.push("rebased", upsert("notes", "n1", f.notePatch("n1", title("T2"), []byte("lost"), true), ver(6))))
 			after := f.state()
-			if row := after.rows["n1"]; row.Version != 4 || !bytes.Equal(row.Values[3].([]byte), []byte("b\nc\nlost\nx")) {
-				t.Fatalf("rebased row = v%d %q, want v4 %q", row.Version, row.Values[3], "b\nc\nlost\nx")
+			if row := after.rows["n1"]; row.Version != 7 || row.Values[2] != "T2" || !bytes.Equal(row.Values[3].([]byte), []byte("c\nlost\nm0\nm1\nm2\nx")) {
+				t.Fatalf("rebased row = v%d %q %q", row.Version, row.Values[2], row.Values[3])
 			}
 			if after.maxSeq != before.maxSeq+1 {
 				t.Fatalf("log at seq %d after the rebase, want %d", after.maxSeq, before.maxSeq+1)
@@ -351,9 +387,32 @@ func TestCRDTFailingMerger(t *testing.T) {
 	wantApplied(t, a.push("a2", upsert("notes", "n1", f.note("n1", "T", nil), nil)))
 }
 
+// notePatch is a sparse payload of note id presenting only the key and
+// the named columns: title when title is non-nil, doc when withDoc.
+func (f *crdtFixture) notePatch(id string, title *string, doc []byte, withDoc bool) []byte {
+	row := ssp2.Row{id, nil, nil, nil}
+	present := ssp2.NewColumnSet(4)
+	present.Add(0)
+	if title != nil {
+		row[2] = *title
+		present.Add(2)
+	}
+	if withDoc {
+		if doc != nil {
+			row[3] = doc
+		}
+		present.Add(3)
+	}
+	b, err := f.notes.AppendSparse(nil, row, present, 0)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return b
+}
+
 func orphan(t *testing.T, f *crdtFixture, id string) []byte {
 	t.Helper()
-	b, err := ssp2.NewRowCodec(f.eng.Schema().Table("orphans").Columns).Append(nil, ssp2.Row{id, "P", []byte("u")})
+	b, err := ssp2.NewRowCodec(f.eng.Schema().Table("orphans").Columns).AppendSparse(nil, ssp2.Row{id, "P", []byte("u")}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,6 +101,19 @@ type Config struct {
 	// The partition runtime: requests, actors, storage turns, the serve
 	// gate and what runs inside a push.
 
+	// WireVersions is the window of SSP2 wire versions served (SPEC §9):
+	// default DefaultWireVersions, version 3 alone, as the reference
+	// server. A request in another version is refused with
+	// sync.invalid_request before any frame is read. Listing 1 and 2 keeps
+	// clients that have not upgraded working during a migration: their
+	// requests are decoded with their own layouts (a push payload is a full
+	// row: every column present) and answered with their own layouts (no
+	// conflictColumns; realtime deltas in the client's version), under
+	// version 3's write rules — one rule set (docs/write-semantics.md says
+	// what an older client sees differently). sync.client_wire_unsupported
+	// exists only where 1 is in the window. New refuses versions other
+	// than 1, 2 and 3.
+	WireVersions []uint16
 	// MaxOperations caps push operations per request (default 500).
 	MaxOperations int
 	// Limits bound subscriptions and scope values per request and the bytes
@@ -318,6 +331,11 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Operations.Registry != nil && cfg.Operations.Registry.Schema() != cfg.Schema {
 		return nil, errors.New("engine: Operations was registered for another schema than Schema")
 	}
+	wv, err := checkWireVersions(cfg.WireVersions)
+	if err != nil {
+		return nil, err
+	}
+	cfg.WireVersions = wv
 	if cfg.MaxOperations <= 0 {
 		cfg.MaxOperations = 500
 	}
@@ -517,6 +535,9 @@ func (e *Engine) Sync(ctx context.Context, id Identity, msg *ssp2.Message) (*Rep
 // this member decoded it, nil when it was forwarded undecoded. body must
 // stay unchanged until the call returns.
 func (e *Engine) SyncEncoded(ctx context.Context, id Identity, body []byte) (rep *Reply, msg *ssp2.Message, err error) {
+	if err := e.CheckWireVersion(body); err != nil {
+		return nil, nil, err
+	}
 	if e.cluster == nil {
 		if msg, err = ssp2.DecodeRequest(body); err != nil {
 			return nil, nil, err
@@ -635,6 +656,9 @@ func (e *Engine) validate(id Identity, msg *ssp2.Message) (*ssp2.Request, error)
 	}
 	if msg == nil || msg.Kind != ssp2.KindRequest {
 		return nil, syncerr.New(syncerr.InvalidRequest, "not an SSP2 request")
+	}
+	if err := e.checkWire(msg.WireVersion); err != nil {
+		return nil, err
 	}
 	if verr := partition.ValidateIdentity(id.ActorID, id.Partition); verr != nil {
 		return nil, verr

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -80,8 +81,34 @@ func (f *fixture) allow(actor string, scopes map[string][]string) {
 	f.mu.Unlock()
 }
 
-func (f *fixture) row(id, project, title string) []byte {
+// fullRow is the full-row encoding of a task: the payload of wire
+// versions 1 and 2.
+func (f *fixture) fullRow(id, project, title string) []byte {
 	b, err := f.codec.Append(nil, ssp2.Row{id, project, title, nil})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return b
+}
+
+// patch is a wire-v3 sparse payload of task id presenting only the key
+// and the given columns (by index) of row.
+func (f *fixture) patch(row ssp2.Row, cols ...int) []byte {
+	present := ssp2.NewColumnSet(len(row))
+	present.Add(0)
+	for _, c := range cols {
+		present.Add(c)
+	}
+	b, err := f.codec.AppendSparse(nil, row, present, 0)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return b
+}
+
+// row is the wire-v3 payload of a whole task (every column present).
+func (f *fixture) row(id, project, title string) []byte {
+	b, err := f.codec.AppendSparse(nil, ssp2.Row{id, project, title, nil}, nil, 0)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -99,7 +126,7 @@ type client struct {
 }
 
 func (f *fixture) client(actor, cid string) *client {
-	c := &client{f: f, id: engine.Identity{ActorID: actor, Partition: "p1"}, cid: cid, wire: 2, sv: 1}
+	c := &client{f: f, id: engine.Identity{ActorID: actor, Partition: "p1"}, cid: cid, wire: ssp2.WireV3, sv: 1}
 	rep, err := c.sync(&ssp2.PullHeader{Accept: 1})
 	if err != nil {
 		f.t.Fatalf("epoch acquisition: %v", err)
@@ -237,7 +264,7 @@ func sub(id string, cursor int64, projects ...string) *ssp2.Subscription {
 	return &ssp2.Subscription{ID: id, Table: "tasks", Scopes: map[string][]string{"project_id": projects}, Cursor: cursor}
 }
 
-func wantCode(t *testing.T, err error, code syncerr.Code) {
+func wantCode(t *testing.T, err error, code syncerr.Code) *syncerr.Error {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("got success, want %s", code)
@@ -245,6 +272,7 @@ func wantCode(t *testing.T, err error, code syncerr.Code) {
 	if got := syncerr.CodeOf(err); got != code {
 		t.Fatalf("got %s (%v), want %s", got, err, code)
 	}
+	return syncerr.As(err)
 }
 
 func TestPushPullBootstrapAndIncremental(t *testing.T) {
@@ -369,11 +397,17 @@ func TestWriteAuthorizationAndScopeColumnsAreFixed(t *testing.T) {
 			t.Fatalf("%s: %+v", name, pr)
 		}
 	}
-	// Moving a row to another scope on update is ignored (scope columns are insert-only).
-	a.push("c2", upsert("tasks", "t1", f.row("t1", "Z", "moved?"), nil))
+	// Moving a row to another scope on update is refused (SPEC §3.4 rule
+	// 5, §6.2 step 2: a present scope column may not change); presenting
+	// the stored value is a no-op.
+	if pr := a.push("c2", upsert("tasks", "t1", f.row("t1", "Z", "moved?"), nil)); pr.Status != ssp2.CommitRejected ||
+		pr.Results[0].Code != string(syncerr.InvalidRequest) || !strings.Contains(pr.Results[0].Message, "project_id") {
+		t.Fatalf("scope-moving update: %+v", pr)
+	}
+	a.push("c2-same", upsert("tasks", "t1", f.row("t1", "P", "moved?"), nil))
 	rows, _ := f.store.Rows.ScanRows(context.Background(), "p1", storage.RowQuery{Table: f.schema.Table("tasks"), Scopes: map[string][]string{"project_id": {"P"}}, Limit: 10})
-	if len(rows) != 1 || rows[0].Values[1] != "P" || rows[0].Values[2] != "moved?" {
-		t.Fatalf("row after scope-moving update: %+v", rows)
+	if len(rows) != 1 || rows[0].Values[1] != "P" || rows[0].Values[2] != "moved?" || rows[0].Version != 2 {
+		t.Fatalf("row after the updates: %+v", rows)
 	}
 	// The emitted change carries the stored scope too.
 	s := a.pull(ssp2.PullHeader{Accept: 1}, sub("s", 1, "P"))["s"]
@@ -424,22 +458,15 @@ func TestEpochRulesAndSchemaFloor(t *testing.T) {
 	if info.MaxCommitSeq != 1 {
 		t.Fatal("a push with a mismatched epoch was applied")
 	}
-	// Epoch-less v2 push is refused.
+	// Epoch-less push is refused.
 	a.epoch = nil
 	_, err = a.sync(&ssp2.PushCommit{ClientCommitID: "c3", Operations: []ssp2.Operation{upsert("tasks", "t3", f.row("t3", "P", "x"), nil)}})
 	wantCode(t, err, syncerr.InvalidRequest)
-	// v1 works until the epoch is rotated.
-	a.wire, a.epoch = 1, good
-	if pr := a.push("c4", upsert("tasks", "t4", f.row("t4", "P", "x"), nil)); pr.Status != ssp2.CommitApplied {
-		t.Fatalf("v1 push before rotation: %+v", pr)
-	}
+	a.epoch = good
 	if _, err := f.store.Log.RotateLogEpoch(context.Background(), "p1", 0); err != nil {
 		t.Fatal(err)
 	}
-	_, err = a.sync(&ssp2.PullHeader{Accept: 1})
-	wantCode(t, err, syncerr.ClientWireUnsupported)
-	// After rotation the old v2 epoch gets a reset with the new epoch.
-	a.wire = 2
+	// After rotation the old epoch gets a reset with the new epoch.
 	rep, err = a.sync(&ssp2.PullHeader{Accept: 1})
 	if err != nil || !rep.Header().ResetRequired || rep.Header().LogEpoch == *good {
 		t.Fatalf("after rotation: %v %+v", err, rep.Header())
@@ -450,6 +477,80 @@ func TestEpochRulesAndSchemaFloor(t *testing.T) {
 	rep, err = a.sync(&ssp2.PullHeader{Accept: 1})
 	if err != nil || rep.Header().RequiredSchemaVersion == nil || *rep.Header().RequiredSchemaVersion != 1 || len(rep.Frames) != 1 {
 		t.Fatalf("schema floor: %v %+v", err, rep)
+	}
+}
+
+// TestWireVersionWindow: by default the engine reads wire version 3 alone
+// (SPEC §9); a v1 or v2 request is sync.invalid_request before any frame
+// is read, naming the version and the window, and touches nothing. An
+// explicit window keeps older clients working under v3's rules, answered
+// in their own layouts: no conflictColumns at v2, and
+// sync.client_wire_unsupported for v1 after an epoch rotation only where v1
+// is in the window.
+func TestWireVersionWindow(t *testing.T) {
+	f := newFixture(t, memory.New())
+	a := f.client("alice", "ca")
+	a.push("c1", upsert("tasks", "t1", f.row("t1", "P", "x"), nil))
+	for _, wire := range []uint16{1, 2} {
+		old := &client{f: f, id: a.id, cid: "ca", epoch: a.epoch, wire: wire, sv: 1}
+		_, err := old.sync(&ssp2.PushCommit{ClientCommitID: "old", Operations: []ssp2.Operation{upsert("tasks", "t9", f.fullRow("t9", "P", "x"), nil)}})
+		e := wantCode(t, err, syncerr.InvalidRequest)
+		if !strings.Contains(e.Message, fmt.Sprintf("unsupported wireVersion %d", wire)) || string(e.Details) != `{"supported":[3],"wireVersion":`+fmt.Sprint(wire)+`}` {
+			t.Fatalf("v%d refusal: %q %s", wire, e.Message, e.Details)
+		}
+		body, _ := ssp2.Encode(&ssp2.Message{WireVersion: wire, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{&ssp2.ReqHeader{ClientID: "x", SchemaVersion: 1}, &ssp2.PullHeader{Accept: 1}}})
+		body = append(body[:8], 0xEE) // frames that would not decode: refused for the version first
+		_, _, err = f.eng.SyncEncoded(context.Background(), a.id, body)
+		if e := wantCode(t, err, syncerr.InvalidRequest); !strings.Contains(e.Message, "unsupported wireVersion") {
+			t.Fatalf("v%d body with bad frames: %q, want the version refusal", wire, e.Message)
+		}
+	}
+	if info, _ := f.store.Log.ReadPartition(context.Background(), "p1"); info.MaxCommitSeq != 1 {
+		t.Fatalf("a refused request was applied: max seq %d", info.MaxCommitSeq)
+	}
+
+	// An explicit window {1, 2, 3}.
+	w := newFixture(t, memory.New(), func(c *engine.Config) { c.WireVersions = []uint16{3, 2, 1} })
+	if got := w.eng.WireVersions(); fmt.Sprint(got) != "[1 2 3]" {
+		t.Fatalf("WireVersions = %v", got)
+	}
+	v3 := w.client("alice", "c3")
+	v2 := w.client("bob", "c2")
+	v2.wire = 2
+	v3.push("w1", upsert("tasks", "t1", w.row("t1", "P", "x"), nil))
+	// A v2 push is a full row; v3's rules apply: the stale title conflicts,
+	// answered in v2's layout (no conflictColumns).
+	v3.push("w2", upsert("tasks", "t1", w.patch(ssp2.Row{"t1", nil, "y", nil}, 2), nil))
+	pr := v2.push("b1", upsert("tasks", "t1", w.fullRow("t1", "P", "z"), ver(1)))
+	if pr.Status != ssp2.CommitRejected || pr.Results[0].Status != ssp2.OpConflict || pr.Results[0].ConflictColumns != nil {
+		t.Fatalf("v2 stale push = %+v, want a conflict without conflictColumns", pr)
+	}
+	// The same conflict replayed to a v3 client carries its columns.
+	same := &client{f: w, id: v2.id, cid: "c2", epoch: v2.epoch, wire: ssp2.WireV3, sv: 1}
+	if pr := same.push("b1", upsert("tasks", "t1", w.row("t1", "P", "z"), ver(1))); len(pr.Results) != 1 || pr.Results[0].ConflictColumns.Len() == 0 {
+		t.Fatalf("v3 replay of the conflict = %+v, want conflictColumns", pr)
+	}
+	// v1 works until the epoch is rotated, then only v1 is refused with
+	// sync.client_wire_unsupported.
+	v1 := &client{f: w, id: v3.id, cid: "c1", wire: 1, sv: 1}
+	if pr := v1.push("o1", upsert("tasks", "t4", w.fullRow("t4", "P", "x"), nil)); pr.Status != ssp2.CommitApplied {
+		t.Fatalf("v1 push before rotation: %+v", pr)
+	}
+	if _, err := w.store.Log.RotateLogEpoch(context.Background(), "p1", 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err := v1.sync(&ssp2.PullHeader{Accept: 1})
+	wantCode(t, err, syncerr.ClientWireUnsupported)
+	// A window without 1 refuses v1 as an unknown version instead.
+	n := newFixture(t, memory.New(), func(c *engine.Config) { c.WireVersions = []uint16{2, 3} })
+	nv1 := &client{f: n, id: engine.Identity{ActorID: "alice", Partition: "p1"}, cid: "c1", wire: 1, sv: 1}
+	_, err = nv1.sync(&ssp2.PullHeader{Accept: 1})
+	if e := wantCode(t, err, syncerr.InvalidRequest); !strings.Contains(e.Message, "unsupported wireVersion 1") {
+		t.Fatalf("v1 outside the window: %q", e.Message)
+	}
+	// New refuses a version it does not know.
+	if _, err := engine.New(context.Background(), engine.Config{Schema: w.schema, Backend: memory.New().Backend(), Resolver: engine.AllowAll(w.schema), WireVersions: []uint16{4}}); err == nil {
+		t.Fatal("engine.New accepted wire version 4")
 	}
 }
 
@@ -491,7 +592,7 @@ func TestCommitLevelRejections(t *testing.T) {
 	f := newFixture(t, memory.New())
 	a := f.client("alice", "ca")
 	withCode := func(id, code string) []byte {
-		b, err := f.codec.Append(nil, ssp2.Row{id, "P", "x", code})
+		b, err := f.codec.AppendSparse(nil, ssp2.Row{id, "P", "x", code}, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -631,7 +732,7 @@ func TestGroupCommitUnderConcurrency(t *testing.T) {
 
 func mustMsg(t *testing.T, c *client, frames ...ssp2.Frame) *ssp2.Message {
 	h := &ssp2.ReqHeader{ClientID: c.cid, SchemaVersion: 1, LogEpoch: c.epoch}
-	return &ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: append([]ssp2.Frame{h}, frames...)}
+	return &ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: append([]ssp2.Frame{h}, frames...)}
 }
 
 func TestRestartLosesNothing(t *testing.T) {
@@ -648,7 +749,7 @@ func TestRestartLosesNothing(t *testing.T) {
 		t.Fatalf("client record after close: %+v, %v", rec, err)
 	}
 	f2 := newFixture(t, st)
-	a2 := &client{f: f2, id: a.id, cid: "ca", epoch: a.epoch, wire: 2, sv: 1}
+	a2 := &client{f: f2, id: a.id, cid: "ca", epoch: a.epoch, wire: ssp2.WireV3, sv: 1}
 	if pr := a2.push("c1", upsert("tasks", "t1", f.row("t1", "P", "x"), nil)); pr.Status != ssp2.CommitCached {
 		t.Fatalf("replay after restart: %+v", pr)
 	}

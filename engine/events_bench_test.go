@@ -52,7 +52,7 @@ func BenchmarkPushEventRing(b *testing.B) {
 				w := next.Add(1)
 				id := engine.Identity{ActorID: "bench", Partition: fmt.Sprint("p", w%8)}
 				cid := fmt.Sprint("client-", w)
-				hello, err := eng.Sync(context.Background(), id, &ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest,
+				hello, err := eng.Sync(context.Background(), id, &ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest,
 					Frames: []ssp2.Frame{&ssp2.ReqHeader{ClientID: cid, SchemaVersion: 1}, &ssp2.PullHeader{Accept: 1}}})
 				if err != nil {
 					b.Error(err)
@@ -64,13 +64,13 @@ func BenchmarkPushEventRing(b *testing.B) {
 					op := ssp2.Operation{Table: "tasks", RowID: rid, Op: ssp2.OpUpsert}
 					if i%10 == 0 {
 						op.Table = "no_such_table"
-					} else if op.Payload, err = codec.Append(nil, ssp2.Row{rid, "P", "t", nil}); err != nil {
+					} else if op.Payload, err = codec.AppendSparse(nil, ssp2.Row{rid, "P", "t", nil}, nil, 0); err != nil {
 						b.Error(err)
 						return
 					}
 					frames := []ssp2.Frame{&ssp2.ReqHeader{ClientID: cid, SchemaVersion: 1, LogEpoch: epoch},
 						&ssp2.PushCommit{ClientCommitID: fmt.Sprint("c", i), Operations: []ssp2.Operation{op}}}
-					rep, err := eng.Sync(context.Background(), id, &ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: frames})
+					rep, err := eng.Sync(context.Background(), id, &ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: frames})
 					if err != nil {
 						b.Error(err)
 						return

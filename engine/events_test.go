@@ -50,7 +50,7 @@ func TestEngineEmitsEvents(t *testing.T) {
 			decl := storage.CheckpointDeclaration{Partition: "p1", Name: "proj", SchemaVersion: 1}
 			newFixture(t, openShared(t, path), func(c *engine.Config) { c.Checkpoints = []storage.CheckpointDeclaration{decl} })
 			fb := newFixture(t, openShared(t, path), withRing(ring, -1))
-			b := &client{f: fb, id: engine.Identity{ActorID: "bob", Partition: "p1"}, cid: "cb", wire: 2, sv: 1}
+			b := &client{f: fb, id: engine.Identity{ActorID: "bob", Partition: "p1"}, cid: "cb", wire: ssp2.WireV3, sv: 1}
 			if _, err := b.sync(&ssp2.PullHeader{Accept: 1}); err == nil {
 				t.Fatal("served behind a closed gate")
 			}

@@ -19,12 +19,12 @@ const exampleSchema = `{"version":1,"tables":[{"name":"tasks","columns":[
 func examplePush(eng *engine.Engine, s *schema.Schema, ccid string, row ssp2.Row) {
 	ctx := context.Background()
 	id := engine.Identity{ActorID: "alice", Partition: "demo"}
-	payload, _ := ssp2.NewRowCodec(s.Table("tasks").Columns).Append(nil, row)
+	payload, _ := ssp2.NewRowCodec(s.Table("tasks").Columns).AppendSparse(nil, row, nil, 0)
 	// A client first acquires the partition's log epoch.
-	hello, _ := eng.Sync(ctx, id, &ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+	hello, _ := eng.Sync(ctx, id, &ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
 		&ssp2.ReqHeader{ClientID: "c1", SchemaVersion: 1}, &ssp2.PullHeader{Accept: 1}}})
 	epoch := hello.Header().LogEpoch
-	rep, err := eng.Sync(ctx, id, &ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+	rep, err := eng.Sync(ctx, id, &ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
 		&ssp2.ReqHeader{ClientID: "c1", SchemaVersion: 1, LogEpoch: &epoch},
 		&ssp2.PushCommit{ClientCommitID: ccid, Operations: []ssp2.Operation{
 			{Table: "tasks", RowID: row[0].(string), Op: ssp2.OpUpsert, Payload: payload}}}}})

@@ -54,7 +54,7 @@ func TestGatePendingCheckpointRefusesOtherProcesses(t *testing.T) {
 		t.Fatalf("declaring process must serve during its backfill: %+v", pr)
 	}
 	// The other process refuses before anything, even the epoch handshake.
-	b := &client{f: fb, id: engine.Identity{ActorID: "bob", Partition: "p1"}, cid: "cb", wire: 2, sv: 1}
+	b := &client{f: fb, id: engine.Identity{ActorID: "bob", Partition: "p1"}, cid: "cb", wire: ssp2.WireV3, sv: 1}
 	_, err := b.sync(&ssp2.PullHeader{Accept: 1})
 	wantNotReady(t, err, `{"partition":"p1","projection":"proj"}`)
 	// Other partitions are refused too: pending checks are server-wide.
@@ -224,7 +224,7 @@ func TestGateRaceRotationsAndMigrationAgainstTraffic(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := &client{f: f, id: engine.Identity{ActorID: fmt.Sprintf("a%d", w), Partition: "p1"}, cid: fmt.Sprintf("c%d", w), wire: 2, sv: 1}
+			c := &client{f: f, id: engine.Identity{ActorID: fmt.Sprintf("a%d", w), Partition: "p1"}, cid: fmt.Sprintf("c%d", w), wire: ssp2.WireV3, sv: 1}
 			for i := range rounds {
 				if c.epoch == nil {
 					rep, err := c.sync(&ssp2.PullHeader{Accept: 1})

@@ -57,7 +57,7 @@ func BenchmarkPushHooks(b *testing.B) {
 				ctx := context.Background()
 				cid := fmt.Sprint("c", clients.Add(1))
 				id := engine.Identity{ActorID: cid, Partition: "p"}
-				rep, err := eng.Sync(ctx, id, &ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+				rep, err := eng.Sync(ctx, id, &ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
 					&ssp2.ReqHeader{ClientID: cid, SchemaVersion: 1}, &ssp2.PullHeader{Accept: 1}}})
 				if err != nil {
 					b.Error(err)
@@ -66,8 +66,8 @@ func BenchmarkPushHooks(b *testing.B) {
 				epoch := rep.Header().LogEpoch
 				for i := 0; pb.Next(); i++ {
 					rid := fmt.Sprintf("%s-%d", cid, i)
-					payload, _ := codec.Append(nil, ssp2.Row{rid, "P", "title", nil})
-					rep, err := eng.Sync(ctx, id, &ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+					payload, _ := codec.AppendSparse(nil, ssp2.Row{rid, "P", "title", nil}, nil, 0)
+					rep, err := eng.Sync(ctx, id, &ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
 						&ssp2.ReqHeader{ClientID: cid, SchemaVersion: 1, LogEpoch: &epoch},
 						&ssp2.PushCommit{ClientCommitID: rid, Operations: []ssp2.Operation{{Table: "tasks", RowID: rid, Op: ssp2.OpUpsert, Payload: payload}}}}})
 					if err != nil || rep.Applied != 1 {
@@ -117,7 +117,7 @@ func newHookBench(b *testing.B, s *schema.Schema, hooks bool, nclients int) *hoo
 	for i := range nclients {
 		cid := fmt.Sprint("c", i)
 		id := engine.Identity{ActorID: cid, Partition: "p"}
-		rep, err := h.eng.Sync(context.Background(), id, &ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+		rep, err := h.eng.Sync(context.Background(), id, &ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
 			&ssp2.ReqHeader{ClientID: cid, SchemaVersion: 1}, &ssp2.PullHeader{Accept: 1}}})
 		if err != nil {
 			b.Fatal(err)
@@ -140,8 +140,8 @@ func (h *hookBench) block(b *testing.B, codec *ssp2.RowCodec, per int) time.Dura
 			defer wg.Done()
 			for k := range per {
 				rid := fmt.Sprintf("%s-%d", id.ActorID, base+k)
-				payload, _ := codec.Append(nil, ssp2.Row{rid, "P", "title", nil})
-				rep, err := h.eng.Sync(context.Background(), id, &ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+				payload, _ := codec.AppendSparse(nil, ssp2.Row{rid, "P", "title", nil}, nil, 0)
+				rep, err := h.eng.Sync(context.Background(), id, &ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
 					&ssp2.ReqHeader{ClientID: id.ActorID, SchemaVersion: 1, LogEpoch: &h.epochs[i]},
 					&ssp2.PushCommit{ClientCommitID: rid, Operations: []ssp2.Operation{{Table: "tasks", RowID: rid, Op: ssp2.OpUpsert, Payload: payload}}}}})
 				if err != nil || rep.Applied != 1 {

@@ -122,9 +122,9 @@ func TestRowValidatorVerdicts(t *testing.T) {
 	}
 }
 
-// The row validator sees the row after scope stripping and merging (an
-// update keeps the stored scope column) and the stored row; deletes see
-// the stored row and no candidate.
+// The row validator sees the merged full row (the columns a patch
+// presented laid over the stored row), which columns were presented, and
+// the stored row; deletes see the stored row and no candidate.
 func TestRowValidatorSeesMergedRowAndStored(t *testing.T) {
 	var seen []engine.RowWrite
 	f := newFixture(t, memory.New(), func(c *engine.Config) {
@@ -136,7 +136,7 @@ func TestRowValidatorSeesMergedRowAndStored(t *testing.T) {
 	})
 	a := f.client("alice", "ca")
 	a.push("c1", upsert("tasks", "t1", f.row("t1", "P", "one"), nil))
-	a.push("c2", upsert("tasks", "t1", f.row("t1", "OTHER", "two"), ver(1)))
+	a.push("c2", upsert("tasks", "t1", f.patch(ssp2.Row{"t1", nil, "two", nil}, 2), ver(1)))
 	a.push("c3", del("t1"))
 	if len(seen) != 3 {
 		t.Fatalf("validator ran %d times, want 3", len(seen))
@@ -144,8 +144,12 @@ func TestRowValidatorSeesMergedRowAndStored(t *testing.T) {
 	if w := seen[0]; w.Stored != nil || w.Row[2] != "one" || w.ActorID != "alice" || w.ClientID != "ca" || w.ClientCommitID != "c1" || w.Partition != "p1" {
 		t.Fatalf("insert seen as %+v", w)
 	}
-	if w := seen[1]; w.Stored == nil || w.Stored.Version != 1 || w.Row[1] != "P" || w.Row[2] != "two" {
-		t.Fatalf("update seen as row %v stored %+v, want the stored scope P kept", w.Row, w.Stored)
+	if w := seen[1]; w.Stored == nil || w.Stored.Version != 1 || w.Row[1] != "P" || w.Row[2] != "two" ||
+		!w.Present.Has(0) || !w.Present.Has(2) || w.Present.Has(1) || w.Present.Has(3) {
+		t.Fatalf("update seen as row %v present %08b stored %+v, want the stored scope P kept, columns 0 and 2 present", w.Row, w.Present, w.Stored)
+	}
+	if w := seen[0]; !w.Present.Full(4) {
+		t.Fatalf("insert seen with present %08b, want every column", w.Present)
 	}
 	if w := seen[2]; w.Op != ssp2.OpDelete || w.Row != nil || w.Stored == nil || w.Stored.Values[2] != "two" {
 		t.Fatalf("delete seen as %+v", w)

@@ -23,7 +23,7 @@ type leaseBenchClient struct {
 }
 
 func (c *leaseBenchClient) round(frames ...ssp2.Frame) *engine.Reply {
-	msg := &ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest,
+	msg := &ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest,
 		Frames: append([]ssp2.Frame{&ssp2.ReqHeader{ClientID: "ca", SchemaVersion: 1, LogEpoch: c.epoch}}, frames...)}
 	rep, err := c.eng.Sync(context.Background(), engine.Identity{ActorID: "alice", Partition: "p1"}, msg)
 	if err != nil {
@@ -49,7 +49,7 @@ func BenchmarkLeaseRounds(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	payload, err := ssp2.NewRowCodec(s.Table("tasks").Columns).Append(nil, ssp2.Row{"t1", "P", "x", nil})
+	payload, err := ssp2.NewRowCodec(s.Table("tasks").Columns).AppendSparse(nil, ssp2.Row{"t1", "P", "x", nil}, nil, 0)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func TestIdentifierLimits(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &client{f: f, id: a.id, cid: tc.cid, epoch: a.epoch, wire: 2, sv: 1}
+			c := &client{f: f, id: a.id, cid: tc.cid, epoch: a.epoch, wire: ssp2.WireV3, sv: 1}
 			_, err := c.sync(tc.frames...)
 			wantCode(t, err, syncerr.InvalidRequest)
 			if syncerr.As(err).Spec().Retryable {
@@ -71,7 +71,7 @@ func TestIdentifierLimits(t *testing.T) {
 
 func TestIdentityLimits(t *testing.T) {
 	f := newFixture(t, memory.New())
-	msg := &ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{&ssp2.ReqHeader{ClientID: "c", SchemaVersion: 1}, &ssp2.PullHeader{Accept: 1}}}
+	msg := &ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{&ssp2.ReqHeader{ClientID: "c", SchemaVersion: 1}, &ssp2.PullHeader{Accept: 1}}}
 	for _, id := range []engine.Identity{
 		{ActorID: strings.Repeat("a", partition.MaxActorBytes+1), Partition: "p1"},
 		{ActorID: "a", Partition: strings.Repeat("p", partition.MaxActorBytes+1)},
@@ -221,7 +221,7 @@ func TestIdleClientRecordsAreFlushed(t *testing.T) {
 func TestFloorResetAndScopeOrder(t *testing.T) {
 	f := newFixture(t, memory.New())
 	a := f.client("alice", "ca")
-	old := &client{f: f, id: a.id, cid: "cold", wire: 2, sv: 9}
+	old := &client{f: f, id: a.id, cid: "cold", wire: ssp2.WireV3, sv: 9}
 	rep, err := old.sync(&ssp2.PullHeader{Accept: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -233,7 +233,7 @@ func TestFloorResetAndScopeOrder(t *testing.T) {
 	if rep, err = old.sync(&ssp2.PullHeader{Accept: 1}); err != nil || rep.Header().ResetRequired {
 		t.Fatalf("floor reply with the right epoch: %+v, %v", rep.Header(), err)
 	}
-	fresh := &client{f: f, id: a.id, cid: "cnew", wire: 2, sv: 1}
+	fresh := &client{f: f, id: a.id, cid: "cnew", wire: ssp2.WireV3, sv: 1}
 	rep, err = fresh.sync(&ssp2.PullHeader{Accept: 1})
 	if err != nil || rep.Header().LatestSchemaVersion == nil || *rep.Header().LatestSchemaVersion != 1 {
 		t.Fatalf("handshake without latestSchemaVersion: %+v, %v", rep.Header(), err)

@@ -68,7 +68,7 @@ func TestTwoEnginesOnOnePostgres(t *testing.T) {
 
 	// The same clientCommitId pushed to both at once.
 	ca := fa.client("dup-actor", "dup-client")
-	cb := &client{f: fb, id: ca.id, cid: ca.cid, epoch: ca.epoch, wire: 2, sv: 1}
+	cb := &client{f: fb, id: ca.id, cid: ca.cid, epoch: ca.epoch, wire: ssp2.WireV3, sv: 1}
 	for round := range 10 {
 		ccid := fmt.Sprintf("dup-%d", round)
 		var res [2]*ssp2.PushResult

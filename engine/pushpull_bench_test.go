@@ -55,7 +55,7 @@ func benchPushPull(b *testing.B, m pushPullMode) {
 	}
 	defer eng.Close()
 	id := engine.Identity{ActorID: "u", Partition: "p"}
-	rep, err := eng.Sync(context.Background(), id, &ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+	rep, err := eng.Sync(context.Background(), id, &ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
 		&ssp2.ReqHeader{ClientID: "c", SchemaVersion: 1}, &ssp2.PullHeader{Accept: 1}}})
 	if err != nil {
 		b.Fatal(err)
@@ -70,8 +70,8 @@ func benchPushPull(b *testing.B, m pushPullMode) {
 			ctx, end = m.around(ctx, eng)
 		}
 		rid := "r" + strconv.Itoa(i%20)
-		payload, _ := codec.Append(nil, ssp2.Row{rid, "P", "title " + strconv.Itoa(i), nil})
-		rep, err := eng.Sync(ctx, id, &ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+		payload, _ := codec.AppendSparse(nil, ssp2.Row{rid, "P", "title " + strconv.Itoa(i), nil}, nil, 0)
+		rep, err := eng.Sync(ctx, id, &ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
 			&ssp2.ReqHeader{ClientID: "c", SchemaVersion: 1, LogEpoch: &epoch},
 			&ssp2.PushCommit{ClientCommitID: "k" + strconv.Itoa(i), Operations: []ssp2.Operation{{Table: "tasks", RowID: rid, Op: ssp2.OpUpsert, Payload: payload}}},
 			&ssp2.PullHeader{LimitCommits: 100, LimitSnapshotRows: 5000, MaxSnapshotPages: 1, Accept: ssp2.AcceptInlineRows},

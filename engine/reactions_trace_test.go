@@ -43,18 +43,18 @@ func TestTracingReactionLinksToRequest(t *testing.T) {
 	}
 	defer eng.Close()
 	id := engine.Identity{ActorID: "u", Partition: "p"}
-	rep, err := eng.Sync(ctx, id, &ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+	rep, err := eng.Sync(ctx, id, &ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
 		&ssp2.ReqHeader{ClientID: "c", SchemaVersion: 1}, &ssp2.PullHeader{Accept: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	epoch := rep.Header().LogEpoch
-	payload, err := ssp2.NewRowCodec(s.Table("tasks").Columns).Append(nil, ssp2.Row{"r1", "P", "title", nil})
+	payload, err := ssp2.NewRowCodec(s.Table("tasks").Columns).AppendSparse(nil, ssp2.Row{"r1", "P", "title", nil}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rctx, request := eng.Tracer().Start(ctx, "synclane.sync")
-	rep, err = eng.Sync(rctx, id, &ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+	rep, err = eng.Sync(rctx, id, &ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
 		&ssp2.ReqHeader{ClientID: "c", SchemaVersion: 1, LogEpoch: &epoch},
 		&ssp2.PushCommit{ClientCommitID: "k1", Operations: []ssp2.Operation{{Table: "tasks", RowID: "r1", Op: ssp2.OpUpsert, Payload: payload}}}}})
 	request.End()

@@ -126,7 +126,8 @@ func (p *Partition) backfill(ctx context.Context, j *BackfillJob) error {
 			if perr != nil {
 				return syncerr.Wrap(syncerr.InvalidRequest, perr, "backfill projection row %q does not fit table %q", id, j.Target.Name)
 			}
-			ch, rej, err = p.putRow(ctx, tx, j.Target, id, existing, row, payload)
+			version, versions := p.nextVersion(j.Target, existing, changedColumns(j.Target, existing, row))
+			ch, rej, err = p.putRow(ctx, tx, j.Target, existing, storage.RowRecord{RowID: id, Version: version, Values: row, ColumnVersions: versions}, payload)
 		}
 		if err != nil {
 			return err
@@ -156,4 +157,20 @@ func (p *Partition) backfill(ctx context.Context, j *BackfillJob) error {
 	p.tail.reset() // backfill commits are not kept in the tail
 	p.commitDurable(rec.Seq)
 	return nil
+}
+
+// changedColumns returns the columns of row whose values differ from the
+// stored row's (every column when there is none): what a backfill's
+// projection wrote, whose column versions move (SPEC §2.2).
+func changedColumns(t *schema.Table, existing *storage.RowRecord, row ssp2.Row) ssp2.ColumnSet {
+	if existing == nil {
+		return ssp2.FullColumnSet(len(t.Columns))
+	}
+	out := ssp2.NewColumnSet(len(t.Columns))
+	for c := range t.Columns {
+		if !equalValue(existing.Values[c], row[c]) {
+			out.Add(c)
+		}
+	}
+	return out
 }

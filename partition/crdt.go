@@ -9,31 +9,31 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
-	"github.com/synclane/synclane/storage"
 )
 
 // CRDT columns (SPEC §5.10). A crdt column's crdtType selects a Merger from
-// Config.Mergers. The rules, as the push path applies them to a table that
-// has crdt columns:
+// Config.Mergers. The rules, as the push path applies them (§5.10.3 under
+// wire version 3's per-column conflicts):
 //
-//   - baseVersion is checked exactly as for any row (DecideUpsert): it must
-//     equal the stored row version. Only the values of the crdt columns are
-//     left out of that check: they merge on a clean apply. A stale
-//     baseVersion is sync.version_conflict even when nothing but crdt
-//     columns moved since (§5.10.3 rules 1 and 3); a crdt-only edit that
-//     must never conflict is pushed without baseVersion (last-write-wins).
-//   - A clean apply (insert or update) stores, for each crdt column,
-//     Merge(stored, incoming) — never the raw pushed bytes — and bumps the
-//     row version as every applied upsert does. A NULL incoming value
-//     carries no update: the stored value is kept.
+//   - crdt columns never take part in the conflict check: an upsert
+//     conflicts only through its present non-crdt columns (ContendedColumns),
+//     so a patch presenting only the key and crdt columns never conflicts,
+//     whatever its baseVersion (but baseVersion 0 on an existing row, a lost
+//     insert race, is always a conflict).
+//   - A clean apply (insert or update) stores, for each present crdt column
+//     with a non-NULL value, Merge(stored, incoming) — never the raw pushed
+//     bytes. A present NULL clears the column (the app nulls it, as any
+//     other type); an absent column keeps its stored value. The row version
+//     moves as for every applied upsert, and the column's version with it.
 //   - A conflict merges nothing and writes nothing (its commit rolls back);
 //     serverRow is the stored row, which holds the state merged by earlier
 //     clean applies.
 //   - A missing merger or a failing (erring or panicking) one rejects the
-//     operation (and so rolls its commit back) with sync.crdt_merge_failed.
-//     The merger's error text is logged, never sent. (The engine refuses to
-//     start with a crdtType that has no merger, see CheckMergers, so a
-//     missing merger is reached only by a Config built by hand.)
+//     operation (and so rolls its commit back) with sync.crdt_merge_failed
+//     and the fixed message "CRDT merger failed" (§6.7); the merger's error
+//     text is logged, never sent. (The engine refuses to start with a
+//     crdtType that has no merger, see CheckMergers, so a missing merger is
+//     reached only by a Config built by hand.)
 //   - A cached replay answers from the idempotency record and never merges
 //     again; a replayed conflict answers the recorded conflict.
 
@@ -81,17 +81,18 @@ func CheckMergers(s *schema.Schema, mergers map[string]Merger) error {
 	return nil
 }
 
-// MergeCRDTColumns returns row with each crdt column replaced by the merge
-// of its stored value (from stored; nil for an insert) and its incoming
-// value, using the merger registered for the column's crdtType. A NULL
-// incoming value keeps the stored value. row is not modified. A missing
-// merger or a merge error is returned as sync.crdt_merge_failed; cause is
-// the merger's own error (for the log, never for the client).
-func MergeCRDTColumns(t *schema.Table, mergers map[string]Merger, stored, row ssp2.Row) (out ssp2.Row, rej *syncerr.Error, cause error) {
+// MergeCRDTColumns returns row with each crdt column that present holds
+// and row gives a non-NULL value replaced by the merge of its stored value
+// (from stored; nil for an insert) and that incoming value, using the
+// merger registered for the column's crdtType. Other columns (a present
+// NULL, an absent column) are left as row has them. row is not modified;
+// changed reports whether a value was merged. A missing merger or a merge
+// error is returned as sync.crdt_merge_failed; cause is the merger's own
+// error (for the log, never for the client).
+func MergeCRDTColumns(t *schema.Table, mergers map[string]Merger, stored, row ssp2.Row, present ssp2.ColumnSet) (out ssp2.Row, changed bool, rej *syncerr.Error, cause error) {
 	out = row
-	cloned := false
 	for i, c := range t.Columns {
-		if c.Type != ssp2.TypeCRDT {
+		if c.Type != ssp2.TypeCRDT || !present.Has(i) || row[i] == nil {
 			continue
 		}
 		var prev []byte
@@ -99,32 +100,24 @@ func MergeCRDTColumns(t *schema.Table, mergers map[string]Merger, stored, row ss
 			prev, _ = stored[i].([]byte)
 		}
 		in, _ := row[i].([]byte)
-		var merged []byte
-		if row[i] == nil {
-			if stored == nil || stored[i] == nil {
-				continue // NULL stays NULL
-			}
-			merged = prev
-		} else {
-			typ := t.Meta[i].CrdtType
-			m := mergers[typ]
-			if m == nil {
-				return nil, syncerr.New(syncerr.CRDTMergeFailed, "no merger is registered for crdtType %q of column %q", typ, c.Name), nil
-			}
-			var err error
-			if merged, err = safeMerge(m, prev, in); err != nil {
-				return nil, syncerr.New(syncerr.CRDTMergeFailed, "merging column %q (crdtType %q) failed", c.Name, typ), err
-			}
-			if merged == nil {
-				merged = []byte{}
-			}
+		typ := t.Meta[i].CrdtType
+		m := mergers[typ]
+		if m == nil {
+			return nil, false, syncerr.New(syncerr.CRDTMergeFailed, "no CRDT merger is registered for column %q", c.Name), nil
 		}
-		if !cloned {
-			out, cloned = slices.Clone(row), true
+		merged, err := safeMerge(m, prev, in)
+		if err != nil {
+			return nil, false, syncerr.New(syncerr.CRDTMergeFailed, "CRDT merger failed"), err
+		}
+		if merged == nil {
+			merged = []byte{}
+		}
+		if !changed {
+			out, changed = slices.Clone(row), true
 		}
 		out[i] = merged
 	}
-	return out, nil, nil
+	return out, changed, nil, nil
 }
 
 // safeMerge calls m, turning a panic into an error (a host merger that
@@ -138,22 +131,17 @@ func safeMerge(m Merger, stored, incoming []byte) (out []byte, err error) {
 	return m.Merge(stored, incoming)
 }
 
-// mergeCRDT merges the crdt columns of an upsert being applied (see
-// MergeCRDTColumns) and returns the row to store with its encoding. A
-// refused merge is a rejection of operation i, logged with its cause.
-func (p *Partition) mergeCRDT(i int32, t *schema.Table, rowID string, existing *storage.RowRecord, row ssp2.Row) (ssp2.Row, []byte, *ssp2.OpResult, error) {
-	var stored ssp2.Row
-	if existing != nil {
-		stored = existing.Values
+// mergeCRDT merges the present crdt columns of an upsert being applied
+// (see MergeCRDTColumns). A refused merge is a rejection of operation i,
+// logged with its cause.
+func (p *Partition) mergeCRDT(i int32, t *schema.Table, rowID string, stored, row ssp2.Row, present ssp2.ColumnSet) (ssp2.Row, bool, *ssp2.OpResult) {
+	if !HasCRDT(t) {
+		return row, false, nil
 	}
-	merged, rej, cause := MergeCRDTColumns(t, p.cfg.Mergers, stored, row)
+	merged, changed, rej, cause := MergeCRDTColumns(t, p.cfg.Mergers, stored, row, present)
 	if rej != nil {
 		p.log().Warn("crdt merge failed", zap.String("table", t.Name), zap.String("row_id", rowID), zap.NamedError("cause", cause), zap.String("code", string(rej.Code)))
-		return nil, nil, writeRejection(i, rej), nil
+		return nil, false, opError(i, rej)
 	}
-	payload, err := p.cfg.Codecs[t.Name].Append(nil, merged)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("encode merged row %s/%s: %w", t.Name, rowID, err)
-	}
-	return merged, payload, nil, nil
+	return merged, changed, nil
 }

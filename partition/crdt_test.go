@@ -73,28 +73,33 @@ func TestMergeCRDTColumns(t *testing.T) {
 	row := func(doc, other any) ssp2.Row {
 		return ssp2.Row{"r", "P", nil, 0.0, false, json.RawMessage(`1`), []byte{}, doc, other}
 	}
+	all := ssp2.FullColumnSet(9)
+	noDoc := ssp2.FullColumnSet(9)
+	noDoc[0] &^= 1 << 7 // column 7 (doc) absent
 	cases := []struct {
 		name          string
 		mergers       map[string]Merger
 		stored, in    ssp2.Row
+		present       ssp2.ColumnSet
 		wantDoc       any
 		wantOther     any
 		wantRejection bool
 		wantCause     bool
 	}{
-		{"insert merges with nil", map[string]Merger{"concat": concat}, nil, row([]byte("a"), nil), []byte("a"), nil, false, false},
-		{"update merges stored and incoming", map[string]Merger{"concat": concat}, row([]byte("a"), nil), row([]byte("b"), nil), []byte("ab"), nil, false, false},
-		{"NULL incoming keeps stored", nil, row([]byte("a"), []byte("o")), row(nil, nil), []byte("a"), []byte("o"), false, false},
-		{"NULL incoming on insert stays NULL", nil, nil, row(nil, nil), nil, nil, false, false},
-		{"missing merger", map[string]Merger{"concat": concat}, nil, row([]byte("a"), []byte("o")), nil, nil, true, false},
-		{"no registry", nil, nil, row([]byte("a"), nil), nil, nil, true, false},
-		{"failing merger", map[string]Merger{"concat": boom}, nil, row([]byte("a"), nil), nil, nil, true, true},
-		{"panicking merger", map[string]Merger{"concat": MergerFunc(func([]byte, []byte) ([]byte, error) { panic("boom") })}, nil, row([]byte("a"), nil), nil, nil, true, true},
+		{"insert merges with nil", map[string]Merger{"concat": concat}, nil, row([]byte("a"), nil), all, []byte("a"), nil, false, false},
+		{"update merges stored and incoming", map[string]Merger{"concat": concat}, row([]byte("a"), nil), row([]byte("b"), nil), all, []byte("ab"), nil, false, false},
+		{"present NULL clears", nil, row([]byte("a"), []byte("o")), row(nil, nil), all, nil, nil, false, false},
+		{"NULL incoming on insert stays NULL", nil, nil, row(nil, nil), all, nil, nil, false, false},
+		{"absent column is not merged", map[string]Merger{"concat": concat}, row([]byte("a"), nil), row([]byte("a"), nil), noDoc, []byte("a"), nil, false, false},
+		{"missing merger", map[string]Merger{"concat": concat}, nil, row([]byte("a"), []byte("o")), all, nil, nil, true, false},
+		{"no registry", nil, nil, row([]byte("a"), nil), all, nil, nil, true, false},
+		{"failing merger", map[string]Merger{"concat": boom}, nil, row([]byte("a"), nil), all, nil, nil, true, true},
+		{"panicking merger", map[string]Merger{"concat": MergerFunc(func([]byte, []byte) ([]byte, error) { panic("boom") })}, nil, row([]byte("a"), nil), all, nil, nil, true, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			in := append(ssp2.Row(nil), c.in...)
-			out, rej, cause := MergeCRDTColumns(tb, c.mergers, c.stored, c.in)
+			out, _, rej, cause := MergeCRDTColumns(tb, c.mergers, c.stored, c.in, c.present)
 			if (rej != nil) != c.wantRejection || (cause != nil) != c.wantCause {
 				t.Fatalf("rejection %v cause %v; want rejection %v cause %v", rej, cause, c.wantRejection, c.wantCause)
 			}

@@ -102,10 +102,15 @@ type RowWrite struct {
 	// Op is ssp2.OpUpsert or ssp2.OpDelete.
 	Op    ssp2.OpKind
 	RowID string
-	// Row is the row that would be stored: after scope stripping and
-	// merging (an update keeps the stored scope columns), in column order.
-	// nil for a delete. Do not modify it.
+	// Row is the row that would be stored, in column order: the columns
+	// the operation presented laid over the stored row, crdt columns
+	// merged (SPEC §6.7 "the merged full row"). nil for a delete. Do not
+	// modify it.
 	Row ssp2.Row
+	// Present holds the columns the operation presented (a wire version 3
+	// push may present only some; older versions and inserts present
+	// every column). nil for a delete. Do not modify it.
+	Present ssp2.ColumnSet
 	// Stored is the row as stored before this operation (as this commit
 	// sees it), or nil when absent. Do not modify it.
 	Stored *storage.RowRecord
@@ -120,8 +125,15 @@ type StagedOp struct {
 	Table   string
 	Op      ssp2.OpKind
 	RowID   string
-	// Row is the staged row (nil for a delete). Do not modify it.
+	// Row is the staged row, the merged full row (nil for a delete). Do not
+	// modify it.
 	Row ssp2.Row
+	// Present holds the columns the operation presented (nil for a
+	// delete); see RowWrite.Present. Do not modify it.
+	Present ssp2.ColumnSet
+	// Stored is the row as stored before the operation, or nil when it was
+	// absent (an insert, or a delete of an absent row). Do not modify it.
+	Stored *storage.RowRecord
 }
 
 // Limits of CommitView.ScanRows.
@@ -315,9 +327,7 @@ type commitState struct {
 }
 
 // stage records an applied operation for the commit validator.
-func (s *commitState) stage(i int32, table string, op ssp2.OpKind, rowID string, row ssp2.Row) {
-	s.ops = append(s.ops, StagedOp{OpIndex: i, Table: table, Op: op, RowID: rowID, Row: row})
-}
+func (s *commitState) stage(op StagedOp) { s.ops = append(s.ops, op) }
 
 // rejected keeps a row validator's details and returns its record.
 func (s *commitState) rejected(r *hookRejection) *ssp2.OpResult {

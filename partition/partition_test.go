@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -109,52 +110,107 @@ func TestAuthorizeRowAndScopes(t *testing.T) {
 	}
 }
 
-func TestKeepStoredScopes(t *testing.T) {
-	tb := testSchema(t).Table("tasks")
-	stored := ssp2.Row{"r1", "p1", "t1", "old"}
-	in := ssp2.Row{"r1", "p9", "t1", "new"}
-	got, changed := KeepStoredScopes(tb, stored, in)
-	if !changed || !reflect.DeepEqual(got, ssp2.Row{"r1", "p1", "t1", "new"}) {
-		t.Fatalf("KeepStoredScopes = %v, %v", got, changed)
-	}
-	if in[1] != "p9" {
-		t.Fatalf("input row was modified: %v", in)
-	}
-	same := ssp2.Row{"r1", "p1", "t1", "new"}
-	if _, changed := KeepStoredScopes(tb, stored, same); changed {
-		t.Fatal("unchanged scopes reported as changed")
-	}
-}
-
-func TestDecideUpsert(t *testing.T) {
+// TestDecideUpdate: the version rules against an existing row (SPEC §6.2
+// steps 3-6).
+func TestDecideUpdate(t *testing.T) {
 	v := func(n int64) *int64 { return &n }
+	some := ssp2.ColumnSet{0x02}
+	none := ssp2.ColumnSet{0x00}
 	cases := []struct {
-		name   string
-		exists bool
-		stored int64
-		base   *int64
-		want   UpsertVerdict
-		code   syncerr.Code
+		name      string
+		stored    int64
+		base      *int64
+		contended ssp2.ColumnSet
+		want      UpsertVerdict
+		code      syncerr.Code
 	}{
-		{"lww insert", false, 0, nil, ApplyInsert, ""},
-		{"lww update", true, 7, nil, ApplyUpdate, ""},
-		{"base 0 insert", false, 0, v(0), ApplyInsert, ""},
-		{"base 0 lost race", true, 1, v(0), Conflict, syncerr.VersionConflict},
-		{"base matches", true, 3, v(3), ApplyUpdate, ""},
-		{"base stale", true, 7, v(3), Conflict, syncerr.VersionConflict},
-		{"base on missing row", false, 0, v(4), Missing, syncerr.RowMissing},
+		{"no base: last write wins", 7, nil, none, ApplyUpdate, ""},
+		{"base ahead of the server", 3, v(4), none, BaseAhead, syncerr.InvalidRequest},
+		{"base 0: lost insert race", 1, v(0), none, Conflict, ""},
+		{"base 0 with contended columns", 5, v(0), some, Conflict, ""},
+		{"base current", 3, v(3), none, ApplyUpdate, ""},
+		{"base stale, nothing present moved", 7, v(3), none, ApplyUpdate, ""},
+		{"base stale, a present column moved", 7, v(3), some, Conflict, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := DecideUpsert(c.exists, c.stored, c.base)
+			got := DecideUpdate(c.stored, c.base, c.contended)
 			if got != c.want {
-				t.Fatalf("DecideUpsert = %v, want %v", got, c.want)
+				t.Fatalf("DecideUpdate = %v, want %v", got, c.want)
 			}
-			err := VerdictError(got, c.stored, c.base)
+			err := VerdictError(got, 2, c.stored, c.base)
 			if (c.code == "") != (err == nil) || (err != nil && err.Code != c.code) {
 				t.Fatalf("VerdictError = %v, want %q", err, c.code)
 			}
 		})
+	}
+}
+
+// TestDecideInsert: the absent-row table of SPEC §6.2.
+func TestDecideInsert(t *testing.T) {
+	v := func(n int64) *int64 { return &n }
+	cases := []struct {
+		name          string
+		base          *int64
+		tomb, horizon int64
+		full          bool
+		want          UpsertVerdict
+		code          syncerr.Code
+	}{
+		{"base 0 inserts", v(0), 0, 0, true, ApplyInsert, ""},
+		{"base 0 recreates over a tombstone", v(0), 9, 2, true, ApplyInsert, ""},
+		{"base 0 partial", v(0), 0, 0, false, Missing, syncerr.RowMissing},
+		{"base above 0", v(3), 0, 0, true, Missing, syncerr.RowMissing},
+		{"base above 0 over a tombstone", v(3), 9, 2, true, Missing, syncerr.RowMissing},
+		{"no base, live tombstone", nil, 9, 2, true, Deleted, syncerr.RowDeleted},
+		{"no base, live tombstone, partial", nil, 9, 2, false, Deleted, syncerr.RowDeleted},
+		{"no base, tombstone at the horizon", nil, 2, 2, true, ApplyInsert, ""},
+		{"no base, no tombstone, full", nil, 0, 0, true, ApplyInsert, ""},
+		{"no base, no tombstone, partial", nil, 0, 0, false, Missing, syncerr.RowMissing},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := DecideInsert(c.base, c.tomb, c.horizon, c.full)
+			if got != c.want {
+				t.Fatalf("DecideInsert = %v, want %v", got, c.want)
+			}
+			err := VerdictError(got, 0, 0, c.base)
+			if (c.code == "") != (err == nil) || (err != nil && err.Code != c.code) {
+				t.Fatalf("VerdictError = %v, want %q", err, c.code)
+			}
+		})
+	}
+}
+
+// TestContendedColumns: a present non-crdt, non-key column whose version
+// exceeds baseVersion contends; nothing else does (SPEC §6.2, §6.3).
+func TestContendedColumns(t *testing.T) {
+	tb := crdtTable(t) // id(pk) p n f b j raw doc(crdt) other(crdt)
+	versions := []int64{1, 1, 5, 2, 3, 1, 6, 9, 9}
+	present := ssp2.FullColumnSet(9)
+	got := ContendedColumns(tb, present, versions, 2)
+	want := ssp2.ColumnSet{1<<2 | 1<<4 | 1<<6, 0}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("ContendedColumns = %08b, want %08b", got, want)
+	}
+	sparse := ssp2.NewColumnSet(9)
+	sparse.Add(0)
+	sparse.Add(3)
+	sparse.Add(7)
+	if got := ContendedColumns(tb, sparse, versions, 1); got.Len() != 1 || !got.Has(3) {
+		t.Fatalf("sparse: ContendedColumns = %08b, want only column 3", got)
+	}
+	if got := ContendedColumns(tb, sparse, versions, 0); got.Len() != 1 || !got.Has(3) {
+		t.Fatalf("base 0: ContendedColumns = %08b, want every present non-crdt non-key column (3)", got)
+	}
+	crdtOnly := ssp2.NewColumnSet(9)
+	crdtOnly.Add(0)
+	crdtOnly.Add(7)
+	if got := ContendedColumns(tb, crdtOnly, versions, 1); got.Len() != 0 {
+		t.Fatalf("crdt-only patch contended %08b", got)
+	}
+	if got := ContendableColumns(tb); got.Len() != 6 || got.Has(0) || got.Has(7) || got.Has(8) {
+		t.Fatalf("ContendableColumns = %08b", got)
 	}
 }
 

@@ -299,7 +299,7 @@ func (p *Partition) applyCommits(ctx context.Context, tx storage.PushTx, j *Sync
 		}
 		var o outcome
 		if rec != nil {
-			o = replay(rec, len(c.Operations))
+			o = p.legacyConflictColumns(replay(rec, len(c.Operations)), c.Operations)
 		} else if o, err = p.applyCommit(ctx, tx, j, c); err != nil {
 			return err
 		}
@@ -374,107 +374,6 @@ func (p *Partition) reject(ctx context.Context, tx storage.PushTx, j *SyncJob, c
 	return outcome{pr: &ssp2.PushResult{ClientCommitID: c.ClientCommitID, Status: ssp2.CommitRejected, Results: []ssp2.OpResult{*rej}}, details: hr.details}, nil
 }
 
-// applyOp applies one operation. It returns a rejection record (the commit
-// is then rolled back) or a storage error.
-func (p *Partition) applyOp(ctx context.Context, tx storage.PushTx, j *SyncJob, cs *commitState, i int32, op *ssp2.Operation, changes *[]storage.ChangeRecord) (*ssp2.OpResult, error) {
-	t := p.cfg.Schema.Table(op.Table)
-	if t == nil {
-		return opError(i, syncerr.New(syncerr.UnknownTable, "operation %d names unknown table %q", i, op.Table)), nil
-	}
-	codec := p.cfg.Codecs[t.Name]
-	existing, err := tx.GetRow(ctx, t, op.RowID)
-	if err != nil {
-		return nil, err
-	}
-	if op.Op == ssp2.OpDelete {
-		if existing == nil {
-			cs.stage(i, t.Name, op.Op, op.RowID, nil)
-			return nil, nil // deleting an absent row is applied and emits nothing
-		}
-		if aerr := AuthorizeRow(t, existing.Values, j.allowed, j.resolved); aerr != nil {
-			return opError(i, aerr), nil
-		}
-		if rej, err := p.validateRow(ctx, cs, &RowWrite{OpIndex: i, Table: t, Op: op.Op, RowID: op.RowID, Stored: existing}); err != nil || rej != nil {
-			return cs.rejected(rej), err
-		}
-		ch, rej, err := p.deleteRow(ctx, tx, t, existing)
-		if err != nil || rej != nil {
-			return writeRejection(i, rej), err
-		}
-		*changes = append(*changes, ch)
-		cs.stage(i, t.Name, op.Op, op.RowID, nil)
-		return nil, nil
-	}
-
-	row, derr := codec.Decode(op.Payload)
-	if derr != nil {
-		return opError(i, syncerr.New(syncerr.InvalidRequest, "operation %d: payload is not a valid %q row: %v", i, t.Name, derr)), nil
-	}
-	if rej := checkRowStrings(t.Columns, row); rej != nil {
-		return writeRejection(i, rej), nil
-	}
-	if pk, _ := row[t.PK].(string); pk != op.RowID {
-		return opError(i, syncerr.New(syncerr.InvalidRequest, "operation %d: rowId %q differs from the payload's primary key %q", i, op.RowID, pk)), nil
-	}
-	var stored int64
-	if existing != nil {
-		stored = existing.Version
-	}
-	// baseVersion is checked as for any row, crdt columns or not (§5.10.3).
-	verdict := DecideUpsert(existing != nil, stored, op.BaseVersion)
-	authRow := row
-	if existing != nil {
-		authRow = existing.Values // existing rows are authorized as stored, never by payload
-	}
-	if aerr := AuthorizeRow(t, authRow, j.allowed, j.resolved); aerr != nil {
-		return opError(i, aerr), nil
-	}
-	switch verdict {
-	case Conflict:
-		serverRow, err := codec.Append(nil, existing.Values)
-		if err != nil {
-			return nil, fmt.Errorf("encode stored row %s/%s: %w", t.Name, op.RowID, err)
-		}
-		e := VerdictError(verdict, stored, op.BaseVersion)
-		return &ssp2.OpResult{OpIndex: i, Status: ssp2.OpConflict, Code: string(e.Code), Message: e.Message,
-			ServerVersion: existing.Version, ServerRow: serverRow}, nil
-	case Missing:
-		return opError(i, VerdictError(verdict, stored, op.BaseVersion)), nil
-	}
-	payload := op.Payload
-	if existing != nil {
-		var changed bool
-		if row, changed = KeepStoredScopes(t, existing.Values, row); changed {
-			if payload, err = codec.Append(nil, row); err != nil {
-				return nil, fmt.Errorf("re-encode %s/%s: %w", t.Name, op.RowID, err)
-			}
-		}
-	}
-	var oldRow ssp2.Row
-	if existing != nil {
-		oldRow = existing.Values
-	}
-	if rej, err := p.checkRowBlobs(ctx, tx, t, op.RowID, oldRow, row); err != nil || rej != nil {
-		return writeRejection(i, rej), err
-	}
-	if HasCRDT(t) {
-		var rej *ssp2.OpResult
-		if row, payload, rej, err = p.mergeCRDT(i, t, op.RowID, existing, row); rej != nil || err != nil {
-			return rej, err
-		}
-	}
-	if rej, err := p.validateRow(ctx, cs, &RowWrite{OpIndex: i, Table: t, Op: op.Op, RowID: op.RowID, Row: row, Stored: existing}); err != nil || rej != nil {
-		return cs.rejected(rej), err
-	}
-	ch, rej, err := p.putRow(ctx, tx, t, op.RowID, existing, row, payload)
-	if err != nil || rej != nil {
-		return writeRejection(i, rej), err
-	}
-	*changes = append(*changes, ch)
-	cs.stage(i, t.Name, op.Op, op.RowID, row)
-	return nil, nil
-}
-
 // opError renders a rejection of operation i.
 func opError(i int32, e *syncerr.Error) *ssp2.OpResult {
 	return &ssp2.OpResult{OpIndex: i, Status: ssp2.OpError, Code: string(e.Code), Message: e.Message, Retryable: e.Spec().Retryable}
@@ -513,7 +412,10 @@ type storedOpError struct {
 	Message       string `json:"m"`
 	ServerVersion int64  `json:"v,omitempty"`
 	ServerRow     []byte `json:"r,omitempty"`
-	Retryable     bool   `json:"t,omitempty"`
+	// ConflictColumns is a conflict's conflictColumns bitmap (SPEC §6.3),
+	// persisted so a replay is byte-identical.
+	ConflictColumns []byte `json:"cc,omitempty"`
+	Retryable       bool   `json:"t,omitempty"`
 	// Details is the PUSH_RESULT_DETAILS detailsJson of a host rejection.
 	Details string `json:"d,omitempty"`
 }
@@ -522,7 +424,7 @@ func encodeApplied(n int) []byte { return fmt.Appendf(nil, `{"n":%d}`, n) }
 
 func encodeRejected(r *ssp2.OpResult, details string) []byte {
 	b, _ := json.Marshal(storedResult{Rej: &storedOpError{OpIndex: r.OpIndex, Status: uint8(r.Status), Code: r.Code,
-		Message: r.Message, ServerVersion: r.ServerVersion, ServerRow: r.ServerRow, Retryable: r.Retryable, Details: details}})
+		Message: r.Message, ServerVersion: r.ServerVersion, ServerRow: r.ServerRow, ConflictColumns: r.ConflictColumns, Retryable: r.Retryable, Details: details}})
 	return b
 }
 
@@ -540,9 +442,28 @@ func replay(rec *storage.IdempotencyRecord, ops int) outcome {
 		r := sr.Rej
 		return outcome{pr: &ssp2.PushResult{ClientCommitID: rec.ClientCommitID, Status: ssp2.CommitRejected, Results: []ssp2.OpResult{{
 			OpIndex: r.OpIndex, Status: ssp2.OpStatus(r.Status), Code: r.Code, Message: r.Message,
-			ServerVersion: r.ServerVersion, ServerRow: r.ServerRow, Retryable: r.Retryable}}}, details: storedDetails(r.Details)}
+			ServerVersion: r.ServerVersion, ServerRow: r.ServerRow, ConflictColumns: r.ConflictColumns, Retryable: r.Retryable}}}, details: storedDetails(r.Details)}
 	}
 	e := syncerr.New(syncerr.IdempotencyCacheMiss, "the stored outcome of this commit could not be read; retry")
 	return outcome{pr: &ssp2.PushResult{ClientCommitID: rec.ClientCommitID, Status: ssp2.CommitRejected,
 		Results: []ssp2.OpResult{{OpIndex: 0, Status: ssp2.OpError, Code: string(e.Code), Message: e.Message, Retryable: true}}}}
+}
+
+// legacyConflictColumns fills in the conflictColumns of a conflict
+// recorded before column versions (a record without a bitmap): such a
+// conflict contended on the whole row, so every non-crdt, non-key column
+// of the operation's table is marked. ops are the replayed commit's
+// operations; a record that names none of them is left as it is.
+func (p *Partition) legacyConflictColumns(o outcome, ops []ssp2.Operation) outcome {
+	if o.pr.Status != ssp2.CommitRejected || len(o.pr.Results) != 1 {
+		return o
+	}
+	r := &o.pr.Results[0]
+	if r.Status != ssp2.OpConflict || r.ConflictColumns != nil || int(r.OpIndex) >= len(ops) || r.OpIndex < 0 {
+		return o
+	}
+	if t := p.cfg.Schema.Table(ops[r.OpIndex].Table); t != nil {
+		r.ConflictColumns = ContendableColumns(t)
+	}
+	return o
 }

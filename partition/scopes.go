@@ -143,23 +143,6 @@ func AuthorizeRow(t *schema.Table, row ssp2.Row, allowed Allowed, resolved bool)
 	return nil
 }
 
-// KeepStoredScopes returns the row to store for an upsert onto an existing
-// row: every declared scope column keeps the stored value (SPEC §3.4 step 5;
-// scope columns are written only on insert). changed reports whether any
-// scope column of incoming differed, in which case the caller re-encodes.
-func KeepStoredScopes(t *schema.Table, stored, incoming ssp2.Row) (row ssp2.Row, changed bool) {
-	for _, sv := range t.Scopes {
-		if !equalValue(stored[sv.Column], incoming[sv.Column]) {
-			if !changed {
-				incoming = slices.Clone(incoming)
-				changed = true
-			}
-			incoming[sv.Column] = stored[sv.Column]
-		}
-	}
-	return incoming, changed
-}
-
 // equalValue compares two decoded row values (see ssp2.Row).
 func equalValue(a, b any) bool {
 	switch x := a.(type) {

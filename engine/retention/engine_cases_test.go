@@ -106,7 +106,7 @@ func (c *engClient) syncErr(frames ...ssp2.Frame) (*engine.Reply, error) {
 		ep := c.epoch
 		h.LogEpoch = &ep
 	}
-	msg := &ssp2.Message{WireVersion: ssp2.WireV2, Kind: ssp2.KindRequest, Frames: append([]ssp2.Frame{h}, frames...)}
+	msg := &ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: append([]ssp2.Frame{h}, frames...)}
 	b, err := ssp2.Encode(msg)
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
@@ -120,7 +120,7 @@ func (c *engClient) syncErr(frames ...ssp2.Frame) (*engine.Reply, error) {
 
 func (c *engClient) note(id, body string) ssp2.Operation {
 	c.x.t.Helper()
-	payload, err := ssp2.NewRowCodec(c.x.notes.Columns).Append(nil, note(id, "p1", body))
+	payload, err := ssp2.NewRowCodec(c.x.notes.Columns).AppendSparse(nil, note(id, "p1", body), nil, 0)
 	if err != nil {
 		c.x.t.Fatal(err)
 	}

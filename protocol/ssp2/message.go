@@ -98,7 +98,7 @@ func decodeHeader(b []byte, want MsgKind) (uint16, MsgKind, error) {
 		return 0, 0, decodeFail(0, fmt.Sprintf("bad magic %q", b[:4]))
 	}
 	v := binary.LittleEndian.Uint16(b[4:])
-	if v != WireV1 && v != WireV2 {
+	if v != WireV1 && v != WireV2 && v != WireV3 {
 		return 0, 0, decodeFail(4, fmt.Sprintf("unsupported wireVersion %d", v))
 	}
 	k := MsgKind(b[6])
@@ -191,7 +191,7 @@ func Encode(m *Message) ([]byte, error) {
 }
 
 func checkEnvelope(v uint16, k MsgKind) error {
-	if v != WireV1 && v != WireV2 {
+	if v != WireV1 && v != WireV2 && v != WireV3 {
 		return encFail("unsupported wire version %d", v)
 	}
 	if k != KindRequest && k != KindResponse {

@@ -18,24 +18,28 @@ type Code string
 
 // Protocol error codes emitted by synclane.
 const (
-	InvalidRequest        Code = "sync.invalid_request"
-	InvalidClientID       Code = "sync.invalid_client_id"
-	InvalidSubscription   Code = "sync.invalid_subscription"
-	EmptyCommit           Code = "sync.empty_commit"
-	UnknownTable          Code = "sync.unknown_table"
-	RowMissing            Code = "sync.row_missing"
-	VersionConflict       Code = "sync.version_conflict"
-	ConstraintViolation   Code = "sync.constraint_violation"
-	MissingScopes         Code = "sync.missing_scopes"
-	IdempotencyCacheMiss  Code = "sync.idempotency_cache_miss"
-	TooManyOperations     Code = "sync.too_many_operations"
-	NotFound              Code = "sync.not_found"
-	SegmentExpired        Code = "sync.segment_expired"
-	CursorExpired         Code = "sync.cursor_expired"
-	ScopeRevoked          Code = "sync.scope_revoked"
-	RateLimited           Code = "sync.rate_limited"
-	SchemaMismatch        Code = "sync.schema_mismatch"
-	ClientSchemaUnsupp    Code = "sync.client_schema_unsupported"
+	InvalidRequest       Code = "sync.invalid_request"
+	InvalidClientID      Code = "sync.invalid_client_id"
+	InvalidSubscription  Code = "sync.invalid_subscription"
+	EmptyCommit          Code = "sync.empty_commit"
+	UnknownTable         Code = "sync.unknown_table"
+	RowMissing           Code = "sync.row_missing"
+	RowDeleted           Code = "sync.row_deleted"
+	ReferenceViolation   Code = "sync.reference_violation"
+	VersionConflict      Code = "sync.version_conflict"
+	ConstraintViolation  Code = "sync.constraint_violation"
+	MissingScopes        Code = "sync.missing_scopes"
+	IdempotencyCacheMiss Code = "sync.idempotency_cache_miss"
+	TooManyOperations    Code = "sync.too_many_operations"
+	NotFound             Code = "sync.not_found"
+	SegmentExpired       Code = "sync.segment_expired"
+	CursorExpired        Code = "sync.cursor_expired"
+	ScopeRevoked         Code = "sync.scope_revoked"
+	RateLimited          Code = "sync.rate_limited"
+	SchemaMismatch       Code = "sync.schema_mismatch"
+	ClientSchemaUnsupp   Code = "sync.client_schema_unsupported"
+	// ClientWireUnsupported exists only where wire version 1 is in the
+	// server's version window (SPEC 0.15.48 §1.5; wire version 3 dropped it).
 	ClientWireUnsupported Code = "sync.client_wire_unsupported"
 	AuthRequired          Code = "sync.auth_required"
 	Forbidden             Code = "sync.forbidden"
@@ -69,6 +73,8 @@ var catalog = map[Code]Spec{
 	EmptyCommit:           {"invalid-request", false, "fixRequest", http.StatusBadRequest},
 	UnknownTable:          {"schema-mismatch", false, "regenerateClient", http.StatusBadRequest},
 	RowMissing:            {"not-found", false, "forceResync", http.StatusNotFound},
+	RowDeleted:            {"not-found", false, "fixRequest", http.StatusNotFound},
+	ReferenceViolation:    {"invalid-request", false, "fixRequest", http.StatusBadRequest},
 	VersionConflict:       {"conflict", false, "resolveConflict", http.StatusConflict},
 	ConstraintViolation:   {"invalid-request", false, "fixRequest", http.StatusBadRequest},
 	MissingScopes:         {"internal", false, "inspectServer", http.StatusInternalServerError},

@@ -26,10 +26,16 @@ var ErrResetRequired = errors.New("httpsync: server requires a reset (log epoch 
 var ErrSchemaFloor = errors.New("httpsync: client schema version is not served")
 
 // Client is a small SSP2-over-HTTP client for tests, benchmarks and
-// server-side producers. It speaks wire version 2, acquires the partition's
-// log epoch on first use, and is not safe for concurrent use (one Client per
-// logical client; they are cheap).
+// server-side producers. It speaks wire version 3 unless told otherwise
+// (WireVersion), acquires the partition's log epoch on first use, and is
+// not safe for concurrent use (one Client per logical client; they are
+// cheap). Push payloads are the caller's: sparse rows at wire version 3
+// (ssp2.RowCodec.AppendSparse), full rows before.
 type Client struct {
+	// WireVersion is the SSP2 wire version of every request (default
+	// ssp2.WireV3; 2 for a server window that still has it, see
+	// engine.Config.WireVersions).
+	WireVersion uint16
 	// URL is the full sync endpoint, e.g. http://127.0.0.1:8787/sync.
 	URL string
 	// HTTP is the HTTP client (default http.DefaultClient).
@@ -72,7 +78,11 @@ func (c *Client) Do(ctx context.Context, frames ...ssp2.Frame) (*ssp2.Message, e
 		epoch := c.Epoch
 		h.LogEpoch = &epoch
 	}
-	msg := &ssp2.Message{WireVersion: ssp2.WireV2, Kind: ssp2.KindRequest, Frames: append([]ssp2.Frame{h}, frames...)}
+	wire := c.WireVersion
+	if wire == 0 {
+		wire = ssp2.WireV3
+	}
+	msg := &ssp2.Message{WireVersion: wire, Kind: ssp2.KindRequest, Frames: append([]ssp2.Frame{h}, frames...)}
 	body, err := ssp2.Encode(msg)
 	if err != nil {
 		return nil, fmt.Errorf("httpsync: encode request: %w", err)

@@ -103,7 +103,7 @@ func encodeDeltas(r *engine.DeltaResult) (*deltasAnswer, error) {
 		if len(g.Frames) == 0 {
 			continue
 		}
-		b, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV2, Kind: ssp2.KindResponse,
+		b, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindResponse,
 			Frames: append([]ssp2.Frame{&ssp2.RespHeader{LogEpoch: "-"}}, g.Frames...)})
 		if err != nil {
 			return nil, fmt.Errorf("peer: encoding delta frames: %w", err)

@@ -227,7 +227,7 @@ func (s *session) advance(seq int64) {
 // be encoded.
 func encodeDelta(wire uint16, schemaVersion int32, epoch string, sections []ssp2.Frame) []byte {
 	if wire == 0 {
-		wire = ssp2.WireV2
+		wire = ssp2.WireV3 // no version recorded yet: the current one
 	}
 	hdr := &ssp2.RespHeader{LatestSchemaVersion: &schemaVersion}
 	if wire >= ssp2.WireV2 {

@@ -313,6 +313,10 @@ func (s *session) serveRound(req []byte, wire uint16, refused error, charge *bod
 }
 
 func (s *session) runRound(req []byte) (*engine.Reply, error) {
+	eng := s.h.eng.Load()
+	if err := eng.CheckWireVersion(req); err != nil {
+		return nil, err // before any frame is read (SPEC §1.2)
+	}
 	msg, err := ssp2.DecodeRequest(req) // at most MaxRequestBytes (roundMessage)
 	if err != nil {
 		return nil, err
@@ -324,7 +328,6 @@ func (s *session) runRound(req []byte) (*engine.Reply, error) {
 	if r.Header.ClientID != s.clientID {
 		return nil, syncerr.New(syncerr.InvalidClientID, "the round's clientId %q is not the socket's clientId", r.Header.ClientID)
 	}
-	eng := s.h.eng.Load()
 	rep, err := eng.Sync(s.ctx, s.ident, msg)
 	if err != nil && syncerr.As(err).Code == syncerr.InternalError {
 		s.h.log.Warn("socket round failed", zap.String("partition", s.ident.Partition), zap.String("client_id", s.clientID),
@@ -336,8 +339,8 @@ func (s *session) runRound(req []byte) (*engine.Reply, error) {
 // errorReply is a request-level failure over the socket: RESP_HEADER,
 // ERROR, END.
 func (s *session) errorReply(wire uint16, err error) *engine.Reply {
-	if wire != ssp2.WireV1 {
-		wire = ssp2.WireV2
+	if wire < ssp2.WireV1 || wire > ssp2.WireV3 {
+		wire = ssp2.WireV3 // the request's version is not one the codec writes
 	}
 	var v int32
 	if sch := s.h.schema(); sch != nil {
