@@ -50,8 +50,9 @@ type PruneReport struct {
 	Plan storage.RetentionPlan
 	// HorizonBefore and HorizonAfter bracket the run.
 	HorizonBefore, HorizonAfter int64
-	// Commits, Changes and IdempotencyRecords count the rows deleted.
-	Commits, Changes, IdempotencyRecords int64
+	// Commits, Changes and IdempotencyRecords count the rows deleted;
+	// Tombstones the delete tombstones (SPEC §2.2) that went with them.
+	Commits, Changes, IdempotencyRecords, Tombstones int64
 	// Batches counts the pruning transactions and BatchTime sums their
 	// durations; Took is the whole run, pauses included.
 	Batches   int
@@ -65,9 +66,9 @@ type BatchProgress struct {
 	Partition string
 	// Batch numbers the partition's batches from 1.
 	Batch int
-	// Commits, Changes and IdempotencyRecords count what the batch
-	// deleted (for a dry run: what the run would delete).
-	Commits, Changes, IdempotencyRecords int64
+	// Commits, Changes, IdempotencyRecords and Tombstones count what the
+	// batch deleted (for a dry run: what the run would delete).
+	Commits, Changes, IdempotencyRecords, Tombstones int64
 	// HorizonSeq is the horizon after the batch and Target the planned one.
 	HorizonSeq, Target int64
 	// Elapsed is the time since the partition's run started.
@@ -134,6 +135,8 @@ type Stats struct {
 	Commits            uint64 `json:"commits"`
 	Changes            uint64 `json:"changes"`
 	IdempotencyRecords uint64 `json:"idempotencyRecords"`
+	// Tombstones counts the delete tombstones pruned with them.
+	Tombstones uint64 `json:"tombstones"`
 	// Horizons holds the horizon of every partition this process pruned
 	// or planned, as it last saw it.
 	Horizons map[string]int64 `json:"horizons"`
@@ -150,6 +153,7 @@ func (m *retentionMetrics) observe(r PruneReport) {
 	m.s.Commits += uint64(r.Commits)
 	m.s.Changes += uint64(r.Changes)
 	m.s.IdempotencyRecords += uint64(r.IdempotencyRecords)
+	m.s.Tombstones += uint64(r.Tombstones)
 	if m.s.Horizons == nil {
 		m.s.Horizons = map[string]int64{}
 	}
@@ -261,10 +265,10 @@ func (s *Service) PruneWith(ctx context.Context, part string, policy storage.Ret
 			rep.HorizonBefore, rep.HorizonAfter = o.Plan.Partition.HorizonSeq, o.Plan.Partition.HorizonSeq
 		}
 		if dryRun {
-			rep.Commits, rep.Changes, rep.IdempotencyRecords = o.Result.Commits, o.Result.Changes, o.Result.IdempotencyRecords
+			rep.Commits, rep.Changes, rep.IdempotencyRecords, rep.Tombstones = o.Result.Commits, o.Result.Changes, o.Result.IdempotencyRecords, o.Result.Tombstones
 			if opts.OnBatch != nil && o.Result.Commits > 0 {
 				opts.OnBatch(BatchProgress{Partition: part, Batch: 1, Commits: o.Result.Commits, Changes: o.Result.Changes,
-					IdempotencyRecords: o.Result.IdempotencyRecords, HorizonSeq: o.Result.HorizonSeq, Target: through, Elapsed: time.Since(start), DryRun: true})
+					IdempotencyRecords: o.Result.IdempotencyRecords, Tombstones: o.Result.Tombstones, HorizonSeq: o.Result.HorizonSeq, Target: through, Elapsed: time.Since(start), DryRun: true})
 			}
 			break
 		}
@@ -275,10 +279,11 @@ func (s *Service) PruneWith(ctx context.Context, part string, policy storage.Ret
 		rep.Commits += o.Result.Commits
 		rep.Changes += o.Result.Changes
 		rep.IdempotencyRecords += o.Result.IdempotencyRecords
+		rep.Tombstones += o.Result.Tombstones
 		rep.HorizonAfter = max(rep.HorizonAfter, o.Result.HorizonSeq)
 		if opts.OnBatch != nil && o.Result.Commits > 0 {
 			opts.OnBatch(BatchProgress{Partition: part, Batch: rep.Batches, Commits: o.Result.Commits, Changes: o.Result.Changes,
-				IdempotencyRecords: o.Result.IdempotencyRecords, HorizonSeq: rep.HorizonAfter, Target: through, Elapsed: time.Since(start)})
+				IdempotencyRecords: o.Result.IdempotencyRecords, Tombstones: o.Result.Tombstones, HorizonSeq: rep.HorizonAfter, Target: through, Elapsed: time.Since(start)})
 		}
 		if o.Result.Commits == 0 || rep.HorizonAfter >= through {
 			break
@@ -293,7 +298,7 @@ func (s *Service) PruneWith(ctx context.Context, part string, policy storage.Ret
 	if rep.Commits > 0 {
 		s.deps.Logger.Info("partition pruned", zap.String("partition", part),
 			zap.Int64("horizon_before", rep.HorizonBefore), zap.Int64("horizon_after", rep.HorizonAfter),
-			zap.Int64("commits", rep.Commits), zap.Int64("changes", rep.Changes), zap.Int64("idempotency_records", rep.IdempotencyRecords),
+			zap.Int64("commits", rep.Commits), zap.Int64("changes", rep.Changes), zap.Int64("idempotency_records", rep.IdempotencyRecords), zap.Int64("tombstones", rep.Tombstones),
 			zap.String("binding", rep.Plan.Binding), zap.Int("batches", rep.Batches), zap.Duration("took", rep.Took))
 	}
 	return rep, nil

@@ -70,6 +70,7 @@ var (
 	descPrunedCommits   = engineDesc("synclane_retention_pruned_commits_total", "Commits pruned by this process.")
 	descPrunedChanges   = engineDesc("synclane_retention_pruned_changes_total", "Changes pruned by this process.")
 	descPrunedIdem      = engineDesc("synclane_retention_pruned_idempotency_records_total", "Idempotency records pruned by this process.")
+	descPrunedTombs     = engineDesc("synclane_retention_pruned_tombstones_total", "Delete tombstones pruned by this process (with the commits at or below the horizon).")
 	descHorizonParts    = engineDesc("synclane_retention_horizon_partitions", "Partitions this process has pruned or planned a horizon for (the admin API has each partition's horizon).")
 	descHorizonMin      = engineDesc("synclane_retention_horizon_seq_min", "Lowest horizon (commit seq) among the partitions this process pruned, as it last saw them (absent before any).")
 	descHorizonMax      = engineDesc("synclane_retention_horizon_seq_max", "Highest horizon (commit seq) among the partitions this process pruned, as it last saw them (absent before any).")
@@ -170,6 +171,7 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descPrunedCommits, float64(r.Commits))
 	counter(descPrunedChanges, float64(r.Changes))
 	counter(descPrunedIdem, float64(r.IdempotencyRecords))
+	counter(descPrunedTombs, float64(r.Tombstones))
 	gauge(descHorizonParts, float64(len(r.Horizons)))
 	if len(r.Horizons) > 0 {
 		lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
