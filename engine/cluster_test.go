@@ -493,6 +493,36 @@ func TestClusterSyncEncodedForwardsUndecoded(t *testing.T) {
 	if syncerr.CodeOf(err) != syncerr.InvalidRequest {
 		t.Fatalf("garbage through a: %v, want the owner's sync.invalid_request", err)
 	}
+	// A wire-v3 patch that conflicts, through a: the owner's answer reaches
+	// the client unchanged, conflictColumns included.
+	c := &client{f: fa, id: id, cid: "c1", epoch: &epoch}
+	body, err = ssp2.Encode(mustMsg(t, c, &ssp2.PushCommit{ClientCommitID: "k2",
+		Operations: []ssp2.Operation{upsert("tasks", "t1", fa.patch(ssp2.Row{"t1", nil, "late", nil}, 2), ver(0))}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, _, err = fa.eng.SyncEncoded(context.Background(), id, body)
+	if err != nil || !rep.Forwarded() {
+		t.Fatalf("patch through a: forwarded %v err %v", rep != nil && rep.Forwarded(), err)
+	}
+	want := ssp2.NewColumnSet(4)
+	want.Add(2)
+	if prs := pushResults(t, rep); len(prs) != 1 || len(prs[0].Results) != 1 || !bytes.Equal(prs[0].Results[0].ConflictColumns, want) {
+		t.Fatalf("forwarded conflict %+v, want conflictColumns %08b", prs, want)
+	}
+	// A version outside the window is refused by the member it reaches,
+	// before anything is forwarded.
+	before, _ := fa.eng.ClusterStats()
+	old, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{&ssp2.ReqHeader{ClientID: "c1", SchemaVersion: 1, LogEpoch: &epoch}, &ssp2.PullHeader{Accept: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := fa.eng.SyncEncoded(context.Background(), id, old); syncerr.CodeOf(err) != syncerr.InvalidRequest {
+		t.Fatalf("v2 body through a: %v, want sync.invalid_request", err)
+	}
+	if after, _ := fa.eng.ClusterStats(); after.Forwarded["sync"] != before.Forwarded["sync"] {
+		t.Fatal("a request outside the wire-version window was forwarded")
+	}
 }
 
 // A member asked to release a partition it no longer owns stops its
