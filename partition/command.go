@@ -121,7 +121,7 @@ func (p *Partition) command(ctx context.Context, j *CommandJob) {
 		return
 	}
 	commit := &ssp2.PushCommit{ClientCommitID: j.clientCommitID}
-	sj := NewSyncJob(j.ctx, j.actorID, &ssp2.Request{WireVersion: ssp2.WireV2,
+	sj := NewSyncJob(j.ctx, j.actorID, &ssp2.Request{WireVersion: ssp2.WireV3,
 		Header: &ssp2.ReqHeader{ClientID: j.clientID}, Commits: []*ssp2.PushCommit{commit}}, j.allowed, j.resolved)
 	tx, _, info, ok := p.openPush(ctx, []*SyncJob{sj})
 	if !ok {
@@ -164,7 +164,8 @@ func (p *Partition) command(ctx context.Context, j *CommandJob) {
 				j.answer(CommandOutcome{}, syncerr.New(syncerr.OperationInvalidRequest, "the command wrote unknown table %q", w.Table))
 				return
 			}
-			payload, err := codec.Append(nil, w.Row)
+			// A command writes whole rows: every column present.
+			payload, err := codec.AppendSparse(nil, w.Row, nil, p.cfg.Schema.Table(w.Table).PK)
 			if err != nil {
 				j.answer(CommandOutcome{}, syncerr.Wrap(syncerr.OperationInvalidRequest, err, "the command's row %s/%s does not encode: %v", w.Table, w.RowID, err))
 				return
