@@ -15,9 +15,13 @@ import (
 // consumed (unknown keys are an error) and the first problem is sticky.
 type fields struct {
 	where string
-	m     map[string]json.RawMessage
-	used  map[string]bool
-	err   error
+	// version is the wire version of the message rendering the object
+	// belongs to (0 outside a message), for members that only some
+	// versions carry.
+	version uint16
+	m       map[string]json.RawMessage
+	used    map[string]bool
+	err     error
 }
 
 func parseObject(where string, raw json.RawMessage) (*fields, error) {
@@ -272,6 +276,7 @@ func ParseJSON(b []byte) (*Message, error) {
 		if err != nil {
 			return nil, err
 		}
+		f.version = m.WireVersion
 		fr := parseFrame(f)
 		if err := f.done(); err != nil {
 			return nil, err
@@ -289,6 +294,7 @@ func subObjects(f *fields, k string) []*fields {
 			f.failf("%v", err)
 			return nil
 		}
+		sub.version = f.version
 		out = append(out, sub)
 	}
 	return out
