@@ -8,11 +8,20 @@
 //	    reads a rendering and writes canonical bytes to stdout; the kind
 //	    comes from the rendering's "magic" unless given.
 //
+// Both handle every wire version the codec knows (ssp2.KnownWireVersions:
+// 1, 2 and 3): decode takes it from the envelope header, encode from the
+// rendering's "wireVersion", and the layouts follow it.
+//
 // With --schema (a synclane schema file), decode shows the rows of
 // PUSH_COMMIT operations and COMMIT changes as "values": {column: value}
 // in place of their base64 row bytes, and each SEGMENT_INLINE's segment
 // rendered in place of its base64 payload; encode takes that form back
 // and writes the row bytes with the schema's column types (protocol/rowjson).
+// From wire version 3 on a push payload is a sparse row (SPEC §2.4): its
+// "values" hold the columns the operation writes and no others (an absent
+// column has no key, a present NULL is null; the primary key is always
+// there); before version 3 they hold every column. A conflict record's
+// "serverRow" stays base64, and its "conflictColumns" (version 3) too.
 //
 // Invalid input exits 1 with the error code and message on stderr; usage
 // errors exit 2; ssp2 -h prints the usage and exits 0. A server's JSON
@@ -46,6 +55,8 @@ const usage = `usage: ssp2 decode|encode [--kind request|response|segment] [--sc
           server is printed as such and exits 1.
   encode  reads a JSON rendering and writes the canonical bytes to stdout; the
           kind comes from its "magic" unless given.
+  Wire versions 1, 2 and 3: decode reads the envelope's, encode writes the
+  rendering's "wireVersion".
 
   --schema FILE  a synclane schema file: decode shows the rows of PUSH_COMMIT
           operations and COMMIT changes as "values" (JSON per column) instead
@@ -53,6 +64,9 @@ const usage = `usage: ssp2 decode|encode [--kind request|response|segment] [--sc
           segment's rendering) instead of base64 "payload"; a row it cannot
           read with the schema stays base64, with a note on stderr. encode
           takes either form and writes the rows with the schema's column types.
+          At wire version 3 a push's "values" name only the columns it
+          writes (the primary key always; null is a present NULL, a missing
+          key an untouched column); before, every column.
 
 Examples:
   go run ./cmd/ssp2 encode examples/curl/pull.json > pull.bin

@@ -38,7 +38,7 @@ func runOK(t *testing.T, stdin []byte, args ...string) []byte {
 // which says the same as NAME.json and encodes to NAME.bin again; without
 // --schema the same bytes decode to base64 rows and encode back unchanged.
 func TestSchemaGolden(t *testing.T) {
-	for _, name := range []string{"push", "pull", "tags-segment"} {
+	for _, name := range []string{"push", "pull", "tags-segment", "push-v3", "conflict-v3"} {
 		t.Run(name, func(t *testing.T) {
 			src := filepath.Join("testdata", name+".json")
 			binPath := filepath.Join("testdata", name+".bin")
@@ -138,6 +138,74 @@ func TestSchemaGoldenPushRows(t *testing.T) {
 	}
 }
 
+// The golden v3 push's payloads, read with the sparse row codec alone,
+// hold exactly the columns push-v3.json names, with its values; the
+// conflict record of conflict-v3 carries its conflictColumns.
+func TestSchemaGoldenPushV3Rows(t *testing.T) {
+	bin, err := os.ReadFile("testdata/push-v3.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(testSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch, err := schema.Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ssp2.DecodeRequest(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.WireVersion != ssp2.WireV3 {
+		t.Fatalf("wire version %d", m.WireVersion)
+	}
+	pc := m.Frames[1].(*ssp2.PushCommit)
+	blob := `{"blobId":"sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","byteLength":4,"mediaType":"text/plain"}`
+	for i, want := range []struct {
+		row  ssp2.Row
+		pres ssp2.ColumnSet
+	}{
+		{ssp2.Row{"n-1", nil, int64(-42), nil, nil, json.RawMessage(`{"tags":["a","b"],"k":1}`), nil, nil, nil}, ssp2.ColumnSet{0x25, 0x00}},
+		{ssp2.Row{"n-2", nil, nil, nil, nil, nil, nil, nil, []byte{1, 2, 3}}, ssp2.ColumnSet{0x09, 0x01}},
+		{ssp2.Row{"n-3", "p1", nil, 0.125, true, nil, []byte{0xde, 0xad, 0xbe, 0xef}, blob, nil}, ssp2.ColumnSet{0xff, 0x01}},
+		{},
+		{ssp2.Row{"t-1", nil, "naïve ✓"}, ssp2.ColumnSet{0x05}},
+	} {
+		op := pc.Operations[i]
+		if want.row == nil {
+			if op.Op != ssp2.OpDelete || op.Payload != nil {
+				t.Fatalf("op %d: %+v, want a delete", i, op)
+			}
+			continue
+		}
+		tb := sch.Table(op.Table)
+		got, err := ssp2.NewRowCodec(tb.Columns).DecodeSparse(op.Payload, tb.PK)
+		if err != nil {
+			t.Fatalf("op %d: %v", i, err)
+		}
+		if !reflect.DeepEqual(got.Row, want.row) || !bytes.Equal(got.Present, want.pres) {
+			t.Fatalf("op %d:\n got %#v %x\nwant %#v %x", i, got.Row, got.Present, want.row, want.pres)
+		}
+	}
+	cbin, err := os.ReadFile("testdata/conflict-v3.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm, err := ssp2.DecodeResponse(cbin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := rm.Frames[1].(*ssp2.PushResult).Results[0]
+	if !bytes.Equal(rec.ConflictColumns, ssp2.ColumnSet{0x60, 0x00}) || !rec.ConflictColumns.Has(5) || !rec.ConflictColumns.Has(6) {
+		t.Fatalf("conflict record %+v", rec)
+	}
+	if _, err := ssp2.NewRowCodec(sch.Table("notes").Columns).Decode(rec.ServerRow); err != nil {
+		t.Fatalf("serverRow is not a full row of notes: %v", err)
+	}
+}
+
 // Without --kind, decode tells an SSG2 segment by its magic and encode a
 // segment rendering by its "magic", for every golden segment vector.
 func TestSegmentKindDetected(t *testing.T) {
@@ -178,6 +246,14 @@ func TestSchemaErrors(t *testing.T) {
 	if err := os.WriteFile(otherSchema, []byte(`{"version":1,"tables":[{"name":"tags","columns":[{"name":"id","type":"string"},{"name":"project_id","type":"string"}],"primaryKey":"id","scopes":["project:{project_id}"]}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	pushV3, err := os.ReadFile("testdata/push-v3.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushV3Bin, err := os.ReadFile("testdata/push-v3.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name       string
 		args       []string
@@ -187,6 +263,23 @@ func TestSchemaErrors(t *testing.T) {
 		stdoutHas  string
 		stdoutNone bool
 	}{
+		// Wire v3: sparse payloads.
+		{name: "v3 values without the primary key", args: []string{"encode", "--schema", "testdata/schema.json", "-"},
+			in: bytes.Replace(pushV3, []byte(`"values": {"id": "n-2", `), []byte(`"values": {`), 1), code: 1,
+			stderr: []string{`frames[1].operations[1].values (table "notes", a sparse row)`, "the primary-key column must be present"}, stdoutNone: true},
+		{name: "v3 present NULL in a non-nullable column", args: []string{"encode", "--schema", "testdata/schema.json", "-"},
+			in: bytes.Replace(pushV3, []byte(`"values": {"id": "t-1", `), []byte(`"values": {"id": "t-1", "project_id": null, `), 1), code: 1,
+			stderr: []string{`frames[1].operations[4]`, `"project_id" is not nullable`}, stdoutNone: true},
+		{name: "v3 a key that names no column", args: []string{"encode", "--schema", "testdata/schema.json", "-"},
+			in: bytes.Replace(pushV3, []byte(`"label": "naïve ✓"`), []byte(`"lable": "naïve ✓"`), 1), code: 1,
+			stderr: []string{`frames[1].operations[4].values`, `lable`}, stdoutNone: true},
+		{name: "v3 payloads as full rows are refused", args: []string{"encode", "--schema", "testdata/schema.json", "-"},
+			in: bytes.Replace(pushV3, []byte(`"wireVersion": 3`), []byte(`"wireVersion": 2`), 1), code: 1,
+			stderr: []string{`frames[1].operations[0].values`, `missing "project_id"`}, stdoutNone: true},
+		{name: "v3 decode with a schema whose table differs", args: []string{"decode", "--schema", otherSchema, "-"}, in: pushV3Bin, code: 0,
+			stderr:    []string{`ssp2: note: frames[1].operations[4].payload is not a sparse row of table "tags" in the schema`},
+			stdoutHas: `"payload": "BQADAAAAdC0x`},
+
 		{name: "missing schema file", args: []string{"decode", "--schema", "testdata/nope.json", "-"}, in: pushBin, code: 2,
 			stderr: []string{"--schema", "nope.json"}, stdoutNone: true},
 		{name: "schema that does not compile", args: []string{"encode", "--schema", badSchema, "-"}, in: push, code: 2,

@@ -13,6 +13,13 @@
 // form of each field, so a rendering expanded or not both encode. Other
 // members keep their order and text. The conflict record's "serverRow" of
 // a PUSH_RESULT stays base64: the response does not name its table.
+//
+// The rendering's "wireVersion" decides the push payload's codec. From
+// wire version 3 on a payload is a sparse row (SPEC §2.4): its "values"
+// hold the present columns only (a column without a key is absent, a key
+// with null is a present NULL, §11.1 rule 11), and the table's primary key
+// must be among them. Before version 3 a payload is a full row and
+// "values" has every column. COMMIT rows are full rows in every version.
 package rowjson
 
 import (
@@ -177,11 +184,18 @@ func (m *mapper) mapMessage(rendering []byte, expand bool) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A rendering without a readable wireVersion is refused by
+	// ssp2.ParseJSON later; its payloads are read as full rows meanwhile.
+	var version uint16
+	if raw, at := top.get("wireVersion"); at >= 0 {
+		_ = json.Unmarshal(raw, &version)
+	}
+	sparse := version >= ssp2.WireV3
 	err = top.rewriteList("", "frames", func(where string, _ int, f object) (object, error) {
 		switch f.str("type") {
 		case "PUSH_COMMIT":
 			return f, f.rewriteList(where, "operations", func(where string, _ int, op object) (object, error) {
-				return m.mapRow(where, op, op.str("table"), "payload", expand)
+				return m.mapRow(where, op, op.str("table"), "payload", expand, sparse)
 			})
 		case "COMMIT":
 			var tables []string
@@ -197,7 +211,7 @@ func (m *mapper) mapMessage(rendering []byte, expand bool) ([]byte, error) {
 				if json.Unmarshal(raw, &ti) != nil || ti < 0 || ti >= len(tables) {
 					return ch, m.fail("%s: tableIndex does not name one of the commit's tables", where)
 				}
-				return m.mapRow(where, ch, tables[ti], "row", expand)
+				return m.mapRow(where, ch, tables[ti], "row", expand, false)
 			})
 		case "SEGMENT_INLINE":
 			return m.mapSegment(where, f, expand)
@@ -221,8 +235,9 @@ func (m *mapper) fail(format string, args ...any) error {
 }
 
 // mapRow swaps field (base64 row codec bytes) of e for "values" (expand)
-// or back.
-func (m *mapper) mapRow(where string, e object, table, field string, expand bool) (object, error) {
+// or back: a full row, or (sparse) a sparse row whose "values" hold its
+// present columns only.
+func (m *mapper) mapRow(where string, e object, table, field string, expand, sparse bool) (object, error) {
 	raw, at := e.get(field)
 	vraw, vat := e.get("values")
 	if expand && at < 0 || !expand && vat < 0 {
@@ -241,24 +256,46 @@ func (m *mapper) mapRow(where string, e object, table, field string, expand bool
 		if err := json.Unmarshal(raw, &b); err != nil {
 			return e, m.fail("%s.%s: not base64", where, field)
 		}
-		row, err := codec.Decode(b)
-		if err != nil {
-			return e, m.fail("%s.%s is not a row of table %q in the schema: %v", where, field, table, err)
-		}
-		v, err := ssp2.RenderRowJSON(t.Columns, row)
-		if err != nil {
-			return e, m.fail("%s.%s: %v", where, field, err)
+		var v []byte
+		if sparse {
+			sr, err := codec.DecodeSparse(b, t.PK)
+			if err != nil {
+				return e, m.fail("%s.%s is not a sparse row of table %q in the schema: %v", where, field, table, err)
+			}
+			v, err = ssp2.RenderSparseValuesJSON(t.Columns, sr)
+			if err != nil {
+				return e, m.fail("%s.%s: %v", where, field, err)
+			}
+		} else {
+			row, err := codec.Decode(b)
+			if err != nil {
+				return e, m.fail("%s.%s is not a row of table %q in the schema: %v", where, field, table, err)
+			}
+			v, err = ssp2.RenderRowJSON(t.Columns, row)
+			if err != nil {
+				return e, m.fail("%s.%s: %v", where, field, err)
+			}
 		}
 		e[at] = member{key: "values", val: v}
 		return e, nil
 	}
-	row, err := ssp2.ParseRowJSON(where, t.Columns, vraw)
-	if err != nil {
-		return e, err
-	}
-	b, err := codec.Append(nil, row)
-	if err != nil {
-		return e, fmt.Errorf("%s.values (table %q): %w", where, table, err)
+	var b []byte
+	if sparse {
+		sr, err := ssp2.ParseSparseValuesJSON(where, t.Columns, vraw)
+		if err != nil {
+			return e, err
+		}
+		if b, err = codec.AppendSparse(nil, sr.Row, sr.Present, t.PK); err != nil {
+			return e, fmt.Errorf("%s.values (table %q, a sparse row): %w", where, table, err)
+		}
+	} else {
+		row, err := ssp2.ParseRowJSON(where, t.Columns, vraw)
+		if err != nil {
+			return e, err
+		}
+		if b, err = codec.Append(nil, row); err != nil {
+			return e, fmt.Errorf("%s.values (table %q): %w", where, table, err)
+		}
 	}
 	e[vat] = member{key: field, val: b64JSON(b)}
 	return e, nil

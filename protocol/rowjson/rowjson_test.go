@@ -117,3 +117,78 @@ func TestSegmentAndCheck(t *testing.T) {
 		t.Fatalf("unknown table: %q", n)
 	}
 }
+
+// At wire v3 a push payload is a sparse row: it expands to the present
+// columns only and collapses back to the same bytes; the same "values"
+// in a v2 rendering name a full row, so a missing column is an error
+// there. COMMIT rows stay full rows at v3.
+func TestExpandCollapseSparsePush(t *testing.T) {
+	epoch := "0123456789abcdef0123456789abcdef"
+	patch, err := demoCodec.AppendSparse(nil, ssp2.Row{"a", nil, "renamed", nil, nil, nil}, ssp2.ColumnSet{0x05}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := demoCodec.AppendSparse(nil, ssp2.Row{"b", "l1", "title b", true, int64(3), int64(1700000000000)}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := int64(4)
+	m := &ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+		&ssp2.ReqHeader{ClientID: "c", SchemaVersion: 1, LogEpoch: &epoch},
+		&ssp2.PushCommit{ClientCommitID: "cc", Operations: []ssp2.Operation{
+			{Table: "todos", RowID: "a", Op: ssp2.OpUpsert, BaseVersion: &base, Payload: patch},
+			{Table: "todos", RowID: "b", Op: ssp2.OpUpsert, Payload: full},
+			{Table: "todos", RowID: "c", Op: ssp2.OpDelete},
+		}},
+	}}
+	r, err := ssp2.RenderJSON(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := Expand(r, schema.MustDemo(), func(n string) { t.Errorf("note: %s", n) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`{"table":"todos","rowId":"a","op":"upsert","baseVersion":4,"values":{"id":"a","title":"renamed"}}`,
+		`{"table":"todos","rowId":"b","op":"upsert","values":{"id":"b","list_id":"l1","title":"title b","done":true,"position":3,"updated_at_ms":1700000000000}}`,
+		`{"table":"todos","rowId":"c","op":"delete"}`,
+	} {
+		if !bytes.Contains(x, []byte(want)) {
+			t.Fatalf("expanded:\n%s\nlacks\n%s", x, want)
+		}
+	}
+	back, err := Collapse(x, schema.MustDemo())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(back, r) {
+		t.Fatalf("collapse does not give the rendering back:\n got %s\nwant %s", back, r)
+	}
+	// The patch's values in a v2 rendering: a full row lacks columns.
+	v2 := bytes.Replace(x, []byte(`"wireVersion":3`), []byte(`"wireVersion":2`), 1)
+	if _, err := Collapse(v2, schema.MustDemo()); err == nil || !strings.Contains(err.Error(), `frames[1].operations[0].values: missing "list_id"`) {
+		t.Fatalf("a v2 payload with two columns: %v", err)
+	}
+	// At v3 the primary key must be present, and a NULL needs a nullable
+	// column.
+	for _, c := range []struct{ from, to, want string }{
+		{`"values":{"id":"a","title":"renamed"}`, `"values":{"title":"renamed"}`, `frames[1].operations[0].values (table "todos", a sparse row): ssp2: cannot encode: the primary-key column must be present`},
+		{`"values":{"id":"a","title":"renamed"}`, `"values":{"id":"a","title":null}`, `column "title" is not nullable`},
+		{`"values":{"id":"a","title":"renamed"}`, `"values":{"id":"a","colour":"red"}`, `unexpected field(s) colour`},
+	} {
+		if _, err := Collapse(bytes.Replace(x, []byte(c.from), []byte(c.to), 1), schema.MustDemo()); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.to, err, c.want)
+		}
+	}
+	// A payload that is not a sparse row of its table stays base64, with
+	// a note.
+	bad := bytes.Replace(r, []byte(base64.StdEncoding.EncodeToString(patch)), []byte(base64.StdEncoding.EncodeToString([]byte{0x04, 0x00})), 1)
+	var notes []string
+	if _, err := Expand(bad, schema.MustDemo(), func(n string) { notes = append(notes, n) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], `frames[1].operations[0].payload is not a sparse row of table "todos" in the schema`) || !strings.Contains(notes[0], `primary-key column "id" is not present`) {
+		t.Fatalf("notes %q", notes)
+	}
+}

@@ -7,6 +7,28 @@
 // (sync.invalid_request unless the protocol names another); decoders never
 // panic on any input.
 //
+// # Wire versions
+//
+// The codec decodes and encodes wire versions 1, 2 and 3
+// (KnownWireVersions); any other version is a decode error before any
+// frame is read, and PeekWireVersion reads the version from the header
+// alone for a server's version window. A Message carries its version, and
+// every frame's layout, rendering and parser follow it. Version 3 (SPEC
+// §9) keeps the version 2 header layouts and frame registry and changes
+// two layouts:
+//   - the push operation payload is a sparse row (§2.4 "Sparse rows"):
+//     presence bitmap, null bitmap over the present columns, their values.
+//     The envelope carries it as opaque bytes, as in every version;
+//     RowCodec.DecodeSparse, ValidateSparse and AppendSparse read and write
+//     it with a table's columns, and RenderSparseJSON/ParseSparseJSON are
+//     its §11.1 rule 11 rendering ({"columns":[…],"values":{present only}}).
+//   - the conflict record of PUSH_RESULT ends with conflictColumns (bytes,
+//     a ColumnSet, §6.3), after serverRow. Encoding a message at version 1
+//     or 2 leaves it out, so one OpResult answers a client of any version.
+//
+// COMMIT rows, segment rows and serverRow stay full rows (RowCodec.Decode,
+// Append) in every version.
+//
 // # One file per frame
 //
 // Each registered frame lives whole in frame_<name>.go (frame_commit.go,

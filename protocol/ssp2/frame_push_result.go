@@ -39,8 +39,13 @@ type OpResult struct {
 	ServerVersion int64
 	ServerRow     []byte
 	// ConflictColumns is set for conflict records: the contended columns
-	// (SPEC §6.2, §6.3). Only wire version 3 carries it; older versions
-	// encode a conflict record without it and decode it as nil.
+	// in the presence-bitmap layout (SPEC §6.2, §6.3), carried as bytes
+	// (u32 length + bytes) after ServerRow. Only wire version 3 carries
+	// it: a v3 decode sets it (non-nil, aliasing the input, possibly
+	// empty); v1 and v2 encoders leave it out silently (a server answers
+	// an older client without it) and their decoders leave it nil. The
+	// codec does not check it against a table's width: the envelope does
+	// not name the table.
 	ConflictColumns ColumnSet
 	// Retryable is set for error records.
 	Retryable bool
@@ -98,6 +103,9 @@ func decodePushResult(d *dec, r *rd) Frame {
 			o.Message = r.str("message")
 			o.ServerVersion = r.i64("serverVersion")
 			o.ServerRow = r.rawBytes("serverRow")
+			if d.version >= WireV3 {
+				o.ConflictColumns = r.rawBytes("conflictColumns")
+			}
 		case OpError:
 			o.Status = s
 			o.Code = r.str("code")
@@ -113,7 +121,7 @@ func decodePushResult(d *dec, r *rd) Frame {
 	return p
 }
 
-func (p *PushResult) appendPayload(b []byte, _ uint16) ([]byte, error) {
+func (p *PushResult) appendPayload(b []byte, version uint16) ([]byte, error) {
 	if err := checkStr("clientCommitId", p.ClientCommitID); err != nil {
 		return b, err
 	}
@@ -158,6 +166,9 @@ func (p *PushResult) appendPayload(b []byte, _ uint16) ([]byte, error) {
 				}
 				b = appendI64(b, o.ServerVersion)
 				b = appendBytes(b, o.ServerRow)
+				if version >= WireV3 {
+					b = appendBytes(b, o.ConflictColumns)
+				}
 			} else {
 				b = appendBool(b, o.Retryable)
 			}
@@ -173,7 +184,7 @@ var (
 	opStatusNames     = []string{"", "applied", "conflict", "error"}
 )
 
-func (p *PushResult) renderFields(o *obj, _ uint16) error {
+func (p *PushResult) renderFields(o *obj, version uint16) error {
 	o.str("clientCommitId", p.ClientCommitID)
 	o.str("status", enumName(commitStatusNames, int(p.Status)))
 	if p.CommitSeq != nil {
@@ -190,6 +201,9 @@ func (p *PushResult) renderFields(o *obj, _ uint16) error {
 		if r.Status == OpConflict {
 			e.num("serverVersion", r.ServerVersion)
 			e.b64("serverRow", r.ServerRow)
+			if version >= WireV3 {
+				e.b64("conflictColumns", r.ConflictColumns)
+			}
 		}
 		if r.Status == OpError {
 			e.boolean("retryable", r.Retryable)
@@ -209,6 +223,9 @@ func parsePushResult(f *fields) Frame {
 		if r.Status == OpConflict {
 			r.ServerVersion = o.i64("serverVersion")
 			r.ServerRow = o.b64("serverRow", true)
+			if o.version >= WireV3 {
+				r.ConflictColumns = o.b64("conflictColumns", true)
+			}
 		}
 		if r.Status == OpError {
 			r.Retryable = o.boolean("retryable")

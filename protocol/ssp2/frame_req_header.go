@@ -12,7 +12,8 @@ func init() {
 type ReqHeader struct {
 	ClientID      string
 	SchemaVersion int32
-	// LogEpoch is only on the wire in v2; nil means absent (epoch acquisition).
+	// LogEpoch is on the wire from v2 on (v3 keeps the v2 layout); nil
+	// means absent (epoch acquisition).
 	LogEpoch *string
 }
 

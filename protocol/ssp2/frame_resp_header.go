@@ -12,8 +12,8 @@ func init() {
 type RespHeader struct {
 	RequiredSchemaVersion *int32
 	LatestSchemaVersion   *int32
-	LogEpoch              string // v2 only
-	ResetRequired         bool   // v2 only
+	LogEpoch              string // from v2 on (v3 keeps the v2 layout)
+	ResetRequired         bool   // from v2 on
 }
 
 var _ frameCodec = (*RespHeader)(nil)
@@ -43,7 +43,7 @@ func (h *RespHeader) appendPayload(b []byte, version uint16) ([]byte, error) {
 	b = appendOptI32(b, h.LatestSchemaVersion)
 	if version >= WireV2 {
 		if h.LogEpoch == "" {
-			return b, encFail("RESP_HEADER.logEpoch must be non-empty in wire v2")
+			return b, encFail("RESP_HEADER.logEpoch must be non-empty in wire v%d", version)
 		}
 		if err := checkStr("logEpoch", h.LogEpoch); err != nil {
 			return b, err

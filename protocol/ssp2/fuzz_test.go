@@ -5,24 +5,38 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 )
 
 // addVectorSeeds adds every .bin of kind (valid and invalid) found in the
-// vectors directory, if present; fuzzing works without them.
+// v1/v2 and the v3 vector directories, if present; fuzzing works without
+// them.
 func addVectorSeeds(f *testing.F, kind string) {
-	dir := os.Getenv("SSP2_VECTORS")
-	if dir == "" {
-		wd, _ := os.Getwd()
-		for d := wd; ; d = filepath.Dir(d) {
-			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-				dir = filepath.Join(d, "..", "shared", "ssp2-vectors")
-				break
-			}
-			if filepath.Dir(d) == d {
-				return
-			}
+	addSeedsFrom(f, vectorSeedDir("SSP2_VECTORS", "ssp2-vectors"), kind)
+	addSeedsFrom(f, vectorSeedDir("SSP2_VECTORS_V3", "ssp2-vectors-v3"), kind)
+}
+
+// vectorSeedDir is $env, or ../shared/<name> relative to the module root
+// ("" when there is none).
+func vectorSeedDir(env, name string) string {
+	if dir := os.Getenv(env); dir != "" {
+		return dir
+	}
+	wd, _ := os.Getwd()
+	for d := wd; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return filepath.Join(d, "..", "shared", name)
 		}
+		if filepath.Dir(d) == d {
+			return ""
+		}
+	}
+}
+
+func addSeedsFrom(f *testing.F, dir, kind string) {
+	if dir == "" {
+		return
 	}
 	for _, pat := range []string{"*.bin", "invalid/*.bin"} {
 		files, _ := filepath.Glob(filepath.Join(dir, kind, pat))
@@ -72,6 +86,8 @@ func FuzzDecodeResponse(f *testing.F) {
 	addVectorSeeds(f, "response")
 	f.Add(rawMsg(1, KindResponse, respHdrV1, subStart, frm(0x17, []byte{1}), subEnd))
 	f.Add(rawMsg(1, KindResponse, respHdrV1, frm(FramePushResult, cat(s("c1"), []byte{3, 0}, u32(0))), frm(FramePushResultDetails, cat(s("c1"), u32(1), appendI32(nil, 0), s(`{"reason":"a"}`)))))
+	f.Add(rawMsg(WireV3, KindResponse, frm(FrameRespHeader, cat([]byte{0, 0}, s("e"), []byte{0})),
+		frm(FramePushResult, cat(s("c1"), []byte{3, 0}, u32(1), i32(0), []byte{2}, s("sync.version_conflict"), s("m"), i64(7), appendBytes(nil, []byte{1}), appendBytes(nil, []byte{2})))))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		m, err := DecodeResponse(in)
 		if err != nil {
@@ -137,6 +153,43 @@ func FuzzRowCodec(f *testing.F) {
 		}
 		if !bytes.Equal(out, in) {
 			t.Fatalf("re-encode differs\n in: %x\nout: %x", in, out)
+		}
+	})
+}
+
+// FuzzSparseRow: a sparse row of the push vectors' table that decodes
+// re-encodes with AppendSparse to exactly its bytes, ValidateSparse agrees
+// with DecodeSparse, and the row renders per rule 11 and parses back.
+func FuzzSparseRow(f *testing.F) {
+	addSeedsFrom(f, vectorSeedDir("SSP2_VECTORS_V3", "ssp2-vectors-v3"), "push")
+	for _, c := range sparseCases() {
+		if reflect.DeepEqual(c.cols, pushCols) {
+			f.Add(c.in)
+		}
+	}
+	codec := NewRowCodec(pushCols)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		sr, err := codec.DecodeSparse(in, 0)
+		verr := codec.ValidateSparse(in, 0)
+		if (err == nil) != (verr == nil) {
+			t.Fatalf("DecodeSparse (%v) and ValidateSparse (%v) disagree", err, verr)
+		}
+		if err != nil {
+			return
+		}
+		out, err := codec.AppendSparse(nil, sr.Row, sr.Present, 0)
+		if err != nil {
+			t.Fatalf("decoded sparse row does not encode: %v", err)
+		}
+		if !bytes.Equal(out, in) {
+			t.Fatalf("re-encode differs\n in: %x\nout: %x", in, out)
+		}
+		r, err := RenderSparseJSON(pushCols, sr)
+		if err != nil {
+			t.Fatalf("render: %v", err)
+		}
+		if _, _, err := ParseSparseJSON(r); err != nil {
+			t.Fatalf("the rendering does not parse: %v\n%s", err, r)
 		}
 	})
 }

@@ -89,16 +89,30 @@ func ReadRequest(r io.Reader, maxBytes int64) (*Message, error) {
 	return DecodeRequest(b)
 }
 
-// decodeHeader validates the 8-byte envelope header.
-func decodeHeader(b []byte, want MsgKind) (uint16, MsgKind, error) {
+// PeekWireVersion reads the wire version from the envelope header of b
+// without reading any frame, so that a server can hold a request against
+// its version window first (SPEC §1.2, §9). It checks only the header's
+// length and magic: the version returned may be one this codec does not
+// know (see IsKnownWireVersion), and the message kind, flags and frames
+// are left to DecodeRequest. An error is sync.invalid_request wrapping a
+// *DecodeError, as every decode error of this package.
+func PeekWireVersion(b []byte) (uint16, error) {
 	if len(b) < HeaderSize {
-		return 0, 0, decodeFail(0, fmt.Sprintf("truncated envelope header (%d bytes)", len(b)))
+		return 0, decodeFail(0, fmt.Sprintf("truncated envelope header (%d bytes)", len(b)))
 	}
 	if string(b[:4]) != Magic {
-		return 0, 0, decodeFail(0, fmt.Sprintf("bad magic %q", b[:4]))
+		return 0, decodeFail(0, fmt.Sprintf("bad magic %q", b[:4]))
 	}
-	v := binary.LittleEndian.Uint16(b[4:])
-	if v != WireV1 && v != WireV2 && v != WireV3 {
+	return binary.LittleEndian.Uint16(b[4:]), nil
+}
+
+// decodeHeader validates the 8-byte envelope header.
+func decodeHeader(b []byte, want MsgKind) (uint16, MsgKind, error) {
+	v, err := PeekWireVersion(b)
+	if err != nil {
+		return 0, 0, err
+	}
+	if !IsKnownWireVersion(v) {
 		return 0, 0, decodeFail(4, fmt.Sprintf("unsupported wireVersion %d", v))
 	}
 	k := MsgKind(b[6])
@@ -191,7 +205,7 @@ func Encode(m *Message) ([]byte, error) {
 }
 
 func checkEnvelope(v uint16, k MsgKind) error {
-	if v != WireV1 && v != WireV2 && v != WireV3 {
+	if !IsKnownWireVersion(v) {
 		return encFail("unsupported wire version %d", v)
 	}
 	if k != KindRequest && k != KindResponse {

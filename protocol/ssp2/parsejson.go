@@ -15,9 +15,13 @@ import (
 // consumed (unknown keys are an error) and the first problem is sticky.
 type fields struct {
 	where string
-	m     map[string]json.RawMessage
-	used  map[string]bool
-	err   error
+	// version is the wire version of the message rendering the object
+	// belongs to (0 outside a message), for members that only some
+	// versions carry.
+	version uint16
+	m       map[string]json.RawMessage
+	used    map[string]bool
+	err     error
 }
 
 func parseObject(where string, raw json.RawMessage) (*fields, error) {
@@ -272,6 +276,7 @@ func ParseJSON(b []byte) (*Message, error) {
 		if err != nil {
 			return nil, err
 		}
+		f.version = m.WireVersion
 		fr := parseFrame(f)
 		if err := f.done(); err != nil {
 			return nil, err
@@ -289,6 +294,7 @@ func subObjects(f *fields, k string) []*fields {
 			f.failf("%v", err)
 			return nil
 		}
+		sub.version = f.version
 		out = append(out, sub)
 	}
 	return out
@@ -314,17 +320,7 @@ func ParseSegmentJSON(b []byte) (*Segment, error) {
 		top.failf("magic %q is not %q", m, SegmentMagic)
 	}
 	s := &Segment{FormatVersion: uint16(top.int("formatVersion", 0, math.MaxUint16)), Table: top.str("table"), SchemaVersion: top.i32("schemaVersion")}
-	for _, c := range subObjects(top, "columns") {
-		col := Column{Name: c.str("name"), Nullable: c.boolean("nullable")}
-		tn := c.str("type")
-		t, ok := columnTypeByName(tn)
-		if !ok && c.err == nil {
-			c.failf("unknown column type %q", tn)
-		}
-		col.Type = t
-		finishSub(top, c)
-		s.Columns = append(s.Columns, col)
-	}
+	s.Columns = parseColumns(top, "columns")
 	blocks := top.list("blocks")
 	if err := top.done(); err != nil {
 		return nil, err
@@ -355,16 +351,54 @@ func ParseSegmentJSON(b []byte) (*Segment, error) {
 	return s, nil
 }
 
+// parseColumns reads the rule-8 column table under key k of f.
+func parseColumns(f *fields, k string) []Column {
+	var cols []Column
+	for _, c := range subObjects(f, k) {
+		col := Column{Name: c.str("name"), Nullable: c.boolean("nullable")}
+		tn := c.str("type")
+		t, ok := columnTypeByName(tn)
+		if !ok && c.err == nil {
+			c.failf("unknown column type %q", tn)
+		}
+		col.Type = t
+		finishSub(f, c)
+		cols = append(cols, col)
+	}
+	return cols
+}
+
+// parseRowValues reads the rule-8 values object of a full row: every
+// column has its key.
 func parseRowValues(where string, cols []Column, raw json.RawMessage) (Row, error) {
+	row, _, err := parseValues(where, cols, raw, false)
+	return row, err
+}
+
+// parseValues reads a values object of cols. A full row (sparse false)
+// needs every column's key; a sparse row (rule 11) has the keys of its
+// present columns only, and their set is returned. Either way a key that
+// names no column is an error.
+func parseValues(where string, cols []Column, raw json.RawMessage, sparse bool) (Row, ColumnSet, error) {
 	f, err := parseObject(where+".values", raw)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	row := make(Row, len(cols))
+	var present ColumnSet
+	if sparse {
+		present = NewColumnSet(len(cols))
+	}
 	for i, c := range cols {
-		v, ok := f.get(c.Name, true)
+		v, ok := f.get(c.Name, !sparse)
 		if !ok {
+			if sparse {
+				continue
+			}
 			break
+		}
+		if sparse {
+			present.Add(i)
 		}
 		if string(bytes.TrimSpace(v)) == "null" {
 			continue
@@ -395,7 +429,7 @@ func parseRowValues(where string, cols []Column, raw json.RawMessage) (Row, erro
 		}
 	}
 	if err := f.done(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return row, nil
+	return row, present, nil
 }

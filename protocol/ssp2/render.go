@@ -165,18 +165,7 @@ func RenderSegmentJSON(s *Segment) ([]byte, error) {
 	top.str("table", s.Table)
 	top.num("schemaVersion", int64(s.SchemaVersion))
 	top.key("columns")
-	b = append(b, '[')
-	for i, c := range s.Columns {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		co := openObj(&b)
-		co.str("name", c.Name)
-		co.str("type", ColumnTypeName(c.Type))
-		co.boolean("nullable", c.Nullable)
-		co.close()
-	}
-	b = append(b, ']')
+	b = appendColumnsJSON(b, s.Columns)
 	top.key("blocks")
 	b = append(b, '[')
 	for i, block := range s.Blocks {
@@ -204,12 +193,43 @@ func RenderSegmentJSON(s *Segment) ([]byte, error) {
 	return b, nil
 }
 
+// appendColumnsJSON appends the §11.1 rule-8 column table: an array of
+// {"name","type","nullable"} objects, the type by name.
+func appendColumnsJSON(b []byte, cols []Column) []byte {
+	b = append(b, '[')
+	for i, c := range cols {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		co := openObj(&b)
+		co.str("name", c.Name)
+		co.str("type", ColumnTypeName(c.Type))
+		co.boolean("nullable", c.Nullable)
+		co.close()
+	}
+	return append(b, ']')
+}
+
+// renderRowValues appends the rule-8 values object of a full row.
 func renderRowValues(b []byte, cols []Column, row Row) ([]byte, error) {
+	return renderValues(b, cols, row, nil, false)
+}
+
+// renderValues appends a values object {name: value} in column order: of
+// every column, or (sparse) of the columns present holds, which must then
+// be a presence set over cols (rule 11).
+func renderValues(b []byte, cols []Column, row Row, present ColumnSet, sparse bool) ([]byte, error) {
 	if len(row) != len(cols) {
 		return b, encFail("row has %d values for %d columns", len(row), len(cols))
 	}
+	if sparse && !fitsColumns(present, len(cols)) {
+		return b, encFail("presence set does not fit %d columns", len(cols))
+	}
 	o := openObj(&b)
 	for i, c := range cols {
+		if sparse && !present.Has(i) {
+			continue
+		}
 		o.key(c.Name)
 		switch v := row[i].(type) {
 		case nil:

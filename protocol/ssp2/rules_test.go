@@ -223,7 +223,7 @@ func TestEncoderRefusals(t *testing.T) {
 		{WireVersion: 1, Kind: KindRequest, Frames: []Frame{&ReqHeader{ClientID: "c", SchemaVersion: 1}, &PullHeader{Accept: 0x80}}},
 		{WireVersion: 1, Kind: KindResponse, Frames: []Frame{&RespHeader{}, &PushResult{ClientCommitID: "c", Status: CommitApplied}}},
 		{WireVersion: 1, Kind: KindRequest, Frames: []Frame{&ReqHeader{ClientID: "c", SchemaVersion: 1}, &PushCommit{ClientCommitID: "x"}}},
-		{WireVersion: 3, Kind: KindRequest},
+		{WireVersion: 4, Kind: KindRequest, Frames: []Frame{&ReqHeader{ClientID: "c", SchemaVersion: 1}, &PullHeader{Accept: 3}}},
 	}
 	for i, m := range bad {
 		if _, err := Encode(m); err == nil {

@@ -39,8 +39,26 @@ func (s ColumnSet) Len() int {
 	return n
 }
 
-// Full reports whether the set holds all n columns.
-func (s ColumnSet) Full(n int) bool { return s.Len() == n && len(s) == (n+7)/8 }
+// Full reports whether the set holds all n columns and nothing else: it
+// has the length of a set over n columns, every column's bit is set and
+// no padding bit is.
+func (s ColumnSet) Full(n int) bool {
+	if n < 0 || len(s) != (n+7)/8 {
+		return false
+	}
+	for i := 0; i < n/8; i++ {
+		if s[i] != 0xFF {
+			return false
+		}
+	}
+	return n%8 == 0 || s[len(s)-1] == byte(1<<uint(n%8)-1)
+}
+
+// fitsColumns reports whether s is a set over n columns: its length is
+// ceil(n/8) and no padding bit is set.
+func fitsColumns(s ColumnSet, n int) bool {
+	return n >= 0 && len(s) == (n+7)/8 && (n%8 == 0 || s[len(s)-1]>>uint(n%8) == 0)
+}
 
 // SparseRow is a decoded sparse push payload (SPEC §2.4, §6.1): the values
 // of the present columns, in a row of the table's width whose absent
@@ -53,11 +71,15 @@ type SparseRow struct {
 // DecodeSparse decodes one sparse row occupying all of b (SPEC §2.4
 // "Sparse rows"), pk being the index of the table's primary-key column.
 // The checks run in the SPEC's order, each failing with sync.invalid_request
-// wrapping a *DecodeError: a set presence padding bit; the primary key
-// absent; a set null-bitmap padding bit (a null for an absent column); a
-// null bit on a non-nullable column; then every value as the full-row
-// codec checks it, and exact consumption of b. Values are copies (they do
-// not alias b).
+// wrapping a *DecodeError whose Offset is the byte at fault: a set presence
+// padding bit; the primary key absent; a set null-bitmap padding bit (a
+// null for an absent column); a null bit on a non-nullable column; then
+// every present non-null value as the full-row codec checks it (UTF-8,
+// JSON, BlobRef shape, i64 range, bool byte, lengths), and exact
+// consumption of b. A truncated bitmap fails where it ends, and a pk
+// outside the columns fails before anything is read. It does not compare
+// the primary key with the operation's rowId: that is the server's check.
+// Values are copies (they do not alias b), and so is Present.
 func (c *RowCodec) DecodeSparse(b []byte, pk int) (SparseRow, error) {
 	r := &rd{b: b}
 	sr := c.readSparse(r, pk, true)
@@ -81,19 +103,32 @@ func (c *RowCodec) ValidateSparse(b []byte, pk int) error {
 	return r.err
 }
 
+// readSparse reads one sparse row at r's position. Each failure is
+// reported at the byte that holds the fault: the last presence byte for
+// its padding, the primary key's presence byte, the last null byte for its
+// padding, the null byte of a non-nullable column, the value itself.
 func (c *RowCodec) readSparse(r *rd, pk int, build bool) SparseRow {
 	n := len(c.cols)
+	if pk < 0 || pk >= n {
+		r.fail("primary-key column index %d outside the table's %d columns", pk, n)
+		return SparseRow{}
+	}
 	if !r.need(c.bitmapLen, "presence bitmap") {
 		return SparseRow{}
 	}
-	pres := r.b[r.off : r.off+c.bitmapLen]
+	start := r.off
+	pres := r.b[start : start+c.bitmapLen]
+	// 1. A set presence padding bit.
 	if n%8 != 0 && pres[len(pres)-1]>>uint(n%8) != 0 {
+		r.off = start + c.bitmapLen - 1
 		r.fail("presence bitmap padding bits set")
 		return SparseRow{}
 	}
 	present := ColumnSet(pres)
-	if pk < 0 || pk >= n || !present.Has(pk) {
-		r.fail("primary-key column is not present")
+	// 2. The primary key absent.
+	if !present.Has(pk) {
+		r.off = start + pk/8
+		r.fail("primary-key column %q is not present", c.cols[pk].Name)
 		return SparseRow{}
 	}
 	r.off += c.bitmapLen
@@ -102,24 +137,29 @@ func (c *RowCodec) readSparse(r *rd, pk int, build bool) SparseRow {
 	if !r.need(nullLen, "null bitmap") {
 		return SparseRow{}
 	}
-	nulls := ColumnSet(r.b[r.off : r.off+nullLen])
+	nullStart := r.off
+	nulls := ColumnSet(r.b[nullStart : nullStart+nullLen])
+	// 3. A set null-bitmap padding bit: a null for an absent column.
 	if p%8 != 0 && nulls[nullLen-1]>>uint(p%8) != 0 {
-		r.off += nullLen - 1
+		r.off = nullStart + nullLen - 1
 		r.fail("null bitmap padding bits set (a null for an absent column)")
 		return SparseRow{}
 	}
+	// 4. A null bit on a non-nullable column.
 	j := 0
 	for i, col := range c.cols {
 		if !present.Has(i) {
 			continue
 		}
 		if nulls.Has(j) && !col.Nullable {
+			r.off = nullStart + j/8
 			r.fail("null bit set on non-nullable column %q", col.Name)
 			return SparseRow{}
 		}
 		j++
 	}
 	r.off += nullLen
+	// 5. The values, checked as the full-row codec checks them.
 	var sr SparseRow
 	if build {
 		sr = SparseRow{Row: make(Row, n), Present: append(ColumnSet(nil), present...)}
@@ -159,7 +199,7 @@ func (c *RowCodec) AppendSparse(dst []byte, row Row, present ColumnSet, pk int) 
 	if present == nil {
 		present = FullColumnSet(n)
 	}
-	if len(present) != c.bitmapLen || (n%8 != 0 && present[len(present)-1]>>uint(n%8) != 0) {
+	if !fitsColumns(present, n) {
 		return dst, encFail("presence set does not fit %d columns", n)
 	}
 	if !present.Has(pk) {

@@ -12,6 +12,16 @@ const (
 	WireV3 uint16 = 3
 )
 
+// KnownWireVersions lists, in ascending order, every wire version this
+// codec decodes and encodes: WireV1, WireV2 and WireV3. Any other version
+// is a decode error (sync.invalid_request) and an encode error. It is a
+// list for display and for checking a configured version window; do not
+// modify it (the codec itself decides with IsKnownWireVersion).
+var KnownWireVersions = []uint16{WireV1, WireV2, WireV3}
+
+// IsKnownWireVersion reports whether v is one of KnownWireVersions.
+func IsKnownWireVersion(v uint16) bool { return v >= WireV1 && v <= WireV3 }
+
 // MsgKind is the envelope message kind byte.
 type MsgKind uint8
 

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/synclane/synclane/protocol/ssp2/ssp2test"
@@ -78,7 +81,16 @@ func wantCode(t *testing.T, err error, code string) {
 }
 
 func TestMessageVectors(t *testing.T) {
-	dir := ssp2test.VectorsDir(t)
+	checkMessageVectors(t, ssp2test.VectorsDir(t), nil)
+}
+
+// checkMessageVectors runs the request and response vectors of dir: each
+// case decodes, renders as its .json (members in its order), re-encodes byte-exact (also from
+// the rendering, up to JSON whitespace) and, when versions is set, has one
+// of those wire versions; each invalid case is refused with its
+// manifest's code and, where invalidReasons names the case, for that
+// reason.
+func checkMessageVectors(t *testing.T, dir string, versions []uint16) {
 	for _, kind := range []string{"request", "response"} {
 		man := ssp2test.LoadManifest(t, dir, kind)
 		for _, c := range man.Cases {
@@ -93,6 +105,9 @@ func TestMessageVectors(t *testing.T) {
 				if err != nil {
 					t.Fatalf("decode: %v", err)
 				}
+				if versions != nil && !slices.Contains(versions, m.WireVersion) {
+					t.Fatalf("wire version %d, want one of %v", m.WireVersion, versions)
+				}
 				m2, err := Decode(bin)
 				if err != nil || m2.Kind != m.Kind {
 					t.Fatalf("Decode (kind from header): %v", err)
@@ -101,8 +116,8 @@ func TestMessageVectors(t *testing.T) {
 				if err != nil {
 					t.Fatalf("render: %v", err)
 				}
-				if !ssp2test.JSONEqual(t, got, want) {
-					t.Fatalf("rendering differs\n got: %s\nwant: %s", got, want)
+				if !ssp2test.JSONEqualOrdered(t, got, want) {
+					t.Fatalf("rendering differs (values or member order)\n got: %s\nwant: %s", got, want)
 				}
 				re, err := Encode(m)
 				if err != nil {
@@ -163,9 +178,38 @@ func TestMessageVectors(t *testing.T) {
 					_, err = DecodeResponse(bin)
 				}
 				wantCode(t, err, c.Error)
+				if why, ok := invalidReasons[c.Name]; ok {
+					var de *DecodeError
+					if errors.As(err, &de); !strings.Contains(de.Reason, why) {
+						t.Fatalf("refused for %q, want a reason with %q (the manifest: %s)", de.Reason, why, c.Covers)
+					}
+				}
+				// The streaming decoder refuses it too, at the latest
+				// where the message should end.
+				d := NewDecoder(bytes.NewReader(bin), 0, 0)
+				for err = nil; err == nil; _, err = d.Next() {
+				}
+				if errors.Is(err, io.EOF) {
+					t.Fatal("the streaming decoder reads the invalid message to its end")
+				}
+				wantCode(t, err, c.Error)
 			})
 		}
 	}
+}
+
+// invalidReasons is why each named invalid vector must be refused, so
+// that a vector refused for another fault (an unknown wire version, say)
+// does not pass as covering its case.
+var invalidReasons = map[string]string{
+	"truncated-no-end":         "truncated",
+	"bad-magic":                "bad magic",
+	"unsupported-wire-version": "unsupported wireVersion 999",
+	"nonzero-flags":            "flags byte",
+	"overlong-frame-length":    "exceeds remaining",
+	"op-enum-out-of-range":     "op byte 3",
+	"upsert-without-payload":   "payload",
+	"bool-byte-out-of-range":   "bool byte",
 }
 
 func TestSegmentVectors(t *testing.T) {

@@ -2,30 +2,47 @@
 package ssp2test
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 )
 
-// VectorsDir returns the golden-vector directory: $SSP2_VECTORS if set,
-// otherwise ../shared/ssp2-vectors relative to the module root (the nearest
-// ancestor of the working directory holding go.mod). When the directory is
-// absent the test is skipped, or fails if SYNCLANE_REQUIRE_VECTORS=1.
+// VectorsDir returns the wire v1/v2 golden-vector directory: $SSP2_VECTORS
+// if set, otherwise ../shared/ssp2-vectors relative to the module root (the
+// nearest ancestor of the working directory holding go.mod). When the
+// directory is absent the test is skipped, or fails if
+// SYNCLANE_REQUIRE_VECTORS=1.
 func VectorsDir(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv("SSP2_VECTORS")
+	return vectorsDir(t, "SSP2_VECTORS", "ssp2-vectors")
+}
+
+// VectorsV3Dir returns the wire v3 golden-vector directory (request,
+// response and push): $SSP2_VECTORS_V3 if set, otherwise
+// ../shared/ssp2-vectors-v3 relative to the module root, skipped or failed
+// when absent exactly as VectorsDir.
+func VectorsV3Dir(t testing.TB) string {
+	t.Helper()
+	return vectorsDir(t, "SSP2_VECTORS_V3", "ssp2-vectors-v3")
+}
+
+func vectorsDir(t testing.TB, env, name string) string {
+	t.Helper()
+	dir := os.Getenv(env)
 	if dir == "" {
 		root, err := moduleRoot()
 		if err != nil {
 			missing(t, "cannot locate module root: "+err.Error())
 			return ""
 		}
-		dir = filepath.Join(root, "..", "shared", "ssp2-vectors")
+		dir = filepath.Join(root, "..", "shared", name)
 	}
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		missing(t, "SSP2 vectors not found at "+dir)
+		missing(t, "SSP2 vectors not found at "+dir+" (set "+env+")")
 		return ""
 	}
 	return dir
@@ -58,17 +75,22 @@ func moduleRoot() (string, error) {
 
 // Case is one manifest entry.
 type Case struct {
-	Name  string `json:"name"`
-	Bin   string `json:"bin"`
-	JSON  string `json:"json"`
-	Error string `json:"error"`
+	Name   string `json:"name"`
+	Bin    string `json:"bin"`
+	JSON   string `json:"json"`
+	Error  string `json:"error"`
+	Covers string `json:"covers"`
 }
 
-// Manifest is a per-kind manifest.json.
+// Manifest is a per-kind manifest.json. Columns and PrimaryKey are set for
+// the push kind (codec-level sparse rows of one table): the table's rule-8
+// column objects, as JSON, and the primary-key column's name.
 type Manifest struct {
-	Kind    string `json:"kind"`
-	Cases   []Case `json:"cases"`
-	Invalid []Case `json:"invalid"`
+	Kind       string          `json:"kind"`
+	Columns    json.RawMessage `json:"columns"`
+	PrimaryKey string          `json:"primaryKey"`
+	Cases      []Case          `json:"cases"`
+	Invalid    []Case          `json:"invalid"`
 }
 
 // LoadManifest reads <dir>/<kind>/manifest.json, failing the test on error.
@@ -109,4 +131,30 @@ func JSONEqual(t testing.TB, a, b []byte) bool {
 		t.Fatalf("unmarshal b: %v\n%s", err, b)
 	}
 	return reflect.DeepEqual(va, vb)
+}
+
+// JSONEqualOrdered reports whether a and b are the same JSON document with
+// object members in the same order (SPEC §11.1 rule 2 makes the order of a
+// rendering's members part of it): their token streams are equal, numbers
+// compared by value and whitespace ignored.
+func JSONEqualOrdered(t testing.TB, a, b []byte) bool {
+	t.Helper()
+	ta, tb := jsonTokens(t, a), jsonTokens(t, b)
+	return reflect.DeepEqual(ta, tb)
+}
+
+func jsonTokens(t testing.TB, b []byte) []json.Token {
+	t.Helper()
+	d := json.NewDecoder(bytes.NewReader(b))
+	var out []json.Token
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, b)
+		}
+		out = append(out, tok)
+	}
 }
