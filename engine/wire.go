@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"strconv"
@@ -65,10 +64,11 @@ func (e *Engine) WireVersions() []uint16 { return slices.Clone(e.cfg.WireVersion
 // its own message. Transports that decode requests themselves (the
 // realtime socket's rounds) call it first; SyncEncoded does.
 func (e *Engine) CheckWireVersion(body []byte) error {
-	if len(body) < 6 || string(body[:4]) != ssp2.Magic {
-		return nil
+	v, err := ssp2.PeekWireVersion(body)
+	if err != nil {
+		return nil // not an envelope: the decoder says why
 	}
-	return e.checkWire(binary.LittleEndian.Uint16(body[4:6]))
+	return e.checkWire(v)
 }
 
 func (e *Engine) checkWire(v uint16) error {
