@@ -494,7 +494,9 @@ func (s *Store) CapturePartition(ctx context.Context, partition string) error {
 
 // RestorePartition replaces the partition's rows of every log and row
 // table with its capture and rotates its epoch, in one transaction
-// holding the partition's row lock. Restored commits get this store's
+// holding the partition's row lock. A table without a snapshot table (one
+// added after the capture was taken, such as sync_tombstones under an
+// older build's capture) is emptied for the partition, as it was then. Restored commits get this store's
 // running schema version as their writer version (they were accepted
 // once; the writer fence must not refuse them again). A stale ownership
 // fence in ctx fails it with storage.ErrOwnershipLost under the lock,
@@ -543,14 +545,31 @@ WHERE p.partition = $1`}
 						`INSERT INTO ` + t.src + ` (partition, seq, created_at_ms, actor_id, client_id, client_commit_id, writer_version)
 SELECT partition, seq, created_at_ms, actor_id, client_id, client_commit_id, ` + fmt.Sprint(running) + ` FROM ` + t.snap + ` WHERE partition = $1`}
 				default:
-					ins := `INSERT INTO ` + t.src + ` SELECT * FROM ` + t.snap + ` WHERE ` + t.pcol + ` = $1`
-					if t.cols != "" {
-						ins = `INSERT INTO ` + t.src + ` (` + t.cols + `) SELECT ` + t.cols + ` FROM ` + t.snap + ` WHERE ` + t.pcol + ` = $1`
+					stmts = []string{`DELETE FROM ` + t.src + ` WHERE ` + t.pcol + ` = $1`}
+					// A table the capture did not know (sync_tombstones
+					// under a capture taken before it existed) held
+					// nothing then: its rows are only deleted.
+					var captured bool
+					if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, t.snap).Scan(&captured); err != nil {
+						return err
 					}
-					stmts = []string{`DELETE FROM ` + t.src + ` WHERE ` + t.pcol + ` = $1`, ins}
+					switch {
+					case !captured:
+					case t.cols != "":
+						// A row table captured by an older build has no
+						// column versions: its rows come back legacy (NULL).
+						stmts = append(stmts, `ALTER TABLE `+t.snap+` ADD COLUMN IF NOT EXISTS `+columnVersionsCol+` bytea`,
+							`INSERT INTO `+t.src+` (`+t.cols+`) SELECT `+t.cols+` FROM `+t.snap+` WHERE `+t.pcol+` = $1`)
+					default:
+						stmts = append(stmts, `INSERT INTO `+t.src+` SELECT * FROM `+t.snap+` WHERE `+t.pcol+` = $1`)
+					}
 				}
 				for _, q := range stmts {
-					if _, err := tx.Exec(ctx, q, partition); err != nil {
+					args := []any{partition}
+					if !strings.Contains(q, "$1") {
+						args = nil
+					}
+					if _, err := tx.Exec(ctx, q, args...); err != nil {
 						return fmt.Errorf("%s: %w", q, err)
 					}
 				}
