@@ -5,10 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/postgres"
 	"github.com/synclane/synclane/storage/postgres/pgtest"
+	"github.com/synclane/synclane/storage/storagetest"
 )
 
 // BenchmarkPushTx measures one PushTx applying a batch of 64 commits the
@@ -75,5 +79,49 @@ func must(b testing.TB, err error) {
 	b.Helper()
 	if err != nil {
 		b.Fatal(err)
+	}
+}
+
+// BenchmarkStoredRowBytes measures the bytes per stored row of 100,000
+// demo todos (storagetest.WriteTodos) as pg_total_relation_size of the
+// row table (heap, indexes, TOAST), after the inserts and after updating
+// one column of every row, each also after VACUUM FULL (the updated
+// table holds the dead versions until a vacuum): with column versions
+// ("v3": one byte after the insert, three after the update) and with none
+// ("nil": NULL). Run it with -benchtime=1x: one op is the whole workload.
+func BenchmarkStoredRowBytes(b *testing.B) {
+	const rows = 100_000
+	for _, withCV := range []bool{false, true} {
+		name := "nil"
+		if withCV {
+			name = "v3"
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				schemaName := pgtest.NewSchema(b)
+				s := pgtest.OpenSchema(b, schemaName, postgres.Options{MaxConns: 4})
+				sch := schema.MustDemo()
+				must(b, s.EnsureSchema(b.Context(), sch))
+				table := pgx.Identifier{schemaName, "todos"}.Sanitize()
+				size := func(full bool, state string) int64 {
+					if full {
+						_, err := s.Pool().Exec(b.Context(), `VACUUM FULL `+table)
+						must(b, err)
+						var heap int64
+						must(b, s.Pool().QueryRow(b.Context(), `SELECT pg_relation_size($1::regclass)`, table).Scan(&heap))
+						b.ReportMetric(float64(heap)/rows, "B/row-"+state+"-heap-vacuumed")
+					}
+					var n int64
+					must(b, s.Pool().QueryRow(b.Context(), `SELECT pg_total_relation_size($1::regclass)`, table).Scan(&n))
+					return n
+				}
+				storagetest.WriteTodos(b, s.Backend(), sch.Table("todos"), "bytes", rows, 0, withCV)
+				b.ReportMetric(float64(size(false, "inserted"))/rows, "B/row-inserted")
+				b.ReportMetric(float64(size(true, "inserted"))/rows, "B/row-inserted-vacuumed")
+				storagetest.WriteTodos(b, s.Backend(), sch.Table("todos"), "bytes", rows, 1, withCV)
+				b.ReportMetric(float64(size(false, "updated"))/rows, "B/row-updated")
+				b.ReportMetric(float64(size(true, "updated"))/rows, "B/row-updated-vacuumed")
+			}
+		})
 	}
 }
