@@ -153,8 +153,10 @@ type Checkpoints interface {
 
 	// PruneThrough deletes the partition's commits (and their changes and
 	// scope index entries) with seq <= seq and raises its horizon to seq,
-	// under the partition write lock. Idempotency records are kept. It
-	// never prunes above the partition's max commit seq.
+	// under the partition write lock; delete tombstones (SPEC §2.2) at or
+	// below the new horizon go with them, as in Retention.PruneBatch.
+	// Idempotency records are kept. It never prunes above the partition's
+	// max commit seq.
 	PruneThrough(ctx context.Context, partition string, seq int64) error
 }
 

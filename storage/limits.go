@@ -281,6 +281,29 @@ func checkRow(partition string, t *schema.Table, rec RowRecord) error {
 	return nil
 }
 
+// CheckTombstone returns nil when every backend can store the delete
+// tombstone of row rowID of table in partition (SPEC §2.2), else an error
+// wrapping ErrUnstorable. It refuses exactly the row IDs CheckRow refuses
+// as a primary key: not an identifier, or (partition, row ID) over
+// MaxIndexKeyBytes (the tombstone key adds the table name, at most
+// schema.MaxIdentBytes, which the limit's room for tuple overhead
+// covers). So every row that can exist can get a tombstone, and a row ID
+// it refuses never had a row: PushTx.DeleteRow records no tombstone for
+// it and PushTx.Tombstone reads 0, on every backend alike, without asking
+// the database.
+func CheckTombstone(partition, table, rowID string) error {
+	if err := CheckPartition(partition); err != nil {
+		return err
+	}
+	if err := checkIdent("tombstone table", table); err != nil {
+		return err
+	}
+	if err := checkIdent("tombstone row id", rowID); err != nil {
+		return err
+	}
+	return checkKey("tombstone", len(partition)+len(rowID))
+}
+
 // CheckClient returns nil when every backend can store rec in partition,
 // else an error wrapping ErrUnstorable: the client ID is an identifier,
 // the actor ID and the subscriptions are Storable text, and the key

@@ -248,15 +248,21 @@ type PushTx interface {
 	// (SPEC §2.2): (partition, table, rowID, tombstoneSeq), replacing an
 	// earlier tombstone of the row. tombstoneSeq is the seq of the commit
 	// the delete belongs to (>= 1). Both writes are undone together by
-	// RollbackToSavepoint and Rollback.
+	// RollbackToSavepoint and Rollback. The tombstone is recorded whether
+	// or not the row existed (the caller decides when a delete leaves
+	// one), except for a rowID CheckTombstone refuses: no such row can
+	// exist, and it gets none.
 	DeleteRow(ctx context.Context, t *schema.Table, rowID string, tombstoneSeq int64) error
 	// Tombstone returns the commit seq of the row's tombstone as this
-	// transaction sees it, or 0 when the row has none. Pruning removes
-	// tombstones at or below the horizon (Retention), but a caller that
-	// must ignore older ones compares the seq with the horizon itself.
+	// transaction sees it, or 0 when the row has none (also for a rowID
+	// CheckTombstone refuses, without asking the database). Pruning
+	// removes tombstones at or below the horizon (Retention), but a
+	// caller that must ignore older ones compares the seq with the
+	// horizon itself.
 	Tombstone(ctx context.Context, t *schema.Table, rowID string) (int64, error)
 	// ClearTombstone removes the row's tombstone, if any (an insert over an
-	// absent row clears it, SPEC §2.2).
+	// absent row clears it, SPEC §2.2). RollbackToSavepoint and Rollback
+	// undo it.
 	ClearTombstone(ctx context.Context, t *schema.Table, rowID string) error
 
 	// AppendCommit appends c to the log; c.Seq must be MaxCommitSeq+1. A

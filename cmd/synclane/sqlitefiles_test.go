@@ -113,7 +113,7 @@ func stopProc(t *testing.T, p *proc) {
 
 // filePartitions reads the database file at path directly and returns
 // the partition ids found in any of sync_partitions, sync_commits,
-// sync_clients and todos.
+// sync_clients, sync_tombstones and todos.
 func fileParts(t *testing.T, path string) []string {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
@@ -122,7 +122,8 @@ func fileParts(t *testing.T, path string) []string {
 	}
 	defer db.Close()
 	rows, err := db.Query(`SELECT partition_id FROM sync_partitions UNION SELECT partition_id FROM sync_commits
-		UNION SELECT partition_id FROM sync_clients UNION SELECT partition_id FROM todos ORDER BY 1`)
+		UNION SELECT partition_id FROM sync_clients UNION SELECT partition_id FROM sync_tombstones
+		UNION SELECT partition_id FROM todos ORDER BY 1`)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
@@ -201,6 +202,9 @@ func TestBackupRestoreFourFiles(t *testing.T) {
 			t.Fatalf("restore into %s: exit %d\n%s", target, code, out)
 		}
 		checkLayout(t, target, 4)
+		if n := tombstones(t, target, 4); n != len(filesPartitions) {
+			t.Fatalf("restored into %s: %d delete tombstones, want the backup's %d", target, n, len(filesPartitions))
+		}
 		if aside, _ := filepath.Glob(filepath.Join(target, "synclane-1.db.before-restore-*Z")); len(aside) != 1 {
 			t.Fatalf("the old synclane-1.db was not moved aside: %v", aside)
 		}
@@ -261,6 +265,9 @@ func TestRespreadServedDirectory(t *testing.T) {
 			t.Fatalf("respread --files %d: old files %v not kept or not named\n%s", k, old, out)
 		}
 		checkLayout(t, dir, k)
+		if n := tombstones(t, dir, k); n != len(filesPartitions) {
+			t.Fatalf("after respread --files %d: %d delete tombstones, want %d", k, n, len(filesPartitions))
+		}
 		p := startProc(t, "--data", dir, "--sqlite-files", fmt.Sprint(k))
 		if got := readAll(t, p.base); !maps.EqualFunc(got, want, maps.Equal) {
 			t.Fatalf("after respread --files %d:\n%v\nwant\n%v", k, got, want)
@@ -613,13 +620,40 @@ func backupOf(t *testing.T, src string) (string, backupManifest) {
 }
 
 // serveFilled serves dir with --sqlite-files files, pushes two rows to
-// each of filesPartitions and returns the process and every partition's
-// rows as served.
+// each of filesPartitions and a third it deletes (leaving a delete
+// tombstone in every partition), and returns the process and every
+// partition's rows as served.
 func serveFilled(t *testing.T, dir, files string) (*proc, map[string]map[string]string) {
 	t.Helper()
 	p := startProc(t, "--data", dir, "--sqlite-files", files)
 	for _, part := range filesPartitions {
-		pushTodos(t, p.base, part, part+"-a", part+"-b")
+		pushTodos(t, p.base, part, part+"-a", part+"-b", part+"-gone")
+		c := partClient(p.base, part, "writer-"+part)
+		del := &ssp2.PushCommit{ClientCommitID: "c-del-" + part, Operations: []ssp2.Operation{{Table: "todos", RowID: part + "-gone", Op: ssp2.OpDelete}}}
+		if rs, err := c.Push(context.Background(), del); err != nil || len(rs) != 1 || rs[0].Status != ssp2.CommitApplied {
+			t.Fatalf("delete %s-gone: %+v, %v", part, rs, err)
+		}
 	}
 	return p, readAll(t, p.base)
+}
+
+// tombstones counts the delete tombstones of every database file of a
+// k-file directory (checkLayout checks each is in its partition's file).
+func tombstones(t *testing.T, dir string, k int) int {
+	t.Helper()
+	n := 0
+	for _, name := range sqlite.DirFileNames(k) {
+		db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, name)+"?mode=ro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c int
+		err = db.QueryRow(`SELECT count(*) FROM sync_tombstones`).Scan(&c)
+		db.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		n += c
+	}
+	return n
 }

@@ -184,7 +184,8 @@ func compareRefs(a, b storage.CheckpointRef) int {
 }
 
 // PruneThrough drops the partition's commits with seq <= seq (at most its
-// max commit seq) and their scope index entries, and raises its horizon.
+// max commit seq), their scope index entries and the tombstones at or
+// below the new horizon, and raises its horizon.
 func (s *Store) PruneThrough(ctx context.Context, partition string, seq int64) error {
 	_, p, err := s.schemaAndPart(partition)
 	if err != nil {
@@ -199,6 +200,13 @@ func (s *Store) PruneThrough(ctx context.Context, partition string, seq int64) e
 	seq = min(seq, p.info.MaxCommitSeq)
 	if seq <= p.info.HorizonSeq {
 		return nil
+	}
+	for _, ids := range p.tombs {
+		for id, ts := range ids {
+			if ts <= seq {
+				delete(ids, id)
+			}
+		}
 	}
 	p.dropThrough(seq)
 	return nil

@@ -285,6 +285,9 @@ func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string, 
 	if _, ok := tx.current(st.Name, rowID); ok {
 		tx.stage(st.Name, rowID, nil)
 	}
+	if storage.CheckTombstone(tx.info.Partition, st.Name, rowID) != nil {
+		return nil // no such row can exist: no tombstone, as on every backend
+	}
 	tx.stageTomb(st.Name, rowID, tombstoneSeq)
 	return nil
 }
@@ -320,6 +323,9 @@ func (tx *pushTx) Tombstone(ctx context.Context, t *schema.Table, rowID string) 
 	st, err := tx.table(t)
 	if err != nil {
 		return 0, err
+	}
+	if storage.CheckTombstone(tx.info.Partition, st.Name, rowID) != nil {
+		return 0, nil
 	}
 	if seq, staged := tx.tombs[st.Name][rowID]; staged {
 		return seq, nil

@@ -261,8 +261,8 @@ func (s *Store) ReadServeGate(ctx context.Context, partition string, running int
 	return g, err
 }
 
-// PruneThrough deletes the partition's scope index entries, changes and
-// commits with seq <= min(seq, max_commit_seq) and raises horizon_seq,
+// PruneThrough deletes the partition's scope index entries, changes,
+// commits and tombstones with seq <= min(seq, max_commit_seq) and raises horizon_seq,
 // holding the partition's row lock. A partition without a registry row has
 // nothing to prune. A fence ctx carries (storage.WithFence) is checked
 // under the lock: a stale one fails with storage.ErrOwnershipLost and
@@ -291,6 +291,7 @@ func (s *Store) PruneThrough(ctx context.Context, partition string, seq int64) e
 				`DELETE FROM ` + s.q.changeScopes + ` WHERE partition = $1 AND seq <= $2`,
 				`DELETE FROM ` + s.q.changes + ` WHERE partition = $1 AND seq <= $2`,
 				`DELETE FROM ` + s.q.commits + ` WHERE partition = $1 AND seq <= $2`,
+				`DELETE FROM ` + s.q.tombstones + ` WHERE partition = $1 AND commit_seq <= $2`,
 				`UPDATE ` + s.q.partitions + ` SET horizon_seq = $2 WHERE partition = $1`,
 			} {
 				if _, err := tx.Exec(ctx, q, partition, upTo); err != nil {

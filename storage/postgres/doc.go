@@ -5,11 +5,21 @@
 //
 // Layout. EnsureSchema creates system tables prefixed sync_ (schema meta,
 // partition registry, commits, changes, the inverted change-scope index,
-// idempotency records and client records) and one relational table per
-// synced table, named after it, keyed by (partition_id, primary key) with
-// the primary key column in COLLATE "C" so row order is byte order. All of
+// idempotency records, client records and delete tombstones) and one
+// relational table per synced table, named after it, keyed by
+// (partition_id, primary key) with the primary key column in COLLATE "C"
+// so row order is byte order, holding each row's _sync_version and
+// _sync_column_versions (storage.ColumnVersions; NULL in rows written
+// before it existed, added to such tables without a rewrite). All of
 // them live in Options.Schema when it is set (names are schema-qualified in
 // every statement), else in the connection's search_path.
+//
+// Tombstones (tombstones.go). sync_tombstones holds one row per deleted
+// row, written by the statement of DeleteRow that deletes the row, so
+// savepoints and rollback undo both; Prefetch reads the tombstones of the
+// rows it reads in the same round trip, and the transaction answers
+// Tombstone and ClearTombstone of a row known to have none without a
+// statement.
 //
 // Serialization. A PushTx is a READ COMMITTED transaction that first takes
 // SELECT ... FOR UPDATE on the partition's registry row; every PushTx, and

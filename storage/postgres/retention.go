@@ -137,7 +137,8 @@ ORDER BY seq LIMIT 1`, partition, afterSeq, upToSeq, createdAfterMs).Scan(&seq)
 // PruneBatch deletes one batch in one transaction holding the partition's
 // row lock, in two round trips: BEGIN, the lock and the reads of the
 // batch's scope keys and commit keys (the range computed from the locked
-// registry row), then every delete with COMMIT. Each delete names its
+// registry row), then every delete with COMMIT (the tombstones at or
+// below the new horizon included). Each delete names its
 // index prefix with constants (one per scope key, one per pruned commit's
 // idempotency record), so its plan is an index range whatever the table
 // statistics say. The transaction commits with synchronous_commit off: a
@@ -265,6 +266,9 @@ WHERE `+rng, partition, throughSeq, maxCommits).Query(func(rows pgx.Rows) error 
 		partition, int16(ssp2.CommitRejected), upTo).Exec(add(&idem))
 	b.Queue(`DELETE FROM `+s.q.changes+` WHERE partition = $1 AND seq > $2 AND seq <= $3`, partition, h, upTo).Exec(add(&res.Changes))
 	b.Queue(`DELETE FROM `+s.q.commits+` WHERE partition = $1 AND seq > $2 AND seq <= $3`, partition, h, upTo).Exec(add(&res.Commits))
+	// Every tombstone at or below the new horizon (SPEC §2.2, §4.6), an
+	// index range of sync_tombstones_by_seq.
+	b.Queue(`DELETE FROM `+s.q.tombstones+` WHERE partition = $1 AND commit_seq <= $2`, partition, upTo).Exec(add(&res.Tombstones))
 	b.Queue(`UPDATE `+s.q.partitions+` SET horizon_seq = $2 WHERE partition = $1`, partition, upTo)
 	var tag string
 	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
@@ -298,14 +302,15 @@ SELECT b.h, b.u,
 	(SELECT count(*) FROM ` + s.q.commits + ` c JOIN ` + s.q.idempotency + ` i
 		ON i.partition = c.partition AND i.client_id = c.client_id AND i.client_commit_id = c.client_commit_id
 		WHERE c.partition = $1 AND c.seq > b.h AND c.seq <= b.u AND i.status = $3 AND i.commit_seq = c.seq),
-	(SELECT count(*) FROM ` + s.q.idempotency + ` i WHERE b.u > b.h AND i.partition = $1 AND i.status = $4 AND i.log_seq <= b.u)
+	(SELECT count(*) FROM ` + s.q.idempotency + ` i WHERE b.u > b.h AND i.partition = $1 AND i.status = $4 AND i.log_seq <= b.u),
+	(SELECT count(*) FROM ` + s.q.tombstones + ` t WHERE b.u > b.h AND t.partition = $1 AND t.commit_seq <= b.u)
 FROM b`
 	var res storage.PruneResult
 	err := retry(ctx, "CountPrune", func() error {
 		var upTo, applied, rejected int64
 		res = storage.PruneResult{}
 		err := s.pool.QueryRow(ctx, q, partition, throughSeq, int16(ssp2.CommitApplied), int16(ssp2.CommitRejected)).
-			Scan(&res.HorizonSeq, &upTo, &res.Commits, &res.Changes, &applied, &rejected)
+			Scan(&res.HorizonSeq, &upTo, &res.Commits, &res.Changes, &applied, &rejected, &res.Tombstones)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -408,6 +413,11 @@ func (s *Store) TryLockMaintenance(ctx context.Context) (func(), bool, error) {
 // snapshotTable is one table a partition snapshot copies.
 type snapshotTable struct {
 	src, snap, pcol string
+	// cols, for a row table, lists the columns copied (every column of
+	// the ensured table, the column versions included), so a snapshot
+	// table an older build created without _sync_column_versions (added
+	// to it on the next capture) still lines up; "" copies SELECT *.
+	cols string
 }
 
 // snapshotTables lists the log tables and every synced row table with the
@@ -421,18 +431,19 @@ func (s *Store) snapshotTables() []snapshotTable {
 		return qualify(s.schema, n)
 	}
 	out := []snapshotTable{
-		{s.q.partitions, snap("sync_partitions"), "partition"},
-		{s.q.commits, snap("sync_commits"), "partition"},
-		{s.q.changes, snap("sync_changes"), "partition"},
-		{s.q.changeScopes, snap("sync_change_scopes"), "partition"},
-		{s.q.idempotency, snap("sync_idempotency"), "partition"},
+		{s.q.partitions, snap("sync_partitions"), "partition", ""},
+		{s.q.commits, snap("sync_commits"), "partition", ""},
+		{s.q.changes, snap("sync_changes"), "partition", ""},
+		{s.q.changeScopes, snap("sync_change_scopes"), "partition", ""},
+		{s.q.idempotency, snap("sync_idempotency"), "partition", ""},
+		{s.q.tombstones, snap("sync_tombstones"), "partition", ""},
 		// The blob reference index, so it matches the restored rows.
-		{s.q.blobRefs(), snap("sync_blob_refs"), "partition"},
+		{s.q.blobRefs(), snap("sync_blob_refs"), "partition", ""},
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for name, t := range s.tables {
-		out = append(out, snapshotTable{t.ident, snap(name), "partition_id"})
+		out = append(out, snapshotTable{src: t.ident, snap: snap(name), pcol: "partition_id", cols: "partition_id, " + t.txSelectList})
 	}
 	return out
 }
@@ -459,10 +470,13 @@ func (s *Store) CapturePartition(ctx context.Context, partition string) error {
 			stmts := []string{`CREATE TABLE IF NOT EXISTS ` + marks + ` (partition text COLLATE "C" PRIMARY KEY)`,
 				`INSERT INTO ` + marks + ` (partition) VALUES ($1) ON CONFLICT DO NOTHING`}
 			for _, t := range tables {
-				stmts = append(stmts,
-					`CREATE TABLE IF NOT EXISTS `+t.snap+` (LIKE `+t.src+`)`,
-					`DELETE FROM `+t.snap+` WHERE `+t.pcol+` = $1`,
-					`INSERT INTO `+t.snap+` SELECT * FROM `+t.src+` WHERE `+t.pcol+` = $1`)
+				stmts = append(stmts, `CREATE TABLE IF NOT EXISTS `+t.snap+` (LIKE `+t.src+`)`)
+				ins := `INSERT INTO ` + t.snap + ` SELECT * FROM ` + t.src + ` WHERE ` + t.pcol + ` = $1`
+				if t.cols != "" {
+					stmts = append(stmts, `ALTER TABLE `+t.snap+` ADD COLUMN IF NOT EXISTS `+columnVersionsCol+` bytea`)
+					ins = `INSERT INTO ` + t.snap + ` (` + t.cols + `) SELECT ` + t.cols + ` FROM ` + t.src + ` WHERE ` + t.pcol + ` = $1`
+				}
+				stmts = append(stmts, `DELETE FROM `+t.snap+` WHERE `+t.pcol+` = $1`, ins)
 			}
 			for _, q := range stmts {
 				args := []any{partition}
@@ -480,7 +494,9 @@ func (s *Store) CapturePartition(ctx context.Context, partition string) error {
 
 // RestorePartition replaces the partition's rows of every log and row
 // table with its capture and rotates its epoch, in one transaction
-// holding the partition's row lock. Restored commits get this store's
+// holding the partition's row lock. A table without a snapshot table (one
+// added after the capture was taken, such as sync_tombstones under an
+// older build's capture) is emptied for the partition, as it was then. Restored commits get this store's
 // running schema version as their writer version (they were accepted
 // once; the writer fence must not refuse them again). A stale ownership
 // fence in ctx fails it with storage.ErrOwnershipLost under the lock,
@@ -529,11 +545,31 @@ WHERE p.partition = $1`}
 						`INSERT INTO ` + t.src + ` (partition, seq, created_at_ms, actor_id, client_id, client_commit_id, writer_version)
 SELECT partition, seq, created_at_ms, actor_id, client_id, client_commit_id, ` + fmt.Sprint(running) + ` FROM ` + t.snap + ` WHERE partition = $1`}
 				default:
-					stmts = []string{`DELETE FROM ` + t.src + ` WHERE ` + t.pcol + ` = $1`,
-						`INSERT INTO ` + t.src + ` SELECT * FROM ` + t.snap + ` WHERE ` + t.pcol + ` = $1`}
+					stmts = []string{`DELETE FROM ` + t.src + ` WHERE ` + t.pcol + ` = $1`}
+					// A table the capture did not know (sync_tombstones
+					// under a capture taken before it existed) held
+					// nothing then: its rows are only deleted.
+					var captured bool
+					if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, t.snap).Scan(&captured); err != nil {
+						return err
+					}
+					switch {
+					case !captured:
+					case t.cols != "":
+						// A row table captured by an older build has no
+						// column versions: its rows come back legacy (NULL).
+						stmts = append(stmts, `ALTER TABLE `+t.snap+` ADD COLUMN IF NOT EXISTS `+columnVersionsCol+` bytea`,
+							`INSERT INTO `+t.src+` (`+t.cols+`) SELECT `+t.cols+` FROM `+t.snap+` WHERE `+t.pcol+` = $1`)
+					default:
+						stmts = append(stmts, `INSERT INTO `+t.src+` SELECT * FROM `+t.snap+` WHERE `+t.pcol+` = $1`)
+					}
 				}
 				for _, q := range stmts {
-					if _, err := tx.Exec(ctx, q, partition); err != nil {
+					args := []any{partition}
+					if !strings.Contains(q, "$1") {
+						args = nil
+					}
+					if _, err := tx.Exec(ctx, q, args...); err != nil {
 						return fmt.Errorf("%s: %w", q, err)
 					}
 				}

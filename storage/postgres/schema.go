@@ -21,6 +21,12 @@ import (
 // storageVersion is the layout version of the sync_ tables.
 const storageVersion = 1
 
+// columnVersionsCol is the row tables' column holding each row's column
+// versions (storage.ColumnVersions, SPEC §2.2): a nullable bytea, NULL for
+// a row written before it existed. Only the push transaction's reads
+// select it (tableSQL.txSelectList).
+const columnVersionsCol = "_sync_column_versions"
+
 // EnsureSchema creates or migrates the system tables and one row table per
 // table of sch. It adds missing tables, columns (a NOT NULL column added to
 // a table with rows is filled with its type's zero value) and indexes, and
@@ -195,6 +201,9 @@ func (s *Store) setup(ctx context.Context, tx pgx.Tx, sch *schema.Schema, tables
 	if err := s.ensureRetention(ctx, tx); err != nil {
 		return false, fmt.Errorf("retention: %w", err)
 	}
+	if err := s.ensureTombstones(ctx, tx); err != nil { // tombstones.go
+		return false, fmt.Errorf("tombstones: %w", err)
+	}
 	if err := s.ensureLeases(ctx, tx); err != nil { // lease.go
 		return false, fmt.Errorf("leases: %w", err)
 	}
@@ -257,7 +266,8 @@ storage_version = EXCLUDED.storage_version, schema_fingerprint = EXCLUDED.schema
 	return nil
 }
 
-// ensureTable creates the row table or adds its missing columns and
+// ensureTable creates the row table or adds its missing columns (the
+// schema's, and _sync_column_versions to a table created before it) and
 // indexes. Existing objects are detected from the catalog first so a
 // no-op EnsureSchema takes no table locks.
 func ensureTable(ctx context.Context, tx pgx.Tx, ts *tableSQL) error {
@@ -286,6 +296,11 @@ WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped`, ts.regcla
 			if !haveSet[c.Name] {
 				stmts = append(stmts, ts.addColumn(i)...)
 			}
+		}
+		if !haveSet[columnVersionsCol] {
+			// Nullable without a default: a catalog change only, no row
+			// is rewritten; the existing rows read NULL (legacy).
+			stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s bytea", ts.ident, columnVersionsCol))
 		}
 	}
 	haveIdx := map[string]bool{}
@@ -508,7 +523,7 @@ func (ts *tableSQL) createTable() string {
 	for i := range ts.cols {
 		defs = append(defs, ts.columnDef(i))
 	}
-	defs = append(defs, "_sync_version bigint NOT NULL",
+	defs = append(defs, "_sync_version bigint NOT NULL", columnVersionsCol+" bytea",
 		fmt.Sprintf("PRIMARY KEY (partition_id, %s)", ts.cols[ts.t.PK]))
 	return fmt.Sprintf("CREATE TABLE %s (\n\t%s\n)", ts.ident, strings.Join(defs, ",\n\t"))
 }

@@ -16,12 +16,14 @@ type sysSQL struct {
 
 	meta, partitions, commits, changes, changeScopes, idempotency, clients string
 	checkpoints, fence, fenceFunc                                          string
+	tombstones                                                             string
 
 	readPartition, lockPartition, insertPartition string
 	claimPartition, partitionOwner, shareOwner    string
 	rotate, deleteClients, setMaxSeq              string
 	getIdem, getClient, putClient, bindClient     string
 	prefetchIdem                                  string
+	getTomb, prefetchTombs, clearTomb             string
 	insertCommits, insertChanges, insertScopes    string
 	putIdems                                      string
 	listPartitions, listPartitionInfos            string
@@ -47,6 +49,7 @@ func newSysSQL(schema string) sysSQL {
 		checkpoints:  qualify(schema, "sync_backfill_checkpoints"),
 		fence:        qualify(schema, "sync_writer_fence"),
 		fenceFunc:    qualify(schema, "sync_writer_fence_check"),
+		tombstones:   qualify(schema, "sync_tombstones"),
 	}
 	if schema != "" {
 		q.schemaIdent = pgx.Identifier{schema}.Sanitize()
@@ -55,6 +58,7 @@ func newSysSQL(schema string) sysSQL {
 		"{meta}", q.meta, "{partitions}", q.partitions, "{commits}", q.commits,
 		"{changes}", q.changes, "{change_scopes}", q.changeScopes,
 		"{idempotency}", q.idempotency, "{clients}", q.clients,
+		"{tombstones}", q.tombstones,
 	)
 	const partCols = `log_epoch, epoch_required, max_commit_seq, horizon_seq`
 	q.readPartition = r.Replace(`SELECT ` + partCols + ` FROM {partitions} WHERE partition = $1`)
@@ -86,6 +90,11 @@ WHERE partition = $1 AND client_id = $2 AND client_commit_id = $3`)
 	// whole partition.
 	q.prefetchIdem = r.Replace(`SELECT k.c, k.id, i.status, i.commit_seq, i.result FROM unnest($2::text[], $3::text[]) AS k(c, id),
 LATERAL (SELECT status, commit_seq, result FROM {idempotency} WHERE partition = $1 AND client_id = k.c AND client_commit_id = k.id LIMIT 1) AS i`)
+	q.getTomb = r.Replace(`SELECT commit_seq FROM {tombstones} WHERE partition = $1 AND table_name = $2 AND row_id = $3`)
+	// One primary-key probe per key, as prefetchIdem.
+	q.prefetchTombs = r.Replace(`SELECT k.t, k.id, tb.commit_seq FROM unnest($2::text[], $3::text[]) AS k(t, id),
+LATERAL (SELECT commit_seq FROM {tombstones} WHERE partition = $1 AND table_name = k.t AND row_id = k.id LIMIT 1) AS tb`)
+	q.clearTomb = r.Replace(`DELETE FROM {tombstones} WHERE partition = $1 AND table_name = $2 AND row_id = $3`)
 	q.getClient = r.Replace(`SELECT actor_id, subscriptions, cursor, wire_version, updated_at_ms FROM {clients}
 WHERE partition = $1 AND client_id = $2`)
 	q.putClient = r.Replace(`INSERT INTO {clients} (partition, client_id, actor_id, subscriptions, cursor, wire_version, updated_at_ms)
@@ -118,9 +127,17 @@ type tableSQL struct {
 	cols       []string // quoted column names in schema order
 	selectList string   // cols..., _sync_version
 	get        string   // $1 partition, $2 row id
-	getMany    string   // $1 partition, $2 row ids (text[])
-	upsert     string   // $1 partition, $2.. values, $n+2 version
+	upsert     string   // $1 partition, $2.. values, $n+2 version, $n+3 column versions
 	del        string   // $1 partition, $2 row id
+	// The push transaction's reads select txSelectList (selectList, then
+	// _sync_column_versions); no committed-row read does, so column
+	// versions never reach a client.
+	txSelectList string
+	txGet        string // $1 partition, $2 row id
+	txGetMany    string // $1 partition, $2 row ids (text[])
+	// delTomb deletes the row and records its tombstone in one
+	// statement: $1 partition, $2 row id, $3 table name, $4 commit seq.
+	delTomb string
 }
 
 func newTableSQL(schemaName string, t *schema.Table) *tableSQL {
@@ -132,9 +149,14 @@ func newTableSQL(schemaName string, t *schema.Table) *tableSQL {
 	pk := ts.cols[t.PK]
 	ts.selectList = strings.Join(ts.cols, ", ") + ", _sync_version"
 	ts.get = fmt.Sprintf(`SELECT %s FROM %s WHERE partition_id = $1 AND %s = $2`, ts.selectList, ts.ident, pk)
+	ts.txSelectList = ts.selectList + ", " + columnVersionsCol
+	ts.txGet = fmt.Sprintf(`SELECT %s FROM %s WHERE partition_id = $1 AND %s = $2`, ts.txSelectList, ts.ident, pk)
 	// One primary-key probe per id, as prefetchIdem.
-	ts.getMany = fmt.Sprintf(`SELECT r.* FROM unnest($2::text[]) AS k(id), LATERAL (SELECT %s FROM %s WHERE partition_id = $1 AND %s = k.id LIMIT 1) AS r`, ts.selectList, ts.ident, pk)
+	ts.txGetMany = fmt.Sprintf(`SELECT r.* FROM unnest($2::text[]) AS k(id), LATERAL (SELECT %s FROM %s WHERE partition_id = $1 AND %s = k.id LIMIT 1) AS r`, ts.txSelectList, ts.ident, pk)
 	ts.del = fmt.Sprintf(`DELETE FROM %s WHERE partition_id = $1 AND %s = $2`, ts.ident, pk)
+	ts.delTomb = fmt.Sprintf(`WITH d AS (%s)
+INSERT INTO %s AS tb (partition, table_name, row_id, commit_seq) VALUES ($1, $3, $2, $4)
+ON CONFLICT (partition, table_name, row_id) DO UPDATE SET commit_seq = EXCLUDED.commit_seq`, ts.del, qualify(schemaName, "sync_tombstones"))
 
 	var vals, sets []string
 	vals = append(vals, "$1")
@@ -144,10 +166,10 @@ func newTableSQL(schemaName string, t *schema.Table) *tableSQL {
 			sets = append(sets, fmt.Sprintf("%s = EXCLUDED.%s", c, c))
 		}
 	}
-	vals = append(vals, fmt.Sprintf("$%d", len(ts.cols)+2))
-	sets = append(sets, "_sync_version = EXCLUDED._sync_version")
-	ts.upsert = fmt.Sprintf(`INSERT INTO %s (partition_id, %s, _sync_version) VALUES (%s)
+	vals = append(vals, fmt.Sprintf("$%d", len(ts.cols)+2), fmt.Sprintf("$%d", len(ts.cols)+3))
+	sets = append(sets, "_sync_version = EXCLUDED._sync_version", columnVersionsCol+" = EXCLUDED."+columnVersionsCol)
+	ts.upsert = fmt.Sprintf(`INSERT INTO %s (partition_id, %s, _sync_version, %s) VALUES (%s)
 ON CONFLICT (partition_id, %s) DO UPDATE SET %s`,
-		ts.ident, strings.Join(ts.cols, ", "), strings.Join(vals, ", "), pk, strings.Join(sets, ", "))
+		ts.ident, strings.Join(ts.cols, ", "), columnVersionsCol, strings.Join(vals, ", "), pk, strings.Join(sets, ", "))
 	return ts
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -74,6 +75,8 @@ type pushTx struct {
 	// each handed out once (storage.PushTx.Prefetch).
 	idemPre map[storage.IdempotencyKey]*storage.IdempotencyRecord
 	rowPre  map[prefetchedRow]*storage.RowRecord
+
+	tombs tombKnowledge // tombstones.go
 }
 
 // prefetchedRow keys rowPre: table name and row id.
@@ -149,6 +152,7 @@ func (tx *pushTx) Savepoint(ctx context.Context) error {
 	tx.spSet = true
 	tx.spWanted = true
 	tx.spMarkState = tx.pending.mark()
+	tx.tombs.savepoint()
 	return nil
 }
 
@@ -167,6 +171,7 @@ func (tx *pushTx) RollbackToSavepoint(ctx context.Context) error {
 		}
 	}
 	tx.pending.reset(tx.spMarkState)
+	tx.tombs.rollback()
 	return nil
 }
 
@@ -239,8 +244,12 @@ func (tx *pushTx) LookupIdempotency(ctx context.Context, clientID, clientCommitI
 }
 
 // Prefetch implements storage.PushTx: one round trip reads the
-// idempotency records (one statement) and the rows (one per table) of the
-// keys; a key already prefetched and not yet asked for is read again.
+// idempotency records (one statement), the rows (one per table) and the
+// rows' tombstones (one statement) of the keys; a key already prefetched
+// and not yet asked for is read again. The tombstones answer Tombstone
+// for the rows and let ClearTombstone of a row known to have none send
+// nothing (tombstones.go), so inserting a new row costs no round trip of
+// its own for the tombstone.
 func (tx *pushTx) Prefetch(ctx context.Context, idem []storage.IdempotencyKey, rows []storage.RowKey) error {
 	if err := tx.check(); err != nil {
 		return err
@@ -285,8 +294,8 @@ func (tx *pushTx) Prefetch(ctx context.Context, idem []storage.IdempotencyKey, r
 	rowFound := map[prefetchedRow]*storage.RowRecord{}
 	for name, ids := range byTable {
 		ts := tables[name]
-		b.Queue(ts.getMany, tx.partition, ids).Query(func(rs pgx.Rows) error {
-			sc := newRowScanner(ts.t)
+		b.Queue(ts.txGetMany, tx.partition, ids).Query(func(rs pgx.Rows) error {
+			sc := newTxRowScanner(ts.t)
 			for rs.Next() {
 				if err := rs.Scan(sc.targets...); err != nil {
 					return err
@@ -297,12 +306,14 @@ func (tx *pushTx) Prefetch(ctx context.Context, idem []storage.IdempotencyKey, r
 			return rs.Err()
 		})
 	}
+	tombs := tx.queueTombstones(b, byTable)
 	if b.Len() == 0 {
 		return nil
 	}
 	if err := tx.conn.SendBatch(ctx, b).Close(); err != nil {
 		return classify("Prefetch", err)
 	}
+	tx.tombs.learn(tombs)
 	if tx.idemPre == nil {
 		tx.idemPre = map[storage.IdempotencyKey]*storage.IdempotencyRecord{}
 	}
@@ -342,8 +353,8 @@ func (tx *pushTx) GetRow(ctx context.Context, t *schema.Table, rowID string) (*s
 			return rec, nil
 		}
 	}
-	rs := newRowScanner(ts.t)
-	err = tx.conn.QueryRow(ctx, ts.get, tx.partition, rowID).Scan(rs.targets...)
+	rs := newTxRowScanner(ts.t)
+	err = tx.conn.QueryRow(ctx, ts.txGet, tx.partition, rowID).Scan(rs.targets...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -354,7 +365,8 @@ func (tx *pushTx) GetRow(ctx context.Context, t *schema.Table, rowID string) (*s
 	return &rec, nil
 }
 
-// PutRow inserts or replaces the row. A row storage.CheckRow refuses is
+// PutRow inserts or replaces the row with its column versions (NULL for
+// nil; an empty, non-nil value is an empty bytea). A row storage.CheckRow refuses is
 // not sent and returns an error wrapping storage.ErrUnstorable and
 // storage.ErrConstraint (the transaction stays usable). A violated
 // constraint (or a value PostgreSQL cannot store after all) returns an
@@ -378,7 +390,7 @@ func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRe
 	if err := storage.CheckRow(tx.partition, ts.t, rec); err != nil {
 		return fmt.Errorf("postgres: PutRow %s: %w", t.Name, err)
 	}
-	args := make([]any, 0, len(rec.Values)+2)
+	args := make([]any, 0, len(rec.Values)+3)
 	args = append(args, tx.partition)
 	for i, v := range rec.Values {
 		a, err := encodeValue(ts.t.Columns[i], v)
@@ -387,12 +399,14 @@ func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRe
 		}
 		args = append(args, a)
 	}
-	args = append(args, rec.Version)
+	args = append(args, rec.Version, bindColumnVersions(rec.ColumnVersions))
 	return classifyRowWrite("PutRow", tx.exec(ctx, ts.upsert, args...))
 }
 
-// DeleteRow deletes the row if it exists (a rowID that is not
-// storage.Storable never does, and is not sent).
+// DeleteRow deletes the row if it exists and records (or replaces) its
+// tombstone, in one statement (a rowID that is not storage.Storable never
+// exists, and is not sent; one storage.CheckTombstone refuses gets no
+// tombstone).
 func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string, tombstoneSeq int64) error {
 	if err := tx.check(); err != nil {
 		return err
@@ -401,11 +415,23 @@ func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string, 
 	if err != nil {
 		return err
 	}
+	if tombstoneSeq < 1 {
+		return fmt.Errorf("postgres: DeleteRow %s: tombstone seq %d must be >= 1", t.Name, tombstoneSeq)
+	}
 	if !storage.Storable(rowID) {
 		return nil
 	}
-	delete(tx.rowPre, prefetchedRow{t.Name, rowID}) // read again after the write
-	return classifyRowWrite("DeleteRow", tx.exec(ctx, ts.del, tx.partition, rowID))
+	k := prefetchedRow{t.Name, rowID}
+	delete(tx.rowPre, k) // read again after the write
+	if storage.CheckTombstone(tx.partition, ts.t.Name, rowID) != nil {
+		return classifyRowWrite("DeleteRow", tx.exec(ctx, ts.del, tx.partition, rowID))
+	}
+	tx.tombs.write(k)
+	if err := tx.exec(ctx, ts.delTomb, tx.partition, rowID, ts.t.Name, tombstoneSeq); err != nil {
+		return classifyRowWrite("DeleteRow", err)
+	}
+	tx.tombs.set(k, tombstoneSeq)
+	return nil
 }
 
 // AppendCommit buffers c for the log; c.Seq must be MaxCommitSeq+1. The
@@ -505,13 +531,19 @@ func (tx *pushTx) ScanRows(ctx context.Context, q storage.RowQuery) ([]storage.R
 	if none {
 		return nil, nil
 	}
+	// The same statement selecting the column versions too.
+	committed := "SELECT " + ts.selectList + " FROM "
+	if !strings.HasPrefix(query, committed) {
+		return nil, fmt.Errorf("postgres: ScanRows: row query %.40q does not select %q", query, committed)
+	}
+	query = "SELECT " + ts.txSelectList + " FROM " + query[len(committed):]
 	rows, err := tx.conn.Query(ctx, query, args...)
 	if err != nil {
 		return nil, classify("ScanRows", err)
 	}
 	defer rows.Close()
 	var out []storage.RowRecord
-	rs := newRowScanner(ts.t)
+	rs := newTxRowScanner(ts.t)
 	for rows.Next() {
 		if err := rows.Scan(rs.targets...); err != nil {
 			return nil, classify("ScanRows", err)
@@ -528,13 +560,3 @@ func (tx *pushTx) ScanRows(ctx context.Context, q storage.RowQuery) ([]storage.R
 // gate after its COMMIT (each transaction commits alone), so there is
 // none (ok false) and replies verify the gate with a read of their own.
 func (tx *pushTx) CommittedGate() (storage.ServeGate, bool) { return storage.ServeGate{}, false }
-
-// Tombstone is a placeholder until this backend stores tombstones (v3-stub).
-func (tx *pushTx) Tombstone(ctx context.Context, t *schema.Table, rowID string) (int64, error) {
-	return 0, nil
-}
-
-// ClearTombstone is a placeholder until this backend stores tombstones (v3-stub).
-func (tx *pushTx) ClearTombstone(ctx context.Context, t *schema.Table, rowID string) error {
-	return nil
-}

@@ -59,10 +59,22 @@ type rowScanner struct {
 	t       *schema.Table
 	targets []any
 	version int64
+	// cv, when set (newTxRowScanner), is the _sync_column_versions target.
+	cv *[]byte
 }
 
+// newTxRowScanner scans rows selected with tableSQL.txSelectList: record
+// fills ColumnVersions from the last column.
+func newTxRowScanner(t *schema.Table) *rowScanner {
+	rs := newRowScanner(t)
+	rs.cv = new([]byte)
+	rs.targets = append(rs.targets, rs.cv)
+	return rs
+}
+
+// newRowScanner scans rows selected with tableSQL.selectList.
 func newRowScanner(t *schema.Table) *rowScanner {
-	rs := &rowScanner{t: t, targets: make([]any, len(t.Columns)+1)}
+	rs := &rowScanner{t: t, targets: make([]any, len(t.Columns)+1, len(t.Columns)+2)}
 	for i, c := range t.Columns {
 		switch c.Type {
 		case ssp2.TypeInteger:
@@ -115,5 +127,9 @@ func (rs *rowScanner) record() storage.RowRecord {
 		}
 	}
 	id, _ := row[rs.t.PK].(string)
-	return storage.RowRecord{RowID: id, Version: rs.version, Values: row}
+	rec := storage.RowRecord{RowID: id, Version: rs.version, Values: row}
+	if rs.cv != nil && *rs.cv != nil { // NULL scans as nil, an empty bytea as a non-nil empty slice
+		rec.ColumnVersions = append(storage.ColumnVersions{}, *rs.cv...)
+	}
+	return rec
 }

@@ -181,7 +181,7 @@ func (s *Store) AdminRow(ctx context.Context, partition string, t *schema.Table,
 	}
 	q := fmt.Sprintf("SELECT %s FROM %s WHERE partition_id = ? AND %s = ?", ts.selectCols, quote(ts.t.Name), quote(ts.t.Columns[ts.t.PK].Name))
 	rows, err := s.readQuery(ctx, q, partition, rowID)
-	rec, err := oneRow(rows, err, ts.t)
+	rec, err := oneRow(rows, err, newRowBuf(ts.t))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: admin row %s/%q: %w", t.Name, rowID, err)
 	}

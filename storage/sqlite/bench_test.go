@@ -1,7 +1,10 @@
 package sqlite_test
 
 import (
+	"database/sql"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -167,4 +170,69 @@ func BenchmarkPushTxPartitions(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
+}
+
+// BenchmarkStoredRowBytes measures the bytes per stored row of 100,000
+// demo todos (storagetest.WriteTodos) in a single-file store, after the
+// inserts and after updating one column of every row: with column
+// versions ("v3": one byte after the insert, three after the update) and
+// with none ("nil": NULL, what a row from before column versions reads
+// as). The file is measured after a WAL checkpoint (TRUNCATE) and again
+// after VACUUM. Run it with -benchtime=1x: one op is the whole workload.
+func BenchmarkStoredRowBytes(b *testing.B) {
+	const rows = 100_000
+	for _, withCV := range []bool{false, true} {
+		name := "nil"
+		if withCV {
+			name = "v3"
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				path := filepath.Join(b.TempDir(), "sync.db")
+				s, err := sqlite.Open(b.Context(), path, sqlite.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				sch := schema.MustDemo()
+				if err := s.EnsureSchema(b.Context(), sch); err != nil {
+					b.Fatal(err)
+				}
+				size := func() (int64, int64) {
+					db, err := sql.Open("sqlite", "file:"+path)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer db.Close()
+					if _, err := db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+						b.Fatal(err)
+					}
+					st, err := os.Stat(path)
+					if err != nil {
+						b.Fatal(err)
+					}
+					vac := path + ".vacuum"
+					_ = os.Remove(vac)
+					if _, err := db.Exec(`VACUUM INTO ?`, vac); err != nil {
+						b.Fatal(err)
+					}
+					vst, err := os.Stat(vac)
+					if err != nil {
+						b.Fatal(err)
+					}
+					return st.Size(), vst.Size()
+				}
+				storagetest.WriteTodos(b, s.Backend(), sch.Table("todos"), "bytes", rows, 0, withCV)
+				ins, insVac := size()
+				storagetest.WriteTodos(b, s.Backend(), sch.Table("todos"), "bytes", rows, 1, withCV)
+				upd, updVac := size()
+				if err := s.Close(); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(ins)/rows, "B/row-inserted")
+				b.ReportMetric(float64(insVac)/rows, "B/row-inserted-vacuumed")
+				b.ReportMetric(float64(upd)/rows, "B/row-updated")
+				b.ReportMetric(float64(updVac)/rows, "B/row-updated-vacuumed")
+			}
+		})
+	}
 }

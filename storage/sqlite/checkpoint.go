@@ -325,8 +325,9 @@ func parseMarker(m string) (int32, error) {
 	return int32(v), nil
 }
 
-// PruneThrough deletes commits, changes and scope index entries with seq
-// <= min(seq, max commit seq) and raises the horizon, under the write lock.
+// PruneThrough deletes commits, changes, scope index entries and
+// tombstones with seq <= min(seq, max commit seq) and raises the horizon,
+// under the write lock.
 func (s *Store) PruneThrough(ctx context.Context, partition string, seq int64) error {
 	if _, _, _, err := s.current(); err != nil {
 		return fmt.Errorf("sqlite: prune: %w", err)
@@ -352,6 +353,7 @@ func (s *Store) PruneThrough(ctx context.Context, partition string, seq int64) e
 			`DELETE FROM sync_change_scopes WHERE partition_id = ? AND commit_seq <= ?`,
 			`DELETE FROM sync_changes WHERE partition_id = ? AND commit_seq <= ?`,
 			`DELETE FROM sync_commits WHERE partition_id = ? AND seq <= ?`,
+			`DELETE FROM sync_tombstones WHERE partition_id = ? AND commit_seq <= ?`,
 			`UPDATE sync_partitions SET horizon_seq = ?2 WHERE partition_id = ?1`,
 		} {
 			if _, err := s.conn.ExecContext(ctx, q, partition, seq); err != nil {

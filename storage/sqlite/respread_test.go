@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/sqlite"
 	"github.com/synclane/synclane/storage/storagetest"
@@ -17,8 +18,9 @@ import (
 
 // fillRespread writes what every table of a directory holds: 30
 // partitions of 3 commits (rows, changes, scopes, idempotency, clients),
-// a lease each, a checkpoint, reactions (one dead-lettered), and a blob
-// referenced from a partition of file 1.
+// column versions on one row and a delete tombstone each, a lease each, a
+// checkpoint, reactions (one dead-lettered), and a blob referenced from a
+// partition of file 1.
 func fillRespread(t *testing.T, dir string, files int) {
 	t.Helper()
 	ctx := t.Context()
@@ -26,6 +28,20 @@ func fillRespread(t *testing.T, dir string, files int) {
 	for i := range 30 {
 		p := "part-" + strconv.Itoa(i)
 		fillPartition(t, b, items, p)
+		tx, err := b.Log.BeginPush(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := ssp2.Row{"r0", "p1", int64(1), "title", int64(1), nil, true, nil, nil, nil, nil, nil}
+		if err := tx.PutRow(ctx, items, storage.RowRecord{RowID: "r0", Version: 3, Values: row, ColumnVersions: respreadCV(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.DeleteRow(ctx, items, "gone", int64(i+1)); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
 		if i%3 == 0 {
 			tx, err := b.Log.BeginPush(ctx, p)
 			if err != nil {
@@ -75,6 +91,12 @@ func fillRespread(t *testing.T, dir string, files int) {
 	}
 }
 
+// respreadCV is the column versions fillRespread stores on row r0 of
+// partition i.
+func respreadCV(i int) storage.ColumnVersions {
+	return storage.EncodeColumnVersions([]int64{1, 1, 1, int64(i%3 + 1)})
+}
+
 // dumpDir reads everything fillRespread wrote through a directory's roles
 // (reaction ids left out: they are per file) as text.
 func dumpDir(t *testing.T, dir string, files int) []string {
@@ -104,6 +126,22 @@ func dumpDir(t *testing.T, dir string, files int) []string {
 		for _, r := range rows {
 			out = append(out, fmt.Sprintf("  row %s v%d %v", r.RowID, r.Version, r.Values))
 		}
+		tx, err := b.Log.BeginPush(ctx, p.Partition)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r0, err := tx.GetRow(ctx, items, "r0")
+		if err != nil || r0 == nil {
+			t.Fatalf("GetRow(%s, r0) = %v, %v", p.Partition, r0, err)
+		}
+		tomb, err := tx.Tombstone(ctx, items, "gone")
+		if err != nil || tomb == 0 {
+			t.Fatalf("Tombstone(%s, gone) = %d, %v", p.Partition, tomb, err)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("  column versions of r0 %x, tombstone of gone at %d", []byte(r0.ColumnVersions), tomb))
 		cl, err := b.Clients.GetClient(ctx, p.Partition, "client")
 		if err != nil || cl == nil {
 			t.Fatalf("GetClient(%s) = %v, %v", p.Partition, cl, err)
@@ -178,7 +216,8 @@ func checkPlacement(t *testing.T, dir string, files int) {
 }
 
 // TestRespread re-spreads a directory 1 → 4 → 2 → 1 and reads every
-// partition's rows, changes, clients, leases, idempotency records, the
+// partition's rows (with their column versions), tombstones, changes,
+// clients, leases, idempotency records, the
 // reactions (a dead letter among them), the checkpoint and the blob back
 // through each layout; each file holds only its partitions; the old files
 // are kept aside.
@@ -200,7 +239,7 @@ func TestRespread(t *testing.T) {
 		for _, tr := range rep.Tables {
 			counts[tr.Table] = tr.Rows
 		}
-		if counts["sync_commits"] != 90 || counts["sync_reactions"] != 10 || counts["sync_blobs"] != 1 || counts["items"] != 90 || counts["sync_leases"] != 30 {
+		if counts["sync_commits"] != 90 || counts["sync_reactions"] != 10 || counts["sync_blobs"] != 1 || counts["items"] != 90 || counts["sync_leases"] != 30 || counts["sync_tombstones"] != 30 {
 			t.Fatalf("respread %d → %d: row counts %v", from, to, counts)
 		}
 		for _, name := range sqlite.DirFileNames(from) {

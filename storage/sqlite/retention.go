@@ -176,7 +176,8 @@ SELECT b.h, b.u,
 	(SELECT count(*) FROM sync_commits c JOIN sync_idempotency i
 		ON i.partition_id = c.partition_id AND i.client_id = c.client_id AND i.client_commit_id = c.client_commit_id
 		WHERE c.partition_id = ?1 AND c.seq > b.h AND c.seq <= b.u AND i.status = %d AND i.commit_seq = c.seq),
-	(SELECT count(*) FROM sync_idempotency i WHERE b.u > b.h AND i.partition_id = ?1 AND i.status = %d AND i.log_seq <= b.u)
+	(SELECT count(*) FROM sync_idempotency i WHERE b.u > b.h AND i.partition_id = ?1 AND i.status = %d AND i.log_seq <= b.u),
+	(SELECT count(*) FROM sync_tombstones t WHERE b.u > b.h AND t.partition_id = ?1 AND t.commit_seq <= b.u)
 FROM b`, ssp2.CommitApplied, ssp2.CommitRejected)
 
 // CountPrune counts what PruneBatch calls through throughSeq would
@@ -187,7 +188,7 @@ func (s *Store) CountPrune(ctx context.Context, partition string, throughSeq int
 	}
 	var res storage.PruneResult
 	var upTo, applied, rejected int64
-	err := s.readQueryRow(ctx, countPruneSQL, partition, throughSeq).Scan(&res.HorizonSeq, &upTo, &res.Commits, &res.Changes, &applied, &rejected)
+	err := s.readQueryRow(ctx, countPruneSQL, partition, throughSeq).Scan(&res.HorizonSeq, &upTo, &res.Commits, &res.Changes, &applied, &rejected, &res.Tombstones)
 	if isNoRows(err) {
 		return storage.PruneResult{}, nil
 	}
@@ -222,7 +223,7 @@ func (s *Store) restoreSynchronous() {
 // primary key or of the partial index on rejected records (checked by
 // TestPruneStatementsSearchIndexes).
 var pruneSQL = struct {
-	scopeKeys, deleteScopes, commitKeys, deleteApplied, deleteRejected, deleteChanges, deleteCommits string
+	scopeKeys, deleteScopes, commitKeys, deleteApplied, deleteRejected, deleteChanges, deleteCommits, deleteTombstones string
 }{
 	scopeKeys: `SELECT DISTINCT ch.table_name, j.key, j.value FROM sync_changes ch, json_each(ch.scopes) j
 		WHERE ch.partition_id = ? AND ch.commit_seq > ? AND ch.commit_seq <= ?`,
@@ -232,10 +233,12 @@ var pruneSQL = struct {
 	deleteRejected: `DELETE FROM sync_idempotency WHERE partition_id = ? AND status = ? AND log_seq <= ?`,
 	deleteChanges:  `DELETE FROM sync_changes WHERE partition_id = ? AND commit_seq > ? AND commit_seq <= ?`,
 	deleteCommits:  `DELETE FROM sync_commits WHERE partition_id = ? AND seq > ? AND seq <= ?`,
+	// Every tombstone at or below the new horizon (SPEC §2.2, §4.6).
+	deleteTombstones: `DELETE FROM sync_tombstones WHERE partition_id = ? AND commit_seq <= ?`,
 }
 
-// pruneRange deletes the log in (h, upTo] and raises the horizon, inside
-// the writer's open transaction.
+// pruneRange deletes the log in (h, upTo] and the tombstones at or below
+// upTo, and raises the horizon, inside the writer's open transaction.
 func (s *Store) pruneRange(ctx context.Context, partition string, h, upTo int64) (storage.PruneResult, error) {
 	var res storage.PruneResult
 	c := s.conn
@@ -317,6 +320,9 @@ func (s *Store) pruneRange(ctx context.Context, partition string, h, upTo int64)
 	if res.Commits, err = count(pruneSQL.deleteCommits, partition, h, upTo); err != nil {
 		return res, fmt.Errorf("delete commits: %w", err)
 	}
+	if res.Tombstones, err = count(pruneSQL.deleteTombstones, partition, upTo); err != nil {
+		return res, fmt.Errorf("delete tombstones: %w", err)
+	}
 	if _, err := c.ExecContext(ctx, `UPDATE sync_partitions SET horizon_seq = ? WHERE partition_id = ?`, upTo, partition); err != nil {
 		return res, fmt.Errorf("raise horizon: %w", err)
 	}
@@ -324,10 +330,11 @@ func (s *Store) pruneRange(ctx context.Context, partition string, h, upTo int64)
 }
 
 // snapshotTables lists the tables a partition snapshot copies: the log
-// tables (with their partition column), the blob reference index (so it
-// matches the restored rows) and every synced row table.
+// tables (with their partition column), the delete tombstones, the blob
+// reference index (so it matches the restored rows) and every synced row
+// table (with its column versions).
 func (s *Store) snapshotTables() []string {
-	out := []string{"sync_partitions", "sync_commits", "sync_changes", "sync_change_scopes", "sync_idempotency", "sync_blob_refs"}
+	out := []string{"sync_partitions", "sync_commits", "sync_changes", "sync_change_scopes", "sync_idempotency", "sync_tombstones", "sync_blob_refs"}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, t := range s.sch.Tables {

@@ -83,6 +83,9 @@ func TestPruneStatementsSearchIndexes(t *testing.T) {
 		{pruneSQL.deleteRejected, []any{"p", int64(ssp2.CommitRejected), 10}, "SEARCH sync_idempotency USING INDEX sync_idempotency_rejected (partition_id=? AND log_seq<?)"},
 		{pruneSQL.deleteChanges, []any{"p", 0, 10}, "SEARCH sync_changes USING PRIMARY KEY (partition_id=? AND commit_seq>? AND commit_seq<?)"},
 		{pruneSQL.deleteCommits, []any{"p", 0, 10}, "SEARCH sync_commits USING PRIMARY KEY (partition_id=? AND seq>? AND seq<?)"},
+		{pruneSQL.deleteTombstones, []any{"p", 10}, "SEARCH sync_tombstones USING COVERING INDEX sync_tombstones_by_seq (partition_id=? AND commit_seq<?)"},
+		{sysSQL["getTomb"], []any{"p", "items", "r"}, "SEARCH sync_tombstones USING PRIMARY KEY (partition_id=? AND table_name=? AND row_id=?)"},
+		{sysSQL["clearTomb"], []any{"p", "items", "r"}, "SEARCH sync_tombstones USING PRIMARY KEY (partition_id=? AND table_name=? AND row_id=?)"},
 	} {
 		plan := queryPlan(t, s, c.q, c.args...)
 		if !strings.Contains(plan, c.want) || strings.Contains(strings.ReplaceAll(plan, "SCAN j VIRTUAL TABLE", ""), "SCAN ") {

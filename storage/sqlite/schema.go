@@ -81,6 +81,18 @@ var systemDDL = []string{
 		updated_at_ms INTEGER NOT NULL,
 		PRIMARY KEY (partition_id, client_id)
 	) WITHOUT ROWID`,
+	// sync_tombstones holds the delete tombstones (SPEC §2.2): one per
+	// deleted row, replaced by a later delete, removed by an insert over
+	// the absent row (PushTx.ClearTombstone) and by pruning at or below
+	// the horizon (sync_tombstones_by_seq serves that range delete).
+	`CREATE TABLE IF NOT EXISTS sync_tombstones (
+		partition_id TEXT NOT NULL,
+		table_name TEXT NOT NULL,
+		row_id TEXT NOT NULL,
+		commit_seq INTEGER NOT NULL,
+		PRIMARY KEY (partition_id, table_name, row_id)
+	) WITHOUT ROWID`,
+	`CREATE INDEX IF NOT EXISTS sync_tombstones_by_seq ON sync_tombstones(partition_id, commit_seq)`,
 	checkpointDDL,
 	fenceDDL,
 	leaseTableDDL, leaseIndexDDL, // lease.go
@@ -105,6 +117,14 @@ func (s *Store) createSystemTables(ctx context.Context) error {
 	})
 }
 
+// columnVersionsCol is the row tables' column holding each row's column
+// versions (storage.ColumnVersions, SPEC §2.2): a nullable BLOB, NULL for
+// a row written before it existed. It is read only by the push
+// transaction (GetRow, ScanRows); no committed-row read (ScanRows,
+// VisitRows, EncodeRows, CopyRowsToImage, AdminRow) selects it, so it
+// never reaches a client.
+const columnVersionsCol = "_sync_column_versions"
+
 // EnsureSchema creates the row tables of sch, or migrates them by adding
 // missing tables, columns and indexes (never dropping anything), in one
 // write transaction (BEGIN IMMEDIATE under the write lock), records
@@ -117,7 +137,10 @@ func (s *Store) createSystemTables(ctx context.Context) error {
 // new one and the legacy one dropped. A column added to an
 // existing table is created nullable even when the schema declares it NOT
 // NULL (SQLite cannot add a NOT NULL column without a default; existing
-// rows read NULL there).
+// rows read NULL there). A row table created before column versions gains
+// the nullable _sync_column_versions column the same way: ADD COLUMN
+// changes only the table's definition, no row is rewritten, and the
+// existing rows read NULL (legacy: every column at the row's version).
 //
 // When the stored marker is absent or below sch.Version, the same
 // transaction installs every declaration (checkpoint row and fence), so a
@@ -268,6 +291,12 @@ func (s *Store) migrateTable(ctx context.Context, t *schema.Table) error {
 			}
 			s.log.Info("sqlite: added column", zap.String("table", t.Name), zap.String("column", c.Name))
 		}
+		if !have[columnVersionsCol] {
+			if _, err := s.conn.ExecContext(ctx, "ALTER TABLE "+quote(t.Name)+" ADD COLUMN "+columnVersionsCol+" BLOB"); err != nil {
+				return fmt.Errorf("add column %s: %w", columnVersionsCol, err)
+			}
+			s.log.Info("sqlite: added column versions", zap.String("table", t.Name), zap.String("column", columnVersionsCol))
+		}
 	}
 	for _, ix := range t.Indexes {
 		if _, err := s.conn.ExecContext(ctx, createIndexSQL(t, ix)); err != nil {
@@ -367,7 +396,7 @@ func createTableSQL(t *schema.Table) string {
 	for _, c := range t.Columns {
 		b.WriteString(",\n\t" + columnDef(c))
 	}
-	fmt.Fprintf(&b, ",\n\t_sync_version INTEGER NOT NULL,\n\tPRIMARY KEY (partition_id, %s)\n) WITHOUT ROWID", quote(t.Columns[t.PK].Name))
+	fmt.Fprintf(&b, ",\n\t_sync_version INTEGER NOT NULL,\n\t%s BLOB,\n\tPRIMARY KEY (partition_id, %s)\n) WITHOUT ROWID", columnVersionsCol, quote(t.Columns[t.PK].Name))
 	return b.String()
 }
 

@@ -14,6 +14,9 @@ type sysStmts struct {
 	readPart, insertPart           *sql.Stmt
 	lookupIdem                     *sql.Stmt
 	savepoint, release, rollbackTo *sql.Stmt
+	// getTomb, putTomb and clearTomb read, record (replacing) and remove
+	// one delete tombstone.
+	getTomb, putTomb, clearTomb *sql.Stmt
 }
 
 var sysSQL = map[string]string{
@@ -23,6 +26,10 @@ var sysSQL = map[string]string{
 	"savepoint":  `SAVEPOINT sp`,
 	"release":    `RELEASE sp`,
 	"rollbackTo": `ROLLBACK TO sp`,
+	"getTomb":    `SELECT commit_seq FROM sync_tombstones WHERE partition_id = ? AND table_name = ? AND row_id = ?`,
+	"putTomb": `INSERT INTO sync_tombstones(partition_id, table_name, row_id, commit_seq) VALUES(?, ?, ?, ?)
+		ON CONFLICT(partition_id, table_name, row_id) DO UPDATE SET commit_seq = excluded.commit_seq`,
+	"clearTomb": `DELETE FROM sync_tombstones WHERE partition_id = ? AND table_name = ? AND row_id = ?`,
 }
 
 func prepareSys(ctx context.Context, c *sql.Conn) (*sysStmts, error) {
@@ -31,6 +38,7 @@ func prepareSys(ctx context.Context, c *sql.Conn) (*sysStmts, error) {
 		"readPart": &s.readPart, "insertPart": &s.insertPart,
 		"lookupIdem": &s.lookupIdem,
 		"savepoint":  &s.savepoint, "release": &s.release, "rollbackTo": &s.rollbackTo,
+		"getTomb": &s.getTomb, "putTomb": &s.putTomb, "clearTomb": &s.clearTomb,
 	}
 	for name, q := range sysSQL {
 		st, err := c.PrepareContext(ctx, q)
@@ -44,14 +52,17 @@ func prepareSys(ctx context.Context, c *sql.Conn) (*sysStmts, error) {
 }
 
 func (s *sysStmts) all() []*sql.Stmt {
-	return []*sql.Stmt{s.readPart, s.insertPart, s.lookupIdem, s.savepoint, s.release, s.rollbackTo}
+	return []*sql.Stmt{s.readPart, s.insertPart, s.lookupIdem, s.savepoint, s.release, s.rollbackTo, s.getTomb, s.putTomb, s.clearTomb}
 }
 
-// tableStmts are one row table's prepared statements and column list.
+// tableStmts are one row table's prepared statements and column lists.
 type tableStmts struct {
-	t                 *schema.Table
-	selectCols        string // column list for SELECT, ending with _sync_version
-	get, upsert, drop *sql.Stmt
+	t *schema.Table
+	// selectCols is the column list of committed-row reads: the table's
+	// columns, then _sync_version. txSelectCols, the push transaction's
+	// reads, adds _sync_column_versions.
+	selectCols, txSelectCols string
+	get, upsert, drop        *sql.Stmt
 }
 
 func prepareTable(ctx context.Context, c *sql.Conn, t *schema.Table) (*tableStmts, error) {
@@ -65,14 +76,15 @@ func prepareTable(ctx context.Context, c *sql.Conn, t *schema.Table) (*tableStmt
 	}
 	pk := quote(t.Columns[t.PK].Name)
 	ts := &tableStmts{t: t, selectCols: strings.Join(cols, ", ") + ", _sync_version"}
+	ts.txSelectCols = ts.selectCols + ", " + columnVersionsCol
 	tn := quote(t.Name)
 	qs := []struct {
 		dst **sql.Stmt
 		q   string
 	}{
-		{&ts.get, fmt.Sprintf("SELECT %s FROM %s WHERE partition_id = ? AND %s = ?", ts.selectCols, tn, pk)},
-		{&ts.upsert, fmt.Sprintf("INSERT INTO %s (partition_id, %s) VALUES (?%s) ON CONFLICT(partition_id, %s) DO UPDATE SET %s, _sync_version = excluded._sync_version",
-			tn, ts.selectCols, strings.Repeat(", ?", len(t.Columns)+1), pk, strings.Join(sets, ", "))},
+		{&ts.get, fmt.Sprintf("SELECT %s FROM %s WHERE partition_id = ? AND %s = ?", ts.txSelectCols, tn, pk)},
+		{&ts.upsert, fmt.Sprintf("INSERT INTO %s (partition_id, %s) VALUES (?%s) ON CONFLICT(partition_id, %s) DO UPDATE SET %s, _sync_version = excluded._sync_version, %s = excluded.%s",
+			tn, ts.txSelectCols, strings.Repeat(", ?", len(t.Columns)+2), pk, strings.Join(sets, ", "), columnVersionsCol, columnVersionsCol)},
 		{&ts.drop, fmt.Sprintf("DELETE FROM %s WHERE partition_id = ? AND %s = ?", tn, pk)},
 	}
 	for _, q := range qs {

@@ -1,8 +1,10 @@
 // Package sqlite is the embedded storage backend on SQLite
 // (modernc.org/sqlite, pure Go), with every role of storage.Backend but
 // Ownership (Store.Backend). One database file holds the system tables
-// (prefixed sync_) and one relational table per synced table, named
-// exactly after it.
+// (prefixed sync_, the delete tombstones in sync_tombstones among them)
+// and one relational table per synced table, named exactly after it, with
+// each row's _sync_version and _sync_column_versions (NULL in rows written
+// before it existed; schema.go).
 //
 // Durability and concurrency: the database runs in WAL mode with
 // synchronous=FULL, so a returned Commit has been fsynced. SQLite has a

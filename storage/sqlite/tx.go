@@ -140,16 +140,16 @@ func (tx *pushTx) GetRow(ctx context.Context, t *schema.Table, rowID string) (*s
 		return nil, err
 	}
 	rows, err := ts.get.QueryContext(ctx, tx.info.Partition, rowID)
-	rec, err := oneRow(rows, err, ts.t)
+	rec, err := oneRow(rows, err, newTxRowBuf(ts.t))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get row %s/%q: %w", t.Name, rowID, err)
 	}
 	return rec, nil
 }
 
-// oneRow reads the first row of t from the result of a query (rows, err),
-// closing rows; nil when the query found none.
-func oneRow(rows *sql.Rows, err error, t *schema.Table) (*storage.RowRecord, error) {
+// oneRow reads the first row from the result of a query (rows, err) with
+// sc, closing rows; nil when the query found none.
+func oneRow(rows *sql.Rows, err error, sc *rowBuf) (*storage.RowRecord, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +157,7 @@ func oneRow(rows *sql.Rows, err error, t *schema.Table) (*storage.RowRecord, err
 	if !rows.Next() {
 		return nil, rows.Err()
 	}
-	rec, err := scanRow(rows, t)
+	rec, err := sc.scan(rows)
 	if err != nil {
 		return nil, err
 	}
@@ -231,9 +231,9 @@ func (tx *pushTx) ReleaseSavepoint(ctx context.Context) error {
 	return nil
 }
 
-// PutRow upserts the row; a violated UNIQUE or NOT NULL constraint wraps
-// storage.ErrConstraint, and a row storage.CheckRow refuses is not written
-// (storage.ErrUnstorable).
+// PutRow upserts the row with its column versions (NULL for nil); a
+// violated UNIQUE or NOT NULL constraint wraps storage.ErrConstraint, and a
+// row storage.CheckRow refuses is not written (storage.ErrUnstorable).
 func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRecord) error {
 	ctx, err := tx.check(ctx, "put row")
 	if err != nil {
@@ -264,7 +264,7 @@ func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRe
 		}
 		args = append(args, v)
 	}
-	args = append(args, rec.Version)
+	args = append(args, rec.Version, bindColumnVersions(rec.ColumnVersions))
 	tx.args = args
 	_, err = ts.upsert.ExecContext(ctx, args...)
 	clear(tx.args)
@@ -274,7 +274,9 @@ func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRe
 	return nil
 }
 
-// DeleteRow deletes the row if it exists.
+// DeleteRow deletes the row if it exists and records (or replaces) its
+// tombstone in sync_tombstones, both in the transaction (a savepoint
+// covers them). A rowID storage.CheckTombstone refuses gets none.
 func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string, tombstoneSeq int64) error {
 	ctx, err := tx.check(ctx, "delete row")
 	if err != nil {
@@ -284,11 +286,67 @@ func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string, 
 	if err != nil {
 		return err
 	}
+	if tombstoneSeq < 1 {
+		return fmt.Errorf("sqlite: delete row %s/%q: tombstone seq %d must be >= 1", t.Name, rowID, tombstoneSeq)
+	}
 	if err := tx.write(ctx); err != nil {
 		return err
 	}
 	if _, err := ts.drop.ExecContext(ctx, tx.info.Partition, rowID); err != nil {
 		return classify(err, fmt.Sprintf("delete row %s/%q", t.Name, rowID))
+	}
+	if storage.CheckTombstone(tx.info.Partition, ts.t.Name, rowID) != nil {
+		return nil
+	}
+	if _, err := tx.sys.putTomb.ExecContext(ctx, tx.info.Partition, ts.t.Name, rowID, tombstoneSeq); err != nil {
+		return fmt.Errorf("sqlite: record tombstone %s/%q: %w", t.Name, rowID, err)
+	}
+	return nil
+}
+
+// Tombstone reads the row's tombstone on the writer connection inside
+// the transaction (its own DeleteRow and ClearTombstone calls included).
+func (tx *pushTx) Tombstone(ctx context.Context, t *schema.Table, rowID string) (int64, error) {
+	ctx, err := tx.check(ctx, "tombstone")
+	if err != nil {
+		return 0, err
+	}
+	ts, err := tx.table(t)
+	if err != nil {
+		return 0, err
+	}
+	if storage.CheckTombstone(tx.info.Partition, ts.t.Name, rowID) != nil {
+		return 0, nil
+	}
+	var seq int64
+	err = tx.sys.getTomb.QueryRowContext(ctx, tx.info.Partition, ts.t.Name, rowID).Scan(&seq)
+	if isNoRows(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: tombstone %s/%q: %w", t.Name, rowID, err)
+	}
+	return seq, nil
+}
+
+// ClearTombstone deletes the row's tombstone inside the transaction.
+func (tx *pushTx) ClearTombstone(ctx context.Context, t *schema.Table, rowID string) error {
+	ctx, err := tx.check(ctx, "clear tombstone")
+	if err != nil {
+		return err
+	}
+	ts, err := tx.table(t)
+	if err != nil {
+		return err
+	}
+	if storage.CheckTombstone(tx.info.Partition, ts.t.Name, rowID) != nil {
+		return nil
+	}
+	if err := tx.write(ctx); err != nil {
+		return err
+	}
+	if _, err := tx.sys.clearTomb.ExecContext(ctx, tx.info.Partition, ts.t.Name, rowID); err != nil {
+		return fmt.Errorf("sqlite: clear tombstone %s/%q: %w", t.Name, rowID, err)
 	}
 	return nil
 }
@@ -390,7 +448,7 @@ func (tx *pushTx) ScanRows(ctx context.Context, q storage.RowQuery) ([]storage.R
 	if err != nil {
 		return nil, err
 	}
-	query, args, none, err := rowsQuery(ts, tx.info.Partition, q)
+	query, args, none, err := rowsQueryFrom(ts, "", ts.txSelectCols, tx.info.Partition, q)
 	if err != nil || none {
 		return nil, err
 	}
@@ -400,7 +458,7 @@ func (tx *pushTx) ScanRows(ctx context.Context, q storage.RowQuery) ([]storage.R
 	}
 	defer rows.Close()
 	var out []storage.RowRecord
-	sc := newRowBuf(ts.t)
+	sc := newTxRowBuf(ts.t)
 	for rows.Next() {
 		rec, err := sc.scan(rows)
 		if err != nil {
@@ -421,15 +479,5 @@ func (tx *pushTx) Prefetch(context.Context, []storage.IdempotencyKey, []storage.
 	if tx.done {
 		return fmt.Errorf("sqlite: prefetch: %w", storage.ErrTxDone)
 	}
-	return nil
-}
-
-// Tombstone is a placeholder until this backend stores tombstones (v3-stub).
-func (tx *pushTx) Tombstone(ctx context.Context, t *schema.Table, rowID string) (int64, error) {
-	return 0, nil
-}
-
-// ClearTombstone is a placeholder until this backend stores tombstones (v3-stub).
-func (tx *pushTx) ClearTombstone(ctx context.Context, t *schema.Table, rowID string) error {
 	return nil
 }

@@ -101,21 +101,30 @@ func scopeArray(t *schema.Table, sv *schema.ScopeVar, vals []string) (string, in
 	return string(b), n, err
 }
 
-// scanRow decodes one row selected with tableStmts.selectCols.
-func scanRow(rows *sql.Rows, t *schema.Table) (storage.RowRecord, error) {
-	return newRowBuf(t).scan(rows)
-}
-
 // rowBuf reuses its scan buffers across the rows of one query.
 type rowBuf struct {
 	t         *schema.Table
 	raw, ptrs []any
 	// values, when set, is reused as every row's Values (VisitRows).
 	values ssp2.Row
+	// cv says the rows were selected with tableStmts.txSelectCols: the
+	// last column is _sync_column_versions.
+	cv bool
 }
 
-func newRowBuf(t *schema.Table) *rowBuf {
-	sc := &rowBuf{t: t, raw: make([]any, len(t.Columns)+1), ptrs: make([]any, len(t.Columns)+1)}
+// newRowBuf scans rows selected with tableStmts.selectCols.
+func newRowBuf(t *schema.Table) *rowBuf { return newBuf(t, false) }
+
+// newTxRowBuf scans rows selected with tableStmts.txSelectCols, filling
+// RowRecord.ColumnVersions.
+func newTxRowBuf(t *schema.Table) *rowBuf { return newBuf(t, true) }
+
+func newBuf(t *schema.Table, cv bool) *rowBuf {
+	n := len(t.Columns) + 1
+	if cv {
+		n++
+	}
+	sc := &rowBuf{t: t, raw: make([]any, n), ptrs: make([]any, n), cv: cv}
 	for i := range sc.raw {
 		sc.ptrs[i] = &sc.raw[i]
 	}
@@ -144,6 +153,43 @@ func (sc *rowBuf) scan(rows *sql.Rows) (storage.RowRecord, error) {
 		return rec, fmt.Errorf("_sync_version of Go type %T", raw[len(t.Columns)])
 	}
 	rec.Version = ver
+	if sc.cv {
+		cv, err := decodeColumnVersions(raw[len(t.Columns)+1])
+		if err != nil {
+			return rec, err
+		}
+		rec.ColumnVersions = cv
+	}
 	rec.RowID, _ = rec.Values[t.PK].(string)
 	return rec, nil
+}
+
+// bindColumnVersions is the SQLite form of a row's column versions: NULL
+// for nil, else a BLOB of their bytes (a zero-length one for an empty,
+// non-nil value, which must not read back as NULL).
+func bindColumnVersions(cv storage.ColumnVersions) any {
+	if cv == nil {
+		return nil
+	}
+	if len(cv) == 0 {
+		return []byte{}
+	}
+	return []byte(cv)
+}
+
+// decodeColumnVersions converts a scanned _sync_column_versions value:
+// NULL is nil (a row written before column versions), a BLOB its bytes
+// (database/sql hands a zero-length one as a nil []byte inside a non-nil
+// interface: it is an empty, non-nil value).
+func decodeColumnVersions(v any) (storage.ColumnVersions, error) {
+	switch x := v.(type) {
+	case nil:
+		return nil, nil
+	case []byte:
+		if x == nil {
+			return storage.ColumnVersions{}, nil
+		}
+		return storage.ColumnVersions(x), nil
+	}
+	return nil, fmt.Errorf("%s of Go type %T, want BLOB", columnVersionsCol, v)
 }

@@ -63,15 +63,18 @@ var encodeRowsTests = []test{
 }
 
 // allTypesFixture is rowFixture plus rows of p1 in partition p that set
-// every column type, with empty values and the extreme safe integers.
+// every column type, with empty values and the extreme safe integers (two
+// of them with column versions).
 func (e *env) allTypesFixture() {
 	e.rowFixture()
 	ref := `{"blobId":"sha256:` + "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff" + `","byteLength":3,"mediaType":"text/plain"}`
 	e.push("p", func(tx storage.PushTx) {
-		e.put(tx, e.items, 3, ssp2.Row{"t-all", "p1", int64(3), "title ü", int64(-5), 2.5, true,
-			json.RawMessage(`{"a":[1,"x"]}`), []byte{0, 1, 255}, ref, []byte{1, 2}, "code-1"})
-		e.put(tx, e.items, 4, ssp2.Row{"t-empty", "p1", int64(0), "", int64(0), 0.0, false,
-			json.RawMessage(`[]`), []byte{}, nil, []byte{}, nil})
+		// Stored with column versions, which no encoded or copied row
+		// may hold.
+		e.putCV(tx, e.items, 3, ssp2.Row{"t-all", "p1", int64(3), "title ü", int64(-5), 2.5, true,
+			json.RawMessage(`{"a":[1,"x"]}`), []byte{0, 1, 255}, ref, []byte{1, 2}, "code-1"}, storage.EncodeColumnVersions([]int64{1, 2, 3, 3}))
+		e.putCV(tx, e.items, 4, ssp2.Row{"t-empty", "p1", int64(0), "", int64(0), 0.0, false,
+			json.RawMessage(`[]`), []byte{}, nil, []byte{}, nil}, storage.InsertedColumnVersions())
 		e.put(tx, e.items, int64(ssp2.MaxSafeInt), ssp2.Row{"t-big", "p1", int64(ssp2.MaxSafeInt), nil, int64(-ssp2.MaxSafeInt), -1e300, nil,
 			nil, nil, nil, nil, nil})
 	})

@@ -52,6 +52,18 @@
 //   - Leases: SwapLease is a compare-and-swap on the stored MAC (nil: none
 //     stored), exactly one of concurrent swaps from one MAC wins, and
 //     lease records survive RotateLogEpoch (the client keeps its lease).
+//   - Column versions are stored verbatim: nil reads nil (NULL), a non-nil
+//     value, even an empty one, reads back byte for byte and non-nil,
+//     through PushTx.GetRow, a prefetched GetRow and PushTx.ScanRows;
+//     Rows.ScanRows and VisitRows may leave them nil, and no encoded or
+//     copied row (EncodeRows, CopyRowsToImage) carries them.
+//   - Tombstones: DeleteRow records one whether or not the row existed
+//     (except for a row id storage.CheckTombstone refuses, which gets none
+//     and reads 0); PutRow leaves it; a later DeleteRow replaces it;
+//     PruneBatch and PruneThrough remove every tombstone at or below the
+//     new horizon (one written later with an older seq too) and
+//     CountPrune counts them; RotateLogEpoch keeps them; a restore brings
+//     back the captured ones.
 //   - Truncated is true when the scan stopped on the limit and more matching
 //     commits exist up to UpToSeq, false when the last returned commit is
 //     UpToSeq or the range was exhausted below the limit. (When the limit is
@@ -220,6 +232,8 @@ func groups() []group {
 		{name: "Idempotency", role: "Log", tests: idempotencyTests},
 		{name: "ScanChanges", role: "Log", tests: scanChangesTests},
 		{name: "TxScanRows", role: "Log", tests: txScanRowsTests},
+		{name: "ColumnVersions", role: "Log", tests: colVersionTests},
+		{name: "Tombstones", role: "Log", tests: tombstoneTests},
 		{name: "Concurrency", role: "Log", tests: concurrencyTests},
 		{name: "ScanRows", role: "Rows", tests: scanRowsTests},
 		{name: "VisitRows", role: "Rows", tests: visitRowsTests},
@@ -230,6 +244,7 @@ func groups() []group {
 		{name: "Checkpoint", role: "Checkpoints", tests: checkpointTests},
 		{name: "SharedCheckpoint", role: "Checkpoints", tests: sharedCheckpointTests},
 		{name: "Retention", role: "Retention", tests: retentionTests},
+		{name: "RetentionTombstones", role: "Retention", tests: tombstoneRetentionTests},
 		{name: "Leases", role: "Leases", tests: leaseTests},
 		{name: "Reactions", role: "Reactions", tests: reactionTests},
 		{name: "Query", role: "Queries", tests: queryTests},
