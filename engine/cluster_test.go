@@ -557,7 +557,7 @@ func TestClusterReleaseOwned(t *testing.T) {
 	st, err := tc.stores["http://b"].GetClient(context.Background(), part, "c1")
 	// The round's wire version is buffered on the actor (BindClient wrote
 	// the record with 0); the release's Stop writes it back.
-	if err != nil || st == nil || st.WireVersion != 2 {
+	if err != nil || st == nil || st.WireVersion != ssp2.WireV3 {
 		t.Fatalf("the client record b buffered was not written back on release: %+v %v", st, err)
 	}
 }

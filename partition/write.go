@@ -88,7 +88,7 @@ func (p *Partition) nextVersion(t *schema.Table, existing *storage.RowRecord, wr
 			versions[c] = next
 		}
 	}
-	return next, storage.EncodeColumnVersions(versions)
+	return next, storage.EncodeColumnVersions(versions, next)
 }
 
 // appendCommit appends the partition's next commit with changes and stores

@@ -226,7 +226,7 @@ func benchPushTxPrefetch(b *testing.B, mode string) {
 			ver, cv := int64(1), storage.InsertedColumnVersions()
 			if old != nil {
 				ver = old.Version + 1
-				cv = storage.EncodeColumnVersions([]int64{1, 1, 1, ver})
+				cv = storage.EncodeColumnVersions([]int64{1, 1, 1, ver}, ver)
 			} else {
 				if _, err := tx.Tombstone(ctx, docs, id); err != nil {
 					b.Fatal(err)

@@ -94,7 +94,7 @@ func fillRespread(t *testing.T, dir string, files int) {
 // respreadCV is the column versions fillRespread stores on row r0 of
 // partition i.
 func respreadCV(i int) storage.ColumnVersions {
-	return storage.EncodeColumnVersions([]int64{1, 1, 1, int64(i%3 + 1)})
+	return storage.EncodeColumnVersions([]int64{1, 1, 1, int64(i%3 + 1)}, int64(i%3+1))
 }
 
 // dumpDir reads everything fillRespread wrote through a directory's roles

@@ -58,7 +58,7 @@ var cvFixture = []struct {
 }{
 	{"a-legacy", nil},
 	{"b-inserted", storage.InsertedColumnVersions()},
-	{"c-versions", storage.EncodeColumnVersions([]int64{1, 1, 1, 5, 7, 1, 1, 1, 1, 1, 1, 200})},
+	{"c-versions", storage.EncodeColumnVersions([]int64{1, 1, 1, 5, 7, 1, 1, 1, 1, 1, 1, 200}, 200)},
 	{"d-empty", storage.ColumnVersions{}},
 }
 
@@ -88,7 +88,7 @@ var colVersionTests = []test{
 		}
 		// Replaced as given, in every direction, and a rolled-back write
 		// leaves the previous value.
-		longer := storage.EncodeColumnVersions([]int64{1, 201, 1, 5, 7, 201, 1, 1, 1, 1, 1, 200})
+		longer := storage.EncodeColumnVersions([]int64{1, 201, 1, 5, 7, 201, 1, 1, 1, 1, 1, 200}, 201)
 		e.putCV(tx, e.items, 201, item("a-legacy", "p1", 1), longer)
 		e.putCV(tx, e.items, 201, item("c-versions", "p1", 1), nil)
 		e.must(tx.Savepoint(e.ctx))
@@ -137,7 +137,7 @@ var colVersionTests = []test{
 		// A table created by a schema migration stores them too.
 		e.ensure(MustParse(SchemaV2))
 		tags := e.sch.Table("tags")
-		cv := storage.EncodeColumnVersions([]int64{1, 1, 4})
+		cv := storage.EncodeColumnVersions([]int64{1, 1, 4}, 4)
 		e.push("p", func(tx storage.PushTx) {
 			e.putCV(tx, tags, 4, ssp2.Row{"t", "p1", "x"}, cv)
 			e.putCV(tx, tags, 1, ssp2.Row{"u", "p1", "y"}, nil)

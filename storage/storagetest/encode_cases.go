@@ -72,7 +72,7 @@ func (e *env) allTypesFixture() {
 		// Stored with column versions, which no encoded or copied row
 		// may hold.
 		e.putCV(tx, e.items, 3, ssp2.Row{"t-all", "p1", int64(3), "title ü", int64(-5), 2.5, true,
-			json.RawMessage(`{"a":[1,"x"]}`), []byte{0, 1, 255}, ref, []byte{1, 2}, "code-1"}, storage.EncodeColumnVersions([]int64{1, 2, 3, 3}))
+			json.RawMessage(`{"a":[1,"x"]}`), []byte{0, 1, 255}, ref, []byte{1, 2}, "code-1"}, storage.EncodeColumnVersions([]int64{1, 2, 3, 3}, 3))
 		e.putCV(tx, e.items, 4, ssp2.Row{"t-empty", "p1", int64(0), "", int64(0), 0.0, false,
 			json.RawMessage(`[]`), []byte{}, nil, []byte{}, nil}, storage.InsertedColumnVersions())
 		e.put(tx, e.items, int64(ssp2.MaxSafeInt), ssp2.Row{"t-big", "p1", int64(ssp2.MaxSafeInt), nil, int64(-ssp2.MaxSafeInt), -1e300, nil,

@@ -38,7 +38,7 @@ func WriteTodos(tb testing.TB, b storage.Backend, t *schema.Table, partition str
 				versions[i] = 1
 			}
 			versions[t.Column("title")] = version
-			cv = storage.EncodeColumnVersions(versions)
+			cv = storage.EncodeColumnVersions(versions, version)
 		}
 	}
 	for start := 0; start < n; start += RowBytesBatch {

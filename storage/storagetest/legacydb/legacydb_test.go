@@ -89,7 +89,7 @@ func checkServes(t *testing.T, b storage.Backend) {
 	// New writes: an old row updated, a new row, a delete.
 	p := legacydb.Partitions[0]
 	old := legacydb.Rows[0]
-	updated := storage.EncodeColumnVersions([]int64{1, 1, old.Version + 1, 1, 1, old.Version + 1})
+	updated := storage.EncodeColumnVersions([]int64{1, 1, old.Version + 1, 1, 1, old.Version + 1}, old.Version+1)
 	tx, err := b.Log.BeginPush(ctx, p)
 	if err != nil {
 		t.Fatal(err)
@@ -391,7 +391,7 @@ func TestPostgres(t *testing.T) {
 	wantRows("after restoring the old capture", nil)
 	// A capture by this build (into the old build's snapshot tables),
 	// after writing column versions and a tombstone, restores them.
-	cv := storage.EncodeColumnVersions([]int64{1, 1, 9})
+	cv := storage.EncodeColumnVersions([]int64{1, 1, 9}, 9)
 	tx, err := s.BeginPush(ctx, p)
 	if err != nil {
 		t.Fatal(err)
