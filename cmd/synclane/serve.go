@@ -76,6 +76,8 @@ type serveConfig struct {
 	sqliteFiles                                      sqliteFilesFlag
 	pgStatementTimeout, shutdownTimeout, idleTimeout time.Duration
 	maxOps                                           int
+	// wireVersions is --wire-versions: the SSP2 wire versions served.
+	wireVersions wireVersionsFlag
 
 	// Authentication: --jwt-secret, or development headers (--dev-auth, or
 	// no auth flag at all) on a loopback address unless overridden.
@@ -157,6 +159,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.Int64Var(&c.maxBody, "max-body", bodybudget.DefaultMaxBodyBytes, "maximum decompressed request body in bytes, for POST /sync and realtime socket rounds (larger: 413, or the socket closed with 1009)")
 	fs.Int64Var(&c.maxInflightBody, "max-inflight-body-bytes", bodybudget.DefaultLimit, fmt.Sprintf("request-body bytes held at once by all POST /sync requests and socket rounds; beyond it a request waits up to %s, then gets 503 sync.rate_limited (retryable)", bodybudget.DefaultWait))
 	fs.IntVar(&c.maxOps, "max-operations", 500, "maximum push operations per request")
+	fs.Var(&c.wireVersions, "wire-versions", "SSP2 wire versions served, a comma-separated `LIST`: 3 (the default, as the reference server), or 2,3 / 1,2,3 to keep clients that have not upgraded working during a migration (their requests run under version 3's write rules); a request in another version gets 400 sync.invalid_request")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", 2*time.Minute, "passivate partition actors idle this long")
 	fs.DurationVar(&c.readTimeout, "read-timeout", 30*time.Second, "time to read a whole request, headers and body; a slower client's connection is closed (408 when the body is late)")
 	fs.DurationVar(&c.writeTimeout, "write-timeout", 60*time.Second, "a response must make progress within this long (renewed as bytes flow); a client that stops reading is disconnected")
@@ -585,7 +588,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		return fmt.Errorf("open segment store: %w", err)
 	}
 	cfg := engine.Config{Schema: sch, Backend: st.Backend, Logger: log,
-		MaxOperations: c.maxOps, IdleTimeout: c.idleTimeout, Checkpoints: decls, Retention: c.retention.engineConfig(),
+		MaxOperations: c.maxOps, WireVersions: c.wireVersions.versions, IdleTimeout: c.idleTimeout, Checkpoints: decls, Retention: c.retention.engineConfig(),
 		Segments:  segments.Options{Store: segs, Images: sqliteimage.Builder{}, TTL: c.segmentTTL, InlineMaxBytes: int(c.inlineSegmentMaxBytes)},
 		Reactions: c.reactions.engineConfig()}
 	c.segQuota.apply(&cfg.Segments)

@@ -26,7 +26,7 @@ var todoCodec = ssp2.NewRowCodec(schema.MustDemo().Table("todos").Columns)
 
 func pushTodo(t *testing.T, base, actor, id string) (*ssp2.PushResult, error) {
 	t.Helper()
-	row, err := todoCodec.Append(nil, ssp2.Row{id, "L", "title " + id, false, int64(1), int64(2)})
+	row, err := todoCodec.AppendSparse(nil, ssp2.Row{id, "L", "title " + id, false, int64(1), int64(2)}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
