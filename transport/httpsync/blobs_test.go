@@ -131,7 +131,7 @@ func blobRef(id string, n int) string {
 // returns the push result.
 func (s *blobServer) pushFile(c *httpsync.Client, commitID, id, list string, ref any) *ssp2.PushResult {
 	s.t.Helper()
-	payload, err := s.codec.Append(nil, ssp2.Row{id, list, ref})
+	payload, err := s.codec.AppendSparse(nil, ssp2.Row{id, list, ref}, nil, 0)
 	if err != nil {
 		s.t.Fatal(err)
 	}

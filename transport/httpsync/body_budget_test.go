@@ -76,7 +76,7 @@ func (bs *budgetServer) pushBody(t *testing.T, id, tag string, p httpsynctest.La
 	for _, cm := range p.Build(tag, "big") {
 		frames = append(frames, cm)
 	}
-	b, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV2, Kind: ssp2.KindRequest, Frames: frames})
+	b, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: frames})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestBodyBudgetReleasedOnEveryPath(t *testing.T) {
 	waiting := make(chan struct{}, 4)
 	budget := bodybudget.New(bodybudget.Options{Limit: 4 << 20, Wait: 50 * time.Millisecond, OnWait: func() { waiting <- struct{}{} }})
 	bs := newBudgetServer(t, httpsync.Options{BodyBudget: budget, MaxBodyBytes: 1 << 20})
-	garbage := append([]byte("SSP2\x02\x00\x01\x00"), bytes.Repeat([]byte{0xff}, 300<<10)...)
+	garbage := append([]byte("SSP2\x03\x00\x01\x00"), bytes.Repeat([]byte{0xff}, 300<<10)...)
 	inUse := func(what string, want int64) {
 		t.Helper()
 		if st := budget.Stats(); st.InUse != want {

@@ -185,7 +185,7 @@ func (s *server) replica(actor, clientID string, lists ...string) *httpsynctest.
 var codec = ssp2.NewRowCodec(schema.MustDemo().Table("todos").Columns)
 
 func todo(t *testing.T, id, list, title string) []byte {
-	b, err := codec.Append(nil, ssp2.Row{id, list, title, false, int64(1), int64(1000)})
+	b, err := codec.AppendSparse(nil, ssp2.Row{id, list, title, false, int64(1), int64(1000)}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +433,7 @@ func cutResponse(t *testing.T, s *server, r *httpsynctest.Replica, token []byte)
 	epoch := r.Client.Epoch
 	h := &ssp2.ReqHeader{ClientID: r.Client.ClientID, SchemaVersion: 1, LogEpoch: &epoch}
 	sub := &ssp2.Subscription{ID: "todos", Table: "todos", Scopes: map[string][]string{"list_id": {"L"}}, Cursor: r.Subs[0].Cursor, BootstrapState: token}
-	body, err := ssp2.Encode(&ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{h, &r.Limits, sub}})
+	body, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{h, &r.Limits, sub}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +459,7 @@ func TestE2EHostileInput(t *testing.T) {
 		ctx := context.Background()
 		good := s.client("alice", "ca")
 		push1(t, good, commit("g1", upsert(t, "t1", "L", "keep me", nil)))
-		valid, err := ssp2.Encode(&ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+		valid, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
 			&ssp2.ReqHeader{ClientID: "ca", SchemaVersion: 1, LogEpoch: &good.Epoch},
 			&ssp2.PullHeader{Accept: 1},
 		}})

@@ -73,7 +73,7 @@ func TestForwardedAnswerBreakingOffAbortsTheResponse(t *testing.T) {
 	srv := httptest.NewServer(httpsync.NewHandler(eng, httpsync.Options{Auth: auth.DevAuth{}}))
 	t.Cleanup(srv.Close)
 
-	body, err := ssp2.Encode(&ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+	body, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
 		&ssp2.ReqHeader{ClientID: "c1", SchemaVersion: 1}, &ssp2.PullHeader{Accept: ssp2.AcceptInlineRows}}})
 	if err != nil {
 		t.Fatal(err)

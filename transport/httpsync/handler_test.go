@@ -46,7 +46,7 @@ func newMemoryServerOpts(t *testing.T, opts httpsync.Options) *httptest.Server {
 }
 
 func handshakeBody(t *testing.T) []byte {
-	b, err := ssp2.Encode(&ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+	b, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
 		&ssp2.ReqHeader{ClientID: "c", SchemaVersion: 1}, &ssp2.PullHeader{Accept: 1}}})
 	if err != nil {
 		t.Fatal(err)
@@ -223,13 +223,13 @@ func TestCompressionThreshold(t *testing.T) {
 	var ops []ssp2.Operation
 	for i := range 200 {
 		id := fmt.Sprintf("row-%03d", i)
-		row, _ := codec.Append(nil, ssp2.Row{id, "L", strings.Repeat("title ", 10), false, int64(i), int64(i)})
+		row, _ := codec.AppendSparse(nil, ssp2.Row{id, "L", strings.Repeat("title ", 10), false, int64(i), int64(i)}, nil, 0)
 		ops = append(ops, ssp2.Operation{Table: "todos", RowID: id, Op: ssp2.OpUpsert, Payload: row})
 	}
 	if _, err := c.Push(context.Background(), &ssp2.PushCommit{ClientCommitID: "seed", Operations: ops}); err != nil {
 		t.Fatal(err)
 	}
-	body, err := ssp2.Encode(&ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+	body, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
 		&ssp2.ReqHeader{ClientID: "big", SchemaVersion: 1, LogEpoch: &c.Epoch},
 		&ssp2.PullHeader{LimitSnapshotRows: 1000, MaxSnapshotPages: 1, Accept: 1},
 		&ssp2.Subscription{ID: "s", Table: "todos", Scopes: map[string][]string{"list_id": {"L"}}, Cursor: -1}}})

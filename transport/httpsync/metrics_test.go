@@ -47,7 +47,7 @@ func encodeRequest(t *testing.T, epoch string, frames ...ssp2.Frame) []byte {
 	if epoch != "" {
 		h.LogEpoch = &epoch
 	}
-	b, err := ssp2.Encode(&ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: append([]ssp2.Frame{h}, frames...)})
+	b, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: append([]ssp2.Frame{h}, frames...)})
 	if err != nil {
 		t.Fatal(err)
 	}

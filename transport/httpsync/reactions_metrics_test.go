@@ -43,7 +43,7 @@ func TestMetricsShowReactions(t *testing.T) {
 	c := &httpsync.Client{URL: srv.URL + "/sync", ClientID: "m", Header: http.Header{"X-Actor": {"ada"}}}
 	codec := ssp2.NewRowCodec(s.Table("todos").Columns)
 	for _, id := range []string{"good", "bad"} {
-		payload, err := codec.Append(nil, ssp2.Row{id, "L", "t", false, int64(0), int64(0)})
+		payload, err := codec.AppendSparse(nil, ssp2.Row{id, "L", "t", false, int64(0), int64(0)}, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -577,7 +577,7 @@ func TestStreamedRefsUnderEveryEncoding(t *testing.T) {
 			t.Fatal(err)
 		}
 		epoch := c.Epoch
-		body, err := ssp2.Encode(&ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+		body, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
 			&ssp2.ReqHeader{ClientID: "cr", SchemaVersion: 1, LogEpoch: &epoch},
 			&ssp2.PullHeader{Accept: ssp2.AcceptRefRows, LimitSnapshotRows: 1000, MaxSnapshotPages: 3}, sub0(-1, nil)}})
 		if err != nil {

@@ -71,7 +71,7 @@ func TestWriteTimeoutCutsOffClientThatNeverReads(t *testing.T) {
 		pc := &ssp2.PushCommit{ClientCommitID: fmt.Sprint("c", batch)}
 		for i := range 500 {
 			id := fmt.Sprintf("r%d-%d", batch, i)
-			row, err := codec.Append(nil, ssp2.Row{id, "L", title, false, int64(1), int64(2)})
+			row, err := codec.AppendSparse(nil, ssp2.Row{id, "L", title, false, int64(1), int64(2)}, nil, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +82,7 @@ func TestWriteTimeoutCutsOffClientThatNeverReads(t *testing.T) {
 		}
 	}
 	epoch := c.Epoch
-	body, err := ssp2.Encode(&ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+	body, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
 		&ssp2.ReqHeader{ClientID: "sleepy", SchemaVersion: 1, LogEpoch: &epoch},
 		&ssp2.PullHeader{Accept: ssp2.AcceptInlineRows, LimitSnapshotRows: 50000, MaxSnapshotPages: 1},
 		&ssp2.Subscription{ID: "all", Table: "todos", Scopes: map[string][]string{"list_id": {"L"}}, Cursor: -1},

@@ -36,7 +36,7 @@ func (p LargePush) Build(tag, list string) []*ssp2.PushCommit {
 		ops := make([]ssp2.Operation, p.OpsPerCommit)
 		for o := range ops {
 			id := fmt.Sprintf("%s-%d-%d", tag, c, o)
-			payload, err := todoCodec.Append(nil, ssp2.Row{id, list, title, false, int64(o), int64(1)})
+			payload, err := todoCodec.AppendSparse(nil, ssp2.Row{id, list, title, false, int64(o), int64(1)}, nil, 0)
 			if err != nil {
 				panic(err) // the demo row is always encodable
 			}
