@@ -290,6 +290,12 @@ func TestE2EConvergenceOfflineReplayAndRestart(t *testing.T) {
 	})
 }
 
+// TestE2ELostResponseRetryConflictAndRebase: a lost response is answered
+// from the idempotency cache; then, under wire version 3's per-column
+// rules (SPEC §6.2, §6.5), a stale patch of a column another client wrote
+// conflicts with exactly that column marked, a stale patch of another
+// column applies (Appendix B.21), and keep-local re-pushes the sparse op
+// at the conflict's serverVersion.
 func TestE2ELostResponseRetryConflictAndRebase(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *server) {
 		ctx := context.Background()
@@ -301,8 +307,10 @@ func TestE2ELostResponseRetryConflictAndRebase(t *testing.T) {
 		if again.Status != ssp2.CommitCached || *again.CommitSeq != *first.CommitSeq {
 			t.Fatalf("retry: %+v", again)
 		}
-		push1(t, b, commit("b1", upsert(t, "t1", "L", "bob", ver(1))))
-		conflict := push1(t, a, commit("c2", upsert(t, "t1", "L", "alice", ver(1))))
+		if pr := push1(t, b, commit("b1", patch(t, "t1", map[int]any{2: "bob"}, ver(1)))); pr.Status != ssp2.CommitApplied {
+			t.Fatalf("bob's title patch: %+v", pr)
+		}
+		conflict := push1(t, a, commit("c2", patch(t, "t1", map[int]any{2: "alice"}, ver(1))))
 		if conflict.Status != ssp2.CommitRejected || conflict.Results[0].Code != "sync.version_conflict" || conflict.Results[0].ServerVersion != 2 {
 			t.Fatalf("conflict: %+v", conflict)
 		}
@@ -310,18 +318,47 @@ func TestE2ELostResponseRetryConflictAndRebase(t *testing.T) {
 		if err != nil || row[2] != "bob" {
 			t.Fatalf("serverRow: %v %v", row, err)
 		}
-		rebased := push1(t, a, commit("c3", upsert(t, "t1", "L", "alice+bob", ver(conflict.Results[0].ServerVersion))))
-		if rebased.Status != ssp2.CommitApplied || *rebased.CommitSeq != 3 {
+		// conflictColumns marks title alone (decoded from the wire: needs
+		// the codec's v3 PUSH_RESULT).
+		if cc := conflict.Results[0].ConflictColumns; !cc.Has(2) || cc.Len() != 1 {
+			t.Errorf("conflictColumns = %08b, want title (column 2) alone", []byte(cc))
+		}
+		// The same stale baseVersion on a column nobody else wrote applies.
+		if pr := push1(t, a, commit("c3", patch(t, "t1", map[int]any{3: true}, ver(1)))); pr.Status != ssp2.CommitApplied || *pr.CommitSeq != 3 {
+			t.Fatalf("stale patch of a disjoint column: %+v", pr)
+		}
+		// Keep-local: the same sparse op at the conflict's serverVersion.
+		rebased := push1(t, a, commit("c4", patch(t, "t1", map[int]any{2: "alice+bob"}, ver(conflict.Results[0].ServerVersion))))
+		if rebased.Status != ssp2.CommitApplied || *rebased.CommitSeq != 4 {
 			t.Fatalf("rebase: %+v", rebased)
 		}
 		r := s.replica("carol", "cc", "L")
 		if err := r.SyncUntilIdle(ctx, 5); err != nil {
 			t.Fatal(err)
 		}
-		if got := r.Rows["todos"]["t1"]; got.Version != 3 || got.Values[2] != "alice+bob" {
-			t.Fatalf("converged row: %+v", got)
+		if got := r.Rows["todos"]["t1"]; got.Version != 4 || got.Values[2] != "alice+bob" || got.Values[3] != true || got.Values[5] != int64(1000) {
+			t.Fatalf("converged row: %+v, want version 4, alice+bob, done, the rest as inserted", got)
 		}
 	})
+}
+
+// patch is a wire-v3 sparse upsert of todo id presenting the key and the
+// given columns (index → value).
+func patch(t *testing.T, id string, cols map[int]any, base *int64) ssp2.Operation {
+	t.Helper()
+	row := make(ssp2.Row, 6)
+	row[0] = id
+	present := ssp2.NewColumnSet(len(row))
+	present.Add(0)
+	for c, v := range cols {
+		row[c] = v
+		present.Add(c)
+	}
+	b, err := codec.AppendSparse(nil, row, present, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ssp2.Operation{Table: "todos", RowID: id, Op: ssp2.OpUpsert, Payload: b, BaseVersion: base}
 }
 
 func ver(v int64) *int64 { return &v }
