@@ -62,6 +62,8 @@ type fixtureOpts struct {
 	// auth, when set, authenticates instead of auth.DevAuth (hub and
 	// POST /sync alike).
 	auth auth.Authenticator
+	// wire is the engine's wire-version window (nil: the default, 3).
+	wire []uint16
 }
 
 func newFixture(t *testing.T, o fixtureOpts) *fixture {
@@ -81,7 +83,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	o.hub.Auth = o.auth
 	f.hub = realtime.New(o.hub)
 	cfg := engine.Config{Schema: f.schema, Backend: f.store.Backend(), Now: o.now, ClientFlushInterval: o.flush,
-		Resolver: engine.ScopeResolverFunc(f.resolve), Feed: o.feed}
+		Resolver: engine.ScopeResolverFunc(f.resolve), Feed: o.feed, WireVersions: o.wire}
 	f.hub.Hooks(&cfg)
 	if o.ops != nil {
 		cfg.Operations.Registry = o.ops(f.schema)
@@ -181,7 +183,18 @@ func (f *fixture) follow(ctx context.Context, id, list string) *realtime.Client 
 
 var rowCodec = ssp2.NewRowCodec(schema.MustDemo().Table("todos").Columns)
 
+// todo is the wire-v3 payload of a whole todo (every column present).
 func todo(id, list, title string) []byte {
+	b, err := rowCodec.AppendSparse(nil, ssp2.Row{id, list, title, false, int64(1), int64(1)}, nil, 0)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// fullTodo is the full-row encoding of the todo that todo(id, list,
+// title) pushes: the row a COMMIT change carries.
+func fullTodo(id, list, title string) []byte {
 	b, err := rowCodec.Append(nil, ssp2.Row{id, list, title, false, int64(1), int64(1)})
 	if err != nil {
 		panic(err)

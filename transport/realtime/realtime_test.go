@@ -93,7 +93,7 @@ func TestDeltaAndAck(t *testing.T) {
 	seq := push(t, ctx, a.Client, "t1", "groceries", "milk")
 	d := nextDelta(t, ctx, bs)
 	hdr := d.Message.Frames[0].(*ssp2.RespHeader)
-	if hdr.LogEpoch != a.Client.Epoch || hdr.ResetRequired || d.Message.WireVersion != ssp2.WireV2 {
+	if hdr.LogEpoch != a.Client.Epoch || hdr.ResetRequired || d.Message.WireVersion != ssp2.WireV3 {
 		t.Fatalf("delta header %+v (wire %d), want epoch %s", hdr, d.Message.WireVersion, a.Client.Epoch)
 	}
 	st := d.Message.Frames[1].(*ssp2.SubStart)
@@ -102,7 +102,7 @@ func TestDeltaAndAck(t *testing.T) {
 	}
 	cm := commits(d.Message)
 	if len(cm) != 1 || cm[0].CommitSeq != seq || cm[0].ActorID != "ada" || len(cm[0].Changes) != 1 ||
-		cm[0].Changes[0].RowID != "t1" || !bytes.Equal(cm[0].Changes[0].Row, todo("t1", "groceries", "milk")) {
+		cm[0].Changes[0].RowID != "t1" || !bytes.Equal(cm[0].Changes[0].Row, fullTodo("t1", "groceries", "milk")) {
 		t.Fatalf("delta commits %+v", cm)
 	}
 	if d.Cursor() != seq {

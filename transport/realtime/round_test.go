@@ -21,7 +21,7 @@ func encodeReq(t *testing.T, clientID, epoch string, frames ...ssp2.Frame) []byt
 	if epoch != "" {
 		h.LogEpoch = &epoch
 	}
-	b, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV2, Kind: ssp2.KindRequest, Frames: append([]ssp2.Frame{h}, frames...)})
+	b, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: append([]ssp2.Frame{h}, frames...)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -105,8 +105,10 @@ func TestReconnectStorm(t *testing.T) {
 			defer ww.Done()
 			c := f.httpClient(fmt.Sprintf("writer-%d", w), fmt.Sprintf("w%d", w))
 			for i := range each {
-				id := fmt.Sprintf("w%d-%d", w, i%7) // rows are rewritten: versions move
-				push(t, ctx, c, id, lists[(w+i)%len(lists)], fmt.Sprintf("v%d", i))
+				// Rows are rewritten (versions move), each in its own list:
+				// a row's scope column never changes (SPEC §6.2).
+				id := fmt.Sprintf("w%d-%d", w, i%7)
+				push(t, ctx, c, id, lists[(w+i%7)%len(lists)], fmt.Sprintf("v%d", i))
 			}
 		}()
 	}
