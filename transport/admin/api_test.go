@@ -179,7 +179,7 @@ func TestPartitionsAndClientsPaginate(t *testing.T) {
 		deadline := time.Now().Add(15 * time.Second)
 		for {
 			s.ok("GET", "/api/partitions/p1/clients/k2", &c)
-			if c.WireVersion == 2 {
+			if c.WireVersion == ssp2.WireV3 {
 				break
 			}
 			if time.Now().After(deadline) {

@@ -415,7 +415,7 @@ func TestRowBlobs(t *testing.T) {
 			codec := ssp2.NewRowCodec(fileSchema.Table("files").Columns)
 			ref := fmt.Sprintf(`{"blobId":%q,"byteLength":%d}`, id, len(body))
 			for i, row := range []ssp2.Row{{"f1", "P", ref}, {"f2", "P", ref}, {"f3", "P", nil}} {
-				payload, err := codec.Append(nil, row)
+				payload, err := codec.AppendSparse(nil, row, nil, 0)
 				if err != nil {
 					t.Fatal(err)
 				}

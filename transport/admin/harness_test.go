@@ -154,7 +154,7 @@ func (s *server) push(partition, actor, clientID, ccid, id, project, title strin
 	s.t.Helper()
 	op := ssp2.Operation{Table: "tasks", RowID: id, Op: ssp2.OpDelete}
 	if title != "" {
-		row, err := s.codec.Append(nil, ssp2.Row{id, project, title, nil})
+		row, err := s.codec.AppendSparse(nil, ssp2.Row{id, project, title, nil}, nil, 0)
 		if err != nil {
 			s.t.Fatal(err)
 		}

@@ -162,7 +162,7 @@ func TestEveryAdminAnswerIsLowerCamelCase(t *testing.T) {
 		t.Fatal(err)
 	}
 	codec := ssp2.NewRowCodec(sch.Table("files").Columns)
-	payload, err := codec.Append(nil, ssp2.Row{"f1", "roadmap", fmt.Sprintf(`{"blobId":%q,"byteLength":%d}`, id, len(body))})
+	payload, err := codec.AppendSparse(nil, ssp2.Row{"f1", "roadmap", fmt.Sprintf(`{"blobId":%q,"byteLength":%d}`, id, len(body))}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

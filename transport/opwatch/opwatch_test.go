@@ -85,7 +85,7 @@ func (e *env) push(ctx context.Context, table, id string) {
 	e.t.Helper()
 	tb := e.s.Table(table)
 	row := ssp2.Row{id, "L", "title " + id}[:len(tb.Columns)]
-	payload, err := ssp2.NewRowCodec(tb.Columns).Append(nil, row)
+	payload, err := ssp2.NewRowCodec(tb.Columns).AppendSparse(nil, row, nil, 0)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -310,7 +310,7 @@ var rowCodec = ssp2.NewRowCodec(demo.Table("todos").Columns)
 // push upserts one todo through c and returns its commit seq.
 func push(t *testing.T, ctx context.Context, c *httpsync.Client, id, list string) int64 {
 	t.Helper()
-	row, err := rowCodec.Append(nil, ssp2.Row{id, list, "title " + id, false, int64(1), int64(1)})
+	row, err := rowCodec.AppendSparse(nil, ssp2.Row{id, list, "title " + id, false, int64(1), int64(1)}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func request(t *testing.T, cid string, epoch string, frames ...ssp2.Frame) []byt
 	if epoch != "" {
 		h.LogEpoch = &epoch
 	}
-	b, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV2, Kind: ssp2.KindRequest, Frames: append([]ssp2.Frame{h}, frames...)})
+	b, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: append([]ssp2.Frame{h}, frames...)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func callsOverProtocol(t *testing.T, eng *engine.Engine, srv *httptest.Server, s
 	if epoch == "" {
 		t.Fatalf("no epoch in %+v", first.Frames)
 	}
-	row, err := ssp2.NewRowCodec(eng.Schema().Table("todos").Columns).Append(nil, ssp2.Row{"t1", "L", "hello", false, int64(1), int64(2)})
+	row, err := ssp2.NewRowCodec(eng.Schema().Table("todos").Columns).AppendSparse(nil, ssp2.Row{"t1", "L", "hello", false, int64(1), int64(2)}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func callsOverProtocol(t *testing.T, eng *engine.Engine, srv *httptest.Server, s
 
 func enc(t *testing.T, frames []ssp2.Frame) string {
 	t.Helper()
-	b, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV2, Kind: ssp2.KindResponse, Frames: append([]ssp2.Frame{&ssp2.RespHeader{LogEpoch: "-"}}, frames...)})
+	b, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindResponse, Frames: append([]ssp2.Frame{&ssp2.RespHeader{LogEpoch: "-"}}, frames...)})
 	if err != nil {
 		t.Fatal(err)
 	}
