@@ -31,12 +31,16 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// TestReferenceClientInterop serves the demo schema in-process and runs the
-// Node interop scenario of examples/reference-client against it: two clients
-// subscribe, push, pull and converge on wire version 2 with the epoch
-// handshake, a late joiner bootstraps from a rows segment, and the schema
-// floor answers an unserved schemaVersion. It is skipped when node/npm are
-// missing or the npm install fails, unless SYNCLANE_REQUIRE_INTEROP=1.
+// TestReferenceClientInterop serves the demo schema in-process with the
+// wire-version window 2,3 (--wire-versions) and runs the Node interop
+// scenario of examples/reference-client against it: two clients of the
+// 0.15.48 generation subscribe, push, pull and converge on wire version 2
+// with the epoch handshake, a late joiner bootstraps from a rows segment,
+// and the schema floor answers an unserved schemaVersion. Then the same
+// client against the default window (version 3 alone) must be refused on
+// its first request, 400 sync.invalid_request, before any frame is read.
+// It is skipped when node/npm are missing or the npm install fails, unless
+// SYNCLANE_REQUIRE_INTEROP=1.
 func TestReferenceClientInterop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("interop test skipped in -short mode")
@@ -72,18 +76,25 @@ func TestReferenceClientInterop(t *testing.T) {
 			unavailable("npm ci failed (no network?): %v\n%s", err, out)
 		}
 	}
-
-	// A free loopback port; the tiny window before serve binds it is fine
-	// for a test.
-	base := startServe(t, "--data", t.TempDir())
-
-	nctx, ncancel := context.WithTimeout(context.Background(), 45*time.Second)
-	defer ncancel()
-	cmd := exec.CommandContext(nctx, node, "interop.mjs", base)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	t.Logf("node interop.mjs %s:\n%s", base, strings.TrimSpace(string(out)))
-	if err != nil {
-		t.Fatalf("interop scenario failed: %v", err)
+	runNode := func(t *testing.T, args ...string) {
+		t.Helper()
+		nctx, ncancel := context.WithTimeout(context.Background(), 45*time.Second)
+		defer ncancel()
+		cmd := exec.CommandContext(nctx, node, append([]string{"interop.mjs"}, args...)...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		t.Logf("node interop.mjs %s:\n%s", strings.Join(args, " "), strings.TrimSpace(string(out)))
+		if err != nil {
+			t.Fatalf("interop scenario failed: %v", err)
+		}
 	}
+
+	t.Run("window 2,3", func(t *testing.T) {
+		// A free loopback port; the tiny window before serve binds it is
+		// fine for a test.
+		runNode(t, startServe(t, "--data", t.TempDir(), "--wire-versions", "2,3"))
+	})
+	t.Run("default window refuses it", func(t *testing.T) {
+		runNode(t, startServe(t, "--data", t.TempDir()), "--expect-refused")
+	})
 }

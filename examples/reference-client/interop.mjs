@@ -1,6 +1,8 @@
 #!/usr/bin/env node
-// Interop scenario against `synclane serve` (demo schema, development auth):
+// Interop scenario against `synclane serve` (demo schema, development auth)
+// started with a wire-version window that holds version 2:
 //
+//   synclane serve --wire-versions 2,3 ...
 //   node interop.mjs http://127.0.0.1:8787
 //
 // Two clients (actors A and B, distinct clientIds, separate local databases)
@@ -13,6 +15,15 @@
 // schema-floor rule (a request for an unserved schemaVersion gets a
 // header-only response carrying requiredSchemaVersion). Exits non-zero with a
 // message on any mismatch.
+//
+// With --expect-refused it checks the opposite: a server with the default
+// window (version 3 alone, as @syncular/server 0.23) refuses this client's
+// very first request with HTTP 400 sync.invalid_request naming wire version
+// 2, and refuses it the same way when the frames after the envelope header
+// are garbage: the version is refused before any frame is read.
+//
+//   synclane serve ...
+//   node interop.mjs http://127.0.0.1:8787 --expect-refused
 //
 // The client is the dependency-free SSP2 implementation in ssp2.mjs: the
 // reference @syncular/client is not published on the npm registry (README.md).
@@ -241,10 +252,53 @@ class Client {
   }
 }
 
+// ------------------------------------------------------------ refusal
+
+// expectRefused checks that a server reading wire version 3 alone refuses a
+// version-2 request with a JSON 400 sync.invalid_request before reading any
+// frame: the client's real first request and the same envelope header
+// followed by garbage get the same refusal.
+async function expectRefused(baseUrl) {
+  const url = baseUrl.replace(/\/+$/, '') + '/sync';
+  const first = encodeRequest({
+    clientId: `R-${randomUUID()}`, schemaVersion: SCHEMA_VERSION, logEpoch: null,
+    pull: { accept: 0b0011 }, subscriptions: [],
+  });
+  if (Buffer.from(first).readUInt16LE(4) !== WIRE_VERSION || WIRE_VERSION !== 2) fail(`the client does not write wire version 2`);
+  const garbage = new Uint8Array(first.length);
+  garbage.set(first.subarray(0, 8)); // magic, version 2, kind, flags
+  garbage.fill(0xff, 8);
+  for (const [what, body] of [['first request', first], ['header + garbage frames', garbage]]) {
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': CONTENT_TYPE, 'x-actor': 'actor-r', 'x-partition': 'interop-refused' },
+      body,
+    });
+    const text = await res.text();
+    let err;
+    try { err = JSON.parse(text); } catch { fail(`${what}: HTTP ${res.status}, body is not the JSON error: ${text}`); }
+    if (res.status !== 400 || err.code !== 'sync.invalid_request' || err.details?.wireVersion !== 2 || !/wireVersion 2/.test(err.message ?? '')) {
+      fail(`${what}: HTTP ${res.status} ${text}, want 400 sync.invalid_request naming wireVersion 2`);
+    }
+    console.log(`  ${what}: HTTP 400 ${err.code}: ${err.message}`);
+  }
+  console.log(`refused OK: ${baseUrl} does not serve wire version 2`);
+}
+
 // ------------------------------------------------------------ scenario
 
 async function main() {
-  const baseUrl = process.argv[2] ?? process.env.SYNCLANE_URL ?? 'http://127.0.0.1:8787';
+  const args = process.argv.slice(2);
+  const baseUrl = args.find((a) => !a.startsWith('--')) ?? process.env.SYNCLANE_URL ?? 'http://127.0.0.1:8787';
+  if (args.includes('--expect-refused')) {
+    try {
+      await expectRefused(baseUrl);
+    } catch (e) {
+      console.error(`refusal check FAILED: ${e instanceof Failure ? e.message : e.stack}`);
+      process.exitCode = 1;
+    }
+    return;
+  }
   const partition = process.env.SYNCLANE_PARTITION ?? `interop-${randomUUID().slice(0, 8)}`;
   const list = `L1-${randomUUID().slice(0, 8)}`;
   const dir = mkdtempSync(join(tmpdir(), 'synclane-interop-'));
