@@ -171,7 +171,7 @@ func (s *session) roundHeader(piece []byte) bool {
 		return true
 	}
 	h := s.roundHdr
-	if string(h[:4]) != "SSP2" || (uint16(h[4]) < ssp2.WireV1 || uint16(h[4]) > ssp2.WireV3) || h[5] != 0 || h[6] != byte(ssp2.KindRequest) || h[7] != 0 {
+	if string(h[:4]) != "SSP2" || !ssp2.IsKnownWireVersion(uint16(h[4])) || h[5] != 0 || h[6] != byte(ssp2.KindRequest) || h[7] != 0 {
 		s.dropRound()
 		s.protocolError(websocket.StatusPolicyViolation, "bad SSP2 request header")
 		return false
