@@ -86,9 +86,10 @@ func normalizeAnswer(t *testing.T, what string, b []byte) any {
 }
 
 // TestReadmeWalkthrough runs the shell commands of README's "A pull and a
-// push" with bash and curl against `synclane serve` on a fresh data
-// directory, and compares what each prints with the answer README shows
-// after it. Substituted: the built ssp2 binary for `go run ./cmd/ssp2`,
+// push" (wire version 3: a handshake, an insert with a bootstrap, a sparse
+// patch of one column, a pull of it, a per-column conflict, a refusal)
+// with bash and curl against `synclane serve` on a fresh data directory,
+// and compares what each prints with the answer README shows after it. Substituted: the built ssp2 binary for `go run ./cmd/ssp2`,
 // the server's address for 127.0.0.1:8787, and the server's log epoch for
 // the one README shows; createdAtMs values are not compared.
 func TestReadmeWalkthrough(t *testing.T) {
@@ -132,8 +133,8 @@ func TestReadmeWalkthrough(t *testing.T) {
 			}
 		}
 	}
-	if len(steps) < 4 {
-		t.Fatalf("README's walkthrough has %d command blocks, want at least 4", len(steps))
+	if len(steps) < 6 {
+		t.Fatalf("README's walkthrough has %d command blocks, want at least 6 (handshake, push, patch, pull, conflict, refusal)", len(steps))
 	}
 	for i, s := range steps {
 		if s.want == "" {
@@ -149,8 +150,9 @@ func TestReadmeWalkthrough(t *testing.T) {
 	epoch := serverEpoch(t, root, p.base)
 	const readmeEpoch = "233744c53b4780aa7cfca43aa0b81564"
 
-	// The commands run in a scratch directory (they write pull.bin and
-	// the like) that sees the repository's examples/.
+	// The commands run in a scratch directory that sees the repository's
+	// examples/; they write their request bytes to a mktemp directory, not
+	// to the directory they run in.
 	work := t.TempDir()
 	if err := os.Symlink(filepath.Join(root, "examples"), filepath.Join(work, "examples")); err != nil {
 		t.Fatal(err)
@@ -178,6 +180,9 @@ func TestReadmeWalkthrough(t *testing.T) {
 		t.Fatalf("README's commands wrote to stderr:\n%s", out)
 	}
 
+	if bins, _ := filepath.Glob(filepath.Join(work, "*.bin")); len(bins) != 0 {
+		t.Errorf("README's commands wrote %v into the directory they ran in; they belong in mktemp's", bins)
+	}
 	for i, s := range steps {
 		got, err := os.ReadFile(filepath.Join(work, "out."+strconv.Itoa(i)))
 		if err != nil {

@@ -84,8 +84,41 @@ func TestCurlWalkthrough(t *testing.T) {
 		t.Fatalf("pull.json: not the epoch handshake: %+v", m.Frames)
 	}
 
+	epoch := m.Frames[0].(*ssp2.RespHeader).LogEpoch
+	// withEpoch is file with the handshake's epoch put in, as README's sed
+	// does.
+	withEpoch := func(file string) string {
+		t.Helper()
+		tmpl, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(tmpl, []byte(`"EPOCH"`)) {
+			t.Fatalf("%s has no EPOCH placeholder for README's sed", file)
+		}
+		out := t.TempDir() + "/" + file
+		if err := os.WriteFile(out, bytes.ReplaceAll(tmpl, []byte("EPOCH"), []byte(epoch)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	decode := func(file string, status int, b []byte) *ssp2.Message {
+		t.Helper()
+		if status != 200 {
+			t.Fatalf("%s: HTTP %d %s", file, status, b)
+		}
+		m, err := ssp2.DecodeResponse(b)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if m.WireVersion != ssp2.WireV3 {
+			t.Fatalf("%s: answered in wire version %d, want 3", file, m.WireVersion)
+		}
+		return m
+	}
+
 	// pull-unknown-table.json: the protocol's JSON error, as README shows it.
-	status, b = post(t, srv.URL+"/sync", "pull-unknown-table.json")
+	status, b = post(t, srv.URL+"/sync", withEpoch("pull-unknown-table.json"))
 	var e httperr.Body
 	if status != 400 || json.Unmarshal(b, &e) != nil || e.Code != "sync.unknown_table" {
 		t.Fatalf("pull-unknown-table.json: HTTP %d %s", status, b)
@@ -93,36 +126,18 @@ func TestCurlWalkthrough(t *testing.T) {
 	if !bytes.Contains(readme, bytes.TrimSpace(b)) {
 		t.Errorf("README does not show the answer to pull-unknown-table.json:\n%s", b)
 	}
-	for _, f := range []string{"examples/curl/pull.json", "examples/curl/pull-unknown-table.json", "%{http_code}"} {
+	for _, f := range []string{"examples/curl/pull.json", "examples/curl/pull-unknown-table.json", "%{http_code}", "mktemp -d"} {
 		if !strings.Contains(string(readme), f) {
 			t.Errorf("README's curl walkthrough does not use %s", f)
 		}
 	}
 
-	// push.json with the handshake's epoch put in, as README's sed does:
-	// its commit is applied and its pull bootstraps the row it wrote; sent
-	// again, the commit is answered cached.
-	epoch := m.Frames[0].(*ssp2.RespHeader).LogEpoch
-	tmpl, err := os.ReadFile("push.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Contains(tmpl, []byte(`"EPOCH"`)) {
-		t.Fatal("push.json has no EPOCH placeholder for README's sed")
-	}
-	pushFile := t.TempDir() + "/push.json"
-	if err := os.WriteFile(pushFile, bytes.ReplaceAll(tmpl, []byte("EPOCH"), []byte(epoch)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	// push.json: its commit is applied and its pull bootstraps the row it
+	// wrote; sent again, the commit is answered cached.
+	pushFile := withEpoch("push.json")
 	for i, want := range []ssp2.CommitStatus{ssp2.CommitApplied, ssp2.CommitCached} {
 		status, b = post(t, srv.URL+"/sync", pushFile)
-		if status != 200 {
-			t.Fatalf("push.json #%d: HTTP %d %s", i+1, status, b)
-		}
-		m, err := ssp2.DecodeResponse(b)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := decode("push.json", status, b)
 		var pr *ssp2.PushResult
 		var ss *ssp2.SubStart
 		var seg *ssp2.Segment
@@ -151,7 +166,43 @@ func TestCurlWalkthrough(t *testing.T) {
 			t.Fatalf("push.json #%d: bootstrapped row %+v", i+1, row)
 		}
 	}
-	for _, f := range []string{"examples/curl/push.json", `"title": "Buy milk"`, `"status": "applied"`} {
+
+	// patch.json: a sparse patch of one column, applied as commit 2.
+	status, b = post(t, srv.URL+"/sync", withEpoch("patch.json"))
+	prs := httpsync.PushResults(decode("patch.json", status, b))
+	if len(prs) != 1 || prs[0].Status != ssp2.CommitApplied || *prs[0].CommitSeq != 2 {
+		t.Fatalf("patch.json: %+v, want applied at commitSeq 2", prs)
+	}
+
+	// pull-since.json: commit 2 carries the whole row, done and otherwise
+	// as inserted, at version 2.
+	status, b = post(t, srv.URL+"/sync", withEpoch("pull-since.json"))
+	var cm *ssp2.Commit
+	for _, f := range decode("pull-since.json", status, b).Frames {
+		if c, ok := f.(*ssp2.Commit); ok {
+			cm = c
+		}
+	}
+	if cm == nil || cm.CommitSeq != 2 || len(cm.Changes) != 1 || cm.Changes[0].RowVersion == nil || *cm.Changes[0].RowVersion != 2 {
+		t.Fatalf("pull-since.json: commit %+v, want commit 2 changing milk to version 2", cm)
+	}
+	row, err := ssp2.NewRowCodec(s.Table("todos").Columns).Decode(cm.Changes[0].Row)
+	if err != nil || !reflect.DeepEqual(row, ssp2.Row{"milk", "groceries", "Buy milk", true, int64(1), int64(1700000000000)}) {
+		t.Fatalf("pull-since.json: the change's row %v (%v), want the inserted row with done", row, err)
+	}
+
+	// conflict.json: baseVersion 1 after the patch conflicts on done
+	// alone (title was not written since version 1).
+	status, b = post(t, srv.URL+"/sync", withEpoch("conflict.json"))
+	prs = httpsync.PushResults(decode("conflict.json", status, b))
+	if len(prs) != 1 || prs[0].Status != ssp2.CommitRejected || len(prs[0].Results) != 1 {
+		t.Fatalf("conflict.json: %+v, want a rejected commit", prs)
+	}
+	if r := prs[0].Results[0]; r.Status != ssp2.OpConflict || r.ServerVersion != 2 || !bytes.Equal(r.ConflictColumns, []byte{0x08}) {
+		t.Fatalf("conflict.json: %+v, want a conflict at version 2 marking done (0x08)", r)
+	}
+	for _, f := range []string{"examples/curl/push.json", "examples/curl/patch.json", "examples/curl/pull-since.json", "examples/curl/conflict.json",
+		`"title": "Buy milk"`, `"status": "applied"`, `"conflictColumns": "CA=="`} {
 		if !strings.Contains(string(readme), f) {
 			t.Errorf("README's push walkthrough does not show %s", f)
 		}
