@@ -27,7 +27,7 @@ func TestEmbeddedHostAuthAndScopes(t *testing.T) {
 	defer srv.Close()
 	codec := ssp2.NewRowCodec(schema.MustDemo().Table("todos").Columns)
 	push := func(key, id, list string) (*ssp2.PushResult, error) {
-		row, _ := codec.Append(nil, ssp2.Row{id, list, "milk", false, int64(0), int64(0)})
+		row, _ := codec.AppendSparse(nil, ssp2.Row{id, list, "milk", false, int64(0), int64(0)}, nil, 0)
 		c := &httpsync.Client{URL: srv.URL + "/api/sync", ClientID: "c-" + key, Header: http.Header{"X-Api-Key": {key}}}
 		rs, err := c.Push(context.Background(), &ssp2.PushCommit{ClientCommitID: id,
 			Operations: []ssp2.Operation{{Table: "todos", RowID: id, Op: ssp2.OpUpsert, Payload: row}}})

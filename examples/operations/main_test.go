@@ -36,7 +36,7 @@ func TestOperationsExample(t *testing.T) {
 	codec := ssp2.NewRowCodec(schema.MustDemo().Table("todos").Columns)
 	sc := &httpsync.Client{URL: srv.URL + "/api/sync", ClientID: "ada-phone", Header: http.Header{"X-Api-Key": {"key-ada"}}}
 	for i, id := range []string{"milk", "eggs"} {
-		row, _ := codec.Append(nil, ssp2.Row{id, "groceries", id, false, int64(i), int64(0)})
+		row, _ := codec.AppendSparse(nil, ssp2.Row{id, "groceries", id, false, int64(i), int64(0)}, nil, 0)
 		if _, err := sc.Push(ctx, &ssp2.PushCommit{ClientCommitID: id,
 			Operations: []ssp2.Operation{{Table: "todos", RowID: id, Op: ssp2.OpUpsert, Payload: row}}}); err != nil {
 			t.Fatal(err)
