@@ -161,7 +161,7 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 				default:
 				}
 				id := fmt.Sprintf("w%d-%d", w, n)
-				payload, err := thingsCodec.Append(nil, ssp2.Row{id, "p1", int64(n), nil, nil, nil, nil, nil, nil})
+				payload, err := thingsCodec.AppendSparse(nil, ssp2.Row{id, "p1", int64(n), nil, nil, nil, nil, nil, nil}, nil, 0)
 				if err == nil {
 					var rs []*ssp2.PushResult
 					rs, err = c.Push(ctx, &ssp2.PushCommit{ClientCommitID: id, Operations: []ssp2.Operation{{Table: "things", RowID: id, Op: ssp2.OpUpsert, Payload: payload}}})

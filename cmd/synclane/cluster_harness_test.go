@@ -852,7 +852,7 @@ func (cl *clusterClient) pull(ctx context.Context, m *clusterMember, list string
 
 // todoCommit is a commit upserting todo id in list.
 func todoCommit(commitID, id, list string) *ssp2.PushCommit {
-	row, err := todoCodec.Append(nil, ssp2.Row{id, list, "title " + id, false, int64(1), int64(2)})
+	row, err := todoCodec.AppendSparse(nil, ssp2.Row{id, list, "title " + id, false, int64(1), int64(2)}, nil, 0)
 	if err != nil {
 		panic(err) // a demo todo of strings, a bool and ints always encodes
 	}

@@ -96,7 +96,7 @@ func TestCORSInBrowser(t *testing.T) {
 	codec := ssp2.NewRowCodec(schema.MustDemo().Table("todos").Columns)
 	request := func(client string, frames ...ssp2.Frame) string {
 		epoch := hs.Epoch
-		msg := &ssp2.Message{WireVersion: ssp2.WireV2, Kind: ssp2.KindRequest,
+		msg := &ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest,
 			Frames: append([]ssp2.Frame{&ssp2.ReqHeader{ClientID: client, SchemaVersion: 1, LogEpoch: &epoch}}, frames...)}
 		b, err := ssp2.Encode(msg)
 		if err != nil {
@@ -105,7 +105,7 @@ func TestCORSInBrowser(t *testing.T) {
 		return base64.StdEncoding.EncodeToString(b)
 	}
 	pushOf := func(client, commit, rowID, title string) string {
-		row, err := codec.Append(nil, ssp2.Row{rowID, "l1", title, false, int64(1), int64(1)})
+		row, err := codec.AppendSparse(nil, ssp2.Row{rowID, "l1", title, false, int64(1), int64(1)}, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

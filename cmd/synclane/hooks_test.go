@@ -25,7 +25,7 @@ import (
 // as they came over HTTP.
 func pushThingFrames(t *testing.T, c *httpsync.Client, id, project, ccid string) (*ssp2.PushResult, *ssp2.PushResultDetails) {
 	t.Helper()
-	payload, err := thingsCodec.Append(nil, ssp2.Row{id, project, nil, nil, nil, nil, nil, nil, nil})
+	payload, err := thingsCodec.AppendSparse(nil, ssp2.Row{id, project, nil, nil, nil, nil, nil, nil, nil}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

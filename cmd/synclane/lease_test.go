@@ -18,7 +18,7 @@ import (
 // and the coded error on a request-level failure).
 func leaseRound(t *testing.T, c *httpsync.Client, id, ccid string) (*ssp2.Message, error) {
 	t.Helper()
-	payload, err := thingsCodec.Append(nil, ssp2.Row{id, "p1", nil, nil, nil, nil, nil, nil, nil})
+	payload, err := thingsCodec.AppendSparse(nil, ssp2.Row{id, "p1", nil, nil, nil, nil, nil, nil, nil}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -200,7 +200,7 @@ func TestBackupAndRestoreCommands(t *testing.T) {
 	push := func(from, to int) {
 		for i := from; i < to; i++ {
 			id := fmt.Sprint("t", i)
-			payload, err := codec.Append(nil, ssp2.Row{id, "L", "title", false, int64(i), int64(0)})
+			payload, err := codec.AppendSparse(nil, ssp2.Row{id, "L", "title", false, int64(i), int64(0)}, nil, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

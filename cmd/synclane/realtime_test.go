@@ -51,7 +51,7 @@ func TestServeRealtime(t *testing.T) {
 		t.Fatal(err)
 	}
 	codec := ssp2.NewRowCodec(schema.MustDemo().Table("todos").Columns)
-	row, _ := codec.Append(nil, ssp2.Row{"t1", "l1", strings.Repeat("x", 400), false, int64(1), int64(1)})
+	row, _ := codec.AppendSparse(nil, ssp2.Row{"t1", "l1", strings.Repeat("x", 400), false, int64(1), int64(1)}, nil, 0)
 	w := &httpsync.Client{URL: base + "/sync", ClientID: "w", Header: hdr}
 	// The ack may not have been taken yet: then the answer is a catch-up
 	// wake-up; either way the big commit is never a delta.

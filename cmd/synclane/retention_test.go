@@ -131,7 +131,7 @@ func TestTestControlPruneAndRestore(t *testing.T) {
 		t.Fatalf("after the restore the client holds %d rows, want the 20 of the backup", len(ahead.Rows["things"]))
 	}
 	// The writer (its epoch is stale too) re-acquires and writes on top.
-	payload, _ := thingsCodec.Append(nil, ssp2.Row{"t98", "p1", nil, nil, nil, nil, nil, nil, nil})
+	payload, _ := thingsCodec.AppendSparse(nil, ssp2.Row{"t98", "p1", nil, nil, nil, nil, nil, nil, nil}, nil, 0)
 	if _, err := w.Push(context.Background(), &ssp2.PushCommit{ClientCommitID: "stale", Operations: []ssp2.Operation{
 		{Table: "things", RowID: "t98", Op: ssp2.OpUpsert, Payload: payload}}}); !errors.Is(err, httpsync.ErrResetRequired) {
 		t.Fatalf("writer after the restore: %v, want resetRequired", err)

@@ -55,7 +55,7 @@ func pushTasks(t *testing.T, c *httpsync.Client, ccid string, rows ...ssp2.Row) 
 	t.Helper()
 	commit := &ssp2.PushCommit{ClientCommitID: ccid}
 	for _, r := range rows {
-		payload, err := tasksCodec.Append(nil, r)
+		payload, err := tasksCodec.AppendSparse(nil, r, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

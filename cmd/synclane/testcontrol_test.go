@@ -302,6 +302,9 @@ func TestTestControlScopesAndResolver(t *testing.T) {
 // 1): the served yjs-doc merger stores it as written.
 var yjsText = []byte{1, 1, 1, 0, 4, 1, 1, 't', 2, 'h', 'i', 0}
 
+// TestTestControlRowsEveryType: GET /_test/rows renders a value of every
+// column type, and after a sparse patch the merged row at its new version,
+// without column versions.
 func TestTestControlRowsEveryType(t *testing.T) {
 	base := startTestControl(t)
 	control(t, "PUT", base+"/_test/allowed-scopes/ada", `{"project_id":["*"]}`, nil)
@@ -330,6 +333,30 @@ func TestTestControlRowsEveryType(t *testing.T) {
 		got, _ := json.Marshal(r)
 		if string(got) != want[i] {
 			t.Fatalf("row %d:\n got %s\nwant %s", i, got, want[i])
+		}
+	}
+	// A sparse patch of n: the dump shows the merged row at version 2 and
+	// still only rowId, version, values and scopes; column versions are
+	// the server's own (SPEC §2.2) and never shown.
+	present := ssp2.NewColumnSet(len(full))
+	present.Add(0)
+	present.Add(2)
+	payload, err := thingsCodec.AppendSparse(nil, ssp2.Row{"a1", nil, int64(7), nil, nil, nil, nil, nil, nil}, present, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := c.Push(context.Background(), &ssp2.PushCommit{ClientCommitID: "cc-a1-n",
+		Operations: []ssp2.Operation{{Table: "things", RowID: "a1", Op: ssp2.OpUpsert, Payload: payload}}})
+	if err != nil || rs[0].Status != ssp2.CommitApplied {
+		t.Fatalf("patch of a1.n: %+v %v", rs, err)
+	}
+	if code := control(t, "GET", base+"/_test/rows/things", "", &rows); code != 200 || len(rows) != 2 {
+		t.Fatalf("rows after the patch: %d %v", code, rows)
+	}
+	want[1] = strings.Replace(strings.Replace(want[1], `"n":-42`, `"n":7`, 1), `"version":1`, `"version":2`, 1)
+	for i, r := range rows {
+		if got, _ := json.Marshal(r); string(got) != want[i] {
+			t.Fatalf("row %d after the patch:\n got %s\nwant %s", i, got, want[i])
 		}
 	}
 	var e httperr.Body
@@ -404,7 +431,7 @@ func pushThing(t *testing.T, c *httpsync.Client, id, project, ccid string) *ssp2
 
 func pushRow(t *testing.T, c *httpsync.Client, row ssp2.Row, ccid string) *ssp2.PushResult {
 	t.Helper()
-	payload, err := thingsCodec.Append(nil, row)
+	payload, err := thingsCodec.AppendSparse(nil, row, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
