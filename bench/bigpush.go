@@ -65,7 +65,7 @@ func runBigPush(ctx context.Context, cfg *Config, _ string) ([]Result, error) {
 		for _, cm := range bigpushShape.Build(id, "big") {
 			frames = append(frames, cm)
 		}
-		if bodies[i], err = ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV2, Kind: ssp2.KindRequest, Frames: frames}); err != nil {
+		if bodies[i], err = ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: frames}); err != nil {
 			return nil, err
 		}
 	}

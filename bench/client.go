@@ -352,7 +352,7 @@ func (c *Client) encode(frames []ssp2.Frame) ([]byte, error) {
 	}
 	all := make([]ssp2.Frame, 0, len(frames)+1)
 	all = append(append(all, h), frames...)
-	body, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV2, Kind: ssp2.KindRequest, Frames: all})
+	body, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: all})
 	if err != nil {
 		return nil, fmt.Errorf("bench: encode request: %w", err)
 	}

@@ -26,7 +26,7 @@ func TestStripInlineStream(t *testing.T) {
 		return sb.Finish()
 	}
 	latest := int32(1)
-	msg := &ssp2.Message{WireVersion: ssp2.WireV2, Kind: ssp2.KindResponse, Frames: []ssp2.Frame{
+	msg := &ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindResponse, Frames: []ssp2.Frame{
 		&ssp2.RespHeader{LatestSchemaVersion: &latest, LogEpoch: "e"},
 		&ssp2.SubStart{ID: "s", Status: ssp2.SubActive, Bootstrap: true},
 		&ssp2.SegmentInline{Payload: page(10)}, &ssp2.SegmentInline{Payload: page(20000)},

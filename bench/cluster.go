@@ -233,7 +233,7 @@ func (p *ppClient) round(ctx context.Context) error {
 	n := p.n
 	p.n++
 	id := p.project + "-r" + strconv.Itoa(int(n%pushpullRowsPerVU))
-	row, err := tasksCodec.Append(nil, ssp2.Row{id, p.project, "task " + id, n%2 == 0, n % 5, time.Now().UnixMilli()})
+	row, err := tasksCodec.AppendSparse(nil, ssp2.Row{id, p.project, "task " + id, n%2 == 0, n % 5, time.Now().UnixMilli()}, nil, 0)
 	if err != nil {
 		return err
 	}

@@ -17,9 +17,15 @@ var todoCodec = func() *ssp2.RowCodec {
 	return ssp2.NewRowCodec(schema.MustDemo().Table("todos").Columns)
 }()
 
-// todoUpsert returns a one-operation upsert of todo id in list.
+// todoValues is the n-th version of todo id in list.
+func todoValues(id, list string, n int64) ssp2.Row {
+	return ssp2.Row{id, list, "todo " + id + " #" + strconv.FormatInt(n, 10), n%2 == 0, n, time.Now().UnixMilli()}
+}
+
+// todoUpsert returns a one-operation upsert of todo id in list: a whole
+// row, as a wire-v3 sparse payload presenting every column.
 func todoUpsert(id, list string, n int64) ssp2.Operation {
-	row, err := todoCodec.Append(nil, ssp2.Row{id, list, "todo " + id + " #" + strconv.FormatInt(n, 10), n%2 == 0, n, time.Now().UnixMilli()})
+	row, err := todoCodec.AppendSparse(nil, todoValues(id, list, n), nil, 0)
 	if err != nil {
 		panic(err)
 	}

@@ -188,11 +188,15 @@ func seedLog(ctx context.Context, st storage.Log, partition string, n int) error
 			seq := tx.Partition().MaxCommitSeq + 1
 			list := listID(done)
 			id := "seed-" + strconv.Itoa(done%(numLists*rowsPerWriter))
-			op := todoUpsert(id, list, int64(done))
+			row, err := todoCodec.Append(nil, todoValues(id, list, int64(done))) // a COMMIT change carries the full row
+			if err != nil {
+				_ = tx.Rollback(ctx)
+				return err
+			}
 			ccid := "s" + strconv.Itoa(done)
 			c := storage.CommitRecord{Seq: seq, CreatedAtMs: now, ActorID: "seeder", ClientID: "seeder", ClientCommitID: ccid,
 				Changes: []storage.ChangeRecord{{Table: "todos", RowID: id, Op: ssp2.OpUpsert, RowVersion: seq,
-					Scopes: map[string]string{"list_id": list}, Row: op.Payload}}}
+					Scopes: map[string]string{"list_id": list}, Row: row}}}
 			if err := tx.AppendCommit(ctx, c); err != nil {
 				_ = tx.Rollback(ctx)
 				return err

@@ -85,7 +85,7 @@ func pushpullCase(ctx context.Context, cfg *Config, store string) (Result, error
 		v, tl := vus[w], &tallies[w]
 		for n := int64(0); ph.next() && ctx.Err() == nil; n++ {
 			id := v.project + "-r" + strconv.Itoa(int(n%pushpullRowsPerVU))
-			row, err := tasksCodec.Append(nil, ssp2.Row{id, v.project, "task " + id, n%2 == 0, n % 5, time.Now().UnixMilli()})
+			row, err := tasksCodec.AppendSparse(nil, ssp2.Row{id, v.project, "task " + id, n%2 == 0, n % 5, time.Now().UnixMilli()}, nil, 0)
 			if err != nil {
 				tl.fail(err)
 				return

@@ -399,8 +399,9 @@ type recv struct {
 	data []byte
 }
 
+// todoRow is the wire-v3 payload of a whole todo (every column present).
 func todoRow(id, list string, i int) []byte {
-	b, err := ssp2.NewRowCodec(schema.MustDemo().Table("todos").Columns).Append(nil, ssp2.Row{id, list, "item " + strconv.Itoa(i), i%2 == 0, int64(i), int64(1_700_000_000_000 + i)})
+	b, err := ssp2.NewRowCodec(schema.MustDemo().Table("todos").Columns).AppendSparse(nil, ssp2.Row{id, list, "item " + strconv.Itoa(i), i%2 == 0, int64(i), int64(1_700_000_000_000 + i)}, nil, 0)
 	if err != nil {
 		panic(err)
 	}

@@ -121,7 +121,7 @@ func seed(ctx context.Context, c *httpsync.Client, n int) error {
 		var ops []ssp2.Operation
 		for i := start; i < min(n, start+100); i++ {
 			id := fmt.Sprintf("row-%06d", i)
-			payload, err := codec.Append(nil, ssp2.Row{id, "L", "title " + strings.Repeat("x", 40), false, int64(i), int64(i)})
+			payload, err := codec.AppendSparse(nil, ssp2.Row{id, "L", "title " + strings.Repeat("x", 40), false, int64(i), int64(i)}, nil, 0)
 			if err != nil {
 				return err
 			}
@@ -141,7 +141,7 @@ func request(epoch, clientID string, subs, page int) []byte {
 	for i := range subs {
 		frames = append(frames, &ssp2.Subscription{ID: fmt.Sprint("s", i), Table: "todos", Scopes: map[string][]string{"list_id": {"L"}}, Cursor: -1})
 	}
-	b, err := ssp2.Encode(&ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: frames})
+	b, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: frames})
 	if err != nil {
 		fail(err)
 	}

@@ -277,7 +277,7 @@ func referenceBlob(ctx context.Context, c *httpsync.Client, id string, size int6
 	}
 	codec := ssp2.NewRowCodec(sch.Table("files").Columns)
 	ref := fmt.Sprintf(`{"blobId":%q,"byteLength":%d}`, id, size)
-	payload, err := codec.Append(nil, ssp2.Row{"f1", "L1", ref})
+	payload, err := codec.AppendSparse(nil, ssp2.Row{"f1", "L1", ref}, nil, 0)
 	if err != nil {
 		return err
 	}

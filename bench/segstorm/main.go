@@ -112,7 +112,7 @@ func seed(ctx context.Context, c *httpsync.Client, n, titleBytes int) error {
 		var ops []ssp2.Operation
 		for i := start; i < min(n, start+500); i++ {
 			id := fmt.Sprintf("row-%07d", i)
-			payload, err := codec.Append(nil, ssp2.Row{id, "L", strings.Repeat("x", titleBytes), false, int64(i), int64(i)})
+			payload, err := codec.AppendSparse(nil, ssp2.Row{id, "L", strings.Repeat("x", titleBytes), false, int64(i), int64(i)}, nil, 0)
 			if err != nil {
 				return err
 			}
@@ -134,7 +134,7 @@ func bootstrap(ctx context.Context, base, epoch, clientID string, lists []string
 		sub := &ssp2.Subscription{ID: "s", Table: "todos", Scopes: map[string][]string{"list_id": lists}, Cursor: -1, BootstrapState: state}
 		frames := []ssp2.Frame{&ssp2.ReqHeader{ClientID: clientID, SchemaVersion: 1, LogEpoch: &epoch},
 			&ssp2.PullHeader{LimitCommits: 1000, LimitSnapshotRows: int32(page), MaxSnapshotPages: 50, Accept: ssp2.AcceptInlineRows}, sub}
-		body, err := ssp2.Encode(&ssp2.Message{WireVersion: 2, Kind: ssp2.KindRequest, Frames: frames})
+		body, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: frames})
 		if err != nil {
 			return 0, err
 		}
