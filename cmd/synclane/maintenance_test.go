@@ -92,7 +92,7 @@ func TestPruneCommand(t *testing.T) {
 			}
 			code, out, errOut := runCmd(t, append([]string{"prune", "--dry-run"}, store...)...)
 			// seedCommits writes no idempotency records: the run deletes none.
-			if code != 0 || !strings.Contains(out, "would prune 300 commits, 300 changes, 0 idempotency records in 1 of 1 partitions") || !strings.Contains(out, "minRetainedCommits") {
+			if code != 0 || !strings.Contains(out, "would prune 300 commits, 300 changes, 0 idempotency records, 0 tombstones in 1 of 1 partitions") || !strings.Contains(out, "minRetainedCommits") {
 				t.Fatalf("dry run: exit %d\n%s%s", code, out, errOut)
 			}
 			if code, _, errOut := runCmd(t, append([]string{"prune", "--retention-min-commits", "5"}, store...)...); code != 2 || !strings.Contains(errOut, "floor") {
@@ -103,11 +103,11 @@ func TestPruneCommand(t *testing.T) {
 			}
 			code, out, errOut = runCmd(t, append([]string{"prune", "--partition", "default", "--retention-batch", "7"}, store...)...)
 			if code != 0 || !strings.Contains(out, "pruned 300 commits, 300 changes, 0 idempotency records") ||
-				!strings.Contains(out, "default: batch 43: pruned 6 commits, 6 changes, 0 idempotency records; horizon 300 of 300") {
+				!strings.Contains(out, "default: batch 43: pruned 6 commits, 6 changes, 0 idempotency records, 0 tombstones; horizon 300 of 300") {
 				t.Fatalf("prune: exit %d\n%s%s", code, out, errOut)
 			}
 			code, out, _ = runCmd(t, append([]string{"prune"}, store...)...)
-			if code != 0 || !strings.Contains(out, "pruned 0 commits, 0 changes, 0 idempotency records in 0 of 1 partitions") ||
+			if code != 0 || !strings.Contains(out, "pruned 0 commits, 0 changes, 0 idempotency records, 0 tombstones in 0 of 1 partitions") ||
 				!strings.Contains(out, "below the floor: the newest 1000 commits are kept") {
 				t.Fatalf("second prune: exit %d\n%s", code, out)
 			}

@@ -68,7 +68,7 @@ func seedWithIdempotency(t *testing.T, st store, n int) {
 	}
 }
 
-var totalsRE = regexp.MustCompile(`(?m)^(?:would prune|pruned) (\d+) commits, (\d+) changes, (\d+) idempotency records in (\d+) of (\d+) partitions`)
+var totalsRE = regexp.MustCompile(`(?m)^(?:would prune|pruned) (\d+) commits, (\d+) changes, (\d+) idempotency records, 0 tombstones in (\d+) of (\d+) partitions`)
 
 // totals reads the final line's counts: commits, changes, idempotency.
 func totals(t *testing.T, out string) [3]int64 {

@@ -65,12 +65,12 @@ func skippedMessage(ctx context.Context, st store) string {
 // printBatch prints one pruning batch's progress line.
 func printBatch(w io.Writer, b retention.BatchProgress) {
 	if b.DryRun {
-		fmt.Fprintf(w, "%s: would prune %d commits, %d changes, %d idempotency records through horizon %d (%s)\n",
-			b.Partition, b.Commits, b.Changes, b.IdempotencyRecords, b.Target, b.Elapsed.Round(time.Millisecond))
+		fmt.Fprintf(w, "%s: would prune %d commits, %d changes, %d idempotency records, %d tombstones through horizon %d (%s)\n",
+			b.Partition, b.Commits, b.Changes, b.IdempotencyRecords, b.Tombstones, b.Target, b.Elapsed.Round(time.Millisecond))
 		return
 	}
-	fmt.Fprintf(w, "%s: batch %d: pruned %d commits, %d changes, %d idempotency records; horizon %d of %d (%s)\n",
-		b.Partition, b.Batch, b.Commits, b.Changes, b.IdempotencyRecords, b.HorizonSeq, b.Target, b.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "%s: batch %d: pruned %d commits, %d changes, %d idempotency records, %d tombstones; horizon %d of %d (%s)\n",
+		b.Partition, b.Batch, b.Commits, b.Changes, b.IdempotencyRecords, b.Tombstones, b.HorizonSeq, b.Target, b.Elapsed.Round(time.Millisecond))
 }
 
 // keptReason explains in words the limit that bound a plan.
@@ -99,27 +99,27 @@ func printPrune(w io.Writer, rep retention.MaintenanceReport, policy storage.Ret
 		verb = "would prune"
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PARTITION\tRESULT\tHORIZON_BEFORE\tHORIZON_AFTER\tCOMMITS\tCHANGES\tIDEMPOTENCY_RECORDS\tBATCHES\tTOOK\tBOUND_BY\tWHY")
-	var commits, changes, idem int64
+	fmt.Fprintln(tw, "PARTITION\tRESULT\tHORIZON_BEFORE\tHORIZON_AFTER\tCOMMITS\tCHANGES\tIDEMPOTENCY_RECORDS\tTOMBSTONES\tBATCHES\tTOOK\tBOUND_BY\tWHY")
+	var commits, changes, idem, tombs int64
 	for _, p := range rep.Pruned {
 		after := p.HorizonAfter
 		if dryRun {
 			after = p.Plan.Target
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", p.Partition, verb, p.HorizonBefore, after, p.Commits, p.Changes, p.IdempotencyRecords,
-			p.Batches, p.Took.Round(time.Millisecond), p.Plan.Binding, keptReason(p.Plan, policy))
-		commits, changes, idem = commits+p.Commits, changes+p.Changes, idem+p.IdempotencyRecords
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", p.Partition, verb, p.HorizonBefore, after, p.Commits, p.Changes, p.IdempotencyRecords,
+			p.Tombstones, p.Batches, p.Took.Round(time.Millisecond), p.Plan.Binding, keptReason(p.Plan, policy))
+		commits, changes, idem, tombs = commits+p.Commits, changes+p.Changes, idem+p.IdempotencyRecords, tombs+p.Tombstones
 	}
 	for _, p := range rep.Kept {
-		fmt.Fprintf(tw, "%s\tkept\t%d\t%d\t0\t0\t0\t0\t-\t%s\t%s\n", p.Partition, p.HorizonBefore, p.HorizonBefore, p.Plan.Binding, keptReason(p.Plan, policy))
+		fmt.Fprintf(tw, "%s\tkept\t%d\t%d\t0\t0\t0\t0\t0\t-\t%s\t%s\n", p.Partition, p.HorizonBefore, p.HorizonBefore, p.Plan.Binding, keptReason(p.Plan, policy))
 	}
 	tw.Flush()
 	if dryRun {
-		fmt.Fprintf(w, "%s %d commits, %d changes, %d idempotency records in %d of %d partitions (dry run: nothing deleted)\n", verb, commits, changes, idem, len(rep.Pruned), rep.Checked)
+		fmt.Fprintf(w, "%s %d commits, %d changes, %d idempotency records, %d tombstones in %d of %d partitions (dry run: nothing deleted)\n", verb, commits, changes, idem, tombs, len(rep.Pruned), rep.Checked)
 		return
 	}
-	fmt.Fprintf(w, "%s %d commits, %d changes, %d idempotency records in %d of %d partitions; expired %d segments; swept %d orphan blobs (%s)\n",
-		verb, commits, changes, idem, len(rep.Pruned), rep.Checked, rep.SegmentsExpired, rep.BlobsSwept, rep.Took.Round(time.Millisecond))
+	fmt.Fprintf(w, "%s %d commits, %d changes, %d idempotency records, %d tombstones in %d of %d partitions; expired %d segments; swept %d orphan blobs (%s)\n",
+		verb, commits, changes, idem, tombs, len(rep.Pruned), rep.Checked, rep.SegmentsExpired, rep.BlobsSwept, rep.Took.Round(time.Millisecond))
 }
 
 // printFreePages says how much of the SQLite file is free pages and how to
