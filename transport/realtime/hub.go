@@ -430,7 +430,14 @@ func (h *Hub) OnRegistration(partitionName string, r engine.Registration) {
 		s.live = false
 		s.sent = s.sent[:0]
 		p.register(s, registeredSubs(r))
-		s.checked = registeredFloor(r, max(s.checked, s.highest))
+		floor := registeredFloor(r, max(s.checked, s.highest))
+		if s.inRound {
+			// A socket round's own pull: commits made durable during the
+			// round still owe it a wake-up however far the pull reached
+			// (SPEC §8.7), so it is not moved past any it has not weighed.
+			floor = min(floor, s.checked)
+		}
+		s.checked = floor
 		if s.checked < p.latest {
 			p.kickFanout() // commits past the pull's cursors that touch its new keys wake it
 		}

@@ -26,7 +26,9 @@ const textMessage = websocket.MessageText
 // the first frame; a frame larger than maxChunk is split), whose
 // concatenation is byte for byte the HTTP answer's body. While a round
 // runs the socket gets wake-ups, never deltas, until the client's ack
-// after the round.
+// after the round; a commit made durable during the round that touches
+// the socket's keys (its own push included) gets one catchup-required
+// wake-up, sent right before the answer's END (endRound).
 //
 // One round at a time, no pipelining: bytes past a request's END, in the
 // message that carries the END or in one that arrives while the answer is
@@ -224,7 +226,7 @@ func (s *session) startRound() {
 	p.mu.Unlock()
 	if !s.h.spawn(func() { s.serveRound(req, wire, refused, charge) }) {
 		charge.Release()
-		s.roundBusy.Store(false)
+		_ = s.endRound() // the hub is closing
 	}
 }
 
@@ -284,17 +286,17 @@ func (sc *roundScanner) feed(piece []byte) (end int, done bool) {
 // writes its answer; the round's charge is released once the engine is
 // done with the request.
 func (s *session) serveRound(req []byte, wire uint16, refused error, charge *bodybudget.Charge) {
-	var once sync.Once
-	finish := func() {
-		once.Do(func() {
-			p := s.p
-			p.mu.Lock()
-			s.inRound = false
-			p.mu.Unlock()
-			s.roundBusy.Store(false)
-		})
-	}
-	defer finish()
+	w := &chunkWriter{s: s, last: s.endRound}
+	defer func() {
+		if w.last != nil {
+			// The answer ended before its END (the socket failed): the
+			// round ends here, and a wake-up it owes goes through the send
+			// buffer.
+			if wk := w.last(); wk != nil {
+				s.enqueue(outMsg{typ: websocket.MessageText, data: wk}, true)
+			}
+		}
+	}()
 	s.h.stats.rounds.Add(1)
 	var rep *engine.Reply
 	err := refused
@@ -306,10 +308,45 @@ func (s *session) serveRound(req []byte, wire uint16, refused error, charge *bod
 	if err != nil {
 		rep = s.errorReply(wire, err)
 	}
-	w := &chunkWriter{s: s, last: finish}
 	if _, err := rep.WriteTo(w); err == nil {
 		_ = w.flush()
 	}
+}
+
+// endRound ends the round in flight on the socket's side, before the
+// chunk holding its answer's END is sent (round goroutine). Every commit
+// the hub knows of is weighed for the socket while it is still in the
+// round: one made durable during the round (the round's own push
+// included, whatever the round's pull answered) that touches the
+// socket's keys, before or after the round re-registered it, owes the
+// socket a catchup-required wake-up (SPEC §8.2, §8.7), which endRound
+// returns rendered (nil: none owed) for the round to send before END.
+// Weighing here, not only in the fan-out worker, makes the wake-up
+// independent of when that worker runs: it could otherwise run after the
+// client's post-round ack had made the socket live, or after the round's
+// registration had moved the socket past the commit, and then wake
+// nobody. From here on the socket takes its next round and its post-round
+// ack.
+func (s *session) endRound() []byte {
+	p := s.p
+	p.mu.Lock()
+	if s.state == stateStarted && !s.reset {
+		p.weigh(s, p.latest)
+	}
+	owed := s.roundWake
+	s.roundWake = -1
+	s.inRound = false
+	p.mu.Unlock()
+	s.roundBusy.Store(false)
+	if owed < 0 {
+		return nil
+	}
+	s.h.stats.wakeCatchup.Add(1)
+	b, err := ssp2.MarshalControl(&ssp2.Wake{Cursor: owed, Reason: ssp2.WakeCatchupRequired, Timestamp: s.h.nowMs()})
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 func (s *session) runRound(req []byte) (*engine.Reply, error) {
@@ -364,9 +401,11 @@ type chunkWriter struct {
 	s      *session
 	buf    []byte
 	err    error
-	headed bool   // the envelope header went out
-	rem    int    // bytes of a large frame still to send in pieces
-	last   func() // runs before the chunk holding END is sent
+	headed bool // the envelope header went out
+	rem    int  // bytes of a large frame still to send in pieces
+	// last runs before the chunk holding END is sent; a message it
+	// returns (a wake-up) is sent first.
+	last func() []byte
 }
 
 func (w *chunkWriter) Write(p []byte) (int, error) {
@@ -381,8 +420,14 @@ func (w *chunkWriter) Write(p []byte) (int, error) {
 		}
 		if end && w.last != nil {
 			// The client may send its next round as soon as END arrives.
-			w.last()
+			wk := w.last()
 			w.last = nil
+			if wk != nil {
+				if err := w.s.write(websocket.MessageText, wk); err != nil {
+					w.err = err
+					return 0, err
+				}
+			}
 		}
 		if err := w.send(w.buf[:n]); err != nil {
 			return 0, err
