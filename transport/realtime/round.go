@@ -31,11 +31,15 @@ const textMessage = websocket.MessageText
 // wake-up, sent right before the answer's END (endRound).
 //
 // One round at a time, no pipelining: bytes past a request's END, in the
-// message that carries the END or in one that arrives while the answer is
-// being produced, close the socket (1008, "pipelining"). A request whose
-// END arrives with more bytes behind it in the same message is not run at
-// all: its answer could not be delivered, and the client resends it (push
-// idempotency makes that safe) on its next socket.
+// message that carries the END or in one that arrives before the answer's
+// END went out, close the socket (1008, "pipelining"), and the answer
+// stops. A request whose END arrives with more bytes behind it in the
+// same message is not run at all: its answer could not be delivered, and
+// the client resends it (push idempotency makes that safe) on its next
+// socket. Each chunk of an answer waits for the socket's reader to take
+// what the client sent before it (read while you write, readwatch.go), so
+// that no scheduling lets an answer end before a pipelined request that
+// arrived during it is seen.
 //
 // The request's bytes are charged to the hub's body budget as its buffer
 // grows (bodybudget.DecodedFactor per byte), like a POST /sync body. A round that finds no room within the
@@ -212,7 +216,9 @@ func (s *session) refuseRound(err error) {
 		zap.Int64("budget_bytes", s.h.opts.BodyBudget.Limit()))
 }
 
-// startRound serves the round whose request is complete.
+// startRound serves the round whose request is complete (reader
+// goroutine). Its answer's chunks go out only once the reader has taken
+// every byte that arrived before them (caughtUp).
 func (s *session) startRound() {
 	req, charge, refused, wire := s.roundBuf, s.roundCharge, s.roundRefused, binary.LittleEndian.Uint16(s.roundHdr[4:6])
 	s.roundCharge = nil // the round's goroutine releases it
@@ -227,6 +233,10 @@ func (s *session) startRound() {
 	if !s.h.spawn(func() { s.serveRound(req, wire, refused, charge) }) {
 		charge.Release()
 		_ = s.endRound() // the hub is closing
+		return
+	}
+	if f := s.h.tookRound; f != nil {
+		f(s.clientID)
 	}
 }
 
@@ -418,6 +428,13 @@ func (w *chunkWriter) Write(p []byte) (int, error) {
 		if n == 0 {
 			return len(p), nil
 		}
+		// Read while you write: a chunk goes out only once the reader has
+		// taken what the client sent before it, so a pipelined request
+		// closes the socket before the answer goes on (or ends).
+		if err := w.s.caughtUp(); err != nil {
+			w.err = err
+			return 0, err
+		}
 		if end && w.last != nil {
 			// The client may send its next round as soon as END arrives.
 			wk := w.last()
@@ -483,6 +500,10 @@ func (w *chunkWriter) send(b []byte) error {
 func (w *chunkWriter) flush() error {
 	if w.err != nil || len(w.buf) == 0 {
 		return w.err
+	}
+	if err := w.s.caughtUp(); err != nil {
+		w.err = err
+		return err
 	}
 	err := w.send(w.buf)
 	w.buf = nil

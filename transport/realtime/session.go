@@ -109,6 +109,9 @@ type session struct {
 	roundHdr     [envelopeLen]byte
 	roundScan    roundScanner
 	roundBusy    atomic.Bool
+	// watch follows the reader from the connection's side (readwatch.go):
+	// a round's chunks wait for it to catch up.
+	watch readWatch
 	// roundSince is when the incomplete round in roundBuf began (UnixNano;
 	// 0: none), for the heartbeat's RoundTimeout check.
 	roundSince atomic.Int64
@@ -129,7 +132,7 @@ type outMsg struct {
 func (h *Hub) newSession(id engine.Identity, clientID string) *session {
 	ctx, cancel := context.WithCancel(h.ctx)
 	return &session{h: h, id: uuid.NewString(), ident: id, clientID: clientID, ctx: ctx, cancel: cancel,
-		highest: -1, checked: -1, roundWake: -1}
+		highest: -1, checked: -1, roundWake: -1, watch: readWatch{tick: make(chan struct{}, 1)}}
 }
 
 // behind reports whether a ready subscription's cursor is below seq.
