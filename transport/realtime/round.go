@@ -47,7 +47,8 @@ const textMessage = websocket.MessageText
 // and once its END has arrived it is answered RESP_HEADER, ERROR
 // sync.rate_limited (retryable, retryLater, details.retryAfterMs), END;
 // the socket stays open. A request larger than MaxRequestBytes closes the
-// socket (1009).
+// socket (1009), as soon as a frame header declares a frame that would
+// take it past the limit.
 
 // maxChunk bounds one chunk of an answer.
 const maxChunk = 1 << 20
@@ -120,6 +121,11 @@ func (s *session) roundMessage(r io.Reader) bool {
 				return false
 			}
 			end, done := s.roundScan.feed(piece)
+			if !done && s.roundScan.atLeast() > s.h.opts.MaxRequestBytes {
+				// A frame header declared more than the limit allows: no
+				// need to wait for its bytes.
+				return s.roundTooLarge()
+			}
 			if done {
 				if end < len(piece) {
 					s.pipelined()
@@ -261,6 +267,12 @@ type roundScanner struct {
 	next int64 // where the next frame header starts (0: after the envelope header)
 	fh   [5]byte
 	fhn  int
+}
+
+// atLeast is the least length the request can have, from what was fed:
+// the frames whose headers arrived, then END's header.
+func (sc *roundScanner) atLeast() int64 {
+	return max(sc.next, envelopeLen) + 5
 }
 
 // feed takes the next piece; done reports that END's header ends at
