@@ -699,7 +699,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	controls.Engine = eng
 
 	mux := httpsync.NewMux(eng, httpsync.MuxOptions{
-		Options: httpsync.Options{Auth: authn, MaxBodyBytes: c.maxBody, BodyBudget: bodies, Logger: log, WriteTimeout: c.writeTimeout,
+		Options: httpsync.Options{Auth: authn, MaxBodyBytes: c.maxBody, BodyBudget: bodies, Logger: log, WriteTimeout: c.writeTimeout, ReadTimeout: c.readTimeout,
 			Observer: c.admin.observer()},
 		Mount:      c.mount,
 		Ready:      eng.Ready,

@@ -63,6 +63,13 @@ type Options struct {
 	// memory freed. 0 disables it. Set http.Server.WriteTimeout too: it
 	// resets the connection's write deadline for every request.
 	WriteTimeout time.Duration
+	// ReadTimeout is how long a blob upload may go without receiving a
+	// byte of its body (its read deadline is renewed as bytes arrive, so a
+	// large upload may take longer in total): then it is answered 408
+	// sync.invalid_request, as POST /sync answers a body that misses
+	// http.Server.ReadTimeout. 0: BlobProgressTimeout. Set it to the
+	// server's read timeout (synclane serve: --read-timeout).
+	ReadTimeout time.Duration
 	// Observer, when set, is told of every request when it ends
 	// (observe.go); the admin console's request chart is one.
 	Observer RequestObserver
