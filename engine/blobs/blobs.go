@@ -56,7 +56,7 @@ func (s *Service) Upload(ctx context.Context, blobID, mediaType string, declared
 		return err
 	}
 	if _, perr := blobstore.ParseID(blobID); perr != nil {
-		return syncerr.New(syncerr.InvalidRequest, "%q is not a blob id (sha256:<64 lowercase hex>)", blobID)
+		return syncerr.New(syncerr.InvalidRequest, "%s is not a blob id (sha256:<64 lowercase hex>)", syncerr.Quote(blobID))
 	}
 	if maxBytes <= 0 || maxBytes > s.MaxBytes() {
 		maxBytes = s.MaxBytes()
@@ -162,7 +162,7 @@ func (s *Service) UploadGrant(ctx context.Context, id access.Identity, blobID st
 		return Grant{}, syncerr.New(syncerr.AuthRequired, "request has no authenticated actor or partition")
 	}
 	if _, perr := blobstore.ParseID(blobID); perr != nil {
-		return Grant{}, syncerr.New(syncerr.InvalidRequest, "%q is not a blob id (sha256:<64 lowercase hex>)", blobID)
+		return Grant{}, syncerr.New(syncerr.InvalidRequest, "%s is not a blob id (sha256:<64 lowercase hex>)", syncerr.Quote(blobID))
 	}
 	if byteLength < 0 {
 		return Grant{}, syncerr.New(syncerr.InvalidRequest, "byteLength must be >= 0")
@@ -289,7 +289,7 @@ func (s *Service) refAllowed(r storage.BlobRef, allowed partition.Allowed) bool 
 
 func (s *Service) presentBlob(ctx context.Context, bi storage.BlobIndex, blobID string) (*storage.BlobInfo, error) {
 	if _, perr := blobstore.ParseID(blobID); perr != nil {
-		return nil, syncerr.New(syncerr.BlobNotFound, "no blob %q", blobID)
+		return nil, syncerr.New(syncerr.BlobNotFound, "no blob %s", syncerr.Quote(blobID))
 	}
 	m, err := bi.GetBlob(ctx, blobID)
 	if err != nil {

@@ -304,7 +304,7 @@ func (h *BlobHandler) serveBytes(w http.ResponseWriter, r *http.Request, rid, id
 		switch {
 		case !satisfiable:
 			hdr.Set("Content-Range", fmt.Sprintf("bytes */%d", size))
-			httperr.WriteStatus(w, http.StatusRequestedRangeNotSatisfiable, syncerr.New(syncerr.InvalidRequest, "range %q is outside the blob's %d bytes", rg, size))
+			httperr.WriteStatus(w, http.StatusRequestedRangeNotSatisfiable, syncerr.New(syncerr.InvalidRequest, "range %s is outside the blob's %d bytes", syncerr.Quote(rg), size))
 			return
 		case ok:
 			off, n, status = o, l, http.StatusPartialContent

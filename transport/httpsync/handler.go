@@ -125,7 +125,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ct := mediaType(r.Header.Get("Content-Type")); ct != ContentType {
-		httperr.WriteStatus(w, http.StatusUnsupportedMediaType, syncerr.New(syncerr.InvalidRequest, "content type must be %s, got %q", ContentType, ct))
+		httperr.WriteStatus(w, http.StatusUnsupportedMediaType, syncerr.New(syncerr.InvalidRequest, "content type must be %s, got %s", ContentType, syncerr.Quote(ct)))
 		return
 	}
 	id, ok := auth.Authenticate(w, r, h.eng, h.opts.Auth, "httpsync")
@@ -269,7 +269,7 @@ func decodedBody(ctx context.Context, r *http.Request, maxBody int64, c *bodybud
 		}
 		return &returnOnClose{ReadCloser: zr, c: c, n: int64(len(comp))}, nil
 	default:
-		return nil, syncerr.New(syncerr.InvalidRequest, "unsupported Content-Encoding %q (use gzip, zstd or identity)", enc)
+		return nil, syncerr.New(syncerr.InvalidRequest, "unsupported Content-Encoding %s (use gzip, zstd or identity)", syncerr.Quote(enc))
 	}
 }
 

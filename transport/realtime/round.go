@@ -381,7 +381,7 @@ func (s *session) runRound(req []byte) (*engine.Reply, error) {
 		return nil, err
 	}
 	if r.Header.ClientID != s.clientID {
-		return nil, syncerr.New(syncerr.InvalidClientID, "the round's clientId %q is not the socket's clientId", r.Header.ClientID)
+		return nil, syncerr.New(syncerr.InvalidClientID, "the round's clientId %s is not the socket's clientId", syncerr.Quote(r.Header.ClientID))
 	}
 	eng := s.h.eng.Load()
 	rep, err := eng.Sync(s.ctx, s.ident, msg)
@@ -413,7 +413,7 @@ func (s *session) errorReply(wire uint16, err error) *engine.Reply {
 	}
 	e := syncerr.As(err)
 	spec := e.Spec()
-	return &engine.Reply{WireVersion: wire, Frames: []ssp2.Frame{hdr, &ssp2.ErrorFrame{Code: string(e.Code), Message: e.Message,
+	return &engine.Reply{WireVersion: wire, Frames: []ssp2.Frame{hdr, &ssp2.ErrorFrame{Code: string(e.Code), Message: syncerr.TrimMessage(e.Message),
 		Category: spec.Category, Retryable: spec.Retryable, RecommendedAction: spec.RecommendedAction, Details: e.Details}}}
 }
 
