@@ -408,7 +408,7 @@ func (p *Partition) applyOp(ctx context.Context, tx storage.PushTx, j *SyncJob, 
 
 	row, derr := codec.Decode(op.Payload)
 	if derr != nil {
-		return opError(i, syncerr.New(syncerr.InvalidRequest, "operation %d: payload is not a valid %q row: %v", i, t.Name, derr)), nil
+		return opError(i, syncerr.New(syncerr.InvalidRequest, "operation %d: payload is not a valid %q row: %s", i, t.Name, syncerr.As(derr).Message)), nil
 	}
 	if rej := checkRowStrings(t.Columns, row); rej != nil {
 		return writeRejection(i, rej), nil
