@@ -17,10 +17,12 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/internal/promtext"
+	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
+	"github.com/synclane/synclane/transport/httpsync/httpsynctest"
 )
 
 var secret32 = strings.Repeat("k", 32)
@@ -335,6 +337,36 @@ func TestServeBlobUploadHonoursReadTimeout(t *testing.T) {
 		}
 		if c.stall && time.Since(start) < timeout {
 			t.Fatalf("stalled: answered after %v, before the %v read timeout", time.Since(start), timeout)
+		}
+	}
+}
+
+// A token whose scopes claim names a scope variable the schema does not
+// declare is refused at authentication, 401 sync.auth_required
+// (refreshAuth: the token is at fault), on every route, instead of failing
+// every pull with 400 sync.invalid_subscription (fixRequest) as a request
+// the client could fix. A token with the schema's variables still syncs.
+func TestServeJWTUndeclaredScopeVariable(t *testing.T) {
+	ctx := context.Background()
+	exp := time.Now().Add(time.Hour).Unix()
+	base := startServe(t, "--data", t.TempDir(), "--jwt-secret", secret32)
+	pull := func(scopes map[string][]string) error {
+		tok := auth.SignJWT([]byte(secret32), map[string]any{"sub": "ada", "exp": exp, "scopes": scopes})
+		r := httpsynctest.NewReplica(jwtClient(base, tok), schema.MustDemo())
+		r.Subscribe("s", "todos", map[string][]string{"list_id": {"groceries"}})
+		return r.CatchUp(ctx)
+	}
+	if err := pull(map[string][]string{"list_id": {"groceries"}}); err != nil {
+		t.Fatalf("a token with the schema's variable: %v", err)
+	}
+	for _, scopes := range []map[string][]string{
+		{"project_id": {"p1"}},
+		{"list_id": {"groceries"}, "project_id": {"p1"}},
+	} {
+		err := pull(scopes)
+		e := syncerr.As(err)
+		if e.Code != syncerr.AuthRequired || !strings.Contains(fmt.Sprint(e.Err), "401") || !strings.Contains(e.Message, "project_id") {
+			t.Fatalf("scopes %v: %v, want HTTP 401 sync.auth_required naming project_id", scopes, err)
 		}
 	}
 }

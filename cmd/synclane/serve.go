@@ -620,7 +620,10 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 			return err
 		}
 		defer stopAuth()
-		resolver = auth.GrantsResolver
+		// A token's scopes claim is the resolver's answer: one naming a
+		// variable the schema does not declare is a bad token (401), not
+		// a bad request (SPEC §3.2's sync.invalid_subscription).
+		authn, resolver = auth.DeclaredGrants(authn, sch.DeclaresVar), auth.GrantsResolver
 		if c.jwtAllowNoExp {
 			log.Warn("--jwt-allow-no-exp: tokens without an exp claim are accepted and never expire")
 		}
