@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"fmt"
 	"net/http"
 	"sort"
 
@@ -39,8 +40,12 @@ func DeclaredGrants(a Authenticator, declares func(variable string) bool) Authen
 			return id, nil
 		}
 		sort.Strings(unknown)
+		more := ""
+		if len(unknown) > 1 {
+			more = fmt.Sprintf(" (and %d more)", len(unknown)-1)
+		}
 		return engine.Identity{}, syncerr.New(syncerr.AuthRequired,
-			"the token's scopes claim names scope variable %s, which no table of this server's schema declares (%d such): ask its issuer for a token with this schema's variables",
-			syncerr.Quote(unknown[0]), len(unknown))
+			"the token's scopes claim names scope variable %s%s, which no table of this server's schema declares: ask its issuer for a token with this schema's variables",
+			syncerr.Quote(unknown[0]), more)
 	})
 }

@@ -20,7 +20,7 @@ func TestDeclaredGrants(t *testing.T) {
 		{"no grants", nil, ""},
 		{"declared variables", map[string][]string{"list_id": {"a"}, "org_id": {"*"}}, ""},
 		{"one undeclared", map[string][]string{"project_id": {"p1"}}, `"project_id"`},
-		{"declared and undeclared", map[string][]string{"list_id": {"a"}, "zeta": {"z"}, "beta": {"b"}}, `"beta", which no table of this server's schema declares (2 such)`},
+		{"declared and undeclared", map[string][]string{"list_id": {"a"}, "zeta": {"z"}, "beta": {"b"}}, `"beta" (and 1 more), which no table of this server's schema declares`},
 	} {
 		inner := AuthenticatorFunc(func(*http.Request) (engine.Identity, error) {
 			return engine.Identity{ActorID: "ada", Partition: DefaultPartition, Grants: c.grants}, nil
