@@ -53,8 +53,10 @@ type Ordered interface {
 // Worker is a partition's state and logic, used only on its actor's
 // goroutine.
 type Worker[J Job] interface {
-	// Start loads the partition's state from storage; it runs when the actor
-	// starts and again after every restart.
+	// Start prepares the partition's state; it runs when the actor starts
+	// and again after every restart, bounded by JobTimeout. An error is
+	// logged and the actor keeps serving. (The partition Worker reads no
+	// storage here: its first job loads it, within that job's deadline.)
 	Start(ctx context.Context) error
 	// Handle processes jobs (one non-batchable job, or one or more batchable
 	// jobs in arrival order) and answers every one of them.

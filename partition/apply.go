@@ -82,7 +82,7 @@ func (p *Partition) decodePayload(wire uint16, i int32, t *schema.Table, op *ssp
 		pl.Present, pl.full = ssp2.FullColumnSet(n), op.Payload
 	}
 	if err != nil {
-		return pl, opError(i, syncerr.New(syncerr.InvalidRequest, "operation %d: payload is not a valid %q row: %v", i, t.Name, err))
+		return pl, opError(i, syncerr.New(syncerr.InvalidRequest, "operation %d: payload is not a valid %q row: %s", i, t.Name, syncerr.As(err).Message))
 	}
 	if rej := checkRowStrings(t.Columns, pl.Row); rej != nil {
 		return pl, writeRejection(i, rej)

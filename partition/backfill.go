@@ -81,6 +81,8 @@ func (j *BackfillJob) run(ctx context.Context, p *Partition) {
 	j.answer(struct{}{}, p.backfill(ctx, j))
 }
 
+func (j *BackfillJob) requestContext() context.Context { return j.ctx }
+
 // backfill applies one batch: open the transaction and the gate, skip a
 // batch already applied, write the projections, advance the checkpoint,
 // append the commit, commit.

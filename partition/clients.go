@@ -110,11 +110,14 @@ func (p *Partition) cache(ce *clientEntry) *clientEntry {
 
 // bind makes j's clientId binding durable before any reply relies on it: a
 // clientId with no binding yet is bound to j's actor in storage (first
-// binding wins, also across processes sharing the store). Requests that
-// only acquire the epoch, and reserved clientIds (refused by precheck),
-// bind nothing. It runs outside push transactions.
+// binding wins, also across processes sharing the store), and remembers
+// the binding in j for precheck, which reads no storage for it. Requests
+// that only acquire the epoch, and reserved clientIds, bind nothing (and
+// precheck answers them before the binding matters). It runs outside
+// push transactions.
 func (p *Partition) bind(ctx context.Context, j *SyncJob) error {
 	h := j.req.Header
+	j.bound = ""
 	if j.req.WireVersion >= ssp2.WireV2 && h.LogEpoch == nil {
 		return nil
 	}
@@ -126,12 +129,14 @@ func (p *Partition) bind(ctx context.Context, j *SyncJob) error {
 		return err
 	}
 	if ce != nil && ce.rec.ActorID != "" {
+		j.bound = ce.rec.ActorID
 		return nil
 	}
 	bound, err := p.cfg.Backend.Clients.BindClient(ctx, p.name, h.ClientID, j.actorID, p.cfg.Now().UnixMilli())
 	if err != nil {
 		return err
 	}
+	j.bound = bound
 	if ce != nil {
 		ce.rec.ActorID = bound
 		return nil
@@ -140,23 +145,13 @@ func (p *Partition) bind(ctx context.Context, j *SyncJob) error {
 	return err
 }
 
-// boundActor returns the actor a clientId is bound to in this partition
-// ("" when unbound).
-func (p *Partition) boundActor(ctx context.Context, clientID string) (string, error) {
-	ce, err := p.client(ctx, clientID)
-	if err != nil || ce == nil {
-		return "", err
-	}
-	return ce.rec.ActorID, nil
-}
-
 // recordClient buffers the client's record after a served request: its
 // actor binding, wire version and, for pulls, the registered subscriptions
 // (the request's list replaces the stored one) and the cursor watermark
 // (minimum nextCursor over active subscriptions; kept when none is active).
-func (p *Partition) recordClient(j *SyncJob, rep *Reply) {
+func (p *Partition) recordClient(ctx context.Context, j *SyncJob, rep *Reply) {
 	cid := j.req.Header.ClientID
-	ce, err := p.client(context.Background(), cid)
+	ce, err := p.client(ctx, cid)
 	if err != nil || ce == nil {
 		// Unknown (or unreadable) record: start a fresh one; a later flush
 		// writes it.

@@ -87,6 +87,8 @@ func (j *CommandJob) Fail(err error) { j.answer(CommandOutcome{}, jobFailure(err
 
 func (j *CommandJob) push() *SyncJob { return nil }
 
+func (j *CommandJob) requestContext() context.Context { return j.ctx }
+
 func (j *CommandJob) run(ctx context.Context, p *Partition) { p.command(ctx, j) }
 
 // outcomeOf renders a commit's outcome as a command outcome.
@@ -111,12 +113,7 @@ func (p *Partition) command(ctx context.Context, j *CommandJob) {
 		j.answer(CommandOutcome{}, storageErr(err))
 		return
 	}
-	bound, err := p.boundActor(ctx, j.callerClientID)
-	if err != nil {
-		j.answer(CommandOutcome{}, storageErr(err))
-		return
-	}
-	if cerr := CheckClientID(j.callerClientID, j.actorID, bound); cerr != nil {
+	if cerr := CheckClientID(j.callerClientID, j.actorID, caller.bound); cerr != nil {
 		j.answer(CommandOutcome{}, cerr)
 		return
 	}

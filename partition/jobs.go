@@ -23,6 +23,9 @@ type Job interface {
 	run(ctx context.Context, p *Partition)
 	// push returns the job as a push that may be grouped, or nil.
 	push() *SyncJob
+	// requestContext is the context of the request the job serves: its
+	// deadline bounds the job's storage work (Partition.Handle).
+	requestContext() context.Context
 }
 
 // SyncJob is one Sync request travelling to its partition's actor: a
@@ -35,6 +38,13 @@ type SyncJob struct {
 	resolved bool
 	// outage: the resolver signalled an outage (lease.go).
 	outage bool
+	// bound is the actor j's clientId is bound to ("" when unbound), as
+	// bind read it.
+	bound string
+	// leaseChecked reports that leaseAuthorize ran for j; leaseErr is
+	// its answer (lease.go).
+	leaseChecked bool
+	leaseErr     error
 	// queued is when the job was made (Unix ns), set only when ctx
 	// carries a recording span (trace.go: the job's steps are traced
 	// then); 0 otherwise.
@@ -93,6 +103,8 @@ func (j *SyncJob) push() *SyncJob {
 	}
 	return nil
 }
+
+func (j *SyncJob) requestContext() context.Context { return j.ctx }
 
 func (j *SyncJob) run(ctx context.Context, p *Partition) {
 	if j.Batchable() {

@@ -35,17 +35,25 @@ func (j *SyncJob) WithOutage() *SyncJob {
 
 // leaseAuthorize authorizes an outage round with the client's lease (the
 // lease's grants become the round's): without a LeaseKeeper every outage
-// round fails with sync.auth_lease_required. Other rounds pass.
+// round fails with sync.auth_lease_required. Other rounds pass. The answer
+// is remembered in j: a push reads the lease before its transaction opens
+// (prepare) and precheck, inside it, gets the same answer without a read.
 func (p *Partition) leaseAuthorize(ctx context.Context, j *SyncJob) error {
 	if !j.outage {
 		return nil
 	}
+	if j.leaseChecked {
+		return j.leaseErr
+	}
+	j.leaseChecked = true
 	k := p.cfg.Leases
 	if k == nil {
-		return syncerr.New(syncerr.AuthLeaseRequired, "the scope resolver is in an outage and this server issues no leases")
+		j.leaseErr = syncerr.New(syncerr.AuthLeaseRequired, "the scope resolver is in an outage and this server issues no leases")
+		return j.leaseErr
 	}
 	grants, err := k.Authorize(ctx, p.name, j.req.Header.ClientID, j.actorID)
 	if err != nil {
+		j.leaseErr = err
 		return err
 	}
 	j.allowed, j.resolved = Allowed(grants), true

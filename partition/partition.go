@@ -194,9 +194,11 @@ type Partition struct {
 	// origins are the staged commits that scheduled reactions for traced
 	// requests (see Config.OnReactionOrigin).
 	origins []reactionOrigin
+	// loaded reports that the registry entry was read since Start (load).
+	loaded bool
 }
 
-// New returns the state of partition name; Start loads it.
+// New returns the state of partition name; its first job loads it.
 func New(name string, cfg *Config) *Partition {
 	return &Partition{name: name, cfg: cfg}
 }
@@ -207,20 +209,38 @@ func (p *Partition) Name() string { return p.name }
 // log returns the partition's logger (built on use: idle actors keep none).
 func (p *Partition) log() *zap.Logger { return p.cfg.Logger.With(zap.String("partition", p.name)) }
 
-// Start loads the partition from storage, registering it on first contact;
-// it runs when the actor starts and after every restart.
+// Start resets the partition's in-memory state; it runs when the actor
+// starts and after every restart. It reads nothing: the registry entry
+// (and the cluster-mode ownership claim) is loaded by the first job, in
+// that job's context (load), so a start never waits on the database
+// longer than the request that caused it, and a start during a database
+// outage leaves nothing half-loaded behind.
 func (p *Partition) Start(ctx context.Context) error {
-	ctx, _ = p.fenced(ctx) // a failed claim is retried by the first job
 	p.clients.reset(p.cfg.Now())
 	p.tail.reset()
 	p.token = GateToken{}
 	p.forgetOpen()
+	p.loaded = false
+	return nil
+}
+
+// load reads the partition's registry entry, registering the partition on
+// first contact, and adopts its log epoch, unless an earlier job did: the
+// epoch is then known before the first push reads its client bindings (a
+// push whose transaction finds a new epoch must start over, see
+// openPrepared). A failure is left to the job's own storage calls, which
+// fail the same way; the next job tries again.
+func (p *Partition) load(ctx context.Context) {
+	if p.loaded {
+		return
+	}
 	info, err := p.cfg.Backend.Log.TouchPartition(ctx, p.name, p.cfg.Now().UnixMilli())
 	if err != nil {
-		return err
+		p.log().Debug("loading the partition failed; the next job tries again", zap.Error(err))
+		return
 	}
-	p.token.LogEpoch = info.LogEpoch
-	return nil
+	p.loaded = true
+	p.adoptEpoch(info.LogEpoch)
 }
 
 // Tick writes back client records that have waited longer than the flush
@@ -258,8 +278,13 @@ func (p *Partition) fenced(ctx context.Context) (context.Context, error) {
 }
 
 // Handle serves jobs: one job alone, or several pushes together in one
-// storage transaction (group commit). Every job is answered.
+// storage transaction (group commit). Every job is answered. The storage
+// work ends with ctx (the runtime's storage timeout) or, when every job's
+// request has a deadline, at the latest of them (withinDeadlines): no
+// wait on the database outlasts the requests it serves.
 func (p *Partition) Handle(ctx context.Context, jobs []Job) {
+	ctx, cancel := withinDeadlines(ctx, jobs)
+	defer cancel()
 	ctx, cerr := p.fenced(ctx)
 	if cerr != nil {
 		err := syncerr.Unavailable("ownership_claim_failed", cerr, "this member could not take ownership of the partition; retry")
@@ -268,6 +293,7 @@ func (p *Partition) Handle(ctx context.Context, jobs []Job) {
 		}
 		return
 	}
+	p.load(ctx)
 	if len(jobs) == 1 {
 		jobs[0].run(ctx, p)
 	} else {
@@ -282,6 +308,30 @@ func (p *Partition) Handle(ctx context.Context, jobs []Job) {
 		p.push(ctx, group)
 	}
 	p.maybeFlushClients(ctx)
+}
+
+// withinDeadlines returns ctx ending at the latest deadline of the jobs'
+// requests when that comes before ctx's own end; ctx itself (with a no-op
+// cancel) when a job's request has no deadline.
+func withinDeadlines(ctx context.Context, jobs []Job) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, j := range jobs {
+		rc := j.requestContext()
+		if rc == nil {
+			return ctx, func() {}
+		}
+		d, ok := rc.Deadline()
+		if !ok {
+			return ctx, func() {}
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	if d, ok := ctx.Deadline(); len(jobs) == 0 || (ok && !latest.Before(d)) {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, latest)
 }
 
 // read returns the partition's registry entry, creating it on first

@@ -50,11 +50,9 @@ func (p *Partition) precheck(ctx context.Context, j *SyncJob, info storage.Parti
 		rh := &ssp2.RespHeader{LogEpoch: info.LogEpoch, ResetRequired: true, LatestSchemaVersion: &latest}
 		return &Reply{WireVersion: wire, Frames: []ssp2.Frame{rh}, Reset: true}, true, nil
 	}
-	bound, err := p.boundActor(ctx, h.ClientID)
-	if err != nil {
-		return nil, true, storageErr(err)
-	}
-	if cerr := CheckClientID(h.ClientID, j.actorID, bound); cerr != nil {
+	// The binding bind read (before any push transaction opened): a
+	// check inside the transaction reads no storage outside it.
+	if cerr := CheckClientID(h.ClientID, j.actorID, j.bound); cerr != nil {
 		return nil, true, cerr
 	}
 	ops := 0

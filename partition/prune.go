@@ -78,6 +78,8 @@ func (j *PruneJob) run(ctx context.Context, p *Partition) {
 	j.answer(p.prune(ctx, j), nil)
 }
 
+func (j *PruneJob) requestContext() context.Context { return j.ctx }
+
 // prune plans (first batch) and runs one batch, then drops the pruned
 // range from the log tail.
 func (p *Partition) prune(ctx context.Context, j *PruneJob) PruneOutcome {
@@ -164,6 +166,8 @@ func (j *RestoreJob) run(ctx context.Context, p *Partition) {
 	}
 	j.answer(ep, err)
 }
+
+func (j *RestoreJob) requestContext() context.Context { return j.ctx }
 
 // errNoSnapshots reports a backend without the Snapshots role.
 var errNoSnapshots = errors.New("the storage backend has no Snapshots role: it keeps no partition snapshots")

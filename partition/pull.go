@@ -90,7 +90,7 @@ func (p *Partition) pullUnder(ctx context.Context, j *SyncJob, token GateToken, 
 	if !stop {
 		rep.expireBelow(horizon)
 		p.bindStreams(j.ctx, rep, token)
-		p.recordClient(j, rep)
+		p.recordClient(ctx, j, rep)
 	}
 	j.answer(rep, nil)
 	return true

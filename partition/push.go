@@ -18,7 +18,9 @@ import (
 // push serves requests that carry commits, all in one storage transaction
 // under the partition's write lock (group commit), in five steps:
 //
-//  1. open: begin the transaction and open the gate inside it;
+//  1. open: read the client bindings (and an outage round's lease) outside
+//     any transaction, then begin the transaction and open the gate inside
+//     it; nothing is read outside the transaction while it is open;
 //  2. apply: per request, the request checks and its commits, each commit
 //     under its own savepoint (a rejected commit never takes its
 //     neighbours down);
@@ -39,18 +41,9 @@ func (p *Partition) push(ctx context.Context, jobs []*SyncJob) {
 		if j.abandoned() {
 			continue
 		}
-		// Bindings are written before the transaction opens (a store
-		// may serialize writers, and the transaction holds the lock).
-		if err := p.bind(ctx, j); err != nil {
-			j.answer(nil, storageErr(err))
-			continue
-		}
 		live = append(live, j)
 	}
-	if len(live) == 0 {
-		return
-	}
-	tx, token, info, ok := p.openPush(ctx, live)
+	tx, token, info, live, ok := p.openPrepared(ctx, live)
 	if !ok {
 		return
 	}
@@ -79,9 +72,63 @@ func (p *Partition) push(ctx context.Context, jobs []*SyncJob) {
 	for _, a := range applied {
 		a.rep.expireBelow(horizon)
 		p.bindStreams(a.job.ctx, a.rep, token)
-		p.recordClient(a.job, a.rep)
+		p.recordClient(ctx, a.job, a.rep)
 		a.job.answer(a.rep, nil)
 	}
+}
+
+// maxOpenAttempts bounds how often openPrepared starts over because the
+// push transaction found a new log epoch.
+const maxOpenAttempts = 3
+
+// openPrepared reads what the push group needs from outside its
+// transaction (prepare), then opens the transaction (openPush). While the
+// transaction is open the group reads storage only through it: a push
+// holding its store connection never waits for a second one (on
+// PostgreSQL, MaxConns partitions doing so would hold the whole pool until
+// their deadlines, issue 48). When the transaction finds a new log epoch,
+// the bindings read before it are void (adoptEpoch dropped them): it is
+// rolled back and the group prepared and opened again, up to
+// maxOpenAttempts times (then every job gets a retryable error). It
+// returns the jobs still to serve; when ok is false every job is answered.
+func (p *Partition) openPrepared(ctx context.Context, jobs []*SyncJob) (tx storage.PushTx, token GateToken, info storage.PartitionInfo, live []*SyncJob, ok bool) {
+	live = jobs
+	for attempt := 1; ; attempt++ {
+		if live = p.prepare(ctx, live); len(live) == 0 {
+			return nil, token, info, nil, false
+		}
+		epoch := p.token.LogEpoch
+		if tx, token, info, ok = p.openPush(ctx, live); !ok {
+			return nil, token, info, nil, false
+		}
+		if p.token.LogEpoch == epoch {
+			return tx, token, info, live, true
+		}
+		tx.Rollback(ctx) //nolint:errcheck // nothing was written
+		if attempt == maxOpenAttempts {
+			p.failGroup(live, syncerr.New(syncerr.InternalError, "the partition's log epoch changed while the push was opened; retry"))
+			return nil, token, info, nil, false
+		}
+	}
+}
+
+// prepare reads, outside any transaction, what each job's checks need
+// from storage: its client binding (bind) and, for a round authorized by
+// its lease, the lease (leaseAuthorize, remembered for precheck). A job
+// whose binding cannot be read is answered; the others are returned.
+func (p *Partition) prepare(ctx context.Context, jobs []*SyncJob) []*SyncJob {
+	live := jobs[:0:0]
+	for _, j := range jobs {
+		// Bindings are written before the transaction opens (a store
+		// may serialize writers, and the transaction holds the lock).
+		if err := p.bind(ctx, j); err != nil {
+			j.answer(nil, storageErr(err))
+			continue
+		}
+		p.leaseAuthorize(ctx, j) //nolint:errcheck // remembered: precheck answers it in its place
+		live = append(live, j)
+	}
+	return live
 }
 
 // started is a request of a push group whose commits were applied and

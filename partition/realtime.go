@@ -183,6 +183,8 @@ func (j *ClientJob) run(ctx context.Context, p *Partition) {
 	j.answer(st, nil)
 }
 
+func (j *ClientJob) requestContext() context.Context { return j.ctx }
+
 // DeltaSub is one subscription a delta continues: its table, effective
 // scopes and cursor.
 type DeltaSub struct {
@@ -308,6 +310,8 @@ func (j *DeltaJob) run(ctx context.Context, p *Partition) {
 	j.answer(res, nil)
 }
 
+func (j *DeltaJob) requestContext() context.Context { return j.ctx }
+
 // deltaSections builds one group's sections up to info.MaxCommitSeq.
 func (p *Partition) deltaSections(ctx context.Context, info storage.PartitionInfo, g DeltaGroup, limit, budget int) (DeltaSections, error) {
 	var out DeltaSections
@@ -395,3 +399,5 @@ func (j *AckJob) run(ctx context.Context, p *Partition) {
 	}
 	j.answer(struct{}{}, nil)
 }
+
+func (j *AckJob) requestContext() context.Context { return j.ctx }

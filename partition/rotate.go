@@ -49,3 +49,5 @@ func (j *RotateJob) run(ctx context.Context, p *Partition) {
 	}
 	j.answer(ep, err)
 }
+
+func (j *RotateJob) requestContext() context.Context { return j.ctx }

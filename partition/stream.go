@@ -184,3 +184,5 @@ func (j *PageJob) run(ctx context.Context, p *Partition) {
 	p.tail.dropThrough(horizon) // (a bootstrap page reads rows, not the log)
 	j.answer(r, nil)
 }
+
+func (j *PageJob) requestContext() context.Context { return j.ctx }

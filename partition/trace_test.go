@@ -35,6 +35,7 @@ func TestTracingGroupCommitSpans(t *testing.T) {
 	if err := p.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	p.load(ctx) // as the first job would: the clients send the epoch
 	epoch := p.token.LogEpoch
 	job := func(jctx context.Context, cid string) *SyncJob {
 		payload, err := pc.Codecs["tasks"].Append(nil, ssp2.Row{cid + "-r", "P", "T", "t"})

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"flag"
 	"fmt"
 	"io"
@@ -15,10 +17,12 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/internal/promtext"
+	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
 	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
+	"github.com/synclane/synclane/transport/httpsync/httpsynctest"
 )
 
 var secret32 = strings.Repeat("k", 32)
@@ -292,5 +296,77 @@ func TestHelp(t *testing.T) {
 	}
 	if code, _, _ := runCmd(t, "checkpoint", "list", "--listen", "x"); code != 2 {
 		t.Fatalf("checkpoint list with a serve flag: exit %d, want 2", code)
+	}
+}
+
+// A blob upload whose body stalls is answered 408 once --read-timeout has
+// passed without a byte (before, serve waited 30 s whatever the flag), and
+// one cut short 400; both sync.invalid_request, never 500.
+func TestServeBlobUploadHonoursReadTimeout(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	base := startServe(t, "--data", t.TempDir(), "--read-timeout", timeout.String())
+	addr := strings.TrimPrefix(base, "http://")
+	data := bytes.Repeat([]byte("b"), 64<<10)
+	sum := sha256.Sum256(data)
+	head := fmt.Sprintf("PUT /blobs/sha256:%x HTTP/1.1\r\nHost: x\r\nX-Actor: ada\r\nContent-Length: %d\r\n\r\n", sum, len(data))
+	for _, c := range []struct {
+		name   string
+		stall  bool
+		status int
+	}{{"stalled", true, http.StatusRequestTimeout}, {"cut short", false, http.StatusBadRequest}} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(conn, head+string(data[:len(data)/2])); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if !c.stall {
+			_ = conn.(*net.TCPConn).CloseWrite()
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: no answer within 10 s of a %v read timeout: %v", c.name, timeout, err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		conn.Close()
+		if res.StatusCode != c.status || !strings.Contains(string(body), "sync.invalid_request") {
+			t.Fatalf("%s: %d %s, want %d sync.invalid_request", c.name, res.StatusCode, body, c.status)
+		}
+		if c.stall && time.Since(start) < timeout {
+			t.Fatalf("stalled: answered after %v, before the %v read timeout", time.Since(start), timeout)
+		}
+	}
+}
+
+// A token whose scopes claim names a scope variable the schema does not
+// declare is refused at authentication, 401 sync.auth_required
+// (refreshAuth: the token is at fault), on every route, instead of failing
+// every pull with 400 sync.invalid_subscription (fixRequest) as a request
+// the client could fix. A token with the schema's variables still syncs.
+func TestServeJWTUndeclaredScopeVariable(t *testing.T) {
+	ctx := context.Background()
+	exp := time.Now().Add(time.Hour).Unix()
+	base := startServe(t, "--data", t.TempDir(), "--jwt-secret", secret32)
+	pull := func(scopes map[string][]string) error {
+		tok := auth.SignJWT([]byte(secret32), map[string]any{"sub": "ada", "exp": exp, "scopes": scopes})
+		r := httpsynctest.NewReplica(jwtClient(base, tok), schema.MustDemo())
+		r.Subscribe("s", "todos", map[string][]string{"list_id": {"groceries"}})
+		return r.CatchUp(ctx)
+	}
+	if err := pull(map[string][]string{"list_id": {"groceries"}}); err != nil {
+		t.Fatalf("a token with the schema's variable: %v", err)
+	}
+	for _, scopes := range []map[string][]string{
+		{"project_id": {"p1"}},
+		{"list_id": {"groceries"}, "project_id": {"p1"}},
+	} {
+		err := pull(scopes)
+		e := syncerr.As(err)
+		if e.Code != syncerr.AuthRequired || !strings.Contains(fmt.Sprint(e.Err), "401") || !strings.Contains(e.Message, "project_id") {
+			t.Fatalf("scopes %v: %v, want HTTP 401 sync.auth_required naming project_id", scopes, err)
+		}
 	}
 }

@@ -623,7 +623,10 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 			return err
 		}
 		defer stopAuth()
-		resolver = auth.GrantsResolver
+		// A token's scopes claim is the resolver's answer: one naming a
+		// variable the schema does not declare is a bad token (401), not
+		// a bad request (SPEC §3.2's sync.invalid_subscription).
+		authn, resolver = auth.DeclaredGrants(authn, sch.DeclaresVar), auth.GrantsResolver
 		if c.jwtAllowNoExp {
 			log.Warn("--jwt-allow-no-exp: tokens without an exp claim are accepted and never expire")
 		}
@@ -702,7 +705,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	controls.Engine = eng
 
 	mux := httpsync.NewMux(eng, httpsync.MuxOptions{
-		Options: httpsync.Options{Auth: authn, MaxBodyBytes: c.maxBody, BodyBudget: bodies, Logger: log, WriteTimeout: c.writeTimeout,
+		Options: httpsync.Options{Auth: authn, MaxBodyBytes: c.maxBody, BodyBudget: bodies, Logger: log, WriteTimeout: c.writeTimeout, ReadTimeout: c.readTimeout,
 			Observer: c.admin.observer()},
 		Mount:      c.mount,
 		Ready:      eng.Ready,

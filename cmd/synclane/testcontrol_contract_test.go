@@ -250,3 +250,45 @@ func mapsEqual(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// The PUSH_RESULT_DETAILS each row rule kind attaches (the catalog's
+// validators/reject-rolls-back-with-host-code): maxLength blames the op with
+// {fieldPaths:[column], reason:"max_length_exceeded",
+// requiredAction:"edit_fields"}, as the reference's driver does, and the
+// whole commit rolls back; "details" replaces that; immutableWhen attaches
+// none of its own (the reference attaches none; the catalog checks only
+// its code) but takes "details".
+func TestTestControlRowRuleDetails(t *testing.T) {
+	base, c := startTasksControl(t)
+	wantApplied(t, "the existing row", first(pushTasks(t, c, "d0", task("existing", "accepted", false))))
+	putRules(t, base, "/_test/validators", `[{"table":"tasks","rule":{"kind":"maxLength","column":"title","max":10,"code":"app.title_too_long"}}]`)
+	pr, d := pushTasks(t, c, "d1", task("existing", "this title is definitely over ten chars", false), task("sibling", "ok", false))
+	wantRejected(t, "maxLength", pr, "app.title_too_long")
+	const want = `{"fieldPaths":["title"],"reason":"max_length_exceeded","requiredAction":"edit_fields"}`
+	if pr.Results[0].OpIndex != 0 || d == nil || len(d.Entries) != 1 || d.Entries[0].OpIndex != 0 || d.Entries[0].DetailsJSON != want {
+		t.Fatalf("maxLength: op %d, details %+v; want op 0 and %s", pr.Results[0].OpIndex, d, want)
+	}
+	if got := taskRows(t, base); !mapsEqual(got, map[string]string{"existing": "accepted"}) {
+		t.Fatalf("rows %v: the rejected commit left rows", got)
+	}
+
+	putRules(t, base, "/_test/validators", `[
+		{"table":"tasks","rule":{"kind":"maxLength","column":"title","max":3,"code":"app.short","details":{"reason":"too_long","references":{"limit":"3"}}}},
+		{"table":"tasks","rule":{"kind":"immutableWhen","column":"title","guardColumn":"done","guardValue":true,"code":"app.frozen"}}]`)
+	_, d = pushTasks(t, c, "d2", task("n", "four", false))
+	if want := `{"reason":"too_long","references":{"limit":"3"}}`; d == nil || len(d.Entries) != 1 || d.Entries[0].DetailsJSON != want {
+		t.Fatalf("maxLength with details: %+v, want %s", d, want)
+	}
+	wantApplied(t, "done", first(pushTasks(t, c, "d3", task("f", "abc", true))))
+	pr, d = pushTasks(t, c, "d4", task("f", "xyz", true))
+	wantRejected(t, "immutableWhen", pr, "app.frozen")
+	if d != nil {
+		t.Fatalf("immutableWhen without details: %+v, want no PUSH_RESULT_DETAILS", d)
+	}
+	putRules(t, base, "/_test/validators", `[{"table":"tasks","rule":{"kind":"immutableWhen","column":"title","guardColumn":"done","guardValue":true,
+		"code":"app.frozen","details":{"fieldPaths":["title"],"reason":"frozen","requiredAction":"discard_changes"}}}]`)
+	_, d = pushTasks(t, c, "d5", task("f", "xyz", true))
+	if want := `{"fieldPaths":["title"],"reason":"frozen","requiredAction":"discard_changes"}`; d == nil || len(d.Entries) != 1 || d.Entries[0].DetailsJSON != want {
+		t.Fatalf("immutableWhen with details: %+v, want %s", d, want)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -34,8 +35,11 @@ func (s *Service) blobIndex() (storage.BlobIndex, error) {
 // (<= 0: MaxBytes). Answers: blob.too_large (declared or actual
 // length over the cap; nothing stored), blob.hash_mismatch (the body's
 // SHA-256 is not the id; nothing stored), sync.invalid_request (not a blob
-// id), retryable sync.internal_error (the orphan sweep is removing this
-// blob right now, or storage failed). Uploading a blob already present is
+// id; or the body could not be read to its end: cut short, stalled past a
+// read deadline, the client gone — the error wraps the body's, so
+// errors.Is(err, os.ErrDeadlineExceeded) tells a stall; nothing stored),
+// retryable sync.internal_error (the orphan sweep is removing this blob
+// right now, or storage failed). Uploading a blob already present is
 // idempotent: the body is still read and checked, nothing is rewritten,
 // unless the byte store no longer holds the bytes (or holds another
 // length): then the blob is marked missing and this body, once verified,
@@ -52,7 +56,7 @@ func (s *Service) Upload(ctx context.Context, blobID, mediaType string, declared
 		return err
 	}
 	if _, perr := blobstore.ParseID(blobID); perr != nil {
-		return syncerr.New(syncerr.InvalidRequest, "%q is not a blob id (sha256:<64 lowercase hex>)", blobID)
+		return syncerr.New(syncerr.InvalidRequest, "%s is not a blob id (sha256:<64 lowercase hex>)", syncerr.Quote(blobID))
 	}
 	if maxBytes <= 0 || maxBytes > s.MaxBytes() {
 		maxBytes = s.MaxBytes()
@@ -84,6 +88,8 @@ func (s *Service) Upload(ctx context.Context, blobID, mediaType string, declared
 		}
 	}
 	var n int64
+	in := &bodyReader{r: body}
+	body = in
 	if present {
 		v := blobstore.NewVerifier(ctx, body, blobID, maxBytes)
 		_, err = io.CopyBuffer(io.Discard, v, make([]byte, 64<<10))
@@ -109,6 +115,13 @@ func (s *Service) Upload(ctx context.Context, blobID, mediaType string, declared
 		return syncerr.New(syncerr.BlobTooLarge, "blob exceeds the cap of %d bytes", maxBytes)
 	case errors.Is(err, blobstore.ErrHashMismatch):
 		return syncerr.New(syncerr.BlobHashMismatch, "the body's SHA-256 is not %s", blobID)
+	case err != nil && in.err != nil:
+		// The client's fault, not the server's: the body ended early or
+		// stopped coming.
+		if errors.Is(in.err, os.ErrDeadlineExceeded) {
+			return syncerr.Wrap(syncerr.InvalidRequest, in.err, "the blob's body did not arrive within the server's read timeout (%d bytes received); nothing was stored", n)
+		}
+		return syncerr.Wrap(syncerr.InvalidRequest, in.err, "the blob's body could not be read to its end (%d bytes received: %s); nothing was stored", n, bodyReadCause(in.err))
 	case err != nil:
 		return syncerr.Wrap(syncerr.InternalError, err, "storing the blob failed")
 	}
@@ -149,7 +162,7 @@ func (s *Service) UploadGrant(ctx context.Context, id access.Identity, blobID st
 		return Grant{}, syncerr.New(syncerr.AuthRequired, "request has no authenticated actor or partition")
 	}
 	if _, perr := blobstore.ParseID(blobID); perr != nil {
-		return Grant{}, syncerr.New(syncerr.InvalidRequest, "%q is not a blob id (sha256:<64 lowercase hex>)", blobID)
+		return Grant{}, syncerr.New(syncerr.InvalidRequest, "%s is not a blob id (sha256:<64 lowercase hex>)", syncerr.Quote(blobID))
 	}
 	if byteLength < 0 {
 		return Grant{}, syncerr.New(syncerr.InvalidRequest, "byteLength must be >= 0")
@@ -276,7 +289,7 @@ func (s *Service) refAllowed(r storage.BlobRef, allowed partition.Allowed) bool 
 
 func (s *Service) presentBlob(ctx context.Context, bi storage.BlobIndex, blobID string) (*storage.BlobInfo, error) {
 	if _, perr := blobstore.ParseID(blobID); perr != nil {
-		return nil, syncerr.New(syncerr.BlobNotFound, "no blob %q", blobID)
+		return nil, syncerr.New(syncerr.BlobNotFound, "no blob %s", syncerr.Quote(blobID))
 	}
 	m, err := bi.GetBlob(ctx, blobID)
 	if err != nil {
@@ -487,4 +500,32 @@ func (s *Service) PublicURL() string {
 // check: for the test-control surface only.
 func (s *Service) SignURL(partition, blobID, op string, byteLength int64, ttl time.Duration) (token string, expiresAtMs int64) {
 	return s.blobSigner().SignBlobTTL(partition, blobID, op, byteLength, ttl)
+}
+
+// bodyReader keeps the first error reading an upload's body that is not
+// its end, telling a client's fault (a body cut short or stalled) from the
+// store's.
+type bodyReader struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) && b.err == nil {
+		b.err = err
+	}
+	return n, err
+}
+
+// bodyReadCause says briefly why a body could not be read (a fixed
+// phrase: the underlying error may quote addresses).
+func bodyReadCause(err error) string {
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "it ended before its Content-Length"
+	case errors.Is(err, context.Canceled):
+		return "the request was abandoned"
+	}
+	return "the connection failed"
 }

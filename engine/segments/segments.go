@@ -64,9 +64,9 @@ func (s *Service) openSegment(ctx context.Context, part, segmentID string) ([]se
 	metas, data, f, err := s.segments.Open(ctx, part, segmentID)
 	switch {
 	case errors.Is(err, segstore.ErrNotFound):
-		return nil, nil, nil, syncerr.New(syncerr.NotFound, "no segment %s", segmentID)
+		return nil, nil, nil, syncerr.New(syncerr.NotFound, "no segment %s", syncerr.Quote(segmentID))
 	case errors.Is(err, segstore.ErrExpired):
-		return nil, nil, nil, syncerr.New(syncerr.SegmentExpired, "segment %s has expired; pull again", segmentID)
+		return nil, nil, nil, syncerr.New(syncerr.SegmentExpired, "segment %s has expired; pull again", syncerr.Quote(segmentID))
 	case err != nil:
 		return nil, nil, nil, syncerr.Wrap(syncerr.InternalError, err, "reading the segment failed")
 	}
@@ -116,7 +116,7 @@ func (s *Service) Get(ctx context.Context, id access.Identity, segmentID string,
 	return s.matchSegment(ctx, id.Partition, segmentID, func(m segstore.Meta) bool {
 		d := digestOf(m.Table)
 		return d != "" && d == m.ScopeDigest
-	}, syncerr.New(syncerr.Forbidden, "the caller's effective scopes do not match segment %s", segmentID))
+	}, syncerr.New(syncerr.Forbidden, "the caller's effective scopes do not match segment %s", syncerr.Quote(segmentID)))
 }
 
 // matchSegment returns segment segmentID of part (every partition for
@@ -169,5 +169,5 @@ func (s *Service) GetSigned(ctx context.Context, segmentID, token string) (*Segm
 	}
 	return s.matchSegment(ctx, "", segmentID, func(m segstore.Meta) bool {
 		return m.ScopeDigest == cl.ScopeDigest && s.deps.SignedURLs.Audience(m.Partition) == cl.Audience
-	}, syncerr.New(syncerr.Forbidden, "the signed segment URL does not match segment %s", segmentID))
+	}, syncerr.New(syncerr.Forbidden, "the signed segment URL does not match segment %s", syncerr.Quote(segmentID)))
 }

@@ -1,6 +1,7 @@
 package ssp2
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -26,12 +27,24 @@ var ErrTooLarge = errors.New("ssp2: request body exceeds the size limit")
 // decodeFail builds the canonical decode error: sync.invalid_request wrapping
 // a *DecodeError.
 func decodeFail(off int, reason string) error {
-	return &syncerr.Error{Code: syncerr.InvalidRequest, Message: "malformed SSP2 input", Err: &DecodeError{Offset: off, Reason: reason}}
+	return decodeFailCode(syncerr.InvalidRequest, off, reason)
 }
 
 // decodeFailCode is decodeFail with another protocol code (sync.empty_commit).
+// The error says where and why to the client too: its message is
+// "malformed SSP2 input at offset N: reason" and its details
+// {"offset":N,"reason":"..."} (the JSON error body of POST /sync, a socket
+// round's ERROR frame).
 func decodeFailCode(code syncerr.Code, off int, reason string) error {
-	return &syncerr.Error{Code: code, Message: "malformed SSP2 input", Err: &DecodeError{Offset: off, Reason: reason}}
+	details, _ := json.Marshal(decodeDetails{Offset: off, Reason: reason})
+	return &syncerr.Error{Code: code, Message: fmt.Sprintf("malformed SSP2 input at offset %d: %s", off, reason), Details: details,
+		Err: &DecodeError{Offset: off, Reason: reason}}
+}
+
+// decodeDetails are a decode error's details.
+type decodeDetails struct {
+	Offset int    `json:"offset"`
+	Reason string `json:"reason"`
 }
 
 // EncodeError reports a value that cannot be encoded canonically (it would

@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	"github.com/synclane/synclane/storage"
 )
@@ -30,3 +32,15 @@ func PushTxPID(tx storage.PushTx) uint32 { return tx.(*pushTx).conn.Conn().PgCon
 // SetBumpHook makes EnsureSchema's bump transaction call fn just before it
 // commits, while it holds the EXCLUSIVE lock on sync_partitions.
 func SetBumpHook(s *Store, fn func(ctx context.Context)) { s.bumpHook = fn }
+
+// ChangeRangeSQL returns the statement (and its arguments) ScanChanges
+// runs for the page of q's changes in (after, upTo], at most limit.
+func ChangeRangeSQL(s *Store, partition string, q storage.ChangeQuery, after, upTo int64, limit int) (string, []any) {
+	return s.changeRangeSQL(partition, q, slices.Sorted(maps.Keys(q.Scopes)), rangeArgs{after: after, upTo: upTo, limit: limit})
+}
+
+// ChangeCompletionSQL returns the statement (and its arguments)
+// ScanChanges runs to complete commit seq after change index afterIdx.
+func ChangeCompletionSQL(s *Store, partition string, q storage.ChangeQuery, seq int64, afterIdx int32) (string, []any) {
+	return s.changeRangeSQL(partition, q, slices.Sorted(maps.Keys(q.Scopes)), rangeArgs{onlySeq: seq, afterIdx: afterIdx})
+}

@@ -23,6 +23,11 @@ import (
 // LISTEN is active again, the notifier reads every partition's
 // max_commit_seq and reports it, so a commit made while disconnected is not
 // missed. Reports are therefore at-least-once and may repeat a value.
+//
+// The notifier never uses the pool: that read runs on its own connection,
+// and each reconnect attempt (connect, LISTEN, the read) is bounded by
+// notifierAttemptTimeout, so it neither holds nor waits for a pool
+// connection while the database is away or the pool is busy.
 type Notifier struct {
 	s      *Store
 	fn     func(partition string, maxSeq int64)
@@ -106,6 +111,10 @@ func (n *Notifier) Reconnects() int {
 	return n.reconnects
 }
 
+// notifierAttemptTimeout bounds one attempt of the notifier to connect,
+// LISTEN and read every partition's max_commit_seq.
+const notifierAttemptTimeout = 10 * time.Second
+
 // listenConn opens a dedicated connection with the pool's settings and
 // runs LISTEN on it.
 func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
@@ -136,7 +145,10 @@ func (n *Notifier) run(ctx context.Context, conn *pgx.Conn, resync bool) {
 		close(n.done)
 	}()
 	if resync {
-		if err := n.resync(ctx); err != nil {
+		rctx, cancel := context.WithTimeout(ctx, notifierAttemptTimeout)
+		err := n.resync(rctx, conn)
+		cancel()
+		if err != nil {
 			if conn = n.replace(ctx, conn, "first resync failed", err); conn == nil {
 				return
 			}
@@ -183,9 +195,11 @@ func (n *Notifier) reconnect(ctx context.Context) *pgx.Conn {
 		case <-t.C:
 		}
 		backoff = min(backoff*2, 5*time.Second)
-		conn, err := n.s.listenConn(ctx)
+		actx, cancel := context.WithTimeout(ctx, notifierAttemptTimeout)
+		conn, err := n.s.listenConn(actx)
 		if err == nil {
-			if err = n.resync(ctx); err == nil {
+			if err = n.resync(actx, conn); err == nil {
+				cancel()
 				n.mu.Lock()
 				n.reconnects++
 				n.conn = conn
@@ -199,6 +213,7 @@ func (n *Notifier) reconnect(ctx context.Context) *pgx.Conn {
 			}
 			closeConn(conn)
 		}
+		cancel()
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -207,9 +222,10 @@ func (n *Notifier) reconnect(ctx context.Context) *pgx.Conn {
 }
 
 // resync reports the current max_commit_seq of every partition that has
-// commits.
-func (n *Notifier) resync(ctx context.Context) error {
-	rows, err := n.s.pool.Query(ctx, n.s.q.listPartitions)
+// commits, read on the notifier's own connection conn (LISTEN is active on
+// it already: a commit after the read is notified).
+func (n *Notifier) resync(ctx context.Context, conn *pgx.Conn) error {
+	rows, err := conn.Query(ctx, n.s.q.listPartitions)
 	if err != nil {
 		return err
 	}

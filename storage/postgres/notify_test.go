@@ -193,3 +193,81 @@ func TestDisableNotify(t *testing.T) {
 		t.Fatalf("first notification %q, want the notifying store's (partition loud)", n.Payload)
 	}
 }
+
+// The notifier never uses the store's pool: with every pool connection
+// held (a busy pool, or one whose connections wait on a database that just
+// came back), a notifier whose connection was lost reconnects, reports
+// every partition's max_commit_seq (the resync, read on its own
+// connection) and delivers the next commit.
+func TestNotifierReconnectsWithThePoolExhausted(t *testing.T) {
+	a, b, _ := twoStores(t, 2)
+	ctx := t.Context()
+	if _, err := pushOne(ctx, a, "busy", "k1"); err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan report, 1024)
+	n, err := b.Listen(ctx, func(p string, seq int64) { ch <- report{p, seq} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconnected := make(chan struct{}, 1)
+	postgres.SetReconnectHook(n, func() { reconnected <- struct{}{} })
+	held := make([]interface{ Release() }, 0, 2)
+	for range 2 { // b's whole pool
+		c, err := b.Pool().Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	defer func() {
+		for _, c := range held {
+			c.Release()
+		}
+	}()
+	if got := b.Pool().Stat().AcquiredConns(); got != 2 {
+		t.Fatalf("%d connections acquired, want the whole pool (2)", got)
+	}
+	pid := postgres.NotifierPID(n)
+	var killed bool
+	if err := a.Pool().QueryRow(ctx, `SELECT pg_terminate_backend($1)`, int32(pid)).Scan(&killed); err != nil || !killed {
+		t.Fatalf("pg_terminate_backend(%d) = %v, %v", pid, killed, err)
+	}
+	select {
+	case <-reconnected:
+	case <-time.After(10 * time.Second):
+		t.Fatal("notifier did not reconnect within 10s while the pool was exhausted")
+	}
+	waitFor(t, ch, "busy", 1) // the resync's report
+	if _, err := pushOne(ctx, a, "busy", "k2"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ch, "busy", 2)
+}
+
+// Open bounds every new connection: a connection attempt holds a pool
+// slot until it ends, so one stalled by a database that went away must
+// not hold it for long. connect_timeout in the URL wins.
+func TestOpenBoundsConnectionAttempts(t *testing.T) {
+	u := pgtest.URL(t)
+	st, err := postgres.Open(t.Context(), u, postgres.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if got := st.Pool().Config().ConnConfig.ConnectTimeout; got != postgres.DefaultConnectTimeout {
+		t.Errorf("connect timeout %v, want %v", got, postgres.DefaultConnectTimeout)
+	}
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	st2, err := postgres.Open(t.Context(), u+sep+"connect_timeout=2", postgres.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	if got := st2.Pool().Config().ConnConfig.ConnectTimeout; got != 2*time.Second {
+		t.Errorf("connect timeout with connect_timeout=2: %v, want 2s", got)
+	}
+}

@@ -16,13 +16,15 @@ import (
 // of q.Table matching q.Scopes, oldest first, whole commits only, stopping
 // after the commit that reaches q.LimitChanges (<= 0: no limit). Truncated
 // is set when it stopped on the limit before q.UpToSeq. The scan is driven
-// by the scope index (sync_change_scopes) for the first scope var; with no
-// scope vars it walks the (partition, table, seq) index of the table's
-// changes. It reads at most LimitChanges changes plus the rest of the last
-// commit. Each var's values are bound as one text[] parameter (= ANY), so
-// the statement's parameters do not grow with the number of values;
-// values that are not storage.Storable match nothing stored and are not
-// sent (PostgreSQL would refuse them).
+// by the scope index (sync_change_scopes) for the first scope var, one
+// index range per value; with no scope vars it walks the (partition,
+// table, seq) index of the table's changes. It reads at most LimitChanges
+// scope entries per value of the first var plus the rest of the last
+// commit, and whatever the tables' statistics say (changeRangeSQL). Each
+// var's values are bound as one text[] parameter, so the statement's
+// parameters do not grow with the number of values; values that are not
+// storage.Storable match nothing stored and are not sent (PostgreSQL
+// would refuse them).
 func (s *Store) ScanChanges(ctx context.Context, partition string, q storage.ChangeQuery) (storage.ChangeScan, error) {
 	if err := s.ready(); err != nil {
 		return storage.ChangeScan{}, err
@@ -71,48 +73,11 @@ type rangeArgs struct {
 
 // scanChangeRange appends the matching changes of the range to out
 // (extending its last commit when the seq continues) and returns how many
-// it read and the position of the last one.
+// it read and the position of the last one. Its statement is
+// changeRangeSQL's.
 func (s *Store) scanChangeRange(ctx context.Context, partition string, q storage.ChangeQuery, vars []string, r rangeArgs, out *storage.ChangeScan) (int, int64, int32, error) {
-	var sb strings.Builder
-	args := []any{partition, q.Table}
-	arg := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
-	}
-	// d is the row source that carries (partition, table_name, seq, idx).
-	d := "c"
-	if len(vars) > 0 {
-		d = "s0"
-		fmt.Fprintf(&sb, `SELECT c.seq, c.idx, m.created_at_ms, m.actor_id, c.row_id, c.op, c.row_version, c.scopes, c.row_data
-FROM %s s0
-JOIN %s c ON c.partition = s0.partition AND c.seq = s0.seq AND c.idx = s0.idx
-JOIN %s m ON m.partition = c.partition AND m.seq = c.seq
-WHERE s0.partition = $1 AND s0.table_name = $2 AND s0.var = %s AND s0.value = ANY(%s::text[])`,
-			s.q.changeScopes, s.q.changes, s.q.commits, arg(vars[0]), arg(q.Scopes[vars[0]]))
-		for i, v := range vars[1:] {
-			a := fmt.Sprintf("s%d", i+1)
-			fmt.Fprintf(&sb, `
-AND EXISTS (SELECT 1 FROM %s %s WHERE %s.partition = s0.partition AND %s.table_name = s0.table_name
-  AND %s.var = %s AND %s.value = ANY(%s::text[]) AND %s.seq = s0.seq AND %s.idx = s0.idx)`,
-				s.q.changeScopes, a, a, a, a, arg(v), a, arg(q.Scopes[v]), a, a)
-		}
-	} else {
-		fmt.Fprintf(&sb, `SELECT c.seq, c.idx, m.created_at_ms, m.actor_id, c.row_id, c.op, c.row_version, c.scopes, c.row_data
-FROM %s c
-JOIN %s m ON m.partition = c.partition AND m.seq = c.seq
-WHERE c.partition = $1 AND c.table_name = $2`, s.q.changes, s.q.commits)
-	}
-	if r.onlySeq > 0 {
-		fmt.Fprintf(&sb, "\nAND %s.seq = %s AND %s.idx > %s", d, arg(r.onlySeq), d, arg(r.afterIdx))
-	} else {
-		fmt.Fprintf(&sb, "\nAND %s.seq > %s AND %s.seq <= %s", d, arg(r.after), d, arg(r.upTo))
-	}
-	fmt.Fprintf(&sb, "\nORDER BY %s.seq, %s.idx", d, d)
-	if r.onlySeq == 0 && r.limit > 0 {
-		fmt.Fprintf(&sb, " LIMIT %s", arg(r.limit))
-	}
-
-	rows, err := s.pool.Query(ctx, sb.String(), args...)
+	query, args := s.changeRangeSQL(partition, q, vars, r)
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -270,4 +235,90 @@ func rowsSQL(ts *tableSQL, partition string, q storage.RowQuery) (query string, 
 	fmt.Fprintf(&sb, ` ORDER BY %s COLLATE "C" LIMIT $%d`, pk, len(args))
 
 	return sb.String(), args, false
+}
+
+// changeRangeSQL builds the statement of scanChangeRange. Its shape leaves
+// the planner one sensible plan whatever the tables' statistics say (none
+// yet after a bulk load, or stale ones from when the partition or its
+// values were distributed otherwise), so a page costs about the changes
+// it returns, never a walk of the partition's log (issue 48). Every index
+// read binds each column of the index up to the one it ranges over (an
+// unbound column in between turns the rest into a filter over every entry
+// under the bound prefix):
+//
+//   - the first scope var is scanned once per value (unnest, then a
+//     LATERAL subquery with its own ORDER BY and LIMIT): the scope index's
+//     (partition, table_name, var, value) prefix is bound, so its range is
+//     exactly the value's changes in the seq range, in (seq, idx) order,
+//     and the scan stops at the limit. (A value list bound as = ANY was a
+//     filter there, so the range covered every value of the var.) The
+//     values' streams are merged by a sort of at most LIMIT rows each;
+//   - each other var is checked per change by exact probes of the scope
+//     index, one per value, under an EXISTS that OFFSET 0 keeps a
+//     correlated subquery (never a join reading the var's every entry);
+//   - without scope vars the (partition, table_name, seq, idx) index is
+//     walked from the range's start (ordering by all its columns makes it
+//     the one index that needs no sort);
+//   - only the page's changes are then read, each by an exact probe of
+//     sync_changes and of sync_commits (LATERAL ... LIMIT 1, which is never
+//     flattened into a join that could scan the partition).
+func (s *Store) changeRangeSQL(partition string, q storage.ChangeQuery, vars []string, r rangeArgs) (string, []any) {
+	var sb strings.Builder
+	args := []any{partition, q.Table}
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	// d is the table whose (seq, idx) the key subquery bounds.
+	var bounds, limit string
+	d := "c"
+	if len(vars) > 0 {
+		d = "s0"
+	}
+	if r.onlySeq > 0 {
+		bounds = fmt.Sprintf("%s.seq = %s AND %s.idx > %s", d, arg(r.onlySeq), d, arg(r.afterIdx))
+	} else {
+		bounds = fmt.Sprintf("%s.seq > %s AND %s.seq <= %s", d, arg(r.after), d, arg(r.upTo))
+		if r.limit > 0 {
+			limit = " LIMIT " + arg(r.limit)
+		}
+	}
+	if len(vars) > 0 {
+		fmt.Fprintf(&sb, `SELECT k.seq, k.idx, m.created_at_ms, m.actor_id, c.row_id, c.op, c.row_version, c.scopes, c.row_data
+FROM (SELECT s0.seq, s0.idx FROM unnest(%s::text[]) AS v(value)
+  CROSS JOIN LATERAL (SELECT s0.seq, s0.idx FROM %s s0
+    WHERE s0.partition = $1 AND s0.table_name = $2 AND s0.var = %s AND s0.value = v.value AND %s`,
+			arg(distinct(q.Scopes[vars[0]])), s.q.changeScopes, arg(vars[0]), bounds)
+		for i, v := range vars[1:] {
+			a := fmt.Sprintf("s%d", i+1)
+			fmt.Fprintf(&sb, `
+    AND EXISTS (SELECT 1 FROM unnest(%s::text[]) AS w%d(value) CROSS JOIN LATERAL (SELECT 1 FROM %s %s
+      WHERE %s.partition = $1 AND %s.table_name = $2 AND %s.var = %s AND %s.value = w%d.value
+        AND %s.seq = s0.seq AND %s.idx = s0.idx LIMIT 1) %s OFFSET 0)`,
+				arg(distinct(q.Scopes[v])), i+1, s.q.changeScopes, a, a, a, a, arg(v), a, i+1, a, a, a)
+		}
+		fmt.Fprintf(&sb, `
+    ORDER BY s0.seq, s0.idx%s) s0
+  ORDER BY s0.seq, s0.idx%s) k
+CROSS JOIN LATERAL (SELECT c.row_id, c.op, c.row_version, c.scopes, c.row_data FROM %s c
+  WHERE c.partition = $1 AND c.table_name = $2 AND c.seq = k.seq AND c.idx = k.idx LIMIT 1) c`, limit, limit, s.q.changes)
+	} else {
+		fmt.Fprintf(&sb, `SELECT k.seq, k.idx, m.created_at_ms, m.actor_id, k.row_id, k.op, k.row_version, k.scopes, k.row_data
+FROM (SELECT c.seq, c.idx, c.row_id, c.op, c.row_version, c.scopes, c.row_data FROM %s c
+  WHERE c.partition = $1 AND c.table_name = $2 AND %s
+  ORDER BY c.table_name, c.seq, c.idx%s) k`, s.q.changes, bounds, limit)
+	}
+	sb.WriteString(`
+CROSS JOIN LATERAL (SELECT m.created_at_ms, m.actor_id FROM ` + s.q.commits + ` m
+  WHERE m.partition = $1 AND m.seq = k.seq LIMIT 1) m
+ORDER BY k.seq, k.idx`)
+	return sb.String(), args
+}
+
+// distinct returns vals sorted without repeats (a value listed twice
+// must not return its changes twice).
+func distinct(vals []string) []string {
+	out := slices.Clone(vals)
+	slices.Sort(out)
+	return slices.Compact(out)
 }

@@ -103,6 +103,13 @@ type Store struct {
 	bumpHook func(ctx context.Context)
 }
 
+// DefaultConnectTimeout bounds each new connection of a pool Open creates
+// (connecting, TLS and authentication) when the connection string sets no
+// connect_timeout. pgx creates a connection for an Acquire in the
+// background and the attempt holds one of the pool's MaxConns slots until
+// it ends, whatever the deadline of the request that started it.
+const DefaultConnectTimeout = 5 * time.Second
+
 // MinMaxConns is the smallest pool Open accepts: a maintenance pass holds
 // one connection for its lock while it reads and prunes on another.
 const MinMaxConns = 2
@@ -110,7 +117,9 @@ const MinMaxConns = 2
 // Open connects a new pool to connString (a pgx URL or DSN) and returns a
 // Store using it. The Store owns the pool and closes it on Close. Open
 // verifies connectivity with a ping; it does not run EnsureSchema. A
-// pool smaller than MinMaxConns is refused.
+// pool smaller than MinMaxConns is refused. Each new connection is
+// bounded by the string's connect_timeout, DefaultConnectTimeout without
+// one.
 func Open(ctx context.Context, connString string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
@@ -122,6 +131,13 @@ func Open(ctx context.Context, connString string, opts Options) (*Store, error) 
 		cfg.MaxConns = 16
 	case cfg.MaxConns < MinMaxConns:
 		return nil, fmt.Errorf("postgres: a pool of %d connection is too small: MaxConns must be at least %d (a maintenance pass holds one for its lock while it reads and prunes on another)", cfg.MaxConns, MinMaxConns)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		// A connection attempt holds its pool slot until it ends: without
+		// a bound, attempts stalled by a database that went away (packets
+		// dropped, not refused) would keep the pool full long after the
+		// database is back.
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
 	timeout := opts.StatementTimeout
 	if timeout == 0 {

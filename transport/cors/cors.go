@@ -201,7 +201,7 @@ func (p *Policy) Wrap(next http.Handler) http.Handler {
 		if isWebSocketUpgrade(r) {
 			if origin != "" && !p.allows(origin) {
 				httperr.WriteStatus(w, http.StatusForbidden, syncerr.New(syncerr.Forbidden,
-					"WebSocket upgrade refused: origin %q is not allowed (see --cors-origin)", origin))
+					"WebSocket upgrade refused: origin %s is not allowed (see --cors-origin)", syncerr.Quote(origin)))
 				return
 			}
 			next.ServeHTTP(w, r) // browsers read no CORS header on a 101
@@ -227,7 +227,7 @@ func (p *Policy) preflight(w http.ResponseWriter, origin string) {
 		h.Add("Vary", "Origin")
 	}
 	if !p.allows(origin) {
-		httperr.WriteStatus(w, http.StatusForbidden, syncerr.New(syncerr.Forbidden, "origin %q is not allowed (see --cors-origin)", origin))
+		httperr.WriteStatus(w, http.StatusForbidden, syncerr.New(syncerr.Forbidden, "origin %s is not allowed (see --cors-origin)", syncerr.Quote(origin)))
 		return
 	}
 	p.allowOrigin(h, origin)

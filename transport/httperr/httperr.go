@@ -4,7 +4,8 @@
 // response starts, and that a host's own routes can give the same way.
 //
 // An error without a protocol code is written as sync.internal_error
-// (syncerr.As). The status is the catalog's for the code unless the
+// (syncerr.As). The message is cut to syncerr.MaxMessageBytes
+// (syncerr.TrimMessage): an error body never echoes unbounded input. The status is the catalog's for the code unless the
 // caller names one. The code is also handed to the metrics recorder that
 // serves the request, if any (see CodeNoter).
 package httperr
@@ -48,7 +49,7 @@ func WriteStatus(w http.ResponseWriter, status int, err error) {
 		}
 	}
 	b, _ := json.Marshal(Body{Code: string(e.Code), Category: spec.Category, Retryable: spec.Retryable,
-		RecommendedAction: spec.RecommendedAction, Message: e.Message, Details: e.Details})
+		RecommendedAction: spec.RecommendedAction, Message: syncerr.TrimMessage(e.Message), Details: e.Details})
 	NoteCode(w, string(e.Code))
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

@@ -2,9 +2,11 @@ package httpsync
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -25,8 +27,11 @@ import (
 //     400 blob.hash_mismatch; 413 blob.too_large when Content-Length or
 //     the body exceeds the cap (--max-blob-bytes; with a grant, at most
 //     the granted byteLength); 403 sync.forbidden for a bad or expired
-//     grant; 500 (retryable) when the orphan sweep is removing that very
-//     blob or storage failed.
+//     grant; 400 sync.invalid_request for a body that ends before its
+//     Content-Length or cannot be read, 408 for one that goes
+//     Options.ReadTimeout without a byte (as POST /sync answers them;
+//     nothing is stored, nothing logged above info); 500 (retryable) only
+//     when the orphan sweep is removing that very blob or storage failed.
 //   - POST .../upload-grant {"byteLength","mediaType"?}: host auth.
 //     {"present":true} when stored, else {"url","urlExpiresAtMs"}: one PUT
 //     within 15 minutes; {} when presigned uploads are off
@@ -46,23 +51,25 @@ import (
 // maxGrantBody caps an upload-grant request body.
 const maxGrantBody = 4 << 10
 
-// BlobProgressTimeout is how long a blob upload or download may go
-// without moving a byte: the connection's read (upload) or write
-// (download) deadline is renewed as bytes flow, so a large transfer is not
-// cut by the server's whole-request timeouts while a stalled one is.
+// BlobProgressTimeout is how long a blob download, and an upload when
+// Options.ReadTimeout is not set, may go without moving a byte: the
+// connection's read (upload) or write (download) deadline is renewed as
+// bytes flow, so a large transfer is not cut by the server's
+// whole-request timeouts while a stalled one is.
 const BlobProgressTimeout = 30 * time.Second
 
-// progressDeadline renews a deadline at most once a second while bytes
-// flow.
+// progressDeadline renews a deadline of timeout from now while bytes
+// flow, at most every quarter of it (and every second).
 type progressDeadline struct {
-	set  func(time.Time) error
-	last time.Time
+	set     func(time.Time) error
+	timeout time.Duration
+	last    time.Time
 }
 
 func (p *progressDeadline) renew() {
-	if now := time.Now(); now.Sub(p.last) >= time.Second {
+	if now := time.Now(); now.Sub(p.last) >= min(time.Second, p.timeout/4) {
 		p.last = now
-		_ = p.set(now.Add(BlobProgressTimeout)) // unsupported writers keep the server's deadlines
+		_ = p.set(now.Add(p.timeout)) // unsupported writers keep the server's deadlines
 	}
 }
 
@@ -169,7 +176,11 @@ func (h *BlobHandler) put(w http.ResponseWriter, r *http.Request, rid, id string
 		return
 	}
 	rc := http.NewResponseController(w)
-	body := &progressReader{r: r.Body, progressDeadline: progressDeadline{set: rc.SetReadDeadline}}
+	idle := h.opts.ReadTimeout
+	if idle <= 0 {
+		idle = BlobProgressTimeout
+	}
+	body := &progressReader{r: r.Body, progressDeadline: progressDeadline{set: rc.SetReadDeadline, timeout: idle}}
 	err := h.eng.Blobs().Upload(r.Context(), id, r.Header.Get("Content-Type"), r.ContentLength, maxBytes, body)
 	// The answer's write deadline starts now: http.Server.WriteTimeout
 	// counts from the request's start, which a long upload has passed.
@@ -177,6 +188,10 @@ func (h *BlobHandler) put(w http.ResponseWriter, r *http.Request, rid, id string
 	if err != nil {
 		if syncerr.As(err).Code == syncerr.BlobTooLarge {
 			w.Header().Set("Connection", "close") // do not read the rest of a huge body
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			httperr.WriteStatus(w, http.StatusRequestTimeout, err) // as POST /sync answers a late body
+			return
 		}
 		h.fail(w, rid, "upload", err)
 		return
@@ -289,7 +304,7 @@ func (h *BlobHandler) serveBytes(w http.ResponseWriter, r *http.Request, rid, id
 		switch {
 		case !satisfiable:
 			hdr.Set("Content-Range", fmt.Sprintf("bytes */%d", size))
-			httperr.WriteStatus(w, http.StatusRequestedRangeNotSatisfiable, syncerr.New(syncerr.InvalidRequest, "range %q is outside the blob's %d bytes", rg, size))
+			httperr.WriteStatus(w, http.StatusRequestedRangeNotSatisfiable, syncerr.New(syncerr.InvalidRequest, "range %s is outside the blob's %d bytes", syncerr.Quote(rg), size))
 			return
 		case ok:
 			off, n, status = o, l, http.StatusPartialContent
@@ -310,7 +325,7 @@ func (h *BlobHandler) serveBytes(w http.ResponseWriter, r *http.Request, rid, id
 	}
 	defer rc.Close()
 	w.WriteHeader(status)
-	out := &progressWriter{w: w, progressDeadline: progressDeadline{set: http.NewResponseController(w).SetWriteDeadline}}
+	out := &progressWriter{w: w, progressDeadline: progressDeadline{set: http.NewResponseController(w).SetWriteDeadline, timeout: BlobProgressTimeout}}
 	if _, err := io.CopyBuffer(out, rc, make([]byte, 256<<10)); err != nil {
 		h.opts.Logger.Debug("blob download aborted", zap.String("request_id", rid), zap.Error(err))
 	}

@@ -63,6 +63,13 @@ type Options struct {
 	// memory freed. 0 disables it. Set http.Server.WriteTimeout too: it
 	// resets the connection's write deadline for every request.
 	WriteTimeout time.Duration
+	// ReadTimeout is how long a blob upload may go without receiving a
+	// byte of its body (its read deadline is renewed as bytes arrive, so a
+	// large upload may take longer in total): then it is answered 408
+	// sync.invalid_request, as POST /sync answers a body that misses
+	// http.Server.ReadTimeout. 0: BlobProgressTimeout. Set it to the
+	// server's read timeout (synclane serve: --read-timeout).
+	ReadTimeout time.Duration
 	// Observer, when set, is told of every request when it ends
 	// (observe.go); the admin console's request chart is one.
 	Observer RequestObserver
@@ -118,7 +125,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ct := mediaType(r.Header.Get("Content-Type")); ct != ContentType {
-		httperr.WriteStatus(w, http.StatusUnsupportedMediaType, syncerr.New(syncerr.InvalidRequest, "content type must be %s, got %q", ContentType, ct))
+		httperr.WriteStatus(w, http.StatusUnsupportedMediaType, syncerr.New(syncerr.InvalidRequest, "content type must be %s, got %s", ContentType, syncerr.Quote(ct)))
 		return
 	}
 	id, ok := auth.Authenticate(w, r, h.eng, h.opts.Auth, "httpsync")
@@ -262,7 +269,7 @@ func decodedBody(ctx context.Context, r *http.Request, maxBody int64, c *bodybud
 		}
 		return &returnOnClose{ReadCloser: zr, c: c, n: int64(len(comp))}, nil
 	default:
-		return nil, syncerr.New(syncerr.InvalidRequest, "unsupported Content-Encoding %q (use gzip, zstd or identity)", enc)
+		return nil, syncerr.New(syncerr.InvalidRequest, "unsupported Content-Encoding %s (use gzip, zstd or identity)", syncerr.Quote(enc))
 	}
 }
 

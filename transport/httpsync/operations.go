@@ -77,7 +77,7 @@ func (h *OperationsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ct := mediaType(r.Header.Get("Content-Type")); ct != opwire.ContentType {
-		writeOpError(w, http.StatusUnsupportedMediaType, syncerr.New(syncerr.OperationInvalidRequest, "content type must be %s, got %q", opwire.ContentType, ct))
+		writeOpError(w, http.StatusUnsupportedMediaType, syncerr.New(syncerr.OperationInvalidRequest, "content type must be %s, got %s", opwire.ContentType, syncerr.Quote(ct)))
 		return
 	}
 	id, ok := auth.Authenticate(w, r, h.eng, h.opts.Auth, "httpsync.operations")

@@ -94,13 +94,13 @@ func (c *conn) add(m *opwire.WatchMessage) {
 	}
 	tables, ok := c.eng.Operations().QueryTables(m.OperationID)
 	if !ok {
-		c.send(opwire.EncodeWatchError(m.WatchID, syncerr.New(syncerr.OperationUnknown, "no query %q is registered", m.OperationID)))
+		c.send(opwire.EncodeWatchError(m.WatchID, syncerr.New(syncerr.OperationUnknown, "no query %s is registered", syncerr.Quote(m.OperationID))))
 		return
 	}
 	c.mu.Lock()
 	if c.watches[m.WatchID] != nil {
 		c.mu.Unlock()
-		c.send(opwire.EncodeWatchError(m.WatchID, syncerr.New(syncerr.OperationInvalidRequest, "watch %q is already active on this connection", m.WatchID)))
+		c.send(opwire.EncodeWatchError(m.WatchID, syncerr.New(syncerr.OperationInvalidRequest, "watch %s is already active on this connection", syncerr.Quote(m.WatchID))))
 		return
 	}
 	if len(c.watches)+c.draining >= c.hub.opts.MaxWatches {

@@ -74,18 +74,7 @@ func (p *part) collect(target int64) (map[string]*buildGroup, []string) {
 			continue
 		}
 		if !s.live || s.inRound {
-			if s.checked < target {
-				touch, undecided := p.recent.touches(s.checked, target, s.keys)
-				switch {
-				case touch:
-					s.wake(ssp2.WakeCatchupRequired, max(s.highest, target))
-				case undecided >= 0:
-					s.checked = undecided - 1 // weighed again once its outcome is known
-					p.undecided = true
-				default:
-					s.checked = target
-				}
-			}
+			p.weigh(s, target)
 			continue
 		}
 		if s.building {
@@ -126,6 +115,30 @@ func (p *part) collect(target int64) (map[string]*buildGroup, []string) {
 		g.gens = append(g.gens, s.gen)
 	}
 	return groups, order
+}
+
+// weigh decides whether the commits up to target that s has not weighed
+// yet wake it, for a socket that gets no deltas: one that is not live, or
+// one serving a round (p.mu held). A commit that may touch one of its keys
+// wakes it (catchup-required); during a round the wake-up is owed to the
+// round instead, which sends it with its answer (owe); a commit whose
+// outcome is not known yet is weighed again once it is.
+func (p *part) weigh(s *session, target int64) {
+	if s.checked >= target {
+		return
+	}
+	touch, undecided := p.recent.touches(s.checked, target, s.keys)
+	switch {
+	case touch && s.inRound:
+		s.owe(max(s.highest, target))
+	case touch:
+		s.wake(ssp2.WakeCatchupRequired, max(s.highest, target))
+	case undecided >= 0:
+		s.checked = undecided - 1 // weighed again once its outcome is known
+		p.undecided = true
+	default:
+		s.checked = target
+	}
 }
 
 // build asks the partition's actor for the groups' sections, encodes each

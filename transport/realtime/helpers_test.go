@@ -34,7 +34,7 @@ type testStore interface {
 
 // fixture is synclane with realtime over real loopback sockets.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	schema *schema.Schema
 	store  testStore
 	eng    *engine.Engine
@@ -66,7 +66,7 @@ type fixtureOpts struct {
 	wire []uint16
 }
 
-func newFixture(t *testing.T, o fixtureOpts) *fixture {
+func newFixture(t testing.TB, o fixtureOpts) *fixture {
 	t.Helper()
 	f := &fixture{t: t, schema: schema.MustDemo(), grants: map[string]map[string][]string{}}
 	f.store = o.store
@@ -203,7 +203,7 @@ func fullTodo(id, list, title string) []byte {
 }
 
 // push upserts one todo through c and returns its commit seq.
-func push(t *testing.T, ctx context.Context, c *httpsync.Client, id, list, title string) int64 {
+func push(t testing.TB, ctx context.Context, c *httpsync.Client, id, list, title string) int64 {
 	t.Helper()
 	prs, err := c.Push(ctx, &ssp2.PushCommit{ClientCommitID: "cc-" + id + "-" + uuid.NewString(),
 		Operations: []ssp2.Operation{{Table: "todos", RowID: id, Op: ssp2.OpUpsert, Payload: todo(id, list, title)}}})

@@ -216,6 +216,11 @@ type Hub struct {
 	wg      sync.WaitGroup
 
 	stats stats
+
+	// tookRound, when set (tests only: export_test.go), runs on a
+	// socket's reader goroutine right after it took a round's request, as
+	// if the reader were descheduled there.
+	tookRound func(clientID string)
 }
 
 // New returns a hub; it serves nothing until Start.
@@ -430,7 +435,14 @@ func (h *Hub) OnRegistration(partitionName string, r engine.Registration) {
 		s.live = false
 		s.sent = s.sent[:0]
 		p.register(s, registeredSubs(r))
-		s.checked = registeredFloor(r, max(s.checked, s.highest))
+		floor := registeredFloor(r, max(s.checked, s.highest))
+		if s.inRound {
+			// A socket round's own pull: commits made durable during the
+			// round still owe it a wake-up however far the pull reached
+			// (SPEC §8.7), so it is not moved past any it has not weighed.
+			floor = min(floor, s.checked)
+		}
+		s.checked = floor
 		if s.checked < p.latest {
 			p.kickFanout() // commits past the pull's cursors that touch its new keys wake it
 		}
@@ -638,7 +650,7 @@ func (h *Hub) connect(w http.ResponseWriter, r *http.Request, eng *engine.Engine
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Time{})
-	rw := &refusalWriter{ResponseWriter: w}
+	rw := &refusalWriter{ResponseWriter: w, watch: &s.watch}
 	conn, err := websocket.Accept(rw, r, &websocket.AcceptOptions{InsecureSkipVerify: len(h.opts.OriginPatterns) == 0,
 		OriginPatterns: h.opts.OriginPatterns})
 	if err != nil {
@@ -844,10 +856,16 @@ type Stats struct {
 	// Rounds counts socket rounds served; Presence presence events queued.
 	Rounds   uint64 `json:"rounds"`
 	Presence uint64 `json:"presence"`
+	// RoundReaderWaits counts the times a socket round's answer waited
+	// for the socket's reader to take bytes the client had sent (read
+	// while you write, readwatch.go): control messages or a pipelined
+	// request arriving while the answer was being written.
+	RoundReaderWaits uint64 `json:"roundReaderWaits"`
 }
 
 type stats struct {
 	accepted, refusedLimit, deltas, deltaBuilds, rounds, presence atomic.Uint64
+	roundReaderWaits                                              atomic.Uint64
 	refusedClient, refusedActor                                   atomic.Uint64
 	wakeTooLarge, wakeCatchup, wakeReset                          atomic.Uint64
 	closedSlow, closedPing, closedProtocol, closedShutdown        atomic.Uint64
@@ -862,6 +880,7 @@ func (h *Hub) Stats() Stats {
 	st.Accepted, st.RefusedLimit = s.accepted.Load(), s.refusedLimit.Load()
 	st.RefusedClient, st.RefusedActor = s.refusedClient.Load(), s.refusedActor.Load()
 	st.Deltas, st.DeltaBuilds, st.Rounds, st.Presence = s.deltas.Load(), s.deltaBuilds.Load(), s.rounds.Load(), s.presence.Load()
+	st.RoundReaderWaits = s.roundReaderWaits.Load()
 	st.Wakes = map[string]uint64{ssp2.WakeDeltaTooLarge: s.wakeTooLarge.Load(), ssp2.WakeCatchupRequired: s.wakeCatchup.Load(), ssp2.WakeResetRequired: s.wakeReset.Load()}
 	st.Closed = map[string]uint64{"slow": s.closedSlow.Load(), "ping": s.closedPing.Load(), "protocol": s.closedProtocol.Load(), "shutdown": s.closedShutdown.Load()}
 	return st

@@ -15,13 +15,14 @@ var (
 	descDeltaBuilds  = prometheus.NewDesc("synclane_realtime_delta_builds_total", "Distinct realtime deltas encoded.", nil, nil)
 	descRounds       = prometheus.NewDesc("synclane_realtime_rounds_total", "Socket rounds served.", nil, nil)
 	descPresence     = prometheus.NewDesc("synclane_realtime_presence_total", "Presence events queued on sockets.", nil, nil)
+	descReaderWaits  = prometheus.NewDesc("synclane_realtime_round_reader_waits_total", "Times a socket round's answer waited for the socket's reader to take bytes the client sent.", nil, nil)
 	descWakes        = prometheus.NewDesc("synclane_realtime_wakes_total", "Wake-ups sent, by reason.", []string{"reason"}, nil)
 	descClosed       = prometheus.NewDesc("synclane_realtime_closed_total", "Sockets closed by the server, by reason.", []string{"reason"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (h *Hub) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSockets, descAccepted, descRefusedLimit, descRefused, descDeltas, descDeltaBuilds, descRounds, descPresence, descWakes, descClosed} {
+	for _, d := range []*prometheus.Desc{descSockets, descAccepted, descRefusedLimit, descRefused, descDeltas, descDeltaBuilds, descRounds, descPresence, descReaderWaits, descWakes, descClosed} {
 		ch <- d
 	}
 }
@@ -43,6 +44,7 @@ func (h *Hub) Collect(ch chan<- prometheus.Metric) {
 	counter(descDeltaBuilds, st.DeltaBuilds)
 	counter(descRounds, st.Rounds)
 	counter(descPresence, st.Presence)
+	counter(descReaderWaits, st.RoundReaderWaits)
 	for _, r := range []string{ssp2.WakeCatchupRequired, ssp2.WakeDeltaTooLarge, ssp2.WakeResetRequired} {
 		counter(descWakes, st.Wakes[r], r)
 	}

@@ -1,6 +1,10 @@
 package realtime
 
 import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 
@@ -14,12 +18,37 @@ const maxRefusalText = 1 << 10
 // refusalWriter stands between websocket.Accept and the response: Accept
 // answers a bad handshake (426, 400, 405) or a refused Origin (403) with
 // plain text, which refusalWriter holds back so that the upgrade is
-// refused with the protocol's JSON error instead (see answer). Everything
-// else, the 101 and the hijack, passes through (Unwrap).
+// refused with the protocol's JSON error instead (see answer). The 101
+// passes through (Unwrap); the hijack too, with the connection's reads
+// watched (Hijack).
 type refusalWriter struct {
 	http.ResponseWriter
 	status int
 	text   []byte
+	// watch, when set, follows the hijacked connection's reads.
+	watch *readWatch
+}
+
+// Hijack hijacks the connection; with watch set, the socket reads it
+// through a watchedConn: the bytes net/http read ahead of the handshake's
+// end first (still buffered in the returned reader, where Accept looks
+// for them), then the network.
+func (w *refusalWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil || w.watch == nil {
+		return conn, brw, err
+	}
+	var head []byte
+	if n := brw.Reader.Buffered(); n > 0 {
+		b, _ := brw.Reader.Peek(n)
+		head = bytes.Clone(b)
+	}
+	wc := w.watch.wrap(conn)
+	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(head), wc), max(4096, len(head)))
+	if len(head) > 0 {
+		_, _ = br.Peek(len(head)) // buffered, without reading the network
+	}
+	return wc, bufio.NewReadWriter(br, brw.Writer), nil
 }
 
 // WriteHeader holds back an error status; others pass through.

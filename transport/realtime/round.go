@@ -26,14 +26,20 @@ const textMessage = websocket.MessageText
 // the first frame; a frame larger than maxChunk is split), whose
 // concatenation is byte for byte the HTTP answer's body. While a round
 // runs the socket gets wake-ups, never deltas, until the client's ack
-// after the round.
+// after the round; a commit made durable during the round that touches
+// the socket's keys (its own push included) gets one catchup-required
+// wake-up, sent right before the answer's END (endRound).
 //
 // One round at a time, no pipelining: bytes past a request's END, in the
-// message that carries the END or in one that arrives while the answer is
-// being produced, close the socket (1008, "pipelining"). A request whose
-// END arrives with more bytes behind it in the same message is not run at
-// all: its answer could not be delivered, and the client resends it (push
-// idempotency makes that safe) on its next socket.
+// message that carries the END or in one that arrives before the answer's
+// END went out, close the socket (1008, "pipelining"), and the answer
+// stops. A request whose END arrives with more bytes behind it in the
+// same message is not run at all: its answer could not be delivered, and
+// the client resends it (push idempotency makes that safe) on its next
+// socket. Each chunk of an answer waits for the socket's reader to take
+// what the client sent before it (read while you write, readwatch.go), so
+// that no scheduling lets an answer end before a pipelined request that
+// arrived during it is seen.
 //
 // The request's bytes are charged to the hub's body budget as its buffer
 // grows (bodybudget.DecodedFactor per byte), like a POST /sync body. A round that finds no room within the
@@ -41,7 +47,8 @@ const textMessage = websocket.MessageText
 // and once its END has arrived it is answered RESP_HEADER, ERROR
 // sync.rate_limited (retryable, retryLater, details.retryAfterMs), END;
 // the socket stays open. A request larger than MaxRequestBytes closes the
-// socket (1009).
+// socket (1009), as soon as a frame header declares a frame that would
+// take it past the limit.
 
 // maxChunk bounds one chunk of an answer.
 const maxChunk = 1 << 20
@@ -114,6 +121,11 @@ func (s *session) roundMessage(r io.Reader) bool {
 				return false
 			}
 			end, done := s.roundScan.feed(piece)
+			if !done && s.roundScan.atLeast() > s.h.opts.MaxRequestBytes {
+				// A frame header declared more than the limit allows: no
+				// need to wait for its bytes.
+				return s.roundTooLarge()
+			}
 			if done {
 				if end < len(piece) {
 					s.pipelined()
@@ -210,7 +222,9 @@ func (s *session) refuseRound(err error) {
 		zap.Int64("budget_bytes", s.h.opts.BodyBudget.Limit()))
 }
 
-// startRound serves the round whose request is complete.
+// startRound serves the round whose request is complete (reader
+// goroutine). Its answer's chunks go out only once the reader has taken
+// every byte that arrived before them (caughtUp).
 func (s *session) startRound() {
 	req, charge, refused, wire := s.roundBuf, s.roundCharge, s.roundRefused, binary.LittleEndian.Uint16(s.roundHdr[4:6])
 	s.roundCharge = nil // the round's goroutine releases it
@@ -224,7 +238,11 @@ func (s *session) startRound() {
 	p.mu.Unlock()
 	if !s.h.spawn(func() { s.serveRound(req, wire, refused, charge) }) {
 		charge.Release()
-		s.roundBusy.Store(false)
+		_ = s.endRound() // the hub is closing
+		return
+	}
+	if f := s.h.tookRound; f != nil {
+		f(s.clientID)
 	}
 }
 
@@ -249,6 +267,12 @@ type roundScanner struct {
 	next int64 // where the next frame header starts (0: after the envelope header)
 	fh   [5]byte
 	fhn  int
+}
+
+// atLeast is the least length the request can have, from what was fed:
+// the frames whose headers arrived, then END's header.
+func (sc *roundScanner) atLeast() int64 {
+	return max(sc.next, envelopeLen) + 5
 }
 
 // feed takes the next piece; done reports that END's header ends at
@@ -284,17 +308,17 @@ func (sc *roundScanner) feed(piece []byte) (end int, done bool) {
 // writes its answer; the round's charge is released once the engine is
 // done with the request.
 func (s *session) serveRound(req []byte, wire uint16, refused error, charge *bodybudget.Charge) {
-	var once sync.Once
-	finish := func() {
-		once.Do(func() {
-			p := s.p
-			p.mu.Lock()
-			s.inRound = false
-			p.mu.Unlock()
-			s.roundBusy.Store(false)
-		})
-	}
-	defer finish()
+	w := &chunkWriter{s: s, last: s.endRound}
+	defer func() {
+		if w.last != nil {
+			// The answer ended before its END (the socket failed): the
+			// round ends here, and a wake-up it owes goes through the send
+			// buffer.
+			if wk := w.last(); wk != nil {
+				s.enqueue(outMsg{typ: websocket.MessageText, data: wk}, true)
+			}
+		}
+	}()
 	s.h.stats.rounds.Add(1)
 	var rep *engine.Reply
 	err := refused
@@ -306,10 +330,45 @@ func (s *session) serveRound(req []byte, wire uint16, refused error, charge *bod
 	if err != nil {
 		rep = s.errorReply(wire, err)
 	}
-	w := &chunkWriter{s: s, last: finish}
 	if _, err := rep.WriteTo(w); err == nil {
 		_ = w.flush()
 	}
+}
+
+// endRound ends the round in flight on the socket's side, before the
+// chunk holding its answer's END is sent (round goroutine). Every commit
+// the hub knows of is weighed for the socket while it is still in the
+// round: one made durable during the round (the round's own push
+// included, whatever the round's pull answered) that touches the
+// socket's keys, before or after the round re-registered it, owes the
+// socket a catchup-required wake-up (SPEC §8.2, §8.7), which endRound
+// returns rendered (nil: none owed) for the round to send before END.
+// Weighing here, not only in the fan-out worker, makes the wake-up
+// independent of when that worker runs: it could otherwise run after the
+// client's post-round ack had made the socket live, or after the round's
+// registration had moved the socket past the commit, and then wake
+// nobody. From here on the socket takes its next round and its post-round
+// ack.
+func (s *session) endRound() []byte {
+	p := s.p
+	p.mu.Lock()
+	if s.state == stateStarted && !s.reset {
+		p.weigh(s, p.latest)
+	}
+	owed := s.roundWake
+	s.roundWake = -1
+	s.inRound = false
+	p.mu.Unlock()
+	s.roundBusy.Store(false)
+	if owed < 0 {
+		return nil
+	}
+	s.h.stats.wakeCatchup.Add(1)
+	b, err := ssp2.MarshalControl(&ssp2.Wake{Cursor: owed, Reason: ssp2.WakeCatchupRequired, Timestamp: s.h.nowMs()})
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 func (s *session) runRound(req []byte) (*engine.Reply, error) {
@@ -326,7 +385,7 @@ func (s *session) runRound(req []byte) (*engine.Reply, error) {
 		return nil, err
 	}
 	if r.Header.ClientID != s.clientID {
-		return nil, syncerr.New(syncerr.InvalidClientID, "the round's clientId %q is not the socket's clientId", r.Header.ClientID)
+		return nil, syncerr.New(syncerr.InvalidClientID, "the round's clientId %s is not the socket's clientId", syncerr.Quote(r.Header.ClientID))
 	}
 	rep, err := eng.Sync(s.ctx, s.ident, msg)
 	if err != nil && syncerr.As(err).Code == syncerr.InternalError {
@@ -357,7 +416,7 @@ func (s *session) errorReply(wire uint16, err error) *engine.Reply {
 	}
 	e := syncerr.As(err)
 	spec := e.Spec()
-	return &engine.Reply{WireVersion: wire, Frames: []ssp2.Frame{hdr, &ssp2.ErrorFrame{Code: string(e.Code), Message: e.Message,
+	return &engine.Reply{WireVersion: wire, Frames: []ssp2.Frame{hdr, &ssp2.ErrorFrame{Code: string(e.Code), Message: syncerr.TrimMessage(e.Message),
 		Category: spec.Category, Retryable: spec.Retryable, RecommendedAction: spec.RecommendedAction, Details: e.Details}}}
 }
 
@@ -367,9 +426,11 @@ type chunkWriter struct {
 	s      *session
 	buf    []byte
 	err    error
-	headed bool   // the envelope header went out
-	rem    int    // bytes of a large frame still to send in pieces
-	last   func() // runs before the chunk holding END is sent
+	headed bool // the envelope header went out
+	rem    int  // bytes of a large frame still to send in pieces
+	// last runs before the chunk holding END is sent; a message it
+	// returns (a wake-up) is sent first.
+	last func() []byte
 }
 
 func (w *chunkWriter) Write(p []byte) (int, error) {
@@ -382,10 +443,23 @@ func (w *chunkWriter) Write(p []byte) (int, error) {
 		if n == 0 {
 			return len(p), nil
 		}
+		// Read while you write: a chunk goes out only once the reader has
+		// taken what the client sent before it, so a pipelined request
+		// closes the socket before the answer goes on (or ends).
+		if err := w.s.caughtUp(); err != nil {
+			w.err = err
+			return 0, err
+		}
 		if end && w.last != nil {
 			// The client may send its next round as soon as END arrives.
-			w.last()
+			wk := w.last()
 			w.last = nil
+			if wk != nil {
+				if err := w.s.write(websocket.MessageText, wk); err != nil {
+					w.err = err
+					return 0, err
+				}
+			}
 		}
 		if err := w.send(w.buf[:n]); err != nil {
 			return 0, err
@@ -441,6 +515,10 @@ func (w *chunkWriter) send(b []byte) error {
 func (w *chunkWriter) flush() error {
 	if w.err != nil || len(w.buf) == 0 {
 		return w.err
+	}
+	if err := w.s.caughtUp(); err != nil {
+		w.err = err
+		return err
 	}
 	err := w.send(w.buf)
 	w.buf = nil

@@ -29,6 +29,7 @@ func (f *fixture) rawDial(ctx context.Context, actor, clientID string) *websocke
 		f.t.Fatal(err)
 	}
 	f.t.Cleanup(func() { conn.CloseNow() })
+	conn.SetReadLimit(64 << 20)
 	if _, _, err := conn.Read(ctx); err != nil { // hello
 		f.t.Fatal(err)
 	}

@@ -68,6 +68,10 @@ type session struct {
 	highest  int64   // newest commit seq this socket was told about (hello, delta or wake-up)
 	checked  int64   // commits up to it were weighed: told (hello, delta, wake-up) or, while not live, touching none of its keys
 	sent     []int64 // seqs of deltas sent and not yet acked
+	// roundWake is the cursor of the catchup-required wake-up owed to the
+	// round in flight (-1: none): commits made durable during a round that
+	// touch the socket's keys, sent with the round's answer (endRound).
+	roundWake int64
 
 	qmu    sync.Mutex
 	queue  []outMsg
@@ -105,6 +109,9 @@ type session struct {
 	roundHdr     [envelopeLen]byte
 	roundScan    roundScanner
 	roundBusy    atomic.Bool
+	// watch follows the reader from the connection's side (readwatch.go):
+	// a round's chunks wait for it to catch up.
+	watch readWatch
 	// roundSince is when the incomplete round in roundBuf began (UnixNano;
 	// 0: none), for the heartbeat's RoundTimeout check.
 	roundSince atomic.Int64
@@ -125,7 +132,7 @@ type outMsg struct {
 func (h *Hub) newSession(id engine.Identity, clientID string) *session {
 	ctx, cancel := context.WithCancel(h.ctx)
 	return &session{h: h, id: uuid.NewString(), ident: id, clientID: clientID, ctx: ctx, cancel: cancel,
-		highest: -1, checked: -1}
+		highest: -1, checked: -1, roundWake: -1, watch: readWatch{tick: make(chan struct{}, 1)}}
 }
 
 // behind reports whether a ready subscription's cursor is below seq.
@@ -281,6 +288,14 @@ func (s *session) wake(reason string, cursor int64) {
 		s.h.stats.wakeCatchup.Add(1)
 	}
 	s.enqueue(outMsg{typ: websocket.MessageText, wake: &ssp2.Wake{Cursor: cursor, Reason: reason, Timestamp: s.h.nowMs()}}, true)
+}
+
+// owe records a catchup-required wake-up owed to the round in flight
+// (p.mu held); the round sends it with its answer (endRound).
+func (s *session) owe(cursor int64) {
+	s.checked = max(s.checked, cursor)
+	s.highest = max(s.highest, cursor)
+	s.roundWake = max(s.roundWake, cursor)
 }
 
 // control queues a control message (with or without p.mu held).

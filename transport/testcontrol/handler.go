@@ -276,7 +276,7 @@ type Row struct {
 func (c Controls) rows(w http.ResponseWriter, r *http.Request) {
 	t := c.Engine.Schema().Table(r.PathValue("table"))
 	if t == nil {
-		writeError(w, 0, syncerr.New(syncerr.UnknownTable, "unknown table %q", r.PathValue("table")))
+		writeError(w, 0, syncerr.New(syncerr.UnknownTable, "unknown table %s", syncerr.Quote(r.PathValue("table"))))
 		return
 	}
 	out := []Row{}

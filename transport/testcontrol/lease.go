@@ -20,7 +20,7 @@ func (c Controls) revokeLease(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, lease.ErrLeasesOff):
 		writeError(w, http.StatusConflict, syncerr.New(syncerr.InvalidRequest, "auth leases are off; start the server with --lease-ttl"))
 	case errors.Is(err, lease.ErrNoLease):
-		writeError(w, http.StatusNotFound, syncerr.New(syncerr.NotFound, "no client of this partition holds lease %q", r.PathValue("leaseId")))
+		writeError(w, http.StatusNotFound, syncerr.New(syncerr.NotFound, "no client of this partition holds lease %s", syncerr.Quote(r.PathValue("leaseId"))))
 	default:
 		writeError(w, 0, syncerr.Wrap(syncerr.InternalError, err, "revoke the lease: %v", err))
 	}

@@ -33,11 +33,16 @@ import (
 //	{"kind":"maxLength","column":"title","max":20,"code":"app.title_too_long"}
 //	  rejects an upsert whose candidate value of column (a string or
 //	  blob_ref column) is a string of more than max characters (Unicode
-//	  code points, not bytes); NULL passes.
+//	  code points, not bytes); NULL passes. The rejection carries the
+//	  details {"fieldPaths":[column],"reason":"max_length_exceeded",
+//	  "requiredAction":"edit_fields"} unless "details" replaces them (as
+//	  the reference's conformance driver attaches).
 //	{"kind":"immutableWhen","column":"title","guardColumn":"done","guardValue":true,"code":"app.frozen"}
 //	  rejects an upsert of an existing row that changes column (stored
 //	  value vs candidate value) while the stored row's guardColumn equals
-//	  guardValue; an insert or a delete is never rejected by it.
+//	  guardValue; an insert or a delete is never rejected by it. It
+//	  carries no details unless "details" gives them (the reference's
+//	  driver attaches none).
 //
 // and synclane's further kind, the rule objects of the older body form:
 //
@@ -498,6 +503,9 @@ func compileRowRule(t *schema.Table, raw json.RawMessage) (rowRule, error) {
 		}
 		if k.Max == nil || *k.Max < 0 {
 			return nil, errors.New("maxLength: max must be an integer >= 0")
+		}
+		if k.Details == nil {
+			k.Details = &engine.RejectionDetails{FieldPaths: []string{k.Column}, Reason: "max_length_exceeded", RequiredAction: "edit_fields"}
 		}
 		return maxLengthRule{col: col, max: *k.Max, rej: k.hostCode}, k.check()
 	case kind == "immutableWhen":
