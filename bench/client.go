@@ -227,7 +227,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// errReset is returned by Client.Do when the server answered with a wire-v2
+// errReset is returned by Client.Do when the server answered with an
 // epoch reset; the client has adopted the new epoch.
 var errReset = errors.New("bench: server requires a reset (log epoch acquired or changed)")
 

@@ -119,7 +119,7 @@ const usage = `usage: go run ./bench <push|partitions|pull|bootstrap|idle|pushpu
 Modes (several may be combined; default --inproc):
   --inproc          drive engine.Engine.Sync in this process
   --http            serve the engine on a 127.0.0.1 listener and drive it over HTTP
-  --url URL         drive an external SSP2 server (wire v2, x-actor/x-partition auth, demo todos schema)
+  --url URL         drive an external SSP2 server (wire v3, x-actor/x-partition auth, demo todos schema)
 
 Flags:
 `

@@ -11,7 +11,7 @@
 // part of all). The harness
 // drives the engine in-process (--inproc, the default), over HTTP on a
 // loopback listener it starts itself (--http), or any SSP2 server speaking
-// wire v2 with development auth headers and the demo todos schema (--url).
+// wire v3 with development auth headers and the demo todos schema (--url).
 // Each in-process or loopback case gets a fresh store (SQLite in a
 // temporary directory, a fresh PostgreSQL schema dropped afterwards, or
 // memory) and engine. See bench/RESULTS.md for recorded figures.

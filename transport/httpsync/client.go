@@ -16,7 +16,7 @@ import (
 	"github.com/synclane/synclane/transport/httperr"
 )
 
-// ErrResetRequired is returned by Client calls whose answer was a wire-v2
+// ErrResetRequired is returned by Client calls whose answer was an
 // epoch reset: the client's epoch has been replaced by the server's, and
 // its synced state must be dropped and re-bootstrapped (outbox kept).
 var ErrResetRequired = errors.New("httpsync: server requires a reset (log epoch changed)")
