@@ -59,7 +59,7 @@ func outageResumes(t *testing.T, url string, down, up func(testing.TB)) {
 	})
 	clients := make([]*client, partitions)
 	for i := range clients {
-		c := &client{f: f, id: engine.Identity{ActorID: "alice", Partition: fmt.Sprint("part-", i)}, cid: fmt.Sprint("c", i), wire: 2, sv: 1}
+		c := &client{f: f, id: engine.Identity{ActorID: "alice", Partition: fmt.Sprint("part-", i)}, cid: fmt.Sprint("c", i), wire: ssp2.WireV3, sv: 1}
 		rep, err := c.sync(&ssp2.PullHeader{Accept: 1})
 		if err != nil {
 			t.Fatalf("epoch acquisition: %v", err)

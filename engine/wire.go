@@ -60,13 +60,14 @@ func (e *Engine) WireVersions() []uint16 { return slices.Clone(e.cfg.WireVersion
 // an unknown version is rejected before reading frames), with
 // sync.invalid_request naming the version and the window (details
 // {"wireVersion": n, "supported": [...]}). A body too short to carry a
-// version, or without the SSP2 magic, passes: the decoder refuses it with
-// its own message. Transports that decode requests themselves (the
+// version, without the SSP2 magic, or in a version the codec does not know
+// (not 1-3) passes: the decoder refuses it with its own message, offset
+// and reason. Transports that decode requests themselves (the
 // realtime socket's rounds) call it first; SyncEncoded does.
 func (e *Engine) CheckWireVersion(body []byte) error {
 	v, err := ssp2.PeekWireVersion(body)
-	if err != nil {
-		return nil // not an envelope: the decoder says why
+	if err != nil || !ssp2.IsKnownWireVersion(v) {
+		return nil // not an envelope, or a version no codec reads: the decoder says why, where
 	}
 	return e.checkWire(v)
 }

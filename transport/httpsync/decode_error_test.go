@@ -33,7 +33,7 @@ func TestDecodeErrorSaysWhereAndWhy(t *testing.T) {
 	t.Cleanup(func() { eng.Close() })
 	srv := httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: auth.DevAuth{}}}))
 	t.Cleanup(srv.Close)
-	valid, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV2, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+	valid, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
 		&ssp2.ReqHeader{ClientID: "c", SchemaVersion: 1}, &ssp2.PullHeader{Accept: ssp2.AcceptInlineRows}}})
 	if err != nil {
 		t.Fatal(err)

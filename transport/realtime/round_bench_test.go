@@ -47,7 +47,7 @@ func encodeReqB(b *testing.B, clientID, epoch string, frames ...ssp2.Frame) []by
 	if epoch != "" {
 		h.LogEpoch = &epoch
 	}
-	out, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV2, Kind: ssp2.KindRequest, Frames: append([]ssp2.Frame{h}, frames...)})
+	out, err := ssp2.Encode(&ssp2.Message{WireVersion: ssp2.WireV3, Kind: ssp2.KindRequest, Frames: append([]ssp2.Frame{h}, frames...)})
 	if err != nil {
 		b.Fatal(err)
 	}
