@@ -14,8 +14,9 @@ import (
 // B.20 and B.21), on every backend. The tasks table is id (key),
 // project_id (scope), title, code (nullable).
 
-// taskRow reads task id as stored, or nil.
-func (f *fixture) taskRow(id string) *storage.RowRecord {
+// inPushTx runs read in a push transaction of partition p1 that is rolled
+// back afterwards (a read of what the store holds, as a push sees it).
+func (f *fixture) inPushTx(read func(ctx context.Context, tx storage.PushTx) error) {
 	f.t.Helper()
 	ctx := context.Background()
 	tx, err := f.store.Log.BeginPush(ctx, "p1")
@@ -23,26 +24,28 @@ func (f *fixture) taskRow(id string) *storage.RowRecord {
 		f.t.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // read only
-	rec, err := tx.GetRow(ctx, f.schema.Table("tasks"), id)
-	if err != nil {
+	if err := read(ctx, tx); err != nil {
 		f.t.Fatal(err)
 	}
+}
+
+// taskRow reads task id as stored, or nil.
+func (f *fixture) taskRow(id string) (rec *storage.RowRecord) {
+	f.t.Helper()
+	f.inPushTx(func(ctx context.Context, tx storage.PushTx) (err error) {
+		rec, err = tx.GetRow(ctx, f.schema.Table("tasks"), id)
+		return err
+	})
 	return rec
 }
 
 // tombstone reads task id's tombstone seq (0: none).
-func (f *fixture) tombstone(id string) int64 {
+func (f *fixture) tombstone(id string) (seq int64) {
 	f.t.Helper()
-	ctx := context.Background()
-	tx, err := f.store.Log.BeginPush(ctx, "p1")
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // read only
-	seq, err := tx.Tombstone(ctx, f.schema.Table("tasks"), id)
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	f.inPushTx(func(ctx context.Context, tx storage.PushTx) (err error) {
+		seq, err = tx.Tombstone(ctx, f.schema.Table("tasks"), id)
+		return err
+	})
 	return seq
 }
 

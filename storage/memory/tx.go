@@ -176,20 +176,29 @@ func (tx *pushTx) ReleaseSavepoint(ctx context.Context) error {
 
 // stage sets the overlay entry for (table, id), recording how to undo it.
 func (tx *pushTx) stage(table, id string, r *storage.RowRecord) {
-	m := tx.rows[table]
+	tx.undo = append(tx.undo, setUndoable(&tx.rows, table, id, r))
+}
+
+// setUndoable sets (*overlay)[table][id] = v, creating the maps it needs,
+// and returns what undoes it.
+func setUndoable[V any](overlay *map[string]map[string]V, table, id string, v V) func() {
+	if *overlay == nil {
+		*overlay = map[string]map[string]V{}
+	}
+	m := (*overlay)[table]
 	if m == nil {
-		m = map[string]*storage.RowRecord{}
-		tx.rows[table] = m
+		m = map[string]V{}
+		(*overlay)[table] = m
 	}
 	prev, had := m[id]
-	tx.undo = append(tx.undo, func() {
+	m[id] = v
+	return func() {
 		if had {
 			m[id] = prev
 		} else {
 			delete(m, id)
 		}
-	})
-	m[id] = r
+	}
 }
 
 // PutRow validates rec against the ensured table (storage.CheckRow; NOT
@@ -295,23 +304,7 @@ func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string, 
 // stageTomb sets the tombstone overlay entry for (table, id) (0 clears),
 // recording how to undo it.
 func (tx *pushTx) stageTomb(table, id string, seq int64) {
-	if tx.tombs == nil {
-		tx.tombs = map[string]map[string]int64{}
-	}
-	m := tx.tombs[table]
-	if m == nil {
-		m = map[string]int64{}
-		tx.tombs[table] = m
-	}
-	prev, had := m[id]
-	tx.undo = append(tx.undo, func() {
-		if had {
-			m[id] = prev
-		} else {
-			delete(m, id)
-		}
-	})
-	m[id] = seq
+	tx.undo = append(tx.undo, setUndoable(&tx.tombs, table, id, seq))
 }
 
 // Tombstone returns the seq of the row's tombstone as this transaction
