@@ -116,6 +116,12 @@ type Config struct {
 	WireVersions []uint16
 	// MaxOperations caps push operations per request (default 500).
 	MaxOperations int
+	// MaxCascadeOperations caps the operations one commit's declared
+	// references may append (cascaded deletes, SET NULL upserts; SPEC
+	// §6.11): default partition.DefaultMaxCascadeOperations (1,000).
+	// Beyond it the commit is refused with sync.reference_violation,
+	// reason cascade_limit, and nothing of it is applied.
+	MaxCascadeOperations int
 	// Limits bound subscriptions and scope values per request and the bytes
 	// one reply builds (see partition.Limits for defaults and answers).
 	// Identifiers are always limited to partition.MaxIdentifierBytes.
@@ -367,6 +373,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	pc := partition.NewConfig(cfg.Schema, cfg.Backend, partition.Gate{Running: cfg.Schema.Version, Declared: cfg.Checkpoints})
 	pc.Logger, pc.Now = cfg.Logger, cfg.Now
 	pc.MaxOperations, pc.MinSchemaVersion, pc.ClientFlushInterval = cfg.MaxOperations, cfg.MinSchemaVersion, cfg.ClientFlushInterval
+	if cfg.MaxCascadeOperations > 0 {
+		pc.MaxCascadeOperations = cfg.MaxCascadeOperations
+	}
 	pc.OnCommit, pc.OnCommitKeys, pc.OnCommitOutcome, pc.OnRegistration = cfg.OnCommit, cfg.OnCommitKeys, cfg.OnCommitOutcome, cfg.OnRegistration
 	pc.Mergers = cfg.Mergers
 	pc.IdempotencyFault = cfg.IdempotencyFault
@@ -385,7 +394,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	e.reactions.Trace(pc.Tracer)
 	e.reactions.Configure(pc)
 	e.segments = segments.New(cfg.Segments, segments.Deps{Schema: cfg.Schema, Limits: pc.Limits, Resolver: e.resolver,
-		SignedURLs: cfg.SignedURLs, PublicURL: cfg.PublicURL, Now: cfg.Now, Logger: cfg.Logger})
+		Epochs: cfg.Backend.Log, SignedURLs: cfg.SignedURLs, PublicURL: cfg.PublicURL, Now: cfg.Now, Logger: cfg.Logger})
 	e.segments.Configure(pc)
 	e.segments.Start()
 	if cfg.Cluster != nil {

@@ -123,6 +123,9 @@ type client struct {
 	epoch *string
 	wire  uint16
 	sv    int32
+	// lastDetails is the PUSH_RESULT_DETAILS detailsJson of the last
+	// push's answer ("" when none).
+	lastDetails string
 }
 
 func (f *fixture) client(actor, cid string) *client {
@@ -200,6 +203,12 @@ func (c *client) push(ccid string, ops ...ssp2.Operation) *ssp2.PushResult {
 	rs := results(rep)
 	if len(rs) != 1 {
 		c.f.t.Fatalf("push %s: %d results", ccid, len(rs))
+	}
+	c.lastDetails = ""
+	for _, fr := range rep.Frames {
+		if d, ok := fr.(*ssp2.PushResultDetails); ok && len(d.Entries) == 1 {
+			c.lastDetails = d.Entries[0].DetailsJSON
+		}
 	}
 	return rs[0]
 }

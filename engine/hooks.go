@@ -22,6 +22,8 @@ type (
 	RowWrite = partition.RowWrite
 	// CommitView is the commit validator's view of the commit.
 	CommitView = partition.CommitView
+	// StagedOp is one operation of a commit in CommitView.Ops.
+	StagedOp = partition.StagedOp
 	// ScanQuery selects rows for CommitView.ScanRows.
 	ScanQuery = partition.ScanQuery
 	// Rejection is the error a hook returns to reject with its own code.

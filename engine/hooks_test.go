@@ -62,12 +62,14 @@ func TestRowValidatorVerdicts(t *testing.T) {
 		{name: "HostCodeWithoutDetails", verdict: func() error {
 			return fmt.Errorf("wrapped: %w", &engine.Rejection{Code: "APP_RULE"})
 		}, wantStatus: ssp2.CommitRejected, wantCode: "APP_RULE", wantMessage: "operation 0 was rejected by the server's row validator"},
+		// A failure (not a rejection) answers SPEC §6.7's fixed message,
+		// never its own text.
 		{name: "PlainError", verdict: func() error { return errors.New("database of the host is down") },
-			wantStatus: ssp2.CommitRejected, wantCode: "sync.constraint_violation"},
+			wantStatus: ssp2.CommitRejected, wantCode: "sync.constraint_violation", wantMessage: "write validator failed"},
 		{name: "Panic", verdict: func() error { panic("host bug") },
-			wantStatus: ssp2.CommitRejected, wantCode: "sync.constraint_violation"},
+			wantStatus: ssp2.CommitRejected, wantCode: "sync.constraint_violation", wantMessage: "write validator failed"},
 		{name: "ReservedPrefix", verdict: func() error { return &engine.Rejection{Code: "sync.forbidden", Message: "no"} },
-			wantStatus: ssp2.CommitRejected, wantCode: "sync.constraint_violation"},
+			wantStatus: ssp2.CommitRejected, wantCode: "sync.constraint_violation", wantMessage: "write validator failed"},
 		{name: "ReservedClientPrefix", verdict: func() error { return &engine.Rejection{Code: "client.x"} },
 			wantStatus: ssp2.CommitRejected, wantCode: "sync.constraint_violation"},
 		{name: "CodeWithSpace", verdict: func() error { return &engine.Rejection{Code: "bad code"} },
@@ -267,5 +269,30 @@ func TestValidatorForUnknownTableFailsNew(t *testing.T) {
 		Validators: map[string]engine.RowValidator{"nope": func(context.Context, *engine.RowWrite) error { return nil }}})
 	if err == nil {
 		t.Fatal("New accepted a validator for an unknown table")
+	}
+}
+
+// A whole-commit validator that fails instead of rejecting (an error that
+// is not a Rejection, a panic) refuses the commit with
+// sync.constraint_violation and SPEC §6.7's fixed message; its own text
+// never reaches the client or the stored outcome.
+func TestCommitValidatorFailureMessageIsFixed(t *testing.T) {
+	const secret = "s3cret host detail"
+	for name, fail := range map[string]func() error{
+		"error": func() error { return errors.New(secret) },
+		"panic": func() error { panic(secret) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, memory.New(), func(c *engine.Config) {
+				c.CommitValidator = func(context.Context, *engine.CommitView) error { return fail() }
+			})
+			a := f.client("alice", "ca")
+			for round := range 2 { // the replay answers the stored outcome
+				pr, _ := pushOne(t, a, "c1", upsert("tasks", "t1", f.row("t1", "P", "x"), nil))
+				if pr.Status != ssp2.CommitRejected || pr.Results[0].Code != "sync.constraint_violation" || pr.Results[0].Message != "whole-commit validator failed" {
+					t.Fatalf("round %d: %+v", round, pr.Results)
+				}
+			}
+		})
 	}
 }

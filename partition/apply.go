@@ -65,7 +65,9 @@ type payload struct {
 
 // decodePayload decodes an upsert's payload: a sparse row at wire version
 // 3, a full row (every column present) before. Its values must be
-// storable and its primary key must be the operation's rowId.
+// storable and its primary key, rendered as a string (schema.RenderKey:
+// an integer in decimal, a boolean as true/false, json as its raw text),
+// must be the operation's rowId.
 func (p *Partition) decodePayload(wire uint16, i int32, t *schema.Table, op *ssp2.Operation) (payload, *ssp2.OpResult) {
 	codec := p.cfg.Codecs[t.Name]
 	n := len(t.Columns)
@@ -87,7 +89,7 @@ func (p *Partition) decodePayload(wire uint16, i int32, t *schema.Table, op *ssp
 	if rej := checkRowStrings(t.Columns, pl.Row); rej != nil {
 		return pl, writeRejection(i, rej)
 	}
-	if pk, _ := pl.Row[t.PK].(string); pk != op.RowID {
+	if pk, ok := t.RowID(pl.Row); !ok || pk != op.RowID {
 		return pl, opError(i, syncerr.New(syncerr.InvalidRequest, "operation %d: rowId %q differs from the payload's primary key %q", i, op.RowID, pk))
 	}
 	return pl, nil
@@ -97,13 +99,13 @@ func (p *Partition) decodePayload(wire uint16, i int32, t *schema.Table, op *ssp
 // and leaves its tombstone; an absent row is applied and changes nothing.
 func (p *Partition) applyDelete(ctx context.Context, tx storage.PushTx, j *SyncJob, cs *commitState, i int32, t *schema.Table, rowID string, existing *storage.RowRecord, changes *[]storage.ChangeRecord) (*ssp2.OpResult, error) {
 	if existing == nil {
-		cs.stage(StagedOp{OpIndex: i, Table: t.Name, Op: ssp2.OpDelete, RowID: rowID})
+		cs.stage(StagedOp{OpIndex: i, Origin: i, Table: t.Name, Op: ssp2.OpDelete, RowID: rowID})
 		return nil, nil
 	}
 	if aerr := AuthorizeRow(t, existing.Values, j.allowed, j.resolved); aerr != nil {
 		return opError(i, aerr), nil
 	}
-	if rej, err := p.validateRow(ctx, cs, &RowWrite{OpIndex: i, Table: t, Op: ssp2.OpDelete, RowID: rowID, Stored: existing}); err != nil || rej != nil {
+	if rej, err := p.validateRow(ctx, cs, &RowWrite{OpIndex: i, Origin: i, Table: t, Op: ssp2.OpDelete, RowID: rowID, Stored: existing}); err != nil || rej != nil {
 		return cs.rejected(rej), err
 	}
 	ch, rej, err := p.deleteRow(ctx, tx, t, existing)
@@ -111,7 +113,7 @@ func (p *Partition) applyDelete(ctx context.Context, tx storage.PushTx, j *SyncJ
 		return writeRejection(i, rej), err
 	}
 	*changes = append(*changes, ch)
-	cs.stage(StagedOp{OpIndex: i, Table: t.Name, Op: ssp2.OpDelete, RowID: rowID, Stored: existing})
+	cs.stage(StagedOp{OpIndex: i, Origin: i, Table: t.Name, Op: ssp2.OpDelete, RowID: rowID, Stored: existing})
 	return nil, nil
 }
 
@@ -148,7 +150,7 @@ func (p *Partition) applyUpdate(ctx context.Context, tx storage.PushTx, j *SyncJ
 	if rej, err := p.checkRowBlobs(ctx, tx, t, op.RowID, existing.Values, row); err != nil || rej != nil {
 		return writeRejection(i, rej), err
 	}
-	if rej, err := p.validateRow(ctx, cs, &RowWrite{OpIndex: i, Table: t, Op: ssp2.OpUpsert, RowID: op.RowID, Row: row, Present: sr.Present, Stored: existing}); err != nil || rej != nil {
+	if rej, err := p.validateRow(ctx, cs, &RowWrite{OpIndex: i, Origin: i, Table: t, Op: ssp2.OpUpsert, RowID: op.RowID, Row: row, Present: sr.Present, Stored: existing}); err != nil || rej != nil {
 		return cs.rejected(rej), err
 	}
 	enc, err := p.encodeRow(t, sr.full, merged, row)
@@ -162,7 +164,7 @@ func (p *Partition) applyUpdate(ctx context.Context, tx storage.PushTx, j *SyncJ
 		return writeRejection(i, rej2), err
 	}
 	*changes = append(*changes, ch)
-	cs.stage(StagedOp{OpIndex: i, Table: t.Name, Op: ssp2.OpUpsert, RowID: op.RowID, Row: row, Present: sr.Present, Stored: existing})
+	cs.stage(StagedOp{OpIndex: i, Origin: i, Table: t.Name, Op: ssp2.OpUpsert, RowID: op.RowID, Row: row, Present: sr.Present, Stored: existing})
 	return nil, nil
 }
 
@@ -196,7 +198,7 @@ func (p *Partition) applyInsert(ctx context.Context, tx storage.PushTx, j *SyncJ
 	if rej, err := p.checkRowBlobs(ctx, tx, t, op.RowID, nil, row); err != nil || rej != nil {
 		return writeRejection(i, rej), err
 	}
-	if rej, err := p.validateRow(ctx, cs, &RowWrite{OpIndex: i, Table: t, Op: ssp2.OpUpsert, RowID: op.RowID, Row: row, Present: sr.Present}); err != nil || rej != nil {
+	if rej, err := p.validateRow(ctx, cs, &RowWrite{OpIndex: i, Origin: i, Table: t, Op: ssp2.OpUpsert, RowID: op.RowID, Row: row, Present: sr.Present}); err != nil || rej != nil {
 		return cs.rejected(rej), err
 	}
 	if tomb != 0 {
@@ -215,7 +217,7 @@ func (p *Partition) applyInsert(ctx context.Context, tx storage.PushTx, j *SyncJ
 		return writeRejection(i, rej2), err
 	}
 	*changes = append(*changes, ch)
-	cs.stage(StagedOp{OpIndex: i, Table: t.Name, Op: ssp2.OpUpsert, RowID: op.RowID, Row: row, Present: sr.Present})
+	cs.stage(StagedOp{OpIndex: i, Origin: i, Table: t.Name, Op: ssp2.OpUpsert, RowID: op.RowID, Row: row, Present: sr.Present})
 	return nil, nil
 }
 

@@ -25,15 +25,33 @@ type registeredSub struct {
 	Pending bool                `json:"pending,omitempty"`
 }
 
-// clientEntry is a cached client record; dirty ones await write-back.
-// acked is a realtime ack not yet folded into rec.Subscriptions (-1:
-// none): acks are frequent, the JSON is rewritten only when the record is
-// written back or read.
+// clientEntry is a cached client record. dirty marks one a served round
+// changed: it is written back whole (Clients.PutClient: the round is
+// authoritative for its registration). advance is a realtime ack not
+// written back yet (nil: none): unless the record is written whole anyway,
+// it is written as a conditional advance of the stored cursor and
+// timestamp only (Clients.AdvanceClients, SPEC §8.2), which keeps what a
+// round of another process wrote and never recreates a deleted record.
+// acked is an ack (or, for a record read from storage, its cursor) not
+// yet folded into rec.Subscriptions (-1: none): acks are frequent, the
+// JSON is rewritten only when the record is written back or read.
 type clientEntry struct {
-	rec   storage.ClientRecord
-	dirty bool
-	acked int64
+	rec     storage.ClientRecord
+	dirty   bool
+	advance *pendingAdvance
+	acked   int64
 }
+
+// pendingAdvance is the newest ack of a client awaiting write-back: the
+// session's actor and log epoch, the highest acked cursor and when the
+// last ack arrived.
+type pendingAdvance struct {
+	actorID, epoch string
+	cursor, atMs   int64
+}
+
+// pending reports that the entry awaits a write-back of either kind.
+func (ce *clientEntry) pending() bool { return ce.dirty || ce.advance != nil }
 
 // settle folds a pending ack into the registered subscriptions' cursors:
 // each subscription deltas continue (not pending, synced) is raised to it.
@@ -62,8 +80,9 @@ func (ce *clientEntry) settle() {
 }
 
 // clientCache holds the client records a partition actor has seen: the
-// clientId → actor binding and the records waiting to be written back.
-// The map is allocated on first use, so an idle actor costs little.
+// clientId → actor binding and the records waiting to be written back
+// (dirty counts the entries pending a write-back of either kind). The
+// map is allocated on first use, so an idle actor costs little.
 type clientCache struct {
 	entries   map[string]*clientEntry
 	dirty     int
@@ -90,7 +109,10 @@ func (p *Partition) client(ctx context.Context, clientID string) (*clientEntry, 
 	if err != nil || rec == nil {
 		return nil, err
 	}
-	return p.cache(&clientEntry{rec: *rec, acked: -1}), nil
+	// The stored cursor may have been raised by acks (AdvanceClients),
+	// which leave the subscriptions as their round wrote them: it is
+	// folded into the ready ones on read (settle), as a cached ack is.
+	return p.cache(&clientEntry{rec: *rec, acked: rec.Cursor}), nil
 }
 
 func (p *Partition) cache(ce *clientEntry) *clientEntry {
@@ -99,7 +121,7 @@ func (p *Partition) cache(ce *clientEntry) *clientEntry {
 	}
 	if len(p.clients.entries) >= maxCachedClients {
 		for id, c := range p.clients.entries {
-			if !c.dirty {
+			if !c.pending() {
 				delete(p.clients.entries, id)
 			}
 		}
@@ -212,11 +234,38 @@ func (p *Partition) recordClient(ctx context.Context, j *SyncJob, rep *Reply) {
 	}
 }
 
-// markDirty queues a cached record for write-back.
+// markDirty queues a cached record for a whole write-back.
 func (p *Partition) markDirty(ce *clientEntry) {
-	if !ce.dirty {
-		ce.dirty = true
+	if !ce.pending() {
 		p.clients.dirty++
+	}
+	ce.dirty = true
+}
+
+// markAdvanced queues an accepted ack a (arrived at atMs) for write-back
+// as an advance (see clientEntry).
+func (p *Partition) markAdvanced(ce *clientEntry, a Ack, atMs int64) {
+	if !ce.pending() {
+		p.clients.dirty++
+	}
+	if ad := ce.advance; ad != nil && ad.epoch == a.LogEpoch && ad.actorID == a.ActorID {
+		ad.cursor, ad.atMs = max(ad.cursor, a.Cursor), max(ad.atMs, atMs)
+		return
+	}
+	ce.advance = &pendingAdvance{actorID: a.ActorID, epoch: a.LogEpoch, cursor: a.Cursor, atMs: atMs}
+}
+
+// written marks a pending entry written back (whole, or its advance).
+func (p *Partition) written(ce *clientEntry, whole bool) {
+	if !ce.pending() {
+		return
+	}
+	if whole {
+		ce.dirty = false
+	}
+	ce.advance = nil // a whole record carries the ack's cursor too
+	if !ce.pending() {
+		p.clients.dirty--
 	}
 }
 
@@ -232,35 +281,71 @@ func (p *Partition) maybeFlushClients(ctx context.Context) {
 	}
 }
 
-// dirtyClients returns the entries awaiting write-back and their records
-// (pending acks folded in).
-func (p *Partition) dirtyClients() ([]*clientEntry, []storage.ClientRecord) {
-	entries := make([]*clientEntry, 0, p.clients.dirty)
-	recs := make([]storage.ClientRecord, 0, p.clients.dirty)
+// pendingClients returns the entries awaiting a whole write-back and
+// their records (pending acks folded in), and the ones awaiting only an
+// advance.
+func (p *Partition) pendingClients() (whole []*clientEntry, recs []storage.ClientRecord, advances []*clientEntry) {
 	for _, ce := range p.clients.entries {
-		if ce.dirty {
+		switch {
+		case ce.dirty:
 			ce.settle()
-			entries, recs = append(entries, ce), append(recs, ce.rec)
+			whole, recs = append(whole, ce), append(recs, ce.rec)
+		case ce.advance != nil:
+			advances = append(advances, ce)
 		}
 	}
-	return entries, recs
+	return whole, recs, advances
 }
 
-// flushClients writes buffered client records back to storage in one
-// transaction. A failed write keeps them buffered for the next flush.
+// flushClients writes buffered client records back to storage: whole
+// records in one transaction, advances in another. A failed write keeps
+// its entries buffered for the next flush.
 func (p *Partition) flushClients(ctx context.Context) {
 	p.clients.lastFlush = p.cfg.Now()
 	if p.clients.dirty == 0 {
 		return
 	}
-	_, recs := p.dirtyClients()
-	if err := p.cfg.Backend.Clients.PutClient(ctx, p.name, recs...); err != nil && !p.clientsDropped(err, len(recs)) {
-		return
+	whole, recs, advances := p.pendingClients()
+	if len(recs) > 0 {
+		if err := p.cfg.Backend.Clients.PutClient(ctx, p.name, recs...); err == nil || p.clientsDropped(err, len(recs)) {
+			for _, ce := range whole {
+				p.written(ce, true)
+			}
+		}
 	}
-	for _, ce := range p.clients.entries {
-		ce.dirty = false
+	if len(advances) > 0 {
+		p.advanceClients(ctx, advances)
 	}
-	p.clients.dirty = 0
+}
+
+// advanceClients writes the pending acks of entries as advances, one
+// Clients.AdvanceClients call per log epoch (the acks' sessions'). When
+// fewer records moved than acks were written (a record deleted or rebound
+// meanwhile, or the epoch rotated by another process), the entries are
+// dropped from the cache: the next use reads what storage holds.
+func (p *Partition) advanceClients(ctx context.Context, entries []*clientEntry) {
+	byEpoch := map[string][]*clientEntry{}
+	for _, ce := range entries {
+		byEpoch[ce.advance.epoch] = append(byEpoch[ce.advance.epoch], ce)
+	}
+	for epoch, group := range byEpoch {
+		acks := make([]storage.ClientAdvance, len(group))
+		for i, ce := range group {
+			ad := ce.advance
+			acks[i] = storage.ClientAdvance{ClientID: ce.rec.ClientID, ActorID: ad.actorID, Cursor: ad.cursor, AtMs: ad.atMs}
+		}
+		n, err := p.cfg.Backend.Clients.AdvanceClients(ctx, p.name, epoch, acks...)
+		if err != nil {
+			p.log().Warn("realtime acks write failed; will retry", zap.Int("clients", len(acks)), zap.Error(err))
+			continue
+		}
+		for _, ce := range group {
+			p.written(ce, false)
+			if n < len(acks) && !ce.pending() && p.clients.entries[ce.rec.ClientID] == ce {
+				delete(p.clients.entries, ce.rec.ClientID)
+			}
+		}
+	}
 }
 
 // clientsDropped logs a failed write-back of n records and reports whether
@@ -286,8 +371,15 @@ func (p *Partition) writeBackInTx(ctx context.Context, tx storage.PushTx) ([]*cl
 	if !p.flushDue() {
 		return nil, nil
 	}
-	p.clients.lastFlush = p.cfg.Now()
-	written, recs := p.dirtyClients()
+	written, recs, advances := p.pendingClients()
+	if len(advances) == 0 {
+		// (Advances are not push-transaction writes: while some wait, the
+		// flush stays due and the one after this job writes them.)
+		p.clients.lastFlush = p.cfg.Now()
+	}
+	if len(recs) == 0 {
+		return nil, nil
+	}
 	if err := tx.PutClients(ctx, recs...); err != nil && !p.clientsDropped(err, len(recs)) {
 		return nil, err
 	}
@@ -299,8 +391,7 @@ func (p *Partition) writeBackInTx(ctx context.Context, tx storage.PushTx) ([]*cl
 func (p *Partition) clientsWrittenBack(written []*clientEntry) {
 	for _, ce := range written {
 		if ce.dirty && p.clients.entries[ce.rec.ClientID] == ce {
-			ce.dirty = false
-			p.clients.dirty--
+			p.written(ce, true)
 		}
 	}
 }

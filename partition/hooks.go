@@ -95,8 +95,15 @@ type CommitInfo struct {
 // RowWrite is one operation as a row validator sees it.
 type RowWrite struct {
 	CommitInfo
-	// OpIndex is the operation's index in its commit.
+	// OpIndex is the operation's index in its commit: a client operation's
+	// own, or, for an operation a declared reference appended (a cascaded
+	// delete, a SET NULL upsert; SPEC §6.11), an index past the client's
+	// operations.
 	OpIndex int32
+	// Origin is the client operation the write comes from: OpIndex itself,
+	// or the client delete an appended operation follows. A rejection is
+	// attributed to it.
+	Origin int32
 	// Table is the written table.
 	Table *schema.Table
 	// Op is ssp2.OpUpsert or ssp2.OpDelete.
@@ -119,9 +126,12 @@ type RowWrite struct {
 }
 
 // StagedOp is one applied operation of a commit, as the commit validator
-// sees it.
+// sees it: the client's operations in order, then those its declared
+// references appended (SPEC §6.11).
 type StagedOp struct {
+	// OpIndex and Origin are as in RowWrite.
 	OpIndex int32
+	Origin  int32
 	Table   string
 	Op      ssp2.OpKind
 	RowID   string
@@ -191,7 +201,7 @@ func (c *CommitView) GetRow(ctx context.Context, table, rowID string) (*storage.
 }
 
 // ScanRows returns up to q.Limit rows of q.Table matching q.Scopes as the
-// commit would leave them, in primary-key byte order. A query without a
+// commit would leave them, in primary-key order. A query without a
 // scope filter fails with ErrScanNeedsScopes; a limit outside 0-1000, an
 // unknown table or a scope variable the table does not declare fails with
 // an error (nothing is read).
@@ -322,6 +332,9 @@ type commitState struct {
 	// storageErr is the first storage failure a hook's read met: the
 	// commit then fails as a storage error, whatever the hook returned.
 	storageErr error
+	// appended holds, for each operation the commit's declared references
+	// appended (OpIndex = client operations + position), its origin.
+	appended []int32
 	// rejDetails is the details JSON of a row validator's rejection.
 	rejDetails string
 }
@@ -372,21 +385,38 @@ type hookRejection struct {
 	details string
 }
 
+// The fixed public messages of a hook that failed instead of rejecting
+// (an error that is not a *Rejection, a panic, an invalid Rejection): SPEC
+// §6.7 keeps the failure's own text out of wire results, persisted
+// results and client outcomes (it is logged).
+const (
+	msgRowValidatorFailed    = "write validator failed"
+	msgCommitValidatorFailed = "whole-commit validator failed"
+)
+
 // hookError maps a hook's error (or recovered panic) to the rejection of
-// operation i (see RowValidator).
-func (p *Partition) hookError(hook string, i int32, nops int, err error) *hookRejection {
+// operation i (see RowValidator). For the commit validator, attribute
+// maps the operation its Rejection names (Rejection.OpIndex) to the one
+// the rejection is attributed to; ok false keeps i.
+func (p *Partition) hookError(hook string, i int32, attribute func(int32) (int32, bool), err error) *hookRejection {
+	failed := msgRowValidatorFailed
+	if attribute != nil {
+		failed = msgCommitValidatorFailed
+	}
 	var rj *Rejection
 	if !errors.As(err, &rj) {
 		p.log().Info("host hook failed; rejecting the commit with sync.constraint_violation", zap.String("hook", hook), zap.Error(err))
-		return &hookRejection{rec: opError(i, syncerr.New(syncerr.ConstraintViolation, "operation %d was rejected by the server's %s", i, hook))}
+		return &hookRejection{rec: opError(i, syncerr.New(syncerr.ConstraintViolation, "%s", failed))}
 	}
-	if hook == "commit validator" && rj.OpIndex >= 0 && int(rj.OpIndex) < nops {
-		i = rj.OpIndex
+	if attribute != nil {
+		if at, ok := attribute(rj.OpIndex); ok {
+			i = at
+		}
 	}
 	if bug := rj.Check(); bug != nil {
 		p.log().Error("host hook returned an invalid rejection (a host bug); rejecting with sync.constraint_violation",
 			zap.String("hook", hook), zap.String("code", rj.Code), zap.String("problem", bug.Error()))
-		return &hookRejection{rec: opError(i, syncerr.New(syncerr.ConstraintViolation, "operation %d was rejected by the server's %s", i, hook))}
+		return &hookRejection{rec: opError(i, syncerr.New(syncerr.ConstraintViolation, "%s", failed))}
 	}
 	var details string
 	if rj.Details != nil {
@@ -426,7 +456,7 @@ func (p *Partition) validateRow(ctx context.Context, cs *commitState, w *RowWrit
 		return nil, cs.storageErr
 	}
 	if err != nil {
-		return p.hookError("row validator", w.OpIndex, 0, err), nil
+		return p.hookError("row validator", w.Origin, nil, err), nil
 	}
 	return nil, nil
 }
@@ -443,7 +473,18 @@ func (p *Partition) validateCommit(ctx context.Context, tx storage.PushTx, cs *c
 		return nil, cs.storageErr
 	}
 	if err != nil {
-		return p.hookError("commit validator", 0, nops, err), nil
+		// A rejection names a client operation (attributed to itself) or
+		// one the commit's references appended (attributed to its origin);
+		// any other index is attributed to operation 0.
+		return p.hookError("commit validator", 0, func(k int32) (int32, bool) {
+			switch {
+			case k >= 0 && int(k) < nops:
+				return k, true
+			case int(k) >= nops && int(k)-nops < len(cs.appended):
+				return cs.appended[int(k)-nops], true
+			}
+			return 0, false
+		}, err), nil
 	}
 	return nil, nil
 }

@@ -53,6 +53,14 @@ type Config struct {
 	Now func() time.Time
 	// MaxOperations caps push operations per request.
 	MaxOperations int
+	// MaxCascadeOperations caps the operations a commit's declared
+	// references may append (SPEC §6.11; NewConfig:
+	// DefaultMaxCascadeOperations); beyond it the commit is refused with
+	// sync.reference_violation, reason cascade_limit.
+	MaxCascadeOperations int
+	// hasReferences is set when a table of Schema declares a reference:
+	// without any, a commit pays nothing for the reference rules.
+	hasReferences bool
 	// Limits bound requests and replies (defaults applied by NewConfig).
 	Limits Limits
 	// MinSchemaVersion is the oldest client schema version served.
@@ -148,8 +156,10 @@ func NewConfig(s *schema.Schema, b storage.Backend, gate Gate) *Config {
 	c := &Config{Schema: s, Backend: b, Gate: gate, Codecs: make(map[string]*ssp2.RowCodec, len(s.Tables)),
 		Logger: zap.NewNop(), Now: time.Now, MaxOperations: 500, MinSchemaVersion: s.Version, ClientFlushInterval: time.Second, Limits: Limits{}.WithDefaults(),
 		InlineSegmentMaxBytes: DefaultInlineSegmentMaxBytes}
+	c.MaxCascadeOperations = DefaultMaxCascadeOperations
 	for _, t := range s.Tables {
 		c.Codecs[t.Name] = ssp2.NewRowCodec(t.Columns)
+		c.hasReferences = c.hasReferences || len(t.References) > 0
 	}
 	c.encoder = b.RowEncoder
 	if c.encoder == nil {

@@ -15,14 +15,22 @@ import (
 //
 // The first batch (Through 0) writes the actor's buffered client records
 // back, so the plan sees every cursor this process knows, and plans the
-// target horizon (storage.PlanRetention) at the partition's clock; later
-// batches prune toward the Through they are given.
+// target horizon (storage.PlanRetention) at the partition's clock,
+// capturing the partition's log epoch in the same read as the retention
+// inputs (SPEC §4.6); later batches prune toward the Through they are
+// given, at the LogEpoch they are given. Every batch verifies that epoch in
+// its own transaction (storage.PruneRequest): a batch after a rotation or
+// restore — on this actor (a RestoreJob between two batches) or in another
+// process — fails with storage.ErrLogEpochChanged and deletes nothing.
 type PruneJob struct {
 	ctx context.Context
 	// Policy is the retention policy the first batch plans with.
 	Policy storage.RetentionPolicy
 	// Through is the planned target horizon; 0 makes this batch plan it.
 	Through int64
+	// LogEpoch is the epoch the plan was made at (PruneOutcome.Plan's
+	// Partition.LogEpoch); a first batch takes its own plan's.
+	LogEpoch string
 	// MaxCommits bounds the commits this batch deletes.
 	MaxCommits int
 	// DryRun plans (and writes client records back) without pruning; its
@@ -87,15 +95,15 @@ func (p *Partition) prune(ctx context.Context, j *PruneJob) PruneOutcome {
 		return PruneOutcome{Err: errNoRetention}
 	}
 	var out PruneOutcome
-	through := j.Through
+	through, epoch := j.Through, j.LogEpoch
 	if through == 0 {
 		p.flushClients(ctx)
 		plan, err := storage.PlanRetention(ctx, p.cfg.Backend.Retention, p.name, j.Policy, p.cfg.Now().UnixMilli())
 		if err != nil {
 			return PruneOutcome{Err: err}
 		}
-		out.Plan, through = plan, plan.Target
-		out.Result.HorizonSeq = plan.Partition.HorizonSeq
+		out.Plan, through, epoch = plan, plan.Target, plan.Partition.LogEpoch
+		out.Result.PreviousHorizonSeq, out.Result.HorizonSeq = plan.Partition.HorizonSeq, plan.Partition.HorizonSeq
 		if !plan.Prunable() {
 			return out
 		}
@@ -111,7 +119,7 @@ func (p *Partition) prune(ctx context.Context, j *PruneJob) PruneOutcome {
 		}
 	}
 	start := time.Now()
-	res, err := p.cfg.Backend.Retention.PruneBatch(ctx, p.name, through, j.MaxCommits)
+	res, err := p.cfg.Backend.Retention.PruneBatch(ctx, p.name, storage.PruneRequest{LogEpoch: epoch, ThroughSeq: through, MaxCommits: j.MaxCommits})
 	out.Took = time.Since(start)
 	if err != nil {
 		out.Err = err

@@ -3,6 +3,8 @@ package partition
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
@@ -198,8 +200,7 @@ func (p *Partition) serveSubscription(ctx context.Context, j *SyncJob, token Gat
 	if mode != Reset && rep.built > 0 && rep.full(p.cfg.Limits.MaxResponseBytes) {
 		// Earlier sections filled the reply: this one makes no progress now
 		// and the client's next pull continues it.
-		p.deferSection(info, sub, eff, mode, rep)
-		return nil
+		return p.deferSection(ctx, info, lim, sub, eff, mode, rep)
 	}
 	switch mode {
 	case Reset:
@@ -285,12 +286,17 @@ func appendCommits(frames []ssp2.Frame, built, budget int, table string, scan st
 // (openTable, inlinePage, Obtain), and encoded only when there is none.
 func (p *Partition) bootstrap(ctx context.Context, token GateToken, info storage.PartitionInfo, lim ssp2.PullHeader, sub *ssp2.Subscription, eff map[string][]string, rep *Reply) error {
 	t := p.cfg.Schema.Table(sub.Table)
-	tok := bootstrapToken(sub, t.Name, info)
+	tok, err := p.bootstrapToken(ctx, sub, t, eff, lim.Accept, info)
+	if err != nil {
+		return err
+	}
 	canRef := p.cfg.Segments != nil && lim.Accept&ssp2.AcceptRefRows != 0
 	canInline := lim.Accept&ssp2.AcceptInlineRows != 0 || !canRef
 	if (tok.Lane == LaneRef && !canRef) || (tok.Lane == LaneInline && !canInline) {
 		// The client no longer accepts the table's lane: start over.
-		tok = BootstrapToken{AsOfCommitSeq: info.MaxCommitSeq, Tables: []string{t.Name}}
+		if tok, err = p.freshToken(ctx, t, eff, lim.Accept, info); err != nil {
+			return err
+		}
 	}
 	canImage := p.cfg.Segments != nil && p.cfg.Images != nil && lim.Accept&ssp2.AcceptSQLite != 0 && !t.HasEncrypted() && tok.RowCursor == nil
 	rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive, EffectiveScopes: eff, Bootstrap: true})
@@ -700,27 +706,75 @@ func (p *Partition) refFrame(m segstore.Meta, tok BootstrapToken, signed bool) *
 func refSize(m segstore.Meta) int { return 128 + len(m.ID) + len(m.Table) }
 
 // bootstrapToken resumes sub's bootstrap token, or starts a fresh one
-// pinned at the partition's max seq when it cannot be resumed.
-func bootstrapToken(sub *ssp2.Subscription, table string, info storage.PartitionInfo) BootstrapToken {
-	tok, ok := ResumeToken(sub.BootstrapState, table, info.HorizonSeq, info.MaxCommitSeq)
-	if !ok {
-		tok = BootstrapToken{AsOfCommitSeq: info.MaxCommitSeq, Tables: []string{table}}
+// (freshToken) when it cannot be resumed.
+func (p *Partition) bootstrapToken(ctx context.Context, sub *ssp2.Subscription, t *schema.Table, eff map[string][]string, accept uint8, info storage.PartitionInfo) (BootstrapToken, error) {
+	if tok, ok := ResumeToken(sub.BootstrapState, t.Name, info.HorizonSeq, info.MaxCommitSeq); ok {
+		return tok, nil
 	}
-	return tok
+	return p.freshToken(ctx, t, eff, accept, info)
+}
+
+// freshToken starts a bootstrap of table t: pinned at the partition's max
+// seq, or, for a bootstrap eligible for the SQLite lane, at its scope pin
+// (scopePin).
+func (p *Partition) freshToken(ctx context.Context, t *schema.Table, eff map[string][]string, accept uint8, info storage.PartitionInfo) (BootstrapToken, error) {
+	pin := info.MaxCommitSeq
+	if ImageEligible(t, accept) {
+		var err error
+		if pin, err = p.scopePin(ctx, t, eff, info); err != nil {
+			return BootstrapToken{}, err
+		}
+	}
+	return BootstrapToken{AsOfCommitSeq: pin, Tables: []string{t.Name}}, nil
+}
+
+// ImageEligible reports whether a bootstrap of t by a client accepting
+// accept is eligible for the SQLite lane (SPEC §4.7, §5.3): the client
+// advertises accept bit 2 and t has no encrypted column. Such a bootstrap
+// pins at its scope pin, whether or not this server builds images.
+func ImageEligible(t *schema.Table, accept uint8) bool {
+	return accept&ssp2.AcceptSQLite != 0 && !t.HasEncrypted()
+}
+
+// scopePin is the pin of a bootstrap eligible for the SQLite lane (SPEC
+// §4.7): the newest commit up to the partition's max seq with a change of
+// t carrying one of the effective values of the subscription's first scope
+// variable (in name order) — the candidates an incremental pull of the
+// subscription reads (storage.Log.LatestScopeCommit) — raised to the
+// horizon. No change the subscription would receive lies between it and
+// the max seq, so the snapshot at the scope pin is the snapshot at the max
+// seq, and the next incremental pull replays an empty window; the pin, and
+// with it a stored image's key, stays put across commits outside the
+// subscription's scopes. A subscription with no effective scope (none
+// reaches here) pins at the max seq.
+func (p *Partition) scopePin(ctx context.Context, t *schema.Table, eff map[string][]string, info storage.PartitionInfo) (int64, error) {
+	if len(eff) == 0 {
+		return info.MaxCommitSeq, nil
+	}
+	v := slices.Sorted(maps.Keys(eff))[0]
+	seq, err := p.cfg.Backend.Log.LatestScopeCommit(ctx, p.name, storage.ScopeCommitQuery{Table: t.Name, Var: v, Values: eff[v], UpToSeq: info.MaxCommitSeq})
+	if err != nil {
+		return 0, err
+	}
+	return min(max(seq, info.HorizonSeq), info.MaxCommitSeq), nil
 }
 
 // deferSection answers a subscription that no longer fits in the reply
 // with a section that makes no progress: an incremental one keeps its
 // cursor; a bootstrap one sends no page and hands back its token.
-func (p *Partition) deferSection(info storage.PartitionInfo, sub *ssp2.Subscription, eff map[string][]string, mode PullMode, rep *Reply) {
+func (p *Partition) deferSection(ctx context.Context, info storage.PartitionInfo, lim ssp2.PullHeader, sub *ssp2.Subscription, eff map[string][]string, mode PullMode, rep *Reply) error {
 	if mode != Bootstrap {
 		rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive, EffectiveScopes: eff},
 			&ssp2.SubEnd{NextCursor: sub.Cursor})
-		return
+		return nil
 	}
-	tok := bootstrapToken(sub, sub.Table, info)
+	tok, err := p.bootstrapToken(ctx, sub, p.cfg.Schema.Table(sub.Table), eff, lim.Accept, info)
+	if err != nil {
+		return err
+	}
 	rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive, EffectiveScopes: eff, Bootstrap: true},
 		&ssp2.SubEnd{NextCursor: tok.AsOfCommitSeq, BootstrapState: tok.Encode()})
+	return nil
 }
 
 // commitSize estimates the encoded size of a commit frame.

@@ -376,6 +376,12 @@ func (p *Partition) applyCommit(ctx context.Context, tx storage.PushTx, j *SyncJ
 		}
 	}
 	n := len(c.Operations)
+	if rej, err := p.enforceReferences(ctx, tx, cs, n, &changes); err != nil || rej != nil {
+		if err != nil {
+			return outcome{}, err
+		}
+		return p.reject(ctx, tx, j, c, rej)
+	}
 	if rej, err := p.validateCommit(ctx, tx, cs, n); err != nil || rej != nil {
 		if err != nil {
 			return outcome{}, err

@@ -346,18 +346,27 @@ func (p *Partition) deltaSections(ctx context.Context, info storage.PartitionInf
 	return out, nil
 }
 
-// Ack is one client's acknowledgement of realtime deltas through Cursor.
+// Ack is one client's acknowledgement of realtime deltas through Cursor,
+// on a socket of ActorID registered under log epoch LogEpoch (the epoch
+// its deltas were built under).
 type Ack struct {
 	ClientID string
 	ActorID  string
 	Cursor   int64
+	LogEpoch string
 }
 
-// AckJob records acknowledgements: each raises its client's stored cursor
-// (and the cursors of its ready registered subscriptions) to the acked
-// cursor; it never lowers one. A client with no record, or bound to
-// another actor, is skipped. The records are written back with the other
-// buffered client records.
+// AckJob records acknowledgements (SPEC §8.2): each raises its client's
+// cursor (and the cursors of its ready registered subscriptions) to the
+// acked cursor, never lowering one, and its activity timestamp to now. An
+// ack is taken only from the session of the actor the clientId is bound
+// to, under the partition's current log epoch (a delayed ack from before
+// a rotation is dropped), and only for a client with a record (none is
+// created). The acks are written back with the other buffered client
+// records, as advances of the stored cursor and timestamp alone
+// (storage.Clients.AdvanceClients checks actor and epoch again, in the
+// write's transaction) unless a round of this process rewrites the whole
+// record anyway.
 type AckJob struct {
 	ctx  context.Context
 	acks []Ack
@@ -383,19 +392,25 @@ func (j *AckJob) Batchable() bool { return false }
 func (j *AckJob) push() *SyncJob { return nil }
 
 func (j *AckJob) run(ctx context.Context, p *Partition) {
+	now := p.cfg.Now().UnixMilli()
 	for _, a := range j.acks {
+		if a.LogEpoch == "" || a.LogEpoch != p.token.LogEpoch {
+			continue // a session of another epoch than the one this actor serves
+		}
 		ce, err := p.client(ctx, a.ClientID)
 		if err != nil {
 			j.Fail(storageErr(err))
 			return
 		}
-		if ce == nil || ce.rec.ActorID != a.ActorID || a.Cursor <= ce.rec.Cursor {
+		if ce == nil || ce.rec.ActorID != a.ActorID {
 			continue
 		}
-		ce.rec.Cursor = a.Cursor
-		ce.acked = max(ce.acked, a.Cursor) // folded into the subscriptions on write-back
-		ce.rec.UpdatedAtMs = p.cfg.Now().UnixMilli()
-		p.markDirty(ce)
+		if a.Cursor > ce.rec.Cursor {
+			ce.rec.Cursor = a.Cursor
+			ce.acked = max(ce.acked, a.Cursor) // folded into the subscriptions when read
+		}
+		ce.rec.UpdatedAtMs = max(ce.rec.UpdatedAtMs, now)
+		p.markAdvanced(ce, a, now)
 	}
 	j.answer(struct{}{}, nil)
 }

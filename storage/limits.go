@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/protocol/ssp2"
 )
 
 // What a backend can store. Every backend checks writes with the Check
@@ -218,9 +219,10 @@ func CheckIdempotency(partition string, rec IdempotencyRecord) error {
 // table). Every string and json value must be Storable; the row ID and
 // each string held by a scope column are identifiers; and these keys fit
 // MaxIndexKeyBytes: the primary key (partition, row ID), each scope
-// column's (partition, value, row ID), and each declared index's
-// (partition, values...). Values outside t's columns are ignored (the
-// backend reports the arity mismatch).
+// column's (partition, value, row ID), each declared index's
+// (partition, values...) and each reference column's (partition, value,
+// row ID; schema.Table.ReferenceIndexIdent). Values outside t's columns
+// are ignored (the backend reports the arity mismatch).
 func CheckRow(partition string, t *schema.Table, rec RowRecord) error {
 	if err := checkRow(partition, t, rec); err != nil {
 		return fmt.Errorf("%w (%w)", err, ErrConstraint)
@@ -278,6 +280,14 @@ func checkRow(partition string, t *schema.Table, rec RowRecord) error {
 			return err
 		}
 	}
+	for _, r := range t.References {
+		if r.Column == t.PK {
+			continue // the primary key's own key, checked above
+		}
+		if err := checkKey("reference column "+t.Columns[r.Column].Name, len(partition)+keyBytes(val(r.Column))+len(rec.RowID)); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -302,6 +312,20 @@ func CheckTombstone(partition, table, rowID string) error {
 		return err
 	}
 	return checkKey("tombstone", len(partition)+len(rowID))
+}
+
+// CheckTombstoneOf is CheckTombstone for a row of t: it also refuses a
+// rowID that names no key of t (KeyValue: "abc" for an integer key), for
+// which no row can exist either. The backends' DeleteRow, Tombstone and
+// ClearTombstone use it, so such a row id gets no tombstone and reads 0.
+func CheckTombstoneOf(partition string, t *schema.Table, rowID string) error {
+	if err := CheckTombstone(partition, t.Name, rowID); err != nil {
+		return err
+	}
+	if _, ok := KeyValue(t, rowID); !ok {
+		return unstorable("tombstone row id %s names no %s key of table %s", QuoteID(rowID), ssp2.ColumnTypeName(t.Columns[t.PK].Type), t.Name)
+	}
+	return nil
 }
 
 // CheckClient returns nil when every backend can store rec in partition,

@@ -116,6 +116,39 @@ func TestCheckRow(t *testing.T) {
 	}
 }
 
+// A reference column's index key is (partition, value, row ID), like a
+// scope column's; a reference of the primary key itself adds none.
+func TestCheckRowReferenceKey(t *testing.T) {
+	sch, err := schema.Parse([]byte(`{"version": 1, "tables": [{"name": "t",
+		"columns": [{"name": "id", "type": "string"}, {"name": "g", "type": "string"}, {"name": "up", "type": "string", "nullable": true}],
+		"primaryKey": "id", "scopes": ["g:{g}"], "references": [{"column": "up", "parentTable": "t"}, {"column": "id", "parentTable": "t"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := sch.Table("t")
+	row := func(up any) storage.RowRecord {
+		return storage.RowRecord{RowID: "r", Version: 1, Values: ssp2.Row{"r", "g", up}}
+	}
+	// Key (partition "p", up, row id "r"): 1 + len(up) + 1.
+	for _, c := range []struct {
+		up any
+		ok bool
+	}{{nil, true}, {strings.Repeat("u", storage.MaxIndexKeyBytes-2), true}, {strings.Repeat("u", storage.MaxIndexKeyBytes-1), false}} {
+		err := storage.CheckRow("p", tb, row(c.up))
+		if c.ok && err != nil {
+			t.Errorf("CheckRow(reference value of %d bytes) = %v, want nil", keyLen(c.up), err)
+		}
+		if !c.ok && (!errors.Is(err, storage.ErrUnstorable) || !errors.Is(err, storage.ErrConstraint) || !strings.Contains(err.Error(), "reference column up")) {
+			t.Errorf("CheckRow(reference value of %d bytes) = %v, want ErrUnstorable and ErrConstraint naming reference column up", keyLen(c.up), err)
+		}
+	}
+}
+
+func keyLen(v any) int {
+	s, _ := v.(string)
+	return len(s)
+}
+
 func TestStorableClients(t *testing.T) {
 	good := []storage.ClientRecord{{ClientID: "a"}, {ClientID: "b", ActorID: "x", Subscriptions: json.RawMessage(`[]`)}}
 	keep, err := storage.StorableClients("p", good)

@@ -130,10 +130,14 @@ type RetentionPlan struct {
 // Prunable reports whether the plan moves the horizon.
 func (p RetentionPlan) Prunable() bool { return p.Target > p.Partition.HorizonSeq }
 
-// PruneResult is what one PruneBatch removed.
+// PruneResult is what one PruneBatch removed (SPEC §4.6: the previous
+// and new horizon and the removed commits, from the batch's transaction).
 type PruneResult struct {
-	// HorizonSeq is the partition's horizon after the batch.
-	HorizonSeq int64
+	// PreviousHorizonSeq is the partition's horizon before the batch, as
+	// read under the partition write lock; HorizonSeq the horizon after it
+	// (never lower).
+	PreviousHorizonSeq int64
+	HorizonSeq         int64
 	// Commits, Changes and IdempotencyRecords count the rows deleted.
 	Commits, Changes, IdempotencyRecords int64
 	// Tombstones counts the delete tombstones (SPEC §2.2) removed with
@@ -142,8 +146,14 @@ type PruneResult struct {
 	Tombstones int64
 }
 
-// Add accumulates another batch's counts (the horizon is the later one's).
+// Add accumulates another batch's counts: the horizon is the later one's,
+// the previous horizon the first one's (a zero r takes o whole).
 func (r *PruneResult) Add(o PruneResult) {
+	if *r == (PruneResult{}) {
+		*r = o
+		return
+	}
+	r.PreviousHorizonSeq = min(r.PreviousHorizonSeq, o.PreviousHorizonSeq)
 	r.HorizonSeq = max(r.HorizonSeq, o.HorizonSeq)
 	r.Commits += o.Commits
 	r.Changes += o.Changes
@@ -163,25 +173,35 @@ type Retention interface {
 	// RetentionReader reads what PlanRetention plans from.
 	RetentionReader
 
-	// PruneBatch raises the partition's horizon h to upTo = min(throughSeq,
-	// MaxCommitSeq, h+maxCommits) in one transaction under the partition
-	// write lock (the lock pushes take), deleting the commits with seq in
+	// PruneBatch is SPEC §4.6's pruneCommitsThrough, bounded to a batch.
+	// In one transaction under the partition write lock (the lock pushes,
+	// RotateLogEpoch and Snapshots.RestorePartition take, so pruning and an
+	// epoch rotation or restore serialize) it first verifies that the
+	// partition's log epoch is req.LogEpoch — another epoch (a rotation or
+	// a restore since the caller read its retention inputs) fails with
+	// ErrLogEpochChanged before anything is deleted, and the caller must
+	// plan again — then raises the horizon h to upTo = min(req.ThroughSeq,
+	// MaxCommitSeq, h+req.MaxCommits), deleting the commits with seq in
 	// (h, upTo], their changes and scope index entries, the applied
-	// idempotency records of those commits, and the rejected ones written
-	// at a log position (the partition's max commit seq then) <= upTo. It
-	// never lowers the horizon; upTo <= h, maxCommits < 1 or a
-	// never-created partition deletes nothing and returns the horizon as
-	// is. Concurrent calls are safe: each batch starts from the horizon it
-	// reads under the lock.
-	PruneBatch(ctx context.Context, partition string, throughSeq int64, maxCommits int) (PruneResult, error)
+	// idempotency records of those commits, the rejected ones written at a
+	// log position (the partition's max commit seq then) <= upTo, and the
+	// delete tombstones at or below upTo. The horizon and the deletes
+	// commit or roll back together, so a batch lost in a crash (or whose
+	// reply is lost) leaves nothing half done and is safe to repeat. It
+	// never lowers the horizon; upTo <= h or MaxCommits < 1 deletes
+	// nothing and returns the horizon as is; a never-created partition
+	// cannot be pruned (zero result, no error). Concurrent calls are safe:
+	// each batch starts from the horizon it reads under the lock.
+	PruneBatch(ctx context.Context, partition string, req PruneRequest) (PruneResult, error)
 
 	// CountPrune counts, in one consistent read and deleting nothing, what
 	// PruneBatch calls raising the horizon h to upTo = min(throughSeq,
 	// MaxCommitSeq) would delete now: the commits with seq in (h, upTo],
 	// their changes, the applied idempotency records of those commits and
 	// the rejected ones written at a log position <= upTo (none when upTo
-	// <= h). HorizonSeq is upTo (h when upTo <= h). A never-created
-	// partition counts nothing. It is what a dry run reports.
+	// <= h). PreviousHorizonSeq is h and HorizonSeq upTo (h when upTo <=
+	// h). A never-created partition counts nothing. It is what a dry run
+	// reports.
 	CountPrune(ctx context.Context, partition string, throughSeq int64) (PruneResult, error)
 
 	// TryLockMaintenance takes the store-wide maintenance lock without
@@ -191,6 +211,24 @@ type Retention interface {
 	// doing the same work; pruning is safe without it.
 	TryLockMaintenance(ctx context.Context) (unlock func(), ok bool, err error)
 }
+
+// PruneRequest is one pruning batch of a partition (Retention.PruneBatch).
+type PruneRequest struct {
+	// LogEpoch is the partition's log epoch as read with the retention
+	// inputs the target was planned from (RetentionPlan.Partition.LogEpoch:
+	// ReadRetentionInputs reads it in the same consistent read as the
+	// cursors, so it is captured no later than them). Required.
+	LogEpoch string
+	// ThroughSeq is the planned target horizon.
+	ThroughSeq int64
+	// MaxCommits bounds the commits the batch deletes.
+	MaxCommits int
+}
+
+// ErrLogEpochChanged reports a PruneBatch whose LogEpoch is not the
+// partition's: its log was rotated or restored since the retention inputs
+// were read, so the plan no longer describes it. Nothing was deleted.
+var ErrLogEpochChanged = errors.New("storage: the partition's log epoch changed since the retention inputs were read; plan again")
 
 // ErrNoSnapshot reports RestorePartition without an earlier
 // CapturePartition of the partition.

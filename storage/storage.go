@@ -36,6 +36,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -138,6 +139,15 @@ type Log interface {
 	// Implementations use a scope index: they must not read every change of
 	// the partition.
 	ScanChanges(ctx context.Context, partition string, q ChangeQuery) (ChangeScan, error)
+
+	// LatestScopeCommit returns the newest seq <= q.UpToSeq of a commit
+	// with a change of q.Table whose stored value of scope variable q.Var
+	// is one of q.Values — the candidates the scope index gives ScanChanges
+	// for a query whose first variable (in name order) is q.Var — or 0 when
+	// there is none above the horizon. It reads the scope index: one seek
+	// per value, whatever the log's length. It is the SQLite-lane scope pin
+	// of SPEC §4.7 before the horizon raises it.
+	LatestScopeCommit(ctx context.Context, partition string, q ScopeCommitQuery) (int64, error)
 }
 
 // Rows is the role that reads the committed rows of the synced tables
@@ -146,7 +156,9 @@ type Log interface {
 type Rows interface {
 	// ScanRows returns up to q.Limit current rows of q.Table in the
 	// partition whose scope columns match q.Scopes, ordered by primary key
-	// (byte order), strictly after q.AfterRowID when it is non-nil.
+	// in the key's native order (keys.go: byte order for string and json
+	// keys, numeric for integer keys, false before true), strictly after
+	// q.AfterRowID when it is non-nil (AfterKey).
 	ScanRows(ctx context.Context, partition string, q RowQuery) ([]RowRecord, error)
 
 	// VisitRows calls fn for each row ScanRows(ctx, partition, q) would
@@ -193,6 +205,29 @@ type Clients interface {
 	// clientID or actorID no backend can store (CheckClient) fails with an
 	// error wrapping ErrUnstorable and binds nothing.
 	BindClient(ctx context.Context, partition, clientID, actorID string, nowMs int64) (boundActor string, err error)
+
+	// AdvanceClients persists realtime acknowledgements (SPEC §8.2), all
+	// in one transaction that first checks the partition's log epoch is
+	// logEpoch (under a lock RotateLogEpoch's transaction conflicts with,
+	// so a rotation is wholly before or after it). For each ack, the
+	// existing record of a.ClientID bound to a.ActorID gets cursor =
+	// max(cursor, a.Cursor) and UpdatedAtMs = max(UpdatedAtMs, a.AtMs);
+	// nothing else of the record changes (subscriptions, wire version and
+	// actor written by a concurrent sync round stay). A missing record is
+	// never created, and one bound to another actor, another epoch (a
+	// delayed ack from before a rotation) or a partition never created
+	// change nothing. It returns how many records it updated; an
+	// unstorable clientID or actorID counts as missing.
+	AdvanceClients(ctx context.Context, partition, logEpoch string, acks ...ClientAdvance) (applied int, err error)
+}
+
+// ClientAdvance is one acknowledgement Clients.AdvanceClients persists:
+// the session's actor, the acked cursor and when it arrived (Unix ms).
+type ClientAdvance struct {
+	ClientID string
+	ActorID  string
+	Cursor   int64
+	AtMs     int64
 }
 
 // PartitionInfo is a partition registry entry.
@@ -287,9 +322,20 @@ type PushTx interface {
 	// ScanRows is Rows.ScanRows as the transaction sees it (its own staged
 	// writes included), for host hooks that read candidate state inside
 	// the push transaction (the whole-commit validator). It has
-	// Rows.ScanRows' contract (scope match, primary-key byte order,
+	// Rows.ScanRows' contract (scope match, primary-key order,
 	// AfterRowID, Limit) on the transaction's partition.
 	ScanRows(ctx context.Context, q RowQuery) ([]RowRecord, error)
+
+	// ScanByColumn returns, as the transaction sees them (its own staged
+	// writes included), up to q.Limit rows of q.Table whose column
+	// q.Column equals q.Value, ordered by primary key, strictly after
+	// q.AfterRowID when it is non-nil, each with its ColumnVersions. It is
+	// how the partition finds the children of a deleted parent row (SPEC
+	// §6.11): backends read them through the reference column's index
+	// (schema.Table.ReferenceIndexIdent), which EnsureSchema creates for
+	// every declared reference. A query ColumnQuery.Check refuses fails
+	// before anything is read.
+	ScanByColumn(ctx context.Context, q ColumnQuery) ([]RowRecord, error)
 
 	// PutClients writes client records inside the push transaction, so a
 	// partition that pushes does not pay a write transaction of its own
@@ -401,6 +447,16 @@ type ChangeQuery struct {
 	LimitChanges int
 }
 
+// ScopeCommitQuery selects the scope index entries Log.LatestScopeCommit
+// reads: changes of Table carrying one of Values for scope variable Var,
+// in commits up to UpToSeq.
+type ScopeCommitQuery struct {
+	Table   string
+	Var     string
+	Values  []string
+	UpToSeq int64
+}
+
 // CommitChanges is one commit with the changes a ChangeQuery selected.
 type CommitChanges struct {
 	Seq         int64
@@ -423,6 +479,43 @@ type RowQuery struct {
 	Scopes     map[string][]string
 	AfterRowID *string
 	Limit      int
+}
+
+// ColumnQuery selects rows of one table by one column's value
+// (PushTx.ScanByColumn).
+type ColumnQuery struct {
+	Table *schema.Table
+	// Column is the index of the column in Table.Columns; Value a non-nil
+	// value of its Go type (ssp2.Row's types).
+	Column int
+	Value  any
+	// AfterRowID, when non-nil, starts strictly after that primary key.
+	AfterRowID *string
+	// Limit is 1 to MaxColumnQueryLimit.
+	Limit int
+}
+
+// MaxColumnQueryLimit is the largest page ScanByColumn returns.
+const MaxColumnQueryLimit = 1000
+
+// Check refuses a query no backend answers: a column outside t, a nil
+// value or one that does not fit the column's type (ValueFits), a limit
+// outside 1-MaxColumnQueryLimit, an AfterRowID that is not Storable (no
+// stored row has such a primary key, and PostgreSQL would fail the
+// transaction on it: a page's AfterRowID is the last row of the page
+// before).
+func (q ColumnQuery) Check(t *schema.Table) error {
+	switch {
+	case q.Column < 0 || q.Column >= len(t.Columns):
+		return fmt.Errorf("scan by column: table %q has no column %d", t.Name, q.Column)
+	case q.Value == nil || !ValueFits(t.Columns[q.Column], q.Value):
+		return fmt.Errorf("scan by column: %T is not a value of %q.%q", q.Value, t.Name, t.Columns[q.Column].Name)
+	case q.Limit < 1 || q.Limit > MaxColumnQueryLimit:
+		return fmt.Errorf("scan by column: limit %d outside 1-%d", q.Limit, MaxColumnQueryLimit)
+	case q.AfterRowID != nil && !Storable(*q.AfterRowID):
+		return fmt.Errorf("scan by column: after row id %s is not a stored primary key (not valid UTF-8 or holds U+0000)", QuoteID(*q.AfterRowID))
+	}
+	return nil
 }
 
 // ClientRecord is the server's record of one client in a partition.

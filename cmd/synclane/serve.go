@@ -76,6 +76,7 @@ type serveConfig struct {
 	sqliteFiles                                      sqliteFilesFlag
 	pgStatementTimeout, shutdownTimeout, idleTimeout time.Duration
 	maxOps                                           int
+	maxCascadeOps                                    int
 	// wireVersions is --wire-versions: the SSP2 wire versions served.
 	wireVersions wireVersionsFlag
 
@@ -159,6 +160,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.Int64Var(&c.maxBody, "max-body", bodybudget.DefaultMaxBodyBytes, "maximum decompressed request body in bytes, for POST /sync and realtime socket rounds (larger: 413, or the socket closed with 1009)")
 	fs.Int64Var(&c.maxInflightBody, "max-inflight-body-bytes", bodybudget.DefaultLimit, fmt.Sprintf("request-body bytes held at once by all POST /sync requests and socket rounds; beyond it a request waits up to %s, then gets 503 sync.rate_limited (retryable)", bodybudget.DefaultWait))
 	fs.IntVar(&c.maxOps, "max-operations", 500, "maximum push operations per request")
+	fs.IntVar(&c.maxCascadeOps, "max-cascade-operations", partition.DefaultMaxCascadeOperations, "maximum operations one commit's declared references may append (ON DELETE CASCADE / SET NULL); beyond it the commit is refused with sync.reference_violation (cascade_limit)")
 	fs.Var(&c.wireVersions, "wire-versions", "SSP2 wire versions served, a comma-separated `LIST`: 3 (the default, as the reference server), or 2,3 / 1,2,3 to keep clients that have not upgraded working during a migration (their requests run under version 3's write rules); a request in another version gets 400 sync.invalid_request")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", 2*time.Minute, "passivate partition actors idle this long")
 	fs.DurationVar(&c.readTimeout, "read-timeout", 30*time.Second, "time to read a whole request, headers and body; a slower client's connection is closed (408 when the body is late)")
@@ -272,6 +274,9 @@ func (c *serveConfig) validate(given map[string]bool) error {
 	}
 	if c.maxWebsockets < 1 {
 		return errors.New("--max-websockets must be positive")
+	}
+	if c.maxCascadeOps < 1 {
+		return errors.New("--max-cascade-operations must be positive")
 	}
 	if err := c.conn.validate(given, &c.maxWebsockets); err != nil { // connlimits.go; may clamp the default --max-websockets
 		return err
@@ -510,9 +515,10 @@ func openStore(ctx context.Context, c serveConfig, log *zap.Logger) (store, stri
 	return store{Backend: d.Backend(), dir: d}, "sqlite", nil
 }
 
-// openSegments opens the segment store next to the data: table
-// synclane_segments of the shared PostgreSQL database, or the SQLite file
-// segments.db in the data directory. The engine closes it.
+// openSegments opens the segment store next to the data: tables
+// synclane_segment_objects and synclane_segment_publications of the
+// shared PostgreSQL database, or the SQLite file segments.db in the data
+// directory. The engine closes it.
 func openSegments(ctx context.Context, c serveConfig, st store) (segstore.Store, error) {
 	if st.pg != nil {
 		return pgseg.Open(ctx, st.pg.Pool())
@@ -588,7 +594,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		return fmt.Errorf("open segment store: %w", err)
 	}
 	cfg := engine.Config{Schema: sch, Backend: st.Backend, Logger: log,
-		MaxOperations: c.maxOps, WireVersions: c.wireVersions.versions, IdleTimeout: c.idleTimeout, Checkpoints: decls, Retention: c.retention.engineConfig(),
+		MaxOperations: c.maxOps, MaxCascadeOperations: c.maxCascadeOps, WireVersions: c.wireVersions.versions, IdleTimeout: c.idleTimeout, Checkpoints: decls, Retention: c.retention.engineConfig(),
 		Segments:  segments.Options{Store: segs, Images: sqliteimage.Builder{}, TTL: c.segmentTTL, InlineMaxBytes: int(c.inlineSegmentMaxBytes)},
 		Reactions: c.reactions.engineConfig()}
 	c.segQuota.apply(&cfg.Segments)

@@ -24,7 +24,8 @@ type Spec struct {
 	// Target is the projection table written through the push path.
 	Target string
 	// Project maps a current source row to its projection row (full row in
-	// the target's column order; its primary key is the target row id).
+	// the target's column order; its primary key, rendered as a string
+	// (schema.RenderKey), is the target row id).
 	// ok false skips the row (and deletes a stale projection of it).
 	Project func(src storage.RowRecord) (row ssp2.Row, ok bool)
 	// TargetID maps a source row id to the id of its projection row, used
@@ -235,7 +236,7 @@ func projection(spec *Spec, dst *schema.Table) partition.Projection {
 		if !ok {
 			return spec.TargetID(srcID), nil, true
 		}
-		id, _ := row[dst.PK].(string)
+		id, _ := dst.RowID(row) // a key that renders none fails the row's encoding
 		return id, row, false
 	}
 }

@@ -97,8 +97,9 @@ type Query struct {
 
 // Mutation is one row write a command returns: a full-row upsert of
 // Values (column name → value; every non-nullable column present, nil
-// for NULL; the primary key column gives the row ID) or, with Delete, a
-// delete of RowID. Values use the row codec's Go types: string, int64,
+// for NULL; the primary key column gives the row ID, its value rendered
+// as a string: schema.RenderKey) or, with Delete, a delete of RowID (a
+// row ID in that rendering: "42" for integer key 42). Values use the row codec's Go types: string, int64,
 // float64, bool, json.RawMessage (json) and []byte (bytes, crdt); int and
 // string (for json) are accepted and converted.
 type Mutation struct {
@@ -110,7 +111,8 @@ type Mutation struct {
 
 // RowReader reads current rows inside a command's transaction.
 type RowReader interface {
-	// GetRow returns the row of table with rowID as column name → value,
+	// GetRow returns the row of table with rowID (the key rendered as a
+	// string, schema.RenderKey) as column name → value,
 	// or nil when it is absent or its scope values are outside the
 	// caller's resolved scopes.
 	GetRow(ctx context.Context, table, rowID string) (map[string]any, error)

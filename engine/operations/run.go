@@ -270,7 +270,7 @@ func (r *Registry) Row(m Mutation) (*schema.Table, string, ssp2.Row, error) {
 		}
 		row[i] = v
 	}
-	id, _ := row[t.PK].(string)
+	id, _ := t.RowID(row) // the key is non-nullable and fits its column: it renders
 	if m.RowID != "" && m.RowID != id {
 		return nil, "", nil, syncerr.New(syncerr.OperationInvalidRequest, "mutation of %q: RowID %q differs from the primary key %q", m.Table, m.RowID, id)
 	}

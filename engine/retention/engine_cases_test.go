@@ -418,7 +418,7 @@ var retentionEngineTests = []test{
 					errs <- err
 					return
 				}
-				r, err := x.b.Retention.PruneBatch(x.ctx, "p", info.MaxCommitSeq-5, 2)
+				r, err := x.b.Retention.PruneBatch(x.ctx, "p", storage.PruneRequest{LogEpoch: info.LogEpoch, ThroughSeq: info.MaxCommitSeq - 5, MaxCommits: 2})
 				if err != nil {
 					errs <- err
 					return
@@ -589,7 +589,11 @@ type pruneDuringScan struct {
 
 func (p *pruneDuringScan) ScanChanges(ctx context.Context, partition string, q storage.ChangeQuery) (storage.ChangeScan, error) {
 	if t := p.through.Swap(0); t > 0 {
-		if _, err := p.retention.PruneBatch(ctx, partition, t, 1000); err != nil {
+		info, err := p.Log.ReadPartition(ctx, partition)
+		if err != nil {
+			return storage.ChangeScan{}, err
+		}
+		if _, err := p.retention.PruneBatch(ctx, partition, storage.PruneRequest{LogEpoch: info.LogEpoch, ThroughSeq: t, MaxCommits: 1000}); err != nil {
 			return storage.ChangeScan{}, err
 		}
 	}

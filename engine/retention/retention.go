@@ -224,8 +224,10 @@ func (s *Service) PruneWith(ctx context.Context, part string, policy storage.Ret
 	}
 	start := time.Now()
 	var through int64
+	var epoch string
 	var pause *time.Timer
-	for first := true; ; first = false {
+	replanned := false
+	for first := true; ; {
 		if pause != nil {
 			// Pace: after each batch, leave the partition (and, on SQLite,
 			// the database's single writer) to pushes for as long as the
@@ -250,19 +252,29 @@ func (s *Service) PruneWith(ctx context.Context, part string, policy storage.Ret
 		bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		stopWait := context.AfterFunc(ctx, func() { time.AfterFunc(stopGrace, cancel) })
 		j := partition.NewPruneJob(bctx)
-		j.Policy, j.Through, j.MaxCommits, j.DryRun = policy, through, s.batchCommits(), dryRun
+		j.Policy, j.Through, j.LogEpoch, j.MaxCommits, j.DryRun = policy, through, epoch, s.batchCommits(), dryRun
 		s.deps.Actors.Submit(part, j)
 		o := j.Wait(bctx)
 		stopWait()
 		cancel()
+		if errors.Is(o.Err, storage.ErrLogEpochChanged) && !replanned {
+			// The log was rotated or restored since the plan (SPEC §4.6):
+			// the batch deleted nothing; plan again from the new log's
+			// inputs, once per run.
+			s.deps.Logger.Info("partition log epoch changed while pruning; planning again", zap.String("partition", part),
+				zap.String("planned_epoch", epoch))
+			replanned, first, through, epoch, pause = true, true, 0, "", nil
+			continue
+		}
 		if o.Err != nil {
 			rep.Took = time.Since(start)
 			s.metrics.observe(rep)
 			return rep, fmt.Errorf("engine: prune %q: %w", part, o.Err)
 		}
 		if first {
-			rep.Plan, through = o.Plan, o.Plan.Target
+			rep.Plan, through, epoch = o.Plan, o.Plan.Target, o.Plan.Partition.LogEpoch
 			rep.HorizonBefore, rep.HorizonAfter = o.Plan.Partition.HorizonSeq, o.Plan.Partition.HorizonSeq
+			first = false
 		}
 		if dryRun {
 			rep.Commits, rep.Changes, rep.IdempotencyRecords, rep.Tombstones = o.Result.Commits, o.Result.Changes, o.Result.IdempotencyRecords, o.Result.Tombstones

@@ -57,30 +57,26 @@ func (s *Segment) Bytes() ([]byte, error) {
 	return data, nil
 }
 
-// openSegment fetches segment segmentID of partition ("" for any) from
-// the segment cache, with the protocol's errors; a returned file is the
-// caller's to close.
-func (s *Service) openSegment(ctx context.Context, part, segmentID string) ([]segstore.Meta, []byte, *os.File, error) {
-	metas, data, f, err := s.segments.Open(ctx, part, segmentID)
-	switch {
-	case errors.Is(err, segstore.ErrNotFound):
-		return nil, nil, nil, syncerr.New(syncerr.NotFound, "no segment %s", syncerr.Quote(segmentID))
-	case errors.Is(err, segstore.ErrExpired):
-		return nil, nil, nil, syncerr.New(syncerr.SegmentExpired, "segment %s has expired; pull again", syncerr.Quote(segmentID))
-	case err != nil:
-		return nil, nil, nil, syncerr.Wrap(syncerr.InternalError, err, "reading the segment failed")
-	}
-	return metas, data, f, nil
+// notFound is the answer for a segment id the caller may not know of:
+// one never stored, and one published only in another partition or an
+// older log epoch, alike (SPEC §5.5: no existence leak).
+func notFound(segmentID string) error {
+	return syncerr.New(syncerr.NotFound, "no segment %s", syncerr.Quote(segmentID))
 }
 
 // Get authorizes and returns segment segmentID of the caller's
-// partition (SPEC §5.5). requested is the caller's requested scope map (the
-// X-Syncular-Scopes header). On every call the actor's scopes are resolved
-// again and intersected with requested; the digest of the effective map must
-// equal the segment's. Errors carry the protocol code:
-// sync.forbidden (digest mismatch, revocation, resolver failure, a requested
-// map the segment's table does not declare), sync.not_found (unknown
-// segment), sync.segment_expired (its TTL passed; pull again).
+// partition (SPEC §3.5, §5.5). requested is the caller's requested scope
+// map (the X-Syncular-Scopes header). On every call the actor's scopes
+// are resolved again and intersected with requested, and the partition's
+// live log epoch is read: the segment is served under a live publication
+// of the caller's partition in that epoch whose scope digest is the
+// digest of the effective map. Errors carry the protocol code:
+// sync.forbidden (revocation, resolver failure, a requested map the
+// segment's table does not declare, no publication of the caller's
+// partition and epoch with that digest), sync.not_found (unknown
+// segment, or one published only in another partition or an older log
+// epoch: the same answer), sync.segment_expired (the caller's partition
+// and epoch published it but no such publication is live; pull again).
 func (s *Service) Get(ctx context.Context, id access.Identity, segmentID string, requested map[string][]string) (*Segment, error) {
 	if id.Partition == "" || id.ActorID == "" {
 		return nil, syncerr.New(syncerr.AuthRequired, "request has no authenticated actor or partition")
@@ -97,9 +93,9 @@ func (s *Service) Get(ctx context.Context, id access.Identity, segmentID string,
 			zap.String("partition", id.Partition), zap.Error(rerr))
 		return nil, syncerr.New(syncerr.Forbidden, "the caller's scopes could not be resolved")
 	}
-	// The digest of (requested ∩ allowed) depends only on the entry's
-	// table: computed once per table, however many entries (pins, page
-	// sizes, scopes) stored the same bytes.
+	// The digest of (requested ∩ allowed) depends only on the
+	// publication's table: computed once per table, however many
+	// publications (pins, page sizes, scopes) share the bytes.
 	digests := map[string]string{} // table → digest; "" when refused
 	digestOf := func(table string) string {
 		d, ok := digests[table]
@@ -113,34 +109,100 @@ func (s *Service) Get(ctx context.Context, id access.Identity, segmentID string,
 		}
 		return d
 	}
-	return s.matchSegment(ctx, id.Partition, segmentID, func(m segstore.Meta) bool {
+	epochs := s.epochs()
+	return s.serve(ctx, id.Partition, segmentID, func(ctx context.Context, m segstore.Meta) (bool, error) {
+		ep, err := epochs(ctx, m.Partition)
+		return m.Partition == id.Partition && ep != "" && m.LogEpoch == ep, err
+	}, func(m segstore.Meta) bool {
 		d := digestOf(m.Table)
 		return d != "" && d == m.ScopeDigest
 	}, syncerr.New(syncerr.Forbidden, "the caller's effective scopes do not match segment %s", syncerr.Quote(segmentID)))
 }
 
-// matchSegment returns segment segmentID of part (every partition for
-// "") under its first entry that match accepts, or refusal. When no entry
-// matches and the entries came from the hot set, which may predate the
-// entry being looked for (the same bytes stored since under another scope
-// digest), the store is read once more before refusing.
-func (s *Service) matchSegment(ctx context.Context, part, segmentID string, match func(segstore.Meta) bool, refusal error) (*Segment, error) {
+// epochs returns a reader of partitions' live log epochs that reads each
+// partition once ("" for a partition that does not exist).
+func (s *Service) epochs() func(ctx context.Context, part string) (string, error) {
+	seen := map[string]string{}
+	return func(ctx context.Context, part string) (string, error) {
+		if ep, ok := seen[part]; ok {
+			return ep, nil
+		}
+		info, err := s.deps.Epochs.ReadPartition(ctx, part)
+		if err != nil {
+			return "", syncerr.Wrap(syncerr.InternalError, err, "reading the partition failed")
+		}
+		if !info.Exists {
+			info.LogEpoch = ""
+		}
+		seen[part] = info.LogEpoch
+		return info.LogEpoch, nil
+	}
+}
+
+// serve returns segment segmentID of part (every partition for "") under
+// a live publication that owns accepts (the caller's partition and live
+// log epoch) and match accepts (its scope digest), or: sync.not_found
+// when none is owned (unknown, another partition's, an older epoch's),
+// sync.segment_expired when none owned is live, refusal when none owned
+// and live matches. When the publications came from the hot set, which
+// may predate the one being looked for (the same bytes published since
+// under another scope digest, or in the epoch that followed a rotation),
+// the kept list is dropped and the segment opened once more before
+// refusing (whether this download or a concurrent one drops it: a list
+// kept again since was read after the drop).
+func (s *Service) serve(ctx context.Context, part, segmentID string, owns func(context.Context, segstore.Meta) (bool, error),
+	match func(segstore.Meta) bool, refusal error) (*Segment, error) {
 	for attempt := 0; ; attempt++ {
-		metas, data, f, err := s.openSegment(ctx, part, segmentID)
+		o, err := s.segments.Open(ctx, part, segmentID)
+		switch {
+		case errors.Is(err, segstore.ErrNotFound):
+			return nil, notFound(segmentID)
+		case err != nil:
+			return nil, syncerr.Wrap(syncerr.InternalError, err, "reading the segment failed")
+		}
+		seg, answer := s.pick(ctx, o.Pubs, owns, match, segmentID, refusal)
+		if seg != nil {
+			seg.Data, seg.File = o.Data, o.File
+			s.segments.CountServed(int(seg.Meta.ByteLength))
+			return seg, nil
+		}
+		_ = (&Segment{Data: o.Data, File: o.File}).Close()
+		if syncerr.CodeOf(answer) == syncerr.InternalError || attempt > 0 || !o.Kept {
+			return nil, answer
+		}
+		s.segments.Forget(part, segmentID)
+	}
+}
+
+// pick selects the publication of pubs a download is served under (see
+// serve), or the answer refusing it.
+func (s *Service) pick(ctx context.Context, pubs []segstore.Publication, owns func(context.Context, segstore.Meta) (bool, error),
+	match func(segstore.Meta) bool, segmentID string, refusal error) (*Segment, error) {
+	owned, live := false, false
+	for _, p := range pubs {
+		ok, err := owns(ctx, p.Meta)
 		if err != nil {
 			return nil, err
 		}
-		for _, m := range metas {
-			if match(m) {
-				s.segments.CountServed(int(m.ByteLength))
-				return &Segment{Meta: m, Data: data, File: f}, nil
-			}
+		if !ok {
+			continue
 		}
-		_ = (&Segment{Data: data, File: f}).Close()
-		if attempt > 0 || !s.segments.Forget(part, segmentID) {
-			return nil, refusal
+		owned = true
+		if !p.Live {
+			continue
+		}
+		live = true
+		if match(p.Meta) {
+			return &Segment{Meta: p.Meta}, nil
 		}
 	}
+	switch {
+	case !owned:
+		return nil, notFound(segmentID)
+	case !live:
+		return nil, syncerr.New(syncerr.SegmentExpired, "segment %s has expired; pull again", syncerr.Quote(segmentID))
+	}
+	return nil, refusal
 }
 
 // Stats returns the segment cache's counters.
@@ -156,9 +218,12 @@ func (s *Service) Sweep(ctx context.Context) (int, error) { return s.segments.Sw
 
 // GetSigned returns segment segmentID to the bearer of a signed URL
 // token (SPEC §5.4): no host auth; the token's MAC, expiry (60 s skew) and
-// segment id are checked, and a stored entry must match its scope digest
-// and audience. A bad token is sync.forbidden; an unknown or expired
-// segment is sync.not_found or sync.segment_expired.
+// segment id are checked (sync.forbidden otherwise). It is served under a
+// live publication of the partition the token's audience names, in that
+// partition's live log epoch, whose scope digest is the token's: none of
+// that partition and epoch is sync.not_found (as an unknown segment), none
+// of them live sync.segment_expired, none with the token's digest
+// sync.forbidden.
 func (s *Service) GetSigned(ctx context.Context, segmentID, token string) (*Segment, error) {
 	if s.deps.SignedURLs == nil {
 		return nil, syncerr.New(syncerr.Forbidden, "signed segment URLs are not enabled")
@@ -167,7 +232,20 @@ func (s *Service) GetSigned(ctx context.Context, segmentID, token string) (*Segm
 	if err != nil {
 		return nil, syncerr.Wrap(syncerr.Forbidden, err, "the signed segment URL is invalid or expired")
 	}
-	return s.matchSegment(ctx, "", segmentID, func(m segstore.Meta) bool {
-		return m.ScopeDigest == cl.ScopeDigest && s.deps.SignedURLs.Audience(m.Partition) == cl.Audience
+	audiences := map[string]bool{} // partition → its audience is the token's
+	epochs := s.epochs()
+	return s.serve(ctx, "", segmentID, func(ctx context.Context, m segstore.Meta) (bool, error) {
+		aud, ok := audiences[m.Partition]
+		if !ok {
+			aud = s.deps.SignedURLs.Audience(m.Partition) == cl.Audience
+			audiences[m.Partition] = aud
+		}
+		if !aud {
+			return false, nil
+		}
+		ep, err := epochs(ctx, m.Partition)
+		return ep != "" && m.LogEpoch == ep, err
+	}, func(m segstore.Meta) bool {
+		return m.ScopeDigest == cl.ScopeDigest
 	}, syncerr.New(syncerr.Forbidden, "the signed segment URL does not match segment %s", syncerr.Quote(segmentID)))
 }

@@ -9,6 +9,7 @@ package segments
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/synclane/synclane/engine/access"
 	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/schema"
+	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/segstore"
 )
 
@@ -58,7 +60,7 @@ type Options struct {
 	InlinePageBytes int
 	// StoreMaxBytes and StoreMaxFiles bound what the segment store holds
 	// (segstore.Quota): bytes, each segment's counted once however many
-	// entries share it, and segments (files, on the embedded store). Over
+	// publications share it, and segments (files, on the embedded store). Over
 	// either, expired segments and then the least recently used ones not
 	// handed out within PinFor are evicted after each build; when every
 	// stored segment is pinned a new one is not kept (a ref page answers
@@ -83,6 +85,11 @@ type Deps struct {
 	// Resolver resolves the caller's scopes on every download (the
 	// engine's panic-safe resolver).
 	Resolver access.ScopeResolver
+	// Epochs reads a partition's live log epoch on every download (the
+	// engine gives its backend's Log role): only publications of that
+	// epoch are served. Without it every download fails closed
+	// (sync.internal_error).
+	Epochs EpochReader
 	// SignedURLs, when set with PublicURL, signs segment URLs for clients
 	// accepting them (engine.Config.SignedURLs, engine.Config.PublicURL).
 	SignedURLs *segstore.Signer
@@ -90,6 +97,19 @@ type Deps struct {
 	// Now is the clock and Logger the log (both required).
 	Now    func() time.Time
 	Logger *zap.Logger
+}
+
+// EpochReader reads a partition's registry entry: its live log epoch
+// (storage.Log implements it).
+type EpochReader interface {
+	ReadPartition(ctx context.Context, partition string) (storage.PartitionInfo, error)
+}
+
+// noEpochs is the EpochReader of a service given none: it reads nothing.
+type noEpochs struct{}
+
+func (noEpochs) ReadPartition(context.Context, string) (storage.PartitionInfo, error) {
+	return storage.PartitionInfo{}, errors.New("segments: no epoch reader configured (Deps.Epochs)")
 }
 
 // Service serves segments. It is safe for concurrent use.
@@ -107,6 +127,9 @@ type Service struct {
 func New(opts Options, deps Deps) *Service {
 	if opts.Store == nil {
 		opts.Store = segstore.NewMemory()
+	}
+	if deps.Epochs == nil {
+		deps.Epochs = noEpochs{}
 	}
 	c := segstore.NewCache(opts.Store, opts.TTL, deps.Now, deps.Logger)
 	if opts.HotBytes == 0 {

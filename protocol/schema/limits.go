@@ -61,6 +61,8 @@ const (
 	KindIndex = 'i'
 	// KindScope is the per-scope-column index PostgreSQL adds.
 	KindScope = 's'
+	// KindReference is the index of a reference column (SPEC §6.11).
+	KindReference = 'r'
 )
 
 // IndexIdent is the database-wide storage name of an index of table: a
@@ -103,6 +105,9 @@ func (t *Table) derivedIdents() [][2]string {
 			out = append(out, [2]string{t.ScopeIndexIdent(sv.Column), "scope column " + t.Columns[sv.Column].Name})
 		}
 	}
+	for _, r := range t.References {
+		out = append(out, [2]string{t.ReferenceIndexIdent(r.Column), "reference column " + t.Columns[r.Column].Name})
+	}
 	return out
 }
 
@@ -120,6 +125,15 @@ type canonicalTable struct {
 	PK      string            `json:"primaryKey"`
 	Scopes  []canonicalScope  `json:"scopes"`
 	Indexes []canonicalIndex  `json:"indexes"`
+	// References is left out when there are none, so a schema without
+	// references keeps the fingerprint it had before they existed.
+	References []canonicalRef `json:"references,omitempty"`
+}
+
+type canonicalRef struct {
+	Column   string `json:"column"`
+	Parent   string `json:"parentTable"`
+	OnDelete string `json:"onDelete"`
 }
 
 type canonicalColumn struct {
@@ -165,6 +179,9 @@ func (s *Schema) Canonical() []byte {
 			}
 			ct.Indexes = append(ct.Indexes, ci)
 		}
+		for _, r := range t.References {
+			ct.References = append(ct.References, canonicalRef{Column: t.Columns[r.Column].Name, Parent: r.Parent.Name, OnDelete: string(r.OnDelete)})
+		}
 		c.Tables = append(c.Tables, ct)
 	}
 	b, err := json.Marshal(c)
@@ -203,6 +220,9 @@ func (s *Schema) Source() Source {
 				is.Columns = append(is.Columns, t.Columns[c].Name)
 			}
 			ts.Indexes = append(ts.Indexes, is)
+		}
+		for _, r := range t.References {
+			ts.References = append(ts.References, ReferenceSource{Column: t.Columns[r.Column].Name, ParentTable: r.Parent.Name, OnDelete: string(r.OnDelete)})
 		}
 		src.Tables = append(src.Tables, ts)
 	}

@@ -30,6 +30,9 @@ type TableSource struct {
 	Columns    []ColumnSource    `json:"columns"`
 	PrimaryKey json.RawMessage   `json:"primaryKey"` // "col" or ["col"]
 	Scopes     []json.RawMessage `json:"scopes"`     // "prefix:{var}" or {"pattern","column"}
+	// References are the table's declared references (references.go),
+	// recorded only when there are any.
+	References []ReferenceSource `json:"references,omitempty"`
 	Indexes    []IndexSource     `json:"indexes"`
 }
 
@@ -76,15 +79,21 @@ type Schema struct {
 type Table struct {
 	Name    string
 	Columns []ssp2.Column
-	// PK is the index in Columns of the primary-key column (a non-null
-	// string column whose value is the wire rowId).
+	// PK is the index in Columns of the primary-key column: a non-null
+	// string, integer, boolean or json column whose value, rendered as a
+	// string (RenderKey), is the wire rowId (keys.go).
 	PK      int
 	Scopes  []ScopeVar
 	Indexes []Index
 	// Meta holds each column's IR-only metadata, parallel to Columns.
-	Meta    []ColumnMeta
-	colIdx  map[string]int
-	scopeOf map[string]*ScopeVar
+	Meta []ColumnMeta
+	// References are the table's declared references, in declaration
+	// order; ReferencedBy the references other tables (or this one)
+	// declare to it (references.go).
+	References   []Reference
+	ReferencedBy []ChildReference
+	colIdx       map[string]int
+	scopeOf      map[string]*ScopeVar
 }
 
 // ScopeVar is one declared scope pattern "prefix:{var}" bound to a column.
@@ -186,6 +195,18 @@ func CompileWith(src Source, opts Options) (*Schema, error) {
 			return nil, &tableError{i, fmt.Errorf("schema: table %q: same name as table %q ignoring case (SQLite would store both in one table)", t.Name, prev)}
 		}
 		folded[strings.ToLower(t.Name)] = t.Name
+		s.byName[t.Name] = t
+		s.Tables = append(s.Tables, t)
+		for _, sv := range t.Scopes {
+			s.vars[sv.Var] = true
+		}
+	}
+	if err := s.compileReferences(src); err != nil {
+		return nil, err
+	}
+	// Storage names of every index, references' included (so after they
+	// are compiled): no two may collide, and their number is bounded.
+	for i, t := range s.Tables {
 		for _, id := range t.derivedIdents() {
 			key := strings.ToLower(id[0])
 			if prev, dup := derived[key]; dup {
@@ -194,12 +215,7 @@ func CompileWith(src Source, opts Options) (*Schema, error) {
 			derived[key] = [2]string{t.Name, id[1]}
 		}
 		if len(derived) > MaxSchemaIndexes {
-			return nil, &tableError{i, fmt.Errorf("schema: table %q: the schema needs more than %d indexes (declared ones and one per scope column)", t.Name, MaxSchemaIndexes)}
-		}
-		s.byName[t.Name] = t
-		s.Tables = append(s.Tables, t)
-		for _, sv := range t.Scopes {
-			s.vars[sv.Var] = true
+			return nil, &tableError{i, fmt.Errorf("schema: table %q: the schema needs more than %d indexes (declared ones, one per scope column, one per reference column)", t.Name, MaxSchemaIndexes)}
 		}
 	}
 	return s, nil
@@ -269,8 +285,10 @@ func compileTable(ts TableSource, crdt map[string]bool) (*Table, error) {
 	if !ok {
 		return nil, fmt.Errorf("primaryKey %q: no such column", pk)
 	}
-	if c := t.Columns[pki]; c.Type != ssp2.TypeString || c.Nullable {
-		return nil, fmt.Errorf("primaryKey %q: must be a non-nullable string column", pk)
+	if c := t.Columns[pki]; !KeyTypeEligible(c.Type) {
+		return nil, fmt.Errorf("primaryKey %q: a %s column cannot be a primary key (SPEC §2.4: the key must be string, integer, boolean or json, whose rowId rendering every implementation shares)", pk, ssp2.ColumnTypeName(c.Type))
+	} else if c.Nullable {
+		return nil, fmt.Errorf("primaryKey %q: must be a non-nullable column", pk)
 	}
 	if t.Meta[pki].Encrypted {
 		return nil, fmt.Errorf("primaryKey %q: cannot be encrypted", pk)

@@ -83,6 +83,35 @@ func (s *Store) PutClient(ctx context.Context, partition string, recs ...storage
 	return nil
 }
 
+// AdvanceClients raises the cursors and timestamps of existing records
+// under the partition's state lock, which RotateLogEpoch holds while it
+// changes the epoch and deletes the records.
+func (s *Store) AdvanceClients(ctx context.Context, partition, logEpoch string, acks ...storage.ClientAdvance) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	_, p, err := s.schemaAndPart(partition)
+	if err != nil {
+		return 0, fmt.Errorf("memory: advance clients: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.info.Exists || p.info.LogEpoch != logEpoch {
+		return 0, nil
+	}
+	n := 0
+	for _, a := range acks {
+		rec, ok := p.clients[a.ClientID]
+		if !ok || rec.ActorID != a.ActorID {
+			continue
+		}
+		rec.Cursor, rec.UpdatedAtMs = max(rec.Cursor, a.Cursor), max(rec.UpdatedAtMs, a.AtMs)
+		p.clients[a.ClientID] = rec
+		n++
+	}
+	return n, nil
+}
+
 // BindClient returns the actor of the existing record of clientID or, when
 // there is none, creates one bound to actorID (cursor -1, no
 // subscriptions), under the partition's state lock, which every handle

@@ -91,9 +91,10 @@ func (s *Store) FirstCommitAfter(ctx context.Context, partition string, afterSeq
 	return 0, nil
 }
 
-// PruneBatch deletes one batch under the partition's write lock, with the
-// committed state published at once under its state lock.
-func (s *Store) PruneBatch(ctx context.Context, partition string, throughSeq int64, maxCommits int) (storage.PruneResult, error) {
+// PruneBatch deletes one batch under the partition's write lock (the one
+// RotateLogEpoch and RestorePartition take), with the committed state
+// published at once under its state lock; the epoch is verified first.
+func (s *Store) PruneBatch(ctx context.Context, partition string, req storage.PruneRequest) (storage.PruneResult, error) {
 	_, p, err := s.schemaAndPart(partition)
 	if err != nil {
 		return storage.PruneResult{}, fmt.Errorf("memory: prune %q: %w", partition, err)
@@ -105,11 +106,17 @@ func (s *Store) PruneBatch(ctx context.Context, partition string, throughSeq int
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h := p.info.HorizonSeq
-	res := storage.PruneResult{HorizonSeq: h}
-	if !p.info.Exists || maxCommits < 1 {
+	res := storage.PruneResult{PreviousHorizonSeq: h, HorizonSeq: h}
+	if !p.info.Exists {
+		return storage.PruneResult{}, nil
+	}
+	if p.info.LogEpoch != req.LogEpoch {
+		return res, fmt.Errorf("memory: prune %q at epoch %q (now %q): %w", partition, req.LogEpoch, p.info.LogEpoch, storage.ErrLogEpochChanged)
+	}
+	if req.MaxCommits < 1 {
 		return res, nil
 	}
-	upTo := min(throughSeq, p.info.MaxCommitSeq, h+int64(maxCommits))
+	upTo := min(req.ThroughSeq, p.info.MaxCommitSeq, h+int64(req.MaxCommits))
 	if upTo <= h {
 		return res, nil
 	}
@@ -151,9 +158,12 @@ func (s *Store) CountPrune(ctx context.Context, partition string, throughSeq int
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	h := p.info.HorizonSeq
-	res := storage.PruneResult{HorizonSeq: h}
+	res := storage.PruneResult{PreviousHorizonSeq: h, HorizonSeq: h}
 	upTo := min(throughSeq, p.info.MaxCommitSeq)
-	if !p.info.Exists || upTo <= h {
+	if !p.info.Exists {
+		return storage.PruneResult{}, nil
+	}
+	if upTo <= h {
 		return res, nil
 	}
 	for _, c := range p.commits[:upTo-h] {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 
 	"github.com/synclane/synclane/storage"
 )
@@ -70,7 +69,32 @@ func (s *Store) ScanChanges(ctx context.Context, partition string, q storage.Cha
 	return out, nil
 }
 
-// ScanRows returns committed rows in byte order of their primary key.
+// LatestScopeCommit finds the newest seq <= q.UpToSeq in the posting
+// lists of q.Var's values (binary search per value).
+func (s *Store) LatestScopeCommit(ctx context.Context, partition string, q storage.ScopeCommitQuery) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	_, p, err := s.schemaAndPart(partition)
+	if err != nil {
+		return 0, fmt.Errorf("memory: latest scope commit: %w", err)
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	idx := p.scopeIdx[q.Table]
+	var latest int64
+	for _, val := range q.Values {
+		seqs := idx[q.Var+"\x00"+val]
+		i, _ := slices.BinarySearch(seqs, q.UpToSeq+1) // the first seq above UpToSeq
+		if i > 0 {
+			latest = max(latest, seqs[i-1])
+		}
+	}
+	return latest, nil
+}
+
+// ScanRows returns committed rows in primary-key order (st.CompareRowIDs:
+// the key's native order, storage/keys.go).
 func (s *Store) ScanRows(ctx context.Context, partition string, q storage.RowQuery) ([]storage.RowRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -87,14 +111,14 @@ func (s *Store) ScanRows(ctx context.Context, partition string, q storage.RowQue
 	defer p.mu.RUnlock()
 	var out []storage.RowRecord
 	for id, r := range p.rows[st.Name] {
-		if q.AfterRowID != nil && id <= *q.AfterRowID {
+		if q.AfterRowID != nil && st.CompareRowIDs(id, *q.AfterRowID) <= 0 {
 			continue
 		}
 		if rowMatches(st, r.Values, q.Scopes) {
 			out = append(out, r)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].RowID < out[j].RowID })
+	slices.SortFunc(out, func(a, b storage.RowRecord) int { return st.CompareRowIDs(a.RowID, b.RowID) })
 	if q.Limit > 0 && len(out) > q.Limit {
 		out = out[:q.Limit]
 	}

@@ -3,7 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage"
@@ -71,8 +71,12 @@ func (tx *pushTx) check(ctx context.Context, op string) error {
 	return nil
 }
 
-// table resolves t against the ensured schema.
+// table resolves t against the ensured schema (a nil t is an error, as
+// on the other backends, not a panic).
 func (tx *pushTx) table(t *schema.Table) (*schema.Table, error) {
+	if t == nil {
+		return nil, fmt.Errorf("memory: nil table")
+	}
 	st := tx.sch.Table(t.Name)
 	if st == nil {
 		return nil, fmt.Errorf("memory: table %q is not in the ensured schema", t.Name)
@@ -294,7 +298,7 @@ func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string, 
 	if _, ok := tx.current(st.Name, rowID); ok {
 		tx.stage(st.Name, rowID, nil)
 	}
-	if storage.CheckTombstone(tx.info.Partition, st.Name, rowID) != nil {
+	if storage.CheckTombstoneOf(tx.info.Partition, st, rowID) != nil {
 		return nil // no such row can exist: no tombstone, as on every backend
 	}
 	tx.stageTomb(st.Name, rowID, tombstoneSeq)
@@ -317,7 +321,7 @@ func (tx *pushTx) Tombstone(ctx context.Context, t *schema.Table, rowID string) 
 	if err != nil {
 		return 0, err
 	}
-	if storage.CheckTombstone(tx.info.Partition, st.Name, rowID) != nil {
+	if storage.CheckTombstoneOf(tx.info.Partition, st, rowID) != nil {
 		return 0, nil
 	}
 	if seq, staged := tx.tombs[st.Name][rowID]; staged {
@@ -489,7 +493,7 @@ func (tx *pushTx) finish() {
 }
 
 // ScanRows answers storage.PushTx: committed rows overlaid with this
-// transaction's staged writes, in primary-key byte order.
+// transaction's staged writes, in primary-key order (storage/keys.go).
 func (tx *pushTx) ScanRows(ctx context.Context, q storage.RowQuery) ([]storage.RowRecord, error) {
 	if err := tx.check(ctx, "scan rows"); err != nil {
 		return nil, err
@@ -498,10 +502,35 @@ func (tx *pushTx) ScanRows(ctx context.Context, q storage.RowQuery) ([]storage.R
 	if err != nil {
 		return nil, err
 	}
+	return tx.scan(st, q.AfterRowID, q.Limit, func(r storage.RowRecord) bool { return rowMatches(st, r.Values, q.Scopes) }), nil
+}
+
+// ScanByColumn returns the rows of q.Table whose column q.Column equals
+// q.Value, as this transaction sees them, in primary-key order.
+func (tx *pushTx) ScanByColumn(ctx context.Context, q storage.ColumnQuery) ([]storage.RowRecord, error) {
+	if err := tx.check(ctx, "scan by column"); err != nil {
+		return nil, err
+	}
+	st, err := tx.table(q.Table)
+	if err != nil {
+		return nil, err
+	}
+	if err := q.Check(st); err != nil {
+		return nil, fmt.Errorf("memory: %w", err)
+	}
+	return tx.scan(st, q.AfterRowID, q.Limit, func(r storage.RowRecord) bool {
+		return q.Column < len(r.Values) && valueEqual(r.Values[q.Column], q.Value)
+	}), nil
+}
+
+// scan returns copies of the rows of st this transaction sees that match,
+// in primary-key order (st.CompareRowIDs, the key's native order),
+// strictly after after (when set), at most limit (0: all).
+func (tx *pushTx) scan(st *schema.Table, after *string, limit int, match func(storage.RowRecord) bool) []storage.RowRecord {
 	staged := tx.rows[st.Name]
 	var out []storage.RowRecord
 	keep := func(id string, r storage.RowRecord) {
-		if (q.AfterRowID == nil || id > *q.AfterRowID) && rowMatches(st, r.Values, q.Scopes) {
+		if (after == nil || st.CompareRowIDs(id, *after) > 0) && match(r) {
 			out = append(out, copyRecord(r, len(st.Columns)))
 		}
 	}
@@ -517,9 +546,9 @@ func (tx *pushTx) ScanRows(ctx context.Context, q storage.RowQuery) ([]storage.R
 			keep(id, *r)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].RowID < out[j].RowID })
-	if q.Limit > 0 && len(out) > q.Limit {
-		out = out[:q.Limit]
+	slices.SortFunc(out, func(a, b storage.RowRecord) int { return st.CompareRowIDs(a.RowID, b.RowID) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
 	}
-	return out, nil
+	return out
 }

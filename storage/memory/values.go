@@ -79,8 +79,8 @@ func checkShape(t *schema.Table, rec storage.RowRecord) error {
 	if len(rec.Values) != len(t.Columns) {
 		return fmt.Errorf("memory: table %s: row has %d values, schema has %d columns", t.Name, len(rec.Values), len(t.Columns))
 	}
-	if pk, _ := rec.Values[t.PK].(string); pk != rec.RowID {
-		return fmt.Errorf("memory: table %s: primary key value %v does not match rowID %q", t.Name, rec.Values[t.PK], rec.RowID)
+	if id, ok := t.RowID(rec.Values); !ok || id != rec.RowID {
+		return fmt.Errorf("memory: table %s: primary key value %v does not render as rowID %q", t.Name, rec.Values[t.PK], rec.RowID)
 	}
 	return nil
 }

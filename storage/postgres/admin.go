@@ -197,13 +197,14 @@ func (s *Store) AdminRow(ctx context.Context, partition string, t *schema.Table,
 	if err != nil {
 		return nil, err
 	}
-	if !storage.Storable(partition) || !storage.Storable(rowID) {
+	key, ok := keyArg(ts.t, rowID)
+	if !storage.Storable(partition) || !ok {
 		return nil, nil
 	}
 	var rec *storage.RowRecord
 	err = retry(ctx, "AdminRow", func() error {
 		rs := newRowScanner(ts.t)
-		err := s.pool.QueryRow(ctx, ts.get, partition, rowID).Scan(rs.targets...)
+		err := s.pool.QueryRow(ctx, ts.get, partition, key).Scan(rs.targets...)
 		if errors.Is(err, pgx.ErrNoRows) {
 			rec = nil
 			return nil

@@ -7,10 +7,12 @@
 // partition registry, commits, changes, the inverted change-scope index,
 // idempotency records, client records and delete tombstones) and one
 // relational table per synced table, named after it, keyed by
-// (partition_id, primary key) with the primary key column in COLLATE "C"
-// so row order is byte order, holding each row's _sync_version and
-// _sync_column_versions (storage.ColumnVersions; NULL in rows written
-// before it existed, added to such tables without a rewrite). All of
+// (partition_id, primary key) with a text primary key column (string,
+// json) in COLLATE "C", so row order is byte order (an integer or boolean
+// key orders as its type does, storage/keys.go), holding each row's
+// _sync_version and _sync_column_versions (storage.ColumnVersions; NULL
+// in rows written before it existed, added to such tables without a
+// rewrite). All of
 // them live in Options.Schema when it is set (names are schema-qualified in
 // every statement), else in the connection's search_path.
 //

@@ -68,7 +68,9 @@ func (s *Store) EncodeRows(ctx context.Context, partition string, q storage.RowQ
 			if err := encodeWireRow(raw, fds, t.Columns, sb); err != nil {
 				return &rowError{err}
 			}
-			last = append(last[:0], raw[t.PK]...)
+			if last, err = appendWireRowID(last[:0], raw[t.PK], fds[t.PK].Format, t.Columns[t.PK]); err != nil {
+				return &rowError{fmt.Errorf("primary key %s: %w", t.Columns[t.PK].Name, err)}
+			}
 			out.Rows++
 		}
 		if err := rows.Err(); err != nil && appended && retryableConflict(err) {
@@ -144,6 +146,20 @@ func encodeWireRow(raw [][]byte, fds []pgconn.FieldDescription, cols []ssp2.Colu
 		}
 	}
 	return sb.EndRow()
+}
+
+// appendWireRowID appends the row id of a key's wire bytes (schema.RenderKey
+// of the value encodeWireRow reads from them) to dst.
+func appendWireRowID(dst, v []byte, format int16, c ssp2.Column) ([]byte, error) {
+	switch c.Type {
+	case ssp2.TypeInteger:
+		n, err := wireInt(v, format)
+		return strconv.AppendInt(dst, n, 10), err
+	case ssp2.TypeBoolean:
+		b, err := wireBool(v, format)
+		return strconv.AppendBool(dst, b), err
+	}
+	return append(dst, v...), nil // text: the same bytes in both formats
 }
 
 func wireInt(v []byte, format int16) (int64, error) {

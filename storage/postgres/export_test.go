@@ -44,3 +44,13 @@ func ChangeRangeSQL(s *Store, partition string, q storage.ChangeQuery, after, up
 func ChangeCompletionSQL(s *Store, partition string, q storage.ChangeQuery, seq int64, afterIdx int32) (string, []any) {
 	return s.changeRangeSQL(partition, q, slices.Sorted(maps.Keys(q.Scopes)), rangeArgs{onlySeq: seq, afterIdx: afterIdx})
 }
+
+// ColumnScanSQL returns the statement ScanByColumn runs on column col of
+// table (after: a page after a row id).
+func ColumnScanSQL(s *Store, table string, col int, after bool) (string, error) {
+	ts, err := s.table(table)
+	if err != nil {
+		return "", err
+	}
+	return ts.columnScanSQL(col, after), nil
+}

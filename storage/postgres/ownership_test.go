@@ -205,7 +205,11 @@ func TestStaleFenceWritesNothing(t *testing.T) {
 			return tx.Commit(ctx)
 		}},
 		{"prune batch", func(ctx context.Context, s *postgres.Store) error {
-			res, err := s.PruneBatch(ctx, part, 2, 10)
+			info, err := s.ReadPartition(ctx, part)
+			if err != nil {
+				return err
+			}
+			res, err := s.PruneBatch(ctx, part, storage.PruneRequest{LogEpoch: info.LogEpoch, ThroughSeq: 2, MaxCommits: 10})
 			if err == nil && res.HorizonSeq != 2 {
 				return fmt.Errorf("PruneBatch pruned through %d, want 2", res.HorizonSeq)
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -136,6 +137,67 @@ func (s *Store) PutClient(ctx context.Context, partition string, recs ...storage
 		return err
 	}
 	return skipErr
+}
+
+// AdvanceClients is one transaction sending, in one round trip, a share
+// lock on the partition's registry row (a rotation's lockPartition takes
+// it for update, so the two serialize; a push's order: registry row, then
+// client records) reading its epoch and generation, then one UPDATE per
+// ack in clientId order (as PutClient locks them) raising the cursor and
+// timestamp to their maxima where the actor matches and the epoch is
+// logEpoch. A stale ownership fence in ctx rolls it back
+// (storage.ErrOwnershipLost).
+func (s *Store) AdvanceClients(ctx context.Context, partition, logEpoch string, acks ...storage.ClientAdvance) (int, error) {
+	if err := s.ready(); err != nil {
+		return 0, err
+	}
+	if len(acks) == 0 || !storage.Storable(partition) || !storage.Storable(logEpoch) {
+		return 0, nil
+	}
+	keep := make([]storage.ClientAdvance, 0, len(acks))
+	for _, a := range acks {
+		if storage.Storable(a.ClientID) && storage.Storable(a.ActorID) {
+			keep = append(keep, a)
+		}
+	}
+	slices.SortFunc(keep, func(a, b storage.ClientAdvance) int { return strings.Compare(a.ClientID, b.ClientID) })
+	update := `UPDATE ` + s.q.clients + ` SET cursor = GREATEST(cursor, $3), updated_at_ms = GREATEST(updated_at_ms, $4)
+WHERE partition = $1 AND client_id = $2 AND actor_id = $5
+  AND EXISTS (SELECT 1 FROM ` + s.q.partitions + ` WHERE partition = $1 AND log_epoch = $6)`
+	n := 0
+	err := retry(ctx, "AdvanceClients", func() error {
+		n = 0
+		b := &pgx.Batch{}
+		var gen int64 // stays 0 when the partition has no registry row
+		b.Queue(s.q.shareOwner, partition).QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(&gen); !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			return nil
+		})
+		for _, a := range keep {
+			b.Queue(update, partition, a.ClientID, a.Cursor, a.AtMs, a.ActorID, logEpoch).Exec(func(ct pgconn.CommandTag) error {
+				n += int(ct.RowsAffected())
+				return nil
+			})
+		}
+		tx, err := s.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // no-op after Commit
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		if err := checkFence(ctx, partition, gen); err != nil {
+			return err // the deferred rollback undoes the updates
+		}
+		return tx.Commit(ctx)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // PutClients answers storage.PushTx: PutClient's upserts sent on the

@@ -146,19 +146,21 @@ ORDER BY seq LIMIT 1`, partition, afterSeq, upToSeq, createdAfterMs).Scan(&seq)
 // the next pass does it again, so it need not wait for the WAL flush that
 // pushes wait for. An ownership fence in ctx (storage.WithFence) is
 // compared with the generation the lock statement reads: a stale one
-// fails the batch with storage.ErrOwnershipLost before any delete is sent.
-func (s *Store) PruneBatch(ctx context.Context, partition string, throughSeq int64, maxCommits int) (storage.PruneResult, error) {
+// fails the batch with storage.ErrOwnershipLost before any delete is sent,
+// and so does a log epoch other than req.LogEpoch, read from the locked
+// row (storage.ErrLogEpochChanged): RotateLogEpoch and RestorePartition
+// take the same row lock, so a batch and a rotation serialize.
+func (s *Store) PruneBatch(ctx context.Context, partition string, req storage.PruneRequest) (storage.PruneResult, error) {
 	if err := s.ready(); err != nil {
 		return storage.PruneResult{}, err
 	}
-	if !storage.Storable(partition) || maxCommits < 1 {
-		info, err := s.ReadPartition(ctx, partition)
-		return storage.PruneResult{HorizonSeq: info.HorizonSeq}, err
+	if !storage.Storable(partition) {
+		return storage.PruneResult{}, nil // never created: cannot be pruned
 	}
 	var res storage.PruneResult
 	err := retry(ctx, "PruneBatch", func() error {
 		var err error
-		res, err = s.pruneBatch(ctx, partition, throughSeq, int64(maxCommits))
+		res, err = s.pruneBatch(ctx, partition, req.LogEpoch, req.ThroughSeq, int64(req.MaxCommits))
 		return err
 	})
 	return res, err
@@ -173,7 +175,7 @@ type commitKey struct {
 	client, cc string
 }
 
-func (s *Store) pruneBatch(ctx context.Context, partition string, throughSeq, maxCommits int64) (storage.PruneResult, error) {
+func (s *Store) pruneBatch(ctx context.Context, partition, logEpoch string, throughSeq, maxCommits int64) (storage.PruneResult, error) {
 	var res storage.PruneResult
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -240,9 +242,15 @@ WHERE `+rng, partition, throughSeq, maxCommits).Query(func(rows pgx.Rows) error 
 		return res, err // nothing deleted yet: the deferred ROLLBACK ends the transaction
 	}
 	h := info.HorizonSeq
-	res.HorizonSeq = h
+	res.PreviousHorizonSeq, res.HorizonSeq = h, h
+	if info.LogEpoch != logEpoch {
+		// Rotated or restored since the plan read its inputs (the rotation
+		// holds this row lock too): nothing deleted, the deferred ROLLBACK
+		// ends the transaction.
+		return res, fmt.Errorf("prune %q at epoch %q (now %q): %w", partition, logEpoch, info.LogEpoch, storage.ErrLogEpochChanged)
+	}
 	upTo := min(throughSeq, info.MaxCommitSeq, h+maxCommits)
-	if upTo <= h {
+	if maxCommits < 1 || upTo <= h {
 		return res, nil
 	}
 	b = &pgx.Batch{}
@@ -276,10 +284,10 @@ WHERE `+rng, partition, throughSeq, maxCommits).Query(func(rows pgx.Rows) error 
 		return nil
 	})
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return storage.PruneResult{HorizonSeq: h}, err
+		return storage.PruneResult{PreviousHorizonSeq: h, HorizonSeq: h}, err
 	}
 	if tag != "COMMIT" {
-		return storage.PruneResult{HorizonSeq: h}, fmt.Errorf("prune (%d, %d]: the transaction was rolled back (server answered %q)", h, upTo, tag)
+		return storage.PruneResult{PreviousHorizonSeq: h, HorizonSeq: h}, fmt.Errorf("prune (%d, %d]: the transaction was rolled back (server answered %q)", h, upTo, tag)
 	}
 	finished = true
 	res.IdempotencyRecords, res.HorizonSeq = idem, upTo
@@ -317,6 +325,7 @@ FROM b`
 		if err != nil {
 			return err
 		}
+		res.PreviousHorizonSeq = res.HorizonSeq
 		res.HorizonSeq = max(res.HorizonSeq, upTo)
 		res.IdempotencyRecords = applied + rejected
 		return nil

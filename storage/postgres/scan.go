@@ -62,6 +62,33 @@ func (s *Store) ScanChanges(ctx context.Context, partition string, q storage.Cha
 	return out, err
 }
 
+// LatestScopeCommit reads the scope index (change_scopes) of q.Var's
+// values: per value the newest entry at or below q.UpToSeq, one backward
+// probe of the primary key (LATERAL ... ORDER BY seq DESC LIMIT 1), and
+// the largest of them. Values that are not storage.Storable match nothing
+// stored and are not sent.
+func (s *Store) LatestScopeCommit(ctx context.Context, partition string, q storage.ScopeCommitQuery) (int64, error) {
+	if err := s.ready(); err != nil {
+		return 0, err
+	}
+	vals := storage.StorableValues(q.Values)
+	if len(vals) == 0 || !storage.Storable(partition) || !storage.Storable(q.Table) || !storage.Storable(q.Var) {
+		return 0, nil
+	}
+	query := `SELECT max(x.seq) FROM unnest($3::text[]) AS v(value)
+CROSS JOIN LATERAL (SELECT s.seq FROM ` + s.q.changeScopes + ` s
+  WHERE s.partition = $1 AND s.table_name = $2 AND s.var = $4 AND s.value = v.value AND s.seq <= $5
+  ORDER BY s.seq DESC, s.idx DESC LIMIT 1) x`
+	var seq *int64
+	err := retry(ctx, "LatestScopeCommit", func() error {
+		return s.pool.QueryRow(ctx, query, partition, q.Table, distinct(vals), q.Var, q.UpToSeq).Scan(&seq)
+	})
+	if err != nil || seq == nil {
+		return 0, err
+	}
+	return *seq, nil
+}
+
 // rangeArgs selects either a seq range with a change limit or, when
 // onlySeq > 0, the changes of one commit after index afterIdx.
 type rangeArgs struct {
@@ -114,8 +141,10 @@ func (s *Store) scanChangeRange(ctx context.Context, partition string, q storage
 }
 
 // ScanRows returns up to q.Limit rows of q.Table in the partition whose
-// scope columns hold one of the listed values, in primary key byte order
-// (COLLATE "C"), strictly after q.AfterRowID when set. Values for integer
+// scope columns hold one of the listed values, in primary-key order
+// (storage/keys.go: byte order, COLLATE "C", for string and json keys;
+// the column's own order for integer and boolean keys), strictly after
+// q.AfterRowID when set (storage.AfterKey). Values for integer
 // scope columns match only in canonical decimal form. A scope var the table
 // does not declare, or an empty value list, matches nothing. Limit <= 0
 // returns no rows. Each var's values are bound as one array parameter
@@ -225,16 +254,44 @@ func rowsSQL(ts *tableSQL, partition string, q storage.RowQuery) (query string, 
 			fmt.Fprintf(&sb, " AND %s = ANY($%d::text[])", ts.cols[sv.Column], len(args))
 		}
 	}
-	pk := ts.cols[ts.t.PK]
+	pk, order := ts.cols[ts.t.PK], pkOrder(ts)
 	if q.AfterRowID != nil {
-		after, _, _ := strings.Cut(*q.AfterRowID, "\x00")
-		args = append(args, after)
-		fmt.Fprintf(&sb, ` AND %s > $%d COLLATE "C"`, pk, len(args))
+		after, all, none := storage.AfterKey(ts.t, *q.AfterRowID)
+		if none {
+			return "", nil, true
+		}
+		if !all {
+			if text, ok := after.(string); ok {
+				after, _, _ = strings.Cut(text, "\x00")
+			}
+			args = append(args, after)
+			fmt.Fprintf(&sb, ` AND %s > $%d%s`, pk, len(args), pkCast(ts))
+		}
 	}
 	args = append(args, q.Limit)
-	fmt.Fprintf(&sb, ` ORDER BY %s COLLATE "C" LIMIT $%d`, pk, len(args))
+	fmt.Fprintf(&sb, ` ORDER BY %s LIMIT $%d`, order, len(args))
 
 	return sb.String(), args, false
+}
+
+// pkOrder is the ORDER BY of ts's rows: the primary key in its index's
+// order (storage/keys.go), which for a text key (string, json) is byte
+// order (COLLATE "C", the column's own collation).
+func pkOrder(ts *tableSQL) string {
+	if pgType(ts.t.Columns[ts.t.PK].Type) == "text" {
+		return ts.cols[ts.t.PK] + ` COLLATE "C"`
+	}
+	return ts.cols[ts.t.PK]
+}
+
+// pkCast types a parameter compared with ts's primary key: COLLATE "C"
+// for a text key, a cast to the key column's type for the others (so the
+// parameter's type never depends on inference).
+func pkCast(ts *tableSQL) string {
+	if typ := pgType(ts.t.Columns[ts.t.PK].Type); typ != "text" {
+		return "::" + typ
+	}
+	return ` COLLATE "C"`
 }
 
 // changeRangeSQL builds the statement of scanChangeRange. Its shape leaves

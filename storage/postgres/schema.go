@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -35,7 +36,11 @@ const columnVersionsCol = "_sync_column_versions"
 // different stored fingerprint (sync_schema_meta.schema_fingerprint) fails
 // with storage.ErrSchemaChanged before any row table is touched (a missing
 // fingerprint is adopted). Indexes are named by schema.IndexIdent; one
-// found under its legacy name is renamed. Serialization failures
+// found under its legacy name is renamed. Each declared reference column
+// gets its index (schema.Table.ReferenceIndexIdent, references.go), also
+// when a bump adds the reference to a table that holds rows: the bump
+// transaction builds it (CREATE INDEX, not CONCURRENTLY: the table's
+// writers wait, as they wait for the bump). Serialization failures
 // and deadlocks are retried.
 //
 // It runs in up to two transactions, each serialized against other
@@ -508,7 +513,7 @@ func zeroLiteral(t ssp2.ColumnType) string {
 func (ts *tableSQL) columnDef(i int) string {
 	c := ts.t.Columns[i]
 	def := ts.cols[i] + " " + pgType(c.Type)
-	if i == ts.t.PK {
+	if i == ts.t.PK && pgType(c.Type) == "text" { // byte order (bigint and boolean have no collation)
 		def += ` COLLATE "C"`
 	}
 	if !c.Nullable {
@@ -560,8 +565,10 @@ type wantedIndex struct {
 }
 
 // wantedIndexes returns index name (schema.IndexIdent) -> index for the
-// table's declared indexes (on (partition_id, cols...)) and one index per
-// scope column (on (partition_id, col, pk)) for scoped bootstrap scans.
+// table's declared indexes (on (partition_id, cols...)), one index per
+// scope column (on (partition_id, col, pk)) for scoped bootstrap scans and
+// one per reference column (on (partition_id, col, pk), references.go)
+// for PushTx.ScanByColumn.
 func (ts *tableSQL) wantedIndexes() map[string]wantedIndex {
 	out := map[string]wantedIndex{}
 	for _, ix := range ts.t.Indexes {
@@ -587,5 +594,6 @@ func (ts *tableSQL) wantedIndexes() map[string]wantedIndex {
 		out[name] = wantedIndex{legacy: indexName(ts.t.Name, "s", ts.t.Columns[sv.Column].Name), create: fmt.Sprintf("CREATE INDEX %s ON %s (partition_id, %s, %s)",
 			pgx.Identifier{name}.Sanitize(), ts.ident, ts.cols[sv.Column], ts.cols[ts.t.PK])}
 	}
+	maps.Copy(out, ts.referenceIndexes()) // references.go
 	return out
 }

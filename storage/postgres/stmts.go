@@ -126,17 +126,18 @@ type tableSQL struct {
 	regclass   string   // the same, as text for to_regclass
 	cols       []string // quoted column names in schema order
 	selectList string   // cols..., _sync_version
-	get        string   // $1 partition, $2 row id
+	get        string   // $1 partition, $2 key (keyArg)
 	upsert     string   // $1 partition, $2.. values, $n+2 version, $n+3 column versions
 	del        string   // $1 partition, $2 row id
 	// The push transaction's reads select txSelectList (selectList, then
 	// _sync_column_versions); no committed-row read does, so column
 	// versions never reach a client.
 	txSelectList string
-	txGet        string // $1 partition, $2 row id
-	txGetMany    string // $1 partition, $2 row ids (text[])
+	txGet        string // $1 partition, $2 key (keyArg)
+	txGetMany    string // $1 partition, $2 keys (an array of the key column's type)
 	// delTomb deletes the row and records its tombstone in one
-	// statement: $1 partition, $2 row id, $3 table name, $4 commit seq.
+	// statement: $1 partition, $2 key (keyArg), $3 table name, $4 commit
+	// seq, $5 row id (the tombstone's text).
 	delTomb string
 }
 
@@ -152,10 +153,11 @@ func newTableSQL(schemaName string, t *schema.Table) *tableSQL {
 	ts.txSelectList = ts.selectList + ", " + columnVersionsCol
 	ts.txGet = fmt.Sprintf(`SELECT %s FROM %s WHERE partition_id = $1 AND %s = $2`, ts.txSelectList, ts.ident, pk)
 	// One primary-key probe per id, as prefetchIdem.
-	ts.txGetMany = fmt.Sprintf(`SELECT r.* FROM unnest($2::text[]) AS k(id), LATERAL (SELECT %s FROM %s WHERE partition_id = $1 AND %s = k.id LIMIT 1) AS r`, ts.txSelectList, ts.ident, pk)
+	ts.txGetMany = fmt.Sprintf(`SELECT r.* FROM unnest($2::%s[]) AS k(id), LATERAL (SELECT %s FROM %s WHERE partition_id = $1 AND %s = k.id LIMIT 1) AS r`,
+		pgType(t.Columns[t.PK].Type), ts.txSelectList, ts.ident, pk)
 	ts.del = fmt.Sprintf(`DELETE FROM %s WHERE partition_id = $1 AND %s = $2`, ts.ident, pk)
 	ts.delTomb = fmt.Sprintf(`WITH d AS (%s)
-INSERT INTO %s AS tb (partition, table_name, row_id, commit_seq) VALUES ($1, $3, $2, $4)
+INSERT INTO %s AS tb (partition, table_name, row_id, commit_seq) VALUES ($1, $3, $5, $4)
 ON CONFLICT (partition, table_name, row_id) DO UPDATE SET commit_seq = EXCLUDED.commit_seq`, ts.del, qualify(schemaName, "sync_tombstones"))
 
 	var vals, sets []string

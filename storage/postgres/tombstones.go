@@ -163,7 +163,7 @@ func (tx *pushTx) Tombstone(ctx context.Context, t *schema.Table, rowID string) 
 	if err != nil {
 		return 0, err
 	}
-	if storage.CheckTombstone(tx.partition, ts.t.Name, rowID) != nil {
+	if storage.CheckTombstoneOf(tx.partition, ts.t, rowID) != nil {
 		return 0, nil
 	}
 	k := prefetchedRow{t.Name, rowID}
@@ -192,7 +192,7 @@ func (tx *pushTx) ClearTombstone(ctx context.Context, t *schema.Table, rowID str
 	if err != nil {
 		return err
 	}
-	if storage.CheckTombstone(tx.partition, ts.t.Name, rowID) != nil {
+	if storage.CheckTombstoneOf(tx.partition, ts.t, rowID) != nil {
 		return nil
 	}
 	k := prefetchedRow{t.Name, rowID}

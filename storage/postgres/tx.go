@@ -277,9 +277,10 @@ func (tx *pushTx) Prefetch(ctx context.Context, idem []storage.IdempotencyKey, r
 		})
 	}
 	byTable := map[string][]string{}
+	keys := map[string]*keyArray{}
 	tables := map[string]*tableSQL{}
 	for _, k := range rows {
-		if k.Table == nil || !storage.Storable(k.RowID) {
+		if k.Table == nil {
 			continue
 		}
 		if tables[k.Table.Name] == nil {
@@ -288,13 +289,17 @@ func (tx *pushTx) Prefetch(ctx context.Context, idem []storage.IdempotencyKey, r
 				return err
 			}
 			tables[k.Table.Name] = ts
+			keys[k.Table.Name] = newKeyArray(ts.t)
+		}
+		if !keys[k.Table.Name].add(k.RowID) {
+			continue // names no row that can exist
 		}
 		byTable[k.Table.Name] = append(byTable[k.Table.Name], k.RowID)
 	}
 	rowFound := map[prefetchedRow]*storage.RowRecord{}
-	for name, ids := range byTable {
+	for name := range byTable {
 		ts := tables[name]
-		b.Queue(ts.txGetMany, tx.partition, ids).Query(func(rs pgx.Rows) error {
+		b.Queue(ts.txGetMany, tx.partition, keys[name].arg()).Query(func(rs pgx.Rows) error {
 			sc := newTxRowScanner(ts.t)
 			for rs.Next() {
 				if err := rs.Scan(sc.targets...); err != nil {
@@ -333,9 +338,52 @@ func (tx *pushTx) Prefetch(ctx context.Context, idem []storage.IdempotencyKey, r
 	return nil
 }
 
+// keyArray collects the keys of one table's rows as the array parameter
+// of txGetMany, of the key column's type.
+type keyArray struct {
+	t     *schema.Table
+	ints  []int64
+	bools []bool
+	texts []string
+}
+
+func newKeyArray(t *schema.Table) *keyArray { return &keyArray{t: t} }
+
+// add adds the key rowID names and reports whether it names one
+// (keyArg).
+func (a *keyArray) add(rowID string) bool {
+	k, ok := keyArg(a.t, rowID)
+	if !ok {
+		return false
+	}
+	switch x := k.(type) {
+	case int64:
+		a.ints = append(a.ints, x)
+	case bool:
+		a.bools = append(a.bools, x)
+	case string:
+		a.texts = append(a.texts, x)
+	default:
+		return false
+	}
+	return true
+}
+
+// arg is the array parameter.
+func (a *keyArray) arg() any {
+	switch a.t.Columns[a.t.PK].Type {
+	case ssp2.TypeInteger:
+		return a.ints
+	case ssp2.TypeBoolean:
+		return a.bools
+	}
+	return a.texts
+}
+
 // GetRow returns the row as seen by this transaction, or nil. A rowID
-// that is not storage.Storable is never stored: it is not sent (a
-// statement error would abort the transaction).
+// that names no row that can exist (storage.KeyValue: not
+// storage.Storable, or no key value of the table renders as it) is not
+// sent (a statement error would abort the transaction).
 func (tx *pushTx) GetRow(ctx context.Context, t *schema.Table, rowID string) (*storage.RowRecord, error) {
 	if err := tx.check(); err != nil {
 		return nil, err
@@ -344,7 +392,8 @@ func (tx *pushTx) GetRow(ctx context.Context, t *schema.Table, rowID string) (*s
 	if err != nil {
 		return nil, err
 	}
-	if !storage.Storable(rowID) {
+	key, ok := keyArg(ts.t, rowID)
+	if !ok {
 		return nil, nil
 	}
 	if k := (prefetchedRow{t.Name, rowID}); tx.rowPre != nil {
@@ -354,7 +403,7 @@ func (tx *pushTx) GetRow(ctx context.Context, t *schema.Table, rowID string) (*s
 		}
 	}
 	rs := newTxRowScanner(ts.t)
-	err = tx.conn.QueryRow(ctx, ts.txGet, tx.partition, rowID).Scan(rs.targets...)
+	err = tx.conn.QueryRow(ctx, ts.txGet, tx.partition, key).Scan(rs.targets...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -383,8 +432,8 @@ func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRe
 	if len(rec.Values) != len(ts.t.Columns) {
 		return fmt.Errorf("postgres: PutRow %s: %d values for %d columns", t.Name, len(rec.Values), len(ts.t.Columns))
 	}
-	if pk, ok := rec.Values[ts.t.PK].(string); !ok || pk != rec.RowID {
-		return fmt.Errorf("postgres: PutRow %s: primary key value %v does not match RowID %q", t.Name, rec.Values[ts.t.PK], rec.RowID)
+	if id, ok := ts.t.RowID(rec.Values); !ok || id != rec.RowID {
+		return fmt.Errorf("postgres: PutRow %s: primary key value %v does not render as RowID %q", t.Name, rec.Values[ts.t.PK], rec.RowID)
 	}
 	delete(tx.rowPre, prefetchedRow{t.Name, rec.RowID}) // read again after the write
 	if err := storage.CheckRow(tx.partition, ts.t, rec); err != nil {
@@ -404,9 +453,9 @@ func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRe
 }
 
 // DeleteRow deletes the row if it exists and records (or replaces) its
-// tombstone, in one statement (a rowID that is not storage.Storable never
-// exists, and is not sent; one storage.CheckTombstone refuses gets no
-// tombstone).
+// tombstone, in one statement (a rowID that names no row that can exist,
+// storage.KeyValue, is not sent; one storage.CheckTombstoneOf refuses
+// gets no tombstone).
 func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string, tombstoneSeq int64) error {
 	if err := tx.check(); err != nil {
 		return err
@@ -418,16 +467,17 @@ func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string, 
 	if tombstoneSeq < 1 {
 		return fmt.Errorf("postgres: DeleteRow %s: tombstone seq %d must be >= 1", t.Name, tombstoneSeq)
 	}
-	if !storage.Storable(rowID) {
+	key, ok := keyArg(ts.t, rowID)
+	if !ok {
 		return nil
 	}
 	k := prefetchedRow{t.Name, rowID}
 	delete(tx.rowPre, k) // read again after the write
-	if storage.CheckTombstone(tx.partition, ts.t.Name, rowID) != nil {
-		return classifyRowWrite("DeleteRow", tx.exec(ctx, ts.del, tx.partition, rowID))
+	if storage.CheckTombstoneOf(tx.partition, ts.t, rowID) != nil {
+		return classifyRowWrite("DeleteRow", tx.exec(ctx, ts.del, tx.partition, key))
 	}
 	tx.tombs.write(k)
-	if err := tx.exec(ctx, ts.delTomb, tx.partition, rowID, ts.t.Name, tombstoneSeq); err != nil {
+	if err := tx.exec(ctx, ts.delTomb, tx.partition, key, ts.t.Name, tombstoneSeq, rowID); err != nil {
 		return classifyRowWrite("DeleteRow", err)
 	}
 	tx.tombs.set(k, tombstoneSeq)

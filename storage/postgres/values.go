@@ -54,6 +54,19 @@ func encodeValue(c ssp2.Column, v any) (any, error) {
 	return bad()
 }
 
+// keyArg is the query argument of the primary key of t that rowID names
+// (storage.KeyValue, in encodeValue's form: an int64, a bool, or text for
+// a string or json key); ok is false when it names none, and nothing is
+// to be sent.
+func keyArg(t *schema.Table, rowID string) (any, bool) {
+	k, ok := storage.KeyValue(t, rowID)
+	if !ok {
+		return nil, false
+	}
+	v, err := encodeValue(t.Columns[t.PK], k)
+	return v, err == nil
+}
+
 // rowScanner holds typed scan targets for one row of a table.
 type rowScanner struct {
 	t       *schema.Table
@@ -126,7 +139,7 @@ func (rs *rowScanner) record() storage.RowRecord {
 			}
 		}
 	}
-	id, _ := row[rs.t.PK].(string)
+	id, _ := rs.t.RowID(row) // the key column is NOT NULL of the key's type: it renders
 	rec := storage.RowRecord{RowID: id, Version: rs.version, Values: row}
 	if rs.cv != nil && *rs.cv != nil { // NULL scans as nil, an empty bytea as a non-nil empty slice
 		rec.ColumnVersions = append(storage.ColumnVersions{}, *rs.cv...)

@@ -56,8 +56,8 @@ func (k KeyParts) Key() string {
 }
 
 // Built is what a builder returns: the segment bytes and their description
-// (ID, ByteLength, Partition, Key, CreatedAtMs, ExpiresAtMs are filled in by
-// the Cache).
+// (ID, ByteLength, Partition, LogEpoch, Key, SchemaVersion, CreatedAtMs,
+// ExpiresAtMs are filled in by the Cache).
 type Built struct {
 	Meta Meta
 	Data []byte
@@ -188,6 +188,7 @@ func (c *Cache) Obtain(ctx context.Context, partition string, key KeyParts, buil
 	}
 	m = b.Meta
 	m.Partition, m.Key, m.ID, m.ByteLength = partition, k, ID(b.Data), int64(len(b.Data))
+	m.LogEpoch, m.SchemaVersion = key.LogEpoch, key.SchemaVersion
 	m.CreatedAtMs = c.now().UnixMilli()
 	m.ExpiresAtMs = m.CreatedAtMs + c.ttl.Milliseconds()
 	if err := c.store.Put(ctx, m, b.Data); err != nil {
@@ -200,7 +201,7 @@ func (c *Cache) Obtain(ctx context.Context, partition string, key KeyParts, buil
 		c.log.Warn("segment store quota pass failed", zap.Error(qerr))
 	}
 	// Another process sharing the store may have stored this key first
-	// (Put keeps its entry); answer with what is stored, so the id names
+	// (Put keeps its publication); answer with what is stored, so the id names
 	// bytes that exist even for non-deterministic builds (SQLite images).
 	if stored, err := c.store.Lookup(ctx, partition, k, m.CreatedAtMs); err == nil {
 		m = stored
@@ -209,87 +210,143 @@ func (c *Cache) Obtain(ctx context.Context, partition string, key KeyParts, buil
 }
 
 // Forget drops segment id of partition from the hot set and reports
-// whether it was kept there: its entry list is read from the store again
-// on the next Get or Open (an entry stored under another build key since
-// the segment was kept, by this process or another sharing the store, is
-// not in the kept list).
+// whether it was kept there: its publications are read from the store
+// again on the next Get or Open (one published since the segment was
+// kept, by this process or another sharing the store, is not in the kept
+// list). A list offered by a read that began before the drop is not kept.
 func (c *Cache) Forget(partition, id string) bool { return c.hot.drop(hotKey(partition, id)) }
 
-// Get returns the unexpired entries and bytes of segment id in partition
-// (ErrNotFound, ErrExpired otherwise) and counts the download.
-// A segment downloaded again is served from the hot set (see KeepHot)
-// while unexpired; the returned bytes must not be modified.
-func (c *Cache) Get(ctx context.Context, partition, id string) (metas []Meta, data []byte, err error) {
+// Get returns the live publications and the bytes of segment id in
+// partition (ErrExpired when it has publications there but none is live,
+// ErrNotFound when it has none) and counts the download. A segment
+// downloaded again is served from the hot set (see KeepHot) while its
+// live publications are; the returned bytes must not be modified.
+func (c *Cache) Get(ctx context.Context, partition, id string) ([]Meta, []byte, error) {
+	pubs, data, err := c.get(ctx, partition, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	metas := make([]Meta, 0, len(pubs))
+	for _, p := range pubs {
+		if p.Live {
+			metas = append(metas, p.Meta)
+		}
+	}
+	if len(metas) == 0 {
+		return nil, nil, ErrExpired
+	}
+	return metas, data, nil
+}
+
+// get is Open without files: every publication of id in partition and
+// the bytes when one is live.
+func (c *Cache) get(ctx context.Context, partition, id string) (pubs []Publication, data []byte, err error) {
 	defer func() {
-		if err == nil {
+		if err == nil && data != nil {
 			c.touch(id, false) // only a served id: probes of unknown ids leave nothing
 		}
 	}()
 	nowMs := c.now().UnixMilli()
 	key := hotKey(partition, id)
-	if metas, data, ok := c.hot.get(key, nowMs); ok {
-		return metas, data, nil
+	if pubs, data, ok := c.hot.get(key, nowMs); ok {
+		return pubs, data, nil
 	}
 	tok := c.hot.token()
-	metas, data, err = c.store.Get(ctx, partition, id, nowMs)
+	pubs, data, err = c.store.Get(ctx, partition, id, nowMs)
 	if err != nil {
 		return nil, nil, err
 	}
-	c.hot.offer(key, tok, metas, data)
-	return metas, data, nil
+	c.hot.offer(key, tok, pubs, data)
+	return pubs, data, nil
 }
 
-// Open is Get for a download that can stream: when the store keeps the
-// segment's bytes in a file (FileOpener) and the hot set will not keep
-// them, it returns the open, checked file instead of bytes (the caller
-// closes it); otherwise the bytes, as Get. The download is counted
-// toward hot-set admission either way.
-func (c *Cache) Open(ctx context.Context, partition, id string) ([]Meta, []byte, *os.File, error) {
-	fo, ok := c.store.(FileOpener)
-	if !ok {
-		metas, data, err := c.Get(ctx, partition, id)
-		return metas, data, nil, err
-	}
+// Opened is a segment as Open reads it.
+type Opened struct {
+	// Pubs are every publication of the segment in the partition read,
+	// live or not.
+	Pubs []Publication
+	// Data or File holds the bytes when a publication is live: File open
+	// and checked (the caller closes it), Data shared (not to be
+	// modified).
+	Data []byte
+	File *os.File
+	// Kept: Pubs is the list kept in memory with the bytes (KeepHot),
+	// which may predate a publication made since. A caller that finds no
+	// publication serving its download drops it (Forget) and opens
+	// again.
+	Kept bool
+}
+
+// Open returns every publication of segment id in partition ("" for
+// every partition), live or not, and, when one of them is live, the
+// segment's bytes: when the store keeps them in a file (FileOpener) and
+// the hot set will not keep them, as the open, checked file, otherwise in
+// memory. ErrNotFound when id has no publication in partition. A
+// download is counted toward hot-set admission either way. The caller
+// decides which publication, if any, serves its request (SPEC §5.5).
+func (c *Cache) Open(ctx context.Context, partition, id string) (Opened, error) {
 	nowMs := c.now().UnixMilli()
 	key := hotKey(partition, id)
-	if metas, data, ok := c.hot.get(key, nowMs); ok {
+	if pubs, data, ok := c.hot.get(key, nowMs); ok {
 		c.touch(id, false)
-		return metas, data, nil, nil
+		return Opened{Pubs: pubs, Data: data, Kept: true}, nil
 	}
 	tok := c.hot.token()
-	metas, f, err := fo.OpenFile(ctx, partition, id, nowMs)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if f == nil { // bytes in the store itself
-		metas, data, err := c.store.Get(ctx, partition, id, nowMs)
+	fo, ok := c.store.(FileOpener)
+	if !ok {
+		pubs, data, err := c.store.Get(ctx, partition, id, nowMs)
 		if err != nil {
-			return nil, nil, nil, err
+			return Opened{}, err
 		}
-		c.hot.offer(key, tok, metas, data)
-		c.touch(id, false)
-		return metas, data, nil, nil
+		c.hot.offer(key, tok, pubs, data)
+		if data != nil {
+			c.touch(id, false)
+		}
+		return Opened{Pubs: pubs, Data: data}, nil
+	}
+	pubs, f, err := fo.OpenFile(ctx, partition, id, nowMs)
+	if err != nil {
+		return Opened{}, err
+	}
+	if f == nil {
+		if !AnyLive(pubs) {
+			return Opened{Pubs: pubs}, nil
+		}
+		// The bytes are in the store itself.
+		pubs, data, err := c.store.Get(ctx, partition, id, nowMs)
+		if err != nil {
+			return Opened{}, err
+		}
+		c.hot.offer(key, tok, pubs, data)
+		if data != nil {
+			c.touch(id, false)
+		}
+		return Opened{Pubs: pubs, Data: data}, nil
 	}
 	c.touch(id, false)
-	if !c.hot.wants(key, metas[0].ByteLength) {
-		return metas, nil, f, nil
+	var size int64
+	for _, p := range pubs {
+		size = max(size, p.ByteLength)
+	}
+	if !c.hot.wants(key, size) {
+		return Opened{Pubs: pubs, File: f}, nil
 	}
 	// A second download: the hot set keeps the bytes.
-	data := make([]byte, metas[0].ByteLength)
+	data := make([]byte, size)
 	_, err = io.ReadFull(f, data)
 	_ = f.Close()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("segstore: read segment file: %w", err)
+		return Opened{}, fmt.Errorf("segstore: read segment file: %w", err)
 	}
-	c.hot.offer(key, tok, metas, data)
-	return metas, data, nil, nil
+	c.hot.offer(key, tok, pubs, data)
+	return Opened{Pubs: pubs, Data: data}, nil
 }
 
 // KeepHot sets the byte budget of the segments kept in memory after their
 // second download (0 or less: none). Call it before the Cache is used.
-// Revocation is unaffected (the caller checks scopes on every download);
-// an entry is dropped at the earliest expiry of its entries, but the sweep
-// does not see it.
+// Revocation is unaffected (the caller checks scopes and epochs on every
+// download); a kept segment is dropped at the earliest expiry of its live
+// publications, but the sweep does not see it.
 func (c *Cache) KeepHot(maxBytes int) {
 	c.hot = nil
 	if maxBytes > 0 {

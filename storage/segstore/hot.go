@@ -2,6 +2,7 @@ package segstore
 
 import (
 	"container/list"
+	"math"
 	"sync"
 )
 
@@ -16,10 +17,12 @@ const hotSeenMax = 4096
 // least recently used first out, within a byte budget. A segment enters on
 // its second download within the seen window (so one client's bootstrap,
 // which downloads each segment once, leaves nothing behind; a storm of
-// clients on one scope is served from memory after the first two). An
-// entry is served only before the earliest expiry of its entries; expired
-// ones are dropped when met. A segment larger than the budget is never
-// kept. Safe for concurrent use.
+// clients on one scope is served from memory after the first two). A
+// kept segment holds the publications read with its bytes and is served
+// only before the earliest expiry of the live ones (so a publication live
+// when kept is live whenever it is served); expired ones are dropped when
+// met. A segment larger than the budget is never kept. Safe for
+// concurrent use.
 type hotSet struct {
 	mu    sync.Mutex
 	max   int
@@ -27,17 +30,17 @@ type hotSet struct {
 	seen  map[string]struct{}
 	items map[string]*list.Element
 	// keys indexes the kept segments by build key (hotKey(partition,
-	// Meta.Key) of each of their entries), so a lookup of a hot page by
-	// its key needs no store read either.
+	// Meta.Key) of each of their live publications), so a lookup of a hot
+	// page by its key needs no store read either.
 	keys map[string]keyed
 	lru  list.List // front: most recently used *hotItem
 	// epoch counts drops (drop): an offer whose store read began before
-	// the latest drop may carry an entry list older than the one the drop
+	// the latest drop may carry a publication list older than the one the drop
 	// was for, so it is not kept (see token).
 	epoch uint64
 }
 
-// keyed is a kept segment's entry for one build key.
+// keyed is a kept segment's publication for one build key.
 type keyed struct {
 	el   *list.Element
 	meta Meta
@@ -45,7 +48,7 @@ type keyed struct {
 
 type hotItem struct {
 	key       string
-	metas     []Meta
+	pubs      []Publication
 	data      []byte
 	expiresMs int64
 }
@@ -56,8 +59,9 @@ func newHotSet(maxBytes int) *hotSet {
 
 func hotKey(partition, id string) string { return partition + "\x00" + id }
 
-// get returns the kept metas and bytes of key if unexpired at nowMs.
-func (h *hotSet) get(key string, nowMs int64) ([]Meta, []byte, bool) {
+// get returns the kept publications and bytes of key if unexpired at
+// nowMs.
+func (h *hotSet) get(key string, nowMs int64) ([]Publication, []byte, bool) {
 	if h == nil || h.max <= 0 {
 		return nil, nil, false
 	}
@@ -73,11 +77,11 @@ func (h *hotSet) get(key string, nowMs int64) ([]Meta, []byte, bool) {
 		return nil, nil, false
 	}
 	h.lru.MoveToFront(el)
-	return it.metas, it.data, true
+	return it.pubs, it.data, true
 }
 
-// lookup returns the entry kept for build key key (hotKey(partition,
-// buildKey)) if its segment is kept and the entry unexpired at nowMs.
+// lookup returns the publication kept for build key key (hotKey(partition,
+// buildKey)) if its segment is kept and unexpired at nowMs.
 func (h *hotSet) lookup(key string, nowMs int64) (Meta, bool) {
 	if h == nil || h.max <= 0 {
 		return Meta{}, false
@@ -132,11 +136,12 @@ func (h *hotSet) token() uint64 {
 }
 
 // offer: see wants. tok is token() taken before the store read that gave
-// metas; when a segment was dropped since, the offer is ignored (neither
-// kept nor counted), so a list read before an entry was added and a drop
-// for that reason never comes back into the set.
-func (h *hotSet) offer(key string, tok uint64, metas []Meta, data []byte) {
-	if h == nil || h.max <= 0 || len(data) > h.max || len(metas) == 0 {
+// pubs; when a segment was dropped since, the offer is ignored (neither
+// kept nor counted), so a list read before a publication was added and a
+// drop for that reason never comes back into the set. A read with no
+// bytes (no live publication) is neither kept nor counted.
+func (h *hotSet) offer(key string, tok uint64, pubs []Publication, data []byte) {
+	if h == nil || h.max <= 0 || len(data) > h.max || data == nil || !AnyLive(pubs) {
 		return
 	}
 	h.mu.Lock()
@@ -152,18 +157,20 @@ func (h *hotSet) offer(key string, tok uint64, metas []Meta, data []byte) {
 		return
 	}
 	delete(h.seen, key)
-	exp := metas[0].ExpiresAtMs
-	for _, m := range metas[1:] {
-		exp = min(exp, m.ExpiresAtMs)
+	exp := int64(math.MaxInt64)
+	for _, p := range pubs {
+		if p.Live {
+			exp = min(exp, p.ExpiresAtMs)
+		}
 	}
 	for h.size+len(data) > h.max && h.lru.Len() > 0 {
 		h.remove(h.lru.Back())
 	}
-	el := h.lru.PushFront(&hotItem{key: key, metas: metas, data: data, expiresMs: exp})
+	el := h.lru.PushFront(&hotItem{key: key, pubs: pubs, data: data, expiresMs: exp})
 	h.items[key] = el
-	for _, m := range metas {
-		if m.Key != "" {
-			h.keys[hotKey(m.Partition, m.Key)] = keyed{el, m}
+	for _, p := range pubs {
+		if p.Live && p.Key != "" {
+			h.keys[hotKey(p.Partition, p.Key)] = keyed{el, p.Meta}
 		}
 	}
 	h.size += len(data)
@@ -172,16 +179,17 @@ func (h *hotSet) offer(key string, tok uint64, metas []Meta, data []byte) {
 func (h *hotSet) remove(el *list.Element) {
 	it := h.lru.Remove(el).(*hotItem)
 	delete(h.items, it.key)
-	for _, m := range it.metas {
-		if k, ok := h.keys[hotKey(m.Partition, m.Key)]; ok && k.el == el {
-			delete(h.keys, hotKey(m.Partition, m.Key))
+	for _, p := range it.pubs {
+		if k, ok := h.keys[hotKey(p.Partition, p.Key)]; ok && k.el == el {
+			delete(h.keys, hotKey(p.Partition, p.Key))
 		}
 	}
 	h.size -= len(it.data)
 }
 
-// drop forgets the kept segment of key, if any (its entry list may be
-// stale: another entry of the same id was stored since it was kept).
+// drop forgets the kept segment of key, if any (its publication list may
+// be stale: another publication of the same id was stored since it was
+// kept).
 func (h *hotSet) drop(key string) bool {
 	if h == nil {
 		return false
@@ -216,7 +224,7 @@ func (h *hotSet) dropID(id string) {
 	defer h.mu.Unlock()
 	h.epoch++
 	for _, el := range h.items {
-		if it := el.Value.(*hotItem); len(it.metas) > 0 && it.metas[0].ID == id {
+		if it := el.Value.(*hotItem); len(it.pubs) > 0 && it.pubs[0].ID == id {
 			h.remove(el)
 		}
 	}

@@ -19,7 +19,7 @@ func (s *countingStore) Lookup(ctx context.Context, partition, key string, nowMs
 	return s.Store.Lookup(ctx, partition, key, nowMs)
 }
 
-func (s *countingStore) Get(ctx context.Context, partition, id string, nowMs int64) ([]Meta, []byte, error) {
+func (s *countingStore) Get(ctx context.Context, partition, id string, nowMs int64) ([]Publication, []byte, error) {
 	s.gets++
 	return s.Store.Get(ctx, partition, id, nowMs)
 }

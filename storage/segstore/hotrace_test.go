@@ -16,7 +16,7 @@ type gatedStore struct {
 	released chan struct{}
 }
 
-func (s *gatedStore) Get(ctx context.Context, partition, id string, nowMs int64) ([]Meta, []byte, error) {
+func (s *gatedStore) Get(ctx context.Context, partition, id string, nowMs int64) ([]Publication, []byte, error) {
 	metas, data, err := s.Store.Get(ctx, partition, id, nowMs)
 	if g := s.gate; g != nil {
 		s.gate = nil

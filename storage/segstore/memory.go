@@ -3,32 +3,42 @@ package segstore
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync"
 )
 
-// Memory is an in-process Store (tests, the memory storage backend).
+// Memory is an in-process Store (tests, the memory storage backend): one
+// record per segment id holding the bytes and the publications, under one
+// mutex (so a publication merges into the record it read: none is lost).
 type Memory struct {
 	mu   sync.Mutex
-	keys map[[2]string]*memEntry // (partition, key)
+	segs map[string]*memSegment // id → record
+	keys map[[2]string]string   // (partition, key) → id of its publication
 }
 
-type memEntry struct {
-	meta Meta
-	data []byte // nil once swept
+// memSegment is the record of one segment id.
+type memSegment struct {
+	data []byte // nil once the bytes were dropped (swept, evicted)
+	pubs map[[2]string]*Meta
 }
 
 // NewMemory returns an empty in-memory Store.
-func NewMemory() *Memory { return &Memory{keys: map[[2]string]*memEntry{}} }
+func NewMemory() *Memory {
+	return &Memory{segs: map[string]*memSegment{}, keys: map[[2]string]string{}}
+}
+
+func (g *memSegment) live(m *Meta, nowMs int64) bool { return g.data != nil && m.ExpiresAtMs > nowMs }
 
 // Lookup implements Store.
 func (s *Memory) Lookup(_ context.Context, partition, key string, nowMs int64) (Meta, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.keys[[2]string{partition, key}]
-	if e == nil || e.data == nil || e.meta.ExpiresAtMs <= nowMs {
+	k := [2]string{partition, key}
+	g := s.segs[s.keys[k]]
+	if g == nil || g.pubs[k] == nil || !g.live(g.pubs[k], nowMs) {
 		return Meta{}, ErrNotFound
 	}
-	return e.meta, nil
+	return *g.pubs[k], nil
 }
 
 // Put implements Store.
@@ -36,40 +46,55 @@ func (s *Memory) Put(_ context.Context, m Meta, data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := [2]string{m.Partition, m.Key}
-	if e := s.keys[k]; e != nil && e.data != nil && e.meta.ExpiresAtMs > m.CreatedAtMs {
-		return nil
-	}
-	// Content-addressed: an entry of bytes already held shares them.
-	for _, e := range s.keys {
-		if e.data != nil && e.meta.ID == m.ID {
-			s.keys[k] = &memEntry{meta: m, data: e.data}
+	if id, ok := s.keys[k]; ok {
+		old := s.segs[id]
+		if old.live(old.pubs[k], m.CreatedAtMs) {
 			return nil
 		}
+		s.unpublish(k, id)
 	}
-	s.keys[k] = &memEntry{meta: m, data: bytes.Clone(data)} // Put keeps no reference to data
+	g := s.segs[m.ID]
+	switch {
+	case g == nil:
+		g = &memSegment{pubs: map[[2]string]*Meta{}}
+		s.segs[m.ID] = g
+	case g.data != nil && !bytes.Equal(g.data, data):
+		return fmt.Errorf("segstore: put %s: %w", m.ID, ErrCollision)
+	}
+	if g.data == nil {
+		g.data = bytes.Clone(data) // Put keeps no reference to data
+	}
+	g.pubs[k] = &m
+	s.keys[k] = m.ID
 	return nil
+}
+
+// unpublish removes the publication k of segment id, and the segment's
+// record with its last publication.
+func (s *Memory) unpublish(k [2]string, id string) {
+	delete(s.keys, k)
+	g := s.segs[id]
+	delete(g.pubs, k)
+	if len(g.pubs) == 0 {
+		delete(s.segs, id)
+	}
 }
 
 // Held implements Evicter.
 func (s *Memory) Held(context.Context) ([]Held, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	by := map[string]*Held{}
 	var out []Held
-	for _, e := range s.keys {
-		if e.data == nil {
+	for id, g := range s.segs {
+		if g.data == nil {
 			continue
 		}
-		h := by[e.meta.ID]
-		if h == nil {
-			h = &Held{ID: e.meta.ID, Bytes: int64(len(e.data))}
-			by[e.meta.ID] = h
+		h := Held{ID: id, Bytes: int64(len(g.data))}
+		for _, m := range g.pubs {
+			h.CreatedAtMs = max(h.CreatedAtMs, m.CreatedAtMs)
+			h.ExpiresAtMs = max(h.ExpiresAtMs, m.ExpiresAtMs)
 		}
-		h.CreatedAtMs = max(h.CreatedAtMs, e.meta.CreatedAtMs)
-		h.ExpiresAtMs = max(h.ExpiresAtMs, e.meta.ExpiresAtMs)
-	}
-	for _, h := range by {
-		out = append(out, *h)
+		out = append(out, h)
 	}
 	return out, nil
 }
@@ -78,43 +103,41 @@ func (s *Memory) Held(context.Context) ([]Held, error) {
 func (s *Memory) Evict(_ context.Context, ids []string) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	drop := map[string]bool{}
+	n := 0
 	for _, id := range ids {
-		drop[id] = true
-	}
-	n := map[string]bool{}
-	for _, e := range s.keys {
-		if e.data != nil && drop[e.meta.ID] {
-			e.data = nil
-			n[e.meta.ID] = true
+		if g := s.segs[id]; g != nil && g.data != nil {
+			g.data = nil
+			n++
 		}
 	}
-	return len(n), nil
+	return n, nil
 }
 
 // Get implements Store.
-func (s *Memory) Get(_ context.Context, partition, id string, nowMs int64) ([]Meta, []byte, error) {
+func (s *Memory) Get(_ context.Context, partition, id string, nowMs int64) ([]Publication, []byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var metas []Meta
-	var data []byte
-	known := false
-	for k, e := range s.keys {
-		if (partition != "" && k[0] != partition) || e.meta.ID != id {
+	g := s.segs[id]
+	if g == nil {
+		return nil, nil, ErrNotFound
+	}
+	var pubs []Publication
+	live := false
+	for k, m := range g.pubs {
+		if partition != "" && k[0] != partition {
 			continue
 		}
-		known = true
-		if e.data != nil && e.meta.ExpiresAtMs > nowMs {
-			metas, data = append(metas, e.meta), e.data
-		}
+		p := Publication{Meta: *m, Live: g.live(m, nowMs)}
+		live = live || p.Live
+		pubs = append(pubs, p)
 	}
 	switch {
-	case len(metas) > 0:
-		return metas, data, nil
-	case known:
-		return nil, nil, ErrExpired
+	case len(pubs) == 0:
+		return nil, nil, ErrNotFound
+	case live:
+		return pubs, g.data, nil
 	}
-	return nil, nil, ErrNotFound
+	return pubs, nil, nil
 }
 
 // Sweep implements Store.
@@ -122,16 +145,17 @@ func (s *Memory) Sweep(_ context.Context, nowMs, forgetBeforeMs int64) (int, err
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
-	for k, e := range s.keys {
-		if e.meta.ExpiresAtMs > nowMs {
-			continue
+	for id, g := range s.segs {
+		live := false
+		for k, m := range g.pubs {
+			live = live || m.ExpiresAtMs > nowMs
+			if m.ExpiresAtMs < forgetBeforeMs {
+				s.unpublish(k, id)
+			}
 		}
-		if e.data != nil {
-			e.data = nil
+		if !live && g.data != nil {
+			g.data = nil
 			n++
-		}
-		if e.meta.ExpiresAtMs < forgetBeforeMs {
-			delete(s.keys, k)
 		}
 	}
 	return n, nil

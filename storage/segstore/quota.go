@@ -40,7 +40,7 @@ const quotaRefreshMs = 1000
 var ErrFull = errors.New("segstore: segment store full")
 
 // Quota bounds what a Store (an Evicter) holds: bytes (each segment's
-// bytes counted once, however many entries share them) and segments
+// bytes counted once, however many publications share them) and segments
 // (files, on the embedded store). After a build stored, the least
 // recently used segments (handed out or downloaded) that are not pinned
 // are evicted until both bounds hold; expired ones go first, pinned or

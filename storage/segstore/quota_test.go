@@ -12,7 +12,9 @@ import (
 
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/storage/postgres/pgtest"
 	"github.com/synclane/synclane/storage/segstore"
+	"github.com/synclane/synclane/storage/segstore/pgseg"
 	"github.com/synclane/synclane/storage/segstore/sqlitefile"
 )
 
@@ -39,18 +41,18 @@ func builder(table, digest string, data []byte) func(context.Context) (segstore.
 
 // TestFakeScopeStormSharesOneCopy: 100 bootstraps whose scope sets differ
 // only in values that select no rows build pages with identical bytes
-// under 100 scope digests; the store keeps one copy of those bytes (one
-// file on the embedded store), within a quota of a few pages, and each
-// digest's entry still authorizes its own download.
+// under 100 scope digests; every store keeps one copy of those bytes (one
+// file on the embedded store, one object row on PostgreSQL), within a
+// quota of a few pages, and each digest's publication is still listed for
+// its own download.
 func TestFakeScopeStormSharesOneCopy(t *testing.T) {
 	ctx := context.Background()
 	page := bytes.Repeat([]byte("row bytes "), 10_000) // 100 KB
 	cases := []struct {
-		name     string
-		open     func(t *testing.T) (segstore.Store, string) // store, its file directory ("": none)
-		perEntry bool                                        // the backend keeps a copy per entry (quota still bounds it)
+		name string
+		open func(t *testing.T) (segstore.Store, string) // store, its file directory ("": none)
 	}{
-		{"memory", func(*testing.T) (segstore.Store, string) { return segstore.NewMemory(), "" }, false},
+		{"memory", func(*testing.T) (segstore.Store, string) { return segstore.NewMemory(), "" }},
 		{"sqlite", func(t *testing.T) (segstore.Store, string) {
 			path := filepath.Join(t.TempDir(), "segments.db")
 			s, err := sqlitefile.Open(ctx, path)
@@ -59,7 +61,14 @@ func TestFakeScopeStormSharesOneCopy(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = s.Close() })
 			return s, path + "-data"
-		}, false},
+		}},
+		{"postgres", func(t *testing.T) (segstore.Store, string) {
+			s, err := pgseg.Open(ctx, pgtest.Open(t).Pool())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s, ""
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -189,9 +198,10 @@ func TestQuotaEvictsLeastRecentlyUsedUnpinned(t *testing.T) {
 	}
 }
 
-// TestSharedFileOutlivesAnExpiredEntry: on the embedded store two entries
-// of the same bytes share one file; when the older expires and is swept
-// the file stays for the newer one, and goes when that one is swept too.
+// TestSharedFileOutlivesAnExpiredEntry: on the embedded store two
+// publications of the same bytes share one file; when the older expires
+// and is swept the file stays for the newer one (the sweep drops no
+// bytes), and goes when that one is swept too.
 func TestSharedFileOutlivesAnExpiredEntry(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "segments.db")
@@ -216,7 +226,7 @@ func TestSharedFileOutlivesAnExpiredEntry(t *testing.T) {
 		t.Fatalf("%d files for one page under two digests", n)
 	}
 	clk.ms.Add(45 * time.Minute.Milliseconds()) // d1 expired, d2 not
-	if n, err := cache.Sweep(ctx); err != nil || n != 1 {
+	if n, err := cache.Sweep(ctx); err != nil || n != 0 {
 		t.Fatalf("sweep: %d %v", n, err)
 	}
 	metas, data, err := cache.Get(ctx, "p", m1.ID)

@@ -176,11 +176,12 @@ func (s *Store) AdminRow(ctx context.Context, partition string, t *schema.Table,
 	if ts == nil {
 		return nil, fmt.Errorf("sqlite: admin row: table %q is not in the ensured schema", t.Name)
 	}
-	if !storage.Storable(rowID) {
-		return nil, nil
+	key, ok := keyArg(ts.t, rowID)
+	if !ok {
+		return nil, nil // names no row that can exist
 	}
 	q := fmt.Sprintf("SELECT %s FROM %s WHERE partition_id = ? AND %s = ?", ts.selectCols, quote(ts.t.Name), quote(ts.t.Columns[ts.t.PK].Name))
-	rows, err := s.readQuery(ctx, q, partition, rowID)
+	rows, err := s.readQuery(ctx, q, partition, key)
 	rec, err := oneRow(rows, err, newRowBuf(ts.t))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: admin row %s/%q: %w", t.Name, rowID, err)

@@ -121,6 +121,11 @@ func (d *Dir) ScanChanges(ctx context.Context, partition string, q storage.Chang
 	return d.of(partition).ScanChanges(ctx, partition, q)
 }
 
+// LatestScopeCommit implements storage.Log.
+func (d *Dir) LatestScopeCommit(ctx context.Context, partition string, q storage.ScopeCommitQuery) (int64, error) {
+	return d.of(partition).LatestScopeCommit(ctx, partition, q)
+}
+
 // ScanRows implements storage.Rows.
 func (d *Dir) ScanRows(ctx context.Context, partition string, q storage.RowQuery) ([]storage.RowRecord, error) {
 	return d.of(partition).ScanRows(ctx, partition, q)
@@ -149,6 +154,11 @@ func (d *Dir) GetClient(ctx context.Context, partition, clientID string) (*stora
 // PutClient implements storage.Clients.
 func (d *Dir) PutClient(ctx context.Context, partition string, recs ...storage.ClientRecord) error {
 	return d.of(partition).PutClient(ctx, partition, recs...)
+}
+
+// AdvanceClients implements storage.Clients.
+func (d *Dir) AdvanceClients(ctx context.Context, partition, logEpoch string, acks ...storage.ClientAdvance) (int, error) {
+	return d.of(partition).AdvanceClients(ctx, partition, logEpoch, acks...)
 }
 
 // BindClient implements storage.Clients.
@@ -258,8 +268,8 @@ func (d *Dir) FirstCommitAfter(ctx context.Context, partition string, afterSeq, 
 }
 
 // PruneBatch implements storage.Retention.
-func (d *Dir) PruneBatch(ctx context.Context, partition string, throughSeq int64, maxCommits int) (storage.PruneResult, error) {
-	return d.of(partition).PruneBatch(ctx, partition, throughSeq, maxCommits)
+func (d *Dir) PruneBatch(ctx context.Context, partition string, req storage.PruneRequest) (storage.PruneResult, error) {
+	return d.of(partition).PruneBatch(ctx, partition, req)
 }
 
 // CountPrune implements storage.Retention.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -83,13 +84,25 @@ func (s *Store) EncodeRows(ctx context.Context, partition string, q storage.RowQ
 		if err := encodeRawRow(st, t, sb); err != nil {
 			return out, fmt.Errorf("sqlite: encode rows of %s: %w", t.Name, err)
 		}
-		last = append(last[:0], st.Bytes(t.PK)...)
+		last = appendRawRowID(last[:0], st, t)
 		out.Rows++
 	}
 	if out.Rows > 0 {
 		out.LastRowID = string(last)
 	}
 	return out, nil
+}
+
+// appendRawRowID appends the row id of st's current row (schema.RenderKey
+// of its key, read as encodeRawRow read it) to dst.
+func appendRawRowID(dst []byte, st *rawread.Stmt, t *schema.Table) []byte {
+	switch t.Columns[t.PK].Type {
+	case ssp2.TypeInteger:
+		return strconv.AppendInt(dst, st.Int64(t.PK), 10)
+	case ssp2.TypeBoolean:
+		return strconv.AppendBool(dst, st.Int64(t.PK) != 0)
+	}
+	return append(dst, st.Bytes(t.PK)...)
 }
 
 // storageClassName names a SQLite storage class for error messages.

@@ -164,6 +164,61 @@ func (s *Store) writeBack(ctx context.Context, partition string, recs []storage.
 	})
 }
 
+// advanceClientSQL raises an existing record's cursor and timestamp and
+// touches nothing else; the actor must match.
+const advanceClientSQL = `UPDATE sync_clients SET cursor = max(cursor, ?), updated_at_ms = max(updated_at_ms, ?)
+	WHERE partition_id = ? AND client_id = ? AND actor_id = ?`
+
+// AdvanceClients checks the epoch and updates the records in one member
+// of the push commit group (under the write lock, which RotateLogEpoch's
+// transaction takes too).
+func (s *Store) AdvanceClients(ctx context.Context, partition, logEpoch string, acks ...storage.ClientAdvance) (int, error) {
+	if len(acks) == 0 {
+		return 0, nil
+	}
+	if _, _, _, err := s.current(); err != nil {
+		return 0, fmt.Errorf("sqlite: advance clients: %w", err)
+	}
+	n := 0
+	err := s.writeMember(ctx, "advance clients", func(ctx context.Context) error {
+		n = 0
+		var epoch string
+		err := s.conn.QueryRowContext(ctx, `SELECT log_epoch FROM sync_partitions WHERE partition_id = ?`, partition).Scan(&epoch)
+		if isNoRows(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if epoch != logEpoch {
+			return nil // a delayed ack from before a rotation
+		}
+		st, err := s.writerStmt(ctx, advanceClientSQL)
+		if err != nil {
+			return err
+		}
+		for _, a := range acks {
+			if !storage.Storable(a.ClientID) || !storage.Storable(a.ActorID) {
+				continue
+			}
+			res, err := st.ExecContext(ctx, a.Cursor, a.AtMs, partition, a.ClientID, a.ActorID)
+			if err != nil {
+				return err
+			}
+			k, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			n += int(k)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
 // PutClients answers storage.PushTx: PutClient's upserts run in
 // the push transaction (no write transaction, savepoint or lock hand-off
 // of their own), durable with its group's COMMIT.

@@ -120,8 +120,10 @@ func (s *Store) FirstCommitAfter(ctx context.Context, partition string, afterSeq
 }
 
 // PruneBatch deletes one batch in one write transaction under the process
-// write lock (an open push group is committed first).
-func (s *Store) PruneBatch(ctx context.Context, partition string, throughSeq int64, maxCommits int) (storage.PruneResult, error) {
+// write lock (an open push group is committed first; RotateLogEpoch and
+// RestorePartition take the same lock), after verifying the partition's
+// log epoch in that transaction.
+func (s *Store) PruneBatch(ctx context.Context, partition string, req storage.PruneRequest) (storage.PruneResult, error) {
 	if _, _, _, err := s.current(); err != nil {
 		return storage.PruneResult{}, fmt.Errorf("sqlite: prune: %w", err)
 	}
@@ -141,7 +143,8 @@ func (s *Store) PruneBatch(ctx context.Context, partition string, throughSeq int
 	var res storage.PruneResult
 	err := s.inWriteTx(ctx, "prune "+partition, func(ctx context.Context) error {
 		var maxSeq int64
-		err := s.conn.QueryRowContext(ctx, `SELECT max_commit_seq, horizon_seq FROM sync_partitions WHERE partition_id = ?`, partition).Scan(&maxSeq, &res.HorizonSeq)
+		var epoch string
+		err := s.conn.QueryRowContext(ctx, `SELECT log_epoch, max_commit_seq, horizon_seq FROM sync_partitions WHERE partition_id = ?`, partition).Scan(&epoch, &maxSeq, &res.HorizonSeq)
 		if isNoRows(err) {
 			return nil
 		}
@@ -149,10 +152,14 @@ func (s *Store) PruneBatch(ctx context.Context, partition string, throughSeq int
 			return err
 		}
 		h := res.HorizonSeq
-		if maxCommits < 1 {
+		res.PreviousHorizonSeq = h
+		if epoch != req.LogEpoch {
+			return fmt.Errorf("at epoch %q (now %q): %w", req.LogEpoch, epoch, storage.ErrLogEpochChanged)
+		}
+		if req.MaxCommits < 1 {
 			return nil
 		}
-		upTo := min(throughSeq, maxSeq, h+int64(maxCommits))
+		upTo := min(req.ThroughSeq, maxSeq, h+int64(req.MaxCommits))
 		if upTo <= h {
 			return nil
 		}
@@ -160,7 +167,7 @@ func (s *Store) PruneBatch(ctx context.Context, partition string, throughSeq int
 		if err != nil {
 			return err
 		}
-		n.HorizonSeq = upTo
+		n.PreviousHorizonSeq, n.HorizonSeq = h, upTo
 		res = n
 		return nil
 	})
@@ -195,6 +202,7 @@ func (s *Store) CountPrune(ctx context.Context, partition string, throughSeq int
 	if err != nil {
 		return storage.PruneResult{}, fmt.Errorf("sqlite: count prune %q: %w", partition, err)
 	}
+	res.PreviousHorizonSeq = res.HorizonSeq
 	if upTo > res.HorizonSeq {
 		res.HorizonSeq = upTo
 	}

@@ -53,7 +53,11 @@ func TestRetentionMigratesOldIdempotencyTable(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r, err := s.PruneBatch(ctx, "p", 1, 10)
+	info, err := s.ReadPartition(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.PruneBatch(ctx, "p", storage.PruneRequest{LogEpoch: info.LogEpoch, ThroughSeq: 1, MaxCommits: 10})
 	if err != nil || r.IdempotencyRecords != 1 || r.Commits != 1 {
 		t.Fatalf("first batch: %+v %v, want the old rejected record deleted", r, err)
 	}

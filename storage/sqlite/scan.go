@@ -9,12 +9,15 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 )
 
 // ScanRows selects committed rows by (partition_id, pk) order on the
-// primary key index (BINARY collation, i.e. byte order), filtering scope
+// primary key index (BINARY collation, i.e. byte order for a text key;
+// an integer or boolean key, stored as an integer, in numeric order: the
+// key's native order, storage/keys.go), filtering scope
 // columns in SQL. Each var's values are bound as one JSON array parameter
 // (col IN (SELECT value FROM json_each(?))), so the number of bind
 // parameters does not grow with the number of values. Values that are not
@@ -102,6 +105,23 @@ func rowsQuery(ts *tableStmts, partition string, q storage.RowQuery) (query stri
 	return rowsQueryFrom(ts, "", ts.selectCols, partition, q)
 }
 
+// afterArg is the argument a query compares t's primary key with to
+// start strictly after rowID (storage.AfterKey, a boolean bound as SQLite
+// stores it, 0/1): bounded false selects every row, none selects none.
+func afterArg(t *schema.Table, rowID string) (arg any, bounded, none bool) {
+	after, all, none := storage.AfterKey(t, rowID)
+	if none || all {
+		return nil, false, none
+	}
+	if b, ok := after.(bool); ok {
+		after = int64(0)
+		if b {
+			after = int64(1)
+		}
+	}
+	return after, true, false
+}
+
 // rowsQueryFrom is rowsQuery reading the table of database schema (""
 // for main, else e.g. "src.") and selecting cols.
 func rowsQueryFrom(ts *tableStmts, schemaPrefix, cols, partition string, q storage.RowQuery) (query string, args []any, none bool, err error) {
@@ -111,8 +131,14 @@ func rowsQueryFrom(ts *tableStmts, schemaPrefix, cols, partition string, q stora
 	args = []any{partition}
 	where.WriteString("partition_id = ?")
 	if q.AfterRowID != nil {
-		where.WriteString(" AND " + pk + " > ?")
-		args = append(args, *q.AfterRowID)
+		after, bounded, none := afterArg(t, *q.AfterRowID)
+		if none {
+			return "", nil, true, nil
+		}
+		if bounded {
+			where.WriteString(" AND " + pk + " > ?")
+			args = append(args, after)
+		}
 	}
 	for _, v := range slices.Sorted(maps.Keys(q.Scopes)) {
 		sv := t.ScopeVar(v)
@@ -207,6 +233,35 @@ func (s *Store) ScanChanges(ctx context.Context, partition string, q storage.Cha
 		}
 		after = seqs[len(seqs)-1]
 	}
+}
+
+// latestScopeSQL finds, per value of the JSON array ?3, the newest entry
+// of the scope index's primary key at or below ?5 (a descending seek
+// LIMIT 1), and returns the largest (NULL when there is none).
+const latestScopeSQL = `SELECT max((SELECT s.commit_seq FROM sync_change_scopes s
+		WHERE s.partition_id = ?1 AND s.table_name = ?2 AND s.scope_key = ?4 || j.value AND s.commit_seq <= ?5
+		ORDER BY s.commit_seq DESC LIMIT 1)) FROM json_each(?3) j`
+
+// LatestScopeCommit reads the scope index (sync_change_scopes) of q.Var's
+// values, one primary-key seek each. Values that are not storage.Storable
+// are dropped (they match nothing stored).
+func (s *Store) LatestScopeCommit(ctx context.Context, partition string, q storage.ScopeCommitQuery) (int64, error) {
+	if _, _, _, err := s.current(); err != nil {
+		return 0, fmt.Errorf("sqlite: latest scope commit: %w", err)
+	}
+	vals := storage.StorableValues(q.Values)
+	if len(vals) == 0 || !storage.Storable(q.Var) {
+		return 0, nil
+	}
+	arr, err := json.Marshal(vals)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: latest scope commit: %w", err)
+	}
+	var seq sql.NullInt64
+	if err := s.readQueryRow(ctx, latestScopeSQL, partition, q.Table, string(arr), q.Var+"\x00", q.UpToSeq).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("sqlite: latest scope commit of %s.%s in %q: %w", q.Table, q.Var, partition, err)
+	}
+	return seq.Int64, nil
 }
 
 // txQuery runs a read inside rtx through the cached prepared statement of

@@ -134,7 +134,11 @@ const columnVersionsCol = "_sync_column_versions"
 // storage.ErrSchemaChanged before any table is touched (a missing
 // fingerprint is adopted). Declared indexes are named by
 // schema.IndexIdent; one found under its legacy name is rebuilt under the
-// new one and the legacy one dropped. A column added to an
+// new one and the legacy one dropped. Each declared reference column gets
+// its index (schema.Table.ReferenceIndexIdent, references.go), also when
+// a bump adds the reference to a table that holds rows (the index is
+// built in this transaction); reference indexes have no legacy names. A
+// column added to an
 // existing table is created nullable even when the schema declares it NOT
 // NULL (SQLite cannot add a NOT NULL column without a default; existing
 // rows read NULL there). A row table created before column versions gains
@@ -306,7 +310,7 @@ func (s *Store) migrateTable(ctx context.Context, t *schema.Table) error {
 			return fmt.Errorf("index %s: %w", ix.Name, err)
 		}
 	}
-	return nil
+	return s.ensureReferenceIndexes(ctx, t) // references.go
 }
 
 // legacyIndexName is the name indexes were created under before

@@ -125,6 +125,14 @@ func TestScanChangesUsesScopeIndex(t *testing.T) {
 			t.Fatalf("candidate query plan does not use the scope index: %s", joined)
 		}
 	}
+	for _, vals := range []string{`["a","b"]`, string(manyJSON)} {
+		// The scope pin: a seek per value, never a scan of the index.
+		joined := queryPlan(t, s, latestScopeSQL, "p", "items", vals, "project\x00", 10)
+		if !strings.Contains(joined, "SEARCH s USING PRIMARY KEY (partition_id=? AND table_name=? AND scope_key=? AND commit_seq<?)") ||
+			strings.Contains(strings.ReplaceAll(joined, "SCAN j VIRTUAL TABLE", ""), "SCAN ") {
+			t.Fatalf("scope pin query plan does not seek the scope index: %s", joined)
+		}
+	}
 	joined := queryPlan(t, s, loadCommitsSQL, "p", "items", "[1,2,3]")
 	if !strings.Contains(joined, "SEARCH ch USING PRIMARY KEY (partition_id=? AND commit_seq=?)") ||
 		strings.Contains(strings.ReplaceAll(joined, "SCAN json_each VIRTUAL TABLE", ""), "SCAN ") {

@@ -63,6 +63,9 @@ type tableStmts struct {
 	// reads, adds _sync_column_versions.
 	selectCols, txSelectCols string
 	get, upsert, drop        *sql.Stmt
+	// byColumn holds ScanByColumn's statements of each reference column
+	// (references.go), by column index.
+	byColumn map[int]*columnScan
 }
 
 func prepareTable(ctx context.Context, c *sql.Conn, t *schema.Table) (*tableStmts, error) {
@@ -95,6 +98,10 @@ func prepareTable(ctx context.Context, c *sql.Conn, t *schema.Table) (*tableStmt
 		}
 		*q.dst = st
 	}
+	if err := prepareColumnScans(ctx, c, ts); err != nil {
+		closeStmts(nil, map[string]*tableStmts{"": ts})
+		return nil, fmt.Errorf("sqlite: prepare reference scans of %s: %w", t.Name, err)
+	}
 	return ts, nil
 }
 
@@ -105,6 +112,9 @@ func closeStmts(sys *sysStmts, tables map[string]*tableStmts) {
 	}
 	for _, ts := range tables {
 		all = append(all, ts.get, ts.upsert, ts.drop)
+		for _, cs := range ts.byColumn {
+			all = append(all, cs.first, cs.after)
+		}
 	}
 	for _, st := range all {
 		if st != nil {

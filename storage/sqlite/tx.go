@@ -129,7 +129,8 @@ func (tx *pushTx) LookupIdempotency(ctx context.Context, clientID, clientCommitI
 	return rec, nil
 }
 
-// GetRow reads the row as this transaction sees it.
+// GetRow reads the row as this transaction sees it; a rowID that names
+// no key (storage.KeyValue) is absent, without a read.
 func (tx *pushTx) GetRow(ctx context.Context, t *schema.Table, rowID string) (*storage.RowRecord, error) {
 	ctx, err := tx.check(ctx, "get row")
 	if err != nil {
@@ -139,7 +140,11 @@ func (tx *pushTx) GetRow(ctx context.Context, t *schema.Table, rowID string) (*s
 	if err != nil {
 		return nil, err
 	}
-	rows, err := ts.get.QueryContext(ctx, tx.info.Partition, rowID)
+	key, ok := keyArg(ts.t, rowID)
+	if !ok {
+		return nil, nil // names no row that can exist
+	}
+	rows, err := ts.get.QueryContext(ctx, tx.info.Partition, key)
 	rec, err := oneRow(rows, err, newTxRowBuf(ts.t))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get row %s/%q: %w", t.Name, rowID, err)
@@ -247,8 +252,8 @@ func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRe
 	if len(rec.Values) != len(cols) {
 		return fmt.Errorf("sqlite: put row %s/%q: %d values for %d columns", t.Name, rec.RowID, len(rec.Values), len(cols))
 	}
-	if pk, _ := rec.Values[ts.t.PK].(string); pk != rec.RowID {
-		return fmt.Errorf("sqlite: put row %s/%q: primary key value %v differs", t.Name, rec.RowID, rec.Values[ts.t.PK])
+	if id, ok := ts.t.RowID(rec.Values); !ok || id != rec.RowID {
+		return fmt.Errorf("sqlite: put row %s/%q: primary key value %v does not render as the row id", t.Name, rec.RowID, rec.Values[ts.t.PK])
 	}
 	if err := storage.CheckRow(tx.info.Partition, ts.t, rec); err != nil {
 		return fmt.Errorf("sqlite: put row %s: %w", t.Name, err)
@@ -276,7 +281,8 @@ func (tx *pushTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRe
 
 // DeleteRow deletes the row if it exists and records (or replaces) its
 // tombstone in sync_tombstones, both in the transaction (a savepoint
-// covers them). A rowID storage.CheckTombstone refuses gets none.
+// covers them). A rowID storage.CheckTombstoneOf refuses gets none (one
+// that names no key, storage.KeyValue, is not even sent).
 func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string, tombstoneSeq int64) error {
 	ctx, err := tx.check(ctx, "delete row")
 	if err != nil {
@@ -289,13 +295,17 @@ func (tx *pushTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string, 
 	if tombstoneSeq < 1 {
 		return fmt.Errorf("sqlite: delete row %s/%q: tombstone seq %d must be >= 1", t.Name, rowID, tombstoneSeq)
 	}
+	key, ok := keyArg(ts.t, rowID)
+	if !ok {
+		return nil // names no row that can exist: nothing to delete, no tombstone
+	}
 	if err := tx.write(ctx); err != nil {
 		return err
 	}
-	if _, err := ts.drop.ExecContext(ctx, tx.info.Partition, rowID); err != nil {
+	if _, err := ts.drop.ExecContext(ctx, tx.info.Partition, key); err != nil {
 		return classify(err, fmt.Sprintf("delete row %s/%q", t.Name, rowID))
 	}
-	if storage.CheckTombstone(tx.info.Partition, ts.t.Name, rowID) != nil {
+	if storage.CheckTombstoneOf(tx.info.Partition, ts.t, rowID) != nil {
 		return nil
 	}
 	if _, err := tx.sys.putTomb.ExecContext(ctx, tx.info.Partition, ts.t.Name, rowID, tombstoneSeq); err != nil {
@@ -315,7 +325,7 @@ func (tx *pushTx) Tombstone(ctx context.Context, t *schema.Table, rowID string) 
 	if err != nil {
 		return 0, err
 	}
-	if storage.CheckTombstone(tx.info.Partition, ts.t.Name, rowID) != nil {
+	if storage.CheckTombstoneOf(tx.info.Partition, ts.t, rowID) != nil {
 		return 0, nil
 	}
 	var seq int64
@@ -339,7 +349,7 @@ func (tx *pushTx) ClearTombstone(ctx context.Context, t *schema.Table, rowID str
 	if err != nil {
 		return err
 	}
-	if storage.CheckTombstone(tx.info.Partition, ts.t.Name, rowID) != nil {
+	if storage.CheckTombstoneOf(tx.info.Partition, ts.t, rowID) != nil {
 		return nil
 	}
 	if err := tx.write(ctx); err != nil {

@@ -35,6 +35,19 @@ func bindValue(c ssp2.Column, v any) (any, error) {
 	return v, nil
 }
 
+// keyArg is the SQLite argument of the primary key of t that rowID
+// names (storage.KeyValue, in bindValue's form: an integer, 0/1 for a
+// boolean, text for a string or json key); ok is false when it names
+// none, and nothing is to be sent.
+func keyArg(t *schema.Table, rowID string) (any, bool) {
+	k, ok := storage.KeyValue(t, rowID)
+	if !ok {
+		return nil, false
+	}
+	v, err := bindValue(t.Columns[t.PK], k)
+	return v, err == nil
+}
+
 // decodeValue converts a scanned SQLite value back to the row value of c.
 func decodeValue(c ssp2.Column, v any) (any, error) {
 	if v == nil {
@@ -160,7 +173,11 @@ func (sc *rowBuf) scan(rows *sql.Rows) (storage.RowRecord, error) {
 		}
 		rec.ColumnVersions = cv
 	}
-	rec.RowID, _ = rec.Values[t.PK].(string)
+	id, ok := t.RowID(rec.Values)
+	if !ok {
+		return rec, fmt.Errorf("primary key %s: stored value %v renders no row id", t.Columns[t.PK].Name, rec.Values[t.PK])
+	}
+	rec.RowID = id
 	return rec, nil
 }
 

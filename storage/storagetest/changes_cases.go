@@ -164,3 +164,54 @@ var scanChangesTests = []test{
 		}
 	}},
 }
+
+// latestScopeCommitTests check Log.LatestScopeCommit (the SQLite-lane
+// scope pin of SPEC §4.7) on changeFixture: the newest commit up to a
+// bound whose change of the table carries one of the values of the
+// variable, deletes included, from the scope index; 0 when none.
+var latestScopeCommitTests = []test{
+	{name: "LatestScopeCommit", fn: func(e *env) {
+		e.changeFixture()
+		cases := []struct {
+			name      string
+			partition string
+			table, v  string
+			vals      []string
+			upTo      int64
+			want      int64
+		}{
+			{"the delete at 7 carries p1", "p", "items", "project", []string{"p1"}, 7, 7},
+			{"bounded by upTo", "p", "items", "project", []string{"p1"}, 6, 5},
+			{"another value", "p", "items", "project", []string{"p2"}, 7, 5},
+			{"the newest of several values", "p", "items", "project", []string{"p9", "p3"}, 7, 3},
+			{"another variable", "p", "items", "owner", []string{"2"}, 7, 5},
+			{"another table", "p", "notes", "project", []string{"p1"}, 7, 4},
+			{"a value no change carries", "p", "notes", "project", []string{"p2"}, 7, 0},
+			{"nothing at or below upTo", "p", "items", "project", []string{"p1"}, 0, 0},
+			{"an unstorable value matches nothing", "p", "items", "project", []string{"p\x00"}, 7, 0},
+			{"no values", "p", "items", "project", nil, 7, 0},
+			{"an unknown table", "p", "nope", "project", []string{"p1"}, 7, 0},
+			{"another partition", "other", "items", "project", []string{"p1"}, 7, 1},
+			{"a partition never created", "never", "items", "project", []string{"p1"}, 7, 0},
+		}
+		for _, c := range cases {
+			got, err := e.b.Log.LatestScopeCommit(e.ctx, c.partition, storage.ScopeCommitQuery{Table: c.table, Var: c.v, Values: c.vals, UpToSeq: c.upTo})
+			if err != nil || got != c.want {
+				e.t.Errorf("%s: LatestScopeCommit = %d, %v; want %d", c.name, got, err, c.want)
+			}
+		}
+	}},
+	{name: "LatestScopeCommitAfterPruning", roles: []string{"Retention"}, fn: func(e *env) {
+		e.changeFixture()
+		e.prune("p", 5, 100)
+		for _, c := range []struct {
+			vals []string
+			want int64
+		}{{[]string{"p1"}, 7}, {[]string{"p2"}, 0}, {[]string{"p3"}, 0}} {
+			got, err := e.b.Log.LatestScopeCommit(e.ctx, "p", storage.ScopeCommitQuery{Table: "items", Var: "project", Values: c.vals, UpToSeq: 7})
+			if err != nil || got != c.want {
+				e.t.Errorf("%v after pruning through 5: LatestScopeCommit = %d, %v; want %d", c.vals, got, err, c.want)
+			}
+		}
+	}},
+}

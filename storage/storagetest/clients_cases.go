@@ -52,6 +52,53 @@ var clientTests = []test{
 		e.wantClient("c2 untouched", "p", "c2", &c2)
 		e.wantClient("other partition", "q", "c1", nil)
 	}},
+	{name: "AdvanceClients", fn: func(e *env) {
+		// SPEC §8.2 ack persistence: only an existing record's cursor and
+		// timestamp move, each to its maximum, for the session's actor and
+		// the current epoch; nothing is created.
+		epoch := e.touch("p").LogEpoch
+		c1 := storage.ClientRecord{ClientID: "c1", ActorID: "a1", Subscriptions: json.RawMessage(`[{"id":"s1","cursor":4}]`), Cursor: 4, WireVersion: 3, UpdatedAtMs: 100}
+		c2 := storage.ClientRecord{ClientID: "c2", ActorID: "a2", Subscriptions: json.RawMessage(`[]`), Cursor: 10, WireVersion: 3, UpdatedAtMs: 500}
+		if err := e.b.Clients.PutClient(e.ctx, "p", c1, c2); err != nil {
+			e.t.Fatal(err)
+		}
+		advance := func(what, partition, epoch string, want int, acks ...storage.ClientAdvance) {
+			e.t.Helper()
+			n, err := e.b.Clients.AdvanceClients(e.ctx, partition, epoch, acks...)
+			if err != nil || n != want {
+				e.t.Fatalf("%s: AdvanceClients = %d, %v; want %d updated", what, n, err, want)
+			}
+		}
+		advance("acks at the current epoch", "p", epoch, 2,
+			storage.ClientAdvance{ClientID: "c1", ActorID: "a1", Cursor: 9, AtMs: 200},        // both rise
+			storage.ClientAdvance{ClientID: "c2", ActorID: "a2", Cursor: 7, AtMs: 300},        // neither falls
+			storage.ClientAdvance{ClientID: "c3", ActorID: "a1", Cursor: 5, AtMs: 200},        // no record: none created
+			storage.ClientAdvance{ClientID: "c1", ActorID: "intruder", Cursor: 50, AtMs: 900}, // another actor
+			storage.ClientAdvance{ClientID: "bad\x00id", ActorID: "a1", Cursor: 5, AtMs: 200}) // unstorable: missing
+		c1.Cursor, c1.UpdatedAtMs = 9, 200
+		e.wantClient("c1 advanced, subscriptions, wire version and actor kept", "p", "c1", &c1)
+		e.wantClient("c2 never lowered", "p", "c2", &c2)
+		e.wantClient("no record created", "p", "c3", nil)
+		advance("another epoch", "p", "not-the-epoch", 0, storage.ClientAdvance{ClientID: "c1", ActorID: "a1", Cursor: 20, AtMs: 1000})
+		advance("an empty epoch", "p", "", 0, storage.ClientAdvance{ClientID: "c1", ActorID: "a1", Cursor: 20, AtMs: 1000})
+		e.wantClient("c1 after acks of another epoch", "p", "c1", &c1)
+		advance("a partition never created", "never", epoch, 0, storage.ClientAdvance{ClientID: "c1", ActorID: "a1", Cursor: 20, AtMs: 1000})
+		e.wantClient("nothing created in it", "never", "c1", nil)
+		advance("no acks", "p", epoch, 0)
+		// A delayed ack from before a rotation cannot update the record the
+		// client registers after it.
+		rotated, err := e.b.Log.RotateLogEpoch(e.ctx, "p", 2000)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if got := e.bind(e.b, "p", "c1", "a1", 2000); got != "a1" {
+			e.t.Fatalf("rebinding after the rotation: %q", got)
+		}
+		advance("an ack of the old epoch", "p", epoch, 0, storage.ClientAdvance{ClientID: "c1", ActorID: "a1", Cursor: 30, AtMs: 3000})
+		e.wantClient("the new record", "p", "c1", &storage.ClientRecord{ClientID: "c1", ActorID: "a1", Cursor: -1, UpdatedAtMs: 2000})
+		advance("an ack of the new epoch", "p", rotated, 1, storage.ClientAdvance{ClientID: "c1", ActorID: "a1", Cursor: 30, AtMs: 3000})
+		e.wantClient("the new record advanced", "p", "c1", &storage.ClientRecord{ClientID: "c1", ActorID: "a1", Cursor: 30, UpdatedAtMs: 3000})
+	}},
 }
 
 func (e *env) bind(s storage.Backend, partition, clientID, actorID string, nowMs int64) string {

@@ -20,7 +20,7 @@ import (
 // putCV is put with column versions.
 func (e *env) putCV(tx storage.PushTx, t *schema.Table, version int64, row ssp2.Row, cv storage.ColumnVersions) {
 	e.t.Helper()
-	if err := tx.PutRow(e.ctx, t, storage.RowRecord{RowID: row[t.PK].(string), Version: version, Values: row, ColumnVersions: cv}); err != nil {
+	if err := tx.PutRow(e.ctx, t, storage.RowRecord{RowID: rowIDOf(e, t, row), Version: version, Values: row, ColumnVersions: cv}); err != nil {
 		e.t.Fatalf("PutRow(%s, %v): %v", t.Name, row[t.PK], err)
 	}
 }

@@ -50,9 +50,19 @@ func (e *env) push(partition string, fn func(tx storage.PushTx)) {
 
 func (e *env) put(tx storage.PushTx, t *schema.Table, version int64, row ssp2.Row) {
 	e.t.Helper()
-	if err := tx.PutRow(e.ctx, t, storage.RowRecord{RowID: row[t.PK].(string), Version: version, Values: row}); err != nil {
+	if err := tx.PutRow(e.ctx, t, storage.RowRecord{RowID: rowIDOf(e, t, row), Version: version, Values: row}); err != nil {
 		e.t.Fatalf("PutRow(%s, %v): %v", t.Name, row[t.PK], err)
 	}
+}
+
+// rowIDOf renders row's primary key as its row id, or fails the test.
+func rowIDOf(e *env, t *schema.Table, row ssp2.Row) string {
+	e.t.Helper()
+	id, ok := t.RowID(row)
+	if !ok {
+		e.t.Fatalf("row %v of %s: its key %v renders no row id", row, t.Name, row[t.PK])
+	}
+	return id
 }
 
 // must fails the test on a non-nil err.

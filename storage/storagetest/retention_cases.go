@@ -57,7 +57,8 @@ func (e *env) rejectAt(partition, key string) {
 
 func (e *env) prune(partition string, through int64, maxCommits int) storage.PruneResult {
 	e.t.Helper()
-	r, err := e.b.Retention.PruneBatch(e.ctx, partition, through, maxCommits)
+	req := storage.PruneRequest{LogEpoch: e.readPartition(partition).LogEpoch, ThroughSeq: through, MaxCommits: maxCommits}
+	r, err := e.b.Retention.PruneBatch(e.ctx, partition, req)
 	if err != nil {
 		e.t.Fatalf("PruneBatch(%q, %d, %d): %v", partition, through, maxCommits, err)
 	}
@@ -142,7 +143,7 @@ var retentionTests = []test{
 		}
 		e.wantLogFrom("p", 3, 10)
 		r = e.prune("p", 7, 3)
-		want = storage.PruneResult{HorizonSeq: 6, Commits: 3, Changes: 6, IdempotencyRecords: 4} // k4..k6 and r4
+		want = storage.PruneResult{PreviousHorizonSeq: 3, HorizonSeq: 6, Commits: 3, Changes: 6, IdempotencyRecords: 4} // k4..k6 and r4
 		if r != want {
 			e.t.Fatalf("second batch: %+v, want %+v", r, want)
 		}
@@ -226,10 +227,10 @@ var retentionTests = []test{
 			e.t.Fatalf("batches through 7 deleted %+v, CountPrune said %+v", pruned, counted)
 		}
 		// From a raised horizon: only what is left, nothing at or below it.
-		if r, want := count("p", 5), (storage.PruneResult{HorizonSeq: 7}); r != want {
+		if r, want := count("p", 5), (storage.PruneResult{PreviousHorizonSeq: 7, HorizonSeq: 7}); r != want {
 			e.t.Fatalf("CountPrune below the horizon = %+v, want %+v", r, want)
 		}
-		if r, want := count("p", 100), (storage.PruneResult{HorizonSeq: 10, Commits: 3, Changes: 6, IdempotencyRecords: 4}); r != want {
+		if r, want := count("p", 100), (storage.PruneResult{PreviousHorizonSeq: 7, HorizonSeq: 10, Commits: 3, Changes: 6, IdempotencyRecords: 4}); r != want {
 			e.t.Fatalf("CountPrune of the rest = %+v, want %+v", r, want)
 		}
 		if r := count("other", 100); r.Commits != 1 || r.IdempotencyRecords != 1 {
@@ -378,6 +379,7 @@ var retentionTests = []test{
 		// however the goroutines are scheduled (on a loaded machine the
 		// writer could otherwise finish before the pruner first runs).
 		pruned := make(chan struct{})
+		prunerGone := make(chan struct{}) // the pruner failed (its error is in errs)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -386,6 +388,8 @@ var retentionTests = []test{
 				if k == commits/2 {
 					select {
 					case <-pruned:
+					case <-prunerGone:
+						return
 					case <-e.ctx.Done():
 						errs <- fmt.Errorf("the pruner never moved the horizon: %w", e.ctx.Err())
 						return
@@ -408,9 +412,20 @@ var retentionTests = []test{
 					return
 				default:
 				}
-				res, err := e.b.Retention.PruneBatch(e.ctx, "p", pushed.Load()-5, 7)
+				through := pushed.Load() - 5
+				info, err := e.b.Log.ReadPartition(e.ctx, "p")
+				if err != nil {
+					errs <- fmt.Errorf("ReadPartition: %w", err)
+					close(prunerGone)
+					return
+				}
+				if !info.Exists {
+					continue // no epoch to plan at before the first commit
+				}
+				res, err := e.b.Retention.PruneBatch(e.ctx, "p", storage.PruneRequest{LogEpoch: info.LogEpoch, ThroughSeq: through, MaxCommits: 7})
 				if err != nil {
 					errs <- fmt.Errorf("PruneBatch: %w", err)
+					close(prunerGone)
 					return
 				}
 				if !signalled && res.HorizonSeq > 0 {
@@ -451,6 +466,77 @@ var retentionTests = []test{
 				e.t.Fatalf("idempotency record k%d present = %v, want %v (horizon %d)", k, got, want, info.HorizonSeq)
 			}
 		}
+	}},
+	{name: "PruneBatchVerifiesLogEpoch", fn: func(e *env) {
+		// SPEC §4.6: a batch verifies the epoch its plan was made at,
+		// before any deletion, under the lock a rotation takes.
+		batch := func(epoch string, through int64) (storage.PruneResult, error) {
+			return e.b.Retention.PruneBatch(e.ctx, "p", storage.PruneRequest{LogEpoch: epoch, ThroughSeq: through, MaxCommits: 100})
+		}
+		if r, err := e.b.Retention.PruneBatch(e.ctx, "never", storage.PruneRequest{LogEpoch: "x", ThroughSeq: 5, MaxCommits: 5}); err != nil || r != (storage.PruneResult{}) {
+			e.t.Fatalf("a never-created partition: %+v, %v; want nothing pruned and no error", r, err)
+		}
+		for range 6 {
+			e.logCommit("p", base)
+		}
+		planned := e.readPartition("p")
+		r, err := batch(planned.LogEpoch, 2)
+		if want := (storage.PruneResult{PreviousHorizonSeq: 0, HorizonSeq: 2, Commits: 2, Changes: 4, IdempotencyRecords: 2}); err != nil || r != want {
+			e.t.Fatalf("a batch at the planned epoch: %+v, %v; want %+v", r, err, want)
+		}
+		// The same batch again (its reply lost): nothing left to do, the
+		// horizons say so.
+		if r, err := batch(planned.LogEpoch, 2); err != nil || r != (storage.PruneResult{PreviousHorizonSeq: 2, HorizonSeq: 2}) {
+			e.t.Fatalf("the batch repeated: %+v, %v; want a no-op at horizon 2", r, err)
+		}
+		rotated, err := e.b.Log.RotateLogEpoch(e.ctx, "p", base)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, stale := range []string{planned.LogEpoch, ""} {
+			r, err := batch(stale, 6)
+			if !errors.Is(err, storage.ErrLogEpochChanged) {
+				e.t.Fatalf("a batch at epoch %q after a rotation: %+v, %v; want ErrLogEpochChanged", stale, r, err)
+			}
+			if r.Commits != 0 || r.HorizonSeq != 2 {
+				e.t.Fatalf("a refused batch reported deletions: %+v", r)
+			}
+		}
+		if info := e.readPartition("p"); info.HorizonSeq != 2 || info.LogEpoch != rotated {
+			e.t.Fatalf("registry after the refused batches: %+v", info)
+		}
+		e.wantLogFrom("p", 2, 6)
+		if !e.hasIdem("p", "k3") {
+			e.t.Fatal("a refused batch deleted an idempotency record")
+		}
+		// Planned again at the new epoch, it prunes.
+		if r, err := batch(rotated, 4); err != nil || r.PreviousHorizonSeq != 2 || r.HorizonSeq != 4 || r.Commits != 2 {
+			e.t.Fatalf("a batch at the new epoch: %+v, %v", r, err)
+		}
+		e.wantLogFrom("p", 4, 6)
+	}},
+	{name: "PruneBatchAfterRestoreRefused", roles: []string{"Snapshots"}, fn: func(e *env) {
+		// A plan made before a restore must not prune the restored log: the
+		// restore rotated the epoch, so the batch is refused and the
+		// restored commits (fewer than the plan's target) stay.
+		for range 3 {
+			e.logCommit("p", base)
+		}
+		if err := e.b.Snapshots.CapturePartition(e.ctx, "p"); err != nil {
+			e.t.Fatal(err)
+		}
+		for range 7 {
+			e.logCommit("p", base)
+		}
+		planned := e.readPartition("p") // max 10; say the plan targets 8
+		if _, err := e.b.Snapshots.RestorePartition(e.ctx, "p", base); err != nil {
+			e.t.Fatal(err)
+		}
+		r, err := e.b.Retention.PruneBatch(e.ctx, "p", storage.PruneRequest{LogEpoch: planned.LogEpoch, ThroughSeq: 8, MaxCommits: 100})
+		if !errors.Is(err, storage.ErrLogEpochChanged) || r.Commits != 0 {
+			e.t.Fatalf("a batch planned before the restore: %+v, %v; want ErrLogEpochChanged", r, err)
+		}
+		e.wantLogFrom("p", 0, 3)
 	}},
 	{name: "SnapshotRestore", roles: []string{"Snapshots"}, fn: func(e *env) {
 		if _, err := e.b.Snapshots.RestorePartition(e.ctx, "p", 5); !errors.Is(err, storage.ErrNoSnapshot) {

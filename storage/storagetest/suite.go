@@ -38,7 +38,12 @@
 //     absent (no error). PutClient never changes a record's ActorID.
 //   - Retention: PruneBatch never lowers the horizon, stops at throughSeq,
 //     max and horizon+maxCommits, and deletes a rejected idempotency record
-//     once the horizon reaches the max commit seq of its transaction. A
+//     once the horizon reaches the max commit seq of its transaction. It
+//     verifies the request's log epoch first: another epoch (an empty one
+//     too) fails with ErrLogEpochChanged and deletes nothing; a
+//     never-created partition returns a zero result without an error.
+//   - LatestScopeCommit counts deletes (their changes carry scopes) and
+//     forgets what pruning removed. A
 //     client is active when updated strictly after now − ActiveWindowMs; a
 //     commit is aged when created at or before now − AgeForceMs. The
 //     maintenance lock is not re-entrant (a second TryLockMaintenance on
@@ -64,6 +69,13 @@
 //     new horizon (one written later with an older seq too) and
 //     CountPrune counts them; RotateLogEpoch keeps them; a restore brings
 //     back the captured ones.
+//   - Primary keys of every eligible type (string, integer, boolean,
+//     json) are addressed by their row id, the key rendered as a string
+//     (schema.RenderKey); rows are ordered by the key's native order
+//     (numeric for integers, false before true, byte order of string and
+//     json text), and AfterRowID paging follows it (storage.AfterKey). A
+//     row id no key renders as names no row: absent to every read, no
+//     tombstone, never sent to the database (storage.KeyValue).
 //   - Truncated is true when the scan stopped on the limit and more matching
 //     commits exist up to UpToSeq, false when the last returned commit is
 //     UpToSeq or the range was exhausted below the limit. (When the limit is
@@ -230,11 +242,13 @@ func groups() []group {
 		{name: "Constraint", role: "Log", tests: constraintTests},
 		{name: "Unstorable", role: "Log", tests: unstorableTests},
 		{name: "Idempotency", role: "Log", tests: idempotencyTests},
-		{name: "ScanChanges", role: "Log", tests: scanChangesTests},
+		{name: "ScanChanges", role: "Log", tests: slices.Concat(scanChangesTests, latestScopeCommitTests)},
 		{name: "TxScanRows", role: "Log", tests: txScanRowsTests},
+		{name: "ScanByColumn", role: "Log", tests: refScanTests},
 		{name: "ColumnVersions", role: "Log", tests: colVersionTests},
 		{name: "Tombstones", role: "Log", tests: tombstoneTests},
 		{name: "Concurrency", role: "Log", tests: concurrencyTests},
+		{name: "KeyTypes", role: "Log", tests: keyTypeTests},
 		{name: "ScanRows", role: "Rows", tests: scanRowsTests},
 		{name: "VisitRows", role: "Rows", tests: visitRowsTests},
 		{name: "VisitEncoder", role: "Rows", tests: encodeRowsTests, setup: func(e *env) { e.visitEncoder = true }},

@@ -21,11 +21,15 @@ import (
 const ScopesHeader = "X-Syncular-Scopes"
 
 // SegmentHandler serves GET <mount>/segments/{id} (SPEC §5.5): host auth
-// plus ScopesHeader; scopes are resolved again on every call and the
-// digest of the effective map must match the segment's (403
-// sync.forbidden otherwise). Unknown ids get 404 sync.not_found, expired
-// ones 404 sync.segment_expired. Answers carry ETag "<id>", honour
-// If-None-Match with 304, and are compressed zstd, then gzip, then
+// plus ScopesHeader, or a signed URL token (?st=, SPEC §5.4) instead of
+// both. A segment is served only under a publication of the caller's
+// partition (a token's audience) in that partition's live log epoch:
+// scopes are resolved again on every call and the digest of the
+// effective map (a token's digest) must be that publication's (403
+// sync.forbidden otherwise). Unknown ids, and ids published only in
+// another partition or an older epoch, get the same 404 sync.not_found;
+// expired ones 404 sync.segment_expired. Answers carry ETag "<id>",
+// honour If-None-Match with 304, and are compressed zstd, then gzip, then
 // identity (segments are stored uncompressed, so never twice).
 type SegmentHandler struct {
 	eng  *engine.Engine

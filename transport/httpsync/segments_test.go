@@ -424,9 +424,10 @@ func TestSQLiteImageLane(t *testing.T) {
 
 // TestSignedSegmentURLs: with accept bit 3 every REF carries a signed URL
 // that downloads without host auth; the Go client follows it; tampered,
-// expired (TTL passed beyond the skew, or born expired), wrong-segment,
-// wrong-digest and wrong-audience tokens get 403 sync.forbidden. Without
-// bit 3 no URL is issued.
+// expired (TTL passed beyond the skew, or born expired), wrong-segment and
+// wrong-digest tokens get 403 sync.forbidden; a token of another audience
+// (a partition that did not publish the segment) gets 404 sync.not_found,
+// as an unknown segment. Without bit 3 no URL is issued.
 func TestSignedSegmentURLs(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s0 *server) {
 		s0.stop()
@@ -489,7 +490,9 @@ func TestSignedSegmentURLs(t *testing.T) {
 		forbidden("tampered MAC", base+"?st="+tok[:len(tok)-2]+string(flip)+tok[len(tok)-1:])
 		forbidden("other segment", strings.TrimSuffix(s.url, "/sync")+"/segments/"+refs[1].SegmentID+"?st="+tok)
 		wrongAud, _ := signer.Sign("another-partition", ref.SegmentID, ref.ScopeDigest)
-		forbidden("wrong audience", base+"?st="+wrongAud)
+		if code, b := fetch(base + "?st=" + wrongAud); code != 404 || !strings.Contains(string(b), `"sync.not_found"`) {
+			t.Fatalf("wrong audience: %d %s, want 404 sync.not_found", code, b)
+		}
 		wrongSD, _ := signer.Sign("team", ref.SegmentID, ssp2.ScopeDigest(map[string][]string{"list_id": {"Z"}}))
 		forbidden("wrong scope digest", base+"?st="+wrongSD)
 		otherKey, _ := segstore.NewSigner([]byte(strings.Repeat("x", 32)), time.Minute, clk.now).Sign("team", ref.SegmentID, ref.ScopeDigest)

@@ -43,6 +43,8 @@ type fixture struct {
 
 	mu     sync.Mutex
 	grants map[string]map[string][]string
+	// failing lists the actors whose scope resolution fails.
+	failing map[string]bool
 	// gate, when set, blocks the scope resolver until it is closed;
 	// entered, when set, is sent to as a resolution starts waiting on it.
 	gate    chan struct{}
@@ -64,11 +66,16 @@ type fixtureOpts struct {
 	auth auth.Authenticator
 	// wire is the engine's wire-version window (nil: the default, 3).
 	wire []uint16
+	// schema is the schema served (nil: the demo schema, table todos).
+	schema *schema.Schema
 }
 
 func newFixture(t testing.TB, o fixtureOpts) *fixture {
 	t.Helper()
-	f := &fixture{t: t, schema: schema.MustDemo(), grants: map[string]map[string][]string{}}
+	f := &fixture{t: t, schema: o.schema, grants: map[string]map[string][]string{}}
+	if f.schema == nil {
+		f.schema = schema.MustDemo()
+	}
 	f.store = o.store
 	if f.store == nil {
 		st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "synclane.db"), sqlite.Options{})
@@ -113,6 +120,7 @@ func (f *fixture) resolve(ctx context.Context, id engine.Identity) (map[string][
 	f.mu.Lock()
 	gate, entered := f.gate, f.entered
 	g, ok := f.grants[id.ActorID]
+	failing := f.failing[id.ActorID]
 	f.mu.Unlock()
 	if gate != nil {
 		if entered != nil {
@@ -127,10 +135,23 @@ func (f *fixture) resolve(ctx context.Context, id engine.Identity) (map[string][
 			return nil, ctx.Err()
 		}
 	}
+	if failing {
+		return nil, fmt.Errorf("the resolver of %s is down", id.ActorID)
+	}
 	if ok {
 		return g, nil
 	}
 	return map[string][]string{"list_id": {"*"}}, nil
+}
+
+// fail makes actor's scope resolution fail (or succeed again).
+func (f *fixture) fail(actor string, failing bool) {
+	f.mu.Lock()
+	if f.failing == nil {
+		f.failing = map[string]bool{}
+	}
+	f.failing[actor] = failing
+	f.mu.Unlock()
 }
 
 func (f *fixture) grant(actor string, g map[string][]string) {

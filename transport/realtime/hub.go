@@ -497,6 +497,11 @@ type part struct {
 	// (commitKeyLog.touches); OnCommitOutcome then runs the fan-out.
 	undecided bool
 
+	// refreshes counts RefreshScopes calls on the partition: a socket that
+	// was connecting when one ran (its resolution may predate it)
+	// registers nothing (refresh.go).
+	refreshes uint64
+
 	fanRunning, fanDirty bool
 	// keyBuf is collect's scratch buffer for group keys.
 	keyBuf     []byte
@@ -617,6 +622,7 @@ func (h *Hub) connect(w http.ResponseWriter, r *http.Request, eng *engine.Engine
 	s.p = p
 	p.sessions[s] = struct{}{}
 	p.byClient[s.clientID] = append(p.byClient[s.clientID], s)
+	s.refreshSeen = p.refreshes
 	p.mu.Unlock()
 	h.syncFollow(p.name) // before the socket can publish presence
 	fail := func(err error) bool {
@@ -690,6 +696,13 @@ func (h *Hub) connect(w http.ResponseWriter, r *http.Request, eng *engine.Engine
 		}
 		s.pendingReg = nil
 	}
+	// A RefreshScopes call since this socket registered may have revoked
+	// scopes its resolution above (or a round's) still holds: fail closed,
+	// register nothing and have the client run a round (after hello).
+	refreshed := p.refreshes != s.refreshSeen
+	if refreshed {
+		subs = nil
+	}
 	s.state = stateStarted
 	hello := &ssp2.Hello{ProtocolVersion: 1, SessionID: s.id, ActorID: s.ident.ActorID, ClientID: s.clientID,
 		Cursor: st.Cursor, LatestCursor: latest, RequiresSync: requiresSync, Timestamp: h.nowMs()}
@@ -697,6 +710,9 @@ func (h *Hub) connect(w http.ResponseWriter, r *http.Request, eng *engine.Engine
 		s.enqueue(outMsg{typ: websocket.MessageText, data: b}, true)
 	}
 	p.register(s, subs) // after hello: the presence burst follows it
+	if refreshed {
+		s.wake(ssp2.WakeCatchupRequired, latest)
+	}
 	if s.live && s.behind(latest) || !s.live && s.checked < latest {
 		p.kickFanout()
 	}

@@ -90,6 +90,10 @@ type session struct {
 	beatTimer *time.Timer
 	beatMu    sync.Mutex
 
+	// refreshSeen is the partition's RefreshScopes count when the socket
+	// registered (guarded by part.mu; read by connect).
+	refreshSeen uint64
+
 	// pendingReg is the newest registration of this socket's client that
 	// arrived while the socket was connecting (guarded by part.mu; applied
 	// by connect after the upgrade).
@@ -550,8 +554,10 @@ func (s *session) ack(cursor int64) {
 	if p.acks == nil {
 		p.acks = map[string]engine.Ack{}
 	}
-	if a, ok := p.acks[s.clientID]; !ok || a.Cursor < cursor || a.ActorID != s.ident.ActorID {
-		p.acks[s.clientID] = engine.Ack{ClientID: s.clientID, ActorID: s.ident.ActorID, Cursor: cursor}
+	if a, ok := p.acks[s.clientID]; !ok || a.Cursor < cursor || a.ActorID != s.ident.ActorID || a.LogEpoch != s.epoch {
+		// The session's epoch goes with the ack: the actor and storage
+		// drop an ack of another epoch than the partition's (SPEC §8.2).
+		p.acks[s.clientID] = engine.Ack{ClientID: s.clientID, ActorID: s.ident.ActorID, Cursor: cursor, LogEpoch: s.epoch}
 	}
 	if !p.ackRunning && p.h.spawn(p.flushAcks) {
 		p.ackRunning = true

@@ -15,24 +15,50 @@ import (
 	"github.com/synclane/synclane/storage/segstore"
 )
 
-// Store is the segstore.Store for --postgres: segments live in table
-// synclane_segments of the shared database, so any process can serve a
-// segment another process built.
+// Store is the segstore.Store for --postgres: each segment's bytes are one
+// row of synclane_segment_objects (keyed by id, stored once however many
+// publications share them) and each publication one row of
+// synclane_segment_publications (keyed by partition and build key), in
+// the shared database, so any process can serve a segment another process
+// built.
+//
+// An object's expires_at_ms is the latest expiry of the publications
+// that stored or reused it: Put raises it in the same transaction that
+// writes the publication, and the sweep deletes an object only by a
+// condition on that row (expired), which PostgreSQL re-checks on the row
+// a concurrent Put just raised. So two processes publishing the same
+// bytes at once (two partitions, two scope digests) both keep their
+// publication and the bytes, and the bytes go when the last publication
+// has expired. A publication is live while unexpired and its object
+// exists (eviction deletes the object).
+//
+// Table synclane_segments of versions before publications (one copy of
+// the bytes per entry, no log epoch) is not read: its segments are
+// published by nobody (a download answers sync.not_found, the next pull
+// builds the page again); the sweep deletes its rows once expired, so it
+// is empty one TTL after the upgrade (drop it then, once no process of an
+// older version shares the database).
 type Store struct {
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	legacy bool // table synclane_segments exists
 }
 
-const pgSchema = `CREATE TABLE IF NOT EXISTS synclane_segments (
+const pgSchema = `CREATE TABLE IF NOT EXISTS synclane_segment_objects (
+  id TEXT PRIMARY KEY, byte_length BIGINT NOT NULL, created_at_ms BIGINT NOT NULL,
+  expires_at_ms BIGINT NOT NULL, data BYTEA NOT NULL);
+CREATE INDEX IF NOT EXISTS synclane_segment_objects_by_expiry ON synclane_segment_objects (expires_at_ms);
+CREATE TABLE IF NOT EXISTS synclane_segment_publications (
   partition TEXT NOT NULL, build_key TEXT NOT NULL, id TEXT NOT NULL,
+  log_epoch TEXT NOT NULL, schema_version INTEGER NOT NULL,
   media_type SMALLINT NOT NULL, tbl TEXT NOT NULL, scope_digest TEXT NOT NULL,
   as_of BIGINT NOT NULL, byte_length BIGINT NOT NULL, row_count BIGINT NOT NULL,
   row_cursor TEXT, next_row_cursor TEXT, created_at_ms BIGINT NOT NULL,
-  expires_at_ms BIGINT NOT NULL, data BYTEA,
+  expires_at_ms BIGINT NOT NULL,
   PRIMARY KEY (partition, build_key));
-CREATE INDEX IF NOT EXISTS synclane_segments_by_id ON synclane_segments (id, partition);
-CREATE INDEX IF NOT EXISTS synclane_segments_by_expiry ON synclane_segments (expires_at_ms)`
+CREATE INDEX IF NOT EXISTS synclane_segment_publications_by_id ON synclane_segment_publications (id, partition);
+CREATE INDEX IF NOT EXISTS synclane_segment_publications_by_expiry ON synclane_segment_publications (expires_at_ms)`
 
-// Open creates the segment table if needed and returns the Store.
+// Open creates the segment tables if needed and returns the Store.
 // The pool stays the caller's to close.
 func Open(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
 	// Serialize concurrent CREATE ... IF NOT EXISTS of several processes.
@@ -45,21 +71,25 @@ func Open(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
 		return nil, fmt.Errorf("segstore: lock: %w", err)
 	}
 	if _, err := tx.Exec(ctx, pgSchema); err != nil {
-		return nil, fmt.Errorf("segstore: create table: %w", err)
+		return nil, fmt.Errorf("segstore: create tables: %w", err)
+	}
+	var legacy bool
+	if err := tx.QueryRow(ctx, `SELECT to_regclass('synclane_segments') IS NOT NULL`).Scan(&legacy); err != nil {
+		return nil, fmt.Errorf("segstore: look for the tables of earlier versions: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("segstore: commit: %w", err)
 	}
-	return &Store{pool: pool}, nil
+	return &Store{pool: pool, legacy: legacy}, nil
 }
 
-// metaCols are the columns pgMeta reads, in its order.
-const metaCols = `partition, build_key, id, media_type, tbl, scope_digest, as_of, byte_length, row_count, row_cursor, next_row_cursor, created_at_ms, expires_at_ms`
+// metaCols are the publication columns pgMeta reads, in its order.
+const metaCols = `partition, build_key, id, log_epoch, schema_version, media_type, tbl, scope_digest, as_of, byte_length, row_count, row_cursor, next_row_cursor, created_at_ms, expires_at_ms`
 
 func pgMeta(r pgx.Row, extra ...any) (segstore.Meta, error) {
 	var m segstore.Meta
 	var mt int16
-	dest := append([]any{&m.Partition, &m.Key, &m.ID, &mt, &m.Table, &m.ScopeDigest, &m.AsOfCommitSeq,
+	dest := append([]any{&m.Partition, &m.Key, &m.ID, &m.LogEpoch, &m.SchemaVersion, &mt, &m.Table, &m.ScopeDigest, &m.AsOfCommitSeq,
 		&m.ByteLength, &m.RowCount, &m.RowCursor, &m.NextRowCursor, &m.CreatedAtMs, &m.ExpiresAtMs}, extra...)
 	if err := r.Scan(dest...); err != nil {
 		return segstore.Meta{}, err
@@ -68,9 +98,13 @@ func pgMeta(r pgx.Row, extra ...any) (segstore.Meta, error) {
 	return m, nil
 }
 
+// held is the SQL condition "publication p's bytes are stored".
+const held = `EXISTS (SELECT 1 FROM synclane_segment_objects o WHERE o.id = p.id)`
+
 // Lookup implements segstore.Store.
 func (s *Store) Lookup(ctx context.Context, partition, key string, nowMs int64) (segstore.Meta, error) {
-	m, err := pgMeta(s.pool.QueryRow(ctx, `SELECT `+metaCols+` FROM synclane_segments WHERE partition = $1 AND build_key = $2 AND expires_at_ms > $3 AND data IS NOT NULL`, partition, key, nowMs))
+	m, err := pgMeta(s.pool.QueryRow(ctx, `SELECT `+metaCols+` FROM synclane_segment_publications p
+WHERE partition = $1 AND build_key = $2 AND expires_at_ms > $3 AND `+held, partition, key, nowMs))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return segstore.Meta{}, segstore.ErrNotFound
 	}
@@ -80,83 +114,116 @@ func (s *Store) Lookup(ctx context.Context, partition, key string, nowMs int64) 
 	return m, nil
 }
 
-// Put implements segstore.Store.
+// Put implements segstore.Store, in one transaction: the publication is
+// written (replacing one of the same key that expired or lost its bytes;
+// a live one stays and nothing else is written), then the object is
+// extended to the publication's expiry, or stored when absent. Bytes
+// already stored under the id with another length fail with
+// segstore.ErrCollision; the bytes travel to the database only when the
+// object is absent.
 func (s *Store) Put(ctx context.Context, m segstore.Meta, data []byte) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO synclane_segments (`+metaCols+`, data) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)
-ON CONFLICT (partition, build_key) DO UPDATE SET id = excluded.id, media_type = excluded.media_type, tbl = excluded.tbl,
-  scope_digest = excluded.scope_digest, as_of = excluded.as_of, byte_length = excluded.byte_length, row_count = excluded.row_count,
-  row_cursor = excluded.row_cursor, next_row_cursor = excluded.next_row_cursor, created_at_ms = excluded.created_at_ms,
-  expires_at_ms = excluded.expires_at_ms, data = excluded.data
-WHERE synclane_segments.data IS NULL OR synclane_segments.expires_at_ms <= excluded.created_at_ms`,
-		m.Partition, m.Key, m.ID, int16(m.MediaType), m.Table, m.ScopeDigest, m.AsOfCommitSeq, m.ByteLength, m.RowCount,
-		m.RowCursor, m.NextRowCursor, m.CreatedAtMs, m.ExpiresAtMs, data)
-	if err != nil {
-		return fmt.Errorf("segstore: put: %w", err)
+	if err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO synclane_segment_publications AS p (`+metaCols+`)
+VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15)
+ON CONFLICT (partition, build_key) DO UPDATE SET id = excluded.id, log_epoch = excluded.log_epoch, schema_version = excluded.schema_version,
+  media_type = excluded.media_type, tbl = excluded.tbl, scope_digest = excluded.scope_digest, as_of = excluded.as_of,
+  byte_length = excluded.byte_length, row_count = excluded.row_count, row_cursor = excluded.row_cursor,
+  next_row_cursor = excluded.next_row_cursor, created_at_ms = excluded.created_at_ms, expires_at_ms = excluded.expires_at_ms
+WHERE p.expires_at_ms <= excluded.created_at_ms OR NOT `+held,
+			m.Partition, m.Key, m.ID, m.LogEpoch, m.SchemaVersion, int16(m.MediaType), m.Table, m.ScopeDigest, m.AsOfCommitSeq,
+			m.ByteLength, m.RowCount, m.RowCursor, m.NextRowCursor, m.CreatedAtMs, m.ExpiresAtMs)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err // another builder's live publication holds the key
+		}
+		var n int64
+		err = tx.QueryRow(ctx, `UPDATE synclane_segment_objects SET expires_at_ms = greatest(expires_at_ms, $2),
+  created_at_ms = greatest(created_at_ms, $3) WHERE id = $1 RETURNING byte_length`, m.ID, m.ExpiresAtMs, m.CreatedAtMs).Scan(&n)
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = tx.QueryRow(ctx, `INSERT INTO synclane_segment_objects (id, byte_length, created_at_ms, expires_at_ms, data)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (id) DO UPDATE SET expires_at_ms = greatest(synclane_segment_objects.expires_at_ms, excluded.expires_at_ms),
+  created_at_ms = greatest(synclane_segment_objects.created_at_ms, excluded.created_at_ms)
+RETURNING byte_length`, m.ID, int64(len(data)), m.CreatedAtMs, m.ExpiresAtMs, data).Scan(&n)
+		}
+		if err != nil {
+			return err
+		}
+		if n != int64(len(data)) {
+			return segstore.ErrCollision
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("segstore: put %s: %w", m.ID, err)
 	}
 	return nil
 }
 
-// Get implements segstore.Store. The entries are read without their bytes
-// and the bytes of one live entry once: a page whose rows did not change
-// is stored again under every pin's build key with the same id, and
-// reading each copy would cost a download N times its size.
-func (s *Store) Get(ctx context.Context, partition, id string, nowMs int64) ([]segstore.Meta, []byte, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+metaCols+`, expires_at_ms > $1 AND data IS NOT NULL FROM synclane_segments WHERE id = $2 AND ($3 = '' OR partition = $3)`, nowMs, id, partition)
+// Get implements segstore.Store, in one round trip: the publications,
+// and the bytes once (on the first row only, when a publication is
+// unexpired): a page whose rows did not change is published again under
+// every pin's build key with the same id.
+func (s *Store) Get(ctx context.Context, partition, id string, nowMs int64) ([]segstore.Publication, []byte, error) {
+	rows, err := s.pool.Query(ctx, `WITH p AS (
+  SELECT `+metaCols+`, expires_at_ms > $1 AS unexpired FROM synclane_segment_publications WHERE id = $2 AND ($3 = '' OR partition = $3))
+SELECT p.*, CASE WHEN row_number() OVER () = 1 THEN
+  (SELECT data FROM synclane_segment_objects WHERE id = $2 AND EXISTS (SELECT 1 FROM p WHERE unexpired)) END
+FROM p`, nowMs, id, partition)
 	if err != nil {
 		return nil, nil, fmt.Errorf("segstore: get: %w", err)
 	}
 	defer rows.Close()
-	var metas []segstore.Meta
-	known := false
+	var pubs []segstore.Publication
+	var data []byte
 	for rows.Next() {
-		var live bool
-		m, err := pgMeta(rows, &live)
-		if err != nil {
+		var p segstore.Publication
+		var d []byte
+		if p.Meta, err = pgMeta(rows, &p.Live, &d); err != nil {
 			return nil, nil, fmt.Errorf("segstore: get: %w", err)
 		}
-		known = true
-		if live {
-			metas = append(metas, m)
+		if len(pubs) == 0 {
+			data = d
 		}
+		pubs = append(pubs, p)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, nil, fmt.Errorf("segstore: get: %w", err)
 	}
-	if len(metas) == 0 {
-		if known {
-			return nil, nil, segstore.ErrExpired
-		}
+	if len(pubs) == 0 {
 		return nil, nil, segstore.ErrNotFound
 	}
-	var data []byte
-	err = s.pool.QueryRow(ctx, `SELECT data FROM synclane_segments WHERE id = $2 AND ($3 = '' OR partition = $3) AND expires_at_ms > $1 AND data IS NOT NULL LIMIT 1`,
-		nowMs, id, partition).Scan(&data)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows): // swept between the two reads
-		return nil, nil, segstore.ErrExpired
-	case err != nil:
-		return nil, nil, fmt.Errorf("segstore: get: %w", err)
+	if data == nil { // nothing unexpired, or the bytes were evicted
+		for i := range pubs {
+			pubs[i].Live = false
+		}
 	}
-	return metas, data, nil
+	return pubs, data, nil
 }
 
-// Sweep implements segstore.Store.
+// Sweep implements segstore.Store: objects whose every publication
+// expired go, publications that expired before forgetBeforeMs are
+// forgotten, and so are the expired rows of the table of earlier
+// versions.
 func (s *Store) Sweep(ctx context.Context, nowMs, forgetBeforeMs int64) (int, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE synclane_segments SET data = NULL WHERE expires_at_ms <= $1 AND data IS NOT NULL`, nowMs)
+	tag, err := s.pool.Exec(ctx, `DELETE FROM synclane_segment_objects WHERE expires_at_ms <= $1`, nowMs)
 	if err != nil {
 		return 0, fmt.Errorf("segstore: sweep: %w", err)
 	}
-	if _, err := s.pool.Exec(ctx, `DELETE FROM synclane_segments WHERE expires_at_ms < $1 AND data IS NULL`, forgetBeforeMs); err != nil {
-		return int(tag.RowsAffected()), fmt.Errorf("segstore: forget tombstones: %w", err)
+	n := int(tag.RowsAffected())
+	if _, err := s.pool.Exec(ctx, `DELETE FROM synclane_segment_publications WHERE expires_at_ms < $1`, forgetBeforeMs); err != nil {
+		return n, fmt.Errorf("segstore: forget publications: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	if s.legacy {
+		if _, err := s.pool.Exec(ctx, `DELETE FROM synclane_segments WHERE expires_at_ms <= $1`, nowMs); err != nil {
+			return n, fmt.Errorf("segstore: sweep the segments of earlier versions: %w", err)
+		}
+	}
+	return n, nil
 }
 
-// Held implements segstore.Evicter. Each entry holds its own copy of the
-// bytes in this store, so a segment's Bytes are the sum over its entries
-// that hold them.
+// Held implements segstore.Evicter: one row per object, its bytes
+// counted once.
 func (s *Store) Held(ctx context.Context) ([]segstore.Held, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, sum(byte_length)::BIGINT, max(created_at_ms), max(expires_at_ms) FROM synclane_segments WHERE data IS NOT NULL GROUP BY id`)
+	rows, err := s.pool.Query(ctx, `SELECT id, byte_length, created_at_ms, expires_at_ms FROM synclane_segment_objects`)
 	if err != nil {
 		return nil, fmt.Errorf("segstore: held segments: %w", err)
 	}
@@ -164,26 +231,14 @@ func (s *Store) Held(ctx context.Context) ([]segstore.Held, error) {
 	return segstore.ScanHeld(rows)
 }
 
-// Evict implements segstore.Evicter: the entries of ids keep their rows as
-// tombstones, without their bytes.
+// Evict implements segstore.Evicter: the objects of ids are deleted;
+// their publications stay, no longer live.
 func (s *Store) Evict(ctx context.Context, ids []string) (int, error) {
-	rows, err := s.pool.Query(ctx, `UPDATE synclane_segments SET data = NULL WHERE id = ANY($1) AND data IS NOT NULL RETURNING id`, ids)
+	tag, err := s.pool.Exec(ctx, `DELETE FROM synclane_segment_objects WHERE id = ANY($1)`, ids)
 	if err != nil {
 		return 0, fmt.Errorf("segstore: evict: %w", err)
 	}
-	defer rows.Close()
-	seen := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return len(seen), fmt.Errorf("segstore: evict: %w", err)
-		}
-		seen[id] = true
-	}
-	if err := rows.Err(); err != nil {
-		return len(seen), fmt.Errorf("segstore: evict: %w", err)
-	}
-	return len(seen), nil
+	return int(tag.RowsAffected()), nil
 }
 
 // Close implements segstore.Store; the pool is not closed.

@@ -1,5 +1,5 @@
 // Package sqlitefile is the segment store of the embedded mode: the
-// entries in one SQLite file, each segment's bytes in a file beside it. It
+// publications in one SQLite file, each segment's bytes in a file beside it. It
 // links the SQLite driver; the segment cache (package segstore) does not.
 package sqlitefile
 
@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"database/sql"
-	"database/sql/driver"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -27,63 +27,78 @@ import (
 )
 
 // Store is the embedded-mode segstore.Store: one SQLite file (WAL) holding
-// every segment's entries for the processes that open it, and a directory
-// beside it (the file's path + "-data") holding each segment's bytes as a
-// file of its own. Writing a page-sized segment as a file costs one
-// write of its bytes, where a blob in the database was written to the WAL
-// and again at checkpoint. Bytes are written to a temporary file and
-// renamed into place before their entry is committed, and are checked
-// against their id (sha256) when read back, so a file torn by a power
-// loss (files are not fsync'd: a segment is a cache) or altered on disk is
-// answered as expired (the client re-pulls and the page is rebuilt),
-// never served. Entries written by earlier versions, with the bytes in
-// the database, are still served. Sweep deletes the files of expired
-// entries, and files no entry names (left by a crash between the rename
-// and the commit, or by an entry replaced after expiring) once they are an
+// every segment's publications for the processes that open it (one row
+// each, keyed by partition and build key), and a directory beside it (the
+// file's path + "-data") holding each segment's bytes as a file of its
+// own. Writing a page-sized segment as a file costs one write of its
+// bytes, where a blob in the database was written to the WAL and again at
+// checkpoint. Bytes are written to a temporary file and renamed into
+// place before their publication is committed, and are checked against
+// their id (sha256) when read back, so a file torn by a power loss (files
+// are not fsync'd: a segment is a cache) or altered on disk is answered
+// as expired (the client re-pulls and the page is rebuilt), never served.
+// Sweep deletes the files of segments whose last publication expired, and
+// files no publication names (left by a crash between the rename and the
+// commit, or by a publication replaced after expiring) once they are an
 // hour old.
 //
 // Files are content-addressed: a segment's file is named after its id
-// (the hash of its bytes), so every entry of the same bytes (the same page
-// under several scope digests, pins or page keys) shares one file, and a
-// file is removed only once no entry with bytes names it. Held and Evict
-// let the segment cache bound the directory (segstore.Quota).
+// (the hash of its bytes), so every publication of the same bytes (the
+// same page under several scope digests, pins, page keys or partitions)
+// shares one file, and a file is removed only once no publication with
+// bytes names it. A publication is one row written by one statement, so
+// two publishers of the same bytes never drop each other's. Naming a file
+// in a publication (after making sure it is in place) and removing an
+// unnamed file are each done under SQLite's write lock (an IMMEDIATE
+// transaction), which every process opening the file shares: one process
+// never removes a file another has just named. Held and Evict let the
+// segment cache bound the directory (segstore.Quota).
+//
+// A segments.db written before publications recorded their log epoch
+// (no log_epoch column) is migrated when opened: its rows become
+// tombstones (published by nobody, never served: a download of one
+// answers sync.not_found and the client's next pull builds the page
+// again) and their files go with the orphan sweep. Rows of still older
+// versions that hold their bytes in the database go the same way.
 type Store struct {
 	db  *sql.DB
 	dir string
-	// files serializes, in this process, deciding that a shared file is
-	// unnamed (and removing it) with writing or reusing it for a new
-	// entry, so a Put never commits an entry naming a file being removed.
-	files sync.Mutex
 }
 
-// orphanAge is how old a segment file no entry names must be before Sweep
+// orphanAge is how old a segment file no publication names must be before Sweep
 // deletes it: far longer than a Put's rename-to-commit window.
 const orphanAge = time.Hour
 
+// sqliteSchema creates the publications table. Columns added since its
+// first layout are added by Open to a file that lacks them (data_file,
+// log_epoch, schema_version); data is what versions before segment files
+// stored the bytes in (never read now).
 const sqliteSchema = `CREATE TABLE IF NOT EXISTS segments (
   partition TEXT NOT NULL, build_key TEXT NOT NULL, id TEXT NOT NULL,
   media_type INTEGER NOT NULL, tbl TEXT NOT NULL, scope_digest TEXT NOT NULL,
   as_of INTEGER NOT NULL, byte_length INTEGER NOT NULL, row_count INTEGER NOT NULL,
   row_cursor TEXT, next_row_cursor TEXT, created_at_ms INTEGER NOT NULL,
-  expires_at_ms INTEGER NOT NULL, data BLOB,
+  expires_at_ms INTEGER NOT NULL, data BLOB, data_file TEXT,
+  log_epoch TEXT NOT NULL DEFAULT '', schema_version INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (partition, build_key)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS segments_by_id ON segments (id, partition);
 CREATE INDEX IF NOT EXISTS segments_by_expiry ON segments (expires_at_ms);`
 
-// fileIndex indexes entries by their file (shared by the entries of one
-// segment id), created once the data_file column exists.
+// fileIndex indexes publications by their file (shared by the
+// publications of one segment id).
 const fileIndex = `CREATE INDEX IF NOT EXISTS segments_by_file ON segments (data_file) WHERE data_file IS NOT NULL`
 
-// sqliteFileTuning keeps whole-blob reads cheap for entries that hold
-// their bytes in the database (written by earlier versions): 64 KiB pages
-// (a blob's overflow chain is 16x shorter; takes effect when the file is
-// created, an existing file keeps its page size) and reads through a
-// memory map of up to 256 MiB instead of one pread per page.
+// sqliteFileTuning dates from when versions kept the bytes in the
+// database (64 KiB pages, reads through a memory map of up to 256 MiB);
+// kept so files of those versions and new ones open alike. The page size
+// takes effect when the file is created.
 const sqliteFileTuning = "&_pragma=page_size(65536)&_pragma=mmap_size(268435456)"
 
 // Open opens (creating if needed) the segment file at path.
 func Open(ctx context.Context, path string) (*Store, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL"+sqliteFileTuning)
+	// _txlock=immediate: every transaction takes the write lock at BEGIN
+	// (see locked).
+	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL&_txlock=immediate"+sqliteFileTuning)
 	if err != nil {
 		return nil, fmt.Errorf("segstore: open %s: %w", path, err)
 	}
@@ -92,18 +107,13 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("segstore: create tables in %s: %w", path, err)
 	}
-	// data_file names the file holding the bytes (NULL: in the data column,
-	// as versions before it stored them, or swept).
-	var n int
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('segments') WHERE name = 'data_file'`).Scan(&n); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("segstore: read the schema of %s: %w", path, err)
+	err = migrate(ctx, db)
+	if err != nil && strings.Contains(err.Error(), "duplicate column") {
+		err = migrate(ctx, db) // another process migrated it meanwhile: look again
 	}
-	if n == 0 {
-		if _, err := db.ExecContext(ctx, `ALTER TABLE segments ADD COLUMN data_file TEXT`); err != nil && !strings.Contains(err.Error(), "duplicate column") {
-			_ = db.Close()
-			return nil, fmt.Errorf("segstore: add data_file to %s: %w", path, err)
-		}
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("segstore: migrate %s: %w", path, err)
 	}
 	if _, err := db.ExecContext(ctx, fileIndex); err != nil {
 		_ = db.Close()
@@ -117,13 +127,61 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	return &Store{db: db, dir: dir}, nil
 }
 
-// hasBytes is the SQL condition "the entry still holds its bytes". Whether
-// the data column does is read with typeof(data), which SQLite answers
-// from the record header; "data IS NOT NULL" would load a whole blob
-// (hundreds of KiB) through its overflow pages.
-const hasBytes = `(data_file IS NOT NULL OR typeof(data) <> 'null')`
+// migrate brings a segments.db of an earlier version to the current
+// layout, in one transaction: data_file (versions before segment files
+// kept the bytes in the data column) and the publication's log_epoch and
+// schema_version. A file that lacked log_epoch holds rows published
+// before epochs were recorded: they become tombstones (no bytes, data
+// cleared), published by nobody; their files, no longer named, go with
+// the orphan sweep.
+func migrate(ctx context.Context, db *sql.DB) error {
+	has := map[string]bool{}
+	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info('segments')`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			_ = rows.Close()
+			return err
+		}
+		has[n] = true
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	if has["data_file"] && has["log_epoch"] && has["schema_version"] {
+		return nil
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, col := range []struct{ name, def string }{
+		{"data_file", "data_file TEXT"},
+		{"log_epoch", "log_epoch TEXT NOT NULL DEFAULT ''"},
+		{"schema_version", "schema_version INTEGER NOT NULL DEFAULT 0"},
+	} {
+		if !has[col.name] {
+			if _, err := tx.ExecContext(ctx, `ALTER TABLE segments ADD COLUMN `+col.def); err != nil {
+				return err
+			}
+		}
+	}
+	if !has["log_epoch"] {
+		if _, err := tx.ExecContext(ctx, `UPDATE segments SET data = NULL, data_file = NULL`); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
 
-const metaCols = `partition, build_key, id, media_type, tbl, scope_digest, as_of, byte_length, row_count, row_cursor, next_row_cursor, created_at_ms, expires_at_ms`
+// hasBytes is the SQL condition "the publication still holds its bytes".
+const hasBytes = `data_file IS NOT NULL`
+
+const metaCols = `partition, build_key, id, log_epoch, schema_version, media_type, tbl, scope_digest, as_of, byte_length, row_count, row_cursor, next_row_cursor, created_at_ms, expires_at_ms`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -131,7 +189,7 @@ func scanMeta(r scanner, extra ...any) (segstore.Meta, error) {
 	var m segstore.Meta
 	var mt int64
 	var rc, nrc sql.NullString
-	dest := append([]any{&m.Partition, &m.Key, &m.ID, &mt, &m.Table, &m.ScopeDigest, &m.AsOfCommitSeq,
+	dest := append([]any{&m.Partition, &m.Key, &m.ID, &m.LogEpoch, &m.SchemaVersion, &mt, &m.Table, &m.ScopeDigest, &m.AsOfCommitSeq,
 		&m.ByteLength, &m.RowCount, &rc, &nrc, &m.CreatedAtMs, &m.ExpiresAtMs}, extra...)
 	if err := r.Scan(dest...); err != nil {
 		return segstore.Meta{}, err
@@ -167,44 +225,144 @@ func (s *Store) Lookup(ctx context.Context, partition, key string, nowMs int64) 
 }
 
 // Put implements segstore.Store. The bytes go to the file named after
-// their id (written to a temporary name, then renamed; kept as it is when
-// it already holds that many bytes, written for another entry of the same
-// id) before the entry naming it is committed; when the entry is not
-// stored (another builder's unexpired entry holds the key) a file this
-// call wrote and no entry names is removed again.
+// their id: written to a temporary name first (unless a file of that many
+// bytes is already there, written for another publication of the same
+// id), then, under the write lock (locked), renamed into place or
+// discarded for the one in place, and the publication naming the file is
+// written, in one statement that replaces a publication of the same key
+// only when it no longer holds bytes or has expired. When the publication
+// is not stored (another builder's live one holds the key) a file this
+// call put in place and no publication names is removed again.
 func (s *Store) Put(ctx context.Context, m segstore.Meta, data []byte) error {
 	name, err := fileName(m.ID)
 	if err != nil {
 		return fmt.Errorf("segstore: put: %w", err)
 	}
-	s.files.Lock()
-	defer s.files.Unlock()
-	wrote, err := s.writeFile(name, data)
-	if err != nil {
-		return fmt.Errorf("segstore: put: %w", err)
+	final := filepath.Join(s.dir, name)
+	tmp := ""
+	if st, err := os.Stat(final); err != nil || st.Size() != int64(len(data)) {
+		if tmp, err = writeTemp(final, data); err != nil {
+			return fmt.Errorf("segstore: put %s: %w", m.ID, err)
+		}
+		defer os.Remove(tmp) // gone already once renamed into place
 	}
-	var stored int
-	err = s.db.QueryRowContext(ctx, `INSERT INTO segments (`+metaCols+`, data, data_file) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,?)
-ON CONFLICT (partition, build_key) DO UPDATE SET id = excluded.id, media_type = excluded.media_type, tbl = excluded.tbl,
+	err = s.locked(ctx, func(tx *sql.Tx) error {
+		placed, err := s.place(final, tmp, m.ID, data)
+		if err != nil {
+			return err
+		}
+		var stored int
+		err = tx.QueryRowContext(ctx, `INSERT INTO segments (`+metaCols+`, data, data_file) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,?)
+ON CONFLICT (partition, build_key) DO UPDATE SET id = excluded.id, log_epoch = excluded.log_epoch, schema_version = excluded.schema_version,
+  media_type = excluded.media_type, tbl = excluded.tbl,
   scope_digest = excluded.scope_digest, as_of = excluded.as_of, byte_length = excluded.byte_length, row_count = excluded.row_count,
   row_cursor = excluded.row_cursor, next_row_cursor = excluded.next_row_cursor, created_at_ms = excluded.created_at_ms,
   expires_at_ms = excluded.expires_at_ms, data = NULL, data_file = excluded.data_file
-WHERE NOT (segments.data_file IS NOT NULL OR typeof(segments.data) <> 'null') OR segments.expires_at_ms <= excluded.created_at_ms
+WHERE segments.data_file IS NULL OR segments.expires_at_ms <= excluded.created_at_ms
 RETURNING 1`,
-		m.Partition, m.Key, m.ID, int64(m.MediaType), m.Table, m.ScopeDigest, m.AsOfCommitSeq, m.ByteLength, m.RowCount,
-		nullable(m.RowCursor), nullable(m.NextRowCursor), m.CreatedAtMs, m.ExpiresAtMs, name).Scan(&stored)
-	if err == nil {
+			m.Partition, m.Key, m.ID, m.LogEpoch, m.SchemaVersion, int64(m.MediaType), m.Table, m.ScopeDigest, m.AsOfCommitSeq, m.ByteLength, m.RowCount,
+			nullable(m.RowCursor), nullable(m.NextRowCursor), m.CreatedAtMs, m.ExpiresAtMs, name).Scan(&stored)
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		// Another builder's live publication holds the key: a file this
+		// call put in place goes unless a publication names it.
+		if placed {
+			_, err = s.removeUnnamed(ctx, tx, name)
+			return err
+		}
 		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("segstore: put %s: %w", m.ID, err)
 	}
-	if wrote {
-		// Ours is not needed (another builder's entry holds the key) or
-		// could not be stored: the file goes unless an entry names it.
-		s.removeUnnamed(context.WithoutCancel(ctx), name)
+	return nil
+}
+
+// locked runs fn in a transaction holding SQLite's write lock (the
+// database is opened with _txlock=immediate), committing when fn returns
+// nil. Every process opening the segment file takes the same lock, so
+// decisions about which files are named are serialized across them.
+func (s *Store) locked(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
 	}
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
 	}
-	return fmt.Errorf("segstore: put: %w", err)
+	return tx.Commit()
+}
+
+// writeTemp writes data to a fresh temporary file beside final and
+// returns its path.
+func writeTemp(final string, data []byte) (string, error) {
+	var rnd [8]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return "", err
+	}
+	tmp := final + "." + hex.EncodeToString(rnd[:]) + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		_ = os.Remove(tmp)
+		return "", err
+	}
+	return tmp, nil
+}
+
+// place makes final hold data (the bytes of segment id), reporting whether
+// it put a file there (false: one of len(data) bytes was in place,
+// written for another publication of the same id; a file altered since is
+// caught by the check of every read, which then removes it). tmp, when
+// not "", holds data already and is renamed into place; otherwise data is
+// written to a temporary file first. A file of another length is replaced
+// when it does not hold the bytes of id (torn by a power loss, altered);
+// one that does is a hash collision, refused with segstore.ErrCollision.
+// A file is complete under its final name or absent (a crash leaves at
+// most a temporary file, which the orphan sweep removes). Called under
+// the write lock.
+func (s *Store) place(final, tmp, id string, data []byte) (bool, error) {
+	if st, err := os.Stat(final); err == nil && st.Mode().IsRegular() {
+		if st.Size() == int64(len(data)) {
+			return false, nil
+		}
+		if f, err := os.Open(final); err == nil {
+			ok, err := fileHolds(f, segstore.Meta{ID: id, ByteLength: st.Size()})
+			_ = f.Close()
+			if err == nil && ok {
+				return false, segstore.ErrCollision
+			}
+		}
+	}
+	if tmp == "" {
+		var err error
+		if tmp, err = writeTemp(final, data); err != nil {
+			return false, err
+		}
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		_ = os.Remove(tmp)
+		return false, err
+	}
+	return true, nil
+}
+
+// removeUnnamed removes segment file name unless a publication names it,
+// reporting whether it did. Called under the write lock (tx).
+func (s *Store) removeUnnamed(ctx context.Context, tx *sql.Tx, name string) (bool, error) {
+	var one int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM segments WHERE data_file = ? LIMIT 1`, name).Scan(&one)
+	switch {
+	case err == nil:
+		return false, nil // named
+	case !errors.Is(err, sql.ErrNoRows):
+		return false, err
+	}
+	path, err := s.filePath(name)
+	if err != nil {
+		return false, nil
+	}
+	return os.Remove(path) == nil, nil
 }
 
 // fileName is the name of the file holding segment id's bytes.
@@ -219,152 +377,104 @@ func fileName(id string) (string, error) {
 	return hexID + ".seg", nil
 }
 
-// writeFile makes file name of the segment directory hold data, reporting
-// whether it wrote it (false: it already had len(data) bytes, written for
-// another entry of the same id; a file altered since is caught by the
-// check of every read, which then removes it). A file is complete under
-// its final name or absent (a crash leaves at most a temporary file,
-// which the orphan sweep removes). Called with s.files held.
-func (s *Store) writeFile(name string, data []byte) (bool, error) {
-	final := filepath.Join(s.dir, name)
-	if st, err := os.Stat(final); err == nil && st.Mode().IsRegular() && st.Size() == int64(len(data)) {
-		return false, nil
-	}
-	var rnd [8]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return false, err
-	}
-	tmp := final + "." + hex.EncodeToString(rnd[:]) + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		_ = os.Remove(tmp)
-		return false, err
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		_ = os.Remove(tmp)
-		return false, err
-	}
-	return true, nil
-}
-
-// removeUnnamed removes segment file name unless an entry names it.
-// Called with s.files held.
-func (s *Store) removeUnnamed(ctx context.Context, name string) {
-	var one int
-	err := s.db.QueryRowContext(ctx, `SELECT 1 FROM segments WHERE data_file = ? LIMIT 1`, name).Scan(&one)
-	if !errors.Is(err, sql.ErrNoRows) {
-		return // named, or unknown: the orphan sweep decides later
-	}
-	if path, err := s.filePath(name); err == nil {
-		_ = os.Remove(path)
-	}
-}
-
-// fileOfEntry selects the file holding an entry's bytes, or the empty
-// string when they are in the data column. An entry with bytes in both
-// was last written by an earlier version sharing the file (it stores
-// blobs and leaves data_file alone), so its blob is the current one.
-const fileOfEntry = `CASE WHEN typeof(data) <> 'null' THEN '' ELSE coalesce(data_file, '') END`
-
 // Get implements segstore.Store.
-func (s *Store) Get(ctx context.Context, partition, id string, nowMs int64) ([]segstore.Meta, []byte, error) {
-	metas, live, liveFile, err := s.entries(ctx, partition, id, nowMs)
-	if err != nil {
-		return nil, nil, err
+func (s *Store) Get(ctx context.Context, partition, id string, nowMs int64) ([]segstore.Publication, []byte, error) {
+	pubs, live, err := s.publications(ctx, partition, id, nowMs)
+	if err != nil || live == nil {
+		return pubs, nil, err
 	}
-	var data []byte
-	if liveFile != "" {
-		if data, err = s.readFile(liveFile, live); err == nil && data == nil {
-			s.dropFile(ctx, liveFile)
-		}
-	} else {
-		data, err = s.readData(ctx, live.Partition, live.Key)
-	}
+	name, _ := fileName(id) // a publication names it, so id is well formed
+	data, err := s.readFile(name, *live)
 	if err != nil {
 		return nil, nil, fmt.Errorf("segstore: get data: %w", err)
 	}
-	if data == nil {
-		return nil, nil, segstore.ErrExpired // swept meanwhile, or its file is unusable
+	if data == nil { // swept meanwhile, or its file is unusable
+		s.dropFile(ctx, name)
+		return dead(pubs), nil, nil
 	}
-	return metas, data, nil
+	return pubs, data, nil
 }
 
-// OpenFile implements segstore.FileOpener: the segment's file, open at its start,
-// after its bytes were checked against the id (a torn or altered file is
-// segstore.ErrExpired, as is one swept meanwhile). An entry whose bytes are in the
-// database (written by an earlier version) gives a nil file and no error.
-func (s *Store) OpenFile(ctx context.Context, partition, id string, nowMs int64) ([]segstore.Meta, *os.File, error) {
-	metas, live, liveFile, err := s.entries(ctx, partition, id, nowMs)
-	if err != nil || liveFile == "" {
-		return metas, nil, err
+// OpenFile implements segstore.FileOpener: the segment's file, open at its
+// start, after its bytes were checked against the id (a torn or altered
+// file, or one swept meanwhile, leaves every publication dead and no
+// file).
+func (s *Store) OpenFile(ctx context.Context, partition, id string, nowMs int64) ([]segstore.Publication, *os.File, error) {
+	pubs, live, err := s.publications(ctx, partition, id, nowMs)
+	if err != nil || live == nil {
+		return pubs, nil, err
 	}
-	f, err := s.openVerified(liveFile, live)
+	name, _ := fileName(id)
+	f, err := s.openVerified(name, *live)
 	if err != nil {
 		return nil, nil, fmt.Errorf("segstore: open segment file: %w", err)
 	}
 	if f == nil {
-		s.dropFile(ctx, liveFile)
-		return nil, nil, segstore.ErrExpired
+		s.dropFile(ctx, name)
+		return dead(pubs), nil, nil
 	}
-	return metas, f, nil
+	return pubs, f, nil
 }
 
-// dropFile turns the entry naming segment file name, found gone or
-// unusable, into a tombstone (so a lookup misses and the segment is built
-// again, instead of every download answering "expired" until its TTL
-// ends) and removes the file. Best effort: the download is answered as
-// expired either way.
+// dead marks every publication of pubs not live (their bytes are gone).
+func dead(pubs []segstore.Publication) []segstore.Publication {
+	for i := range pubs {
+		pubs[i].Live = false
+	}
+	return pubs
+}
+
+// dropFile turns the publications naming segment file name, found gone
+// or unusable, into tombstones (so a lookup misses and the segment is
+// built again, instead of every download answering "expired" until its
+// TTL ends) and removes the file. Best effort: the download is answered
+// as expired either way.
 func (s *Store) dropFile(ctx context.Context, name string) {
-	s.files.Lock()
-	defer s.files.Unlock()
-	if _, err := s.db.ExecContext(ctx, `UPDATE segments SET data_file = NULL WHERE data_file = ?`, name); err == nil {
+	_ = s.locked(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE segments SET data_file = NULL WHERE data_file = ?`, name); err != nil {
+			return err
+		}
 		if path, err := s.filePath(name); err == nil {
 			_ = os.Remove(path)
 		}
-	}
+		return nil
+	})
 }
 
-// entries reads the unexpired entries of segment id in partition ("" for
-// any), the last of them and the file holding its bytes ("" when they are
-// in the database): segstore.ErrExpired when every entry has expired, segstore.ErrNotFound
-// when there is none.
-func (s *Store) entries(ctx context.Context, partition, id string, nowMs int64) ([]segstore.Meta, segstore.Meta, string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+metaCols+`, `+hasBytes+` AND expires_at_ms > ?, `+fileOfEntry+` FROM segments WHERE id = ? AND (? = '' OR partition = ?)`, nowMs, id, partition, partition)
+// publications reads every publication of segment id in partition ("" for
+// any), live or not, and one live one (nil when none is):
+// segstore.ErrNotFound when there is none.
+func (s *Store) publications(ctx context.Context, partition, id string, nowMs int64) ([]segstore.Publication, *segstore.Meta, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+metaCols+`, `+hasBytes+` AND expires_at_ms > ? FROM segments WHERE id = ? AND (? = '' OR partition = ?)`, nowMs, id, partition, partition)
 	if err != nil {
-		return nil, segstore.Meta{}, "", fmt.Errorf("segstore: get: %w", err)
+		return nil, nil, fmt.Errorf("segstore: get: %w", err)
 	}
 	defer rows.Close()
-	var metas []segstore.Meta
-	known := false
-	var live segstore.Meta
-	var liveFile string
+	var pubs []segstore.Publication
+	var live *segstore.Meta
 	for rows.Next() {
-		var ok bool
-		var file string
-		m, err := scanMeta(rows, &ok, &file)
-		if err != nil {
-			return nil, segstore.Meta{}, "", fmt.Errorf("segstore: get: %w", err)
+		var p segstore.Publication
+		if p.Meta, err = scanMeta(rows, &p.Live); err != nil {
+			return nil, nil, fmt.Errorf("segstore: get: %w", err)
 		}
-		known = true
-		if ok {
-			metas, live, liveFile = append(metas, m), m, file
+		if p.Live {
+			live = &p.Meta
 		}
+		pubs = append(pubs, p)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, segstore.Meta{}, "", fmt.Errorf("segstore: get: %w", err)
+		return nil, nil, fmt.Errorf("segstore: get: %w", err)
 	}
-	if len(metas) == 0 {
-		if known {
-			return nil, segstore.Meta{}, "", segstore.ErrExpired
-		}
-		return nil, segstore.Meta{}, "", segstore.ErrNotFound
+	if len(pubs) == 0 {
+		return nil, nil, segstore.ErrNotFound
 	}
-	return metas, live, liveFile, nil
+	return pubs, live, nil
 }
 
 // verifyBufs are the buffers openVerified hashes a file through.
 var verifyBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
 
-// openVerified opens segment file name of entry m and checks its length
+// openVerified opens segment file name of publication m and checks its length
 // and hash, reading it through a small pooled buffer (no page-sized
 // allocation): nil when the file is gone or does not hold m's bytes. The
 // file is returned at its start. Segment files are never rewritten once
@@ -412,7 +522,7 @@ func fileHolds(f *os.File, m segstore.Meta) (bool, error) {
 	return n == m.ByteLength && "sha256:"+hex.EncodeToString(h.Sum(nil)) == m.ID, nil
 }
 
-// readFile reads the segment file name of entry m in one pass: nil when it
+// readFile reads the segment file name of publication m in one pass: nil when it
 // is gone (swept meanwhile) or does not hold m's bytes (torn by a power
 // loss, or altered), which the caller answers as expired.
 func (s *Store) readFile(name string, m segstore.Meta) ([]byte, error) {
@@ -442,90 +552,41 @@ func (s *Store) filePath(name string) (string, error) {
 	return filepath.Join(s.dir, name), nil
 }
 
-// readData reads a segment's bytes (nil when swept) through the driver
-// directly: database/sql copies every []byte it scans, and the driver
-// already made the value a fresh Go slice, so going through Scan would hold
-// two copies of a page-sized blob at once. A driver value left in dest is
-// not modified by Rows.Close (database/sql/driver.Rows), so it may be kept.
-func (s *Store) readData(ctx context.Context, partition, key string) ([]byte, error) {
-	conn, err := s.db.Conn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	var data []byte
-	err = conn.Raw(func(dc any) error {
-		q, ok := dc.(driver.QueryerContext)
-		if !ok {
-			return fmt.Errorf("driver connection %T cannot query", dc)
-		}
-		rows, err := q.QueryContext(ctx, `SELECT data FROM segments WHERE partition = ? AND build_key = ?`,
-			[]driver.NamedValue{{Ordinal: 1, Value: partition}, {Ordinal: 2, Value: key}})
+// Sweep implements segstore.Store: the expired publications stop naming
+// their file, and a file no publication names any more is removed (the
+// last publication of its bytes expired), under the write lock. It also
+// deletes the segment files no publication names once they are orphanAge
+// old by the system clock.
+func (s *Store) Sweep(ctx context.Context, nowMs, forgetBeforeMs int64) (int, error) {
+	n := 0
+	err := s.locked(ctx, func(tx *sql.Tx) error {
+		// The files of the publications about to expire, read first
+		// (RETURNING would give the updated, NULL, names).
+		files, err := queryStrings(ctx, tx, `SELECT DISTINCT data_file FROM segments WHERE expires_at_ms <= ? AND data_file IS NOT NULL`, nowMs)
 		if err != nil {
 			return err
 		}
-		dest := make([]driver.Value, 1)
-		err = rows.Next(dest)
-		if cerr := rows.Close(); err == nil {
-			err = cerr
-		}
-		switch {
-		case errors.Is(err, io.EOF):
-			return nil // the row is gone (forgotten): treat as swept
-		case err != nil:
+		if _, err := tx.ExecContext(ctx, `UPDATE segments SET data_file = NULL WHERE expires_at_ms <= ? AND `+hasBytes, nowMs); err != nil {
 			return err
 		}
-		switch v := dest[0].(type) {
-		case nil:
-		case []byte:
-			data = v
-		default:
-			return fmt.Errorf("segment data of type %T", v)
+		// The expired publications no longer name these files; one an
+		// unexpired publication of the same id still names stays. A
+		// download that read a publication before the update finds the
+		// file gone and answers "expired".
+		for _, f := range files {
+			removed, err := s.removeUnnamed(ctx, tx, f)
+			if err != nil {
+				return err
+			}
+			if removed {
+				n++
+			}
 		}
 		return nil
 	})
-	return data, err
-}
-
-// Sweep implements segstore.Store. It also deletes the segment files no entry
-// names once they are orphanAge old by the system clock.
-func (s *Store) Sweep(ctx context.Context, nowMs, forgetBeforeMs int64) (int, error) {
-	// The files of the entries about to expire, read first (RETURNING
-	// would give the updated, NULL, names). An entry replaced in between
-	// leaves its old file unnamed, so removing it is right; one that
-	// expires in between keeps its file until the orphan sweep.
-	rows, err := s.db.QueryContext(ctx, `SELECT data_file FROM segments WHERE expires_at_ms <= ? AND data_file IS NOT NULL`, nowMs)
 	if err != nil {
 		return 0, fmt.Errorf("segstore: sweep: %w", err)
 	}
-	var files []string
-	for rows.Next() {
-		var f string
-		if err := rows.Scan(&f); err != nil {
-			_ = rows.Close()
-			return 0, fmt.Errorf("segstore: sweep: %w", err)
-		}
-		files = append(files, f)
-	}
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("segstore: sweep: %w", err)
-	}
-	_ = rows.Close()
-	s.files.Lock()
-	res, err := s.db.ExecContext(ctx, `UPDATE segments SET data = NULL, data_file = NULL WHERE expires_at_ms <= ? AND `+hasBytes, nowMs)
-	if err != nil {
-		s.files.Unlock()
-		return 0, fmt.Errorf("segstore: sweep: %w", err)
-	}
-	n64, _ := res.RowsAffected()
-	n := int(n64)
-	// The expired entries no longer name these files; one an unexpired
-	// entry of the same id still names stays. A download that read an
-	// entry before the update finds the file gone and answers "expired".
-	for _, f := range files {
-		s.removeUnnamed(ctx, f)
-	}
-	s.files.Unlock()
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM segments WHERE expires_at_ms < ? AND NOT `+hasBytes, forgetBeforeMs); err != nil {
 		return n, fmt.Errorf("segstore: forget tombstones: %w", err)
 	}
@@ -537,8 +598,32 @@ func (s *Store) Sweep(ctx context.Context, nowMs, forgetBeforeMs int64) (int, er
 	return n, nil
 }
 
-// removeOrphans deletes the files of the segment directory that no entry
-// names and that were last written before cutoff.
+// querier is what queryStrings reads through (*sql.DB, *sql.Tx).
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// queryStrings reads the one text column of a query's rows.
+func queryStrings(ctx context.Context, q querier, query string, args ...any) ([]string, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// removeOrphans deletes the files of the segment directory that no
+// publication names and that were last written before cutoff, under the
+// write lock.
 func (s *Store) removeOrphans(ctx context.Context, cutoff time.Time) error {
 	ents, err := os.ReadDir(s.dir)
 	if err != nil {
@@ -556,36 +641,23 @@ func (s *Store) removeOrphans(ctx context.Context, cutoff time.Time) error {
 	if len(old) == 0 {
 		return nil
 	}
-	s.files.Lock()
-	defer s.files.Unlock()
-	named := map[string]bool{}
-	rows, err := s.db.QueryContext(ctx, `SELECT data_file FROM segments WHERE data_file IS NOT NULL`)
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var f string
-		if err := rows.Scan(&f); err != nil {
-			_ = rows.Close()
+	return s.locked(ctx, func(tx *sql.Tx) error {
+		files, err := queryStrings(ctx, tx, `SELECT data_file FROM segments WHERE data_file IS NOT NULL`)
+		if err != nil {
 			return err
 		}
-		named[f] = true
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	_ = rows.Close()
-	for _, f := range old {
-		if !named[f] {
-			_ = os.Remove(filepath.Join(s.dir, f))
+		for _, f := range old {
+			if !slices.Contains(files, f) {
+				_ = os.Remove(filepath.Join(s.dir, f))
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // Held implements segstore.Evicter: every segment id whose bytes the store
 // holds (expired or not), with the bytes of its one file (content-
-// addressed: all its entries share it).
+// addressed: all its publications share it).
 func (s *Store) Held(ctx context.Context) ([]segstore.Held, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, max(byte_length), max(created_at_ms), max(expires_at_ms) FROM segments WHERE `+hasBytes+` GROUP BY id`)
 	if err != nil {
@@ -595,38 +667,35 @@ func (s *Store) Held(ctx context.Context) ([]segstore.Held, error) {
 	return segstore.ScanHeld(rows)
 }
 
-// Evict implements segstore.Evicter: every entry of each id becomes a
-// tombstone (downloads answer "expired", lookups miss and rebuild) and its
-// file is removed. It returns how many ids held bytes.
+// Evict implements segstore.Evicter: every publication of each id becomes
+// a tombstone (downloads answer "expired", lookups miss and rebuild) and
+// its file is removed, under the write lock. It returns how many ids held
+// bytes.
 func (s *Store) Evict(ctx context.Context, ids []string) (int, error) {
-	s.files.Lock()
-	defer s.files.Unlock()
 	n := 0
-	for _, id := range ids {
-		rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT data_file FROM segments WHERE id = ? AND data_file IS NOT NULL`, id)
-		if err != nil {
-			return n, fmt.Errorf("segstore: evict: %w", err)
-		}
-		var files []string
-		for rows.Next() {
-			var f string
-			if err := rows.Scan(&f); err != nil {
-				_ = rows.Close()
-				return n, fmt.Errorf("segstore: evict: %w", err)
+	err := s.locked(ctx, func(tx *sql.Tx) error {
+		for _, id := range ids {
+			files, err := queryStrings(ctx, tx, `SELECT DISTINCT data_file FROM segments WHERE id = ? AND data_file IS NOT NULL`, id)
+			if err != nil {
+				return err
 			}
-			files = append(files, f)
-		}
-		_ = rows.Close()
-		res, err := s.db.ExecContext(ctx, `UPDATE segments SET data = NULL, data_file = NULL WHERE id = ? AND `+hasBytes, id)
-		if err != nil {
-			return n, fmt.Errorf("segstore: evict: %w", err)
-		}
-		if k, _ := res.RowsAffected(); k > 0 {
+			if len(files) == 0 {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE segments SET data_file = NULL WHERE id = ? AND `+hasBytes, id); err != nil {
+				return err
+			}
 			n++
+			for _, f := range files {
+				if _, err := s.removeUnnamed(ctx, tx, f); err != nil {
+					return err
+				}
+			}
 		}
-		for _, f := range files {
-			s.removeUnnamed(ctx, f)
-		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("segstore: evict: %w", err)
 	}
 	return n, nil
 }

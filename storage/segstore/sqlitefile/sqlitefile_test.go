@@ -83,14 +83,18 @@ func TestSQLiteFileUnusableFileIsExpired(t *testing.T) {
 		"truncated": func(p string) error { return os.Truncate(p, 3) },
 		"removed":   os.Remove,
 	}
-	reads := map[string]func(s *sqlitefile.Store, id string) error{
-		"Get": func(s *sqlitefile.Store, id string) error { _, _, err := s.Get(ctx, "p", id, 5000); return err },
-		"OpenFile": func(s *sqlitefile.Store, id string) error {
-			_, f, err := s.OpenFile(ctx, "p", id, 5000)
+	// A read reports whether it got bytes and any live publication.
+	reads := map[string]func(s *sqlitefile.Store, id string) (bool, error){
+		"Get": func(s *sqlitefile.Store, id string) (bool, error) {
+			pubs, data, err := s.Get(ctx, "p", id, 5000)
+			return data != nil || segstore.AnyLive(pubs), err
+		},
+		"OpenFile": func(s *sqlitefile.Store, id string) (bool, error) {
+			pubs, f, err := s.OpenFile(ctx, "p", id, 5000)
 			if f != nil {
 				_ = f.Close()
 			}
-			return err
+			return f != nil || segstore.AnyLive(pubs), err
 		},
 	}
 	for name, spoil := range cases {
@@ -105,10 +109,10 @@ func TestSQLiteFileUnusableFileIsExpired(t *testing.T) {
 				if err := spoil(filepath.Join(dir, segFiles(t, dir)[0])); err != nil {
 					t.Fatal(err)
 				}
-				if err := read(s, m.ID); !errors.Is(err, segstore.ErrExpired) {
-					t.Fatalf("%s of a %s file: %v; want ErrExpired", rname, name, err)
+				if served, err := read(s, m.ID); err != nil || served {
+					t.Fatalf("%s of a %s file: served %v, %v; want no bytes, no live publication", rname, name, served, err)
 				}
-				// The entry is now a tombstone: a lookup misses, so the
+				// The publication is now a tombstone: a lookup misses, so the
 				// segment is built again, and the rebuilt bytes replace it.
 				if _, err := s.Lookup(ctx, "p", "k1", 5000); !errors.Is(err, segstore.ErrNotFound) {
 					t.Fatalf("Lookup after an unusable file: %v, want ErrNotFound", err)
@@ -161,42 +165,18 @@ func TestSQLiteFileSweepRemovesFiles(t *testing.T) {
 	if _, err := os.Stat(fresh); err != nil {
 		t.Fatalf("the fresh unnamed file was removed: %v", err)
 	}
-	if _, _, err := s.Get(ctx, "p", segstore.ID(old), 3000); !errors.Is(err, segstore.ErrExpired) {
-		t.Fatalf("Get of the swept segment: %v, want ErrExpired", err)
+	if pubs, data, err := s.Get(ctx, "p", segstore.ID(old), 3000); err != nil || data != nil || len(pubs) != 1 || pubs[0].Live {
+		t.Fatalf("Get of the swept segment: %+v, %q, %v; want its expired publication, no bytes", pubs, data, err)
 	}
 	if _, got, err := s.Get(ctx, "p", segstore.ID(live), 3000); err != nil || string(got) != "live" {
 		t.Fatalf("Get of the live segment = %q, %v", got, err)
 	}
 }
 
-// Entries written by earlier versions hold their bytes in the data column;
-// they are still served, and preferred over a file when both are set (an
-// earlier version sharing the file rewrote the entry).
-func TestSQLiteFileServesBlobEntries(t *testing.T) {
-	ctx := context.Background()
-	s, path, _ := openSQLiteFile(t)
-	blob := []byte("bytes in the database")
-	m := metaFor("p", "legacy", blob, 1000, 10_000)
-	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=5000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, `INSERT INTO segments (partition, build_key, id, media_type, tbl, scope_digest, as_of, byte_length, row_count, created_at_ms, expires_at_ms, data, data_file)
-VALUES (?, ?, ?, ?, 'todos', 'd', 1, ?, 1, 1000, 10000, ?, 'missing.seg')`, m.Partition, m.Key, m.ID, int64(m.MediaType), m.ByteLength, blob); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := s.Lookup(ctx, "p", "legacy", 5000); err != nil || got.ID != m.ID {
-		t.Fatalf("Lookup = %+v, %v", got, err)
-	}
-	if _, got, err := s.Get(ctx, "p", m.ID, 5000); err != nil || string(got) != string(blob) {
-		t.Fatalf("Get = %q, %v; want the blob", got, err)
-	}
-}
-
 // Cache.Open hands a file-backed segment out as its open file (nothing
 // page-sized in memory), except on its second download, when the hot set
-// keeps the bytes; later downloads are served from memory.
+// keeps the bytes; later downloads are served from memory, and say so
+// (Opened.Kept: the list may predate a later publication).
 func TestCacheOpenStreamsFiles(t *testing.T) {
 	ctx := context.Background()
 	for _, hot := range []int{0, 1 << 20} {
@@ -212,11 +192,15 @@ func TestCacheOpenStreamsFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := 1; i <= 3; i++ {
-			metas, got, f, err := c.Open(ctx, "p", m.ID)
+			o, err := c.Open(ctx, "p", m.ID)
+			metas, got, f := o.Pubs, o.Data, o.File
 			if err != nil || len(metas) != 1 {
 				t.Fatalf("hot=%d download %d: %d metas, %v", hot, i, len(metas), err)
 			}
 			wantFile := hot == 0 || i == 1
+			if wantKept := hot != 0 && i == 3; o.Kept != wantKept {
+				t.Fatalf("hot=%d download %d: kept %v, want %v", hot, i, o.Kept, wantKept)
+			}
 			if (f != nil) != wantFile || (got != nil) == wantFile {
 				t.Fatalf("hot=%d download %d: file %v, %d bytes in memory; want a file: %v", hot, i, f != nil, len(got), wantFile)
 			}
@@ -239,49 +223,82 @@ func TestCacheOpenStreamsFiles(t *testing.T) {
 }
 
 // A segments.db written before segment files existed (no data_file
-// column) opens, gains the column, and still serves its blob entries.
+// column, the bytes in the data column) or before publications recorded
+// their log epoch (no log_epoch column) opens and gains the columns; its
+// rows become tombstones, published by nobody (no bytes, never live, a
+// lookup misses), the blob is cleared, and new publications are served.
 func TestSQLiteFileOpensAnOlderFile(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "segments.db")
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blob := []byte("bytes from an older version")
-	m := metaFor("p", "old", blob, 1000, 10_000)
-	if _, err := db.ExecContext(ctx, `CREATE TABLE segments (
+	for _, layout := range []struct {
+		name, create, insert string
+		blob                 bool // the insert takes the bytes
+	}{
+		{"bytes in the database", `CREATE TABLE segments (
   partition TEXT NOT NULL, build_key TEXT NOT NULL, id TEXT NOT NULL,
   media_type INTEGER NOT NULL, tbl TEXT NOT NULL, scope_digest TEXT NOT NULL,
   as_of INTEGER NOT NULL, byte_length INTEGER NOT NULL, row_count INTEGER NOT NULL,
   row_cursor TEXT, next_row_cursor TEXT, created_at_ms INTEGER NOT NULL,
   expires_at_ms INTEGER NOT NULL, data BLOB,
-  PRIMARY KEY (partition, build_key)) WITHOUT ROWID`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, `INSERT INTO segments VALUES (?, ?, ?, ?, 'todos', 'd', 1, ?, 1, NULL, NULL, 1000, 10000, ?)`,
-		m.Partition, m.Key, m.ID, int64(m.MediaType), m.ByteLength, blob); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 { // and again once the column exists
-		s, err := sqlitefile.Open(ctx, path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, got, err := s.Get(ctx, "p", m.ID, 5000); err != nil || string(got) != string(blob) {
-			t.Fatalf("Get of an older entry = %q, %v", got, err)
-		}
-		data := []byte("a new page")
-		if err := s.Put(ctx, metaFor("p", "new", data, 1000, 10_000), data); err != nil {
-			t.Fatal(err)
-		}
-		if _, got, err := s.Get(ctx, "p", segstore.ID(data), 5000); err != nil || string(got) != string(data) {
-			t.Fatalf("Get of a new entry = %q, %v", got, err)
-		}
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
-		}
+  PRIMARY KEY (partition, build_key)) WITHOUT ROWID`,
+			`INSERT INTO segments VALUES (?, ?, ?, ?, 'todos', 'd', 1, ?, 1, NULL, NULL, 1000, 10000, ?)`, true},
+		{"segment files, no epochs", `CREATE TABLE segments (
+  partition TEXT NOT NULL, build_key TEXT NOT NULL, id TEXT NOT NULL,
+  media_type INTEGER NOT NULL, tbl TEXT NOT NULL, scope_digest TEXT NOT NULL,
+  as_of INTEGER NOT NULL, byte_length INTEGER NOT NULL, row_count INTEGER NOT NULL,
+  row_cursor TEXT, next_row_cursor TEXT, created_at_ms INTEGER NOT NULL,
+  expires_at_ms INTEGER NOT NULL, data BLOB, data_file TEXT,
+  PRIMARY KEY (partition, build_key)) WITHOUT ROWID`,
+			`INSERT INTO segments VALUES (?, ?, ?, ?, 'todos', 'd', 1, ?, 1, NULL, NULL, 1000, 10000, NULL, 'old.seg')`, false},
+	} {
+		t.Run(layout.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "segments.db")
+			db, err := sql.Open("sqlite", "file:"+path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			blob := []byte("bytes from an older version")
+			m := metaFor("p", "old", blob, 1000, 10_000)
+			if _, err := db.ExecContext(ctx, layout.create); err != nil {
+				t.Fatal(err)
+			}
+			args := []any{m.Partition, m.Key, m.ID, int64(m.MediaType), m.ByteLength}
+			if layout.blob {
+				args = append(args, blob)
+			}
+			if _, err := db.ExecContext(ctx, layout.insert, args...); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 2 { // and again once the columns exist
+				s, err := sqlitefile.Open(ctx, path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pubs, got, err := s.Get(ctx, "p", m.ID, 5000)
+				if err != nil || got != nil || len(pubs) != 1 || pubs[0].Live || pubs[0].LogEpoch != "" {
+					t.Fatalf("open %d: Get of an older entry = %+v, %q, %v; want one dead publication of no epoch", i, pubs, got, err)
+				}
+				if _, err := s.Lookup(ctx, "p", "old", 5000); !errors.Is(err, segstore.ErrNotFound) {
+					t.Fatalf("open %d: Lookup of an older entry: %v, want ErrNotFound", i, err)
+				}
+				var blobs int
+				if err := db.QueryRowContext(ctx, `SELECT count(*) FROM segments WHERE data IS NOT NULL`).Scan(&blobs); err != nil || blobs != 0 {
+					t.Fatalf("open %d: %d blobs left, %v", i, blobs, err)
+				}
+				data := []byte("a new page")
+				nm := metaFor("p", "new", data, 1000, 10_000)
+				nm.LogEpoch, nm.SchemaVersion = "e1", 3
+				if err := s.Put(ctx, nm, data); err != nil {
+					t.Fatal(err)
+				}
+				if pubs, got, err := s.Get(ctx, "p", segstore.ID(data), 5000); err != nil || string(got) != string(data) ||
+					len(pubs) != 1 || !pubs[0].Live || pubs[0].LogEpoch != "e1" || pubs[0].SchemaVersion != 3 {
+					t.Fatalf("open %d: Get of a new publication = %+v, %q, %v", i, pubs, got, err)
+				}
+				if err := s.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -181,7 +181,7 @@ func (a *Applier) Frame(f ssp2.Frame) error {
 				return fmt.Errorf("replica: segment: %w", err)
 			}
 		}
-		pk := r.Schema.Table(seg.Table).PK
+		t := r.Schema.Table(seg.Table)
 		n := 0
 		for _, b := range seg.Blocks {
 			n += len(b)
@@ -190,7 +190,11 @@ func (a *Applier) Frame(f ssp2.Frame) error {
 		for _, b := range seg.Blocks {
 			for _, row := range b {
 				st.SegmentRows++
-				chunk = append(chunk, pendingOp{table: seg.Table, rowID: row.Values[pk].(string), row: ReplicaRow{Version: row.ServerVersion, Values: row.Values}})
+				id, ok := t.RowID(row.Values)
+				if !ok {
+					return fmt.Errorf("replica: segment %s row: key %v renders no row id", seg.Table, row.Values[t.PK])
+				}
+				chunk = append(chunk, pendingOp{table: seg.Table, rowID: id, row: ReplicaRow{Version: row.ServerVersion, Values: row.Values}})
 			}
 		}
 		a.ops = append(a.ops, chunk)
