@@ -351,7 +351,8 @@ func TestClusterAnswerCutBeforeItsFirstByteIsRetried(t *testing.T) {
 // fence even while b's own view still names b the owner (a forwarded call
 // reaching it during the view change): nothing lands, the actor is
 // stopped, the caller is told to re-route. And b with its lease lost (a
-// pause past it) refuses its clients' writes outright.
+// pause past it) never claims the partition back: its clients' writes go
+// to the owner the database records.
 func TestClusterStaleOwnerCannotCommit(t *testing.T) {
 	ids := []string{"http://a", "http://b"}
 	tc := newTestCluster(t, 300*time.Millisecond, ids...)
@@ -394,15 +395,17 @@ func TestClusterStaleOwnerCannotCommit(t *testing.T) {
 	if st, _ := fb.eng.ClusterStats(); st.OwnershipLost != 1 || st.Evictions != 1 {
 		t.Fatalf("b's stats %+v; want one ownership loss and one eviction", st)
 	}
-	// b's lease is lost (it was paused past it): it commits nothing for
-	// its clients, and answers unavailable after the move timeout.
+	// b's lease is lost (it was paused past it) and its view still names
+	// it the owner: it does not claim the partition back (the database
+	// records a), it forwards its clients' writes to a, the owner the
+	// database names, and they land there once.
 	tc.views["http://b"].setHealthy(false)
-	_, err = fb.eng.Sync(context.Background(), id, msg(fb, "k4"))
-	if !errors.Is(err, syncerr.ErrUnavailable) {
-		t.Fatalf("push through b without a lease: %v, want unavailable", err)
+	rep, err := fb.eng.Sync(context.Background(), id, msg(fb, "k4"))
+	if err != nil || !rep.Forwarded() {
+		t.Fatalf("push through b without a lease: %v, want it forwarded to the recorded owner", err)
 	}
-	if seq() != 2 {
-		t.Fatalf("max seq %d after b lost its lease, want 2", seq())
+	if seq() != 3 {
+		t.Fatalf("max seq %d after b lost its lease, want 3 (k4 on a)", seq())
 	}
 	// Once b sees the same view as a, its clients' pushes reach a and land
 	// once.
@@ -413,8 +416,8 @@ func TestClusterStaleOwnerCannotCommit(t *testing.T) {
 			t.Fatalf("after the view converged: %v", err)
 		}
 	}
-	if seq() != 3 {
-		t.Fatalf("max seq %d, want 3: k3 applied once", seq())
+	if seq() != 4 {
+		t.Fatalf("max seq %d, want 4: k3 applied once", seq())
 	}
 	if owner, gen, _ := tc.stores["http://a"].PartitionOwner(context.Background(), part); owner != "http://a" || gen != 2 {
 		t.Fatalf("owner %s generation %d, want http://a 2", owner, gen)

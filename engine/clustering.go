@@ -41,7 +41,8 @@ type ClusterConfig struct {
 	// MoveTimeout bounds how long a request waits for its partition to
 	// have a reachable owner (its owner left and membership has not
 	// noticed yet, the owner refused it as no longer its own, this
-	// member's own lease is not known alive): past it the request is
+	// member's lease is not known alive and the database records another
+	// owner it cannot reach): past it the request is
 	// answered unavailable, HTTP 503 with Retry-After (a sync.internal_error,
 	// retryable, retryLater, details.reason "partition_moving"). Default 5s.
 	MoveTimeout time.Duration
@@ -76,8 +77,8 @@ var ErrNotOwner = errors.New("engine: this member does not own the partition")
 // ErrPeerUnreachable is what Peers wraps when a member gave no answer.
 var ErrPeerUnreachable = errors.New("engine: the owning member did not answer")
 
-// errMemberUnhealthy: this member's own registration is not known alive,
-// so it may own nothing.
+// errMemberUnhealthy: this member's own registration is not known alive
+// and it could not resume the partition (ownedElsewhereError).
 var errMemberUnhealthy = errors.New("engine: this member's cluster lease is not known alive")
 
 // errNoMembers: the view has no member to own the partition.
@@ -259,7 +260,8 @@ func retryable(err error) bool {
 var errClaimFailed = errors.New("engine: the ownership claim failed")
 
 // route runs a call for partition where it is owned: local when this
-// member owns it by the current view (and its lease is known alive),
+// member owns it by the current view (even when its lease is not known
+// alive: see resume),
 // remote on the owner otherwise. Retryable failures are retried, waiting
 // for the next view or a short backoff, until MoveTimeout; then the
 // request is answered unavailable. forwarded reports whether the last
@@ -267,6 +269,9 @@ var errClaimFailed = errors.New("engine: the ownership claim failed")
 func (c *clusterState) route(ctx context.Context, call int, partition string, local func() error, remote func(ctx context.Context, owner string) error) (forwarded bool, err error) {
 	deadline := time.Now().Add(c.cfg.MoveTimeout)
 	backoff := 10 * time.Millisecond
+	// hint is the owner the database named when this member, its view
+	// stale, could not resume the partition (ownedElsewhereError).
+	var hint string
 	for attempt := 0; ; attempt++ {
 		changed := c.cfg.Membership.Changed()
 		v := c.cfg.Membership.View()
@@ -274,12 +279,25 @@ func (c *clusterState) route(ctx context.Context, call int, partition string, lo
 		switch {
 		case !ok:
 			forwarded, err = false, errNoMembers
-		case owner == c.cfg.Self && !v.Healthy:
-			forwarded, err = false, errMemberUnhealthy
+		case owner == c.cfg.Self && hint != "" && hint != c.cfg.Self && v.Has(hint):
+			// This member's view is stale (its lease is not known alive)
+			// and the database names another live member as the owner:
+			// serve there.
+			forwarded = true
+			c.forwarded[call].Add(1)
+			err = c.callMember(ctx, hint, remote)
 		case owner == c.cfg.Self:
+			// Also while this member's lease is not known alive (the
+			// coordinator is unreachable): it keeps serving what the
+			// database still says it owns. Its actors resume their
+			// generation instead of claiming a new one (claimer), and
+			// every write and every reply is fenced by that generation.
 			forwarded, err = false, local()
 			if errors.Is(err, storage.ErrOwnershipLost) {
 				c.lost(partition)
+			}
+			if elsewhere := ownedElsewhereIn(err); elsewhere != "" {
+				hint = elsewhere
 			}
 		default:
 			forwarded = true
@@ -408,17 +426,18 @@ func (c *clusterState) lost(partition string) {
 	if c.e.runtime.Evict(partition) {
 		c.evictions.Add(1)
 	}
-	c.e.cfg.Logger.Info("a write was refused: the partition's ownership moved to another member; its actor is stopped",
+	c.e.cfg.Logger.Info("a write or a reply was refused by the ownership fence: the partition moved to another member; its actor is stopped",
 		zap.String("partition", partition))
 }
 
 // owned runs a call another member forwarded here: only while this member
-// owns the partition by its current view and its lease is known alive
+// owns the partition by its current view (its lease alive or not: the
+// actor resumes only a generation the database still records for it)
 // (ErrNotOwner otherwise, so the caller re-routes; a forwarded call is
 // never forwarded again).
 func (c *clusterState) owned(call int, partition string, local func() error) error {
 	v := c.cfg.Membership.View()
-	if !v.Healthy || !c.ownsIn(v, partition) {
+	if !c.ownsIn(v, partition) {
 		return fmt.Errorf("%w: %q (member %s, view revision %d)", ErrNotOwner, partition, c.cfg.Self, v.Revision)
 	}
 	c.served[call].Add(1)
@@ -426,6 +445,9 @@ func (c *clusterState) owned(call int, partition string, local func() error) err
 	if errors.Is(err, storage.ErrOwnershipLost) {
 		c.lost(partition)
 		return fmt.Errorf("%w: %q: %w", ErrNotOwner, partition, err)
+	}
+	if elsewhere := ownedElsewhereIn(err); elsewhere != "" {
+		return fmt.Errorf("%w: %q: the database names %s as its owner: %w", ErrNotOwner, partition, elsewhere, err)
 	}
 	return err
 }
@@ -501,6 +523,9 @@ func (e *Engine) Handoff(ctx context.Context) {
 // (ReleasePeers), then the generation is claimed.
 func (e *Engine) claimer(own storage.Ownership, self string) func(ctx context.Context, p string) (int64, error) {
 	return func(ctx context.Context, p string) (int64, error) {
+		if !e.cluster.cfg.Membership.View().Healthy {
+			return e.resume(ctx, own, self, p)
+		}
 		if rel, ok := e.cluster.cfg.Peers.(ReleasePeers); ok {
 			if prev, _, err := own.PartitionOwner(ctx, p); err == nil && prev != "" && prev != self && e.cluster.cfg.Membership.View().Has(prev) {
 				rctx, cancel := context.WithTimeout(ctx, releaseTimeout)
@@ -518,6 +543,62 @@ func (e *Engine) claimer(own storage.Ownership, self string) func(ctx context.Co
 		e.cfg.Logger.Debug("partition claimed", zap.String("partition", p), zap.Int64("generation", gen))
 		return gen, nil
 	}
+}
+
+// resume is the claim of a member whose lease is not known alive (the
+// coordinator is unreachable, or this member is cut off from it): it must
+// not take a partition from another member, since its view may be stale,
+// so it resumes the generation the database records for it, claims a
+// partition no member ever owned, and refuses anything else
+// (ownedElsewhereError: the request is routed to the recorded owner when
+// that one is in this member's view, else retried until the view is
+// known again or the move timeout). Resuming is safe for the same reason
+// claiming is: every write and every reply is fenced by the generation, so
+// a claim another member makes meanwhile ends this member's service of the
+// partition at its next database read.
+func (e *Engine) resume(ctx context.Context, own storage.Ownership, self, p string) (int64, error) {
+	owner, gen, err := own.PartitionOwner(ctx, p)
+	if err != nil {
+		return 0, errors.Join(errClaimFailed, err)
+	}
+	switch {
+	case owner == self && gen > 0:
+		e.cfg.Logger.Debug("partition resumed without a live lease: the database still records this member's generation",
+			zap.String("partition", p), zap.Int64("generation", gen))
+		return gen, nil
+	case owner == "":
+		gen, err := own.ClaimPartition(ctx, p, self, e.cfg.Now().UnixMilli())
+		if err != nil {
+			return 0, errors.Join(errClaimFailed, err)
+		}
+		return gen, nil
+	default:
+		return 0, errors.Join(errClaimFailed, &ownedElsewhereError{owner: owner, generation: gen})
+	}
+}
+
+// ownedElsewhereError is resume's refusal: the database records another
+// member as the partition's owner.
+type ownedElsewhereError struct {
+	owner      string
+	generation int64
+}
+
+func (e *ownedElsewhereError) Error() string {
+	return fmt.Sprintf("engine: this member's lease is not known alive and the database records %s (generation %d) as the partition's owner", e.owner, e.generation)
+}
+
+// Unwrap makes the refusal an errMemberUnhealthy.
+func (e *ownedElsewhereError) Unwrap() error { return errMemberUnhealthy }
+
+// ownedElsewhereIn returns the owner an ownedElsewhereError in err's chain
+// names ("" when there is none).
+func ownedElsewhereIn(err error) string {
+	var oe *ownedElsewhereError
+	if errors.As(err, &oe) {
+		return oe.owner
+	}
+	return ""
 }
 
 // forwardedReply wraps a forwarded response body of size bytes (-1:

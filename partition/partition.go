@@ -257,16 +257,32 @@ func (p *Partition) load(ctx context.Context) {
 // interval, so a partition gone quiet does not hold them; the runtime
 // calls it periodically.
 func (p *Partition) Tick(ctx context.Context) {
-	if ctx, err := p.fenced(ctx); err == nil {
+	if ctx, ok := p.claimed(ctx); ok {
 		p.maybeFlushClients(ctx)
 	}
 }
 
 // Stop writes back buffered client records; it runs when the actor stops.
 func (p *Partition) Stop(ctx context.Context) {
-	if ctx, err := p.fenced(ctx); err == nil {
+	if ctx, ok := p.claimed(ctx); ok {
 		p.flushClients(ctx)
 	}
+}
+
+// claimed returns ctx carrying the generation this Partition already
+// holds (ctx itself in single-process mode); ok is false in cluster mode
+// when it holds none. Ticks and stops never claim: a Partition that holds
+// no generation served no job, so it has nothing to write back, and a
+// claim made while it stops (its partition moved away) would take the
+// partition from its new owner.
+func (p *Partition) claimed(ctx context.Context) (context.Context, bool) {
+	if p.cfg.Claim == nil {
+		return ctx, true
+	}
+	if p.fence == 0 {
+		return ctx, false
+	}
+	return storage.WithFence(ctx, p.fence), true
 }
 
 // fenced returns ctx carrying the partition's ownership generation in

@@ -44,7 +44,7 @@ func (p *Partition) pull(ctx context.Context, j *SyncJob) {
 		}
 	}
 	_, span := p.jobSpan(ctx, j, tracing.SpanGateOpen)
-	token, err := p.cfg.Gate.Open(ctx, p.cfg.Backend.Checkpoints, p.name)
+	token, err := p.cfg.Gate.Open(ctx, p.gateReader(), p.name)
 	endSpan(span, err)
 	if err != nil {
 		p.forgetOpen()
@@ -75,7 +75,7 @@ func (p *Partition) pullUnder(ctx context.Context, j *SyncJob, token GateToken, 
 	ok := true
 	if reused {
 		var now GateToken
-		now, horizon, err = p.cfg.Gate.Verify(vctx, p.cfg.Backend.Checkpoints, p.name, token)
+		now, horizon, err = p.cfg.Gate.Verify(vctx, p.gateReader(), p.name, token)
 		if err != nil {
 			span.End()
 			p.forgetOpen()
@@ -134,7 +134,7 @@ func (p *Partition) buildPull(ctx context.Context, j *SyncJob, token GateToken) 
 // sections from a cursor below it may have missed pruned commits, and the
 // caller expires them (Reply.expireBelow) before releasing the replies.
 func (p *Partition) verified(ctx context.Context, token GateToken, jobs []*SyncJob) (int64, bool) {
-	return p.verifiedBy(ctx, p.cfg.Backend.Checkpoints, token, jobs)
+	return p.verifiedBy(ctx, p.gateReader(), token, jobs)
 }
 
 // verifiedBy is verified with the gate read by r (a read made after the

@@ -180,16 +180,16 @@ func (p *Partition) openPush(ctx context.Context, jobs []*SyncJob) (tx storage.P
 // now.
 func (p *Partition) afterCommit(tx storage.PushTx, applied []started) GateReader {
 	if p.cfg.Leases != nil {
-		return p.cfg.Backend.Checkpoints
+		return p.gateReader()
 	}
 	for _, a := range applied {
 		if a.job.req.Pull != nil {
-			return p.cfg.Backend.Checkpoints
+			return p.gateReader()
 		}
 	}
 	g, ok := tx.CommittedGate()
 	if !ok {
-		return p.cfg.Backend.Checkpoints
+		return p.gateReader()
 	}
 	return readGate(g)
 }

@@ -155,7 +155,7 @@ func (j *ClientJob) run(ctx context.Context, p *Partition) {
 		j.Fail(err)
 		return
 	}
-	if _, err := p.cfg.Gate.Open(ctx, p.cfg.Backend.Checkpoints, p.name); err != nil {
+	if _, err := p.cfg.Gate.Open(ctx, p.gateReader(), p.name); err != nil {
 		j.Fail(err)
 		return
 	}
@@ -262,7 +262,7 @@ func (j *DeltaJob) run(ctx context.Context, p *Partition) {
 		j.Fail(err)
 		return
 	}
-	token, err := p.cfg.Gate.Open(ctx, p.cfg.Backend.Checkpoints, p.name)
+	token, err := p.cfg.Gate.Open(ctx, p.gateReader(), p.name)
 	if err != nil {
 		j.Fail(err)
 		return
@@ -290,7 +290,7 @@ func (j *DeltaJob) run(ctx context.Context, p *Partition) {
 	}
 	// (A rotation between the two reads leaves every group empty: the
 	// sockets see the new epoch and are told to reset.)
-	_, horizon, err := p.cfg.Gate.Verify(ctx, p.cfg.Backend.Checkpoints, p.name, token)
+	_, horizon, err := p.cfg.Gate.Verify(ctx, p.gateReader(), p.name, token)
 	if err != nil {
 		j.Fail(err)
 		return

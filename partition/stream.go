@@ -175,7 +175,7 @@ func (j *PageJob) run(ctx context.Context, p *Partition) {
 		s.lastSize = len(b.Data)
 	}
 	// Read, verify, release: no page built under another token leaves.
-	now, horizon, err := p.cfg.Gate.Verify(ctx, p.cfg.Backend.Checkpoints, p.name, s.gate)
+	now, horizon, err := p.cfg.Gate.Verify(ctx, p.gateReader(), p.name, s.gate)
 	if err != nil {
 		j.answer(pageResult{}, err)
 		return

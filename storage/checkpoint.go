@@ -116,6 +116,13 @@ type ServeGate struct {
 	// read in the same snapshot: a reply built from the log is released
 	// only for cursors at or above the horizon read after it was built.
 	HorizonSeq int64
+	// OwnerGeneration is the request partition's ownership generation
+	// (the Ownership role's; 0 on a backend without it, for an unclaimed
+	// or unregistered partition), read in the same snapshot. A cluster
+	// member compares it with the generation it claimed, so a reply built
+	// after another member claimed the partition is never released: reads
+	// are fenced like writes.
+	OwnerGeneration int64
 }
 
 // Checkpoints is the Checkpoints role of a backend: backfill

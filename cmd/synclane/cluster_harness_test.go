@@ -53,6 +53,9 @@ type clusterOptions struct {
 	leaseTTL time.Duration
 	// args are more serve flags, for every member.
 	args []string
+	// etcdVia, when set, returns the etcd endpoint member name is given
+	// (etcd's own endpoint: its argument), e.g. a proxy the test cuts.
+	etcdVia func(name, endpoint string) string
 }
 
 // testCluster is etcd and the members of one cluster.
@@ -213,9 +216,13 @@ func (m *clusterMember) start() error {
 	if listen == "" {
 		listen, adminListen = "127.0.0.1:0", "127.0.0.1:0"
 	}
+	etcdEndpoint := c.etcd.Endpoint
+	if c.opts.etcdVia != nil {
+		etcdEndpoint = c.opts.etcdVia(m.name, etcdEndpoint)
+	}
 	args := []string{"serve", "--listen", listen, "--admin-listen", adminListen, "--admin-token", adminTestToken,
 		"--postgres", c.memberURL(m.name), "--pg-max-conns", "8",
-		"--cluster-etcd", c.etcd.Endpoint, "--cluster-name", "proctest", "--cluster-secret", c.secret,
+		"--cluster-etcd", etcdEndpoint, "--cluster-name", "proctest", "--cluster-secret", c.secret,
 		"--cluster-lease-ttl", c.opts.leaseTTL.String(), "--drain-delay", "1s", "--shutdown-timeout", "10s",
 		"--log-level", "info"}
 	args = append(args, c.opts.args...)

@@ -28,8 +28,10 @@ type View struct {
 	// Revision is the coordination store's revision the view was read at (grows with every change).
 	Revision int64
 	// Healthy reports that this member's own registration is known to be alive: its lease was renewed
-	// less than the lease TTL ago. A member that is not Healthy must stop committing for the
-	// partitions it owns (another member may own them by now).
+	// less than the lease TTL ago. A member that is not Healthy may be seen gone by the others, who
+	// then claim its partitions: it must not claim a partition another member holds, and it keeps
+	// serving one only under the ownership generation the database still records for it (the
+	// engine fences every write and every reply with it).
 	Healthy bool
 }
 

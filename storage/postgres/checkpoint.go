@@ -230,6 +230,7 @@ func (s *Store) gateSQL() string {
 	coalesce((SELECT schema_version FROM ` + s.q.meta + ` WHERE id = 1), 0),
 	coalesce((SELECT log_epoch FROM ` + s.q.partitions + ` WHERE partition = $1), ''),
 	coalesce((SELECT horizon_seq FROM ` + s.q.partitions + ` WHERE partition = $1), 0),
+	coalesce((SELECT owner_generation FROM ` + s.q.partitions + ` WHERE partition = $1), 0),
 	coalesce(array_agg(c.partition ORDER BY c.partition, c.name), '{}'),
 	coalesce(array_agg(c.name ORDER BY c.partition, c.name), '{}')
 FROM (SELECT partition, name FROM ` + s.q.checkpoints + ` WHERE schema_version = $2 AND state <> 'activated') c`
@@ -238,7 +239,7 @@ FROM (SELECT partition, name FROM ` + s.q.checkpoints + ` WHERE schema_version =
 func (s *Store) readGate(ctx context.Context, q queryer, partition string, running int32) (storage.ServeGate, error) {
 	var g storage.ServeGate
 	var parts, names []string
-	if err := q.QueryRow(ctx, s.gateSQL(), partition, running).Scan(&g.StoredSchemaVersion, &g.LogEpoch, &g.HorizonSeq, &parts, &names); err != nil {
+	if err := q.QueryRow(ctx, s.gateSQL(), partition, running).Scan(&g.StoredSchemaVersion, &g.LogEpoch, &g.HorizonSeq, &g.OwnerGeneration, &parts, &names); err != nil {
 		return g, err
 	}
 	for i := range parts {
