@@ -33,6 +33,9 @@ type (
 	// Reaction is a side effect a hook schedules with its commit
 	// (RowWrite.React, CommitView.React; see engine/reactions).
 	Reaction = partition.Reaction
+	// QueryRows is a registered query's answer inside the push
+	// transaction (CommitView.Query, RowWrite.Query).
+	QueryRows = partition.QueryRows
 )
 
 // configureHooks checks cfg's hooks and installs them in pc.
@@ -46,6 +49,11 @@ func configureHooks(cfg Config, pc *partition.Config) error {
 		}
 	}
 	pc.Hooks = partition.Hooks{Validators: cfg.Validators, CommitValidator: cfg.CommitValidator}
+	// Hooks and commands run registered queries in the push transaction
+	// (CommitView.Query, RowWrite.Query, operations.Invocation.Query).
+	if reg := cfg.Operations.Registry; reg != nil {
+		pc.TxQuery = reg.TxQuery
+	}
 	return nil
 }
 

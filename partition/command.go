@@ -30,10 +30,17 @@ type CommandWrite struct {
 // outside the caller's resolved scopes.
 type CommandRowGetter func(ctx context.Context, table, rowID string) (ssp2.Row, error)
 
+// CommandQuery runs a registered query inside the command's transaction,
+// before the command's writes (so over the committed state, under the
+// partition's write lock), with CommitView.Query's rules: privileged
+// (the whole partition), read-only, the same errors. A storage failure
+// fails the command as a storage error.
+type CommandQuery func(ctx context.Context, id string, args []any) (QueryRows, error)
+
 // CommandRun is the host's command callback, adapted: it returns the
 // writes to apply as one commit. An error is a request failure (nothing
 // is stored).
-type CommandRun func(ctx context.Context, get CommandRowGetter) ([]CommandWrite, error)
+type CommandRun func(ctx context.Context, get CommandRowGetter, query CommandQuery) ([]CommandWrite, error)
 
 // CommandOutcome is a command's result: applied (new commit), cached (an
 // applied earlier invocation, same commit), or rejected (by the write
@@ -58,7 +65,7 @@ type CommandJob struct {
 	allowed        Allowed
 	resolved       bool
 	callback       CommandRun
-	getErr         error // the last storage failure of a row read
+	getErr         error // the last storage failure of a row read or query
 	completion[CommandOutcome]
 }
 
@@ -137,7 +144,9 @@ func (p *Partition) command(ctx context.Context, j *CommandJob) {
 		j.answer(outcomeOf(replay(rec, 0)), nil)
 		return
 	}
-	writes, err := j.callback(ctx, p.commandGetter(tx, j))
+	writes, err := j.callback(ctx, p.commandGetter(tx, j), func(ctx context.Context, id string, args []any) (QueryRows, error) {
+		return p.txQuery(ctx, tx, id, args, func(err error) { j.getErr = err })
+	})
 	if err != nil {
 		if j.getErr != nil { // the callback failed because storage did
 			err = storageErr(j.getErr)

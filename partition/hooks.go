@@ -325,6 +325,9 @@ func checkHostCode(code string) string {
 
 // commitState is what the hooks of one commit accumulate.
 type commitState struct {
+	// p and tx run the hooks' registered queries (txquery.go).
+	p         *Partition
+	tx        storage.PushTx
 	hooks     *Hooks
 	info      CommitInfo
 	ops       []StagedOp

@@ -104,6 +104,11 @@ type Config struct {
 	// Hooks are the host's write hooks (hooks.go), run inside the push
 	// transaction; the zero value has none.
 	Hooks Hooks
+	// TxQuery runs registered queries inside the push transaction for
+	// the hooks (CommitView.Query, RowWrite.Query) and commands
+	// (txquery.go); the engine sets it. nil: none is registered (every
+	// such query is operation.unknown).
+	TxQuery TxQueryFunc
 
 	// Leases, when set, slides auth leases and authorizes outage rounds
 	// (lease.go); nil: leases are off, no LEASE frame is ever sent.

@@ -364,7 +364,7 @@ func (p *Partition) applyCommit(ctx context.Context, tx storage.PushTx, j *SyncJ
 	if err := tx.Savepoint(ctx); err != nil {
 		return outcome{}, err
 	}
-	cs := &commitState{hooks: &p.cfg.Hooks, info: CommitInfo{Partition: p.name, ActorID: j.actorID, ClientID: j.req.Header.ClientID, ClientCommitID: c.ClientCommitID}}
+	cs := &commitState{p: p, tx: tx, hooks: &p.cfg.Hooks, info: CommitInfo{Partition: p.name, ActorID: j.actorID, ClientID: j.req.Header.ClientID, ClientCommitID: c.ClientCommitID}}
 	changes := make([]storage.ChangeRecord, 0, len(c.Operations))
 	for i := range c.Operations {
 		rej, err := p.applyOp(ctx, tx, j, cs, int32(i), &c.Operations[i], &changes)

@@ -24,6 +24,10 @@ var (
 	// read-only statement). Failures to open the snapshot or read the
 	// gate are returned without it.
 	ErrQueryFailed = errors.New("storage: registered query failed")
+	// ErrTxQueryUnsupported is returned by PushTx.Query of a backend that
+	// cannot run registered queries inside its push transaction (the
+	// in-memory store, which has no SQL). Nothing is read.
+	ErrTxQueryUnsupported = errors.New("storage: the backend cannot run a registered query inside a push transaction")
 )
 
 // MaxQueryRows is the largest Query.MaxRows a backend accepts.

@@ -326,6 +326,21 @@ type PushTx interface {
 	// AfterRowID, Limit) on the transaction's partition.
 	ScanRows(ctx context.Context, q RowQuery) ([]RowRecord, error)
 
+	// Query runs the registered query q on the transaction's partition
+	// inside the transaction, so it reads the candidate state: the rows
+	// as the writes staged so far in this transaction leave them (host
+	// hooks and commands, SPEC §6.7-6.8). It is read-only in effect: a
+	// statement that tries to write fails with ErrQueryFailed and leaves
+	// nothing written. Unlike Querier.Query it reads no serve gate (the
+	// transaction read it), and QueryResult.MaxCommitSeq is the
+	// transaction's (Partition().MaxCommitSeq). It fails with
+	// ErrQueryTooLarge or ErrQueryFailed, after which the transaction
+	// stays usable, with ErrTxQueryUnsupported on a backend without SQL
+	// (every backend without the Queries role), or with a storage error,
+	// after which the transaction must be rolled back. A Query q
+	// RenderQuery refuses fails before anything is sent.
+	Query(ctx context.Context, q Query) (QueryResult, error)
+
 	// ScanByColumn returns, as the transaction sees them (its own staged
 	// writes included), up to q.Limit rows of q.Table whose column
 	// q.Column equals q.Value, ordered by primary key, strictly after

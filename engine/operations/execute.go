@@ -250,7 +250,7 @@ func (s *Service) runCommand(ctx context.Context, id access.Identity, caller Cal
 	}
 	allowed, resolved := s.deps.Resolver.Resolve(ctx, id)
 	reg := s.reg
-	run := func(ctx context.Context, get partition.CommandRowGetter) (writes []partition.CommandWrite, err error) {
+	run := func(ctx context.Context, get partition.CommandRowGetter, query partition.CommandQuery) (writes []partition.CommandWrite, err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				writes, err = nil, syncerr.New(syncerr.OperationExecutionFailed, "command %q panicked", c.ID)
@@ -258,7 +258,7 @@ func (s *Service) runCommand(ctx context.Context, id access.Identity, caller Cal
 			}
 		}()
 		muts, err := c.Run(ctx, Invocation{Caller: caller, RequestID: req.RequestID, Params: req.Params,
-			Rows: rowReader{reg: reg, get: get}})
+			Rows: rowReader{reg: reg, get: get}, query: query})
 		if err != nil {
 			if code := syncerr.CodeOf(err); strings.HasPrefix(string(code), "operation.") {
 				return nil, err

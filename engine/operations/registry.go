@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
@@ -126,6 +127,9 @@ type Invocation struct {
 	// Rows reads rows inside the command's transaction (under the
 	// partition's write lock).
 	Rows RowReader
+	// query runs registered queries in the command's transaction
+	// (Invocation.Query, txquery.go).
+	query partition.CommandQuery
 }
 
 // Command is a registered command. Run executes on the partition's actor,

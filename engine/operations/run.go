@@ -125,6 +125,24 @@ func (cq *CompiledQuery) coverFilters(t *schema.Table, params any, allowed map[s
 // column missing from the result, a NULL in a non-nullable column or a
 // value that does not fit is operation.query_failed.
 func (cq *CompiledQuery) Rows(res storage.QueryResult) ([]opwire.Object, error) {
+	vals, err := cq.values(res)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]opwire.Object, len(vals))
+	for r, row := range vals {
+		o := make(opwire.Object, len(cq.Columns))
+		for i, c := range cq.Columns {
+			o[i] = opwire.Field{Key: c.Name, Value: row[i]}
+		}
+		out[r] = o
+	}
+	return out, nil
+}
+
+// values returns the result's rows as values of the declared columns, in
+// declared order, normalized as Rows describes.
+func (cq *CompiledQuery) values(res storage.QueryResult) ([][]any, error) {
 	idx := make([]int, len(cq.Columns))
 	for i, c := range cq.Columns {
 		idx[i] = slices.Index(res.Columns, c.Name)
@@ -132,17 +150,17 @@ func (cq *CompiledQuery) Rows(res storage.QueryResult) ([]opwire.Object, error) 
 			return nil, syncerr.New(syncerr.OperationQueryFailed, "query %q: the result has no column %q", cq.ID, c.Name)
 		}
 	}
-	out := make([]opwire.Object, len(res.Rows))
+	out := make([][]any, len(res.Rows))
 	for r, row := range res.Rows {
-		o := make(opwire.Object, len(cq.Columns))
+		vs := make([]any, len(cq.Columns))
 		for i, c := range cq.Columns {
 			v, err := normalize(c, row[idx[i]])
 			if err != nil {
 				return nil, syncerr.Wrap(syncerr.OperationQueryFailed, err, "query %q row %d column %q: %v", cq.ID, r, c.Name, err)
 			}
-			o[i] = opwire.Field{Key: c.Name, Value: v}
+			vs[i] = v
 		}
-		out[r] = o
+		out[r] = vs
 	}
 	return out, nil
 }

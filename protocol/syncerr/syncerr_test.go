@@ -22,6 +22,7 @@ func TestCatalogAndWrapping(t *testing.T) {
 		{IdempotencyCacheMiss, 500, true, "internal"},
 		{TooManyOperations, 400, false, "invalid-request"},
 		{BlobTooLarge, 413, false, "invalid-request"},
+		{TransactionQueryUnsupported, 501, false, "internal"},
 	}
 	for _, c := range cases {
 		s := Lookup(c.code)

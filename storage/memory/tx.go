@@ -552,3 +552,13 @@ func (tx *pushTx) scan(st *schema.Table, after *string, limit int, match func(st
 	}
 	return out
 }
+
+// Query answers storage.PushTx: the in-memory store runs no SQL, so a
+// registered query fails with storage.ErrTxQueryUnsupported (after
+// Commit or Rollback, with storage.ErrTxDone).
+func (tx *pushTx) Query(ctx context.Context, _ storage.Query) (storage.QueryResult, error) {
+	if err := tx.check(ctx, "query"); err != nil {
+		return storage.QueryResult{}, err
+	}
+	return storage.QueryResult{}, fmt.Errorf("memory: query: %w", storage.ErrTxQueryUnsupported)
+}

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -62,16 +63,29 @@ func (s *Store) query(ctx context.Context, partition string, running int32, q st
 		return res, fmt.Errorf("sqlite: query: read max commit seq: %w", err)
 	}
 	rows, err := rtx.QueryContext(ctx, text, args...)
+	out, err := readQueryRows(rows, err, q.MaxRows)
+	if err != nil {
+		return storage.QueryResult{}, err
+	}
+	out.MaxCommitSeq = res.MaxCommitSeq
+	return out, nil
+}
+
+// readQueryRows reads the result of a registered statement (rows, err as
+// QueryContext returned them), closing rows: its columns and at most max
+// rows (one more is storage.ErrQueryTooLarge).
+func readQueryRows(rows *sql.Rows, err error, max int) (storage.QueryResult, error) {
+	var res storage.QueryResult
 	if err != nil {
 		return res, queryFailed(err)
 	}
 	defer rows.Close()
 	if res.Columns, err = rows.Columns(); err != nil {
-		return res, queryFailed(err)
+		return storage.QueryResult{}, queryFailed(err)
 	}
 	for rows.Next() {
-		if len(res.Rows) == q.MaxRows {
-			return storage.QueryResult{}, fmt.Errorf("sqlite: query: more than %d rows: %w", q.MaxRows, storage.ErrQueryTooLarge)
+		if len(res.Rows) == max {
+			return storage.QueryResult{}, fmt.Errorf("sqlite: query: more than %d rows: %w", max, storage.ErrQueryTooLarge)
 		}
 		vals := make([]any, len(res.Columns))
 		ptrs := make([]any, len(vals))
@@ -87,6 +101,65 @@ func (s *Store) query(ctx context.Context, partition string, running int32, q st
 		return storage.QueryResult{}, queryFailed(err)
 	}
 	return res, nil
+}
+
+// The statements that fence a registered query run inside a push
+// transaction (pushTx.Query).
+const (
+	txQuerySavepoint = "SAVEPOINT synclane_query"
+	txQueryReadOnly  = "PRAGMA query_only = 1"
+	txQueryWritable  = "PRAGMA query_only = 0"
+	txQueryUndo      = "ROLLBACK TO synclane_query"
+	txQueryRelease   = "RELEASE synclane_query"
+)
+
+// Query answers storage.PushTx: the registered statement runs on the
+// writer connection inside this transaction, so it reads the rows the
+// transaction staged. It runs under PRAGMA query_only (a statement that
+// tries to write fails, storage.ErrQueryFailed) and inside a savepoint of
+// its own that is always rolled back, so nothing it did outlives it.
+// Like every statement of the transaction it runs without ctx's
+// cancellation (see check): a slow statement holds the writer until it
+// ends.
+func (tx *pushTx) Query(ctx context.Context, q storage.Query) (storage.QueryResult, error) {
+	ctx, err := tx.check(ctx, "query")
+	if err != nil {
+		return storage.QueryResult{}, err
+	}
+	text, args, err := storage.RenderQuery(q, tx.info.Partition, queryDialect)
+	if err != nil {
+		return storage.QueryResult{}, fmt.Errorf("sqlite: query: %w", err)
+	}
+	for _, st := range []string{txQuerySavepoint, txQueryReadOnly} {
+		if err := tx.s.execWriter(ctx, st); err != nil {
+			tx.endQuery(ctx)
+			return storage.QueryResult{}, fmt.Errorf("sqlite: query: %s: %w", st, err)
+		}
+	}
+	rows, err := tx.s.conn.QueryContext(ctx, text, args...)
+	res, err := readQueryRows(rows, err, q.MaxRows)
+	if eerr := tx.endQuery(ctx); eerr != nil {
+		return storage.QueryResult{}, eerr // a storage failure, whatever the statement did
+	}
+	if err != nil {
+		return storage.QueryResult{}, err
+	}
+	res.MaxCommitSeq = tx.info.MaxCommitSeq
+	return res, nil
+}
+
+// endQuery undoes what Query set up: the connection writable again and
+// the query's savepoint rolled back and released. Each step runs even
+// when an earlier one failed (a savepoint that was never set fails its
+// own steps only); the first failure is returned.
+func (tx *pushTx) endQuery(ctx context.Context) error {
+	var first error
+	for _, st := range []string{txQueryWritable, txQueryUndo, txQueryRelease} {
+		if err := tx.s.execWriter(ctx, st); err != nil && first == nil {
+			first = fmt.Errorf("sqlite: query: %s: %w", st, err)
+		}
+	}
+	return first
 }
 
 // queryFailed wraps a failure of the registered statement; a cancelled or

@@ -262,6 +262,7 @@ func groups() []group {
 		{name: "Leases", role: "Leases", tests: leaseTests},
 		{name: "Reactions", role: "Reactions", tests: reactionTests},
 		{name: "Query", role: "Queries", tests: queryTests},
+		{name: "TxQuery", role: "Log", tests: txQueryTests},
 		{name: "Admin", role: "Admin", tests: adminTests},
 		{name: "Blobs", role: "Blobs", tests: blobTests},
 		{name: "Ownership", role: "Ownership", tests: ownershipTests},
