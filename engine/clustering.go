@@ -666,14 +666,17 @@ const releaseTimeout = time.Second
 // ReleaseOwned serves a Release call: when this member does not own the
 // partition by its current view, its actor (if any) is stopped after the
 // jobs already routed to it and its Stop (client records written back)
-// before it returns, or when ctx ends. When it does own it by its view,
-// it answers an error at once (the views disagree: the caller's claim goes
-// ahead and the fence decides).
+// before it returns, or when ctx ends. When it does own it by its view
+// (the views disagree: the caller's claim goes ahead and the fence
+// decides), its live actor first writes back the client records it
+// buffered, under its generation (writeBackForRelease), and then it
+// answers an error.
 func (e *Engine) ReleaseOwned(ctx context.Context, partition string) error {
 	if e.cluster == nil {
 		return errors.New("engine: not a cluster member")
 	}
 	if e.Owns(partition) {
+		e.writeBackForRelease(ctx, partition)
 		return fmt.Errorf("engine: %s still owns %q by its view", e.cluster.cfg.Self, partition)
 	}
 	if e.runtime.EvictWait(ctx, partition) {

@@ -299,7 +299,10 @@ func (p *Partition) pendingClients() (whole []*clientEntry, recs []storage.Clien
 
 // flushClients writes buffered client records back to storage: whole
 // records in one transaction, advances in another. A failed write keeps
-// its entries buffered for the next flush.
+// its entries buffered for the next flush. Whole records the ownership
+// fence refuses (another member claimed the partition since this actor
+// did) are handed over instead (handOverClients), and refused advances
+// written without the fence (advanceClients): they are never dropped.
 func (p *Partition) flushClients(ctx context.Context) {
 	p.clients.lastFlush = p.cfg.Now()
 	if p.clients.dirty == 0 {
@@ -307,7 +310,11 @@ func (p *Partition) flushClients(ctx context.Context) {
 	}
 	whole, recs, advances := p.pendingClients()
 	if len(recs) > 0 {
-		if err := p.cfg.Backend.Clients.PutClient(ctx, p.name, recs...); err == nil || p.clientsDropped(err, len(recs)) {
+		err := p.cfg.Backend.Clients.PutClient(ctx, p.name, recs...)
+		if errors.Is(err, storage.ErrOwnershipLost) {
+			err = p.handOverClients(ctx, recs, err)
+		}
+		if err == nil || p.clientsDropped(err, len(recs)) {
 			for _, ce := range whole {
 				p.written(ce, true)
 			}
@@ -318,11 +325,38 @@ func (p *Partition) flushClients(ctx context.Context) {
 	}
 }
 
+// handOverClients writes whole records the ownership fence refused (lost,
+// the refusal) through the store's ClientHandOver role, without the fence:
+// each record is the client's last round this actor served, and lands
+// unless the store holds a newer one (the new owner's, from a later round
+// of the client) or the log epoch moved on (the records are void then). A
+// nil error means the records are done with; an error leaves them
+// buffered, and the next flush tries again. A store without the role
+// cannot take them: they are dropped, with an error logged.
+func (p *Partition) handOverClients(ctx context.Context, recs []storage.ClientRecord, lost error) error {
+	h := p.cfg.Backend.HandOver
+	if h == nil {
+		p.log().Error("client records dropped: refused by the ownership fence, and the store cannot take them handed over",
+			zap.Int("clients", len(recs)), zap.Error(lost))
+		return nil
+	}
+	n, err := h.HandOverClients(storage.WithoutFence(ctx), p.name, p.token.LogEpoch, recs...)
+	if err != nil && !errors.Is(err, storage.ErrUnstorable) {
+		return err
+	}
+	p.log().Info("client records handed over: the partition's ownership moved before they were written back",
+		zap.Int("clients", len(recs)), zap.Int("written", n), zap.Int("newer_or_void", len(recs)-n), zap.NamedError("refusal", lost))
+	return err
+}
+
 // advanceClients writes the pending acks of entries as advances, one
 // Clients.AdvanceClients call per log epoch (the acks' sessions'). When
 // fewer records moved than acks were written (a record deleted or rebound
 // meanwhile, or the epoch rotated by another process), the entries are
-// dropped from the cache: the next use reads what storage holds.
+// dropped from the cache: the next use reads what storage holds. Acks the
+// ownership fence refuses are written again without it: an advance only
+// raises a cursor and a timestamp to their maxima, for the session's actor
+// and epoch, so it cannot undo anything the partition's new owner wrote.
 func (p *Partition) advanceClients(ctx context.Context, entries []*clientEntry) {
 	byEpoch := map[string][]*clientEntry{}
 	for _, ce := range entries {
@@ -335,6 +369,9 @@ func (p *Partition) advanceClients(ctx context.Context, entries []*clientEntry) 
 			acks[i] = storage.ClientAdvance{ClientID: ce.rec.ClientID, ActorID: ad.actorID, Cursor: ad.cursor, AtMs: ad.atMs}
 		}
 		n, err := p.cfg.Backend.Clients.AdvanceClients(ctx, p.name, epoch, acks...)
+		if errors.Is(err, storage.ErrOwnershipLost) {
+			n, err = p.cfg.Backend.Clients.AdvanceClients(storage.WithoutFence(ctx), p.name, epoch, acks...)
+		}
 		if err != nil {
 			p.log().Warn("realtime acks write failed; will retry", zap.Int("clients", len(acks)), zap.Error(err))
 			continue
@@ -395,3 +432,49 @@ func (p *Partition) clientsWrittenBack(written []*clientEntry) {
 		}
 	}
 }
+
+// WriteBackJob writes the partition's buffered client records back now,
+// after the pushes queued before it (AfterQueued), under the actor's
+// ownership generation (handed over if the fence refuses them, see
+// flushClients). An actor with nothing buffered answers it without
+// claiming the partition. The engine runs it when another member asks this
+// one to release a partition it still owns by its own view, so the records
+// are in storage before that member claims and reads them.
+type WriteBackJob struct {
+	ctx context.Context
+	// the answer is how many records are still buffered afterwards
+	completion[int]
+}
+
+// NewWriteBackJob returns a write-back job for the partition it is
+// submitted to.
+func NewWriteBackJob(ctx context.Context) *WriteBackJob {
+	j := &WriteBackJob{ctx: ctx}
+	j.init()
+	return j
+}
+
+// Wait returns how many records are still buffered once the write-back
+// ran (0: every one written or handed over), or the failure (ctx's error
+// when ctx ends first).
+func (j *WriteBackJob) Wait(ctx context.Context) (int, error) { return j.wait(ctx, "") }
+
+// Batchable is false: the write-back is its own transaction.
+func (*WriteBackJob) Batchable() bool { return false }
+
+// AfterQueued is true: the records of the pushes queued before it are
+// written back too.
+func (*WriteBackJob) AfterQueued() bool { return true }
+
+func (*WriteBackJob) push() *SyncJob { return nil }
+
+func (j *WriteBackJob) run(ctx context.Context, p *Partition) {
+	if err := j.ctx.Err(); err != nil {
+		j.Fail(err)
+		return
+	}
+	p.flushClients(ctx)
+	j.answer(p.clients.dirty, nil)
+}
+
+func (j *WriteBackJob) requestContext() context.Context { return j.ctx }

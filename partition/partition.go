@@ -267,8 +267,14 @@ func (p *Partition) Tick(ctx context.Context) {
 	}
 }
 
-// Stop writes back buffered client records; it runs when the actor stops.
+// Stop writes back buffered client records (handing them over when the
+// fence refuses them, see flushClients); it runs when the actor stops. An
+// actor with nothing buffered writes nothing, and never claims the
+// partition just to stop.
 func (p *Partition) Stop(ctx context.Context) {
+	if p.clients.dirty == 0 {
+		return
+	}
 	if ctx, ok := p.claimed(ctx); ok {
 		p.flushClients(ctx)
 	}
@@ -316,6 +322,12 @@ func (p *Partition) fenced(ctx context.Context) (context.Context, error) {
 func (p *Partition) Handle(ctx context.Context, jobs []Job) {
 	ctx, cancel := withinDeadlines(ctx, jobs)
 	defer cancel()
+	if len(jobs) == 1 && p.clients.dirty == 0 {
+		if w, ok := jobs[0].(*WriteBackJob); ok {
+			w.answer(0, nil) // nothing to write: no claim for it
+			return
+		}
+	}
 	ctx, cerr := p.fenced(ctx)
 	if cerr != nil {
 		err := syncerr.Unavailable("ownership_claim_failed", cerr, "this member could not take ownership of the partition; retry")

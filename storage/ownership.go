@@ -33,6 +33,17 @@ func WithFence(ctx context.Context, generation int64) context.Context {
 	return context.WithValue(ctx, fenceKey{}, generation)
 }
 
+// noFence is the fenceKey value WithoutFence stores.
+type noFence struct{}
+
+// WithoutFence returns ctx carrying no fence, whatever its parent carries:
+// FenceFrom reports none and the store checks no generation. It is for
+// the writes that are safe for any member to make (ClientHandOver, and
+// Clients.AdvanceClients, whose conditions keep a newer write standing).
+func WithoutFence(ctx context.Context) context.Context {
+	return context.WithValue(ctx, fenceKey{}, noFence{})
+}
+
 // FenceFrom returns the generation carried by ctx (ok false: unfenced, e.g.
 // single-process mode, where writes are checked against no generation).
 func FenceFrom(ctx context.Context) (generation int64, ok bool) {
@@ -54,15 +65,16 @@ func FenceFrom(ctx context.Context) (generation int64, ok bool) {
 // by BeginPush, so everything written through it is covered: rows, log,
 // PutClients, reactions, blob references, AdvanceCheckpoint),
 // RotateLogEpoch, PruneBatch, CapturePartition, RestorePartition,
-// ActivateCheckpoint, PruneThrough, DeclareCheckpoint and PutClient; a
-// fenced one whose generation is not the current one fails with an error
-// wrapping ErrOwnershipLost and writes nothing (a fence below 1 is never
-// current, so a fenced write of a partition never claimed always fails; a
-// call with nothing to write, such as PruneBatch with maxCommits < 1, may
-// return without checking). TouchPartition, BindClient, ClaimCheckpoint,
-// SwapLease, the reaction queue's calls (ClaimReactions and the rest) and
-// the blob uploads of the Blobs role ignore the fence. A context without a
-// fence is not checked at all.
+// ActivateCheckpoint, PruneThrough, DeclareCheckpoint, PutClient and
+// AdvanceClients; a fenced one whose generation is not the current one
+// fails with an error wrapping ErrOwnershipLost and writes nothing (a
+// fence below 1 is never current, so a fenced write of a partition never
+// claimed always fails; a call with nothing to write, such as PruneBatch
+// with maxCommits < 1, may return without checking). TouchPartition,
+// BindClient, ClaimCheckpoint, SwapLease, ClientHandOver's
+// HandOverClients, the reaction queue's calls (ClaimReactions and the
+// rest) and the blob uploads of the Blobs role ignore the fence. A context
+// without a fence (or one WithoutFence returned) is not checked at all.
 type Ownership interface {
 	// ClaimPartition records owner (a non-empty Storable name, else
 	// ErrUnstorable) as the partition's owner with a new generation (previous + 1; the first

@@ -22,7 +22,9 @@ import (
 // several processes can share has it: PostgreSQL). Admin is needed by the
 // admin service (engine/admin.New checks it); Snapshots serves
 // CapturePartition and RestorePartition (which answer an error without
-// it).
+// it). HandOver takes the client records a deposed cluster member could
+// not write back under its fence (without it they are dropped, with an
+// error logged: a backend with Ownership should have it).
 //
 // RowEncoder and ImageCopier are optional fast paths of Rows: when nil,
 // the engine encodes bootstrap pages with VisitEncoder and fills SQLite
@@ -47,6 +49,7 @@ type Backend struct {
 	Queries   Querier
 	Admin     AdminReader
 	Ownership Ownership
+	HandOver  ClientHandOver
 
 	RowEncoder  RowEncoder
 	ImageCopier ImageCopier

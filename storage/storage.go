@@ -221,6 +221,40 @@ type Clients interface {
 	AdvanceClients(ctx context.Context, partition, logEpoch string, acks ...ClientAdvance) (applied int, err error)
 }
 
+// ClientHandOver is the role that takes over the client records a
+// partition's deposed owner still buffered (cluster mode: another member
+// claimed the partition before the owner wrote them back, so the fence
+// refuses its Clients.PutClient). Those records are the last rounds of
+// their clients the deposed owner served; dropping them would leave each
+// client's stored record at an older round. A store with the Ownership
+// role should have it (PostgreSQL has both; memory has it too, for tests).
+type ClientHandOver interface {
+	// HandOverClients writes recs, client records of partition at log
+	// epoch logEpoch, ignoring any fence ctx carries, all in one
+	// transaction that first checks the partition's log epoch is logEpoch
+	// (under a lock RotateLogEpoch's transaction conflicts with, as
+	// AdvanceClients does); at another epoch, or for a partition never
+	// created, it writes nothing and returns 0 (the records belong to an
+	// epoch whose records were deleted). Each record is created when the
+	// partition holds none for its clientID, and replaces the stored one
+	// only when that one is bound to the same actor and is not newer (its
+	// UpdatedAtMs at most rec's); otherwise the stored record stays as it
+	// is. So a record written meanwhile from a later round of the client
+	// (by the partition's new owner, whose writes are fenced as usual) is
+	// never replaced by an earlier one, and the stored ActorID never
+	// changes. (An equal UpdatedAtMs is replaced: a client's first round
+	// is served in the millisecond BindClient stamped its minimal record
+	// with, while two rounds of one client on two members within one
+	// millisecond do not happen.) It returns how many records it created
+	// or replaced.
+	//
+	// A record no backend can store (CheckClient) is skipped as PutClient
+	// skips it: the others are written and the error wraps ErrUnstorable,
+	// naming the skipped clientIDs. Any other error means nothing was (or
+	// not certainly) written; handing the same records over again is safe.
+	HandOverClients(ctx context.Context, partition, logEpoch string, recs ...ClientRecord) (written int, err error)
+}
+
 // ClientAdvance is one acknowledgement Clients.AdvanceClients persists:
 // the session's actor, the acked cursor and when it arrived (Unix ms).
 type ClientAdvance struct {

@@ -8,10 +8,10 @@ import (
 	"github.com/synclane/synclane/storage/storagetest"
 )
 
-// memoryRoles are the roles the memory store has: every one but Queries
-// and the fast paths RowEncoder and ImageCopier.
+// memoryRoles are the roles the memory store has: every one but Queries,
+// Ownership and the fast paths RowEncoder and ImageCopier.
 var memoryRoles = []string{"Lifecycle", "Log", "Rows", "Clients", "Checkpoints",
-	"Retention", "Snapshots", "Leases", "Reactions", "Blobs", "Admin"}
+	"Retention", "Snapshots", "Leases", "Reactions", "Blobs", "Admin", "HandOver"}
 
 func TestContract(t *testing.T) {
 	storagetest.RunShared(t, memoryRoles, func(t *testing.T) storage.Backend { return memory.New().Backend() },

@@ -112,6 +112,40 @@ func (s *Store) AdvanceClients(ctx context.Context, partition, logEpoch string, 
 	return n, nil
 }
 
+// HandOverClients writes the records storage.StorableClients keeps, each
+// only when the partition has none for its clientID or holds one bound to
+// the same actor and not newer (storage.ClientHandOver), all at once under the
+// partition's state lock, which RotateLogEpoch holds while it changes the
+// epoch and deletes the records. The memory store has no fences.
+func (s *Store) HandOverClients(ctx context.Context, partition, logEpoch string, recs ...storage.ClientRecord) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	_, p, err := s.schemaAndPart(partition)
+	if err != nil {
+		return 0, fmt.Errorf("memory: hand over clients: %w", err)
+	}
+	keep, skipErr := storage.StorableClients(partition, recs)
+	if skipErr != nil {
+		skipErr = fmt.Errorf("memory: hand over clients: %w", skipErr)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.info.Exists || p.info.LogEpoch != logEpoch {
+		return 0, skipErr
+	}
+	n := 0
+	for _, rec := range keep {
+		if old, ok := p.clients[rec.ClientID]; ok && (old.ActorID != rec.ActorID || old.UpdatedAtMs > rec.UpdatedAtMs) {
+			continue
+		}
+		rec.Subscriptions = cloneBytes(rec.Subscriptions)
+		p.clients[rec.ClientID] = rec
+		n++
+	}
+	return n, skipErr
+}
+
 // BindClient returns the actor of the existing record of clientID or, when
 // there is none, creates one bound to actorID (cursor -1, no
 // subscriptions), under the partition's state lock, which every handle

@@ -13,7 +13,7 @@ import (
 // postgresRoles are the roles the PostgreSQL store has: every one but
 // the fast path ImageCopier (and the only one with Ownership).
 var postgresRoles = []string{"Lifecycle", "Log", "Rows", "Clients", "Checkpoints",
-	"Retention", "Snapshots", "Leases", "Reactions", "Blobs", "Queries", "Admin", "Ownership", "RowEncoder"}
+	"Retention", "Snapshots", "Leases", "Reactions", "Blobs", "Queries", "Admin", "Ownership", "HandOver", "RowEncoder"}
 
 func TestContract(t *testing.T) {
 	var mu sync.Mutex

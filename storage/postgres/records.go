@@ -200,6 +200,69 @@ WHERE partition = $1 AND client_id = $2 AND actor_id = $5
 	return n, nil
 }
 
+// HandOverClients implements storage.ClientHandOver: one transaction
+// sending, in one round trip, a share lock on the partition's registry row
+// reading its log epoch (a rotation's lockPartition takes the row for
+// update, so the two serialize; a push's order: registry row, then client
+// records), then one conditional upsert per record in clientId order (as
+// PutClient locks them). It checks no fence. At another log epoch, or
+// without a registry row, the transaction is rolled back and nothing is
+// written.
+func (s *Store) HandOverClients(ctx context.Context, partition, logEpoch string, recs ...storage.ClientRecord) (int, error) {
+	if err := s.ready(); err != nil {
+		return 0, err
+	}
+	keep, skipErr := storage.StorableClients(partition, recs)
+	if skipErr != nil {
+		skipErr = fmt.Errorf("postgres: HandOverClients: %w", skipErr)
+	}
+	if len(keep) == 0 || !storage.Storable(logEpoch) {
+		return 0, skipErr
+	}
+	keep = slices.Clone(keep)
+	slices.SortFunc(keep, func(a, b storage.ClientRecord) int { return strings.Compare(a.ClientID, b.ClientID) })
+	n := 0
+	err := retry(ctx, "HandOverClients", func() error {
+		n = 0
+		b := &pgx.Batch{}
+		var epoch string // stays "" without a registry row
+		b.Queue(s.q.shareEpoch, partition).QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(&epoch); !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			return nil
+		})
+		for _, rec := range keep {
+			var subs any
+			if rec.Subscriptions != nil {
+				subs = string(rec.Subscriptions)
+			}
+			b.Queue(s.q.handOverClient, partition, rec.ClientID, rec.ActorID, subs, rec.Cursor, int32(rec.WireVersion), rec.UpdatedAtMs).
+				Exec(func(ct pgconn.CommandTag) error {
+					n += int(ct.RowsAffected())
+					return nil
+				})
+		}
+		tx, err := s.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // no-op after Commit
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		if epoch != logEpoch {
+			n = 0
+			return nil // the deferred rollback undoes the upserts
+		}
+		return tx.Commit(ctx)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, skipErr
+}
+
 // PutClients answers storage.PushTx: PutClient's upserts sent on the
 // transaction's connection in one round trip (after a pending SAVEPOINT),
 // durable with its COMMIT. Records storage.StorableClients skips are never

@@ -22,6 +22,7 @@ type sysSQL struct {
 	claimPartition, partitionOwner, shareOwner    string
 	rotate, deleteClients, setMaxSeq              string
 	getIdem, getClient, putClient, bindClient     string
+	shareEpoch, handOverClient                    string
 	prefetchIdem                                  string
 	getTomb, prefetchTombs, clearTomb             string
 	insertCommits, insertChanges, insertScopes    string
@@ -101,6 +102,14 @@ WHERE partition = $1 AND client_id = $2`)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (partition, client_id) DO UPDATE SET subscriptions = EXCLUDED.subscriptions,
 cursor = EXCLUDED.cursor, wire_version = EXCLUDED.wire_version, updated_at_ms = EXCLUDED.updated_at_ms`) // actor_id is immutable
+	q.shareEpoch = r.Replace(`SELECT log_epoch FROM {partitions} WHERE partition = $1 FOR SHARE`)
+	// PutClient's upsert, except that an existing record is replaced only
+	// when it is bound to the same actor and not newer (ClientHandOver).
+	q.handOverClient = r.Replace(`INSERT INTO {clients} AS c (partition, client_id, actor_id, subscriptions, cursor, wire_version, updated_at_ms)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (partition, client_id) DO UPDATE SET subscriptions = EXCLUDED.subscriptions,
+cursor = EXCLUDED.cursor, wire_version = EXCLUDED.wire_version, updated_at_ms = EXCLUDED.updated_at_ms
+WHERE c.actor_id = EXCLUDED.actor_id AND c.updated_at_ms <= EXCLUDED.updated_at_ms`)
 	q.bindClient = r.Replace(`INSERT INTO {clients} (partition, client_id, actor_id, subscriptions, cursor, wire_version, updated_at_ms)
 VALUES ($1, $2, $3, NULL, -1, 0, $4) ON CONFLICT (partition, client_id) DO NOTHING`)
 	q.insertCommits = r.Replace(`INSERT INTO {commits} (partition, seq, created_at_ms, actor_id, client_id, client_commit_id, writer_version)

@@ -54,6 +54,11 @@
 //     after pruning, one maintenance pass per database) is checked on
 //     every backend by engine/retention's tests, not here: this suite
 //     imports no engine and no partition.
+//   - HandOverClients writes a record only when none is stored or the
+//     stored one is bound to the same actor and its UpdatedAtMs is not
+//     above the handed one's (an equal one is replaced), only at the log
+//     epoch the call names, and ignores the fence; a newer record written concurrently
+//     by PutClient always stands.
 //   - Leases: SwapLease is a compare-and-swap on the stored MAC (nil: none
 //     stored), exactly one of concurrent swaps from one MAC wins, and
 //     lease records survive RotateLogEpoch (the client keeps its lease).
@@ -266,6 +271,7 @@ func groups() []group {
 		{name: "Admin", role: "Admin", tests: adminTests},
 		{name: "Blobs", role: "Blobs", tests: blobTests},
 		{name: "Ownership", role: "Ownership", tests: ownershipTests},
+		{name: "HandOver", role: "HandOver", tests: handOverTests},
 	}
 }
 
