@@ -40,10 +40,11 @@ func (f fencedGate) ReadServeGate(ctx context.Context, partition string, running
 }
 
 // gateReader returns the reader of the partition's serve gate: fenced by
-// the claimed ownership generation in cluster mode, the store's own
-// otherwise.
+// the claimed ownership generation in cluster mode on a store with the
+// Ownership role (the one that fences writes and records generations),
+// the store's own otherwise.
 func (p *Partition) gateReader() GateReader {
-	if p.cfg.Claim == nil || p.fence == 0 {
+	if p.cfg.Claim == nil || p.fence == 0 || p.cfg.Backend.Ownership == nil {
 		return p.cfg.Backend.Checkpoints
 	}
 	return fencedGate{r: p.cfg.Backend.Checkpoints, fence: p.fence}
