@@ -29,6 +29,7 @@ type clusterConfig struct {
 	etcd, name, advertise, secretFile string
 	peerProtocol                      string
 	leaseTTL, moveTimeout, forwardTO  time.Duration
+	unresponsiveTO                    time.Duration
 }
 
 func clusterFlags(fs *flag.FlagSet, c *clusterConfig) {
@@ -38,7 +39,8 @@ func clusterFlags(fs *flag.FlagSet, c *clusterConfig) {
 	fs.StringVar(&c.secretFile, "cluster-secret", "", "file whose bytes (any, the same on every member) authenticate member-to-member calls")
 	fs.DurationVar(&c.leaseTTL, "cluster-lease-ttl", 2*time.Second, "the membership lease: a member that stops renewing it (killed, paused, cut off) loses its partitions this long after its last renewal")
 	fs.DurationVar(&c.moveTimeout, "cluster-move-timeout", 5*time.Second, "how long a request waits for its partition to have a reachable owner before it is answered 503 (retryable)")
-	fs.DurationVar(&c.forwardTO, "cluster-forward-timeout", 35*time.Second, "how long a forwarded request waits for the owner's answer to start")
+	fs.DurationVar(&c.forwardTO, "cluster-forward-timeout", 35*time.Second, "how long a forwarded request waits for the answer of an owner that is alive (it answers its liveness probes) to start; past the engine's 30s storage turn")
+	fs.DurationVar(&c.unresponsiveTO, "cluster-unresponsive-timeout", peer.DefaultUnresponsiveTimeout, "how long a member call waits for the callee to show it is alive (its answer starts, or it answers a liveness probe sent after half of it) before the callee counts as unreachable: the request is retried on the next view, or answered 503 past --cluster-move-timeout; also each member's time to answer the secret check at start")
 	fs.StringVar(&c.peerProtocol, "cluster-peer-protocol", peer.ProtocolHTTP1, "how member calls travel: http1 (keep-alive HTTP/1.1 connections, the cheaper in CPU) or h2 (HTTP/2, h2c on http:// advertise URLs); every member serves both")
 }
 
@@ -50,7 +52,7 @@ func (c *clusterConfig) enabled() bool { return c.etcd != "" }
 // validate checks the cluster flags (given: the flags set).
 func (c *clusterConfig) validate(given map[string]bool, postgresURL string) error {
 	if !c.enabled() {
-		for _, f := range []string{"cluster-name", "cluster-advertise", "cluster-secret", "cluster-lease-ttl", "cluster-move-timeout", "cluster-forward-timeout", "cluster-peer-protocol"} {
+		for _, f := range []string{"cluster-name", "cluster-advertise", "cluster-secret", "cluster-lease-ttl", "cluster-move-timeout", "cluster-forward-timeout", "cluster-unresponsive-timeout", "cluster-peer-protocol"} {
 			if given[f] {
 				return fmt.Errorf("--%s needs --cluster-etcd", f)
 			}
@@ -82,8 +84,8 @@ func (c *clusterConfig) validate(given map[string]bool, postgresURL string) erro
 	if c.peerProtocol != peer.ProtocolHTTP1 && c.peerProtocol != peer.ProtocolH2 {
 		return fmt.Errorf("--cluster-peer-protocol %q: want %s or %s", c.peerProtocol, peer.ProtocolHTTP1, peer.ProtocolH2)
 	}
-	if c.moveTimeout <= 0 || c.forwardTO <= 0 {
-		return errors.New("--cluster-move-timeout and --cluster-forward-timeout must be positive")
+	if c.moveTimeout <= 0 || c.forwardTO <= 0 || c.unresponsiveTO <= 0 {
+		return errors.New("--cluster-move-timeout, --cluster-forward-timeout and --cluster-unresponsive-timeout must be positive")
 	}
 	return nil
 }
@@ -129,20 +131,109 @@ func joinCluster(ctx context.Context, c clusterConfig, bound string, log *zap.Lo
 	if err != nil {
 		return nil, err
 	}
+	peers, err := peer.NewClient(peer.ClientOptions{Self: self, Secret: secret, Timeout: c.forwardTO, UnresponsiveTimeout: c.unresponsiveTO,
+		Protocol: c.peerProtocol, Logger: log.Named("peer")})
+	if err != nil {
+		return nil, err
+	}
 	ms, err := etcdmembers.Join(ctx, etcdmembers.Config{Endpoints: c.endpoints(), ClusterName: c.name,
 		Self:     cluster.Member{ID: self, Incarnation: inc, StartedAtMs: time.Now().UnixMilli()},
-		LeaseTTL: c.leaseTTL, Logger: log.Named("cluster")})
-	if err != nil {
-		return nil, fmt.Errorf("join cluster %q through etcd %s: %w", c.name, c.etcd, err)
+		LeaseTTL: c.leaseTTL, Logger: log.Named("cluster"),
+		Admit: secretCheck(peers, c.unresponsiveTO, c.leaseTTL+c.unresponsiveTO, log.Named("cluster"))})
+	if errors.Is(err, errJoinRefused) {
+		peers.Close()
+		return nil, fmt.Errorf("cluster %q: %w", c.name, err)
 	}
-	peers, err := peer.NewClient(peer.ClientOptions{Self: self, Secret: secret, Timeout: c.forwardTO, Protocol: c.peerProtocol, Logger: log.Named("peer")})
 	if err != nil {
-		_ = ms.Close()
-		return nil, err
+		peers.Close()
+		return nil, fmt.Errorf("join cluster %q through etcd %s: %w", c.name, c.etcd, err)
 	}
 	m := &member{self: self, members: ms, secret: secret, peers: peers}
 	log.Info("joined the cluster", zap.String("cluster", c.name), zap.String("member", self), zap.Int("members", len(ms.View().Members)))
 	return m, nil
+}
+
+// errJoinRefused is wrapped by joinCluster's error when the secret check
+// refused this member (serve exits 1 and prints it).
+var errJoinRefused = errors.New("refused to join the cluster")
+
+// secretCheckRetry paces the secret check's rounds while no registered
+// member answers.
+const secretCheckRetry = 250 * time.Millisecond
+
+// secretCheck is the etcdmembers.Config.Admit of a starting member: it
+// sends every registered member a signed probe (peer.Client.Probe, each
+// within probeTimeout, all at once) before this member registers, so a
+// member that cannot call the others (another cluster secret, or a clock
+// more than peer.MaxClockSkew off) is never placed as an owner:
+//   - a member refusing the signature stops the start (errJoinRefused,
+//     naming it and the reason);
+//   - members that do not answer are skipped with a warning when another
+//     accepted the signature;
+//   - when none answered, the members are read and probed again, every
+//     secretCheckRetry, for up to wait (the lease TTL plus one probe: the
+//     key of a member that crashed expires within its lease); then the
+//     start is refused;
+//   - no member registered: the first member, nothing to check.
+func secretCheck(peers *peer.Client, probeTimeout, wait time.Duration, log *zap.Logger) func(context.Context, func(context.Context) ([]cluster.Member, error)) error {
+	return func(ctx context.Context, registered func(context.Context) ([]cluster.Member, error)) error {
+		deadline := time.Now().Add(wait)
+		for {
+			ms, err := registered(ctx)
+			if err != nil {
+				return err
+			}
+			if len(ms) == 0 {
+				log.Info("no member is registered: this is the first, there is no cluster secret to check against")
+				return nil
+			}
+			errs := make([]error, len(ms))
+			var wg sync.WaitGroup
+			for i, mb := range ms {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+					defer cancel()
+					errs[i] = peers.Probe(pctx, mb.ID)
+				}()
+			}
+			wg.Wait()
+			var accepted, silent []string
+			for i, err := range errs {
+				switch {
+				case errors.Is(err, peer.ErrClockSkew):
+					return fmt.Errorf("%w: this member's clock is more than %v from member %s's (its signature was refused): %w", errJoinRefused, peer.MaxClockSkew, ms[i].ID, err)
+				case errors.Is(err, peer.ErrRefused):
+					return fmt.Errorf("%w: the cluster secret differs from member %s's (it refused this member's signature): %w", errJoinRefused, ms[i].ID, err)
+				case err == nil:
+					accepted = append(accepted, ms[i].ID)
+				default:
+					silent = append(silent, ms[i].ID)
+				}
+			}
+			if len(accepted) > 0 {
+				for i, err := range errs {
+					if err != nil {
+						log.Warn("a registered member did not answer the cluster secret check; skipped (the others accepted this member's signature)",
+							zap.String("peer", ms[i].ID), zap.Error(err))
+					}
+				}
+				log.Info("cluster secret checked: the registered members accept this member's signature", zap.Strings("accepted", accepted), zap.Strings("not_answering", silent))
+				return nil
+			}
+			if !time.Now().Before(deadline) {
+				return fmt.Errorf("%w: none of the %d registered members answered the cluster secret check within %v (%v): %w", errJoinRefused, len(ms), wait, silent, errors.Join(errs...))
+			}
+			t := time.NewTimer(secretCheckRetry)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+	}
 }
 
 // engineConfig is engine.Config.Cluster for this member.

@@ -82,6 +82,9 @@ type clusterMember struct {
 	base, admin     string
 	addr, adminAddr string
 	logPath         string
+	// secret, when set, is the member's --cluster-secret file instead of
+	// the cluster's.
+	secret string
 
 	mu  sync.Mutex
 	run *memberRun // the current (or last) process
@@ -220,9 +223,13 @@ func (m *clusterMember) start() error {
 	if c.opts.etcdVia != nil {
 		etcdEndpoint = c.opts.etcdVia(m.name, etcdEndpoint)
 	}
+	secret := c.secret
+	if m.secret != "" {
+		secret = m.secret
+	}
 	args := []string{"serve", "--listen", listen, "--admin-listen", adminListen, "--admin-token", adminTestToken,
 		"--postgres", c.memberURL(m.name), "--pg-max-conns", "8",
-		"--cluster-etcd", etcdEndpoint, "--cluster-name", "proctest", "--cluster-secret", c.secret,
+		"--cluster-etcd", etcdEndpoint, "--cluster-name", "proctest", "--cluster-secret", secret,
 		"--cluster-lease-ttl", c.opts.leaseTTL.String(), "--drain-delay", "1s", "--shutdown-timeout", "10s",
 		"--log-level", "info"}
 	args = append(args, c.opts.args...)

@@ -427,7 +427,7 @@ func serve(ctx context.Context, args []string, lookup func(string) (string, bool
 	defer log.Sync() //nolint:errcheck
 	if err := runServer(ctx, c, log, stdout); err != nil {
 		log.Error("synclane stopped with an error", zap.Error(err))
-		if held := (*datadir.HeldError)(nil); errors.As(err, &held) || errors.Is(err, storage.ErrSchemaChanged) || errors.Is(err, sqlite.ErrLayout) || errors.Is(err, sqlite.ErrRespreadPending) || errors.Is(err, errRestorePending) {
+		if held := (*datadir.HeldError)(nil); errors.As(err, &held) || errors.Is(err, storage.ErrSchemaChanged) || errors.Is(err, sqlite.ErrLayout) || errors.Is(err, sqlite.ErrRespreadPending) || errors.Is(err, errRestorePending) || errors.Is(err, errJoinRefused) {
 			fmt.Fprintln(stderr, "synclane serve:", err) // for the operator, not only the log
 		}
 		if errors.Is(err, sqlite.ErrFileCount) {

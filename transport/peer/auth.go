@@ -39,6 +39,11 @@ const (
 // not signed with the cluster secret.
 var ErrUnauthenticated = errors.New("peer: member call not signed with the cluster secret")
 
+// ErrClockSkew is wrapped (with ErrUnauthenticated) by Verify's error for
+// a call signed more than MaxClockSkew from the callee's clock: the
+// secret may be right, the clocks are not.
+var ErrClockSkew = errors.New("peer: member call signed too far from the callee's clock")
+
 // Secret is the cluster secret; it refuses an empty one.
 type Secret struct{ key []byte }
 
@@ -79,7 +84,7 @@ func (s Secret) Verify(r *http.Request, now time.Time) (member string, err error
 		return "", fmt.Errorf("%w: malformed time", ErrUnauthenticated)
 	}
 	if d := now.Sub(time.UnixMilli(ms)); d > MaxClockSkew || d < -MaxClockSkew {
-		return "", fmt.Errorf("%w: signed %v from this member's clock (at most %v)", ErrUnauthenticated, d.Round(time.Millisecond), MaxClockSkew)
+		return "", fmt.Errorf("%w: %w: signed %v from this member's clock (at most %v)", ErrUnauthenticated, ErrClockSkew, d.Round(time.Millisecond), MaxClockSkew)
 	}
 	want := s.mac(r.Method, r.URL.Path, member, parts[1])
 	if !hmac.Equal([]byte(want), []byte(parts[2])) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,11 +27,21 @@ type ClientOptions struct {
 	Secret Secret
 	// Timeout bounds each call until the callee's answer starts (its
 	// response headers; a forwarded push's answer starts once it is
-	// committed): default 35 s, past the engine's 30 s storage turn. A
-	// streamed answer then flows for as long as it needs; its bytes are
-	// bounded by HTTP/2 flow control (MaxReceiveBufferPerStream) plus one
-	// 32 KiB copy chunk per forwarded reply.
+	// committed) while the callee is alive: default 35 s, past the
+	// engine's 30 s storage turn, so a forwarded request is not given up
+	// before the owner's storage turn would give up on it. A streamed
+	// answer then flows for as long as it needs; its bytes are bounded by
+	// HTTP/2 flow control (MaxReceiveBufferPerStream) plus one 32 KiB copy
+	// chunk per forwarded reply.
 	Timeout time.Duration
+	// UnresponsiveTimeout bounds each call until the callee shows it is
+	// alive: its answer starts, or it answers a liveness probe sent after
+	// half of it (on a connection of its own), within the other half
+	// (liveness.go). A callee that does neither fails the call with
+	// ErrUnresponsive (engine.ErrPeerUnreachable: retried on the next
+	// view, 503 past the move timeout). Default
+	// DefaultUnresponsiveTimeout (2 s).
+	UnresponsiveTimeout time.Duration
 	// MaxReceiveBufferPerStream caps the bytes of one answer buffered from
 	// the callee before the caller reads them (default 256 KiB).
 	MaxReceiveBufferPerStream int
@@ -60,8 +71,10 @@ const (
 // --cluster-cases forward`, a forwarded push-pull round cost 1.49× the CPU
 // of a local one over HTTP/1.1 and 1.67× over HTTP/2 (bench/RESULTS.md).
 type Client struct {
-	opts ClientOptions
-	hc   *http.Client
+	opts     ClientOptions
+	hc       *http.Client
+	live     *liveness
+	refusals refusalLog
 }
 
 var (
@@ -84,6 +97,9 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	}
 	if opts.Protocol == "" {
 		opts.Protocol = ProtocolHTTP1
+	}
+	if opts.UnresponsiveTimeout <= 0 {
+		opts.UnresponsiveTimeout = DefaultUnresponsiveTimeout
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
@@ -111,7 +127,9 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	default:
 		return nil, fmt.Errorf("peer: unknown member-call protocol %q (want %s or %s)", opts.Protocol, ProtocolHTTP1, ProtocolH2)
 	}
-	return &Client{opts: opts, hc: &http.Client{Transport: tr}}, nil
+	c := &Client{opts: opts, hc: &http.Client{Transport: tr}, refusals: refusalLog{log: opts.Logger}}
+	c.live = newLiveness(c, opts.UnresponsiveTimeout)
+	return c, nil
 }
 
 // HTTPClient returns the client's HTTP client (for other member routes,
@@ -121,8 +139,11 @@ func (c *Client) HTTPClient() *http.Client { return c.hc }
 // Sign signs r as a call of this member.
 func (c *Client) Sign(r *http.Request) { c.opts.Secret.Sign(r, c.opts.Self, time.Now()) }
 
-// Close closes idle connections.
-func (c *Client) Close() { c.hc.CloseIdleConnections() }
+// Close ends the liveness probes in flight and closes idle connections.
+func (c *Client) Close() {
+	c.live.close()
+	c.hc.CloseIdleConnections()
+}
 
 // call sends a signed POST to member to and returns the response when it
 // is a 200; errors follow engine.Peers' contract.
@@ -137,7 +158,10 @@ func (c *Client) call(ctx context.Context, to, path string, body []byte, hdr map
 	}
 	tracing.Inject(ctx, req.Header) // the caller's trace continues at the member (W3C traceparent)
 	c.Sign(req)
-	res, err := c.hc.Do(req)
+	res, err := c.do(req, to)
+	if errors.Is(err, ErrUnresponsive) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", engine.ErrPeerUnreachable, url, err)
 	}
@@ -149,8 +173,12 @@ func (c *Client) call(ctx context.Context, to, path string, body []byte, hdr map
 	switch res.StatusCode {
 	case http.StatusMisdirectedRequest:
 		return nil, fmt.Errorf("%w: %s answered it is not the owner", engine.ErrNotOwner, to)
-	case http.StatusUnauthorized:
-		c.opts.Logger.Error("a member refused this member's call: the cluster secrets differ", zap.String("peer", to))
+	case http.StatusUnauthorized, http.StatusForbidden:
+		// A refusal between members is never the client's: its
+		// sync.auth_required (refreshAuth) would log the user out.
+		err := refusalError(to, res.StatusCode, b)
+		c.refusals.note(to, err)
+		return nil, routedRefusal(err)
 	}
 	var eb errorBody
 	if json.Unmarshal(b, &eb) != nil || eb.Code == "" {

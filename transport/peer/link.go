@@ -12,6 +12,9 @@ import (
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
+
+	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/transport/httperr"
 )
 
 // Timeouts of the follow link.
@@ -307,20 +310,28 @@ func (r *Relay) hello(ctx context.Context, conn *websocket.Conn, want string) (s
 // ServeHTTP serves GET FollowPath, a follower's follow link: the
 // signature is checked first (401 when it is not the cluster secret's),
 // then the connection is upgraded and served until it ends or the relay
-// closes (503 before Start and after Close).
+// closes (503 before Start and after Close). Every refusal is the
+// protocol's JSON error body (405 for another method, 426 for a request
+// that is not a WebSocket upgrade).
 func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	member, err := r.cfg.Secret.Verify(req, time.Now())
 	if err != nil {
 		r.log.Info("cluster follow link refused", zap.String("peer", req.Header.Get(MemberHeader)), zap.String("remote_addr", req.RemoteAddr), zap.Error(err))
-		http.Error(w, "member call not signed with the cluster secret", http.StatusUnauthorized)
+		writeRefusal(w, err)
 		return
 	}
 	if req.Method != http.MethodGet {
-		http.Error(w, "GET only", http.StatusMethodNotAllowed)
+		w.Header().Set("Allow", http.MethodGet)
+		httperr.WriteStatus(w, http.StatusMethodNotAllowed, syncerr.New(syncerr.InvalidRequest, "the follow link is a GET (a WebSocket upgrade)"))
+		return
+	}
+	if !strings.EqualFold(req.Header.Get("Upgrade"), "websocket") {
+		w.Header().Set("Upgrade", "websocket")
+		httperr.WriteStatus(w, http.StatusUpgradeRequired, syncerr.New(syncerr.InvalidRequest, "the follow link is a WebSocket: Upgrade: websocket expected"))
 		return
 	}
 	if !r.enter() {
-		http.Error(w, "the member is not serving follow links", http.StatusServiceUnavailable)
+		httperr.Write(w, syncerr.Unavailable("not_serving", nil, "this member is not serving follow links (starting or stopping); retry"))
 		return
 	}
 	defer r.wg.Done()

@@ -150,7 +150,9 @@ func must(rc io.ReadCloser, err error) io.ReadCloser {
 
 // A protocol error of the callee reaches the caller with its code; an
 // unsigned call or one signed with another secret gets 401 before
-// anything is read; a member that cannot be reached is ErrPeerUnreachable.
+// anything is read, which the caller takes as an unreachable owner
+// (ErrRefused), not as its client's auth_required; a member that cannot
+// be reached is ErrPeerUnreachable.
 func TestErrorsAndAuth(t *testing.T) {
 	secret, _ := NewSecret([]byte("cluster secret"))
 	_, srv := member(t, secret)
@@ -168,8 +170,8 @@ func TestErrorsAndAuth(t *testing.T) {
 	bad, _ := NewClient(ClientOptions{Self: "http://caller", Secret: other})
 	defer bad.Close()
 	_, err = bad.Sync(ctx, srv.URL, id, request(t, "c1", "", &ssp2.PullHeader{Accept: 1}))
-	if syncerr.CodeOf(err) != syncerr.AuthRequired {
-		t.Fatalf("wrong secret: %v, want sync.auth_required", err)
+	if !errors.Is(err, ErrRefused) || !errors.Is(err, engine.ErrPeerUnreachable) || syncerr.CodeOf(err) == syncerr.AuthRequired {
+		t.Fatalf("wrong secret: %v, want ErrRefused and ErrPeerUnreachable, never the callee's sync.auth_required", err)
 	}
 	res, err := http.Post(srv.URL+pathSync, "application/octet-stream", bytes.NewReader(request(t, "c1", "", &ssp2.PullHeader{Accept: 1})))
 	if err != nil {

@@ -65,7 +65,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.opts.Logger.Warn("member call refused: not signed with the cluster secret", zap.String("path", r.URL.Path),
 			zap.String("remote", r.RemoteAddr), zap.Error(err))
-		httperr.WriteStatus(w, http.StatusUnauthorized, syncerr.New(syncerr.AuthRequired, "member routes need the cluster secret"))
+		writeRefusal(w, err)
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -74,6 +74,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch r.URL.Path {
+	case pathProbe:
+		h.answerJSON(w, struct{}{}, nil)
 	case pathSync:
 		h.sync(w, r, from)
 	case pathClientState:

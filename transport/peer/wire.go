@@ -17,9 +17,15 @@ import (
 //     the others: JSON);
 //   - 421 Misdirected Request when the callee does not own the partition
 //     by its own view (the caller re-routes; engine.ErrNotOwner);
-//   - 401 when the call is not signed with the cluster secret;
+//   - 401 when the call is not signed with the cluster secret
+//     (sync.auth_required, details.reason "signature" or "clock_skew"),
+//     which the caller never hands to its client: it is an unreachable
+//     owner there (ErrRefused, engine.ErrPeerUnreachable);
 //   - otherwise the protocol's JSON error body (transport/httperr) with
 //     its status, which the caller hands to its client unchanged.
+//
+// Every refusal, of these routes and of the follow link (FollowPath), is
+// the protocol's JSON error body.
 const (
 	// Prefix is the path prefix of every member route; a transport mounts
 	// the Handler there.
@@ -32,6 +38,7 @@ const (
 	pathMember      = "/_cluster/v1/member"
 	pathEvents      = "/_cluster/v1/events"
 	pathRelease     = "/_cluster/v1/release"
+	// pathProbe (liveness.go) is answered {} at once.
 )
 
 // IdentityHeader carries the authenticated identity of a forwarded sync

@@ -111,6 +111,13 @@ type Config struct {
 	// Logger receives the membership's logs (fields "member", "cluster",
 	// "lease", "error"), and the etcd client's errors; nil logs nothing.
 	Logger *zap.Logger
+	// Admit, when set, is called by Join before it registers this member
+	// (once etcd answered), with a function reading the members
+	// registered at each call, sorted by ID, this member's own ID left
+	// out (a key a crashed run of it left behind). An error aborts Join
+	// before anything is registered and is returned as it is. serve
+	// checks its cluster secret against the live members with it.
+	Admit func(ctx context.Context, registered func(context.Context) ([]cluster.Member, error)) error
 }
 
 // Membership is this process's registration in a cluster and its view of
@@ -245,6 +252,12 @@ func Join(ctx context.Context, cfg Config) (*Membership, error) {
 	m.healthTimer.Stop()
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 
+	if cfg.Admit != nil {
+		if err := cfg.Admit(ctx, m.registered); err != nil {
+			m.abort()
+			return nil, err
+		}
+	}
 	if err := m.register(ctx); err != nil {
 		m.abort()
 		return nil, err
@@ -265,6 +278,25 @@ func Join(ctx context.Context, cfg Config) (*Membership, error) {
 	go m.runLease()
 	go m.runWatch(resp.Header.Revision)
 	return m, nil
+}
+
+// registered reads the members registered now, sorted by ID, this one
+// left out (Config.Admit).
+func (m *Membership) registered(ctx context.Context) ([]cluster.Member, error) {
+	rctx, cancel := context.WithTimeout(ctx, m.cfg.DialTimeout)
+	defer cancel()
+	resp, err := m.cli.Get(rctx, m.prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("etcdmembers: read the members of %s: %w", m.cfg.ClusterName, err)
+	}
+	var out []cluster.Member
+	for _, kv := range resp.Kvs {
+		if mem, ok := m.decode(kv); ok && string(kv.Key) != m.key {
+			out = append(out, mem)
+		}
+	}
+	slices.SortFunc(out, func(a, b cluster.Member) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
 }
 
 // abort undoes a Join that failed after the client was made: revokes the

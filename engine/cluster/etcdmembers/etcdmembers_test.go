@@ -616,3 +616,75 @@ func TestChangedSemantics(t *testing.T) {
 	default:
 	}
 }
+
+// Admit sees the members registered before this one registers (sorted,
+// this member's own ID left out, read again at each call); when it
+// refuses, Join fails with its error and nothing is registered: the
+// others never see the refused member. When it admits, the member joins.
+func TestAdmitBeforeRegistering(t *testing.T) {
+	srv := etcdtest.Start(t)
+	const ttl = 2 * time.Second
+	b := join(t, srv, "http://127.0.0.1:7002", ttl)
+	a := join(t, srv, "http://127.0.0.1:7001", ttl)
+	self := "http://127.0.0.1:7003"
+	refusal := errors.New("the cluster secret differs")
+	var seen [][]string
+	cfg := config(t, srv, cluster.Member{ID: self}, ttl)
+	cfg.Admit = func(ctx context.Context, registered func(context.Context) ([]cluster.Member, error)) error {
+		for range 2 {
+			ms, err := registered(ctx)
+			if err != nil {
+				return err
+			}
+			var got []string
+			for _, m := range ms {
+				got = append(got, m.ID)
+			}
+			seen = append(seen, got)
+		}
+		return refusal
+	}
+	m, err := Join(ctx(t), cfg)
+	if err == nil {
+		_ = m.Close()
+		t.Fatal("Join succeeded although Admit refused")
+	}
+	want := []string{a.Self().ID, b.Self().ID}
+	if !errors.Is(err, refusal) || len(seen) != 2 || !slices.Equal(seen[0], want) || !slices.Equal(seen[1], want) {
+		t.Fatalf("Join = %v after Admit saw %v, want the refusal after %v twice", err, seen, want)
+	}
+	resp, err := rawClient(t, srv).Get(ctx(t), "/synclane/"+testCluster+"/members/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range resp.Kvs {
+		if strings.Contains(string(kv.Key), url.PathEscape(self)) {
+			t.Fatalf("the refused member is registered: %s", kv.Key)
+		}
+	}
+	if len(resp.Kvs) != 2 {
+		t.Fatalf("%d member keys after the refusal, want 2", len(resp.Kvs))
+	}
+
+	// A key of this member's ID (a crashed run's) is left out; admitted,
+	// the member joins.
+	cfg.Self = cluster.Member{ID: a.Self().ID}
+	_ = a.Close() // its key stays until its lease expires
+	seen = nil
+	cfg.Admit = func(ctx context.Context, registered func(context.Context) ([]cluster.Member, error)) error {
+		ms, err := registered(ctx)
+		for _, m := range ms {
+			seen = append(seen, []string{m.ID})
+		}
+		return err
+	}
+	m, err = Join(ctx(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if len(seen) != 1 || seen[0][0] != b.Self().ID {
+		t.Fatalf("Admit of %s saw %v, want only %s", cfg.Self.ID, seen, b.Self().ID)
+	}
+	waitView(t, b, 10*time.Second, "the admitted member in b's view", func(v cluster.View) bool { return slices.Contains(ids(v), cfg.Self.ID) })
+}
