@@ -55,7 +55,9 @@ func ExampleConfig_validators() {
 		Schema: s, Backend: memory.New().Backend(), Resolver: engine.AllowAll(s),
 		Validators: map[string]engine.RowValidator{
 			"tasks": func(ctx context.Context, w *engine.RowWrite) error {
-				if w.Row != nil && w.Row[2] == "" {
+				// Columns by name: the row as it would be stored (a sparse
+				// patch's columns laid over the stored row).
+				if title, ok := w.Value("title"); ok && title == "" {
 					return &engine.Rejection{Code: "app.title_required", Message: "a task needs a title",
 						Details: &engine.RejectionDetails{FieldPaths: []string{"title"}, Reason: "empty"}}
 				}

@@ -125,6 +125,26 @@ type RowWrite struct {
 	commit *commitState
 }
 
+// Value returns the value of the named column in the row the write would
+// store (Row: the presented columns laid over the stored row), so a
+// validator reads a column by name rather than by position; ok is false
+// for a delete or a column the table does not have.
+func (w *RowWrite) Value(column string) (v any, ok bool) {
+	i := w.Table.Column(column)
+	if i < 0 || w.Row == nil || i >= len(w.Row) {
+		return nil, false
+	}
+	return w.Row[i], true
+}
+
+// Presented reports whether the operation presented the named column (a
+// wire version 3 push may present only some; see Present). It is false for
+// a delete and for a column the table does not have.
+func (w *RowWrite) Presented(column string) bool {
+	i := w.Table.Column(column)
+	return i >= 0 && w.Present != nil && w.Present.Has(i)
+}
+
 // StagedOp is one applied operation of a commit, as the commit validator
 // sees it: the client's operations in order, then those its declared
 // references appended (SPEC §6.11).
