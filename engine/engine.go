@@ -55,14 +55,23 @@ import (
 
 // The caller types, re-exported from package engine/access (where the
 // feature services take them too) so an embedder needs only this package.
-// See the access types for what they guarantee.
 type (
-	// Identity is an authenticated caller: its actor and partition.
+	// Identity is an authenticated caller, as a transport's authenticator
+	// establishes it: ActorID (who), Partition (which partition the request
+	// is for; "" is refused) and Grants (scope grants the authenticator
+	// asserts, e.g. a token's scopes claim, for resolvers that trust them;
+	// may be nil). Every engine call checks it (ValidateIdentity).
 	Identity = access.Identity
-	// ScopeResolver is the host hook that says which scope values an
-	// actor may read and write.
+	// ScopeResolver is the host hook that says which scope values an actor
+	// may read and write: ResolveScopes(ctx, Identity) returns scope
+	// variable → values, "*" meaning any value. It is called at most once
+	// per request. An error revokes every subscription of the request and
+	// denies its writes (sync.forbidden); an error wrapping
+	// ErrResolverOutage is an outage instead: the round is authorized by
+	// the client's auth lease, nothing is revoked.
 	ScopeResolver = access.ScopeResolver
-	// ScopeResolverFunc adapts a function to ScopeResolver.
+	// ScopeResolverFunc adapts a func(ctx, Identity) (map[string][]string,
+	// error) to ScopeResolver.
 	ScopeResolverFunc = access.ScopeResolverFunc
 )
 

@@ -14,7 +14,8 @@ import (
 
 // The types a realtime transport exchanges with the engine, re-exported
 // from package partition (whose actor builds them) so a transport needs
-// only this package. See the partition types for their fields.
+// only this package. `go doc github.com/synclane/synclane/partition.<Name>`
+// prints each with its fields; transport/realtime is the reference user.
 type (
 	// ClientState is what a connecting socket starts from (ClientState).
 	ClientState = partition.ClientState
