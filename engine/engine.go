@@ -187,6 +187,14 @@ type Config struct {
 	// store (PostgreSQL LISTEN/NOTIFY); *postgres.Store implements it. The
 	// engine subscribes in New and stops in Close.
 	Feed CommitFeed
+	// Extensions are components New wires in itself, so the order cannot
+	// be wrong: each one's Configure runs first, before New reads anything
+	// else of the Config (it installs its hooks, chaining those already
+	// set), and its Start runs once the engine is built, before New
+	// returns. A realtime.Hub is one: list it here instead of calling its
+	// Hooks before New and its Start after.
+	Extensions []Extension
+
 	// OnCommit, when set, is called after commits become durable: for this
 	// process's pushes (after their transaction commits) and for commits
 	// reported by Feed. maxSeq is the partition's highest commit seq. It
@@ -331,6 +339,9 @@ type Reply = partition.Reply
 // New validates cfg, ensures the storage schema and starts the partition
 // actor runtime.
 func New(ctx context.Context, cfg Config) (*Engine, error) {
+	for _, x := range cfg.Extensions {
+		x.Configure(&cfg)
+	}
 	if cfg.Schema == nil || cfg.Resolver == nil {
 		return nil, errors.New("engine: Schema, Backend and Resolver are required")
 	}
@@ -458,6 +469,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e.reactions.Start()
 	e.retention.Start()
+	for _, x := range cfg.Extensions {
+		x.Start(e)
+	}
 	return e, nil
 }
 

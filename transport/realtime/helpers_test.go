@@ -91,7 +91,7 @@ func newFixture(t testing.TB, o fixtureOpts) *fixture {
 	f.hub = realtime.New(o.hub)
 	cfg := engine.Config{Schema: f.schema, Backend: f.store.Backend(), Now: o.now, ClientFlushInterval: o.flush,
 		Resolver: engine.ScopeResolverFunc(f.resolve), Feed: o.feed, WireVersions: o.wire}
-	f.hub.Hooks(&cfg)
+	cfg.Extensions = []engine.Extension{f.hub} // its hooks before New, Start after
 	if o.ops != nil {
 		cfg.Operations.Registry = o.ops(f.schema)
 	}
@@ -100,7 +100,6 @@ func newFixture(t testing.TB, o fixtureOpts) *fixture {
 		t.Fatal(err)
 	}
 	f.eng = eng
-	f.hub.Start(eng)
 	f.srv = httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: o.auth}, Realtime: f.hub}))
 	t.Cleanup(func() {
 		f.srv.Close()

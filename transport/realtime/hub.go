@@ -191,6 +191,8 @@ type Hub struct {
 	opts Options
 	log  *zap.Logger
 	eng  atomic.Pointer[engine.Engine]
+	// hooked reports that Hooks installed the hub's hooks in a Config.
+	hooked atomic.Bool
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -233,10 +235,17 @@ func New(opts Options) *Hub {
 		perActor:  capOf(opts.MaxConnectionsPerActor, DefaultMaxConnectionsPerActor)}
 }
 
+// Configure implements engine.Extension: it is Hooks. Listing the hub in
+// engine.Config.Extensions wires it in the right order by itself (its
+// hooks before the engine is built, Start after).
+func (h *Hub) Configure(cfg *engine.Config) { h.Hooks(cfg) }
+
 // Hooks sets cfg's OnCommit, OnCommitKeys, OnCommitOutcome and
 // OnRegistration to the hub's, keeping (and still calling) any already
-// set.
+// set. Call it before engine.New with the Config given to it (or list the
+// hub in Config.Extensions, which does both this and Start).
 func (h *Hub) Hooks(cfg *engine.Config) {
+	h.hooked.Store(true)
 	prev := cfg.OnCommit
 	cfg.OnCommit = func(p string, seq int64) {
 		if prev != nil {
@@ -269,7 +278,13 @@ func (h *Hub) Hooks(cfg *engine.Config) {
 
 // Start binds the engine whose Config carries the hub's Hooks; until then
 // upgrades are answered 503.
-func (h *Hub) Start(eng *engine.Engine) { h.eng.Store(eng) }
+func (h *Hub) Start(eng *engine.Engine) {
+	if !h.hooked.Load() {
+		// The hub would hear of no commit: its sockets would never wake.
+		h.log.Error("realtime hub started without its engine hooks: call Hooks with the engine's Config before engine.New, or list the hub in engine.Config.Extensions")
+	}
+	h.eng.Store(eng)
+}
 
 // Close closes every socket (status 1001, "server shutting down") and
 // waits for every goroutine the hub started. New upgrades are refused.
