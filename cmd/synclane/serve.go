@@ -33,9 +33,9 @@ import (
 	"github.com/synclane/synclane/storage/sqlite"
 	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/bodybudget"
+	"github.com/synclane/synclane/transport/demo"
 	"github.com/synclane/synclane/transport/httpsync"
 	"github.com/synclane/synclane/transport/peer"
-	"github.com/synclane/synclane/transport/demo"
 	"github.com/synclane/synclane/transport/realtime"
 	"github.com/synclane/synclane/transport/testcontrol"
 )
@@ -105,8 +105,8 @@ type serveConfig struct {
 	testControl bool
 	// demo serves the demo app at / (transport/demo) with development
 	// authentication on the built-in schema; see demoEnabled.
-	demo bool
-	clockMs     int64
+	demo    bool
+	clockMs int64
 	// Realtime (GET <mount>/realtime) limits.
 	maxDeltaBytes, maxPresenceBytes int64
 	maxWebsockets                   int
