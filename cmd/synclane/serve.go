@@ -33,6 +33,7 @@ import (
 	"github.com/synclane/synclane/storage/sqlite"
 	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/bodybudget"
+	"github.com/synclane/synclane/transport/demo"
 	"github.com/synclane/synclane/transport/httpsync"
 	"github.com/synclane/synclane/transport/peer"
 	"github.com/synclane/synclane/transport/realtime"
@@ -102,7 +103,10 @@ type serveConfig struct {
 
 	// Test-control surface (--test-control) and its start options.
 	testControl bool
-	clockMs     int64
+	// demo serves the demo app at / (transport/demo) with development
+	// authentication on the built-in schema; see demoEnabled.
+	demo    bool
+	clockMs int64
 	// Realtime (GET <mount>/realtime) limits.
 	maxDeltaBytes, maxPresenceBytes int64
 	maxWebsockets                   int
@@ -179,6 +183,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	blobFlags(fs, &c.blobs)
 	corsFlags(fs, &c.cors) // cors.go
 	fs.Var(&c.checkpoints, "checkpoint", "PARTITION/NAME of a backfill checkpoint this process declares at its schema version (repeatable, or comma-separated)")
+	fs.BoolVar(&c.demo, "demo", true, "serve the demo app (a todo list page and its small sync client, an example) at / with development authentication and the built-in demo schema; never with --jwt-secret, --jwks-url, --schema or --test-control")
 	fs.BoolVar(&c.testControl, "test-control", false, "serve the test-only control surface under /_test/ (only with development auth on a loopback address)")
 	fs.Int64Var(&c.clockMs, "clock-ms", -1, "with --test-control: run on a virtual clock starting at this Unix time in ms, moved only by POST /_test/clock/advance")
 	fs.Int64Var(&c.inlineSegmentMaxBytes, "inline-segment-max-bytes", 256<<10, "largest first bootstrap page sent inline to clients that accept both inline rows and segment refs; larger tables go by SEGMENT_REF (0: always by ref when accepted)")
@@ -193,6 +198,14 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.StringVar(&c.publicURL, "public-url", "", "base URL clients reach this server's mount at, for signed segment URLs, e.g. https://sync.example.com/api (default: http://<listen address><mount>)")
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", 0, "enable auth leases (SPEC §7.3) with this lifetime, at most 720h: LEASE frames, outage authorization (off when 0)")
 	fs.StringVar(&c.leaseKey, "lease-key", "", "HMAC key signing lease records, at least 32 bytes; required with --postgres (every process needs the same key); default with SQLite: generated once in <data>/lease.key")
+}
+
+// demoEnabled reports whether serve answers the demo app at /: --demo (the
+// default) with development authentication (no --jwt-secret or
+// --jwks-url), the built-in demo schema (no --schema: the page knows only
+// table todos) and no --test-control (which grants no scope by default).
+func (c *serveConfig) demoEnabled() bool {
+	return c.demo && c.devAuth && c.schemaFile == "" && !c.testControl
 }
 
 // useDevAuth reports whether the server authenticates with development
@@ -723,6 +736,12 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	if c.testControl {
 		mux.Handle("/_test/", testcontrol.Handler(controls))
 	}
+	if c.demoEnabled() {
+		h := demo.Handler(c.mount)
+		for _, p := range demo.Routes {
+			mux.Handle(p, h)
+		}
+	}
 	if mem != nil {
 		mux.Handle(peer.FollowPath, relay)
 		mux.Handle(peer.Prefix, peer.NewHandler(eng, peer.HandlerOptions{Secret: mem.secret, MaxBody: c.maxBody,
@@ -759,6 +778,9 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	}
 	log.Info("synclane serving", zap.String("addr", ln.Addr().String()), zap.String("sync", mount+"/sync"), zap.String("realtime", mount+"/realtime"),
 		zap.String("storage", backend), zap.Int32("schema_version", sch.Version), zap.Int("tables", len(sch.Tables)))
+	if c.demoEnabled() {
+		log.Info("demo app (an example client; --demo=false turns it off)", zap.String("url", "http://"+ln.Addr().String()+"/"))
+	}
 	// The first stdout line is machine-readable: harnesses started with
 	// --listen 127.0.0.1:0 read the real port from it. Logs go to stderr.
 	adminURL, stopAdmin, err := startAdmin(c.admin, eng, hub, mem, log)
