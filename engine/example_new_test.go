@@ -78,9 +78,9 @@ func ExampleNew() {
 
 	hub := realtime.New(realtime.Options{Auth: auth.AuthenticatorFunc(authenticate)})
 	eng, err := engine.New(ctx, engine.Config{
-		Schema:     sch,
-		Backend:    store.Backend(),
-		Resolver:   engine.ScopeResolverFunc(listsOf),
+		Schema:     sch,                               // schema.Parse(jsonBytes)
+		Backend:    store.Backend(),                   // sqlite / postgres / memory: the store's roles
+		Resolver:   engine.ScopeResolverFunc(listsOf), // actor -> allowed scope values
 		Extensions: []engine.Extension{hub},
 	})
 	if err != nil {
@@ -89,7 +89,7 @@ func ExampleNew() {
 	defer eng.Close()
 	defer hub.Close() // deferred last, so it runs first: the hub closes before the engine
 
-	opts := httpsync.Options{Auth: auth.AuthenticatorFunc(authenticate)}
+	opts := httpsync.Options{Auth: auth.AuthenticatorFunc(authenticate)} // request -> actor, partition
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "the host's own route")
