@@ -85,9 +85,17 @@ var ErrResolverOutage = access.ErrResolverOutage
 // Use it only for development.
 func AllowAll(s *schema.Schema) ScopeResolver { return access.AllowAll(s) }
 
-// Config configures an Engine.
+// Config configures an Engine (New). Schema, Backend and Resolver are
+// required; every other field has a working zero value (a feature group
+// such as Blobs, Reactions or Retention is off until configured). New
+// reads the Config once: changing it afterwards has no effect. Extensions
+// run their Configure on it first. ExampleNew is a complete embedded
+// server.
 type Config struct {
-	// Schema is the compiled schema served (required).
+	// Schema is the schema served, compiled by schema.Parse from the
+	// application's JSON schema (required). Its Version is the version
+	// clients must speak (see MinSchemaVersion); New makes storage current
+	// for it before serving.
 	Schema *schema.Schema
 	// Backend is the storage backend's roles (required), as its package
 	// builds them (memory.Store.Backend, sqlite.Store.Backend,
@@ -100,7 +108,11 @@ type Config struct {
 	// Capture and Restore Snapshots (they answer an error without; see
 	// Engine.Retention). New runs EnsureSchema (Lifecycle) before serving.
 	Backend storage.Backend
-	// Resolver resolves scopes (required).
+	// Resolver is the host's scope resolver (required): for each request
+	// it says which scope values the authenticated actor may read and
+	// write (see ScopeResolver). ScopeResolverFunc adapts a function;
+	// transport/auth.GrantsResolver trusts a token's scopes claim;
+	// AllowAll grants everything (development only).
 	Resolver ScopeResolver
 	// Logger receives structured logs (default: no-op).
 	Logger *zap.Logger
@@ -302,7 +314,12 @@ type CommitFeed interface {
 	Subscribe(ctx context.Context, fn func(partition string, maxSeq int64)) error
 }
 
-// Engine serves SSP2 requests. It is safe for concurrent use.
+// Engine serves SSP2 requests: New builds it from a Config, a transport
+// hands it authenticated requests (Sync, SyncEncoded) and streams the
+// Reply; the feature services are reached through its accessors
+// (Segments, Blobs, Retention, Reactions, Leases, Operations, Backfill).
+// It is safe for concurrent use; Close stops its loops and partition
+// actors, after which it serves nothing.
 type Engine struct {
 	cfg     Config
 	pcfg    *partition.Config
@@ -332,8 +349,15 @@ type Engine struct {
 	cluster *clusterState
 }
 
-// Reply is a built SSP2 response, ready to stream with WriteTo (see
-// partition.Reply).
+// Reply is the answer Sync and SyncEncoded build: the response's frames
+// in grammar order (Frames; a bootstrap section's first page only), the
+// push outcome counts (Applied, Cached, Rejected) and Header for the
+// response header (its LogEpoch, ...). A transport writes it once with
+// WriteTo, which streams further bootstrap pages as it goes and checks the
+// serve gate before they leave; a Reply that is not written must be
+// closed (Close: a reply forwarded from another cluster member holds that
+// member's response body open until then). It is re-exported from
+// package partition, whose actor builds it.
 type Reply = partition.Reply
 
 // New validates cfg, ensures the storage schema and starts the partition

@@ -43,12 +43,19 @@ func (m *Metrics) observe(r *Reply, err error, d time.Duration) {
 // MetricsSnapshot is a point-in-time copy of the engine's counters.
 // Its JSON keys (the admin API's "requests") are lowerCamelCase.
 type MetricsSnapshot struct {
-	Requests         uint64  `json:"requests"`
-	CommitsApplied   uint64  `json:"commitsApplied"`
-	CommitsCached    uint64  `json:"commitsCached"`
-	CommitsRejected  uint64  `json:"commitsRejected"`
-	HeaderOnlyResets uint64  `json:"headerOnlyResets"`
-	RequestSeconds   float64 `json:"requestSeconds"`
+	// Requests counts Sync calls, answered or failed.
+	Requests uint64 `json:"requests"`
+	// CommitsApplied, CommitsCached and CommitsRejected count pushed
+	// commits by outcome (cached: an idempotent retry answered from the
+	// stored outcome).
+	CommitsApplied  uint64 `json:"commitsApplied"`
+	CommitsCached   uint64 `json:"commitsCached"`
+	CommitsRejected uint64 `json:"commitsRejected"`
+	// HeaderOnlyResets counts replies that were only a reset header (an
+	// epoch reset or the schema floor).
+	HeaderOnlyResets uint64 `json:"headerOnlyResets"`
+	// RequestSeconds is the total time Sync calls took.
+	RequestSeconds float64 `json:"requestSeconds"`
 	// RemoteCommits counts commit notifications from other processes.
 	RemoteCommits uint64 `json:"remoteCommits"`
 	// Errors counts error answers by protocol code.

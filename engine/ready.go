@@ -20,9 +20,14 @@ const (
 // not compile, or storage could not be made current for it. Its code is
 // sync.schema_not_ready.
 type ReadinessError struct {
-	Phase         string
+	// Phase is where it failed: PhaseSchemaCompile or
+	// PhaseStorageMigration.
+	Phase string
+	// SchemaVersion is the schema version being made ready (0 when the
+	// schema did not compile).
 	SchemaVersion int32
-	Cause         error
+	// Cause is the underlying error (Unwrap returns it).
+	Cause error
 }
 
 // Error implements error.

@@ -17,7 +17,10 @@ import (
 // only this package. `go doc github.com/synclane/synclane/partition.<Name>`
 // prints each with its fields; transport/realtime is the reference user.
 type (
-	// ClientState is what a connecting socket starts from (ClientState).
+	// ClientState is what a connecting realtime socket starts from, as
+	// Engine.ClientState reads it: the partition's registry entry (Info)
+	// and the client's record — whether it exists, the actor it is bound
+	// to, its cursor, wire version and registered subscriptions.
 	ClientState = partition.ClientState
 	// StoredSubscription is a registered subscription as loaded from a
 	// client record (ClientState.Subscriptions).
@@ -25,22 +28,33 @@ type (
 	// Registration is a served round of a client, reported through
 	// Config.OnRegistration.
 	Registration = partition.Registration
-	// RegisteredSubscription is one subscription of a Registration.
+	// RegisteredSubscription is one subscription of a Registration: its
+	// ID, table, effective scopes (nil when revoked or reset) and cursor.
 	RegisteredSubscription = partition.RegisteredSubscription
 	// CommitKeys are the scope keys one commit touches, reported through
 	// Config.OnCommitKeys.
 	CommitKeys = partition.CommitKeys
-	// DeltaRequest asks BuildDeltas for the sections of groups of sockets.
+	// DeltaRequest asks Engine.BuildDeltas for the delta sections of
+	// groups of sockets (DeltaGroup) up to the partition's newest commit,
+	// bounded per subscription (LimitChanges) and per group (MaxBytes).
 	DeltaRequest = partition.DeltaRequest
-	// DeltaGroup is the subscription set of sockets that share it.
+	// DeltaGroup is one subscription set shared by one or more sockets,
+	// so the sections are built once for all of them.
 	DeltaGroup = partition.DeltaGroup
-	// DeltaSub is one subscription a delta continues.
+	// DeltaSub is one subscription a delta continues: its ID, table,
+	// effective scopes and the cursor the delta starts after.
 	DeltaSub = partition.DeltaSub
-	// DeltaSections is one group's answer in a DeltaResult.
+	// DeltaSections is one group's answer in a DeltaResult: the frames to
+	// send (per subscription SUB_START, its COMMITs after the cursor,
+	// SUB_END), or Incomplete / TooLarge when its sockets must catch up by
+	// a round instead.
 	DeltaSections = partition.DeltaSections
-	// DeltaResult answers a DeltaRequest.
+	// DeltaResult answers a DeltaRequest: one DeltaSections per group and
+	// the log epoch and newest commit seq (UpTo) they were built under.
 	DeltaResult = partition.DeltaResult
-	// Ack is one client's acknowledgement of deltas, recorded by Ack.
+	// Ack is one client's acknowledgement of realtime deltas through
+	// Cursor, from a socket of ActorID registered under LogEpoch, recorded
+	// by Engine.Ack as the client's progress.
 	Ack = partition.Ack
 	// Allowed is a scope resolution's result: scope variable to allowed
 	// values (Resolve).
