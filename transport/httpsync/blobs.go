@@ -93,7 +93,11 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 	return p.w.Write(b)
 }
 
-// BlobHandler serves the blob routes.
+// BlobHandler serves the blob routes of SPEC §5.9 under a mount:
+// GET/PUT <mount>/blobs/{id} (download, upload) and POST
+// <mount>/blobs/{id}/upload-grant (a presigned upload URL), authenticated
+// with Options.Auth and authorized by eng.Blobs(). The Mux mounts it when
+// the engine has a blob store (engine.Config.Blobs.Store).
 type BlobHandler struct {
 	eng   *engine.Engine
 	opts  Options

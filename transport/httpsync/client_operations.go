@@ -13,7 +13,10 @@ import (
 	"github.com/synclane/synclane/transport/httperr"
 )
 
-// OperationsClient calls POST <mount>/operations (remote operations).
+// OperationsClient is a Go client of POST <mount>/operations (remote
+// operations, REMOTE.md revision 1): Query runs a registered query,
+// Command a registered command, one operation per request. Its zero
+// value is not usable: URL and ClientID are required.
 type OperationsClient struct {
 	// URL is the full endpoint, e.g. http://127.0.0.1:8787/operations.
 	URL string
@@ -27,7 +30,10 @@ type OperationsClient struct {
 
 // QueryAnswer is a query's rows and the partition's maxCommitSeq.
 type QueryAnswer struct {
-	Rows         []opwire.Object
+	// Rows are the result rows, each an ordered object of column → value
+	// (REMOTE.md's tagged values decoded).
+	Rows []opwire.Object
+	// MaxCommitSeq is the partition's newest commit seq the rows reflect.
 	MaxCommitSeq int64
 }
 
@@ -35,7 +41,9 @@ type QueryAnswer struct {
 type CommandAnswer struct {
 	Status    string // opwire.StatusApplied, StatusCached or StatusRejected
 	CommitSeq int64  // 0 when rejected
-	Results   []any
+	// Results are the command's per-operation results as the server
+	// encoded them (decoded JSON values).
+	Results []any
 }
 
 // Query runs the registered query operationID with params (any value

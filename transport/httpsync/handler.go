@@ -35,9 +35,17 @@ import (
 // ContentType is the SSP2 media type of requests and responses.
 const ContentType = "application/vnd.syncular.sync.v2"
 
-// Options configure a Handler.
+// Options configure the protocol handlers (NewHandler, NewSegmentHandler,
+// NewBlobHandler, NewOperationsHandler) and, embedded in MuxOptions, a
+// Mux. Only Auth is required; the zero value of every other field takes
+// the documented default. Give every handler of one server the same
+// Options (one BodyBudget shared, one authenticator).
 type Options struct {
-	// Auth authenticates every request (required).
+	// Auth authenticates every request (required): it names the actor and
+	// the partition (engine.Identity) or refuses with 401
+	// sync.auth_required, counted in synclane_auth_failures_total. Use
+	// auth.AuthenticatorFunc for a function of the host's, auth.JWTAuth
+	// or auth.JWKSAuth for tokens, auth.DevAuth in development only.
 	Auth auth.Authenticator
 	// MaxBodyBytes limits the decompressed request body
 	// (default bodybudget.DefaultMaxBodyBytes); a larger one is answered 413
@@ -83,7 +91,11 @@ type Handler struct {
 	opts Options
 }
 
-// NewHandler returns the sync handler for eng.
+// NewHandler returns the POST /sync handler for eng: it authenticates
+// the request with opts.Auth, reads the body within opts' limits, calls
+// eng.SyncEncoded and streams the Reply; errors before the first response
+// byte are answered as the protocol's JSON error body with the catalog
+// status. Zero fields of opts take their defaults.
 func NewHandler(eng *engine.Engine, opts Options) *Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = bodybudget.DefaultMaxBodyBytes

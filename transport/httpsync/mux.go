@@ -18,10 +18,14 @@ import (
 	"github.com/synclane/synclane/transport/httperr"
 )
 
-// MuxOptions configure NewMux.
+// MuxOptions configure NewMux: the handlers' Options (Auth required), the
+// mount, the optional realtime and operation-watch hubs, the metrics
+// registry and the CORS policy. ExampleNewMux wires one on a host's mux.
 type MuxOptions struct {
 	Options
-	// Mount is the path prefix of the sync routes ("" or "/" for the root).
+	// Mount is the path prefix of the protocol routes ("" or "/" for the
+	// root): "/api" serves /api/sync, /api/segments/{id}, ... . /healthz,
+	// /readyz and /metrics stay at the root of the Mux.
 	Mount string
 	// Ready reports readiness for GET /readyz (default: always ready).
 	Ready func(ctx context.Context) error
