@@ -1,5 +1,7 @@
 // synclane admin console: plain ES module, no build step. Talks to the
 // admin API next to this page with the token kept in sessionStorage.
+import { natSortBy } from './natsort.js';
+
 const TOKEN_KEY = 'synclane-admin-token';
 const $ = (sel) => document.querySelector(sel);
 const page = $('#page');
@@ -127,7 +129,9 @@ async function api(path, opts = {}) {
 // ---- paging -----------------------------------------------------------
 // pager renders a paged table: load(cursor) returns {items, next}; rows
 // maps items to <tr>s. Previous pages are remembered as a cursor stack.
-function pager(id, head, load, rows) {
+// With sortKey, each page's items are shown in natural order of their key
+// ("c2" before "c10"); the pages themselves follow the API's cursor order.
+function pager(id, head, load, rows, sortKey) {
   const box = h('div', { id });
   const stack = [''];
   const info = h('span', { class: 'muted' });
@@ -144,7 +148,7 @@ function pager(id, head, load, rows) {
       const res = await load(stack[stack.length - 1]);
       nextCursor = res.next;
       box.querySelector('table')?.remove();
-      box.append(table(head, res.items.map(rows)));
+      box.append(table(head, (sortKey ? natSortBy(res.items, sortKey) : res.items).map(rows)));
       prev.disabled = stack.length === 1; next.disabled = !res.next;
       info.textContent = `page ${stack.length} · ${plural(res.items.length, 'entry')}`;
     } catch (e) { prev.disabled = stack.length === 1; if (rethrow) throw e; handle(e); }
@@ -216,7 +220,8 @@ async function overview(g) {
       (after) => api(`partitions?limit=25&after=${enc(after)}`),
       (p) => h('tr', {}, td(link(`/p/${enc(p.partition)}`, p.partition, { class: 'partition-link' })), td(fmtNum(p.maxSeq), 1), td(fmtNum(p.horizon), 1),
         td(fmtNum(p.clients), 1), td(p.live ? h('span', { class: 'tag ok' }, 'live') : h('span', { class: 'tag' }, 'passivated')),
-        td(h('span', { title: ago(p.lastActivityMs) }, fmtTime(p.lastActivityMs))), td(h('code', {}, p.logEpoch)))),
+        td(h('span', { title: ago(p.lastActivityMs) }, fmtTime(p.lastActivityMs))), td(h('code', {}, p.logEpoch))),
+      (p) => p.partition),
     h('h2', {}, 'Checkpoints'),
     cps,
     h('h2', {}, 'Sections'),
@@ -392,7 +397,8 @@ async function partitionView(g, p) {
     pager('clients', ['Client', 'Actor', { label: 'Cursor', num: 1 }, { label: 'Subscriptions', num: 1 }, 'Wire', 'Last seen'],
       (after) => api(`partitions/${enc(p)}/clients?limit=20&after=${enc(after)}`),
       (c) => h('tr', {}, td(link(`/p/${enc(p)}/c/${enc(c.clientId)}`, c.clientId, { class: 'client-link' })), td(c.actor), td(fmtNum(c.cursor), 1),
-        td(fmtNum(c.subscriptionCount), 1), td(`v${c.wireVersion}`), td(fmtTime(c.lastSeenMs)))),
+        td(fmtNum(c.subscriptionCount), 1), td(`v${c.wireVersion}`), td(fmtTime(c.lastSeenMs))),
+      (c) => c.clientId),
     h('h2', {}, 'Commits'),
     commitsPager(p, ''),
     h('h2', {}, 'Scope activity ', h('span', { class: 'muted' }, '(newest 1,000 commits)')),
