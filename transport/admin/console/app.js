@@ -531,7 +531,7 @@ function clusterBody(c, own) {
         return h('tr', { 'data-member': m.id, class: m.self ? 'self' : '' },
           td([h('code', {}, m.id), m.self ? [' ', h('span', { class: 'tag' }, 'this member')] : '', st?.leaving ? [' ', h('span', { class: 'tag bad' }, 'leaving')] : '']),
           td(h('code', {}, m.incarnation || '—')), td(h('span', { title: ago(m.startedAtMs) }, fmtTime(m.startedAtMs))),
-          td(m.reachable ? yes(true, 'yes', '') : h('span', { class: 'tag bad', title: m.error || '' }, 'no'), m.error ? h('small', { class: 'muted' }, ' ' + m.error) : ''),
+          td([m.reachable ? yes(true, 'yes', '') : h('span', { class: 'tag bad', title: m.error || '' }, 'no'), m.error ? h('small', { class: 'muted' }, ' ' + m.error) : '']),
           td(st ? yes(st.healthy, 'healthy', 'unhealthy') : '—'),
           td(st ? (view === ids ? h('span', { class: 'tag ok' }, 'same') : h('span', { class: 'tag bad', title: view }, `differs: ${plural((st.members || []).length, 'member')}`)) : '—'),
           td(fmtNum(share[m.id] || 0), 1), td(n(sumOf(st?.forwarded), st), 1), td(n(sumOf(st?.served), st), 1),
