@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -17,6 +18,7 @@ import (
 
 	adminsvc "github.com/synclane/synclane/engine/admin"
 	"github.com/synclane/synclane/engine/events"
+	"github.com/synclane/synclane/transport/admin"
 )
 
 const adminUsage = `usage: synclane admin COMMAND [flags] [args]
@@ -38,6 +40,8 @@ Reads (and two actions) against a server's admin listener (serve --admin-listen)
   redrive-reaction ID               a dead-lettered reaction pending again (full attempts)
   delete-reaction ID                remove a dead-lettered reaction for good
   maintenance [--dry-run]           run one maintenance pass now
+  cluster                           cluster mode: the members as this one sees them, their
+                                    health and counters, the partitions this member owns
 
 Every command takes --url (default $SYNCLANE_ADMIN_URL or http://127.0.0.1:8788),
 --token (default $SYNCLANE_ADMIN_TOKEN), --json (print the API's JSON) and --limit N
@@ -123,6 +127,11 @@ func adminCmd(ctx context.Context, args []string, lookup func(string) (string, b
 			return 2
 		}
 		err = c.show(ctx, "GET", "api/overview", nil, printOverview)
+	case "cluster":
+		if !need(0, "no arguments") {
+			return 2
+		}
+		err = c.cluster(ctx)
 	case "partitions":
 		if !need(0, "no arguments") {
 			return 2
@@ -426,7 +435,12 @@ func printPartitions(w io.Writer, b []byte) error {
 	fmt.Fprintln(w, "PARTITION\tMAX SEQ\tHORIZON\tCLIENTS\tACTOR\tLAST ACTIVITY\tLOG EPOCH")
 	for _, p := range pg.Items {
 		live := "passivated"
-		if p.Live {
+		switch {
+		case p.OwnedElsewhere && p.Owner != "":
+			live = "owned by member " + p.Owner
+		case p.OwnedElsewhere:
+			live = "no owner (no live member)"
+		case p.Live:
 			live = "live"
 		}
 		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\t%s\t%s\n", p.Partition, p.MaxSeq, p.Horizon, p.Clients, live, localTime(p.LastActivityMs), p.LogEpoch)
@@ -621,4 +635,131 @@ func printMaintenance(w io.Writer, b []byte) error {
 		fmt.Fprintf(w, "%s\t%s %d commits, horizon %d\n", p.Partition, what, p.Commits, p.Horizon)
 	}
 	return nil
+}
+
+// cluster prints GET /api/cluster (raw with --json) and, as tables, the
+// partitions this member owns (GET /api/cluster/partitions). A server
+// not in cluster mode is told apart from other refusals.
+func (c *adminCLI) cluster(ctx context.Context) error {
+	b, err := c.call(ctx, "GET", "api/cluster", nil)
+	var ae *adminError
+	if errors.As(err, &ae) && ae.status == http.StatusNotFound {
+		return fmt.Errorf("this server does not run in cluster mode (serve --cluster-etcd): %w", err)
+	}
+	if err != nil {
+		return err
+	}
+	if c.json {
+		_, err := fmt.Fprintf(c.stdout, "%s\n", strings.TrimRight(string(b), "\n"))
+		return err
+	}
+	var own *adminsvc.OwnershipView
+	if ob, err := c.call(ctx, "GET", "api/cluster/partitions", nil); err == nil {
+		own = &adminsvc.OwnershipView{}
+		if json.Unmarshal(ob, own) != nil {
+			own = nil
+		}
+	}
+	tw := tabwriter.NewWriter(c.stdout, 2, 4, 2, ' ', 0)
+	if err := printCluster(tw, b, own); err != nil {
+		return fmt.Errorf("unexpected answer: %w", err)
+	}
+	return tw.Flush()
+}
+
+// printCluster prints a cluster view: this member, one line per member
+// (its own health, view and counters as it reported them), this member's
+// calls by kind, and the partitions it owns when own is known.
+func printCluster(w io.Writer, b []byte, own *adminsvc.OwnershipView) error {
+	var v admin.ClusterView
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	health := "healthy"
+	if !v.Healthy {
+		health = "unhealthy (its membership lease is not known alive)"
+	}
+	if v.Leaving {
+		health += ", leaving"
+	}
+	fmt.Fprintf(w, "member\t%s\n", v.Self)
+	fmt.Fprintf(w, "health\t%s\n", health)
+	if own != nil {
+		fmt.Fprintf(w, "partitions owned\t%d of %d registered\n", own.Owned, own.Partitions)
+	}
+	shares := map[string]int{}
+	if own != nil {
+		for _, m := range own.Members {
+			shares[m.Member] = m.Partitions
+		}
+	}
+	ids := make([]string, len(v.Members))
+	for i, m := range v.Members {
+		ids[i] = m.ID
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "MEMBER\tSTARTED\tINCARNATION\tANSWERING\tHEALTHY\tITS VIEW\tPARTITIONS\tFORWARDED\tSERVED\tRETRIES\tUNAVAILABLE\tOWNERSHIP LOST\tEVICTIONS")
+	for _, m := range v.Members {
+		id := m.ID
+		if m.Self {
+			id += " (this member)"
+		}
+		parts := "-"
+		if own != nil {
+			parts = strconv.Itoa(shares[m.ID])
+		}
+		st := m.Stats
+		if st == nil {
+			fmt.Fprintf(w, "%s\t%s\t%s\tno: %s\t-\t-\t%s\t-\t-\t-\t-\t-\t-\n", id, localTime(m.StartedAtMs), m.Incarnation, m.Error, parts)
+			continue
+		}
+		healthy := "yes"
+		if !st.Healthy {
+			healthy = "no"
+		}
+		if st.Leaving {
+			healthy += ", leaving"
+		}
+		view := "same"
+		theirs := make([]string, len(st.Members))
+		for i, x := range st.Members {
+			theirs[i] = x.ID
+		}
+		if strings.Join(theirs, " ") != strings.Join(ids, " ") {
+			view = "differs: " + strings.Join(theirs, " ")
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\tyes\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", id, localTime(m.StartedAtMs), m.Incarnation, healthy, view, parts,
+			sumCounts(st.Forwarded), sumCounts(st.Served), st.Retries, st.Unavailable, st.OwnershipLost, st.Evictions)
+	}
+	calls := make([]string, 0, len(v.Forwarded))
+	for k := range v.Forwarded {
+		calls = append(calls, k)
+	}
+	for k := range v.Served {
+		if _, ok := v.Forwarded[k]; !ok {
+			calls = append(calls, k)
+		}
+	}
+	sort.Strings(calls)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "CALL (THIS MEMBER)\tFORWARDED\tSERVED")
+	for _, k := range calls {
+		fmt.Fprintf(w, "%s\t%d\t%d\n", k, v.Forwarded[k], v.Served[k])
+	}
+	if own != nil && len(own.OwnedList) > 0 {
+		more := ""
+		if own.OwnedTruncated {
+			more = fmt.Sprintf(" (the first %d)", len(own.OwnedList))
+		}
+		fmt.Fprintf(w, "\nowned here%s\t%s\n", more, strings.Join(own.OwnedList, " "))
+	}
+	return nil
+}
+
+func sumCounts(m map[string]uint64) uint64 {
+	var n uint64
+	for _, v := range m {
+		n += v
+	}
+	return n
 }

@@ -156,6 +156,8 @@ func TestAdminCLI(t *testing.T) {
 		{[]string{"partitions", "--token", "wrong-token-0123456789"}, 1, []string{"wrong admin token", "HTTP 401"}},
 		{[]string{"commit", "default"}, 2, []string{"PARTITION SEQ"}},
 		{[]string{"frobnicate"}, 2, []string{"unknown command"}},
+		{[]string{"cluster"}, 1, []string{"does not run in cluster mode", "HTTP 404"}},
+		{[]string{"cluster", "extra"}, 2, []string{"no arguments"}},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 	"github.com/synclane/synclane/engine/cluster"
 	"github.com/synclane/synclane/engine/cluster/etcdmembers"
 	"github.com/synclane/synclane/engine/events"
+	"github.com/synclane/synclane/transport/admin"
 	"github.com/synclane/synclane/transport/peer"
 )
 
@@ -264,44 +265,7 @@ func (m *member) close() {
 // each member's counters (asked over the member route, concurrently, 2 s
 // each), and with ?partition= the partition's owner.
 func (m *member) clusterView(ctx context.Context, eng *engine.Engine, partition string) (any, error) {
-	own, _ := eng.ClusterStats()
-	type memberRow struct {
-		cluster.Member
-		Self      bool                 `json:"self"`
-		Reachable bool                 `json:"reachable"`
-		Error     string               `json:"error,omitempty"`
-		Stats     *engine.ClusterStats `json:"stats,omitempty"`
-	}
-	rows := make([]memberRow, len(own.Members))
-	var wg sync.WaitGroup
-	for i, mb := range own.Members {
-		rows[i] = memberRow{Member: mb, Self: mb.ID == m.self}
-		if rows[i].Self {
-			st := own
-			rows[i].Reachable, rows[i].Stats = true, &st
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			defer cancel()
-			st, err := m.peers.Member(cctx, mb.ID)
-			if err != nil {
-				rows[i].Error = err.Error()
-				return
-			}
-			rows[i].Reachable, rows[i].Stats = true, &st
-		}()
-	}
-	wg.Wait()
-	out := map[string]any{"self": m.self, "healthy": own.Healthy, "leaving": own.Leaving, "members": rows,
-		"forwarded": own.Forwarded, "served": own.Served}
-	if partition != "" {
-		owner, _ := eng.Owner(partition)
-		out["partition"], out["owner"] = partition, owner
-	}
-	return out, nil
+	return admin.BuildClusterView(ctx, eng, partition, m.peers.Member), nil
 }
 
 // randomHex returns n random bytes as hex.

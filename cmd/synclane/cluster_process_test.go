@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,6 +86,29 @@ func TestClusterForwardedPushAppliesOnce(t *testing.T) {
 	log := c.checkLog(t, p, []pushAck{{partition: p, clientID: "fwd-client", commitID: commit.ClientCommitID, status: ssp2.CommitApplied, seq: seq, via: a}})
 	if len(log) != 1 || log[0].committer != auditName(b.name) {
 		t.Fatalf("log of %s: %+v, want one commit made by %s", p, log, b.name)
+	}
+
+	// synclane admin against a: the cluster as a sees it, and p owned by b.
+	env := map[string]string{"SYNCLANE_ADMIN_URL": a.admin, "SYNCLANE_ADMIN_TOKEN": adminTestToken}
+	code, out, stderr := runCmdEnv(t, env, "admin", "cluster")
+	if code != 0 {
+		t.Fatalf("admin cluster: exit %d %s", code, stderr)
+	}
+	for _, m := range c.members {
+		if !strings.Contains(out, m.base) {
+			t.Errorf("admin cluster lacks member %s:\n%s", m.base, out)
+		}
+	}
+	if !strings.Contains(strings.Join(strings.Fields(out), " "), "health healthy") {
+		t.Errorf("admin cluster: a is not healthy:\n%s", out)
+	}
+	for _, w := range []string{a.base + " (this member)", "CALL (THIS MEMBER)"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("admin cluster lacks %q:\n%s", w, out)
+		}
+	}
+	if code, out, stderr := runCmdEnv(t, env, "admin", "partitions"); code != 0 || !strings.Contains(out, "owned by member "+b.base) {
+		t.Fatalf("admin partitions: exit %d %s %s, want %s owned by member %s", code, out, stderr, p, b.base)
 	}
 }
 

@@ -150,6 +150,9 @@ type Overview struct {
 	Checkpoints   []CheckpointView `json:"checkpoints"`
 	Events        any              `json:"events"`
 	Sections      []SectionView    `json:"sections"`
+	// Cluster is this member and its view in cluster mode (absent in
+	// single-process mode).
+	Cluster *ClusterSummary `json:"cluster,omitempty"`
 }
 
 // TableView describes one synced table.
@@ -193,7 +196,7 @@ func (s *Service) Overview(ctx context.Context) (*Overview, error) {
 	sch := s.eng.Schema()
 	o := &Overview{NowMs: s.now().UnixMilli(), SchemaVersion: sch.Version, Ready: true,
 		Requests: s.eng.Metrics(), Actors: s.eng.ActorStats(), Segments: s.eng.Segments().Stats(),
-		Events: s.eng.Events().Stats()}
+		Events: s.eng.Events().Stats(), Cluster: clusterSummary(s.eng)}
 	for _, t := range sch.Tables {
 		o.Tables = append(o.Tables, tableView(t.Name, t.Columns, t.PK, scopeVars(t.Scopes)))
 	}

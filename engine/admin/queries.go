@@ -46,6 +46,12 @@ type PartitionView struct {
 	// record write, the last job routed to the live actor (0: none known).
 	LastActivityMs int64 `json:"lastActivityMs"`
 	LastCommitMs   int64 `json:"lastCommitMs"`
+	// Owner (cluster mode only) is the member that owns the partition by
+	// this member's current view ("" when the view has no member).
+	// OwnedElsewhere reports that this member does not own it: its actor
+	// runs (or passivates) on Owner, so Live says nothing about it here.
+	Owner          string `json:"owner,omitempty"`
+	OwnedElsewhere bool   `json:"ownedElsewhere,omitempty"`
 }
 
 // Page is one page of a list; Next is the cursor of the following page
@@ -61,6 +67,10 @@ func (s *Service) partitionView(o storage.PartitionOverview) PartitionView {
 		LastCommitMs: o.LastCommitAtMs, LastActivityMs: max(o.LastCommitAtMs, o.LastClientAtMs)}
 	live, last := s.eng.PartitionLive(o.Partition)
 	v.Live = live
+	if s.eng.Clustered() {
+		v.Owner, _ = s.eng.Owner(o.Partition)
+		v.OwnedElsewhere = !s.eng.Owns(o.Partition)
+	}
 	if !last.IsZero() {
 		v.LastActivityMs = max(v.LastActivityMs, last.UnixMilli())
 	}

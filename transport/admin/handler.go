@@ -17,6 +17,9 @@
 //	GET  /api/events?after=&limit=                  retained events, oldest first
 //	GET  /api/events/stream                         live events (Server-Sent Events)
 //	GET  /api/timeseries?seconds=&step=             sync requests, errors, p50/p99 per step (last hour)
+//	GET  /api/cluster?partition=                    cluster mode: members and counters (Options.Cluster, ClusterView)
+//	GET  /api/cluster/partitions                    cluster mode: partitions per member by this member's view
+//	GET  /api/cluster/events?limit=                 cluster mode: every member's recent events (Options.ClusterEvents)
 //	GET  /api/reactions?partition=&state=&after=&limit=  stored reactions (id order; state pending|retrying|dead)
 //	POST /api/partitions/{p}/rotate-epoch           rotate the log epoch
 //	POST /api/partitions/{p}/clients/{c}/revoke-lease  revoke the client's auth lease
@@ -81,8 +84,11 @@ type Options struct {
 	Heartbeat time.Duration
 	// Cluster, when set (cluster mode), answers GET /api/cluster: the
 	// members and their counters, and with ?partition=P the partition's
-	// owner (an "owner" field holding its advertise URL). Without it the
-	// route answers 404 (single-process mode).
+	// owner (an "owner" field holding its advertise URL), as a
+	// *ClusterView (BuildClusterView makes one; the console's cluster
+	// page reads that shape). Without it the route answers 404
+	// (single-process mode). GET /api/cluster/partitions needs no option:
+	// it is served whenever the engine runs in cluster mode.
 	Cluster func(ctx context.Context, partition string) (any, error)
 	// ClusterEvents, when set (cluster mode), answers GET
 	// /api/cluster/events?limit=N: the most recent server events of every
@@ -194,6 +200,9 @@ func (h *Handler) routes() {
 		read("GET /api/cluster", func(ctx context.Context, r *http.Request) (any, error) {
 			return h.opts.Cluster(ctx, r.URL.Query().Get("partition"))
 		})
+	}
+	if h.svc.Engine().Clustered() {
+		read("GET /api/cluster/partitions", func(ctx context.Context, r *http.Request) (any, error) { return h.svc.Ownership(ctx) })
 	}
 	if h.opts.ClusterEvents != nil {
 		read("GET /api/cluster/events", func(ctx context.Context, r *http.Request) (any, error) {

@@ -87,6 +87,13 @@ func newServer(t testing.TB, st testStore) *server {
 // (when non-nil) before the engine starts.
 func newServerWith(t testing.TB, st testStore, tune func(*engine.Config)) *server {
 	t.Helper()
+	return newServerFull(t, st, tune, nil)
+}
+
+// newServerFull is newServerWith with the admin options adjusted by
+// tuneAdmin (when non-nil) before the handler is made.
+func newServerFull(t testing.TB, st testStore, tune func(*engine.Config), tuneAdmin func(*admin.Options, *engine.Engine)) *server {
+	t.Helper()
 	sch, err := schema.Parse([]byte(schemaJSON))
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +116,11 @@ func newServerWith(t testing.TB, st testStore, tune func(*engine.Config)) *serve
 	svc.Register(adminsvc.Section{Name: "test-section", Stats: func(context.Context) (any, error) { return map[string]int{"answer": 42}, nil }})
 	// The API tests send many wrong tokens from one address; the token
 	// attempt limit has its own tests (ratelimit_test.go).
-	h, err := admin.New(svc, admin.Options{Token: testToken, TokenAttempts: admin.TokenAttempts{Rate: -1}, Series: series})
+	opts := admin.Options{Token: testToken, TokenAttempts: admin.TokenAttempts{Rate: -1}, Series: series}
+	if tuneAdmin != nil {
+		tuneAdmin(&opts, eng)
+	}
+	h, err := admin.New(svc, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage/blobstore"
+	"github.com/synclane/synclane/transport/admin"
 	"github.com/synclane/synclane/transport/realtime"
 )
 
@@ -266,7 +267,14 @@ func TestClusterAndSocketTypesAreLowerCamelCase(t *testing.T) {
 			Member string `json:"member"`
 			events.Event
 		}{"http://a", events.Event{Seq: 1, Kind: "push.rejected", Partition: "p", Actor: "a", Client: "c", Code: "x", Message: "m", DurationMs: 1, Source: "s", Suppressed: 1}},
-		"realtime sockets": []realtime.SessionInfo{{SessionID: "s", ActorID: "a", ClientID: "c", Keys: []string{"k"}, Live: true, Queued: 1}},
+		"cluster view": admin.ClusterView{Self: "http://a", Healthy: true, Forwarded: map[string]uint64{"sync": 1}, Served: map[string]uint64{"sync": 1},
+			Partition: "p", Owner: "http://a", Members: []admin.ClusterMember{{Member: cluster.Member{ID: "http://a", Incarnation: "x", StartedAtMs: 1},
+				Self: true, Reachable: true, Error: "e", Stats: &engine.ClusterStats{Self: "http://a", OwnershipLost: 1}}}},
+		"ownership": adminsvc.OwnershipView{Self: "http://a", Partitions: 1, Owned: 1, OwnedList: []string{"p"}, OwnedTruncated: true, Unowned: 1,
+			Members: []adminsvc.MemberOwnership{{Member: "http://a", Partitions: 1}}},
+		"overview cluster":          adminsvc.Overview{Cluster: &adminsvc.ClusterSummary{Self: "http://a", Healthy: true, Leaving: true, Members: 1}},
+		"partition in cluster mode": adminsvc.PartitionView{Partition: "p", Owner: "http://b", OwnedElsewhere: true},
+		"realtime sockets":          []realtime.SessionInfo{{SessionID: "s", ActorID: "a", ClientID: "c", Keys: []string{"k"}, Live: true, Queued: 1}},
 	} {
 		b, err := json.Marshal(v)
 		if err != nil {

@@ -1,5 +1,7 @@
 // synclane admin console: plain ES module, no build step. Talks to the
 // admin API next to this page with the token kept in sessionStorage.
+import { natSortBy } from './natsort.js';
+
 const TOKEN_KEY = 'synclane-admin-token';
 const $ = (sel) => document.querySelector(sel);
 const page = $('#page');
@@ -104,7 +106,7 @@ $('#login').addEventListener('submit', (ev) => {
   $('#login').hidden = true;
   route(); events.start();
 });
-$('#logout').addEventListener('click', () => { sessionStorage.removeItem(TOKEN_KEY); events.stop(); showLogin('Token forgotten.'); });
+$('#logout').addEventListener('click', () => { sessionStorage.removeItem(TOKEN_KEY); events.stop(); clustered = undefined; $('#cluster-link').hidden = true; showLogin('Token forgotten.'); });
 
 async function api(path, opts = {}) {
   let res;
@@ -127,7 +129,9 @@ async function api(path, opts = {}) {
 // ---- paging -----------------------------------------------------------
 // pager renders a paged table: load(cursor) returns {items, next}; rows
 // maps items to <tr>s. Previous pages are remembered as a cursor stack.
-function pager(id, head, load, rows) {
+// With sortKey, each page's items are shown in natural order of their key
+// ("c2" before "c10"); the pages themselves follow the API's cursor order.
+function pager(id, head, load, rows, sortKey) {
   const box = h('div', { id });
   const stack = [''];
   const info = h('span', { class: 'muted' });
@@ -144,7 +148,7 @@ function pager(id, head, load, rows) {
       const res = await load(stack[stack.length - 1]);
       nextCursor = res.next;
       box.querySelector('table')?.remove();
-      box.append(table(head, res.items.map(rows)));
+      box.append(table(head, (sortKey ? natSortBy(res.items, sortKey) : res.items).map(rows)));
       prev.disabled = stack.length === 1; next.disabled = !res.next;
       info.textContent = `page ${stack.length} · ${plural(res.items.length, 'entry')}`;
     } catch (e) { prev.disabled = stack.length === 1; if (rethrow) throw e; handle(e); }
@@ -197,6 +201,7 @@ async function overviewData() {
 async function overview(g) {
   const [o, ts] = await overviewData();
   if (stale(g)) return;
+  setClustered(o.cluster);
   crumbs(link('/', 'overview'));
   const cards = h('div', { class: 'cards', id: 'overview-cards' }, overviewCards(o));
   const chartBox = h('div', { id: 'chart' }, chart(ts));
@@ -215,8 +220,9 @@ async function overview(g) {
     parts = pager('partitions', ['Partition', { label: 'Max seq', num: 1 }, { label: 'Horizon', num: 1 }, { label: 'Clients', num: 1 }, 'Actor', 'Last activity', 'Log epoch'],
       (after) => api(`partitions?limit=25&after=${enc(after)}`),
       (p) => h('tr', {}, td(link(`/p/${enc(p.partition)}`, p.partition, { class: 'partition-link' })), td(fmtNum(p.maxSeq), 1), td(fmtNum(p.horizon), 1),
-        td(fmtNum(p.clients), 1), td(p.live ? h('span', { class: 'tag ok' }, 'live') : h('span', { class: 'tag' }, 'passivated')),
-        td(h('span', { title: ago(p.lastActivityMs) }, fmtTime(p.lastActivityMs))), td(h('code', {}, p.logEpoch)))),
+        td(fmtNum(p.clients), 1), td(actorTag(p)),
+        td(h('span', { title: ago(p.lastActivityMs) }, fmtTime(p.lastActivityMs))), td(h('code', {}, p.logEpoch))),
+      (p) => p.partition),
     h('h2', {}, 'Checkpoints'),
     cps,
     h('h2', {}, 'Sections'),
@@ -384,7 +390,10 @@ async function partitionView(g, p) {
       card('Max seq', fmtNum(d.maxSeq), `${plural(d.retainedCommits, 'commit')} retained`),
       card('Horizon', fmtNum(d.horizon), 'pruned through this seq'),
       card('Clients', fmtNum(d.clients)),
-      card('Actor', d.live ? 'live' : 'passivated', `last activity ${ago(d.lastActivityMs)}`),
+      d.ownedElsewhere
+        ? card('Owner', h('span', { id: 'partition-owner' }, d.owner ? ['member ', memberLink(d.owner)] : 'no live member'),
+          `this member forwards its requests there; last activity ${ago(d.lastActivityMs)}`)
+        : card('Actor', d.live ? 'live' : 'passivated', `last activity ${ago(d.lastActivityMs)}`),
       card('Log epoch', h('code', {}, d.logEpoch), d.epochRequired ? 'epoch required (wire v1 refused)' : ''),
       card('Serve gate', d.gate.open ? 'open' : 'closed', d.gate.pending.length ? `pending: ${d.gate.pending.join(', ')}` : 'nothing pending'),
     ),
@@ -392,7 +401,8 @@ async function partitionView(g, p) {
     pager('clients', ['Client', 'Actor', { label: 'Cursor', num: 1 }, { label: 'Subscriptions', num: 1 }, 'Wire', 'Last seen'],
       (after) => api(`partitions/${enc(p)}/clients?limit=20&after=${enc(after)}`),
       (c) => h('tr', {}, td(link(`/p/${enc(p)}/c/${enc(c.clientId)}`, c.clientId, { class: 'client-link' })), td(c.actor), td(fmtNum(c.cursor), 1),
-        td(fmtNum(c.subscriptionCount), 1), td(`v${c.wireVersion}`), td(fmtTime(c.lastSeenMs)))),
+        td(fmtNum(c.subscriptionCount), 1), td(`v${c.wireVersion}`), td(fmtTime(c.lastSeenMs))),
+      (c) => c.clientId),
     h('h2', {}, 'Commits'),
     commitsPager(p, ''),
     h('h2', {}, 'Scope activity ', h('span', { class: 'muted' }, '(newest 1,000 commits)')),
@@ -472,6 +482,87 @@ async function rowView(g, p, t, id) {
         td(c.change.op), td(c.change.rowVersion ? fmtNum(c.change.rowVersion) : '—', 1))), { id: 'row-history' }));
 }
 
+// ---- cluster mode ------------------------------------------------------
+// clustered is the overview's cluster line (null: single process;
+// undefined: not known yet). The header's cluster link shows with it.
+let clustered;
+function parts0() { return location.hash.replace(/^#\/?/, '').split('/')[0]; }
+function setClustered(c) {
+  clustered = c || null;
+  $('#cluster-link').hidden = !clustered;
+}
+// memberLink names a member (its advertise URL). Its admin listener is not
+// known here, so it leads to the cluster page's row of that member.
+function memberLink(id) { return link('/cluster', id, { class: 'member-link', 'data-member': id }); }
+// actorTag is a partition's actor state: live or passivated on this member,
+// or, in cluster mode, the member that owns it.
+function actorTag(p) {
+  if (p.ownedElsewhere) return h('span', { class: 'tag owner' }, p.owner ? ['owned by member ', memberLink(p.owner)] : 'no owner (no live member)');
+  return p.live ? h('span', { class: 'tag ok' }, 'live') : h('span', { class: 'tag' }, 'passivated');
+}
+const sumOf = (o) => Object.values(o || {}).reduce((a, b) => a + Number(b || 0), 0);
+
+async function clusterData() { return Promise.all([api('cluster'), api('cluster/partitions')]); }
+
+function clusterBody(c, own) {
+  const self = c.members.find(m => m.self)?.stats || {};
+  const ids = c.members.map(m => m.id).join('\n');
+  const answering = c.members.filter(m => m.reachable).length;
+  const share = Object.fromEntries((own.members || []).map(m => [m.member, m.partitions]));
+  const calls = [...new Set(c.members.flatMap(m => Object.keys(m.stats?.forwarded || {}).concat(Object.keys(m.stats?.served || {}))))].sort();
+  const yes = (ok, yesText, noText) => h('span', { class: 'tag' + (ok ? ' ok' : ' bad') }, ok ? yesText : noText);
+  const n = (v, st) => st ? fmtNum(v) : '—';
+  return [
+    h('div', { class: 'cards', id: 'cluster-cards' },
+      card('This member', h('code', {}, c.self), c.leaving ? 'leaving: handing its partitions off' : ''),
+      card('Health', h('span', { id: 'cluster-health' }, yes(c.healthy, 'healthy', 'unhealthy')),
+        c.healthy ? 'its membership lease is known alive' : 'its membership lease is not known alive'),
+      card('Members', fmtNum(c.members.length), `${fmtNum(answering)} answering`),
+      card('Partitions owned', h('span', { id: 'owned-count' }, fmtNum(own.owned)), `of ${plural(own.partitions, 'registered partition')}` + (own.unowned ? `, ${fmtNum(own.unowned)} without an owner` : '')),
+      card('Forwarded', h('span', { id: 'forwarded-count' }, fmtNum(sumOf(c.forwarded))), `${fmtNum(sumOf(c.served))} served for other members`),
+      card('Retries', fmtNum(self.retries), `${fmtNum(self.unavailable)} answered unavailable`),
+      card('Ownership losses', fmtNum(self.ownershipLost), `${plural(self.evictions, 'actor')} evicted`)),
+    h('h2', {}, 'Members ', h('span', { class: 'muted' }, '(this member\'s view; each member\'s own counters, as it reports them)')),
+    table(['Member', 'Incarnation', 'Started', 'Answering', 'Healthy', 'Its view', { label: 'Partitions', num: 1 }, { label: 'Forwarded', num: 1 }, { label: 'Served', num: 1 },
+      { label: 'Retries', num: 1 }, { label: 'Unavailable', num: 1 }, { label: 'Ownership losses', num: 1 }, { label: 'Evictions', num: 1 }],
+      c.members.map(m => {
+        const st = m.stats;
+        const view = st ? (st.members || []).map(x => x.id).join('\n') : '';
+        return h('tr', { 'data-member': m.id, class: m.self ? 'self' : '' },
+          td([h('code', {}, m.id), m.self ? [' ', h('span', { class: 'tag' }, 'this member')] : '', st?.leaving ? [' ', h('span', { class: 'tag bad' }, 'leaving')] : '']),
+          td(h('code', {}, m.incarnation || '—')), td(h('span', { title: ago(m.startedAtMs) }, fmtTime(m.startedAtMs))),
+          td([m.reachable ? yes(true, 'yes', '') : h('span', { class: 'tag bad', title: m.error || '' }, 'no'), m.error ? h('small', { class: 'muted' }, ' ' + m.error) : '']),
+          td(st ? yes(st.healthy, 'healthy', 'unhealthy') : '—'),
+          td(st ? (view === ids ? h('span', { class: 'tag ok' }, 'same') : h('span', { class: 'tag bad', title: view }, `differs: ${plural((st.members || []).length, 'member')}`)) : '—'),
+          td(fmtNum(share[m.id] || 0), 1), td(n(sumOf(st?.forwarded), st), 1), td(n(sumOf(st?.served), st), 1),
+          td(n(st?.retries, st), 1), td(n(st?.unavailable, st), 1), td(n(st?.ownershipLost, st), 1), td(n(st?.evictions, st), 1));
+      }), { id: 'cluster-members' }),
+    h('h2', {}, 'Calls by kind ', h('span', { class: 'muted' }, '(forwarded to an owner / served for another member)')),
+    table(['Member', ...calls.map(k => ({ label: k, num: 1 }))],
+      c.members.filter(m => m.stats).map(m => h('tr', { 'data-member': m.id }, td(h('code', {}, m.id)),
+        calls.map(k => td(`${fmtNum(m.stats.forwarded?.[k])} / ${fmtNum(m.stats.served?.[k])}`, 1)))), { id: 'cluster-calls' }),
+    h('h2', {}, 'Partitions owned by this member ', h('span', { class: 'muted' }, own.ownedTruncated ? `(the first ${fmtNum(own.ownedList.length)} by name)` : '')),
+    h('p', { id: 'owned-list' }, own.ownedList.length
+      ? natSortBy(own.ownedList, x => x).map((p, i) => [i ? ', ' : '', link(`/p/${enc(p)}`, p, { class: 'partition-link' })])
+      : h('span', { class: 'muted' }, 'none')),
+  ];
+}
+
+async function clusterView(g) {
+  const [c, own] = await clusterData();
+  if (stale(g)) return;
+  crumbs(link('/', 'overview'), link('/cluster', 'cluster'));
+  const updated = () => `updated ${new Date().toLocaleTimeString()}, refreshing every ${REFRESH_MS / 1000} s`;
+  const body = h('div', { id: 'cluster' }, clusterBody(c, own));
+  page.replaceChildren(h('h1', {}, 'Cluster ', h('span', { class: 'muted', id: 'updated' }, updated())), body);
+  live.start(g, async () => {
+    const [c, own] = await clusterData();
+    if (stale(g)) return;
+    body.replaceChildren(...clusterBody(c, own));
+    $('#updated').textContent = updated();
+  });
+}
+
 // gen counts navigations: a view whose data arrives after the operator
 // moved on must not draw over the newer page.
 let gen = 0;
@@ -514,9 +605,13 @@ async function route() {
   live.stop();
   if (!token()) { showLogin(); return; }
   $('#login').hidden = true; $('#logout').hidden = false; showError('');
+  // The cluster link shows in cluster mode only; the overview says which
+  // (asked once when the first page is another).
+  if (clustered === undefined && parts0() !== '') api('overview').then(o => setClustered(o.cluster)).catch(() => {});
   const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
   try {
     if (parts[0] === 'reactions') return await reactionsView(g, parts[1] || '');
+    if (parts[0] === 'cluster') return await clusterView(g);
     if (parts[0] === 'p' && parts.length >= 2) {
       const p = parts[1];
       if (parts[2] === 'c') return await clientView(g, p, parts[3]);
