@@ -167,7 +167,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.DurationVar(&c.writeTimeout, "write-timeout", 60*time.Second, "a response must make progress within this long (renewed as bytes flow); a client that stops reading is disconnected")
 	fs.DurationVar(&c.httpIdleTimeout, "http-idle-timeout", 2*time.Minute, "close keep-alive connections idle this long")
 	fs.StringVar(&c.debugListen, "debug-listen", "", "serve net/http/pprof (/debug/pprof/) on this loopback address, e.g. 127.0.0.1:6060 (off when empty)")
-	fs.DurationVar(&c.drainDelay, "drain-delay", 5*time.Second, "on SIGTERM, answer /readyz 503 but keep serving this long before closing the listener")
+	fs.DurationVar(&c.drainDelay, "drain-delay", 5*time.Second, "on SIGTERM, answer /readyz 503 but keep serving this long before closing the listener (skipped when no connection is open at SIGTERM)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "after the drain delay, how long in-flight requests get to finish before their connections are closed")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	logFlags(fs, &c.logging) // logging.go
@@ -793,11 +793,20 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		hcancel()
 		mem.leave(log)
 	}
-	log.Info("draining: /readyz answers 503, still serving until the drain delay ends", zap.Duration("drain_delay", c.drainDelay))
-	select {
-	case err := <-errc:
-		return err
-	case <-time.After(c.drainDelay):
+	// The drain delay gives whoever holds a connection (a load balancer's
+	// keep-alive, a client, a realtime socket) the time to see /readyz
+	// 503 and go elsewhere; with no connection open there is no one to
+	// tell, so the process stops at once (an idle dev server's Ctrl-C).
+	if open := c.conn.listener.Stats().Open; open == 0 {
+		log.Info("no open connection: no drain delay", zap.Duration("drain_delay", c.drainDelay))
+	} else {
+		log.Info("draining: /readyz answers 503, still serving until the drain delay ends", zap.Duration("drain_delay", c.drainDelay),
+			zap.Int("open_connections", open))
+		select {
+		case err := <-errc:
+			return err
+		case <-time.After(c.drainDelay):
+		}
 	}
 	log.Info("shutting down: listener closed, waiting for in-flight requests", zap.Duration("timeout", c.shutdownTimeout))
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
