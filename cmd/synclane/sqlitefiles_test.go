@@ -205,8 +205,8 @@ func TestBackupRestoreFourFiles(t *testing.T) {
 		if n := tombstones(t, target, 4); n != len(filesPartitions) {
 			t.Fatalf("restored into %s: %d delete tombstones, want the backup's %d", target, n, len(filesPartitions))
 		}
-		if aside, _ := filepath.Glob(filepath.Join(target, "synclane-1.db.before-restore-*Z")); len(aside) != 1 {
-			t.Fatalf("the old synclane-1.db was not moved aside: %v", aside)
+		if aside, _ := filepath.Glob(filepath.Join(target, "*.before-restore-*")); len(aside) != 0 || !strings.Contains(out, "removed the") {
+			t.Fatalf("the replaced files are left after a successful restore into %s: %v\n%s", target, aside, out)
 		}
 		p := startProc(t, "--data", target, "--sqlite-files", "4")
 		got := readAll(t, p.base, "part-new")
