@@ -151,7 +151,7 @@ func storeFlags(fs *flag.FlagSet, c *serveConfig) {
 func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	storeFlags(fs, c)
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8787", "address to listen on")
-	fs.StringVar(&c.mount, "mount", "/", "path prefix of the sync routes")
+	fs.StringVar(&c.mount, "mount", "/", "path prefix of the protocol routes (sync, operations, realtime, segments, blobs); /healthz, /readyz and /metrics stay at the root")
 	fs.StringVar(&c.jwtSecret, "jwt-secret", "", fmt.Sprintf("HS256 secret of at least %d bytes: authenticate with JWTs (sub, partition, scopes, exp claims) instead of development headers; given but empty is an error", minJWTSecret))
 	fs.BoolVar(&c.jwtAllowNoExp, "jwt-allow-no-exp", false, "with --jwt-secret: accept tokens without an exp claim (by default they are refused with 401 sync.auth_required)")
 	jwksFlags(fs, &c.jwks) // jwks.go

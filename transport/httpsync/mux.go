@@ -21,7 +21,14 @@ import (
 // MuxOptions configure NewMux.
 type MuxOptions struct {
 	Options
-	// Mount is the path prefix of the sync routes ("" or "/" for the root).
+	// Mount is the path prefix of the protocol routes ("" or "/" for the
+	// root): sync, operations and their watches, realtime, segments,
+	// blobs. GET /healthz, /readyz and /metrics stay at the root whatever
+	// the Mount: they are the process's, not the API's, so probes and
+	// scrapes aimed at the server's address keep working when the Mount
+	// changes (with Mount "/api": /api/sync, but /healthz, not
+	// /api/healthz). A proxy that exposes only the mount prefix reaches
+	// them at the server's own address.
 	Mount string
 	// Ready reports readiness for GET /readyz (default: always ready).
 	Ready func(ctx context.Context) error
