@@ -372,8 +372,10 @@ func verifyBackup(dir string) (backupManifest, error) {
 // files moved aside), the blobs into blobDir (when not ""), the lease key (the old
 // one moved aside when it differs), and moves segments.db aside so no
 // segment of the old data is served. It returns lines for the operator.
-func installBackupDir(ctx context.Context, m backupManifest, from, data, blobDir string) ([]string, error) {
-	stamp := time.Now().UTC().Format("20060102T150405Z")
+//
+// Files moved aside are named <name>.before-restore-<stamp>: the caller's
+// stamp, so it can remove them once the whole restore has succeeded.
+func installBackupDir(ctx context.Context, m backupManifest, from, data, blobDir, stamp string) ([]string, error) {
 	for _, f := range m.Files {
 		if strings.HasPrefix(f.Path, backupBlobsDir+"/") && blobDir == "" {
 			return nil, fmt.Errorf("the backup holds blobs but the blob flags name no local directory to restore them into (--blob-store DIR); nothing in %s was changed", data)
@@ -617,7 +619,7 @@ func restoreFrom(ctx context.Context, c serveConfig, from string, stdout io.Writ
 		return "", err
 	}
 	blobDir, _ := localBlobDir(c)
-	lines, err := installBackupDir(ctx, m, from, c.data, blobDir)
+	lines, err := installBackupDir(ctx, m, from, c.data, blobDir, stamp)
 	for _, l := range lines {
 		fmt.Fprintln(stdout, l)
 	}
