@@ -182,7 +182,7 @@ func TestClusterQuick(t *testing.T) {
 		if os.Getenv("SYNCLANE_REQUIRE_POSTGRES") == "1" {
 			t.Fatal("SYNCLANE_REQUIRE_POSTGRES=1 but SYNCLANE_TEST_POSTGRES is unset")
 		}
-		t.Skip("PostgreSQL not configured (SYNCLANE_TEST_POSTGRES)")
+		t.Skip("PostgreSQL not configured: set SYNCLANE_TEST_POSTGRES to a pgx URL of a database the tests may create schemas in (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable); SYNCLANE_REQUIRE_POSTGRES=1 makes this a failure")
 	}
 	etcd := os.Getenv("SYNCLANE_ETCD_BIN")
 	if etcd == "" {
@@ -192,7 +192,7 @@ func TestClusterQuick(t *testing.T) {
 		if os.Getenv("SYNCLANE_REQUIRE_ETCD") == "1" {
 			t.Fatalf("no etcd at %s but SYNCLANE_REQUIRE_ETCD=1", etcd)
 		}
-		t.Skipf("no etcd at %s", etcd)
+		t.Skipf("no etcd at %s: set SYNCLANE_ETCD_BIN to an etcd binary, or apt-get install etcd-server; SYNCLANE_REQUIRE_ETCD=1 makes this a failure", etcd)
 	}
 	args := []string{"cluster", "--quick", "--json", "--quiet", "--data-dir", t.TempDir(), "--etcd-bin", etcd,
 		"--duration", "1s", "--warmup", "200ms", "--fanout-sockets", "12", "--fanout-commits", "5", "--timeout", "8m"}

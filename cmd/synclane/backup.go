@@ -15,10 +15,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/synclane/synclane/engine/lease"
+	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage/blobstore"
 	"github.com/synclane/synclane/storage/sqlite"
 )
@@ -370,8 +372,10 @@ func verifyBackup(dir string) (backupManifest, error) {
 // files moved aside), the blobs into blobDir (when not ""), the lease key (the old
 // one moved aside when it differs), and moves segments.db aside so no
 // segment of the old data is served. It returns lines for the operator.
-func installBackupDir(ctx context.Context, m backupManifest, from, data, blobDir string) ([]string, error) {
-	stamp := time.Now().UTC().Format("20060102T150405Z")
+//
+// Files moved aside are named <name>.before-restore-<stamp>: the caller's
+// stamp, so it can remove them once the whole restore has succeeded.
+func installBackupDir(ctx context.Context, m backupManifest, from, data, blobDir, stamp string) ([]string, error) {
 	for _, f := range m.Files {
 		if strings.HasPrefix(f.Path, backupBlobsDir+"/") && blobDir == "" {
 			return nil, fmt.Errorf("the backup holds blobs but the blob flags name no local directory to restore them into (--blob-store DIR); nothing in %s was changed", data)
@@ -572,42 +576,124 @@ func backupIsDir(from string) (bool, error) {
 // a backup directory is verified against its manifest before anything in
 // the data directory is touched; a single database file (an older
 // backup) installs the database only, and says so.
-func restoreFrom(ctx context.Context, c serveConfig, from string, stdout io.Writer) error {
+//
+// It returns the stamp of the files it moved aside
+// (<name>.before-restore-<stamp>, see removeAside).
+func restoreFrom(ctx context.Context, c serveConfig, from string, stdout io.Writer) (stamp string, err error) {
 	isDir, err := backupIsDir(from)
 	if err != nil {
-		return err
+		return "", err
 	}
+	home := from
+	if isDir {
+		home = filepath.Join(from, backupDBName)
+	}
+	if err := checkBackupSchema(ctx, home, c.schemaFile); err != nil {
+		return "", fmt.Errorf("refusing the backup, nothing in %s was changed: %w", c.data, err)
+	}
+	stamp = time.Now().UTC().Format("20060102T150405Z")
 	if !isDir {
 		if err := restoreFileCount(c, 1); err != nil {
-			return err
+			return "", err
 		}
-		stamp := time.Now().UTC().Format("20060102T150405Z")
 		lines, err := installBackup(ctx, []string{from}, c.data, stamp)
 		for _, l := range lines {
 			fmt.Fprintln(stdout, l)
 		}
 		if err != nil {
-			return err
+			return stamp, err
 		}
 		fmt.Fprintf(stdout, "installed %s as %s (a single database file, an older backup: no blobs and no lease key restored)\n", from, filepath.Join(c.data, backupDBName))
 		note, err := moveSegmentsAside(c.data, stamp)
 		if err == nil {
 			fmt.Fprintln(stdout, note)
 		}
-		return err
+		return stamp, err
 	}
 	m, err := verifyBackup(from)
 	if err != nil {
-		return fmt.Errorf("refusing the backup, nothing in %s was changed: %w", c.data, err)
+		return "", fmt.Errorf("refusing the backup, nothing in %s was changed: %w", c.data, err)
 	}
 	fmt.Fprintf(stdout, "verified %s: %d files match %s (created %s)\n", from, len(m.Files), backupManifestName, m.CreatedAt.Format(time.RFC3339))
 	if err := restoreFileCount(c, m.DatabaseFiles); err != nil {
-		return err
+		return "", err
 	}
 	blobDir, _ := localBlobDir(c)
-	lines, err := installBackupDir(ctx, m, from, c.data, blobDir)
+	lines, err := installBackupDir(ctx, m, from, c.data, blobDir, stamp)
 	for _, l := range lines {
 		fmt.Fprintln(stdout, l)
 	}
-	return err
+	return stamp, err
+}
+
+// checkBackupSchema refuses a backup whose home database file (read-only,
+// as an immutable file) was written under a schema restore could not
+// open it with: a stored schema version above the one of schemaFile (the
+// built-in demo schema when ""), or the same version with another
+// fingerprint. The error names the --schema flag: restore must be given
+// the schema file the backed-up server ran with. A database without a
+// stored version or fingerprint (before fingerprints) is not refused here.
+func checkBackupSchema(ctx context.Context, home, schemaFile string) error {
+	src, err := schemaSource(schemaFile)
+	if err != nil {
+		return err
+	}
+	sch, err := schema.Parse(src)
+	if err != nil {
+		return schemaFileError(schemaFile, err)
+	}
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: home}).EscapedPath()+"?mode=ro&immutable=1")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	meta := map[string]string{}
+	rows, err := db.QueryContext(ctx, `SELECT key, value FROM sync_meta WHERE key IN ('schema_version', 'schema_fingerprint')`)
+	if err != nil {
+		return fmt.Errorf("%s: read the stored schema version: %w", home, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return fmt.Errorf("%s: read the stored schema version: %w", home, err)
+		}
+		meta[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("%s: read the stored schema version: %w", home, err)
+	}
+	given := "the built-in demo schema (no --schema given)"
+	if schemaFile != "" {
+		given = "--schema " + schemaFile
+	}
+	stored, err := strconv.ParseInt(meta["schema_version"], 10, 32)
+	if err != nil {
+		return nil // no stored version: nothing to compare
+	}
+	fix := "pass --schema FILE (or SYNCLANE_SCHEMA), the schema file the server that made the backup ran with"
+	switch {
+	case stored > int64(sch.Version):
+		return fmt.Errorf("the backup's database holds schema v%d, newer than %s (v%d): %s", stored, given, sch.Version, fix)
+	case stored == int64(sch.Version) && meta["schema_fingerprint"] != "" && meta["schema_fingerprint"] != sch.Fingerprint():
+		return fmt.Errorf("the backup's database holds another schema at v%d than %s: %s", stored, given, fix)
+	}
+	return nil
+}
+
+// removeAside removes the files a successful restore moved aside in data
+// (<name>.before-restore-<stamp>, with their -wal and -shm: the replaced
+// database files, segments.db and the lease key) and returns a line for
+// the operator. A failed restore keeps them (its error names them).
+func removeAside(data, stamp string) (string, error) {
+	files, err := filepath.Glob(filepath.Join(data, "*.before-restore-"+stamp+"*"))
+	if err != nil || len(files) == 0 {
+		return "", err
+	}
+	for _, f := range files {
+		if err := os.Remove(f); err != nil {
+			return "", fmt.Errorf("remove the replaced %s: %w", f, err)
+		}
+	}
+	return fmt.Sprintf("removed the %d replaced files (*.before-restore-%s): the restore succeeded", len(files), stamp), nil
 }

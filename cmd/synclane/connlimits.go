@@ -45,6 +45,8 @@ type connLimitConfig struct {
 	// listener is set by wrap, before the server serves (and so before
 	// a scrape can reach connCollector).
 	listener *connlimit.Listener
+	// fdLimitFn reads the descriptor limit (nil: fdLimit); tests set it.
+	fdLimitFn func() uint64
 }
 
 func connLimitFlags(fs *flag.FlagSet, c *connLimitConfig) {
@@ -64,9 +66,15 @@ func fdReserve(limit uint64) int {
 // validate resolves the connection cap from the flags and the descriptor
 // limit, and checks --max-websockets against it: every socket is a
 // connection, so a --max-websockets given above the cap is refused; the
-// default one is clamped to the cap (with a warning at start).
+// default one is clamped to the cap (logged at start: a warning when the
+// cap is the user's --max-connections, info when it is derived from the
+// descriptor limit, as on most default starts).
 func (c *connLimitConfig) validate(given map[string]bool, maxWebsockets *int) error {
-	c.fdLimit = fdLimit()
+	if c.fdLimitFn != nil {
+		c.fdLimit = c.fdLimitFn()
+	} else {
+		c.fdLimit = fdLimit()
+	}
 	c.reserve = fdReserve(c.fdLimit)
 	switch {
 	case c.maxConnections > 0:
@@ -102,7 +110,11 @@ func (c *connLimitConfig) hubOptions(o *realtime.Options) {
 }
 
 // wrap caps ln's connections, tracks srv's idle connections for eviction,
-// and logs the caps chosen (info, stable fields) and any clamp (warn).
+// and logs the caps chosen (info, stable fields) and any clamp of the
+// default --max-websockets: a warning only when the user's own
+// --max-connections forced it; lowered to the cap derived from the
+// descriptor limit (the default start) it is the info line's
+// max_websockets_default field, nothing to act on.
 func (c *connLimitConfig) wrap(ln net.Listener, srv *http.Server, maxWebsockets int, log *zap.Logger) net.Listener {
 	cl := connlimit.New(ln, connlimit.Options{Max: c.effective, Logger: log.Named("connlimit")})
 	prev := srv.ConnState
@@ -113,11 +125,15 @@ func (c *connLimitConfig) wrap(ln net.Listener, srv *http.Server, maxWebsockets 
 		}
 	}
 	c.listener = cl
-	log.Info("connection limits", zap.Int("max_connections", c.effective), zap.String("max_connections_source", c.source),
+	fields := []zap.Field{zap.Int("max_connections", c.effective), zap.String("max_connections_source", c.source),
 		zap.Uint64("fd_limit", c.fdLimit), zap.Int("fd_reserve", c.reserve), zap.Int("max_websockets", maxWebsockets),
 		zap.Int("max_websockets_per_client", c.perClient), zap.Int("max_websockets_per_actor", c.perActor),
-		zap.Duration("http_idle_timeout", srv.IdleTimeout))
-	if c.clampedWS > 0 {
+		zap.Duration("http_idle_timeout", srv.IdleTimeout)}
+	if c.clampedWS > 0 && c.source != "flag" {
+		fields = append(fields, zap.Int("max_websockets_default", c.clampedWS))
+	}
+	log.Info("connection limits", fields...)
+	if c.clampedWS > 0 && c.source == "flag" {
 		log.Warn("--max-websockets lowered to --max-connections: every realtime socket is an open connection",
 			zap.Int("max_websockets_default", c.clampedWS), zap.Int("max_websockets", maxWebsockets), zap.Int("max_connections", c.effective))
 	}

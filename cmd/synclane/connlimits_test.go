@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/synclane/synclane/transport/httperr"
 	"github.com/synclane/synclane/transport/realtime"
 )
@@ -151,5 +154,49 @@ func TestDerivedMaxConnections(t *testing.T) {
 		if got := fdReserve(tc.limit); got != tc.reserve {
 			t.Errorf("reserve under %d: %d, want %d", tc.limit, got, tc.reserve)
 		}
+	}
+}
+
+// A default start warns about nothing it did itself: the default
+// --max-websockets lowered to the cap derived from the descriptor limit is
+// a field of the info line; lowered to the user's --max-connections it is a
+// warning (the user's setting is what to change).
+func TestWebsocketClampLogLevel(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		fdLimit uint64
+		flags   []string
+		warn    bool
+		lowered bool // max_websockets_default on the info line
+	}{
+		{"default start, low descriptor limit", 4096, nil, false, true},
+		{"default start, high descriptor limit", 1 << 20, nil, false, false},
+		{"user's --max-connections below the default", 1 << 20, []string{"--max-connections", "50"}, true, false},
+		{"user's --max-websockets within the cap", 4096, []string{"--max-websockets", "100"}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, given := parseServe(t, nil, tc.flags...)
+			c.conn.fdLimitFn = func() uint64 { return tc.fdLimit }
+			if err := c.validate(given); err != nil {
+				t.Fatal(err)
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			core, logs := observer.New(zap.InfoLevel)
+			c.conn.wrap(ln, &http.Server{}, c.maxWebsockets, zap.New(core))
+			if got := logs.FilterLevelExact(zap.WarnLevel).Len() > 0; got != tc.warn {
+				t.Fatalf("warned %v, want %v: %v", got, tc.warn, logs.All())
+			}
+			info := logs.FilterMessage("connection limits").All()
+			if len(info) != 1 {
+				t.Fatalf("connection limits logged %d times", len(info))
+			}
+			if _, got := info[0].ContextMap()["max_websockets_default"]; got != tc.lowered {
+				t.Fatalf("max_websockets_default on the info line %v, want %v: %v", got, tc.lowered, info[0].ContextMap())
+			}
+		})
 	}
 }

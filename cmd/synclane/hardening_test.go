@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -234,7 +235,8 @@ func TestServeDrainIsObservable(t *testing.T) {
 	if code, body := get(t, p.base+"/readyz"); code != 200 {
 		t.Fatalf("/readyz before the drain: %d %s", code, body)
 	}
-	p.cancel() // SIGTERM
+	idleConn(t, p.base, "/healthz") // a load balancer's keep-alive connection: the drain is for it
+	p.cancel()                      // SIGTERM
 	sigterm := time.Now()
 	deadline := sigterm.Add(delay)
 	for {
@@ -269,6 +271,86 @@ func TestServeDrainIsObservable(t *testing.T) {
 	if _, err := http.Get(p.base + "/healthz"); err == nil {
 		t.Fatal("still accepting connections after exit")
 	}
+}
+
+// With no connection open at SIGTERM there is no one to tell about the
+// drain: serve stops at once instead of waiting --drain-delay; one idle
+// keep-alive connection keeps the whole drain (and sees /readyz 503 on it).
+func TestServeNoDrainWhenIdle(t *testing.T) {
+	// start runs serve on a free port and returns once it announced the
+	// port (the listener is open; nothing has connected to it).
+	start := func(t *testing.T, delay time.Duration) (string, context.CancelFunc, chan int, *lockedBuffer) {
+		pr, pw := io.Pipe()
+		ctx, cancel := context.WithCancel(context.Background())
+		done, stderr := make(chan int, 1), &lockedBuffer{}
+		go func() {
+			done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--log-level", "info",
+				"--drain-delay", delay.String()}, noEnv, pw, stderr)
+			pw.Close()
+		}()
+		var first struct{ Listening string }
+		line, err := bufio.NewReader(pr).ReadString('\n')
+		if err != nil || json.Unmarshal([]byte(line), &first) != nil || first.Listening == "" {
+			cancel()
+			t.Fatalf("serve did not announce its address: %q %v\n%s", line, err, stderr.String())
+		}
+		go func() { _, _ = io.Copy(io.Discard, pr) }()
+		return first.Listening, cancel, done, stderr
+	}
+	stopped := func(t *testing.T, done chan int, within time.Duration, stderr *lockedBuffer) {
+		t.Helper()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Fatalf("exit %d\n%s", code, stderr.String())
+			}
+		case <-time.After(within):
+			t.Fatalf("serve still running %v after SIGTERM\n%s", within, stderr.String())
+		}
+	}
+
+	t.Run("no connection", func(t *testing.T) {
+		_, cancel, done, stderr := start(t, time.Hour)
+		cancel() // SIGTERM
+		stopped(t, done, 10*time.Second, stderr)
+		if logs := stderr.String(); !strings.Contains(logs, "no open connection: no drain delay") || strings.Contains(logs, "draining:") {
+			t.Fatalf("log does not say the drain was skipped:\n%s", logs)
+		}
+	})
+	t.Run("one keep-alive connection", func(t *testing.T) {
+		const delay = 2 * time.Second
+		base, cancel, done, stderr := start(t, delay)
+		c, code := idleConn(t, base, "/healthz")
+		if code != http.StatusOK {
+			t.Fatalf("/healthz %d", code)
+		}
+		cancel() // SIGTERM
+		sigterm := time.Now()
+		_ = c.SetDeadline(time.Now().Add(delay))
+		// On the held connection, /readyz turns 503 draining.
+		br := bufio.NewReader(c)
+		for {
+			if _, err := io.WriteString(c, "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+				t.Fatalf("the held connection was closed before the drain delay ended: %v", err)
+			}
+			res, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("/readyz on the held connection: %v", err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(b), "draining") {
+				break
+			}
+		}
+		stopped(t, done, 15*time.Second, stderr)
+		if d := time.Since(sigterm); d < delay {
+			t.Fatalf("stopped %v after SIGTERM, before the %v drain delay", d, delay)
+		}
+		if logs := stderr.String(); !strings.Contains(logs, `"open_connections":1`) {
+			t.Fatalf("log lacks the drain with its open connection:\n%s", logs)
+		}
+	})
 }
 
 // Help lists each command's own flags, with their environment variables.

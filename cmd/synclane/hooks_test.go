@@ -256,7 +256,7 @@ func TestTwoProcessesShareReactions(t *testing.T) {
 	stores := sharedStores(t)
 	pg, ok := stores["postgres"]
 	if !ok {
-		t.Skip("PostgreSQL not configured (SYNCLANE_TEST_POSTGRES)")
+		t.Skip("PostgreSQL not configured: set SYNCLANE_TEST_POSTGRES to a pgx URL of a database the tests may create schemas in (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable); SYNCLANE_REQUIRE_POSTGRES=1 makes this a failure")
 	}
 	dir := t.TempDir()
 	sf := filepath.Join(dir, "schema.json")

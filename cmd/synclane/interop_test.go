@@ -43,7 +43,7 @@ func (l *lockedBuffer) String() string {
 // SYNCLANE_REQUIRE_INTEROP=1.
 func TestReferenceClientInterop(t *testing.T) {
 	if testing.Short() {
-		t.Skip("interop test skipped in -short mode")
+		t.Skip("interop test: skipped in -short mode (run without -short)")
 	}
 	require := os.Getenv("SYNCLANE_REQUIRE_INTEROP") == "1"
 	unavailable := func(format string, args ...any) {
@@ -51,7 +51,7 @@ func TestReferenceClientInterop(t *testing.T) {
 		if require {
 			t.Fatalf("SYNCLANE_REQUIRE_INTEROP=1: "+format, args...)
 		}
-		t.Skipf(format, args...)
+		t.Skipf(format+" (install Node.js with npm, e.g. apt-get install nodejs npm, and let npm ci reach the registry; SYNCLANE_REQUIRE_INTEROP=1 makes this a failure)", args...)
 	}
 
 	dir, err := filepath.Abs(filepath.Join("..", "..", "examples", "reference-client"))

@@ -47,6 +47,9 @@ Usage:
                              restore, rotate every partition's log epoch (--rotate-epochs)
   synclane admin COMMAND     read partitions, clients, commits, rows, events from a
                              server's admin listener (synclane admin -h)
+  synclane token --jwt-secret S --actor ID
+                             mint a development JWT that serve --jwt-secret S accepts
+                             (--partition, --scopes, --ttl or --expires; synclane token -h)
   synclane version           print the version, VCS revision and time, modified flag and Go
                              version the binary was built with (also synclane --version)
 `
@@ -79,6 +82,8 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return restoreCmd(ctx, args[1:], lookup, stdout, stderr)
 	case "admin":
 		return adminCmd(ctx, args[1:], lookup, stdout, stderr)
+	case "token":
+		return tokenCmd(ctx, args[1:], lookup, stdout, stderr)
 	case "version", "--version", "-version":
 		printVersion(stdout) // version.go
 		return 0

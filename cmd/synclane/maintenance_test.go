@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,7 +140,7 @@ func TestPruneCommand(t *testing.T) {
 func TestPruneProcessesShareTheMaintenanceLock(t *testing.T) {
 	store, ok := sharedStores(t)["postgres"]
 	if !ok {
-		t.Skip("PostgreSQL not configured (SYNCLANE_TEST_POSTGRES)")
+		t.Skip("PostgreSQL not configured: set SYNCLANE_TEST_POSTGRES to a pgx URL of a database the tests may create schemas in (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable); SYNCLANE_REQUIRE_POSTGRES=1 makes this a failure")
 	}
 	bin := synclaneBinary(t)
 	st := openArgs(t, store)
@@ -247,9 +248,9 @@ func TestBackupAndRestoreCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "rotated the log epoch of 1 partitions") || !strings.Contains(out, "default") {
 		t.Fatalf("restore: exit %d\n%s%s", code, out, errOut)
 	}
-	aside, _ := filepath.Glob(filepath.Join(dir, "synclane.db.before-restore-*"))
-	if len(aside) == 0 {
-		t.Fatal("the replaced database was not kept aside")
+	// A successful restore removes the files it replaced (-wal and -shm too).
+	if aside, _ := filepath.Glob(filepath.Join(dir, "*.before-restore-*")); len(aside) != 0 || !strings.Contains(out, "removed the") {
+		t.Fatalf("the replaced files are left after a successful restore: %v\n%s", aside, out)
 	}
 	base2 := startServe(t, "--data", dir)
 	r.Client.URL = base2 + "/sync"
@@ -287,5 +288,57 @@ func TestServeRefusesRetentionBelowFloors(t *testing.T) {
 		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 			t.Fatalf("%v: a refused start touched storage: %v", flags, entries)
 		}
+	}
+}
+
+// restore --from without --schema, of a backup made under another schema,
+// is refused before anything is changed, naming the flag it needs (not
+// "bump the schema version", which would migrate the restored data to the
+// demo schema); given the schema, it restores and removes what it replaced.
+func TestRestoreNamesTheSchemaFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name, schema, want string
+	}{
+		{"same version, another schema", `{"version":1,"tables":[{"name":"notes","columns":[{"name":"id","type":"string"},{"name":"body","type":"string","nullable":true}],"primaryKey":"id","scopes":["n:{id}"]}]}`,
+			"holds another schema at v1 than the built-in demo schema (no --schema given): pass --schema FILE"},
+		{"newer version", `{"version":3,"tables":[{"name":"notes","columns":[{"name":"id","type":"string"},{"name":"body","type":"string","nullable":true}],"primaryKey":"id","scopes":["n:{id}"]}]}`,
+			"holds schema v3, newer than the built-in demo schema (no --schema given) (v1): pass --schema FILE"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sf := filepath.Join(t.TempDir(), "schema.json")
+			if err := os.WriteFile(sf, []byte(tc.schema), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			src := t.TempDir()
+			_, stop := startServeStoppable(t, "--data", src, "--schema", sf)
+			if code := stop(); code != 0 {
+				t.Fatalf("serve exited %d", code)
+			}
+			bdir := filepath.Join(t.TempDir(), "backup")
+			if code, out, errOut := runCmd(t, "backup", "--data", src, "--schema", sf, "--to", bdir); code != 0 {
+				t.Fatalf("backup: exit %d\n%s%s", code, out, errOut)
+			}
+			// The target holds data of its own (the demo schema's).
+			target := t.TempDir()
+			_, stop = startServeStoppable(t, "--data", target)
+			if code := stop(); code != 0 {
+				t.Fatalf("serve exited %d", code)
+			}
+			before := snapshotDir(t, target)
+			code, out, errOut := runCmd(t, "restore", "--data", target, "--from", bdir)
+			if code != 1 || !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, "nothing in") || strings.Contains(errOut, "bump") {
+				t.Fatalf("restore without --schema: exit %d, want 1 naming the flag (%q)\n%s%s", code, tc.want, out, errOut)
+			}
+			if after := snapshotDir(t, target); !maps.Equal(before, after) {
+				t.Fatalf("a refused restore changed the data directory:\nbefore %v\nafter  %v", before, after)
+			}
+			code, out, errOut = runCmd(t, "restore", "--data", target, "--from", bdir, "--schema", sf)
+			if code != 0 || !strings.Contains(out, "rotated the log epoch") || !strings.Contains(out, "removed the") {
+				t.Fatalf("restore with --schema: exit %d\n%s%s", code, out, errOut)
+			}
+			if aside, _ := filepath.Glob(filepath.Join(target, "*.before-restore-*")); len(aside) != 0 {
+				t.Fatalf("the replaced files are left after a successful restore: %v", aside)
+			}
+		})
 	}
 }

@@ -31,7 +31,7 @@ var (
 func synclaneBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("process tests build the binary; skipped in -short mode")
+		t.Skip("process tests build the binary: skipped in -short mode (run without -short)")
 	}
 	binOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "synclane-bin-")
@@ -150,7 +150,7 @@ func TestTwoProcessesBindOneClientID(t *testing.T) {
 	stores := sharedStores(t)
 	pg, ok := stores["postgres"]
 	if !ok {
-		t.Skip("PostgreSQL not configured (SYNCLANE_TEST_POSTGRES)")
+		t.Skip("PostgreSQL not configured: set SYNCLANE_TEST_POSTGRES to a pgx URL of a database the tests may create schemas in (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable); SYNCLANE_REQUIRE_POSTGRES=1 makes this a failure")
 	}
 	a := startProc(t, pg...)
 	b := startProc(t, pg...)

@@ -98,7 +98,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 		if os.Getenv("SYNCLANE_REQUIRE_CURL") == "1" {
 			t.Fatal("curl not found and SYNCLANE_REQUIRE_CURL=1")
 		}
-		t.Skip("curl not found (SYNCLANE_REQUIRE_CURL=1 makes this a failure)")
+		t.Skip("curl not found on PATH: install it (apt-get install curl); SYNCLANE_REQUIRE_CURL=1 makes this a failure")
 	}
 	bash, err := exec.LookPath("bash")
 	if err != nil {

@@ -276,14 +276,22 @@ func restoreCmd(ctx context.Context, args []string, lookup func(string) (string,
 		fmt.Fprintln(stderr, "synclane restore: --from installs a SQLite backup; restore PostgreSQL with pg_restore (or PITR), then run synclane restore --rotate-epochs --postgres URL")
 		return 2
 	}
-	fail := func(err error) int { fmt.Fprintln(stderr, "synclane restore:", err); return 1 }
+	var stamp string // of the files a restore --from moved aside
+	fail := func(err error) int {
+		if aside, _ := filepath.Glob(filepath.Join(c.data, "*.before-restore-"+stamp+"*")); stamp != "" && len(aside) > 0 &&
+			!strings.Contains(err.Error(), ".before-restore-") {
+			err = fmt.Errorf("%w (the replaced files are kept as *.before-restore-%s in %s)", err, stamp, c.data)
+		}
+		fmt.Fprintln(stderr, "synclane restore:", err)
+		return 1
+	}
 	lock, err := lockDataDir(c, "synclane restore")
 	if err != nil {
 		return fail(fmt.Errorf("%w: stop it first, nothing was changed", err))
 	}
 	defer lock.Release() //nolint:errcheck
 	if from != "" {
-		if err := restoreFrom(ctx, *c, from, stdout); err != nil {
+		if stamp, err = restoreFrom(ctx, *c, from, stdout); err != nil {
 			return fail(err)
 		}
 	}
@@ -314,6 +322,17 @@ func restoreCmd(ctx context.Context, args []string, lookup func(string) (string,
 		}
 	}
 	fmt.Fprintf(stdout, "rotated the log epoch of %d partitions: clients get resetRequired and bootstrap again\n", len(parts))
+	if stamp != "" {
+		// Only now, with the epochs rotated, is the restore done: a
+		// failure before this keeps the replaced files.
+		note, err := removeAside(c.data, stamp)
+		if err != nil {
+			return fail(err)
+		}
+		if note != "" {
+			fmt.Fprintln(stdout, note)
+		}
+	}
 	return 0
 }
 

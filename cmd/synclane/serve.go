@@ -155,7 +155,7 @@ func storeFlags(fs *flag.FlagSet, c *serveConfig) {
 func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	storeFlags(fs, c)
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8787", "address to listen on")
-	fs.StringVar(&c.mount, "mount", "/", "path prefix of the sync routes")
+	fs.StringVar(&c.mount, "mount", "/", "path prefix of the protocol routes (sync, operations, realtime, segments, blobs); /healthz, /readyz and /metrics stay at the root")
 	fs.StringVar(&c.jwtSecret, "jwt-secret", "", fmt.Sprintf("HS256 secret of at least %d bytes: authenticate with JWTs (sub, partition, scopes, exp claims) instead of development headers; given but empty is an error", minJWTSecret))
 	fs.BoolVar(&c.jwtAllowNoExp, "jwt-allow-no-exp", false, "with --jwt-secret: accept tokens without an exp claim (by default they are refused with 401 sync.auth_required)")
 	jwksFlags(fs, &c.jwks) // jwks.go
@@ -171,7 +171,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.DurationVar(&c.writeTimeout, "write-timeout", 60*time.Second, "a response must make progress within this long (renewed as bytes flow); a client that stops reading is disconnected")
 	fs.DurationVar(&c.httpIdleTimeout, "http-idle-timeout", 2*time.Minute, "close keep-alive connections idle this long")
 	fs.StringVar(&c.debugListen, "debug-listen", "", "serve net/http/pprof (/debug/pprof/) on this loopback address, e.g. 127.0.0.1:6060 (off when empty)")
-	fs.DurationVar(&c.drainDelay, "drain-delay", 5*time.Second, "on SIGTERM, answer /readyz 503 but keep serving this long before closing the listener")
+	fs.DurationVar(&c.drainDelay, "drain-delay", 5*time.Second, "on SIGTERM, answer /readyz 503 but keep serving this long before closing the listener (skipped when no connection is open at SIGTERM)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "after the drain delay, how long in-flight requests get to finish before their connections are closed")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	logFlags(fs, &c.logging) // logging.go
@@ -815,11 +815,20 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		hcancel()
 		mem.leave(log)
 	}
-	log.Info("draining: /readyz answers 503, still serving until the drain delay ends", zap.Duration("drain_delay", c.drainDelay))
-	select {
-	case err := <-errc:
-		return err
-	case <-time.After(c.drainDelay):
+	// The drain delay gives whoever holds a connection (a load balancer's
+	// keep-alive, a client, a realtime socket) the time to see /readyz
+	// 503 and go elsewhere; with no connection open there is no one to
+	// tell, so the process stops at once (an idle dev server's Ctrl-C).
+	if open := c.conn.listener.Stats().Open; open == 0 {
+		log.Info("no open connection: no drain delay", zap.Duration("drain_delay", c.drainDelay))
+	} else {
+		log.Info("draining: /readyz answers 503, still serving until the drain delay ends", zap.Duration("drain_delay", c.drainDelay),
+			zap.Int("open_connections", open))
+		select {
+		case err := <-errc:
+			return err
+		case <-time.After(c.drainDelay):
+		}
 	}
 	log.Info("shutting down: listener closed, waiting for in-flight requests", zap.Duration("timeout", c.shutdownTimeout))
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)

@@ -205,8 +205,8 @@ func TestBackupRestoreFourFiles(t *testing.T) {
 		if n := tombstones(t, target, 4); n != len(filesPartitions) {
 			t.Fatalf("restored into %s: %d delete tombstones, want the backup's %d", target, n, len(filesPartitions))
 		}
-		if aside, _ := filepath.Glob(filepath.Join(target, "synclane-1.db.before-restore-*Z")); len(aside) != 1 {
-			t.Fatalf("the old synclane-1.db was not moved aside: %v", aside)
+		if aside, _ := filepath.Glob(filepath.Join(target, "*.before-restore-*")); len(aside) != 0 || !strings.Contains(out, "removed the") {
+			t.Fatalf("the replaced files are left after a successful restore into %s: %v\n%s", target, aside, out)
 		}
 		p := startProc(t, "--data", target, "--sqlite-files", "4")
 		got := readAll(t, p.base, "part-new")
@@ -503,7 +503,7 @@ func TestRestoreInterruptedAtEveryRename(t *testing.T) {
 			}
 			return os.Rename(from, to)
 		}
-		_, err := installBackupDir(context.Background(), m, bdir, target, "")
+		_, err := installBackupDir(context.Background(), m, bdir, target, "", fmt.Sprintf("step%d", step))
 		restoreRename = os.Rename
 		if err == nil {
 			if step == 0 {
@@ -522,7 +522,7 @@ func TestRestoreInterruptedAtEveryRename(t *testing.T) {
 				t.Errorf("stopped before rename %d, opened with %+v: partitions %v, want all the old or all the new ones", step+1, opts, got)
 			}
 		}
-		if _, err := installBackupDir(context.Background(), m, bdir, target, ""); err != nil {
+		if _, err := installBackupDir(context.Background(), m, bdir, target, "", fmt.Sprintf("step%d-again", step)); err != nil {
 			t.Fatalf("stopped before rename %d: running the restore again: %v", step+1, err)
 		}
 		checkLayout(t, target, 4)
@@ -586,7 +586,7 @@ func TestRestoreStoppedBeforeRotationRefusedByServe(t *testing.T) {
 	target := t.TempDir()
 	seedDir(t, target, 2, "before")
 	// what restore --from does before it rotates the epochs
-	if _, err := installBackupDir(context.Background(), m, bdir, target, ""); err != nil {
+	if _, err := installBackupDir(context.Background(), m, bdir, target, "", "test"); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errOut := runCmdEnv(t, nil, "serve", "--data", target, "--listen", "127.0.0.1:0", "--dev-auth", "--drain-delay", "0s")

@@ -76,7 +76,7 @@ func TestVersionCommand(t *testing.T) {
 // git clone the VCS fields are stamped and compared too.
 func TestVersionOfBuiltBinary(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the binary; skipped in -short mode")
+		t.Skip("builds the binary: skipped in -short mode (run without -short)")
 	}
 	bin := filepath.Join(t.TempDir(), "synclane")
 	if out, err := exec.Command("go", "build", "-buildvcs=auto", "-o", bin, ".").CombinedOutput(); err != nil {

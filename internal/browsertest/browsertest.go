@@ -30,7 +30,7 @@ func Path(t testing.TB) string {
 	if os.Getenv(RequireEnv) == "1" {
 		t.Fatal(RequireEnv + "=1 but no chromium on PATH (apt-get install chromium chromium-driver)")
 	}
-	t.Skip("no chromium on PATH (apt-get install chromium chromium-driver; " + RequireEnv + "=1 makes this a failure)")
+	t.Skip("no chromium on PATH: install it (apt-get install chromium chromium-driver; chromium-browser or google-chrome on PATH also do); " + RequireEnv + "=1 makes this a failure")
 	return ""
 }
 

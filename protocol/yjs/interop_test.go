@@ -21,7 +21,7 @@ import (
 // SYNCLANE_REQUIRE_INTEROP=1.
 func TestYjsAppliesMergedUpdates(t *testing.T) {
 	if testing.Short() {
-		t.Skip("node check skipped in -short mode")
+		t.Skip("node check: skipped in -short mode (run without -short)")
 	}
 	require := os.Getenv("SYNCLANE_REQUIRE_INTEROP") == "1"
 	unavailable := func(format string, args ...any) {
@@ -29,7 +29,7 @@ func TestYjsAppliesMergedUpdates(t *testing.T) {
 		if require {
 			t.Fatalf("SYNCLANE_REQUIRE_INTEROP=1: "+format, args...)
 		}
-		t.Skipf(format, args...)
+		t.Skipf(format+" (install Node.js with npm, e.g. apt-get install nodejs npm, and let npm ci reach the registry; SYNCLANE_REQUIRE_INTEROP=1 makes this a failure)", args...)
 	}
 	dir, err := filepath.Abs(filepath.Join("testdata", "node"))
 	if err != nil {

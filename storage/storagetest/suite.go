@@ -304,11 +304,11 @@ func run(t *testing.T, roles []string, open func(t *testing.T) storage.Backend, 
 							t.Fatalf("the case needs %q, which is not a role of storage.Backend", r)
 						}
 						if !slices.Contains(has, r) {
-							t.Skipf("the backend has no %s role", r)
+							t.Skipf("the backend has no %s role (by design: no variable enables it)", r)
 						}
 					}
 					if tc.shared && share == nil {
-						t.Skip("needs two handles on one database (storagetest.RunShared)")
+						t.Skip("needs two handles on one database: runs under storagetest.RunShared only (by design: no variable enables it)")
 					}
 					b := open(t)
 					e := &env{t: t, b: b, ctx: t.Context()}

@@ -24,8 +24,13 @@ import (
 type MuxOptions struct {
 	Options
 	// Mount is the path prefix of the protocol routes ("" or "/" for the
-	// root): "/api" serves /api/sync, /api/segments/{id}, ... . /healthz,
-	// /readyz and /metrics stay at the root of the Mux.
+	// root): sync, operations and their watches, realtime, segments,
+	// blobs. GET /healthz, /readyz and /metrics stay at the root whatever
+	// the Mount: they are the process's, not the API's, so probes and
+	// scrapes aimed at the server's address keep working when the Mount
+	// changes (with Mount "/api": /api/sync, but /healthz, not
+	// /api/healthz). A proxy that exposes only the mount prefix reaches
+	// them at the server's own address.
 	Mount string
 	// Ready reports readiness for GET /readyz (default: always ready).
 	Ready func(ctx context.Context) error

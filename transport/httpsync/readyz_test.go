@@ -72,3 +72,39 @@ func TestReadyzHidesStorageErrors(t *testing.T) {
 		t.Errorf("the readiness probe answers the storage driver's error: %q", b)
 	}
 }
+
+// With a Mount the protocol routes move under it and /healthz, /readyz and
+// /metrics stay at the root (as MuxOptions.Mount documents).
+func TestMountKeepsProbesAtTheRoot(t *testing.T) {
+	sch := schema.MustDemo()
+	eng, err := engine.New(context.Background(), engine.Config{Schema: sch, Backend: memory.New().Backend(), Resolver: engine.AllowAll(sch)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	srv := httptest.NewServer(httpsync.NewMux(eng, httpsync.MuxOptions{Options: httpsync.Options{Auth: auth.DevAuth{}}, Mount: "/api/"}))
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		method, path string
+		want         int
+	}{
+		{"GET", "/healthz", http.StatusOK},
+		{"GET", "/readyz", http.StatusOK},
+		{"GET", "/metrics", http.StatusOK},
+		{"GET", "/api/healthz", http.StatusNotFound},
+		{"GET", "/api/readyz", http.StatusNotFound},
+		{"GET", "/api/metrics", http.StatusNotFound},
+		{"POST", "/sync", http.StatusNotFound},
+		{"POST", "/api/sync", http.StatusUnsupportedMediaType}, // routed: the handler wants the SSP2 content type
+	} {
+		req, _ := http.NewRequest(tc.method, srv.URL+tc.path, nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != tc.want {
+			t.Errorf("%s %s under Mount /api/: %d, want %d", tc.method, tc.path, res.StatusCode, tc.want)
+		}
+	}
+}

@@ -78,9 +78,9 @@ func Start(t testing.TB) *Server {
 	t.Helper()
 	bin := Binary()
 	if bin == "" {
-		msg := "etcdtest: no etcd binary (set SYNCLANE_ETCD_BIN, install Debian's etcd-server or put etcd on PATH)"
+		msg := "etcdtest: no etcd binary: set SYNCLANE_ETCD_BIN to one, apt-get install etcd-server (/usr/bin/etcd), or put etcd on PATH; SYNCLANE_REQUIRE_ETCD=1 makes this a failure"
 		if os.Getenv("SYNCLANE_REQUIRE_ETCD") == "1" {
-			t.Fatal(msg + " but SYNCLANE_REQUIRE_ETCD=1")
+			t.Fatal(msg + " (it is set)")
 		}
 		t.Skip(msg)
 	}

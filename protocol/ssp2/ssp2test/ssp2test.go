@@ -18,7 +18,7 @@ import (
 // SYNCLANE_REQUIRE_VECTORS=1.
 func VectorsDir(t testing.TB) string {
 	t.Helper()
-	return vectorsDir(t, "SSP2_VECTORS", "ssp2-vectors")
+	return vectorsDir(t, "SSP2_VECTORS", "ssp2-vectors", "wire versions 1 and 2: the 0.15.48 release")
 }
 
 // VectorsV3Dir returns the wire v3 golden-vector directory (request,
@@ -27,22 +27,31 @@ func VectorsDir(t testing.TB) string {
 // when absent exactly as VectorsDir.
 func VectorsV3Dir(t testing.TB) string {
 	t.Helper()
-	return vectorsDir(t, "SSP2_VECTORS_V3", "ssp2-vectors-v3")
+	return vectorsDir(t, "SSP2_VECTORS_V3", "ssp2-vectors-v3", "wire version 3: main")
 }
 
-func vectorsDir(t testing.TB, env, name string) string {
+// vectorsDir finds the vectors of env (default ../shared/<name>); a
+// missing directory skips t with a message naming env, where the vectors
+// come from (source: which revision of the public repository) and the
+// variable that turns the skip into a failure.
+func vectorsDir(t testing.TB, env, name, source string) string {
 	t.Helper()
+	how := func(dir string) string {
+		return "SSP2 vectors not found at " + dir + ": set " + env + " to the spec/vectors directory of a clone of " +
+			"https://github.com/syncular/syncular (" + source + "), or put that directory at ../shared/" + name +
+			" next to this repository; SYNCLANE_REQUIRE_VECTORS=1 makes this a failure (README: what the tests skip)"
+	}
 	dir := os.Getenv(env)
 	if dir == "" {
 		root, err := moduleRoot()
 		if err != nil {
-			missing(t, "cannot locate module root: "+err.Error())
+			missing(t, how("../shared/"+name)+" (cannot locate the module root: "+err.Error()+")")
 			return ""
 		}
 		dir = filepath.Join(root, "..", "shared", name)
 	}
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		missing(t, "SSP2 vectors not found at "+dir+" (set "+env+")")
+		missing(t, how(dir))
 		return ""
 	}
 	return dir

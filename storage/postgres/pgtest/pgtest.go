@@ -27,7 +27,7 @@ func URL(t testing.TB) string {
 		if os.Getenv("SYNCLANE_REQUIRE_POSTGRES") == "1" {
 			t.Fatal("SYNCLANE_REQUIRE_POSTGRES=1 but SYNCLANE_TEST_POSTGRES is unset")
 		}
-		t.Skip("SYNCLANE_TEST_POSTGRES is unset; skipping PostgreSQL test")
+		t.Skip("PostgreSQL not configured: set SYNCLANE_TEST_POSTGRES to a pgx URL of a database the tests may create schemas in (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable); SYNCLANE_REQUIRE_POSTGRES=1 makes this a failure")
 	}
 	return u
 }

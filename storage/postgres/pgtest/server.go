@@ -61,7 +61,7 @@ func StartServer(t testing.TB) *Server {
 		}
 	}
 	if s.bin == "" {
-		t.Skip("pgtest: no initdb and pg_ctl found (set SYNCLANE_TEST_PG_BIN); skipping the throwaway-server test")
+		t.Skip("pgtest: no initdb and pg_ctl found for the throwaway-server test: set SYNCLANE_TEST_PG_BIN to the directory holding them (e.g. /usr/lib/postgresql/17/bin), or apt-get install postgresql")
 	}
 	dir, err := os.MkdirTemp("", "synclane-pg-")
 	if err != nil {
@@ -102,7 +102,7 @@ func unprivileged(t testing.TB) *syscall.Credential {
 		gid, _ := strconv.ParseUint(u.Gid, 10, 32)
 		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
-	t.Skip("pgtest: running as root and no unprivileged user (postgres, nobody) to run a throwaway server")
+	t.Skip("pgtest: running as root and no unprivileged user (postgres, nobody) to run a throwaway server (no variable enables it: run the tests as a non-root user, or create user postgres)")
 	return nil
 }
 
