@@ -112,26 +112,10 @@ func (s *Store) PutClient(ctx context.Context, partition string, recs ...storage
 		if fenced {
 			// The share lock comes first (a push's order: registry row,
 			// then client records) and holds until the commit.
-			b.Queue(s.q.shareOwner, partition).QueryRow(func(row pgx.Row) error {
-				if err := row.Scan(&gen); !errors.Is(err, pgx.ErrNoRows) {
-					return err
-				}
-				return nil
-			})
+			s.queueShareOwner(b, partition, &gen)
 		}
 		s.queueClients(b, partition, keep)
-		tx, err := s.pool.Begin(ctx)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback(ctx) //nolint:errcheck // no-op after Commit
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return err
-		}
-		if err := checkFence(ctx, partition, gen); err != nil {
-			return err // the deferred rollback undoes the upserts
-		}
-		return tx.Commit(ctx)
+		return s.sendBatchIn(ctx, b, func() error { return checkFence(ctx, partition, gen) })
 	})
 	if err != nil {
 		return err
@@ -169,30 +153,14 @@ WHERE partition = $1 AND client_id = $2 AND actor_id = $5
 		n = 0
 		b := &pgx.Batch{}
 		var gen int64 // stays 0 when the partition has no registry row
-		b.Queue(s.q.shareOwner, partition).QueryRow(func(row pgx.Row) error {
-			if err := row.Scan(&gen); !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
-			return nil
-		})
+		s.queueShareOwner(b, partition, &gen)
 		for _, a := range keep {
 			b.Queue(update, partition, a.ClientID, a.Cursor, a.AtMs, a.ActorID, logEpoch).Exec(func(ct pgconn.CommandTag) error {
 				n += int(ct.RowsAffected())
 				return nil
 			})
 		}
-		tx, err := s.pool.Begin(ctx)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback(ctx) //nolint:errcheck // no-op after Commit
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return err
-		}
-		if err := checkFence(ctx, partition, gen); err != nil {
-			return err // the deferred rollback undoes the updates
-		}
-		return tx.Commit(ctx)
+		return s.sendBatchIn(ctx, b, func() error { return checkFence(ctx, partition, gen) })
 	})
 	if err != nil {
 		return 0, err
@@ -243,19 +211,13 @@ func (s *Store) HandOverClients(ctx context.Context, partition, logEpoch string,
 					return nil
 				})
 		}
-		tx, err := s.pool.Begin(ctx)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback(ctx) //nolint:errcheck // no-op after Commit
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return err
-		}
-		if epoch != logEpoch {
-			n = 0
-			return nil // the deferred rollback undoes the upserts
-		}
-		return tx.Commit(ctx)
+		return s.sendBatchIn(ctx, b, func() error {
+			if epoch != logEpoch {
+				n = 0
+				return errNoCommit // nothing of it is kept
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		return 0, err
@@ -353,4 +315,42 @@ func (s *Store) BindClient(ctx context.Context, partition, clientID, actorID str
 		return "", err
 	}
 	return bound, nil
+}
+
+// queueShareOwner queues the share lock on partition's registry row that
+// fenced client writes take first (a push's order: registry row, then
+// client records), scanning its ownership generation into gen (left 0
+// when the partition has no registry row).
+func (s *Store) queueShareOwner(b *pgx.Batch, partition string, gen *int64) {
+	b.Queue(s.q.shareOwner, partition).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(gen); !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		return nil
+	})
+}
+
+// errNoCommit is what sendBatchIn's decide returns to roll the batch back
+// and report success.
+var errNoCommit = errors.New("postgres: roll the batch back")
+
+// sendBatchIn sends b in one transaction of the pool (one round trip),
+// then asks decide: nil commits it; errNoCommit rolls it back and returns
+// nil; any other error rolls it back and is returned.
+func (s *Store) sendBatchIn(ctx context.Context, b *pgx.Batch, decide func() error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after Commit
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	if err := decide(); err != nil {
+		if errors.Is(err, errNoCommit) {
+			return nil
+		}
+		return err
+	}
+	return tx.Commit(ctx)
 }
