@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -17,7 +18,9 @@ import (
 	"github.com/synclane/synclane/protocol/ssp2"
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/memory"
+	"github.com/synclane/synclane/storage/postgres/pgtest"
 	"github.com/synclane/synclane/storage/segstore"
+	"github.com/synclane/synclane/storage/segstore/pgseg"
 	"github.com/synclane/synclane/storage/segstore/sqlitefile"
 	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httpsync"
@@ -64,8 +67,9 @@ func benchSegmentBytes(n int) []byte {
 // BenchmarkSegmentDownloadEncoded measures the server's CPU for one
 // download of a 10 MB rows segment through SegmentHandler (auth, the
 // publication check, the bytes written to a response that drops them) by
-// a client accepting zstd, gzip or neither (identity), on the in-memory
-// and the embedded (SQLite file) segment stores, served from the store
+// a client accepting zstd, gzip or neither (identity), on the in-memory,
+// the embedded (SQLite file) and, with SYNCLANE_TEST_POSTGRES, the
+// PostgreSQL segment stores, served from the store
 // (hot set off) and from memory (hot set on, a storm's later downloads).
 func BenchmarkSegmentDownloadEncoded(b *testing.B) {
 	const size = 10 << 20
@@ -82,6 +86,18 @@ func BenchmarkSegmentDownloadEncoded(b *testing.B) {
 			}
 			return s
 		}},
+	}
+	if os.Getenv("SYNCLANE_TEST_POSTGRES") != "" {
+		stores = append(stores, struct {
+			name string
+			open func(b *testing.B) segstore.Store
+		}{"postgres", func(b *testing.B) segstore.Store {
+			s, err := pgseg.Open(context.Background(), pgtest.Open(b).Pool())
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s
+		}})
 	}
 	for _, st := range stores {
 		for _, hot := range []struct {
