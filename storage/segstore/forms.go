@@ -240,6 +240,9 @@ func (c *Cache) Form(ctx context.Context, id, enc string, size int64, src func()
 	}
 	c.formsBuilt.Add(1)
 	out = Form{Encoding: enc, Data: data, Size: int64(len(data))}
+	// Kept even when this download's client has gone: the form serves
+	// the next ones.
+	ctx = context.WithoutCancel(ctx)
 	if perr := fs.PutForm(ctx, id, enc, data); perr != nil {
 		if !errors.Is(perr, ErrNotFound) {
 			c.log.Warn("storing a segment's encoded form failed; sent unstored", zap.String("segment", id), zap.String("encoding", enc), zap.Error(perr))
