@@ -1,6 +1,7 @@
 package segments
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -248,4 +249,25 @@ func (s *Service) GetSigned(ctx context.Context, segmentID, token string) (*Segm
 	}, func(m segstore.Meta) bool {
 		return m.ScopeDigest == cl.ScopeDigest
 	}, syncerr.New(syncerr.Forbidden, "the signed segment URL does not match segment %s", syncerr.Quote(segmentID)))
+}
+
+// Form returns seg's form in encoding enc ("zstd" or "gzip"), built once
+// per segment and encoding from its bytes and stored beside them (see
+// segstore.Cache.Form): the download sends it as it is. The form is
+// returned even when the store did not keep it; an error (the store keeps
+// no forms, or could not be read) leaves seg as it was, for the caller to
+// compress itself. The caller closes the form.
+func (s *Service) Form(ctx context.Context, seg *Segment, enc string) (segstore.Form, error) {
+	size := seg.Meta.ByteLength
+	if seg.File == nil {
+		size = int64(len(seg.Data))
+	}
+	return s.segments.Form(ctx, seg.Meta.ID, enc, size, func() io.Reader {
+		if seg.File != nil {
+			// ReadAt leaves the file's offset at its start, for the
+			// caller's fallback.
+			return io.NewSectionReader(seg.File, 0, size)
+		}
+		return bytes.NewReader(seg.Data)
+	})
 }

@@ -85,6 +85,15 @@ type Stats struct {
 	// InlineReused counts inline pages answered from memory (InlinePage)
 	// instead of being encoded again.
 	InlineReused uint64 `json:"inlineReused"`
+	// FormsBuilt counts encoded forms (zstd, gzip) built from a segment's
+	// bytes (Form): once per segment and encoding while the store keeps
+	// it. FormsServed counts downloads answered with a form already built
+	// (stored, or built by a concurrent download). FormsUnstored counts
+	// forms built but not kept (the quota refused them, or the store
+	// failed): sent once, built again by the next such download.
+	FormsBuilt    uint64 `json:"formsBuilt"`
+	FormsServed   uint64 `json:"formsServed"`
+	FormsUnstored uint64 `json:"formsUnstored"`
 }
 
 // Cache is the segment service every partition of a process shares: TTL,
@@ -101,9 +110,11 @@ type Cache struct {
 	hot    *hotSet     // nil: none (KeepHot)
 	inline *inlineSet  // nil: none (KeepInline)
 	quota  *quotaState // nil: unbounded (SetQuota)
+	forms  map[string]*formFlight
 
 	built, reused, served, servedBytes, expired, bypassed atomic.Uint64
 	encoded, inlineReused                                 atomic.Uint64
+	formsBuilt, formsServed, formsUnstored                atomic.Uint64
 }
 
 type flight struct {
@@ -410,7 +421,8 @@ func (c *Cache) quotaPass(ctx context.Context) {
 func (c *Cache) Stats() Stats {
 	return Stats{Built: c.built.Load(), Reused: c.reused.Load(), Served: c.served.Load(),
 		ServedBytes: c.servedBytes.Load(), Expired: c.expired.Load(), Bypassed: c.bypassed.Load(),
-		Encoded: c.encoded.Load(), InlineReused: c.inlineReused.Load()}
+		Encoded: c.encoded.Load(), InlineReused: c.inlineReused.Load(),
+		FormsBuilt: c.formsBuilt.Load(), FormsServed: c.formsServed.Load(), FormsUnstored: c.formsUnstored.Load()}
 }
 
 // CountEncoded records one bootstrap page or SQLite image encoded from

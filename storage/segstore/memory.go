@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"sync"
 )
 
@@ -18,8 +19,21 @@ type Memory struct {
 
 // memSegment is the record of one segment id.
 type memSegment struct {
-	data []byte // nil once the bytes were dropped (swept, evicted)
-	pubs map[[2]string]*Meta
+	data  []byte            // nil once the bytes were dropped (swept, evicted)
+	forms map[string][]byte // encoding → encoded form; dropped with data
+	pubs  map[[2]string]*Meta
+}
+
+// drop drops the segment's bytes and forms.
+func (g *memSegment) drop() { g.data, g.forms = nil, nil }
+
+// formBytes is the size of the segment's forms.
+func (g *memSegment) formBytes() int64 {
+	var n int64
+	for _, f := range g.forms {
+		n += int64(len(f))
+	}
+	return n
 }
 
 // NewMemory returns an empty in-memory Store.
@@ -89,7 +103,7 @@ func (s *Memory) Held(context.Context) ([]Held, error) {
 		if g.data == nil {
 			continue
 		}
-		h := Held{ID: id, Bytes: int64(len(g.data))}
+		h := Held{ID: id, Bytes: int64(len(g.data)) + g.formBytes()}
 		for _, m := range g.pubs {
 			h.CreatedAtMs = max(h.CreatedAtMs, m.CreatedAtMs)
 			h.ExpiresAtMs = max(h.ExpiresAtMs, m.ExpiresAtMs)
@@ -106,7 +120,7 @@ func (s *Memory) Evict(_ context.Context, ids []string) (int, error) {
 	n := 0
 	for _, id := range ids {
 		if g := s.segs[id]; g != nil && g.data != nil {
-			g.data = nil
+			g.drop()
 			n++
 		}
 	}
@@ -154,11 +168,50 @@ func (s *Memory) Sweep(_ context.Context, nowMs, forgetBeforeMs int64) (int, err
 			}
 		}
 		if !live && g.data != nil {
-			g.data = nil
+			g.drop()
 			n++
 		}
 	}
 	return n, nil
+}
+
+// PutForm implements FormStore; it keeps data itself.
+func (s *Memory) PutForm(_ context.Context, id, enc string, data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.segs[id]
+	if g == nil || g.data == nil {
+		return ErrNotFound
+	}
+	if _, ok := g.forms[enc]; ok {
+		return nil
+	}
+	if g.forms == nil {
+		g.forms = map[string][]byte{}
+	}
+	g.forms[enc] = data
+	return nil
+}
+
+// OpenForm implements FormStore: the form in memory, never a file.
+func (s *Memory) OpenForm(_ context.Context, id, enc string) ([]byte, *os.File, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.segs[id]
+	if g == nil || g.forms[enc] == nil {
+		return nil, nil, ErrNotFound
+	}
+	return g.forms[enc], nil, nil
+}
+
+// DropForm implements FormStore.
+func (s *Memory) DropForm(_ context.Context, id, enc string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g := s.segs[id]; g != nil {
+		delete(g.forms, enc)
+	}
+	return nil
 }
 
 // Close implements Store.

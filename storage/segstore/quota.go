@@ -112,6 +112,20 @@ func (c *Cache) touch(id string, pin bool) {
 // fresh was stored. When the pinned segments alone exceed it, fresh is
 // evicted again (unless pinned) and ErrFull returned.
 func (c *Cache) enforceQuota(ctx context.Context, fresh string, freshBytes int64) error {
+	return c.enforce(ctx, fresh, freshBytes, nil, "")
+}
+
+// enforceQuotaForm is enforceQuota after the enc form (formBytes) of
+// segment id was stored. A form is never worth a segment: when evicting
+// every segment that may go would not bring the store within its quota,
+// the form is dropped again (ErrFull) and nothing is evicted for it; the
+// segment itself is never evicted for its own form.
+func (c *Cache) enforceQuotaForm(ctx context.Context, fs FormStore, id, enc string, formBytes int64) error {
+	return c.enforce(ctx, id, formBytes, fs, enc)
+}
+
+// enforce is enforceQuota (form "") or enforceQuotaForm.
+func (c *Cache) enforce(ctx context.Context, fresh string, freshBytes int64, fs FormStore, form string) error {
 	qs := c.quota
 	if qs == nil {
 		return nil
@@ -123,7 +137,10 @@ func (c *Cache) enforceQuota(ctx context.Context, fresh string, freshBytes int64
 	// A build needs no full pass when the estimate stays within the quota
 	// and one ran in the last second (the gauges lag by at most that).
 	if fresh != "" && qs.synced && now-qs.lastPassMs < quotaRefreshMs {
-		b, f := qs.estBytes+freshBytes, qs.estFiles+1
+		b, f := qs.estBytes+freshBytes, qs.estFiles
+		if form == "" {
+			f++ // a form is no segment of its own
+		}
 		if (qs.q.MaxBytes <= 0 || b <= qs.q.MaxBytes) && (qs.q.MaxFiles <= 0 || f <= int64(qs.q.MaxFiles)) {
 			qs.estBytes, qs.estFiles = b, f
 			return nil
@@ -169,6 +186,25 @@ func (c *Cache) enforceQuota(ctx context.Context, fresh string, freshBytes int64
 		}
 	}
 	qs.mu.Unlock()
+	formRefused := false
+	if form != "" && over() {
+		// Would evicting every segment that may go make room? If not,
+		// the form goes instead, before anything is evicted for it.
+		rb, rf := bytes, files
+		for _, k := range cands {
+			if k.h.ID != fresh && (k.expired || !k.pinned) {
+				rb -= k.h.Bytes
+				rf--
+			}
+		}
+		if (qs.q.MaxBytes > 0 && rb > qs.q.MaxBytes) || (qs.q.MaxFiles > 0 && rf > qs.q.MaxFiles) {
+			if err := fs.DropForm(ctx, fresh, form); err != nil {
+				return fmt.Errorf("segstore: quota: drop form: %w", err)
+			}
+			bytes -= freshBytes
+			formRefused = true
+		}
+	}
 	if over() {
 		slices.SortFunc(cands, func(a, b cand) int {
 			if a.expired != b.expired {
@@ -185,7 +221,7 @@ func (c *Cache) enforceQuota(ctx context.Context, fresh string, freshBytes int64
 			if !over() {
 				break
 			}
-			if k.h.ID == fresh && !k.expired {
+			if k.h.ID == fresh && (!k.expired || form != "") {
 				h := k.h
 				freshHeld = &h
 				continue
@@ -198,7 +234,7 @@ func (c *Cache) enforceQuota(ctx context.Context, fresh string, freshBytes int64
 			files--
 		}
 		full := false
-		if over() && freshHeld != nil && !slices.ContainsFunc(cands, func(k cand) bool { return k.h.ID == fresh && k.pinned }) {
+		if over() && form == "" && freshHeld != nil && !slices.ContainsFunc(cands, func(k cand) bool { return k.h.ID == fresh && k.pinned }) {
 			victims = append(victims, fresh)
 			bytes -= freshHeld.Bytes
 			files--
@@ -231,6 +267,9 @@ func (c *Cache) enforceQuota(ctx context.Context, fresh string, freshBytes int64
 	qs.bytes.Store(bytes)
 	qs.files.Store(int64(files))
 	qs.estBytes, qs.estFiles, qs.synced = bytes, int64(files), true
+	if formRefused {
+		return ErrFull
+	}
 	return nil
 }
 

@@ -12,7 +12,9 @@
 // the data) and pgseg (any process sharing the database can serve a
 // segment another built). SQLite images are built by sqliteimage. Cache
 // adds the TTL, single-flight building, the expiry sweep and the metrics
-// on top of any backend.
+// on top of any backend, and the compressed forms of segments (Form:
+// built once per segment and encoding, stored beside the bytes by a
+// FormStore, bounded by the quota).
 package segstore
 
 import (

@@ -2,6 +2,7 @@ package httpsync
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/engine/segments"
 	"github.com/synclane/synclane/protocol/syncerr"
+	"github.com/synclane/synclane/storage/segstore"
 	"github.com/synclane/synclane/transport/auth"
 	"github.com/synclane/synclane/transport/httperr"
 )
@@ -30,7 +32,10 @@ const ScopesHeader = "X-Syncular-Scopes"
 // another partition or an older epoch, get the same 404 sync.not_found;
 // expired ones 404 sync.segment_expired. Answers carry ETag "<id>",
 // honour If-None-Match with 304, and are compressed zstd, then gzip, then
-// identity (segments are stored uncompressed, so never twice).
+// identity: a compressed download sends the segment's form in that
+// encoding, built on its first such download and stored beside the
+// segment (so a segment is compressed once per encoding, not once per
+// download), or compresses it on the fly when the store keeps no forms.
 type SegmentHandler struct {
 	eng  *engine.Engine
 	opts Options
@@ -127,6 +132,30 @@ func (h *SegmentHandler) answer(w http.ResponseWriter, r *http.Request, rid, par
 			h.opts.Logger.Debug("segment download aborted", zap.String("request_id", rid), zap.Error(werr))
 		}
 		return
+	}
+	enc := pickEncoding(r.Header.Get("Accept-Encoding"))
+	if form, ferr := h.eng.Segments().Form(r.Context(), seg, enc); ferr == nil {
+		// The segment's stored form (built on its first download in enc):
+		// sent as it is, with its length, a file through sendfile.
+		defer form.Close()
+		hdr.Set("Content-Encoding", enc)
+		hdr.Set("Content-Length", strconv.FormatInt(form.Size, 10))
+		w.WriteHeader(http.StatusOK)
+		var werr error
+		switch rf, ok := w.(io.ReaderFrom); {
+		case form.File == nil:
+			_, werr = w.Write(form.Data)
+		case ok:
+			_, werr = rf.ReadFrom(form.File)
+		default:
+			_, werr = io.Copy(w, form.File)
+		}
+		if werr != nil {
+			h.opts.Logger.Debug("segment download aborted", zap.String("request_id", rid), zap.Error(werr))
+		}
+		return
+	} else if !errors.Is(ferr, segstore.ErrNoForms) && !errors.Is(ferr, segstore.ErrNotFound) && r.Context().Err() == nil {
+		h.opts.Logger.Warn("segment form unavailable; compressing the download", zap.String("request_id", rid), zap.Error(ferr))
 	}
 	out := newAnswerWriter(w, w, r.Header.Get("Accept-Encoding"), h.opts.CompressMinBytes)
 	if seg.File != nil {

@@ -7,8 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -56,7 +58,11 @@ CREATE TABLE IF NOT EXISTS synclane_segment_publications (
   expires_at_ms BIGINT NOT NULL,
   PRIMARY KEY (partition, build_key));
 CREATE INDEX IF NOT EXISTS synclane_segment_publications_by_id ON synclane_segment_publications (id, partition);
-CREATE INDEX IF NOT EXISTS synclane_segment_publications_by_expiry ON synclane_segment_publications (expires_at_ms)`
+CREATE INDEX IF NOT EXISTS synclane_segment_publications_by_expiry ON synclane_segment_publications (expires_at_ms);
+CREATE TABLE IF NOT EXISTS synclane_segment_forms (
+  id TEXT NOT NULL REFERENCES synclane_segment_objects (id) ON DELETE CASCADE,
+  enc TEXT NOT NULL, byte_length BIGINT NOT NULL, data BYTEA NOT NULL,
+  PRIMARY KEY (id, enc))`
 
 // Open creates the segment tables if needed and returns the Store.
 // The pool stays the caller's to close.
@@ -223,7 +229,8 @@ func (s *Store) Sweep(ctx context.Context, nowMs, forgetBeforeMs int64) (int, er
 // Held implements segstore.Evicter: one row per object, its bytes
 // counted once.
 func (s *Store) Held(ctx context.Context) ([]segstore.Held, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, byte_length, created_at_ms, expires_at_ms FROM synclane_segment_objects`)
+	rows, err := s.pool.Query(ctx, `SELECT o.id, o.byte_length + coalesce((SELECT sum(f.byte_length) FROM synclane_segment_forms f WHERE f.id = o.id), 0),
+  o.created_at_ms, o.expires_at_ms FROM synclane_segment_objects o`)
 	if err != nil {
 		return nil, fmt.Errorf("segstore: held segments: %w", err)
 	}
@@ -243,3 +250,53 @@ func (s *Store) Evict(ctx context.Context, ids []string) (int, error) {
 
 // Close implements segstore.Store; the pool is not closed.
 func (s *Store) Close() error { return nil }
+
+// PutForm implements segstore.FormStore: one row of
+// synclane_segment_forms per segment and encoding, referencing the
+// segment's bytes (deleted with them: sweep, eviction). A form stored
+// already stays.
+func (s *Store) PutForm(ctx context.Context, id, enc string, data []byte) error {
+	if !segstore.ValidEncoding(enc) {
+		return fmt.Errorf("segstore: put form: encoding %q", enc)
+	}
+	tag, err := s.pool.Exec(ctx, `INSERT INTO synclane_segment_forms (id, enc, byte_length, data)
+SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM synclane_segment_objects WHERE id = $1)
+ON CONFLICT (id, enc) DO NOTHING`, id, enc, int64(len(data)), data)
+	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23503" { // the bytes went meanwhile
+			return segstore.ErrNotFound
+		}
+		return fmt.Errorf("segstore: put form %s %s: %w", id, enc, err)
+	}
+	if tag.RowsAffected() == 0 {
+		var one int
+		err := s.pool.QueryRow(ctx, `SELECT 1 FROM synclane_segment_forms WHERE id = $1 AND enc = $2`, id, enc).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return segstore.ErrNotFound // no bytes to build it beside
+		} else if err != nil {
+			return fmt.Errorf("segstore: put form %s %s: %w", id, enc, err)
+		}
+	}
+	return nil
+}
+
+// OpenForm implements segstore.FormStore: the form in memory.
+func (s *Store) OpenForm(ctx context.Context, id, enc string) ([]byte, *os.File, error) {
+	var data []byte
+	err := s.pool.QueryRow(ctx, `SELECT data FROM synclane_segment_forms WHERE id = $1 AND enc = $2`, id, enc).Scan(&data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, segstore.ErrNotFound
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("segstore: open form %s %s: %w", id, enc, err)
+	}
+	return data, nil, nil
+}
+
+// DropForm implements segstore.FormStore.
+func (s *Store) DropForm(ctx context.Context, id, enc string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM synclane_segment_forms WHERE id = $1 AND enc = $2`, id, enc); err != nil {
+		return fmt.Errorf("segstore: drop form %s %s: %w", id, enc, err)
+	}
+	return nil
+}

@@ -4,6 +4,7 @@
 package sqlitefile
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -63,6 +64,15 @@ import (
 type Store struct {
 	db  *sql.DB
 	dir string
+
+	mu       sync.Mutex
+	verified map[string]fileStamp // form file path → the file checked (see OpenForm)
+}
+
+// fileStamp identifies one write of a file.
+type fileStamp struct {
+	size int64
+	mod  time.Time
 }
 
 // orphanAge is how old a segment file no publication names must be before Sweep
@@ -82,7 +92,10 @@ const sqliteSchema = `CREATE TABLE IF NOT EXISTS segments (
   log_epoch TEXT NOT NULL DEFAULT '', schema_version INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (partition, build_key)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS segments_by_id ON segments (id, partition);
-CREATE INDEX IF NOT EXISTS segments_by_expiry ON segments (expires_at_ms);`
+CREATE INDEX IF NOT EXISTS segments_by_expiry ON segments (expires_at_ms);
+CREATE TABLE IF NOT EXISTS segment_forms (
+  id TEXT NOT NULL, enc TEXT NOT NULL, bytes INTEGER NOT NULL,
+  PRIMARY KEY (id, enc)) WITHOUT ROWID;`
 
 // fileIndex indexes publications by their file (shared by the
 // publications of one segment id).
@@ -124,7 +137,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("segstore: segment directory: %w", err)
 	}
-	return &Store{db: db, dir: dir}, nil
+	return &Store{db: db, dir: dir, verified: map[string]fileStamp{}}, nil
 }
 
 // migrate brings a segments.db of an earlier version to the current
@@ -362,6 +375,9 @@ func (s *Store) removeUnnamed(ctx context.Context, tx *sql.Tx, name string) (boo
 	if err != nil {
 		return false, nil
 	}
+	if err := s.dropForms(ctx, tx, name); err != nil {
+		return false, err
+	}
 	return os.Remove(path) == nil, nil
 }
 
@@ -432,6 +448,9 @@ func dead(pubs []segstore.Publication) []segstore.Publication {
 func (s *Store) dropFile(ctx context.Context, name string) {
 	_ = s.locked(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE segments SET data_file = NULL WHERE data_file = ?`, name); err != nil {
+			return err
+		}
+		if err := s.dropForms(ctx, tx, name); err != nil {
 			return err
 		}
 		if path, err := s.filePath(name); err == nil {
@@ -642,7 +661,8 @@ func (s *Store) removeOrphans(ctx context.Context, cutoff time.Time) error {
 		return nil
 	}
 	return s.locked(ctx, func(tx *sql.Tx) error {
-		files, err := queryStrings(ctx, tx, `SELECT data_file FROM segments WHERE data_file IS NOT NULL`)
+		files, err := queryStrings(ctx, tx, `SELECT data_file FROM segments WHERE data_file IS NOT NULL
+UNION ALL SELECT substr(id, 8) || '.seg.' || enc FROM segment_forms`)
 		if err != nil {
 			return err
 		}
@@ -657,9 +677,10 @@ func (s *Store) removeOrphans(ctx context.Context, cutoff time.Time) error {
 
 // Held implements segstore.Evicter: every segment id whose bytes the store
 // holds (expired or not), with the bytes of its one file (content-
-// addressed: all its publications share it).
+// addressed: all its publications share it) and of its encoded forms.
 func (s *Store) Held(ctx context.Context) ([]segstore.Held, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, max(byte_length), max(created_at_ms), max(expires_at_ms) FROM segments WHERE `+hasBytes+` GROUP BY id`)
+	rows, err := s.db.QueryContext(ctx, `SELECT id, max(byte_length) + coalesce((SELECT sum(f.bytes) FROM segment_forms f WHERE f.id = segments.id), 0),
+  max(created_at_ms), max(expires_at_ms) FROM segments WHERE `+hasBytes+` GROUP BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("segstore: held segments: %w", err)
 	}
@@ -702,3 +723,181 @@ func (s *Store) Evict(ctx context.Context, ids []string) (int, error) {
 
 // Close implements segstore.Store.
 func (s *Store) Close() error { return s.db.Close() }
+
+// formFileName is the name of the file holding the enc form of segment
+// id: its bytes' file name and the encoding ("<hex>.seg.zstd").
+func formFileName(id, enc string) (string, error) {
+	if !segstore.ValidEncoding(enc) {
+		return "", fmt.Errorf("segment form encoding %q", enc)
+	}
+	name, err := fileName(id)
+	if err != nil {
+		return "", err
+	}
+	return name + "." + enc, nil
+}
+
+// dropForms forgets the forms of the segment whose bytes' file is name
+// and removes their files (the bytes are going). Called under the write
+// lock (tx).
+func (s *Store) dropForms(ctx context.Context, tx *sql.Tx, name string) error {
+	hexID, ok := strings.CutSuffix(name, ".seg")
+	if !ok {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM segment_forms WHERE id = ?`, "sha256:"+hexID); err != nil {
+		return err
+	}
+	for _, enc := range []string{segstore.EncodingZstd, segstore.EncodingGzip} {
+		_ = os.Remove(filepath.Join(s.dir, name+"."+enc))
+	}
+	return nil
+}
+
+// PutForm implements segstore.FormStore: the form goes to the file named
+// after the segment's and the encoding (written to a temporary name, then,
+// under the write lock, renamed into place and recorded with its length)
+// while a publication still names the segment's bytes. A form recorded
+// already stays.
+func (s *Store) PutForm(ctx context.Context, id, enc string, data []byte) error {
+	name, err := formFileName(id, enc)
+	if err != nil {
+		return fmt.Errorf("segstore: put form: %w", err)
+	}
+	final := filepath.Join(s.dir, name)
+	tmp, err := writeTemp(final, data)
+	if err != nil {
+		return fmt.Errorf("segstore: put form %s %s: %w", id, enc, err)
+	}
+	defer os.Remove(tmp) // gone already once renamed into place
+	placed := false
+	err = s.locked(ctx, func(tx *sql.Tx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM segments WHERE id = ? AND `+hasBytes+` LIMIT 1`, id).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return segstore.ErrNotFound // the bytes went meanwhile
+		} else if err != nil {
+			return err
+		}
+		var n int64
+		err = tx.QueryRowContext(ctx, `SELECT bytes FROM segment_forms WHERE id = ? AND enc = ?`, id, enc).Scan(&n)
+		if err == nil || !errors.Is(err, sql.ErrNoRows) {
+			return err // nil: recorded already (another process built it)
+		}
+		if err := os.Rename(tmp, final); err != nil {
+			return err
+		}
+		placed = true
+		_, err = tx.ExecContext(ctx, `INSERT INTO segment_forms (id, enc, bytes) VALUES (?, ?, ?)`, id, enc, len(data))
+		return err
+	})
+	if err != nil {
+		if placed {
+			_ = os.Remove(final) // the record was rolled back
+		}
+		return fmt.Errorf("segstore: put form %s %s: %w", id, enc, err)
+	}
+	if placed {
+		if st, err := os.Stat(final); err == nil {
+			s.markVerified(final, st) // it holds what was just built
+		}
+	}
+	return nil
+}
+
+// OpenForm implements segstore.FormStore: the form's file, open at its
+// start, its length checked against the record on every open; the first
+// open of each file in a process also decodes it and checks the result
+// against the segment id (a form file, like a segment's, is not fsync'd:
+// one torn by a power loss is caught then, before the process serves it).
+// A missing, short or spoiled form is dropped (segstore.ErrNotFound: it is
+// built again).
+func (s *Store) OpenForm(ctx context.Context, id, enc string) ([]byte, *os.File, error) {
+	name, err := formFileName(id, enc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("segstore: open form: %w", err)
+	}
+	var n int64
+	err = s.db.QueryRowContext(ctx, `SELECT bytes FROM segment_forms WHERE id = ? AND enc = ?`, id, enc).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, segstore.ErrNotFound
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("segstore: open form: %w", err)
+	}
+	path := filepath.Join(s.dir, name)
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		_ = s.DropForm(ctx, id, enc)
+		return nil, nil, segstore.ErrNotFound
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("segstore: open form: %w", err)
+	}
+	ok, err := s.formUsable(f, path, n, id, enc)
+	if err != nil || !ok {
+		_ = f.Close()
+		if err != nil {
+			return nil, nil, fmt.Errorf("segstore: open form: %w", err)
+		}
+		_ = s.DropForm(ctx, id, enc)
+		return nil, nil, segstore.ErrNotFound
+	}
+	return nil, f, nil
+}
+
+// formUsable checks an open form file: its length n, and once per write
+// of the file in this process its decoding (leaving it at its start).
+func (s *Store) formUsable(f *os.File, path string, n int64, id, enc string) (bool, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	if st.Size() != n {
+		return false, nil
+	}
+	stamp := fileStamp{size: st.Size(), mod: st.ModTime()}
+	s.mu.Lock()
+	seen := s.verified[path] == stamp
+	s.mu.Unlock()
+	if seen {
+		return true, nil
+	}
+	ok, err := segstore.FormHolds(enc, bufio.NewReaderSize(struct{ io.Reader }{f}, 64<<10), id)
+	if err != nil || !ok {
+		return false, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return false, err
+	}
+	s.markVerified(path, st)
+	return true, nil
+}
+
+// markVerified records that the form file at path, as st describes it,
+// holds its segment's form.
+func (s *Store) markVerified(path string, st os.FileInfo) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.verified) >= 1<<16 {
+		clear(s.verified) // bounded: a file forgotten is checked again
+	}
+	s.verified[path] = fileStamp{size: st.Size(), mod: st.ModTime()}
+}
+
+// DropForm implements segstore.FormStore, under the write lock.
+func (s *Store) DropForm(ctx context.Context, id, enc string) error {
+	name, err := formFileName(id, enc)
+	if err != nil {
+		return fmt.Errorf("segstore: drop form: %w", err)
+	}
+	err = s.locked(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM segment_forms WHERE id = ? AND enc = ?`, id, enc); err != nil {
+			return err
+		}
+		_ = os.Remove(filepath.Join(s.dir, name))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("segstore: drop form %s %s: %w", id, enc, err)
+	}
+	return nil
+}

@@ -1,12 +1,14 @@
 package sqlitefile_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -300,5 +302,101 @@ func TestSQLiteFileOpensAnOlderFile(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSQLiteFileForms: a segment's forms are files beside its bytes that
+// the orphan sweep keeps (their records name them) and the eviction of the
+// bytes removes; a form file found short, or spoiled when a process first
+// opens it, is dropped (ErrNotFound: built again), never served.
+func TestSQLiteFileForms(t *testing.T) {
+	ctx := context.Background()
+	s, path, dir := openSQLiteFile(t)
+	data := []byte("segment bytes, segment bytes, segment bytes, segment bytes")
+	m := metaFor("p", "k", data, 1000, 50_000)
+	if err := s.Put(ctx, m, data); err != nil {
+		t.Fatal(err)
+	}
+	for _, enc := range []string{segstore.EncodingZstd, segstore.EncodingGzip} {
+		form, err := segstore.Encode(enc, bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutForm(ctx, m.ID, enc, form); err != nil {
+			t.Fatal(err)
+		}
+	}
+	zpath := filepath.Join(dir, strings.TrimPrefix(m.ID, "sha256:")+".seg.zstd")
+	gpath := filepath.Join(dir, strings.TrimPrefix(m.ID, "sha256:")+".seg.gzip")
+	old := time.Now().Add(-2 * time.Hour)
+	for _, f := range []string{zpath, gpath} {
+		if err := os.Chtimes(f, old, old); err != nil {
+			t.Fatalf("form file %s: %v", f, err)
+		}
+	}
+	if _, err := s.Sweep(ctx, 2000, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := segFiles(t, dir); len(got) != 3 {
+		t.Fatalf("after the orphan sweep the directory holds %v, want the segment and its two forms", got)
+	}
+	held, err := s.Held(ctx)
+	if err != nil || len(held) != 1 {
+		t.Fatalf("Held = %+v, %v", held, err)
+	}
+	zst, _ := os.Stat(zpath)
+	gst, _ := os.Stat(gpath)
+	if want := int64(len(data)) + zst.Size() + gst.Size(); held[0].Bytes != want {
+		t.Fatalf("Held bytes %d, want %d (the segment and its forms)", held[0].Bytes, want)
+	}
+	// Another process opening the store checks each form on first open:
+	// a zstd file altered in place (same length) and a gzip file cut
+	// short are both dropped.
+	other, err := sqlitefile.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	b, _ := os.ReadFile(zpath)
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(zpath, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(gpath, gst.Size()-1); err != nil {
+		t.Fatal(err)
+	}
+	for _, enc := range []string{segstore.EncodingZstd, segstore.EncodingGzip} {
+		if _, f, err := other.OpenForm(ctx, m.ID, enc); !errors.Is(err, segstore.ErrNotFound) {
+			if f != nil {
+				_ = f.Close()
+			}
+			t.Fatalf("spoiled %s form: %v, want ErrNotFound", enc, err)
+		}
+	}
+	if got := segFiles(t, dir); len(got) != 1 {
+		t.Fatalf("after dropping the spoiled forms the directory holds %v", got)
+	}
+	// Stored again, then evicted with the bytes.
+	form, _ := segstore.Encode(segstore.EncodingZstd, bytes.NewReader(data), int64(len(data)))
+	if err := other.PutForm(ctx, m.ID, segstore.EncodingZstd, form); err != nil {
+		t.Fatal(err)
+	}
+	_, f, err := s.OpenForm(ctx, m.ID, segstore.EncodingZstd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(f)
+	_ = f.Close()
+	if !bytes.Equal(got, form) {
+		t.Fatal("the form read back differs")
+	}
+	if n, err := s.Evict(ctx, []string{m.ID}); err != nil || n != 1 {
+		t.Fatalf("Evict = %d, %v", n, err)
+	}
+	if got := segFiles(t, dir); len(got) != 0 {
+		t.Fatalf("after the eviction the directory holds %v", got)
+	}
+	if _, _, err := s.OpenForm(ctx, m.ID, segstore.EncodingZstd); !errors.Is(err, segstore.ErrNotFound) {
+		t.Fatalf("form of an evicted segment: %v", err)
 	}
 }
