@@ -28,6 +28,16 @@ var (
 	binErr  error
 )
 
+// TestMain removes the binary synclaneBinary built (its temporary
+// directory) once the package's tests have run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 func synclaneBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
