@@ -86,8 +86,10 @@ func prepareTable(ctx context.Context, c *sql.Conn, t *schema.Table) (*tableStmt
 		q   string
 	}{
 		{&ts.get, fmt.Sprintf("SELECT %s FROM %s WHERE partition_id = ? AND %s = ?", ts.txSelectCols, tn, pk)},
-		{&ts.upsert, fmt.Sprintf("INSERT INTO %s (partition_id, %s) VALUES (?%s) ON CONFLICT(partition_id, %s) DO UPDATE SET %s, _sync_version = excluded._sync_version, %s = excluded.%s",
-			tn, ts.txSelectCols, strings.Repeat(", ?", len(t.Columns)+2), pk, strings.Join(sets, ", "), columnVersionsCol, columnVersionsCol)},
+		// sets is empty for a table whose only column is its primary key.
+		{&ts.upsert, fmt.Sprintf("INSERT INTO %s (partition_id, %s) VALUES (?%s) ON CONFLICT(partition_id, %s) DO UPDATE SET %s",
+			tn, ts.txSelectCols, strings.Repeat(", ?", len(t.Columns)+2), pk,
+			strings.Join(append(sets, "_sync_version = excluded._sync_version", columnVersionsCol+" = excluded."+columnVersionsCol), ", "))},
 		{&ts.drop, fmt.Sprintf("DELETE FROM %s WHERE partition_id = ? AND %s = ?", tn, pk)},
 	}
 	for _, q := range qs {
