@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 
@@ -117,18 +118,7 @@ func (h *SegmentHandler) answer(w http.ResponseWriter, r *http.Request, rid, par
 		// Identity: the length is known, so no chunked encoding, and a
 		// segment file goes straight to the socket (sendfile), never
 		// through a page-sized buffer.
-		hdr.Set("Content-Length", strconv.FormatInt(size, 10))
-		w.WriteHeader(http.StatusOK)
-		var werr error
-		switch rf, ok := w.(io.ReaderFrom); {
-		case seg.File == nil:
-			_, werr = w.Write(seg.Data)
-		case ok:
-			_, werr = rf.ReadFrom(seg.File)
-		default:
-			_, werr = io.Copy(w, seg.File)
-		}
-		if werr != nil {
+		if werr := writeSized(w, size, seg.Data, seg.File); werr != nil {
 			h.opts.Logger.Debug("segment download aborted", zap.String("request_id", rid), zap.Error(werr))
 		}
 		return
@@ -139,18 +129,7 @@ func (h *SegmentHandler) answer(w http.ResponseWriter, r *http.Request, rid, par
 		// sent as it is, with its length, a file through sendfile.
 		defer form.Close()
 		hdr.Set("Content-Encoding", enc)
-		hdr.Set("Content-Length", strconv.FormatInt(form.Size, 10))
-		w.WriteHeader(http.StatusOK)
-		var werr error
-		switch rf, ok := w.(io.ReaderFrom); {
-		case form.File == nil:
-			_, werr = w.Write(form.Data)
-		case ok:
-			_, werr = rf.ReadFrom(form.File)
-		default:
-			_, werr = io.Copy(w, form.File)
-		}
-		if werr != nil {
+		if werr := writeSized(w, form.Size, form.Data, form.File); werr != nil {
 			h.opts.Logger.Debug("segment download aborted", zap.String("request_id", rid), zap.Error(werr))
 		}
 		return
@@ -180,4 +159,22 @@ func etagMatches(header, etag string) bool {
 		}
 	}
 	return false
+}
+
+// writeSized answers 200 with a body of size bytes: data when file is
+// nil, else file, which goes to the socket through ReadFrom (sendfile)
+// when the writer has it, never through a page-sized buffer.
+func writeSized(w http.ResponseWriter, size int64, data []byte, file *os.File) error {
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	w.WriteHeader(http.StatusOK)
+	if file == nil {
+		_, err := w.Write(data)
+		return err
+	}
+	if rf, ok := w.(io.ReaderFrom); ok {
+		_, err := rf.ReadFrom(file)
+		return err
+	}
+	_, err := io.Copy(w, file)
+	return err
 }
