@@ -28,16 +28,39 @@ type Segment struct {
 	// File, when not nil, holds the uncompressed segment: Meta.ByteLength
 	// bytes, already checked against Meta.ID, read from its start.
 	File *os.File
+	// Form, when not nil, is the segment's stored form in the encoding
+	// the caller asked for (FormWanted): the download sends it, and Data
+	// and File are both nil (the segment's own bytes were not read).
+	Form *segstore.Form
 }
 
-// Close releases the segment's file, if it has one.
+// FormWanted asks GetForm or GetSignedForm for a segment's stored form in
+// Encoding ("zstd" or "gzip"; "" for none) when the segment has at least
+// MinBytes: a download whose client accepts that encoding.
+type FormWanted struct {
+	Encoding string
+	MinBytes int64
+}
+
+// Close releases the segment's file and its form's, if it has them.
 func (s *Segment) Close() error {
-	if s == nil || s.File == nil {
+	if s == nil {
 		return nil
+	}
+	var err error
+	if s.Form != nil {
+		err = s.Form.Close()
+		s.Form = nil
+	}
+	if s.File == nil {
+		return err
 	}
 	f := s.File
 	s.File = nil
-	return f.Close()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Bytes returns the segment's bytes, reading (and closing) its file if it
@@ -79,6 +102,15 @@ func notFound(segmentID string) error {
 // epoch: the same answer), sync.segment_expired (the caller's partition
 // and epoch published it but no such publication is live; pull again).
 func (s *Service) Get(ctx context.Context, id access.Identity, segmentID string, requested map[string][]string) (*Segment, error) {
+	return s.GetForm(ctx, id, segmentID, requested, FormWanted{})
+}
+
+// GetForm is Get for a download that accepts want.Encoding: every check
+// Get makes is made, from the segment's publications, and when the store
+// holds the segment's form in that encoding (and the segment has at least
+// want.MinBytes) the Segment carries it in Form, the segment's own bytes
+// neither read nor hashed. Otherwise it answers as Get.
+func (s *Service) GetForm(ctx context.Context, id access.Identity, segmentID string, requested map[string][]string, want FormWanted) (*Segment, error) {
 	if id.Partition == "" || id.ActorID == "" {
 		return nil, syncerr.New(syncerr.AuthRequired, "request has no authenticated actor or partition")
 	}
@@ -111,7 +143,7 @@ func (s *Service) Get(ctx context.Context, id access.Identity, segmentID string,
 		return d
 	}
 	epochs := s.epochs()
-	return s.serve(ctx, id.Partition, segmentID, func(ctx context.Context, m segstore.Meta) (bool, error) {
+	return s.serve(ctx, id.Partition, segmentID, want, func(ctx context.Context, m segstore.Meta) (bool, error) {
 		ep, err := epochs(ctx, m.Partition)
 		return m.Partition == id.Partition && ep != "" && m.LogEpoch == ep, err
 	}, func(m segstore.Meta) bool {
@@ -151,8 +183,18 @@ func (s *Service) epochs() func(ctx context.Context, part string) (string, error
 // the kept list is dropped and the segment opened once more before
 // refusing (whether this download or a concurrent one drops it: a list
 // kept again since was read after the drop).
-func (s *Service) serve(ctx context.Context, part, segmentID string, owns func(context.Context, segstore.Meta) (bool, error),
+//
+// With want.Encoding set, the publications are read first without the
+// bytes (serveForm): a download they authorize whose form is stored is
+// answered with it; any other outcome but a refusal from publications
+// read from the store goes on as without it.
+func (s *Service) serve(ctx context.Context, part, segmentID string, want FormWanted, owns func(context.Context, segstore.Meta) (bool, error),
 	match func(segstore.Meta) bool, refusal error) (*Segment, error) {
+	if want.Encoding != "" {
+		if seg, done, err := s.serveForm(ctx, part, segmentID, want, owns, match, refusal); done {
+			return seg, err
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		o, err := s.segments.Open(ctx, part, segmentID)
 		switch {
@@ -173,6 +215,43 @@ func (s *Service) serve(ctx context.Context, part, segmentID string, owns func(c
 		}
 		s.segments.Forget(part, segmentID)
 	}
+}
+
+// serveForm answers a download with the segment's stored form in
+// want.Encoding, authorized exactly as serve authorizes (owns, match, the
+// same pick) but from the publications alone, so the segment's bytes are
+// neither read nor checked (the form is checked by the store as it opens
+// it). done is false when serve must go on with the bytes: the store
+// lists no publications alone or keeps no forms, no form is stored, the
+// segment is under want.MinBytes, a read failed, or the refusal came from
+// a publication list kept in the hot set (serve drops it and reads
+// again).
+func (s *Service) serveForm(ctx context.Context, part, segmentID string, want FormWanted, owns func(context.Context, segstore.Meta) (bool, error),
+	match func(segstore.Meta) bool, refusal error) (seg *Segment, done bool, err error) {
+	o, err := s.segments.Publications(ctx, part, segmentID)
+	switch {
+	case errors.Is(err, segstore.ErrNotFound):
+		return nil, true, notFound(segmentID)
+	case err != nil:
+		return nil, false, nil
+	}
+	seg, answer := s.pick(ctx, o.Pubs, owns, match, segmentID, refusal)
+	if seg == nil {
+		if syncerr.CodeOf(answer) != syncerr.InternalError && o.Kept {
+			return nil, false, nil
+		}
+		return nil, true, answer
+	}
+	if seg.Meta.ByteLength < want.MinBytes {
+		return nil, false, nil
+	}
+	f, err := s.segments.StoredForm(ctx, segmentID, want.Encoding)
+	if err != nil {
+		return nil, false, nil
+	}
+	seg.Form = &f
+	s.segments.CountServed(int(seg.Meta.ByteLength))
+	return seg, true, nil
 }
 
 // pick selects the publication of pubs a download is served under (see
@@ -226,6 +305,13 @@ func (s *Service) Sweep(ctx context.Context) (int, error) { return s.segments.Sw
 // of them live sync.segment_expired, none with the token's digest
 // sync.forbidden.
 func (s *Service) GetSigned(ctx context.Context, segmentID, token string) (*Segment, error) {
+	return s.GetSignedForm(ctx, segmentID, token, FormWanted{})
+}
+
+// GetSignedForm is GetSigned for a download that accepts want.Encoding,
+// as GetForm is Get's: the same checks, and the stored form in Form,
+// without reading the segment's bytes, when there is one.
+func (s *Service) GetSignedForm(ctx context.Context, segmentID, token string, want FormWanted) (*Segment, error) {
 	if s.deps.SignedURLs == nil {
 		return nil, syncerr.New(syncerr.Forbidden, "signed segment URLs are not enabled")
 	}
@@ -235,7 +321,7 @@ func (s *Service) GetSigned(ctx context.Context, segmentID, token string) (*Segm
 	}
 	audiences := map[string]bool{} // partition → its audience is the token's
 	epochs := s.epochs()
-	return s.serve(ctx, "", segmentID, func(ctx context.Context, m segstore.Meta) (bool, error) {
+	return s.serve(ctx, "", segmentID, want, func(ctx context.Context, m segstore.Meta) (bool, error) {
 		aud, ok := audiences[m.Partition]
 		if !ok {
 			aud = s.deps.SignedURLs.Audience(m.Partition) == cl.Audience

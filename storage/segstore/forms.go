@@ -285,3 +285,60 @@ func (c *Cache) openForm(ctx context.Context, fs FormStore, id, enc string) (For
 	}
 	return f, nil
 }
+
+// PublicationReader is implemented by a Store that can list a segment's
+// publications without reading its bytes (sqlitefile.Store, pgseg.Store):
+// a download sent as a stored form is authorized from them alone.
+type PublicationReader interface {
+	// Publications answers like Store.Get without the bytes: every
+	// publication of segment id in partition ("" for any), live or not,
+	// Live meaning unexpired at nowMs with the segment's bytes held.
+	// ErrNotFound when there is none.
+	Publications(ctx context.Context, partition, id string, nowMs int64) ([]Publication, error)
+}
+
+// Publications returns every publication of segment id in partition (""
+// for every partition), live or not, without reading the segment's bytes:
+// from the hot set when it keeps them (Kept set, as Open), else from the
+// store. ErrNoForms when the store keeps no forms or cannot list
+// publications alone (the caller opens the segment instead), ErrNotFound
+// when id has no publication in partition. Pubs is all it fills in: a
+// caller serving a stored form authorizes from them and then reads the
+// form (StoredForm).
+func (c *Cache) Publications(ctx context.Context, partition, id string) (Opened, error) {
+	if _, ok := c.store.(FormStore); !ok {
+		return Opened{}, ErrNoForms
+	}
+	nowMs := c.now().UnixMilli()
+	if pubs, _, ok := c.hot.get(hotKey(partition, id), nowMs); ok {
+		return Opened{Pubs: pubs, Kept: true}, nil
+	}
+	pr, ok := c.store.(PublicationReader)
+	if !ok {
+		return Opened{}, ErrNoForms
+	}
+	pubs, err := pr.Publications(ctx, partition, id, nowMs)
+	if err != nil {
+		return Opened{}, err
+	}
+	return Opened{Pubs: pubs}, nil
+}
+
+// StoredForm returns segment id's enc form when the store holds one
+// (checked as OpenForm checks it), counting it served and the segment
+// used (quota recency); ErrNotFound when none is stored, ErrNoForms when
+// the store keeps none. It never builds one (Form does).
+func (c *Cache) StoredForm(ctx context.Context, id, enc string) (Form, error) {
+	fs, ok := c.store.(FormStore)
+	if !ok {
+		return Form{}, ErrNoForms
+	}
+	if !ValidEncoding(enc) {
+		return Form{}, fmt.Errorf("segstore: no form in encoding %q", enc)
+	}
+	f, err := c.openForm(ctx, fs, id, enc)
+	if err == nil {
+		c.touch(id, false)
+	}
+	return f, err
+}

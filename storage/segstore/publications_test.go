@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,6 +74,26 @@ func livePartitions(pubs []segstore.Publication) []string {
 	return out
 }
 
+// publicationsAgree fails t unless a store that lists publications alone
+// (segstore.PublicationReader) lists those Get reads, liveness included,
+// for each of parts at nowMs (ErrNotFound alike).
+func publicationsAgree(t *testing.T, st segstore.Store, id string, nowMs int64, parts ...string) {
+	t.Helper()
+	pr, ok := st.(segstore.PublicationReader)
+	if !ok {
+		return
+	}
+	for _, part := range parts {
+		want, _, werr := st.Get(context.Background(), part, id, nowMs)
+		got, gerr := pr.Publications(context.Background(), part, id, nowMs)
+		slices.SortFunc(want, func(a, b segstore.Publication) int { return strings.Compare(a.Partition+a.Key, b.Partition+b.Key) })
+		slices.SortFunc(got, func(a, b segstore.Publication) int { return strings.Compare(a.Partition+a.Key, b.Partition+b.Key) })
+		if !errors.Is(gerr, werr) || !reflect.DeepEqual(got, want) {
+			t.Fatalf("Publications(%q) at %d: %+v, %v; Get read %+v, %v", part, nowMs, got, gerr, want, werr)
+		}
+	}
+}
+
 // TestPublicationsPerPartitionAndTTL (SPEC §5.1): one segment's bytes
 // published by two partitions in their own log epochs are stored once
 // with two publications, each recording its context (epoch, schema
@@ -94,6 +116,7 @@ func TestPublicationsPerPartitionAndTTL(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			publicationsAgree(t, st, id, 2_000_000, "A", "B", "", "C")
 			pubs, got, err := st.Get(ctx, "A", id, 2_000_000)
 			if err != nil || !bytes.Equal(got, data) || len(pubs) != 1 || !pubs[0].Live {
 				t.Fatalf("A's read: %+v, %q, %v", pubs, got, err)
@@ -119,6 +142,7 @@ func TestPublicationsPerPartitionAndTTL(t *testing.T) {
 			if n, err := st.Sweep(ctx, now, 0); err != nil || n != 0 {
 				t.Fatalf("sweep while B's publication lives: %d, %v; want no bytes dropped", n, err)
 			}
+			publicationsAgree(t, st, id, now, "A", "B", "")
 			if pubs, got, err := st.Get(ctx, "A", id, now); err != nil || got != nil || len(pubs) != 1 || pubs[0].Live {
 				t.Fatalf("A's read after its expiry: %+v, %q, %v; want its dead publication, no bytes", pubs, got, err)
 			}
@@ -136,6 +160,7 @@ func TestPublicationsPerPartitionAndTTL(t *testing.T) {
 			if held, err := st.(segstore.Evicter).Held(ctx); err != nil || len(held) != 0 {
 				t.Fatalf("held after the last publication expired: %+v, %v", held, err)
 			}
+			publicationsAgree(t, st, id, now, "A", "B", "")
 			if pubs, got, err := st.Get(ctx, "", id, now); err != nil || got != nil || len(livePartitions(pubs)) != 0 || len(pubs) != 2 {
 				t.Fatalf("read of the swept segment: %+v, %q, %v; want two tombstones", pubs, got, err)
 			}

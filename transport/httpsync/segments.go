@@ -67,7 +67,7 @@ func (h *SegmentHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if st := r.URL.Query().Get("st"); st != "" {
 		// A signed URL: no host auth, the token is the authorization.
-		seg, err := h.eng.Segments().GetSigned(r.Context(), r.PathValue("id"), st)
+		seg, err := h.eng.Segments().GetSignedForm(r.Context(), r.PathValue("id"), st, h.formWanted(r))
 		h.answer(w, r, rid, "", seg, err)
 		return
 	}
@@ -82,8 +82,17 @@ func (h *SegmentHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httperr.Write(w, syncerr.New(syncerr.InvalidRequest, "%s must hold the requested scope map as JSON", ScopesHeader))
 		return
 	}
-	seg, err := h.eng.Segments().Get(r.Context(), id, segID, requested)
+	seg, err := h.eng.Segments().GetForm(r.Context(), id, segID, requested, h.formWanted(r))
 	h.answer(w, r, rid, id.Partition, seg, err)
+}
+
+// formWanted is the stored form a download may be answered with: the
+// encoding its Accept-Encoding picks, for a segment large enough to be
+// compressed. The service then authorizes it from the segment's
+// publications and hands out the form without reading the segment's
+// bytes, when the form is stored.
+func (h *SegmentHandler) formWanted(r *http.Request) segments.FormWanted {
+	return segments.FormWanted{Encoding: pickEncoding(r.Header.Get("Accept-Encoding")), MinBytes: int64(h.opts.CompressMinBytes)}
 }
 
 // answer writes a segment download or its refusal.
@@ -108,6 +117,14 @@ func (h *SegmentHandler) answer(w http.ResponseWriter, r *http.Request, rid, par
 	hdr.Set("Content-Type", "application/octet-stream")
 	if r.Method == http.MethodHead {
 		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if f := seg.Form; f != nil {
+		// The stored form, authorized without the segment's bytes.
+		hdr.Set("Content-Encoding", f.Encoding)
+		if werr := writeSized(w, f.Size, f.Data, f.File); werr != nil {
+			h.opts.Logger.Debug("segment download aborted", zap.String("request_id", rid), zap.Error(werr))
+		}
 		return
 	}
 	size := seg.Meta.ByteLength // a file's length was checked when opened

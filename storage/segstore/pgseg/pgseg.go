@@ -205,6 +205,33 @@ FROM p`, nowMs, id, partition)
 	return pubs, data, nil
 }
 
+// Publications implements segstore.PublicationReader: the publications
+// as Get reads them (live: unexpired, the object held), without the
+// object's bytes.
+func (s *Store) Publications(ctx context.Context, partition, id string, nowMs int64) ([]segstore.Publication, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+metaCols+`, expires_at_ms > $1 AND `+held+`
+FROM synclane_segment_publications p WHERE id = $2 AND ($3 = '' OR partition = $3)`, nowMs, id, partition)
+	if err != nil {
+		return nil, fmt.Errorf("segstore: publications: %w", err)
+	}
+	defer rows.Close()
+	var pubs []segstore.Publication
+	for rows.Next() {
+		var p segstore.Publication
+		if p.Meta, err = pgMeta(rows, &p.Live); err != nil {
+			return nil, fmt.Errorf("segstore: publications: %w", err)
+		}
+		pubs = append(pubs, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("segstore: publications: %w", err)
+	}
+	if len(pubs) == 0 {
+		return nil, segstore.ErrNotFound
+	}
+	return pubs, nil
+}
+
 // Sweep implements segstore.Store: objects whose every publication
 // expired go, publications that expired before forgetBeforeMs are
 // forgotten, and so are the expired rows of the table of earlier

@@ -411,6 +411,13 @@ func (s *Store) Get(ctx context.Context, partition, id string, nowMs int64) ([]s
 	return pubs, data, nil
 }
 
+// Publications implements segstore.PublicationReader: the publications
+// as Get reads them, the segment's file neither opened nor checked.
+func (s *Store) Publications(ctx context.Context, partition, id string, nowMs int64) ([]segstore.Publication, error) {
+	pubs, _, err := s.publications(ctx, partition, id, nowMs)
+	return pubs, err
+}
+
 // OpenFile implements segstore.FileOpener: the segment's file, open at its
 // start, after its bytes were checked against the id (a torn or altered
 // file, or one swept meanwhile, leaves every publication dead and no
