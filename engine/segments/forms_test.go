@@ -26,10 +26,15 @@ import (
 )
 
 // countingStore is the embedded segment store counting the reads of
-// segments' own bytes (Get, OpenFile).
+// segments' own bytes (Get, OpenFile) and of their forms (OpenForm).
 type countingStore struct {
 	*sqlitefile.Store
-	byteReads atomic.Int64
+	byteReads, formReads atomic.Int64
+}
+
+func (c *countingStore) OpenForm(ctx context.Context, id, enc string) ([]byte, *os.File, error) {
+	c.formReads.Add(1)
+	return c.Store.OpenForm(ctx, id, enc)
 }
 
 func (c *countingStore) Get(ctx context.Context, part, id string, nowMs int64) ([]segstore.Publication, []byte, error) {
@@ -180,4 +185,81 @@ func decodeZstd(t *testing.T, f *segstore.Form) []byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestHotFormServedFromMemory: with the hot set on, once a hot segment's
+// zstd form is built and stored, its compressed downloads read neither the
+// segment's bytes nor its form from the store (the embedded store keeps
+// forms in files): the form comes from the hot set, the same bytes as the
+// stored file.
+func TestHotFormServedFromMemory(t *testing.T) {
+	ctx := context.Background()
+	sch := schema.MustDemo()
+	be := memory.New().Backend()
+	if err := be.Lifecycle.EnsureSchema(ctx, sch); err != nil {
+		t.Fatal(err)
+	}
+	info, err := be.Log.TouchPartition(ctx, "A", time.Now().UnixMilli())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf, err := sqlitefile.Open(ctx, filepath.Join(t.TempDir(), "segments.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &countingStore{Store: sf}
+	svc := segments.New(segments.Options{Store: store, TTL: time.Hour, HotBytes: 1 << 20},
+		segments.Deps{Schema: sch, Resolver: access.AllowAll(sch), Epochs: be.Log, Logger: zap.NewNop()})
+	t.Cleanup(svc.Close)
+	pc := &partition.Config{}
+	svc.Configure(pc)
+	data := bytes.Repeat([]byte("a hot page of rows; "), 4000)
+	digest := ssp2.ScopeDigest(map[string][]string{"list_id": {"L"}})
+	m, _, err := pc.Segments.Obtain(ctx, "A", segstore.KeyParts{Table: "todos", ScopeDigest: digest, AsOfCommitSeq: 1,
+		PageRows: 1000, SchemaVersion: sch.Version, LogEpoch: info.LogEpoch, Lane: "ref"},
+		func(context.Context) (segstore.Built, error) {
+			return segstore.Built{Meta: segstore.Meta{MediaType: ssp2.MediaRows, Table: "todos", ScopeDigest: digest, AsOfCommitSeq: 1, RowCount: 1}, Data: data}, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(want segments.FormWanted) *segments.Segment {
+		t.Helper()
+		seg, err := svc.GetForm(ctx, access.Identity{ActorID: "reader", Partition: "A"}, m.ID, map[string][]string{"list_id": {"L"}}, want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seg
+	}
+	for range 2 { // the second download keeps the segment hot
+		_ = get(segments.FormWanted{}).Close()
+	}
+	seg := get(segments.FormWanted{})
+	f, err := svc.Form(ctx, seg, segstore.EncodingZstd)
+	if err != nil || !f.Stored {
+		t.Fatalf("building the form: %v (stored %v)", err, f.Stored)
+	}
+	_ = f.Close()
+	_ = seg.Close()
+	_, file, err := sf.OpenForm(ctx, m.ID, segstore.EncodingZstd)
+	if err != nil || file == nil {
+		t.Fatalf("the stored form: %v, file %v", err, file)
+	}
+	stored, err := io.ReadAll(file)
+	_ = file.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.byteReads.Store(0)
+	store.formReads.Store(0)
+	for i := range 3 {
+		seg := get(segments.FormWanted{Encoding: segstore.EncodingZstd})
+		if seg.Form == nil || seg.Form.File != nil || !bytes.Equal(seg.Form.Data, stored) || seg.Form.Size != int64(len(stored)) {
+			t.Fatalf("download %d: not the stored form from memory: %+v", i, seg.Form)
+		}
+		_ = seg.Close()
+	}
+	if n, b := store.formReads.Load(), store.byteReads.Load(); n != 0 || b != 0 {
+		t.Fatalf("hot compressed downloads read %d forms and %d segments from the store", n, b)
+	}
 }

@@ -245,7 +245,7 @@ func (s *Service) serveForm(ctx context.Context, part, segmentID string, want Fo
 	if seg.Meta.ByteLength < want.MinBytes {
 		return nil, false, nil
 	}
-	f, err := s.segments.StoredForm(ctx, segmentID, want.Encoding)
+	f, err := s.segments.StoredForm(ctx, part, segmentID, want.Encoding)
 	if err != nil {
 		return nil, false, nil
 	}
@@ -348,7 +348,7 @@ func (s *Service) Form(ctx context.Context, seg *Segment, enc string) (segstore.
 	if seg.File == nil {
 		size = int64(len(seg.Data))
 	}
-	return s.segments.Form(ctx, seg.Meta.ID, enc, size, func() io.Reader {
+	return s.segments.Form(ctx, seg.Meta.Partition, seg.Meta.ID, enc, size, func() io.Reader {
 		if seg.File != nil {
 			// ReadAt leaves the file's offset at its start, for the
 			// caller's fallback.

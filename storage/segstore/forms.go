@@ -181,7 +181,11 @@ type formFlight struct {
 // forms, or another error when the store cannot be read: the caller then
 // compresses the download itself (a download never fails for want of a
 // form).
-func (c *Cache) Form(ctx context.Context, id, enc string, size int64, src func() io.Reader) (Form, error) {
+//
+// partition is the one the download was authorized in (as for Open): when
+// the hot set keeps the segment there, the stored form is kept with it and
+// read from memory by the later downloads (see StoredForm).
+func (c *Cache) Form(ctx context.Context, partition, id, enc string, size int64, src func() io.Reader) (Form, error) {
 	fs, ok := c.store.(FormStore)
 	if !ok {
 		return Form{}, ErrNoForms
@@ -189,12 +193,13 @@ func (c *Cache) Form(ctx context.Context, id, enc string, size int64, src func()
 	if !ValidEncoding(enc) {
 		return Form{}, fmt.Errorf("segstore: no form in encoding %q", enc)
 	}
-	if f, err := c.openForm(ctx, fs, id, enc); !errors.Is(err, ErrNotFound) {
+	key := hotKey(partition, id)
+	if f, err := c.storedForm(ctx, fs, key, id, enc); !errors.Is(err, ErrNotFound) {
 		return f, err
 	}
-	key := id + "\x00" + enc
+	fkey := id + "\x00" + enc
 	c.mu.Lock()
-	if fl := c.forms[key]; fl != nil {
+	if fl := c.forms[fkey]; fl != nil {
 		c.mu.Unlock()
 		select {
 		case <-fl.done:
@@ -214,13 +219,13 @@ func (c *Cache) Form(ctx context.Context, id, enc string, size int64, src func()
 	if c.forms == nil {
 		c.forms = map[string]*formFlight{}
 	}
-	c.forms[key] = fl
+	c.forms[fkey] = fl
 	c.mu.Unlock()
 	var out Form
 	var err error
 	defer func() {
 		c.mu.Lock()
-		delete(c.forms, key)
+		delete(c.forms, fkey)
 		c.mu.Unlock()
 		fl.form, fl.err = out, err
 		if out.File != nil {
@@ -259,7 +264,55 @@ func (c *Cache) Form(ctx context.Context, id, enc string, size int64, src func()
 		}
 	}
 	out.Stored = true
+	if c.hot.holds(key, out.Size) {
+		// The segment is hot: its later compressed downloads are served
+		// from memory. What is kept is read back from the store (one
+		// read, here), so it is exactly the stored form even when
+		// another process stored its own first.
+		tok := c.hot.token()
+		if data, file, err := fs.OpenForm(ctx, id, enc); err == nil {
+			if sf, err := storedFormOf(enc, data, file); err == nil {
+				if kf, err := c.keepForm(key, tok, sf); err == nil {
+					return kf, nil
+				}
+			}
+		}
+	}
 	return out, nil
+}
+
+// storedForm returns the stored enc form of segment id: from the hot set
+// when it keeps it with the segment of key, else from the store (counted
+// served either way), kept in the hot set when the segment is. ErrNotFound
+// when none is stored.
+func (c *Cache) storedForm(ctx context.Context, fs FormStore, key, id, enc string) (Form, error) {
+	if data, ok := c.hot.getForm(key, enc, c.now().UnixMilli()); ok {
+		c.formsServed.Add(1)
+		return Form{Encoding: enc, Data: data, Size: int64(len(data)), Stored: true}, nil
+	}
+	tok := c.hot.token()
+	f, err := c.openForm(ctx, fs, id, enc)
+	if err != nil || !c.hot.holds(key, f.Size) {
+		return f, err
+	}
+	return c.keepForm(key, tok, f)
+}
+
+// keepForm offers f, read from the store after tok (hotSet.token), to the
+// hot set with the segment of key, first reading its file, if it has one,
+// into memory (and closing it): the form returned holds Data.
+func (c *Cache) keepForm(key string, tok uint64, f Form) (Form, error) {
+	if f.File != nil {
+		data := make([]byte, f.Size)
+		_, err := io.ReadFull(f.File, data)
+		_ = f.Close()
+		if err != nil {
+			return Form{}, fmt.Errorf("segstore: read form file: %w", err)
+		}
+		f.Data = data
+	}
+	c.hot.offerForm(key, tok, f.Encoding, f.Data)
+	return f, nil
 }
 
 // errRetryForm is never returned by Form: a waiter whose leader found the
@@ -273,7 +326,16 @@ func (c *Cache) openForm(ctx context.Context, fs FormStore, id, enc string) (For
 	if err != nil {
 		return Form{}, err
 	}
-	c.formsServed.Add(1)
+	f, err := storedFormOf(enc, data, file)
+	if err == nil {
+		c.formsServed.Add(1)
+	}
+	return f, err
+}
+
+// storedFormOf is the Form of what FormStore.OpenForm returned: its size
+// is the file's when it is a file (closed on error).
+func storedFormOf(enc string, data []byte, file *os.File) (Form, error) {
 	f := Form{Encoding: enc, Data: data, File: file, Size: int64(len(data)), Stored: true}
 	if file != nil {
 		st, err := file.Stat()
@@ -328,7 +390,13 @@ func (c *Cache) Publications(ctx context.Context, partition, id string) (Opened,
 // (checked as OpenForm checks it), counting it served and the segment
 // used (quota recency); ErrNotFound when none is stored, ErrNoForms when
 // the store keeps none. It never builds one (Form does).
-func (c *Cache) StoredForm(ctx context.Context, id, enc string) (Form, error) {
+//
+// When the hot set keeps the segment in partition (the partition the
+// download was authorized in, as for Publications), its form is kept with
+// it: the first such download reads it from the store, the later ones from
+// memory (the same bytes, so the same length), until the segment leaves
+// the hot set (eviction, expiry, Forget, Sweep or Evict of the segment).
+func (c *Cache) StoredForm(ctx context.Context, partition, id, enc string) (Form, error) {
 	fs, ok := c.store.(FormStore)
 	if !ok {
 		return Form{}, ErrNoForms
@@ -336,7 +404,7 @@ func (c *Cache) StoredForm(ctx context.Context, id, enc string) (Form, error) {
 	if !ValidEncoding(enc) {
 		return Form{}, fmt.Errorf("segstore: no form in encoding %q", enc)
 	}
-	f, err := c.openForm(ctx, fs, id, enc)
+	f, err := c.storedForm(ctx, fs, hotKey(partition, id), id, enc)
 	if err == nil {
 		c.touch(id, false)
 	}

@@ -104,7 +104,7 @@ func TestFormsBuiltOnce(t *testing.T) {
 			sizes := int64(0)
 			for i, enc := range []string{segstore.EncodingZstd, segstore.EncodingGzip} {
 				calls := 0
-				f, err := c.Form(ctx, m.ID, enc, int64(len(data)), src(data, &calls))
+				f, err := c.Form(ctx, "p", m.ID, enc, int64(len(data)), src(data, &calls))
 				if err != nil || !f.Stored || f.Encoding != enc {
 					t.Fatalf("%s: first form %v stored=%v", enc, err, f.Stored)
 				}
@@ -115,7 +115,7 @@ func TestFormsBuiltOnce(t *testing.T) {
 				if len(first) >= len(data)/2 {
 					t.Fatalf("%s form of compressible rows: %d of %d bytes", enc, len(first), len(data))
 				}
-				f, err = c.Form(ctx, m.ID, enc, int64(len(data)), src(data, &calls))
+				f, err = c.Form(ctx, "p", m.ID, enc, int64(len(data)), src(data, &calls))
 				if err != nil || !f.Stored {
 					t.Fatalf("%s: second form %v", enc, err)
 				}
@@ -185,7 +185,7 @@ func TestFormStormBuildsOnce(t *testing.T) {
 				go func() {
 					defer done.Done()
 					ready.Done()
-					f, err := c.Form(ctx, m.ID, segstore.EncodingZstd, int64(len(data)), slow)
+					f, err := c.Form(ctx, "p", m.ID, segstore.EncodingZstd, int64(len(data)), slow)
 					if err != nil {
 						errs[i] = err
 						return
@@ -242,7 +242,7 @@ func TestFormQuota(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Both pinned: b's form is refused, sent all the same.
-			f, err := c.Form(ctx, mb.ID, segstore.EncodingGzip, int64(len(b)), src(b, nil))
+			f, err := c.Form(ctx, "p", mb.ID, segstore.EncodingGzip, int64(len(b)), src(b, nil))
 			if err != nil || f.Stored {
 				t.Fatalf("form over the quota: %v stored=%v", err, f.Stored)
 			}
@@ -266,7 +266,7 @@ func TestFormQuota(t *testing.T) {
 			if _, _, err := c.Get(ctx, "p", mb.ID); err != nil {
 				t.Fatal(err)
 			}
-			f, err = c.Form(ctx, mb.ID, segstore.EncodingGzip, int64(len(b)), src(b, nil))
+			f, err = c.Form(ctx, "p", mb.ID, segstore.EncodingGzip, int64(len(b)), src(b, nil))
 			if err != nil || !f.Stored {
 				t.Fatalf("form with room to make: %v stored=%v", err, f.Stored)
 			}

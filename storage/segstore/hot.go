@@ -23,6 +23,15 @@ const hotSeenMax = 4096
 // when kept is live whenever it is served); expired ones are dropped when
 // met. A segment larger than the budget is never kept. Safe for
 // concurrent use.
+//
+// A kept segment may also hold its stored encoded forms (offerForm),
+// exactly the bytes the store holds, so a compressed download of a hot
+// segment reads no form from the store. A form counts its bytes against
+// the same budget and goes with its segment: it is kept only while its
+// segment is, and leaves with it (LRU eviction, expiry, drop, dropID); it
+// is never evicted on its own. Keeping one may evict other segments (least
+// recently used first), never its own; a form that would not fit with its
+// segment and its other forms in the budget is not kept.
 type hotSet struct {
 	mu    sync.Mutex
 	max   int
@@ -51,6 +60,10 @@ type hotItem struct {
 	pubs      []Publication
 	data      []byte
 	expiresMs int64
+	// forms holds the segment's stored encoded forms by encoding; size
+	// counts them with data.
+	forms map[string][]byte
+	size  int
 }
 
 func newHotSet(maxBytes int) *hotSet {
@@ -166,7 +179,7 @@ func (h *hotSet) offer(key string, tok uint64, pubs []Publication, data []byte) 
 	for h.size+len(data) > h.max && h.lru.Len() > 0 {
 		h.remove(h.lru.Back())
 	}
-	el := h.lru.PushFront(&hotItem{key: key, pubs: pubs, data: data, expiresMs: exp})
+	el := h.lru.PushFront(&hotItem{key: key, pubs: pubs, data: data, expiresMs: exp, size: len(data)})
 	h.items[key] = el
 	for _, p := range pubs {
 		if p.Live && p.Key != "" {
@@ -184,7 +197,81 @@ func (h *hotSet) remove(el *list.Element) {
 			delete(h.keys, hotKey(p.Partition, p.Key))
 		}
 	}
-	h.size -= len(it.data)
+	h.size -= it.size
+}
+
+// getForm returns the enc form kept with the segment of key if the
+// segment is kept and unexpired at nowMs (it becomes the most recently
+// used).
+func (h *hotSet) getForm(key, enc string, nowMs int64) ([]byte, bool) {
+	if h == nil || h.max <= 0 {
+		return nil, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	el := h.items[key]
+	if el == nil {
+		return nil, false
+	}
+	it := el.Value.(*hotItem)
+	if nowMs >= it.expiresMs {
+		h.remove(el)
+		return nil, false
+	}
+	f, ok := it.forms[enc]
+	if !ok {
+		return nil, false
+	}
+	h.lru.MoveToFront(el)
+	return f, true
+}
+
+// holds reports whether the segment of key is kept and n more bytes fit
+// with it and its forms in the budget (so a form of n bytes read for it
+// is worth offering).
+func (h *hotSet) holds(key string, n int64) bool {
+	if h == nil || h.max <= 0 {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	el := h.items[key]
+	return el != nil && int64(el.Value.(*hotItem).size)+n <= int64(h.max)
+}
+
+// offerForm keeps data, the stored enc form of the segment of key, with
+// that segment if it is kept, no segment was dropped since tok (token(),
+// taken before the store read that gave data) and the segment with its
+// forms fits the budget; other segments are evicted, least recently used
+// first, to make room. It reports whether data is kept.
+func (h *hotSet) offerForm(key string, tok uint64, enc string, data []byte) bool {
+	if h == nil || h.max <= 0 || data == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	el := h.items[key]
+	if el == nil || tok != h.epoch {
+		return false
+	}
+	it := el.Value.(*hotItem)
+	if _, ok := it.forms[enc]; ok {
+		return true
+	}
+	if it.size+len(data) > h.max {
+		return false
+	}
+	h.lru.MoveToFront(el)
+	for h.size+len(data) > h.max && h.lru.Back() != el {
+		h.remove(h.lru.Back())
+	}
+	if it.forms == nil {
+		it.forms = map[string][]byte{}
+	}
+	it.forms[enc] = data
+	it.size += len(data)
+	h.size += len(data)
+	return true
 }
 
 // drop forgets the kept segment of key, if any (its publication list may
@@ -204,7 +291,7 @@ func (h *hotSet) drop(key string) bool {
 	return ok
 }
 
-// bytes reports the bytes kept.
+// bytes reports the bytes kept (segments and their forms).
 func (h *hotSet) bytes() int {
 	if h == nil {
 		return 0
