@@ -76,7 +76,7 @@ func run(ctx context.Context, logger *zap.Logger, url, prefix, data, secret stri
 	}
 	notifier := natssync.NewNotifier(nc, prefix+".commits", logger)
 	cfg := engine.Config{Schema: sch, Backend: store.Backend(), Resolver: resolver, Logger: logger}
-	notifier.Hook(&cfg) // before engine.New: the hook is part of the configuration
+	cfg.Extensions = append(cfg.Extensions, notifier) // engine.New installs its hook
 	eng, err := engine.New(ctx, cfg)
 	if err != nil {
 		return err

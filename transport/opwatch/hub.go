@@ -112,13 +112,7 @@ func New(opts Options) *Hub {
 
 // Hooks chains the hub's commit notification onto cfg.OnCommit.
 func (h *Hub) Hooks(cfg *engine.Config) {
-	prev := cfg.OnCommit
-	cfg.OnCommit = func(p string, seq int64) {
-		if prev != nil {
-			prev(p, seq)
-		}
-		h.onCommit(p, seq)
-	}
+	cfg.AddCommitHooks(engine.CommitHooks{OnCommit: h.onCommit})
 }
 
 // onCommit records the commit for the dispatcher; it never blocks.

@@ -267,42 +267,26 @@ func (r *Relay) Presence(partition string, ev realtime.PresenceEvent) {
 // already set (as realtime.Hub.Hooks does). They never block; with no
 // follower at all they cost an atomic load.
 func (r *Relay) Hooks(cfg *engine.Config) {
-	prev := cfg.OnCommit
-	cfg.OnCommit = func(p string, seq int64) {
-		if prev != nil {
-			prev(p, seq)
-		}
+	// send queues a relay of m to the loop, when anyone follows at all.
+	send := func(m func() *message) {
 		if r.nfollowers.Load() > 0 {
-			r.box.push(func() { r.relay(&message{Op: OpCommit, P: p, Seq: &seq}) })
+			r.box.push(func() { r.relay(m()) })
 		}
 	}
-	prevKeys := cfg.OnCommitKeys
-	cfg.OnCommitKeys = func(p string, commits []engine.CommitKeys) {
-		if prevKeys != nil {
-			prevKeys(p, commits)
-		}
-		if r.nfollowers.Load() > 0 {
-			r.box.push(func() { r.relay(&message{Op: OpKeys, P: p, Commits: toWireKeys(commits)}) })
-		}
-	}
-	prevOutcome := cfg.OnCommitOutcome
-	cfg.OnCommitOutcome = func(p string, durable bool) {
-		if prevOutcome != nil {
-			prevOutcome(p, durable)
-		}
-		if r.nfollowers.Load() > 0 {
-			r.box.push(func() { r.relay(&message{Op: OpOutcome, P: p, Durable: &durable}) })
-		}
-	}
-	prevReg := cfg.OnRegistration
-	cfg.OnRegistration = func(p string, reg engine.Registration) {
-		if prevReg != nil {
-			prevReg(p, reg)
-		}
-		if r.nfollowers.Load() > 0 {
-			r.box.push(func() { r.relay(&message{Op: OpRegistration, P: p, Reg: toWireRegistration(reg)}) })
-		}
-	}
+	cfg.AddCommitHooks(engine.CommitHooks{
+		OnCommit: func(p string, seq int64) {
+			send(func() *message { return &message{Op: OpCommit, P: p, Seq: &seq} })
+		},
+		OnCommitKeys: func(p string, commits []engine.CommitKeys) {
+			send(func() *message { return &message{Op: OpKeys, P: p, Commits: toWireKeys(commits)} })
+		},
+		OnCommitOutcome: func(p string, durable bool) {
+			send(func() *message { return &message{Op: OpOutcome, P: p, Durable: &durable} })
+		},
+		OnRegistration: func(p string, reg engine.Registration) {
+			send(func() *message { return &message{Op: OpRegistration, P: p, Reg: toWireRegistration(reg)} })
+		},
+	})
 }
 
 // watch hands every view of the membership to the loop.

@@ -246,34 +246,8 @@ func (h *Hub) Configure(cfg *engine.Config) { h.Hooks(cfg) }
 // hub in Config.Extensions, which does both this and Start).
 func (h *Hub) Hooks(cfg *engine.Config) {
 	h.hooked.Store(true)
-	prev := cfg.OnCommit
-	cfg.OnCommit = func(p string, seq int64) {
-		if prev != nil {
-			prev(p, seq)
-		}
-		h.OnCommit(p, seq)
-	}
-	prevKeys := cfg.OnCommitKeys
-	cfg.OnCommitKeys = func(p string, commits []engine.CommitKeys) {
-		if prevKeys != nil {
-			prevKeys(p, commits)
-		}
-		h.OnCommitKeys(p, commits)
-	}
-	prevOutcome := cfg.OnCommitOutcome
-	cfg.OnCommitOutcome = func(p string, durable bool) {
-		if prevOutcome != nil {
-			prevOutcome(p, durable)
-		}
-		h.OnCommitOutcome(p, durable)
-	}
-	prevReg := cfg.OnRegistration
-	cfg.OnRegistration = func(p string, r engine.Registration) {
-		if prevReg != nil {
-			prevReg(p, r)
-		}
-		h.OnRegistration(p, r)
-	}
+	cfg.AddCommitHooks(engine.CommitHooks{OnCommit: h.OnCommit, OnCommitKeys: h.OnCommitKeys,
+		OnCommitOutcome: h.OnCommitOutcome, OnRegistration: h.OnRegistration})
 }
 
 // Start binds the engine whose Config carries the hub's Hooks; until then

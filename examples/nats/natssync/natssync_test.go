@@ -73,7 +73,7 @@ func start(t *testing.T, nc *nats.Conn, opts Options) *fixture {
 	sch := schema.MustDemo()
 	n := NewNotifier(nc, p+".commits", nil)
 	cfg := engine.Config{Schema: sch, Backend: memory.New().Backend(), Resolver: engine.AllowAll(sch)}
-	n.Hook(&cfg)
+	cfg.Extensions = append(cfg.Extensions, n)
 	eng, err := engine.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -55,14 +55,16 @@ func NewNotifier(nc *nats.Conn, prefix string, logger *zap.Logger) *Notifier {
 // OnCommit already set (a realtime hub's) and calling it first. Call it
 // before engine.New.
 func (n *Notifier) Hook(cfg *engine.Config) {
-	prev := cfg.OnCommit
-	cfg.OnCommit = func(partition string, maxSeq int64) {
-		if prev != nil {
-			prev(partition, maxSeq)
-		}
-		n.note(partition, maxSeq)
-	}
+	cfg.AddCommitHooks(engine.CommitHooks{OnCommit: n.note})
 }
+
+// Configure implements engine.Extension (it is Hook): list the notifier
+// in engine.Config.Extensions and New installs it in the right order.
+func (n *Notifier) Configure(cfg *engine.Config) { n.Hook(cfg) }
+
+// Start implements engine.Extension; the notifier needs no engine (Run
+// publishes what the hook records).
+func (n *Notifier) Start(*engine.Engine) {}
 
 // note records a commit; it never blocks.
 func (n *Notifier) note(partition string, seq int64) {
