@@ -536,13 +536,18 @@ func (e *Engine) claimer(own storage.Ownership, self string) func(ctx context.Co
 				cancel()
 			}
 		}
-		gen, err := own.ClaimPartition(ctx, p, self, e.cfg.Now().UnixMilli())
-		if err != nil {
-			return 0, errors.Join(errClaimFailed, err)
-		}
-		e.cfg.Logger.Debug("partition claimed", zap.String("partition", p), zap.Int64("generation", gen))
-		return gen, nil
+		return e.claim(ctx, own, self, p)
 	}
+}
+
+// claim takes a new ownership generation of p for self.
+func (e *Engine) claim(ctx context.Context, own storage.Ownership, self, p string) (int64, error) {
+	gen, err := own.ClaimPartition(ctx, p, self, e.cfg.Now().UnixMilli())
+	if err != nil {
+		return 0, errors.Join(errClaimFailed, err)
+	}
+	e.cfg.Logger.Debug("partition claimed", zap.String("partition", p), zap.Int64("generation", gen))
+	return gen, nil
 }
 
 // resume is the claim of a member whose lease is not known alive (the
@@ -567,11 +572,7 @@ func (e *Engine) resume(ctx context.Context, own storage.Ownership, self, p stri
 			zap.String("partition", p), zap.Int64("generation", gen))
 		return gen, nil
 	case owner == "":
-		gen, err := own.ClaimPartition(ctx, p, self, e.cfg.Now().UnixMilli())
-		if err != nil {
-			return 0, errors.Join(errClaimFailed, err)
-		}
-		return gen, nil
+		return e.claim(ctx, own, self, p)
 	default:
 		return 0, errors.Join(errClaimFailed, &ownedElsewhereError{owner: owner, generation: gen})
 	}
