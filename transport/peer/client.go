@@ -75,6 +75,7 @@ type Client struct {
 	hc       *http.Client
 	live     *liveness
 	refusals refusalLog
+	frames   *framesPool // ProtocolFrames; nil otherwise
 }
 
 var (
@@ -111,7 +112,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		IdleConnTimeout:       90 * time.Second,
 	}
 	switch opts.Protocol {
-	case ProtocolHTTP1:
+	case ProtocolHTTP1, ProtocolFrames:
 		protos.SetHTTP1(true)
 		tr.MaxIdleConnsPerHost = opts.MaxConnsPerMember
 		tr.MaxConnsPerHost = opts.MaxConnsPerMember
@@ -125,10 +126,13 @@ func NewClient(opts ClientOptions) (*Client, error) {
 			SendPingTimeout:               10 * time.Second,
 		}
 	default:
-		return nil, fmt.Errorf("peer: unknown member-call protocol %q (want %s or %s)", opts.Protocol, ProtocolHTTP1, ProtocolH2)
+		return nil, fmt.Errorf("peer: unknown member-call protocol %q (want %s, %s or %s)", opts.Protocol, ProtocolFrames, ProtocolHTTP1, ProtocolH2)
 	}
 	c := &Client{opts: opts, hc: &http.Client{Transport: tr}, refusals: refusalLog{log: opts.Logger}}
 	c.live = newLiveness(c, opts.UnresponsiveTimeout)
+	if opts.Protocol == ProtocolFrames {
+		c.frames = newFramesPool(c)
+	}
 	return c, nil
 }
 
@@ -139,9 +143,13 @@ func (c *Client) HTTPClient() *http.Client { return c.hc }
 // Sign signs r as a call of this member.
 func (c *Client) Sign(r *http.Request) { c.opts.Secret.Sign(r, c.opts.Self, time.Now()) }
 
-// Close ends the liveness probes in flight and closes idle connections.
+// Close ends the liveness probes in flight and closes the connections
+// (the calls still on a frames connection fail).
 func (c *Client) Close() {
 	c.live.close()
+	if c.frames != nil {
+		c.frames.close()
+	}
 	c.hc.CloseIdleConnections()
 }
 
@@ -149,18 +157,37 @@ func (c *Client) Close() {
 // is a 200; errors follow engine.Peers' contract.
 func (c *Client) call(ctx context.Context, to, path string, body []byte, hdr map[string]string) (*http.Response, error) {
 	url := strings.TrimRight(to, "/") + path
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("peer: %s: %w", url, err)
-	}
+	h := make(http.Header, len(hdr)+2)
 	for k, v := range hdr {
-		req.Header.Set(k, v)
+		h.Set(k, v)
 	}
-	tracing.Inject(ctx, req.Header) // the caller's trace continues at the member (W3C traceparent)
-	c.Sign(req)
-	res, err := c.do(req, to)
+	tracing.Inject(ctx, h) // the caller's trace continues at the member (W3C traceparent)
+	var res *http.Response
+	var err error
+	if c.frames != nil {
+		res, err = c.do(ctx, to, func(ctx context.Context) (*http.Response, error) {
+			return c.frames.roundTrip(ctx, to, path, h, body)
+		})
+		if errors.Is(err, errNoFrames) || errors.Is(err, errFramesBusy) {
+			c.frames.fallbacks.Add(1)
+			res, err = nil, nil
+		}
+	}
+	if res == nil && err == nil {
+		req, rerr := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if rerr != nil {
+			return nil, fmt.Errorf("peer: %s: %w", url, rerr)
+		}
+		req.Header = h
+		c.Sign(req)
+		res, err = c.do(ctx, to, func(ctx context.Context) (*http.Response, error) { return c.hc.Do(req.WithContext(ctx)) })
+	}
 	if errors.Is(err, ErrUnresponsive) {
 		return nil, err
+	}
+	if errors.Is(err, ErrRefused) { // the frames upgrade was refused
+		c.refusals.note(to, err)
+		return nil, routedRefusal(err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", engine.ErrPeerUnreachable, url, err)

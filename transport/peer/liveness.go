@@ -180,11 +180,11 @@ func (l *liveness) watch(ctx context.Context, to string, fail context.CancelCaus
 	}
 }
 
-// do sends req (signed, to member to) on the client's connections while
-// watching that the member is alive. On success the response's body ends
-// the request's context when closed.
-func (c *Client) do(req *http.Request, to string) (*http.Response, error) {
-	ctx, cancel := context.WithCancelCause(req.Context())
+// do runs send (a call to member to, under the context it is given)
+// while watching that the member is alive. On success the response's
+// body ends that context when closed.
+func (c *Client) do(ctx context.Context, to string, send func(context.Context) (*http.Response, error)) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
 	wctx, stopWatch := context.WithCancel(ctx)
 	first := c.live.timeout / 2
 	if c.live.silent(to) {
@@ -195,7 +195,7 @@ func (c *Client) do(req *http.Request, to string) (*http.Response, error) {
 		defer close(watched)
 		c.live.watch(wctx, to, cancel)
 	})
-	res, err := c.hc.Do(req.WithContext(ctx))
+	res, err := send(ctx)
 	stopWatch()
 	if !t.Stop() {
 		<-watched

@@ -19,6 +19,13 @@ import (
 // member serves a single-process engine's member routes over h2c, as
 // serve does in cluster mode (the *Owned calls then run locally).
 func member(t *testing.T, secret Secret) (*engine.Engine, *httptest.Server) {
+	eng, srv, _ := memberHandler(t, secret)
+	return eng, srv
+}
+
+// memberHandler is member, with its Handler (whose Close ends its frames
+// connections, which srv.Close does not see: they are hijacked).
+func memberHandler(t *testing.T, secret Secret) (*engine.Engine, *httptest.Server, *Handler) {
 	t.Helper()
 	sch := schema.MustDemo()
 	eng, err := engine.New(context.Background(), engine.Config{Schema: sch, Backend: memory.New().Backend(), Resolver: engine.AllowAll(sch)})
@@ -26,13 +33,14 @@ func member(t *testing.T, secret Secret) (*engine.Engine, *httptest.Server) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	srv := httptest.NewUnstartedServer(NewHandler(eng, HandlerOptions{Secret: secret}))
+	h := NewHandler(eng, HandlerOptions{Secret: secret})
+	srv := httptest.NewUnstartedServer(h)
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
 	srv.Start()
-	t.Cleanup(srv.Close)
-	return eng, srv
+	t.Cleanup(func() { srv.Close(); h.Close(context.Background()) })
+	return eng, srv, h
 }
 
 func request(t *testing.T, cid string, epoch string, frames ...ssp2.Frame) []byte {
@@ -62,13 +70,13 @@ func decodeResponse(t *testing.T, rc io.ReadCloser) *ssp2.Message {
 	return m
 }
 
-// Every call crosses the wire intact over HTTP/1.1 and HTTP/2 (h2c): a forwarded push is
+// Every call crosses the wire intact over the frames transport, HTTP/1.1 and HTTP/2 (h2c): a forwarded push is
 // applied and its answer streamed back; the client state, a delta built
 // on the callee and an ack come back as the engine answered them.
 func TestCallsOverBothProtocols(t *testing.T) {
 	secret, _ := NewSecret([]byte("cluster secret"))
 	eng, srv := member(t, secret)
-	for _, proto := range []string{ProtocolHTTP1, ProtocolH2} {
+	for _, proto := range []string{ProtocolFrames, ProtocolHTTP1, ProtocolH2} {
 		t.Run(proto, func(t *testing.T) { callsOverProtocol(t, eng, srv, secret, proto) })
 	}
 }
@@ -154,12 +162,18 @@ func must(rc io.ReadCloser, err error) io.ReadCloser {
 // (ErrRefused), not as its client's auth_required; a member that cannot
 // be reached is ErrPeerUnreachable.
 func TestErrorsAndAuth(t *testing.T) {
+	for _, proto := range []string{ProtocolFrames, ProtocolHTTP1, ProtocolH2} {
+		t.Run(proto, func(t *testing.T) { errorsAndAuth(t, proto) })
+	}
+}
+
+func errorsAndAuth(t *testing.T, proto string) {
 	secret, _ := NewSecret([]byte("cluster secret"))
-	_, srv := member(t, secret)
+	_, srv, h := memberHandler(t, secret)
 	ctx := context.Background()
 	id := engine.Identity{ActorID: "u1", Partition: "p1"}
 
-	c, _ := NewClient(ClientOptions{Self: "http://caller", Secret: secret})
+	c, _ := NewClient(ClientOptions{Self: "http://caller", Secret: secret, Protocol: proto})
 	defer c.Close()
 	_, err := c.Sync(ctx, srv.URL, id, []byte("not ssp2"))
 	if syncerr.CodeOf(err) != syncerr.InvalidRequest {
@@ -167,7 +181,7 @@ func TestErrorsAndAuth(t *testing.T) {
 	}
 
 	other, _ := NewSecret([]byte("another secret"))
-	bad, _ := NewClient(ClientOptions{Self: "http://caller", Secret: other})
+	bad, _ := NewClient(ClientOptions{Self: "http://caller", Secret: other, Protocol: proto})
 	defer bad.Close()
 	_, err = bad.Sync(ctx, srv.URL, id, request(t, "c1", "", &ssp2.PullHeader{Accept: 1}))
 	if !errors.Is(err, ErrRefused) || !errors.Is(err, engine.ErrPeerUnreachable) || syncerr.CodeOf(err) == syncerr.AuthRequired {
@@ -184,6 +198,7 @@ func TestErrorsAndAuth(t *testing.T) {
 
 	addr := srv.URL
 	srv.Close()
+	h.Close(ctx)
 	_, err = c.Sync(ctx, addr, id, request(t, "c1", "", &ssp2.PullHeader{Accept: 1}))
 	if !errors.Is(err, engine.ErrPeerUnreachable) {
 		t.Fatalf("closed member: %v, want ErrPeerUnreachable", err)

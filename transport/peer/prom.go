@@ -112,3 +112,52 @@ func (r *Relay) Collect(ch chan<- prometheus.Metric) {
 	counter(descDials, st.Dials)
 	counter(descDialFailures, st.DialFailures)
 }
+
+var (
+	descPeerConns         = prometheus.NewDesc("synclane_cluster_peer_connections", "Open frames connections between members, by direction (out: this member's calls; in: the others').", []string{"direction"}, nil)
+	descPeerDials         = prometheus.NewDesc("synclane_cluster_peer_dials_total", "Frames connections dialed to other members (failed ones included).", nil, nil)
+	descPeerDialFailures  = prometheus.NewDesc("synclane_cluster_peer_dial_failures_total", "Frames dials that failed (refused signatures and unreachable members; a member without the frames transport is not counted).", nil, nil)
+	descPeerHTTPFallbacks = prometheus.NewDesc("synclane_cluster_peer_http_fallbacks_total", "Member calls sent over HTTP/1.1 although the frames transport is selected (the member does not serve it, or every connection to it is at its call cap).", nil, nil)
+)
+
+// NewTransportCollector returns a prometheus.Collector of the frames
+// transport's counters: c's calls (out; nothing unless c uses
+// ProtocolFrames) and the connections other members opened to h (in;
+// either may be nil):
+//
+//	synclane_cluster_peer_connections{direction}   open frames connections (out, in)
+//	synclane_cluster_peer_dials_total              frames connections dialed
+//	synclane_cluster_peer_dial_failures_total      of which failed
+//	synclane_cluster_peer_http_fallbacks_total     calls sent over HTTP/1.1 instead
+func NewTransportCollector(c *Client, h *Handler) prometheus.Collector {
+	return transportCollector{c: c, h: h}
+}
+
+type transportCollector struct {
+	c *Client
+	h *Handler
+}
+
+// Describe implements prometheus.Collector.
+func (t transportCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descPeerConns, descPeerDials, descPeerDialFailures, descPeerHTTPFallbacks} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (t transportCollector) Collect(ch chan<- prometheus.Metric) {
+	if t.c != nil && t.c.frames != nil {
+		p := t.c.frames
+		ch <- prometheus.MustNewConstMetric(descPeerConns, prometheus.GaugeValue, float64(p.open.Load()), "out")
+		ch <- prometheus.MustNewConstMetric(descPeerDials, prometheus.CounterValue, float64(p.dials.Load()))
+		ch <- prometheus.MustNewConstMetric(descPeerDialFailures, prometheus.CounterValue, float64(p.dialFailures.Load()))
+		ch <- prometheus.MustNewConstMetric(descPeerHTTPFallbacks, prometheus.CounterValue, float64(p.fallbacks.Load()))
+	}
+	if t.h != nil {
+		t.h.frames.mu.Lock()
+		n := len(t.h.frames.conns)
+		t.h.frames.mu.Unlock()
+		ch <- prometheus.MustNewConstMetric(descPeerConns, prometheus.GaugeValue, float64(n), "in")
+	}
+}

@@ -41,8 +41,9 @@ type HandlerOptions struct {
 // is verified here, per page of a streamed bootstrap, and a bootstrap
 // stays streamed to the forwarding member.
 type Handler struct {
-	eng  *engine.Engine
-	opts HandlerOptions
+	eng    *engine.Engine
+	opts   HandlerOptions
+	frames framesConns
 }
 
 // NewHandler returns the member routes of eng.
@@ -68,11 +69,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeRefusal(w, err)
 		return
 	}
+	if r.URL.Path == pathFrames {
+		h.serveFrames(w, r, from)
+		return
+	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		httperr.WriteStatus(w, http.StatusMethodNotAllowed, syncerr.New(syncerr.InvalidRequest, "member calls are POST"))
 		return
 	}
+	h.route(w, r, from)
+}
+
+// route serves a member call from member from (authenticated: by its
+// signature over HTTP, by its connection's over the frames transport).
+func (h *Handler) route(w http.ResponseWriter, r *http.Request, from string) {
 	switch r.URL.Path {
 	case pathProbe:
 		h.answerJSON(w, struct{}{}, nil)
