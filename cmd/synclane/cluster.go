@@ -42,7 +42,7 @@ func clusterFlags(fs *flag.FlagSet, c *clusterConfig) {
 	fs.DurationVar(&c.moveTimeout, "cluster-move-timeout", 5*time.Second, "how long a request waits for its partition to have a reachable owner before it is answered 503 (retryable)")
 	fs.DurationVar(&c.forwardTO, "cluster-forward-timeout", 35*time.Second, "how long a forwarded request waits for the answer of an owner that is alive (it answers its liveness probes) to start; past the engine's 30s storage turn")
 	fs.DurationVar(&c.unresponsiveTO, "cluster-unresponsive-timeout", peer.DefaultUnresponsiveTimeout, "how long a member call waits for the callee to show it is alive (its answer starts, or it answers a liveness probe sent after half of it) before the callee counts as unreachable: the request is retried on the next view, or answered 503 past --cluster-move-timeout; also each member's time to answer the secret check at start")
-	fs.StringVar(&c.peerProtocol, "cluster-peer-protocol", peer.ProtocolHTTP1, "how member calls travel: http1 (keep-alive HTTP/1.1 connections, the cheaper in CPU) or h2 (HTTP/2, h2c on http:// advertise URLs); every member serves both")
+	fs.StringVar(&c.peerProtocol, "cluster-peer-protocol", peer.ProtocolFrames, "how member calls travel: frames (one long-lived connection per member pair carrying every call as binary frames, the cheapest in CPU; HTTP/1.1 to a member that does not serve it), http1 (keep-alive HTTP/1.1 connections) or h2 (HTTP/2, h2c on http:// advertise URLs); every member serves all three")
 }
 
 var clusterNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -82,8 +82,8 @@ func (c *clusterConfig) validate(given map[string]bool, postgresURL string) erro
 	if c.leaseTTL < time.Second {
 		return errors.New("--cluster-lease-ttl must be at least 1s (etcd leases count whole seconds)")
 	}
-	if c.peerProtocol != peer.ProtocolHTTP1 && c.peerProtocol != peer.ProtocolH2 {
-		return fmt.Errorf("--cluster-peer-protocol %q: want %s or %s", c.peerProtocol, peer.ProtocolHTTP1, peer.ProtocolH2)
+	if c.peerProtocol != peer.ProtocolFrames && c.peerProtocol != peer.ProtocolHTTP1 && c.peerProtocol != peer.ProtocolH2 {
+		return fmt.Errorf("--cluster-peer-protocol %q: want %s, %s or %s", c.peerProtocol, peer.ProtocolFrames, peer.ProtocolHTTP1, peer.ProtocolH2)
 	}
 	if c.moveTimeout <= 0 || c.forwardTO <= 0 || c.unresponsiveTO <= 0 {
 		return errors.New("--cluster-move-timeout, --cluster-forward-timeout and --cluster-unresponsive-timeout must be positive")

@@ -48,6 +48,15 @@ func metricCollectors(hub *realtime.Hub, eng *engine.Engine, relay *peer.Relay, 
 	return cs
 }
 
+// peerCollectors are the member transport's collectors (none outside
+// cluster mode).
+func peerCollectors(mem *member, h *peer.Handler) []prometheus.Collector {
+	if mem == nil || h == nil {
+		return nil
+	}
+	return []prometheus.Collector{peer.NewTransportCollector(mem.peers, h)}
+}
+
 // connCollector reports the public listener's connection counters once
 // wrap has created it (nothing before).
 type connCollector struct{ c *connLimitConfig }

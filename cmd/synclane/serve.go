@@ -723,6 +723,11 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	defer hub.Close() // (runs before eng.Close)
 	controls.Engine = eng
 
+	var peerHandler *peer.Handler
+	if mem != nil {
+		peerHandler = peer.NewHandler(eng, peer.HandlerOptions{Secret: mem.secret, MaxBody: c.maxBody,
+			WriteTimeout: c.writeTimeout, Logger: log.Named("peer")})
+	}
 	mux := httpsync.NewMux(eng, httpsync.MuxOptions{
 		Options: httpsync.Options{Auth: authn, MaxBodyBytes: c.maxBody, BodyBudget: bodies, Logger: log, WriteTimeout: c.writeTimeout, ReadTimeout: c.readTimeout,
 			Observer: c.admin.observer()},
@@ -730,7 +735,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		Ready:      eng.Ready,
 		Realtime:   hub,
 		Registerer: serveRegistry(),
-		Collectors: metricCollectors(hub, eng, relay, &c.conn),
+		Collectors: append(metricCollectors(hub, eng, relay, &c.conn), peerCollectors(mem, peerHandler)...),
 		CORS:       c.cors.policy,
 	})
 	if c.testControl {
@@ -744,8 +749,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	}
 	if mem != nil {
 		mux.Handle(peer.FollowPath, relay)
-		mux.Handle(peer.Prefix, peer.NewHandler(eng, peer.HandlerOptions{Secret: mem.secret, MaxBody: c.maxBody,
-			WriteTimeout: c.writeTimeout, Logger: log.Named("peer")}))
+		mux.Handle(peer.Prefix, peerHandler)
 	} else if ln, err = net.Listen("tcp", c.listen); err != nil {
 		return err
 	}
@@ -836,6 +840,11 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("shutdown timeout passed with requests in flight: closing their connections", zap.Error(err))
 		_ = srv.Close()
+	}
+	if peerHandler != nil {
+		// Member frames connections are hijacked: Shutdown does not see
+		// them. Their calls in flight get what is left of the timeout.
+		peerHandler.Close(sctx)
 	}
 	// Realtime sockets are not HTTP requests any more: close them (1001).
 	hub.Close()
