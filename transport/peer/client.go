@@ -43,13 +43,18 @@ type ClientOptions struct {
 	// DefaultUnresponsiveTimeout (2 s).
 	UnresponsiveTimeout time.Duration
 	// MaxReceiveBufferPerStream caps the bytes of one answer buffered from
-	// the callee before the caller reads them (default 256 KiB).
+	// the callee before the caller reads them (default 256 KiB; over the
+	// frames transport also the bytes of one call's body in flight, and
+	// clamped to 16 KiB … 16 MiB).
 	MaxReceiveBufferPerStream int
-	// Protocol is how calls travel: ProtocolHTTP1 (the default: a pool of
-	// keep-alive HTTP/1.1 connections per member, at most MaxConnsPerMember
-	// at once) or ProtocolH2 (HTTP/2: h2c for http:// advertise URLs, TLS
-	// with ALPN for https://, one connection per member carrying every
-	// call). Both reach the same routes; a member serves both.
+	// Protocol is how calls travel: ProtocolFrames (the default: one
+	// long-lived connection per member carrying every call as binary
+	// frames, frames.go; HTTP/1.1 to a member that does not serve it or
+	// past maxConnsPerPair busy connections), ProtocolHTTP1 (a pool of
+	// keep-alive HTTP/1.1 connections per member, at most
+	// MaxConnsPerMember at once) or ProtocolH2 (HTTP/2: h2c for http://
+	// advertise URLs, TLS with ALPN for https://, one connection per member
+	// carrying every call). All reach the same routes; a member serves all.
 	Protocol string
 	// MaxConnsPerMember caps the HTTP/1.1 connections to one member
 	// (default 512; calls beyond it wait for a free connection).
@@ -65,11 +70,11 @@ const (
 )
 
 // Client calls the other members (it implements engine.Peers and
-// engine.OperationPeers) over HTTP/1.1 keep-alive connections or HTTP/2
-// (ClientOptions.Protocol). HTTP/1.1 is the default because it costs less
-// CPU per call in Go's net/http: in one run of `go run ./bench cluster
-// --cluster-cases forward`, a forwarded push-pull round cost 1.49× the CPU
-// of a local one over HTTP/1.1 and 1.67× over HTTP/2 (bench/RESULTS.md).
+// engine.OperationPeers) over the frames transport, HTTP/1.1 keep-alive
+// connections or HTTP/2 (ClientOptions.Protocol). The frames transport is
+// the default because it costs the least CPU per call: see
+// bench/RESULTS.md, "A cheap member hop" (HTTP/1.1 beat HTTP/2 before it,
+// 1.49× against 1.67× the CPU of a local round).
 type Client struct {
 	opts     ClientOptions
 	hc       *http.Client
@@ -97,7 +102,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		opts.MaxConnsPerMember = 512
 	}
 	if opts.Protocol == "" {
-		opts.Protocol = ProtocolHTTP1
+		opts.Protocol = ProtocolFrames
 	}
 	if opts.UnresponsiveTimeout <= 0 {
 		opts.UnresponsiveTimeout = DefaultUnresponsiveTimeout
@@ -138,6 +143,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 
 // HTTPClient returns the client's HTTP client (for other member routes,
 // such as the realtime follow link; requests must be signed with Sign).
+// With ProtocolFrames it speaks HTTP/1.1.
 func (c *Client) HTTPClient() *http.Client { return c.hc }
 
 // Sign signs r as a call of this member.
