@@ -25,7 +25,7 @@ func member(t *testing.T, secret Secret) (*engine.Engine, *httptest.Server) {
 
 // memberHandler is member, with its Handler (whose Close ends its frames
 // connections, which srv.Close does not see: they are hijacked).
-func memberHandler(t *testing.T, secret Secret) (*engine.Engine, *httptest.Server, *Handler) {
+func memberHandler(t testing.TB, secret Secret) (*engine.Engine, *httptest.Server, *Handler) {
 	t.Helper()
 	sch := schema.MustDemo()
 	eng, err := engine.New(context.Background(), engine.Config{Schema: sch, Backend: memory.New().Backend(), Resolver: engine.AllowAll(sch)})
