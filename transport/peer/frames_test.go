@@ -453,3 +453,26 @@ func TestFramesCallsOutOfIDOrder(t *testing.T) {
 		s.release()
 	}
 }
+
+// A callee closing its frames connections (shutdown) tells its callers
+// to open no new call on them: the connection ends, and the next call
+// reaches the member over HTTP/1.1 while it still serves HTTP.
+func TestFramesCalleeCloses(t *testing.T) {
+	secret, _ := NewSecret([]byte("cluster secret"))
+	_, srv, h := memberHandler(t, secret)
+	c, _ := NewClient(ClientOptions{Self: "http://caller", Secret: secret, Protocol: ProtocolFrames})
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Member(ctx, srv.URL); err != nil {
+		t.Fatal(err)
+	}
+	conn := firstConn(c)
+	h.Close(ctx)
+	<-conn.done
+	if _, err := c.Member(ctx, srv.URL); err != nil {
+		t.Fatalf("call after the callee closed its frames connections: %v", err)
+	}
+	if d, f := c.frames.dials.Load(), c.frames.fallbacks.Load(); d != 2 || f != 1 {
+		t.Fatalf("%d dials, %d calls over HTTP; want a second dial (refused: the member is stopping) and the call over HTTP", d, f)
+	}
+}
