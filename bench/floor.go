@@ -22,6 +22,8 @@ package main
 //   - pwrite+fdatasync of S bytes at the end of a file in --data-dir (what
 //     a commit's durability asks of the kernel); CPU and wall apart; and a
 //     pwrite of 4 KiB alone (a page into the page cache);
+//   - sendfile of 1 MiB from a file in the page cache to a loopback
+//     socket;
 //   - memcpy of S bytes in user space.
 //
 //	go run ./bench floor [--data-dir DIR] [--runs N]
@@ -79,6 +81,9 @@ func runFloor(ctx context.Context, cfg *Config, _ string) ([]Result, error) {
 		}
 		_ = syscall.Close(w)
 		_ = syscall.Close(rd)
+	}
+	if err := floorSendfile(add, cfg.DataDir, 1<<20, n/50); err != nil {
+		return out, err
 	}
 	if err := floorEpoll(add, n*5); err != nil {
 		return out, err
@@ -375,6 +380,46 @@ func floorFsync(add func(string, int, func(int) error) error, dir string, size, 
 			if err := syscall.Fdatasync(fd); err != nil {
 				return err
 			}
+		}
+		return nil
+	})
+}
+
+// floorSendfile measures sendfile(2) of size bytes of a file in the page
+// cache to a loopback socket (the receiving read untimed): what a
+// segment download sent with ReadFrom costs the server.
+func floorSendfile(add func(string, int, func(int) error) error, dir string, size, n int) error {
+	f, err := os.CreateTemp(dir, "synclane-floor-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if _, err := f.Write(make([]byte, size)); err != nil {
+		return err
+	}
+	w, r, err := tcpPair()
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(w)
+	defer syscall.Close(r)
+	buf := make([]byte, size)
+	fd := int(f.Fd())
+	return add(fmt.Sprintf("sendfile %d B (file in page cache)", size), n, func(k int) error {
+		for range k {
+			var off int64
+			for off < int64(size) {
+				if _, err := syscall.Sendfile(w, fd, &off, size-int(off)); err != nil {
+					return err
+				}
+			}
+			c1, t1 := threadCPU(), time.Now()
+			if err := readFull(r, buf); err != nil {
+				return err
+			}
+			floorExcluded.cpu += threadCPU() - c1
+			floorExcluded.wall += time.Since(t1)
 		}
 		return nil
 	})
