@@ -123,10 +123,11 @@ func runFloor(ctx context.Context, cfg *Config, _ string) ([]Result, error) {
 	return out, nil
 }
 
-// timeOnThread runs f(iters) on a locked OS thread and returns the
-// thread's CPU time (RUSAGE_THREAD) and the wall time it took. f may time
-// only part of its work: it returns after doing iters calls of the kind
-// measured, and the untimed parts are excluded by floorWrites itself.
+// timeOnThread runs f(iters) on a locked OS thread (after a warm-up of
+// iters/10) and returns the thread's CPU time (RUSAGE_THREAD) and the
+// wall time it took, less what f added to floorExcluded (the untimed
+// half of a write/read pair; a case whose CPU is the process's, with two
+// threads, adds the other thread's CPU as a negative exclusion).
 func timeOnThread(iters int, f func(n int) error) (time.Duration, time.Duration, error) {
 	type res struct {
 		cpu, wall time.Duration
