@@ -53,9 +53,9 @@ func runFloor(ctx context.Context, cfg *Config, _ string) ([]Result, error) {
 		out = append(out, r)
 		return nil
 	}
-	n := 20000
+	n, syncs := 20000, 300
 	if cfg.Quick {
-		n = 2000
+		n, syncs = 2000, 20
 	}
 	for _, size := range []int{64, 512, 1400, 4096, 16384, 65536, 1 << 20} {
 		w, rd, err := tcpPair()
@@ -95,7 +95,7 @@ func runFloor(ctx context.Context, cfg *Config, _ string) ([]Result, error) {
 		return out, err
 	}
 	for _, size := range []int{4096, 16384} {
-		if err := floorFsync(add, cfg.DataDir, size, 300, true); err != nil {
+		if err := floorFsync(add, cfg.DataDir, size, syncs, true); err != nil {
 			return out, err
 		}
 	}
