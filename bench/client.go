@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/synclane/synclane/engine"
 	"github.com/synclane/synclane/protocol/schema"
@@ -485,7 +488,7 @@ func (r httpRT) roundTripStripped(ctx context.Context, id engine.Identity, body 
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		data, _ := readBody(res)
-		return nil, 0, 0, fmt.Errorf("bench: HTTP %d: %s", res.StatusCode, bytes.TrimSpace(data))
+		return nil, 0, 0, newStatusError(res, data)
 	}
 	out, pages, n, err := stripInlineStream(res.Body)
 	if err != nil {
@@ -518,10 +521,35 @@ func (r httpRT) roundTrip(ctx context.Context, id engine.Identity, body []byte) 
 		return nil, fmt.Errorf("bench: read response: %w", err)
 	}
 	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("bench: HTTP %d: %s", res.StatusCode, bytes.TrimSpace(data))
+		return nil, newStatusError(res, data)
 	}
 	return data, nil
 }
+
+// statusError is an answer whose HTTP status was not 200: its status,
+// the protocol code of its JSON body (if any) and its Retry-After.
+type statusError struct {
+	Status     int
+	Code       string
+	RetryAfter time.Duration // -1: no Retry-After header
+	body       []byte
+}
+
+func newStatusError(res *http.Response, data []byte) *statusError {
+	e := &statusError{Status: res.StatusCode, RetryAfter: -1, body: bytes.TrimSpace(data)}
+	var b struct {
+		Code string `json:"code"`
+	}
+	if json.Unmarshal(e.body, &b) == nil {
+		e.Code = b.Code
+	}
+	if sec, err := strconv.Atoi(res.Header.Get("Retry-After")); err == nil && sec >= 0 {
+		e.RetryAfter = time.Duration(sec) * time.Second
+	}
+	return e
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("bench: HTTP %d: %s", e.Status, e.body) }
 
 func (r httpRT) segment(ctx context.Context, id engine.Identity, segmentID string, scopes map[string][]string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(r.url, "/sync")+"/segments/"+segmentID, nil)

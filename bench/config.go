@@ -114,7 +114,7 @@ type Config struct {
 
 var errUsage = errors.New("usage")
 
-const usage = `usage: go run ./bench <push|partitions|pull|bootstrap|idle|pushpull|realtime|prune|storm|reconnect|bigpush|all|cluster|hostile|soak> [flags]
+const usage = `usage: go run ./bench <push|partitions|pull|bootstrap|idle|pushpull|realtime|prune|storm|reconnect|bigpush|all|cluster|hostile|soak|floor> [flags]
 
 Modes (several may be combined; default --inproc):
   --inproc          drive engine.Engine.Sync in this process

@@ -2,14 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/protocol/ssp2"
+	"github.com/synclane/synclane/protocol/syncerr"
 )
 
 // todoCodec encodes rows of the demo schema's todos table.
@@ -161,6 +166,9 @@ type tally struct {
 	errs   int64
 	first  error
 	lastOK time.Time
+	// kinds counts the errors by errKind; retries the retry-later
+	// answers retryOp sent again, by errKind (not errors).
+	kinds, retries map[string]int64
 }
 
 func (t *tally) fail(err error) {
@@ -168,6 +176,109 @@ func (t *tally) fail(err error) {
 	if t.first == nil {
 		t.first = err
 	}
+	if t.kinds == nil {
+		t.kinds = map[string]int64{}
+	}
+	t.kinds[errKind(err)]++
+}
+
+// errKind names what went wrong in a request, for the count of errors
+// by kind: the protocol code an answer carried (sync.rate_limited, …),
+// the HTTP status of an answer that was not 200, a deadline, or the
+// error's text (up to its first colon after "bench: ").
+func errKind(err error) string {
+	var se *syncerr.Error
+	var he *statusError
+	switch {
+	case errors.As(err, &he) && he.Code != "":
+		return "HTTP " + strconv.Itoa(he.Status) + " " + he.Code
+	case errors.As(err, &he):
+		return "HTTP " + strconv.Itoa(he.Status)
+	case errors.As(err, &se):
+		return string(se.Code)
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline exceeded"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	msg := err.Error()
+	if len(msg) > 60 {
+		msg = msg[:60]
+	}
+	return msg
+}
+
+// retryLater says whether a client would send err's request again after
+// a while, and after how long: an answer of HTTP 503 or 429 (the body
+// budget, the connection cap, a partition moving between members) after
+// its Retry-After (1 s when it gives none), or an in-band
+// sync.rate_limited after 1 s. Other codes the catalog calls retryable
+// (sync.internal_error among them) stay errors: a load benchmark must
+// show them.
+func retryLater(err error) (time.Duration, bool) {
+	var he *statusError
+	if errors.As(err, &he) {
+		if he.Status != http.StatusServiceUnavailable && he.Status != http.StatusTooManyRequests {
+			return 0, false
+		}
+		if he.RetryAfter >= 0 {
+			return he.RetryAfter, true
+		}
+		return time.Second, true
+	}
+	var se *syncerr.Error
+	if errors.As(err, &se) && se.Code == syncerr.RateLimited {
+		return time.Second, true
+	}
+	return 0, false
+}
+
+// retryOp runs op, and again after the wait retryLater gives while it
+// answers a retry-later error, at most maxRetries times; each retry is
+// counted in t.retries by kind (not as an error). The error returned is
+// op's last. Retrying is safe for SSP2 requests: a push is idempotent by
+// its clientCommitId and a pull reads.
+func retryOp(ctx context.Context, t *tally, op func() error) error {
+	const maxRetries = 5
+	for attempt := 0; ; attempt++ {
+		err := op()
+		wait, ok := retryLater(err)
+		if err == nil || !ok || attempt == maxRetries {
+			return err
+		}
+		if t.retries == nil {
+			t.retries = map[string]int64{}
+		}
+		t.retries[errKind(err)]++
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return err
+		}
+	}
+}
+
+// kindsNote renders counts by kind after label, most frequent first (""
+// if none).
+func kindsNote(label string, kinds map[string]int64) string {
+	if len(kinds) == 0 {
+		return ""
+	}
+	names := make([]string, 0, len(kinds))
+	for k := range kinds {
+		names = append(names, k)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if kinds[names[i]] != kinds[names[j]] {
+			return kinds[names[i]] > kinds[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = k + " ×" + strconv.FormatInt(kinds[k], 10)
+	}
+	return label + ": " + strings.Join(parts, ", ")
 }
 
 // runWorkers runs n goroutines of fn and waits for them.
@@ -190,6 +301,18 @@ func mergeTallies(ts []tally) (tally, error) {
 		out.lat.Merge(&ts[i].lat)
 		out.ok += ts[i].ok
 		out.errs += ts[i].errs
+		for k, n := range ts[i].kinds {
+			if out.kinds == nil {
+				out.kinds = map[string]int64{}
+			}
+			out.kinds[k] += n
+		}
+		for k, n := range ts[i].retries {
+			if out.retries == nil {
+				out.retries = map[string]int64{}
+			}
+			out.retries[k] += n
+		}
 		if out.first == nil {
 			out.first = ts[i].first
 		}

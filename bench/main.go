@@ -7,7 +7,8 @@
 // keep-alive connections; not part of all); soak (issue 33: writers,
 // readers, realtime subscribers, reconnect churn and the maintenance loop
 // at once against a real `synclane serve`; not part of all);
-// and cluster (real `synclane serve` processes, etcd and PostgreSQL; not
+// floor (issue 45: the cost of each system call a round needs on this
+// machine; not part of all); and cluster (real `synclane serve` processes, etcd and PostgreSQL; not
 // part of all). The harness
 // drives the engine in-process (--inproc, the default), over HTTP on a
 // loopback listener it starts itself (--http), or any SSP2 server speaking
@@ -65,6 +66,7 @@ var workloads = []struct {
 	{"cluster", runCluster, true},
 	{"hostile", runHostile, true},
 	{"soak", runSoak, true},
+	{"floor", runFloor, true},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

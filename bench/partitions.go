@@ -69,7 +69,11 @@ func partitionsCase(ctx context.Context, cfg *Config, store string, p int) (Resu
 			pc := set[n%len(set)]
 			t0 := time.Now()
 			if n%cfg.PullEvery == cfg.PullEvery-1 {
-				cur, _, err := pullCommits(ctx, pc.c, pc.cursor, nil)
+				var cur int64
+				err := retryOp(ctx, &pulls[i], func() (err error) {
+					cur, _, err = pullCommits(ctx, pc.c, pc.cursor, nil)
+					return err
+				})
 				if err != nil {
 					pulls[i].fail(err)
 					continue
@@ -83,7 +87,10 @@ func partitionsCase(ctx context.Context, cfg *Config, store string, p int) (Resu
 			}
 			pc.n++
 			id := "w" + strconv.Itoa(i) + "-" + strconv.Itoa(int(pc.n%rowsPerWriter))
-			if _, err := pushOne(ctx, pc.c, "c"+strconv.FormatInt(pc.n, 10), todoUpsert(id, listID(i), pc.n)); err != nil {
+			if err := retryOp(ctx, &pushes[i], func() error {
+				_, err := pushOne(ctx, pc.c, "c"+strconv.FormatInt(pc.n, 10), todoUpsert(id, listID(i), pc.n))
+				return err
+			}); err != nil {
 				pushes[i].fail(err)
 				continue
 			}
@@ -120,6 +127,23 @@ func partitionsCase(ctx context.Context, cfg *Config, store string, p int) (Resu
 	for _, e := range []error{err1, err2} {
 		if e != nil {
 			r.Notes = append(r.Notes, "first error: "+e.Error())
+		}
+	}
+	errs, retried := map[string]int64{}, map[string]int64{}
+	var nretried int64
+	for _, t := range []tally{pu, pl} {
+		for k, n := range t.kinds {
+			errs[k] += n
+		}
+		for k, n := range t.retries {
+			retried[k] += n
+			nretried += n
+		}
+	}
+	r.add("retried (retry-later answers)", "", float64(nretried))
+	for _, note := range []string{kindsNote("errors by kind", errs), kindsNote("retried by kind", retried)} {
+		if note != "" {
+			r.Notes = append(r.Notes, note)
 		}
 	}
 	return r, nil

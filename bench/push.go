@@ -65,6 +65,9 @@ func pushCase(ctx context.Context, cfg *Config, store, name string, eo EngineOpt
 	if ferr != nil {
 		r.Notes = append(r.Notes, "first error: "+ferr.Error())
 	}
+	if note := kindsNote("errors by kind", tot.kinds); note != "" {
+		r.Notes = append(r.Notes, note)
+	}
 	return r, nil
 }
 

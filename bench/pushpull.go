@@ -130,6 +130,9 @@ func pushpullCase(ctx context.Context, cfg *Config, store string) (Result, error
 	if ferr != nil {
 		r.Notes = append(r.Notes, "first error: "+ferr.Error())
 	}
+	if note := kindsNote("errors by kind", tot.kinds); note != "" {
+		r.Notes = append(r.Notes, note)
+	}
 	return r, nil
 }
 

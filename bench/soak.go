@@ -37,6 +37,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -302,13 +303,16 @@ func soakCase(ctx context.Context, cfg *Config, bin serverBin, dir string) (Resu
 
 	ph := newPhase(cfg.Warmup, cfg.Duration, 0)
 	cpuAt := make(chan time.Duration, 1)
+	prunedAt := make(chan float64, 1)
 	go func() {
 		select {
 		case <-time.After(time.Until(ph.measureFrom)):
 			d, _ := procCPU(srv.pid)
 			cpuAt <- d
+			prunedAt <- soakPruned(ctx, srv.url)
 		case <-ctx.Done():
 			cpuAt <- -1
+			prunedAt <- -1
 		}
 	}()
 	var prof sync.WaitGroup
@@ -397,6 +401,7 @@ func soakCase(ctx context.Context, cfg *Config, bin serverBin, dir string) (Resu
 	}()
 	load.Wait()
 	cpuEnd, ok := procCPU(srv.pid)
+	prunedEnd := soakPruned(ctx, srv.url)
 	elapsed := time.Since(ph.measureFrom)
 	stopSubs()
 	subWG.Wait()
@@ -425,6 +430,9 @@ func soakCase(ctx context.Context, cfg *Config, bin serverBin, dir string) (Resu
 	}
 	r.add("deltas/s", "1/s", float64(deltas.Load())/elapsed.Seconds())
 	r.add("wake-ups/s", "1/s", float64(wakes.Load())/elapsed.Seconds())
+	if p0 := <-prunedAt; p0 >= 0 && prunedEnd >= 0 {
+		r.add("commits pruned/s", "1/s", (prunedEnd-p0)/elapsed.Seconds())
+	}
 	r.add("rounds", "", float64(rounds))
 	nerr := wT.errs.Load() + rT.errs.Load() + cT.errs.Load() + wakeT.errs.Load()
 	r.add("errors", "", float64(nerr))
@@ -436,6 +444,30 @@ func soakCase(ctx context.Context, cfg *Config, bin serverBin, dir string) (Resu
 		r.Notes = append(r.Notes, "profile: "+profErr.Error())
 	}
 	return r, nil
+}
+
+// soakPruned reads synclane_retention_pruned_commits_total from the
+// server's /metrics (-1 when it cannot).
+func soakPruned(ctx context.Context, base string) float64 {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return -1
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "synclane_retention_pruned_commits_total "); ok {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }
 
 // fetchProfile saves the profile at u (a /debug/pprof URL) to path.

@@ -219,6 +219,9 @@ func churnCase(ctx context.Context, cfg *Config, store string, k churnKind, bin 
 	if ferr != nil {
 		r.Notes = append(r.Notes, "first error: "+ferr.Error())
 	}
+	if note := kindsNote("errors by kind", tot.kinds); note != "" {
+		r.Notes = append(r.Notes, note)
+	}
 	return r, nil
 }
 

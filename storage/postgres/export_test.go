@@ -2,8 +2,10 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/synclane/synclane/storage"
 )
@@ -53,4 +55,26 @@ func ColumnScanSQL(s *Store, table string, col int, after bool) (string, error) 
 		return "", err
 	}
 	return ts.columnScanSQL(col, after), nil
+}
+
+// ReadGateSQL runs the serve-gate statement for partition, or with
+// withOwner false the same statement without its owner_generation
+// column (the gate before the cluster-outage work), and scans it.
+func ReadGateSQL(ctx context.Context, s *Store, partition string, running int32, withOwner bool) error {
+	q := s.gateSQL()
+	var gen int64
+	var epoch string
+	var schemaVersion int32
+	var horizon int64
+	var parts, names []string
+	dest := []any{&schemaVersion, &epoch, &horizon, &gen, &parts, &names}
+	if !withOwner {
+		line := "\tcoalesce((SELECT owner_generation FROM " + s.q.partitions + " WHERE partition = $1), 0),\n"
+		if !strings.Contains(q, line) {
+			return fmt.Errorf("gate SQL has no owner_generation line: %s", q)
+		}
+		q = strings.Replace(q, line, "", 1)
+		dest = []any{&schemaVersion, &epoch, &horizon, &parts, &names}
+	}
+	return s.pool.QueryRow(ctx, q, partition, running).Scan(dest...)
 }
