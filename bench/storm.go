@@ -224,6 +224,12 @@ func churnCase(ctx context.Context, cfg *Config, store string, k churnKind, bin 
 			r.add("pages encoded/"+k.op, "", float64(end.Segments.Encoded-start.Segments.Encoded)/float64(tot.ok))
 		}
 		r.add("segments built", "", float64(end.Segments.Built-start.Segments.Built))
+		if w := end.Engine.ClientBindingWrites - start.Engine.ClientBindingWrites; w > 0 {
+			r.add("client bindings/write", "", float64(end.Engine.ClientBindings-start.Engine.ClientBindings)/float64(w))
+		}
+		if g := end.Engine.PullGroups - start.Engine.PullGroups; g > 0 {
+			r.add("pulls/group", "", float64(end.Engine.GroupedPulls-start.Engine.GroupedPulls)/float64(g))
+		}
 		downloads := end.Segments.Served - start.Segments.Served
 		r.add("segment downloads", "", float64(downloads))
 		if downloads > 0 {
