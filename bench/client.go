@@ -249,6 +249,10 @@ type Client struct {
 	// clients, whose bytes are compared with one client that decodes all.
 	stripInline    bool
 	inlineStripped int
+	// skipSegments takes a SEGMENT_REF as the answer without downloading
+	// it (a client whose segment cache holds that content address): the
+	// storm's --skip-segments, which measures the sync requests alone.
+	skipSegments bool
 }
 
 // stripInlineFrames returns data without its SEGMENT_INLINE frames (a

@@ -57,6 +57,15 @@ type Config struct {
 	// phase (0: no storm).
 	ServerProc bool
 	Storm      int
+	// FreshClients makes every bootstrap of storm and reconnect a new
+	// client (a new clientId, its epoch acquired by an epoch-less request
+	// first), as the reference harness's storm does; otherwise each of
+	// the --vus clients bootstraps again under its own clientId.
+	FreshClients bool
+	// SkipSegments makes the storm's and reconnect's clients take a
+	// SEGMENT_REF without downloading it (a client whose segment cache
+	// holds it), so the server's CPU is the sync requests' alone.
+	SkipSegments bool
 	// ServerGOGC, when > 0, is the server child's GOGC: a low value makes
 	// its collector run often enough that the sampled heap follows the
 	// live heap (with the default a bootstrap may finish between two
@@ -174,6 +183,8 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	fs.BoolVar(&cfg.ServerProc, "server-proc", false, "bootstrap --http: serve from a child process and probe its heap (peak server heap vs page bytes), and time a bare SELECT+encode loop on the same rows")
 	fs.IntVar(&cfg.ServerGOGC, "server-gogc", 0, "bootstrap --server-proc: GOGC of the server child (0: Go's default); a low value makes the heap probe follow the live heap")
 	fs.IntVar(&cfg.Storm, "storm", 0, "bootstrap: then N concurrent fresh clients bootstrap one scope (wall time vs one client, segments built/reused); needs --server-proc")
+	fs.BoolVar(&cfg.FreshClients, "fresh-clients", false, "storm, reconnect: every bootstrap by a new client (new clientId, epoch handshake first), whose binding the server records")
+	fs.BoolVar(&cfg.SkipSegments, "skip-segments", false, "storm, reconnect: clients do not download the segments referenced (as if cached), so only the sync requests are measured")
 	fs.IntVar(&cfg.IdlePartitions, "idle-partitions", 1000, "idle: partitions woken once")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 10*time.Second, "idle: engine IdleTimeout (passivation delay)")
 	fs.IntVar(&cfg.VUs, "vus", 50, "pushpull: virtual clients, one project each; storm, reconnect: clients bootstrapping one scope over and over")

@@ -55,6 +55,9 @@ type heapProbe struct {
 	// (getrusage), less sensitive to a loaded machine than wall time.
 	CPUSeconds float64
 	Segments   segstore.Stats
+	// Engine is the child's engine counters (a child built before a
+	// counter existed reads 0 for it).
+	Engine engine.MetricsSnapshot
 	// HasEncoded reports that the child's segment stats carry the
 	// pages-encoded counter (a child built before it reads 0).
 	HasEncoded bool `json:"-"`
@@ -170,6 +173,7 @@ func serverChild(args []string) int {
 		mux.HandleFunc("GET /_bench/probe", func(w http.ResponseWriter, _ *http.Request) {
 			p := ps.read()
 			p.Segments = eng.Segments().Stats()
+			p.Engine = eng.Metrics()
 			_ = json.NewEncoder(w).Encode(p)
 		})
 		return mux

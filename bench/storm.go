@@ -108,7 +108,14 @@ func churnCase(ctx context.Context, cfg *Config, store string, k churnKind, bin 
 		lane = cfg.Lane
 	}
 	r := Result{Workload: k.name, Case: fmt.Sprintf("%d clients, %d rows, %d rows/page, %s", cfg.VUs, n, pageRows, lane),
-		Store: store, Mode: string(cfg.Mode), Params: map[string]any{"clients": cfg.VUs, "rows": n, "pageRows": pageRows, "lane": lane}}
+		Store: store, Mode: string(cfg.Mode), Params: map[string]any{"clients": cfg.VUs, "rows": n, "pageRows": pageRows, "lane": lane, "freshClients": cfg.FreshClients}}
+	if cfg.FreshClients {
+		r.Case += ", a fresh client per " + k.op
+	}
+	if cfg.SkipSegments {
+		r.Case += ", segments not downloaded"
+		r.Params["skipSegments"] = true
+	}
 	if bin.label != "" {
 		r.Case += ", server " + bin.label
 		r.Params["server"] = bin.label
@@ -144,6 +151,7 @@ func churnCase(ctx context.Context, cfg *Config, store string, k churnKind, bin 
 	for i := range clients {
 		clients[i] = t.Client("churn-"+strconv.Itoa(i), "churn", "churn-"+strconv.Itoa(i))
 		clients[i].stripInline = i > 0
+		clients[i].skipSegments = cfg.SkipSegments
 		if err := clients[i].Handshake(ctx); err != nil {
 			return r, fmt.Errorf("handshake: %w", err)
 		}
@@ -161,8 +169,16 @@ func churnCase(ctx context.Context, cfg *Config, store string, k churnKind, bin 
 	tallies := make([]tally, len(clients))
 	runWorkers(len(clients), func(i int) {
 		c, tl := clients[i], &tallies[i]
-		for ph0.next() && ctx.Err() == nil {
-			t0, stripped := time.Now(), c.inlineStripped
+		for seq := 0; ph0.next() && ctx.Err() == nil; seq++ {
+			t0 := time.Now()
+			if cfg.FreshClients && seq > 0 {
+				// A new client: a new clientId, no epoch (Do acquires it
+				// first, as a client's first request does).
+				nc := t.Client(c.id.ActorID, "churn", fmt.Sprintf("churn-%d-%d", i, seq))
+				nc.stripInline, nc.inlineStripped, nc.BytesIn, nc.skipSegments = c.stripInline, c.inlineStripped, c.BytesIn, c.skipSegments
+				c = nc
+			}
+			stripped := c.inlineStripped
 			out, err := drainBootstrap(ctx, c, ph, i == 0, maxReq)
 			// Rows are counted by client 0, and by the others when no
 			// inline page (skipped unread) carried any.
@@ -208,6 +224,12 @@ func churnCase(ctx context.Context, cfg *Config, store string, k churnKind, bin 
 			r.add("pages encoded/"+k.op, "", float64(end.Segments.Encoded-start.Segments.Encoded)/float64(tot.ok))
 		}
 		r.add("segments built", "", float64(end.Segments.Built-start.Segments.Built))
+		if w := end.Engine.ClientBindingWrites - start.Engine.ClientBindingWrites; w > 0 {
+			r.add("client bindings/write", "", float64(end.Engine.ClientBindings-start.Engine.ClientBindings)/float64(w))
+		}
+		if g := end.Engine.PullGroups - start.Engine.PullGroups; g > 0 {
+			r.add("pulls/group", "", float64(end.Engine.GroupedPulls-start.Engine.GroupedPulls)/float64(g))
+		}
 		downloads := end.Segments.Served - start.Segments.Served
 		r.add("segment downloads", "", float64(downloads))
 		if downloads > 0 {

@@ -425,6 +425,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	pc.IdempotencyFault = cfg.IdempotencyFault
 	pc.Limits = cfg.Limits.WithDefaults()
 	pc.Tracer = e.tracer()
+	pc.Counters = &e.metrics.partitions
 	if err := configureHooks(cfg, pc); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/synclane/synclane/engine/retention"
+	"github.com/synclane/synclane/partition"
 	"github.com/synclane/synclane/protocol/syncerr"
 )
 
@@ -17,6 +18,7 @@ type Metrics struct {
 	resets                    atomic.Uint64
 	remoteCommits             atomic.Uint64
 	latencyNanos              atomic.Uint64
+	partitions                partition.Counters
 	mu                        sync.Mutex
 	errors                    map[syncerr.Code]uint64
 }
@@ -62,6 +64,16 @@ type MetricsSnapshot struct {
 	Errors map[string]uint64 `json:"errors"`
 	// Retention holds the pruning counters.
 	Retention retention.Stats `json:"retention"`
+	// ClientBindingWrites counts the durable writes of new clientId →
+	// actor bindings; ClientBindings the bindings they wrote (fresh
+	// clients bound in one batch share a write: Bindings ÷ Writes).
+	ClientBindingWrites uint64 `json:"clientBindingWrites"`
+	ClientBindings      uint64 `json:"clientBindings"`
+	// PullGroups counts groups of bootstrap pulls that arrived together
+	// and were served under one gate verify; GroupedPulls the pulls in
+	// them.
+	PullGroups   uint64 `json:"pullGroups"`
+	GroupedPulls uint64 `json:"groupedPulls"`
 }
 
 // Metrics returns a snapshot of the engine's counters.
@@ -72,6 +84,8 @@ func (e *Engine) Metrics() MetricsSnapshot {
 		CommitsRejected: m.rejected.Load(), HeaderOnlyResets: m.resets.Load(),
 		RequestSeconds: float64(m.latencyNanos.Load()) / 1e9, Errors: map[string]uint64{},
 		RemoteCommits: m.remoteCommits.Load(), Retention: e.retention.Stats(),
+		ClientBindingWrites: m.partitions.BindingWrites.Load(), ClientBindings: m.partitions.Bindings.Load(),
+		PullGroups: m.partitions.PullGroups.Load(), GroupedPulls: m.partitions.GroupedPulls.Load(),
 	}
 	m.mu.Lock()
 	for k, v := range m.errors {

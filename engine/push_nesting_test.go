@@ -89,6 +89,11 @@ func (s *nestingStore) BindClient(ctx context.Context, p, clientID, actorID stri
 	return s.Store.BindClient(ctx, p, clientID, actorID, nowMs)
 }
 
+func (s *nestingStore) BindClients(ctx context.Context, p string, nowMs int64, binds ...storage.ClientBinding) ([]storage.BoundClient, error) {
+	s.outside("BindClients", p)
+	return s.Store.BindClients(ctx, p, nowMs, binds...)
+}
+
 func (s *nestingStore) PutClient(ctx context.Context, p string, recs ...storage.ClientRecord) error {
 	s.outside("PutClient", p)
 	return s.Store.PutClient(ctx, p, recs...)

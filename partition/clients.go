@@ -136,16 +136,14 @@ func (p *Partition) cache(ce *clientEntry) *clientEntry {
 // the binding in j for precheck, which reads no storage for it. Requests
 // that only acquire the epoch, and reserved clientIds, bind nothing (and
 // precheck answers them before the binding matters). It runs outside
-// push transactions.
+// push transactions. A binding bindGroup already wrote for j's batch is
+// found in the cache: no storage call.
 func (p *Partition) bind(ctx context.Context, j *SyncJob) error {
-	h := j.req.Header
 	j.bound = ""
-	if j.req.WireVersion >= ssp2.WireV2 && h.LogEpoch == nil {
+	if !bindable(j) {
 		return nil
 	}
-	if CheckClientID(h.ClientID, j.actorID, "") != nil {
-		return nil
-	}
+	h := j.req.Header
 	ce, err := p.client(ctx, h.ClientID)
 	if err != nil {
 		return err
@@ -154,17 +152,88 @@ func (p *Partition) bind(ctx context.Context, j *SyncJob) error {
 		j.bound = ce.rec.ActorID
 		return nil
 	}
-	bound, err := p.cfg.Backend.Clients.BindClient(ctx, p.name, h.ClientID, j.actorID, p.cfg.Now().UnixMilli())
+	got, err := p.storeBindings(ctx, []storage.ClientBinding{{ClientID: h.ClientID, ActorID: j.actorID}})
 	if err != nil {
 		return err
 	}
-	j.bound = bound
-	if ce != nil {
-		ce.rec.ActorID = bound
-		return nil
+	j.bound = got[0].ActorID
+	return nil
+}
+
+// bindable reports whether j's clientId takes a binding (see bind).
+func bindable(j *SyncJob) bool {
+	if j.req.WireVersion >= ssp2.WireV2 && j.req.Header.LogEpoch == nil {
+		return false
 	}
-	_, err = p.client(ctx, h.ClientID) // cache the stored record
-	return err
+	return CheckClientID(j.req.Header.ClientID, j.actorID, "") == nil
+}
+
+// bindGroup writes the bindings of every unbound clientId among jobs (a
+// batch the actor handed over together) in one Clients.BindClients call:
+// one durable write for the batch instead of one per fresh client. Each
+// job's own bind then finds its binding cached. A clientId that appears
+// twice is bound to the first job's actor, as when the jobs are served
+// one after the other. Nothing here answers a job: a failed read or
+// write is left to each job's own bind, which fails the same way and
+// answers its job.
+func (p *Partition) bindGroup(ctx context.Context, jobs []Job) {
+	var binds []storage.ClientBinding
+	var seen map[string]bool
+	for _, jb := range jobs {
+		j, ok := jb.(*SyncJob)
+		if !ok || !bindable(j) || j.ctx.Err() != nil {
+			continue
+		}
+		cid := j.req.Header.ClientID
+		if seen[cid] {
+			continue
+		}
+		// An uncached clientId is not looked up first: BindClients
+		// reports whether it was bound already (storeBindings then reads
+		// its record), and in a batch of first requests most are fresh.
+		if ce := p.clients.entries[cid]; ce != nil && ce.rec.ActorID != "" {
+			continue
+		}
+		if seen == nil {
+			seen = map[string]bool{}
+		}
+		seen[cid] = true
+		binds = append(binds, storage.ClientBinding{ClientID: cid, ActorID: j.actorID})
+	}
+	if len(binds) > 0 {
+		p.storeBindings(ctx, binds) //nolint:errcheck // each job's bind tries again and answers the failure
+	}
+}
+
+// storeBindings binds binds' clientIds (none bound in the cache) in one
+// durable write and caches the records: a record the write created is
+// known without reading it back (the minimal record BindClients
+// describes); one bound before (by another process, or before this
+// actor's cache) is read from storage. The answers are BindClients'.
+func (p *Partition) storeBindings(ctx context.Context, binds []storage.ClientBinding) ([]storage.BoundClient, error) {
+	nowMs := p.cfg.Now().UnixMilli()
+	got, err := p.cfg.Backend.Clients.BindClients(ctx, p.name, nowMs, binds...)
+	if err != nil {
+		return nil, err
+	}
+	if c := p.cfg.Counters; c != nil {
+		c.BindingWrites.Add(1)
+		c.Bindings.Add(uint64(len(binds)))
+	}
+	for i, b := range binds {
+		ce := p.clients.entries[b.ClientID]
+		switch {
+		case ce != nil:
+			ce.rec.ActorID = got[i].ActorID
+		case got[i].Created:
+			p.cache(&clientEntry{rec: storage.ClientRecord{ClientID: b.ClientID, ActorID: got[i].ActorID, Cursor: -1, UpdatedAtMs: nowMs}, acked: -1})
+		default:
+			if _, err := p.client(ctx, b.ClientID); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return got, nil
 }
 
 // recordClient buffers the client's record after a served request: its

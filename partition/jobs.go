@@ -73,8 +73,36 @@ func (j *SyncJob) Wait(ctx context.Context) (*Reply, error) { return j.wait(ctx,
 // when its caller gives up first.
 const abandonedUnanswered = "request abandoned before the partition answered"
 
-// Batchable reports whether the request pushes commits.
-func (j *SyncJob) Batchable() bool { return len(j.req.Commits) > 0 }
+// Batchable reports whether the request pushes commits, or is one of a
+// fresh client's first requests: one acquiring the log epoch (wire v2+,
+// no logEpoch), or a pull whose every subscription is at cursor -1
+// without a bootstrap token. Pushes are served as one group commit;
+// first requests that arrive together have their clients bound in one
+// durable write and are served with one partition read and one gate
+// verify (Partition.pullGroup). Other pulls run as they arrive.
+func (j *SyncJob) Batchable() bool { return len(j.req.Commits) > 0 || j.bootstrapStart() }
+
+// bootstrapStart reports whether j is a pull starting a bootstrap, or a
+// request acquiring the log epoch (a fresh client's request before its
+// first pull), see Batchable.
+func (j *SyncJob) bootstrapStart() bool {
+	r := j.req
+	if len(r.Commits) > 0 {
+		return false
+	}
+	if r.WireVersion >= ssp2.WireV2 && r.Header.LogEpoch == nil {
+		return true
+	}
+	if r.Pull == nil || len(r.Subscriptions) == 0 {
+		return false
+	}
+	for _, s := range r.Subscriptions {
+		if s.Cursor != -1 || s.BootstrapState != nil {
+			return false
+		}
+	}
+	return true
+}
 
 // Fail answers the job with err. A coded error passes through; the
 // runtime's own failures (shutting down: an error with a ShuttingDown()
@@ -98,7 +126,7 @@ func jobFailure(err error, what string) error {
 }
 
 func (j *SyncJob) push() *SyncJob {
-	if j.Batchable() {
+	if len(j.req.Commits) > 0 {
 		return j
 	}
 	return nil
@@ -107,7 +135,7 @@ func (j *SyncJob) push() *SyncJob {
 func (j *SyncJob) requestContext() context.Context { return j.ctx }
 
 func (j *SyncJob) run(ctx context.Context, p *Partition) {
-	if j.Batchable() {
+	if len(j.req.Commits) > 0 {
 		p.push(ctx, []*SyncJob{j})
 		return
 	}

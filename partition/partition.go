@@ -22,6 +22,7 @@ package partition
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -100,6 +101,9 @@ type Config struct {
 	// OnRegistration, when set, is called after each served round of a
 	// client is recorded (see Registration); it must not block.
 	OnRegistration func(partition string, r Registration)
+	// Counters, when set, counts what the partitions sharing it do (the
+	// engine's metrics read it).
+	Counters *Counters
 
 	// Hooks are the host's write hooks (hooks.go), run inside the push
 	// transaction; the zero value has none.
@@ -211,6 +215,23 @@ type Partition struct {
 	origins []reactionOrigin
 	// loaded reports that the registry entry was read since Start (load).
 	loaded bool
+	// pins remembers scope pins by the log state they were read at
+	// (scopePin); group holds the reads a group of pulls shares while it
+	// is served (pullGroup), nil otherwise.
+	pins  map[pinKey]int64
+	group *groupReads
+}
+
+// Counters are counts of the partitions' work that sharing one request
+// among several saves; safe for concurrent use.
+type Counters struct {
+	// BindingWrites counts durable writes of client bindings
+	// (Clients.BindClients calls); Bindings the clientIds they bound.
+	// Bindings ÷ BindingWrites is how many fresh clients shared a write.
+	BindingWrites, Bindings atomic.Uint64
+	// PullGroups counts groups of bootstrap pulls served under one gate
+	// verify; GroupedPulls the pulls they served.
+	PullGroups, GroupedPulls atomic.Uint64
 }
 
 // New returns the state of partition name; its first job loads it.
@@ -236,6 +257,7 @@ func (p *Partition) Start(ctx context.Context) error {
 	p.token = GateToken{}
 	p.forgetOpen()
 	p.loaded = false
+	p.pins = nil
 	return nil
 }
 
@@ -340,14 +362,22 @@ func (p *Partition) Handle(ctx context.Context, jobs []Job) {
 	if len(jobs) == 1 {
 		jobs[0].run(ctx, p)
 	} else {
+		// The batch's fresh clientIds are bound in one durable write
+		// first (pushes and bootstrap pulls alike), then its bootstrap
+		// pulls are served as one group, then its pushes.
+		p.bindGroup(ctx, jobs)
 		group := make([]*SyncJob, 0, len(jobs))
+		var pulls []*SyncJob
 		for _, j := range jobs {
 			if s := j.push(); s != nil {
 				group = append(group, s)
+			} else if s, ok := j.(*SyncJob); ok {
+				pulls = append(pulls, s)
 			} else {
 				j.run(ctx, p)
 			}
 		}
+		p.pullGroup(ctx, pulls)
 		p.push(ctx, group)
 	}
 	p.maybeFlushClients(ctx)

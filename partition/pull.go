@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
@@ -43,6 +44,11 @@ func (p *Partition) pull(ctx context.Context, j *SyncJob) {
 			return
 		}
 	}
+	p.pullFresh(ctx, j)
+}
+
+// pullFresh serves j under a fresh gate read.
+func (p *Partition) pullFresh(ctx context.Context, j *SyncJob) {
 	_, span := p.jobSpan(ctx, j, tracing.SpanGateOpen)
 	token, err := p.cfg.Gate.Open(ctx, p.gateReader(), p.name)
 	endSpan(span, err)
@@ -52,6 +58,122 @@ func (p *Partition) pull(ctx context.Context, j *SyncJob) {
 		return
 	}
 	p.pullUnder(ctx, j, token, false)
+}
+
+// pullGroup serves bootstrap pulls the actor handed over together (see
+// SyncJob.Batchable; bindGroup bound their clients first) as pull serves
+// one, with the gate shared: every reply is built under one token (the
+// last open read's, else one fresh read), then one verify read decides
+// for all of them, as a push group's does: a closed or changed gate
+// answers every job of the group with the refusal (under a fresh token)
+// or has each served again under a fresh gate read (under a reused one,
+// as pull does), and no reply built under the old token leaves. The
+// group's jobs with the same subscription share the scope pin and image
+// lookups and one read of the partition (groupReads). A job whose build fails under a reused token is
+// served again alone under a fresh read, after the group.
+func (p *Partition) pullGroup(ctx context.Context, jobs []*SyncJob) {
+	switch len(jobs) {
+	case 0:
+		return
+	case 1:
+		p.pull(ctx, jobs[0])
+		return
+	}
+	live := jobs[:0:0]
+	for _, j := range jobs {
+		p.queueWait(j)
+		if !j.abandoned() {
+			live = append(live, j)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	token, reused := p.lastOpen()
+	if reused {
+		for _, j := range live {
+			_, span := p.jobSpan(ctx, j, tracing.SpanGateOpen)
+			span.SetAttributes(tracing.GateReused.Bool(true))
+			span.End()
+		}
+	} else {
+		span := p.groupSpan(ctx, live, tracing.SpanGateOpen)
+		var err error
+		token, err = p.cfg.Gate.Open(ctx, p.gateReader(), p.name)
+		endSpan(span, err)
+		if err != nil {
+			p.forgetOpen()
+			for _, j := range live {
+				j.answer(nil, err)
+			}
+			return
+		}
+	}
+	p.group = &groupReads{finds: map[string]segstore.Meta{}}
+	defer func() { p.group = nil }()
+	var built []started
+	var stops []bool
+	var again []*SyncJob
+	for _, j := range live {
+		bctx, span := p.jobSpan(ctx, j, tracing.SpanReplyBuild)
+		rep, stop, err := p.buildPull(bctx, j, token)
+		endSpan(span, err)
+		switch {
+		case err != nil && reused:
+			again = append(again, j)
+		case err != nil:
+			j.answer(nil, err)
+		default:
+			built, stops = append(built, started{job: j, rep: rep}), append(stops, stop)
+		}
+	}
+	if c := p.cfg.Counters; c != nil {
+		c.PullGroups.Add(1)
+		c.GroupedPulls.Add(uint64(len(built)))
+	}
+	if len(again) > 0 {
+		p.forgetOpen()
+	}
+	if len(built) > 0 {
+		span := p.appliedSpan(ctx, built, tracing.SpanGateVerify)
+		vctx := ctx
+		if span.IsRecording() {
+			vctx = trace.ContextWithSpan(ctx, span)
+		}
+		var horizon int64
+		ok := true
+		if reused {
+			var now GateToken
+			var err error
+			now, horizon, err = p.cfg.Gate.Verify(vctx, p.gateReader(), p.name, token)
+			if err != nil {
+				p.forgetOpen()
+				ok = false
+				for _, b := range built {
+					again = append(again, b.job)
+				}
+			} else {
+				p.adoptVerified(now, horizon)
+			}
+		} else {
+			horizon, ok = p.verified(vctx, token, requestsOf(built))
+		}
+		span.End()
+		if ok {
+			for i, b := range built {
+				if !stops[i] {
+					b.rep.expireBelow(horizon)
+					p.bindStreams(b.job.ctx, b.rep, token)
+					p.recordClient(ctx, b.job, b.rep)
+				}
+				b.job.answer(b.rep, nil)
+			}
+		}
+	}
+	p.group = nil
+	for _, j := range again {
+		p.pullFresh(ctx, j)
+	}
 }
 
 // pullUnder builds the reply of j under the gate token token, verifies the
@@ -102,7 +224,7 @@ func (p *Partition) pullUnder(ctx context.Context, j *SyncJob, token GateToken, 
 // reply of a pull under the gate token token; stop reports that the
 // checks answered the request (rep is the answer, nothing to record).
 func (p *Partition) buildPull(ctx context.Context, j *SyncJob, token GateToken) (rep *Reply, stop bool, err error) {
-	info, err := p.read(ctx)
+	info, err := p.readPull(ctx)
 	if err != nil {
 		return nil, false, storageErr(err)
 	}
@@ -465,7 +587,7 @@ func (p *Partition) openTable(ctx context.Context, src tablePages, tok Bootstrap
 		}
 	}
 	if page == nil && canImage {
-		m, err := segs.Find(ctx, p.name, src.imageKey(tok))
+		m, err := p.findSegment(ctx, src.imageKey(tok))
 		switch {
 		case err == nil && m.RowCount > int64(src.pageRows):
 			segs.CountReused()
@@ -475,7 +597,7 @@ func (p *Partition) openTable(ctx context.Context, src tablePages, tok Bootstrap
 		}
 	}
 	if page == nil && segs != nil {
-		m, err := segs.Find(ctx, p.name, key)
+		m, err := p.findSegment(ctx, key)
 		switch {
 		case err == nil && canImage && m.NextRowCursor != nil:
 			return p.imageStart(ctx, src, tok)
@@ -518,6 +640,50 @@ func (p *Partition) openTable(ctx context.Context, src tablePages, tok Bootstrap
 		p.keepPage(ctx, src, tok, *page)
 	}
 	return tableStart{lane: LaneInline, page: *page, fresh: fresh}, nil
+}
+
+// findSegment is Segments.Find of key in the partition, shared within a
+// group of pulls (pullGroup): a segment one job of the group found is
+// the answer for the others, which are served in the same moment under
+// the same gate token (a lookup that finds nothing is not remembered).
+func (p *Partition) findSegment(ctx context.Context, key segstore.KeyParts) (segstore.Meta, error) {
+	if p.group == nil {
+		return p.cfg.Segments.Find(ctx, p.name, key)
+	}
+	k := key.Key()
+	if m, ok := p.group.finds[k]; ok {
+		return m, nil
+	}
+	m, err := p.cfg.Segments.Find(ctx, p.name, key)
+	if err == nil {
+		p.group.finds[k] = m
+	}
+	return m, err
+}
+
+// groupReads are the reads the pulls of one group (pullGroup) share: the
+// partition's registry entry, read once for the group (readPull), and
+// the segments found (findSegment).
+type groupReads struct {
+	info  storage.PartitionInfo
+	read  bool
+	finds map[string]segstore.Meta
+}
+
+// readPull is read for a pull: once per group when serving one.
+func (p *Partition) readPull(ctx context.Context) (storage.PartitionInfo, error) {
+	g := p.group
+	if g == nil {
+		return p.read(ctx)
+	}
+	if g.read {
+		return g.info, nil
+	}
+	info, err := p.read(ctx)
+	if err == nil {
+		g.info, g.read = info, true
+	}
+	return info, err
 }
 
 // imageStart serves the start of a table for a client accepting SQLite
@@ -752,12 +918,38 @@ func (p *Partition) scopePin(ctx context.Context, t *schema.Table, eff map[strin
 		return info.MaxCommitSeq, nil
 	}
 	v := slices.Sorted(maps.Keys(eff))[0]
+	// The answer is a function of the log up to info.MaxCommitSeq, which
+	// no longer changes once read, and of the horizon: remembered under
+	// both (and the log epoch), so a storm of bootstraps of one scope
+	// reads it once per commit that moves the partition.
+	key := pinKey{epoch: p.token.LogEpoch, maxSeq: info.MaxCommitSeq, horizon: info.HorizonSeq, table: t.Name, v: v, values: strings.Join(eff[v], "\x00")}
+	if seq, ok := p.pins[key]; ok {
+		return seq, nil
+	}
 	seq, err := p.cfg.Backend.Log.LatestScopeCommit(ctx, p.name, storage.ScopeCommitQuery{Table: t.Name, Var: v, Values: eff[v], UpToSeq: info.MaxCommitSeq})
 	if err != nil {
 		return 0, err
 	}
-	return min(max(seq, info.HorizonSeq), info.MaxCommitSeq), nil
+	seq = min(max(seq, info.HorizonSeq), info.MaxCommitSeq)
+	if p.pins == nil || len(p.pins) >= maxPins {
+		p.pins = map[pinKey]int64{}
+	}
+	p.pins[key] = seq
+	return seq, nil
 }
+
+// pinKey is what a scope pin is remembered under (scopePin): the log
+// epoch, the partition's max commit seq and horizon as read, and the
+// query (table, the scope variable, its values joined by NUL).
+type pinKey struct {
+	epoch            string
+	maxSeq, horizon  int64
+	table, v, values string
+}
+
+// maxPins bounds the scope pins a partition remembers; past it they are
+// all forgotten (a new commit makes the old ones useless anyway).
+const maxPins = 256
 
 // deferSection answers a subscription that no longer fits in the reply
 // with a section that makes no progress: an incremental one keeps its

@@ -206,6 +206,23 @@ type Clients interface {
 	// error wrapping ErrUnstorable and binds nothing.
 	BindClient(ctx context.Context, partition, clientID, actorID string, nowMs int64) (boundActor string, err error)
 
+	// BindClients is BindClient for several clientIDs of partition in one
+	// durable write: one transaction (SQLite: one member of the push
+	// commit group, so one fsync shared with every other partition's
+	// writes waiting then; PostgreSQL: one transaction, one WAL flush),
+	// and no binding is returned before all of them are durable. Its i-th
+	// answer is binds[i]'s: the actor the clientID is bound to after the
+	// call and whether this call created its minimal record (cursor -1, no
+	// subscriptions, UpdatedAtMs nowMs, WireVersion 0), so a caller that
+	// created it knows the stored record without reading it back. A
+	// clientID may appear twice: the first occurrence's actor wins, as
+	// between two callers. Unlike BindClient it does not read before it
+	// writes: the caller has looked the clientIDs up already. A binding no
+	// backend can store (CheckClient) fails the call with an error
+	// wrapping ErrUnstorable and binds nothing; any other error means
+	// nothing is known to be bound (binding again is safe).
+	BindClients(ctx context.Context, partition string, nowMs int64, binds ...ClientBinding) ([]BoundClient, error)
+
 	// AdvanceClients persists realtime acknowledgements (SPEC §8.2), all
 	// in one transaction that first checks the partition's log epoch is
 	// logEpoch (under a lock RotateLogEpoch's transaction conflicts with,
@@ -253,6 +270,29 @@ type ClientHandOver interface {
 	// naming the skipped clientIDs. Any other error means nothing was (or
 	// not certainly) written; handing the same records over again is safe.
 	HandOverClients(ctx context.Context, partition, logEpoch string, recs ...ClientRecord) (written int, err error)
+}
+
+// ClientBinding is one clientId → actor binding Clients.BindClients makes.
+type ClientBinding struct {
+	ClientID, ActorID string
+}
+
+// BoundClient is Clients.BindClients' answer for one binding: the actor
+// the clientID is bound to, and whether the call created its record.
+type BoundClient struct {
+	ActorID string
+	Created bool
+}
+
+// CheckBindings checks every binding of BindClients with CheckClient; the
+// first refusal is returned.
+func CheckBindings(partition string, binds []ClientBinding) error {
+	for _, b := range binds {
+		if err := CheckClient(partition, ClientRecord{ClientID: b.ClientID, ActorID: b.ActorID}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ClientAdvance is one acknowledgement Clients.AdvanceClients persists:

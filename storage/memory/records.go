@@ -169,3 +169,30 @@ func (s *Store) BindClient(ctx context.Context, partition, clientID, actorID str
 	p.clients[clientID] = storage.ClientRecord{ClientID: clientID, ActorID: actorID, Cursor: -1, UpdatedAtMs: nowMs}
 	return actorID, nil
 }
+
+// BindClients implements storage.Clients: every binding under the
+// partition's state lock at once.
+func (s *Store) BindClients(ctx context.Context, partition string, nowMs int64, binds ...storage.ClientBinding) ([]storage.BoundClient, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := storage.CheckBindings(partition, binds); err != nil {
+		return nil, fmt.Errorf("memory: bind clients: %w", err)
+	}
+	_, p, err := s.schemaAndPart(partition)
+	if err != nil {
+		return nil, fmt.Errorf("memory: bind clients: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]storage.BoundClient, len(binds))
+	for i, b := range binds {
+		if old, ok := p.clients[b.ClientID]; ok {
+			out[i] = storage.BoundClient{ActorID: old.ActorID}
+			continue
+		}
+		p.clients[b.ClientID] = storage.ClientRecord{ClientID: b.ClientID, ActorID: b.ActorID, Cursor: -1, UpdatedAtMs: nowMs}
+		out[i] = storage.BoundClient{ActorID: b.ActorID, Created: true}
+	}
+	return out, nil
+}

@@ -317,6 +317,65 @@ func (s *Store) BindClient(ctx context.Context, partition, clientID, actorID str
 	return bound, nil
 }
 
+// BindClients sends every binding's INSERT … ON CONFLICT DO NOTHING and
+// SELECT of its actor_id in one transaction (one batch, one commit and WAL
+// flush), in clientID order so two callers binding overlapping sets wait
+// for each other instead of deadlocking. Each INSERT's row count tells
+// whether it created the record; under READ COMMITTED each SELECT reads
+// the winner's binding once the INSERT waited for a concurrent one. A
+// record deleted between the two statements (RotateLogEpoch) fails the
+// call: nothing of it is committed, and binding again is safe.
+func (s *Store) BindClients(ctx context.Context, partition string, nowMs int64, binds ...storage.ClientBinding) ([]storage.BoundClient, error) {
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
+	if err := storage.CheckBindings(partition, binds); err != nil {
+		return nil, fmt.Errorf("postgres: BindClients: %w", err)
+	}
+	out := make([]storage.BoundClient, len(binds))
+	if len(binds) == 0 {
+		return out, nil
+	}
+	order := make([]int, len(binds))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(binds[a].ClientID, binds[b].ClientID) })
+	err := retry(ctx, "BindClients", func() error {
+		missing := ""
+		b := &pgx.Batch{}
+		for _, i := range order {
+			bd := binds[i]
+			out[i] = storage.BoundClient{}
+			b.Queue(s.q.bindClient, partition, bd.ClientID, bd.ActorID, nowMs).Exec(func(ct pgconn.CommandTag) error {
+				out[i].Created = ct.RowsAffected() == 1
+				return nil
+			})
+			b.Queue(s.q.getClient, partition, bd.ClientID).QueryRow(func(row pgx.Row) error {
+				var subs pgtype.Text
+				var cursor, updated int64
+				var wire int32
+				err := row.Scan(&out[i].ActorID, &subs, &cursor, &wire, &updated)
+				if errors.Is(err, pgx.ErrNoRows) {
+					missing = bd.ClientID
+					return nil
+				}
+				return err
+			})
+		}
+		return s.sendBatchIn(ctx, b, func() error {
+			if missing != "" {
+				return fmt.Errorf("client %s: record deleted while it was bound", storage.QuoteID(missing))
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // queueShareOwner queues the share lock on partition's registry row that
 // fenced client writes take first (a push's order: registry row, then
 // client records), scanning its ownership generation into gen (left 0

@@ -166,6 +166,11 @@ func (d *Dir) BindClient(ctx context.Context, partition, clientID, actorID strin
 	return d.of(partition).BindClient(ctx, partition, clientID, actorID, nowMs)
 }
 
+// BindClients implements storage.Clients.
+func (d *Dir) BindClients(ctx context.Context, partition string, nowMs int64, binds ...storage.ClientBinding) ([]storage.BoundClient, error) {
+	return d.of(partition).BindClients(ctx, partition, nowMs, binds...)
+}
+
 // DeclareCheckpoint implements storage.Checkpoints.
 func (d *Dir) DeclareCheckpoint(ctx context.Context, dc storage.CheckpointDeclaration, nowMs int64) (storage.Checkpoint, error) {
 	cp, err := d.of(dc.Partition).DeclareCheckpoint(ctx, dc, nowMs)

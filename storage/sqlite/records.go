@@ -296,6 +296,64 @@ func (s *Store) BindClient(ctx context.Context, partition, clientID, actorID str
 	return bound, nil
 }
 
+// bindInsertSQL and bindSelectSQL are BindClients' statements (prepared
+// once on the writer connection).
+const (
+	bindInsertSQL = `INSERT INTO sync_clients(partition_id, client_id, actor_id, subscriptions, cursor, wire_version, updated_at_ms)
+VALUES(?, ?, ?, NULL, -1, 0, ?) ON CONFLICT(partition_id, client_id) DO NOTHING RETURNING actor_id`
+	bindSelectSQL = `SELECT actor_id FROM sync_clients WHERE partition_id = ? AND client_id = ?`
+)
+
+// BindClients inserts every binding's minimal record unless one exists,
+// in one member of the push commit group (writeMember: the fsync is the
+// group's, shared with the pushes and client write-backs of every
+// partition of the file waiting then), and returns once it is durable.
+// Each INSERT … ON CONFLICT DO NOTHING RETURNING tells whether it created
+// the record; only a clientID already bound is read (in the same
+// transaction).
+func (s *Store) BindClients(ctx context.Context, partition string, nowMs int64, binds ...storage.ClientBinding) ([]storage.BoundClient, error) {
+	if _, _, _, err := s.current(); err != nil {
+		return nil, fmt.Errorf("sqlite: bind clients: %w", err)
+	}
+	if err := storage.CheckBindings(partition, binds); err != nil {
+		return nil, fmt.Errorf("sqlite: bind clients: %w", err)
+	}
+	out := make([]storage.BoundClient, len(binds))
+	if len(binds) == 0 {
+		return out, nil
+	}
+	err := s.writeMember(ctx, "bind clients", func(ctx context.Context) error {
+		ins, err := s.writerStmt(ctx, bindInsertSQL)
+		if err != nil {
+			return err
+		}
+		for i, b := range binds {
+			var bound string
+			err := ins.QueryRowContext(ctx, partition, b.ClientID, b.ActorID, nowMs).Scan(&bound)
+			if err == nil {
+				out[i] = storage.BoundClient{ActorID: bound, Created: true}
+				continue
+			}
+			if !isNoRows(err) {
+				return fmt.Errorf("client %s: %w", storage.QuoteID(b.ClientID), err)
+			}
+			sel, err := s.writerStmt(ctx, bindSelectSQL)
+			if err != nil {
+				return err
+			}
+			if err := sel.QueryRowContext(ctx, partition, b.ClientID).Scan(&bound); err != nil {
+				return fmt.Errorf("client %s: %w", storage.QuoteID(b.ClientID), err)
+			}
+			out[i] = storage.BoundClient{ActorID: bound}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // writeMember runs fn as a member of the push commit group (group.go),
 // like a push transaction, so client write-backs from many partitions
 // share fsyncs too: it takes the write lock, opens the member savepoint,

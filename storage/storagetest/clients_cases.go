@@ -3,6 +3,7 @@ package storagetest
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -213,6 +214,37 @@ var bindTests = []test{
 			wantErrIs(e, "BindClient of unstorable values", err, storage.ErrUnstorable)
 		}
 		e.wantClient("c3 not bound", "p", "c3", nil)
+	}},
+	{name: "BindClients", fn: func(e *env) {
+		// An existing binding (c1: alice) and new ones in one call; c3
+		// twice: the first occurrence wins.
+		e.bind(e.b, "p", "c1", "alice", 100)
+		got, err := e.b.Clients.BindClients(e.ctx, "p", 200,
+			storage.ClientBinding{ClientID: "c2", ActorID: "bob"},
+			storage.ClientBinding{ClientID: "c1", ActorID: "mallory"},
+			storage.ClientBinding{ClientID: "c3", ActorID: "carol"},
+			storage.ClientBinding{ClientID: "c3", ActorID: "mallory"})
+		if err != nil {
+			e.t.Fatalf("BindClients: %v", err)
+		}
+		want := []storage.BoundClient{{ActorID: "bob", Created: true}, {ActorID: "alice"}, {ActorID: "carol", Created: true}, {ActorID: "carol"}}
+		if !slices.Equal(got, want) {
+			e.t.Fatalf("BindClients = %+v, want %+v", got, want)
+		}
+		e.wantClient("created record", "p", "c2", &storage.ClientRecord{ClientID: "c2", ActorID: "bob", Cursor: -1, UpdatedAtMs: 200})
+		e.wantClient("existing record unchanged", "p", "c1", &storage.ClientRecord{ClientID: "c1", ActorID: "alice", Cursor: -1, UpdatedAtMs: 100})
+		e.wantClient("first of a pair", "p", "c3", &storage.ClientRecord{ClientID: "c3", ActorID: "carol", Cursor: -1, UpdatedAtMs: 200})
+		if got := e.bind(e.b, "p", "c2", "mallory", 300); got != "bob" {
+			e.t.Fatalf("BindClient after BindClients returned %q, want bob", got)
+		}
+		if got, err := e.b.Clients.BindClients(e.ctx, "p", 1); err != nil || len(got) != 0 {
+			e.t.Fatalf("BindClients of nothing = %+v, %v", got, err)
+		}
+		// One unstorable binding refuses the call: nothing is bound.
+		_, err = e.b.Clients.BindClients(e.ctx, "p", 400,
+			storage.ClientBinding{ClientID: "c4", ActorID: "dave"}, storage.ClientBinding{ClientID: "c\x00", ActorID: "dave"})
+		wantErrIs(e, "BindClients with an unstorable clientID", err, storage.ErrUnstorable)
+		e.wantClient("c4 not bound", "p", "c4", nil)
 	}},
 	{name: "BindClientConcurrent", fn: func(e *env) {
 		e.bindRace([]storage.Backend{e.b}, []string{"c1", "c2", "c3", "c4"})

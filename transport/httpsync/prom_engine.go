@@ -34,6 +34,10 @@ var (
 	descResets          = engineDesc("synclane_header_only_resets_total", "Epoch-reset and schema-floor answers.")
 	descRequestSeconds  = engineDesc("synclane_request_seconds_total", "Total time spent serving sync requests.")
 	descRequestErrors   = engineDesc("synclane_request_errors_total", "Requests refused, by protocol code.", "code")
+	descBindingWrites   = engineDesc("synclane_client_binding_writes_total", "Durable writes of new clientId to actor bindings (fresh clients arriving together share one).")
+	descBindings        = engineDesc("synclane_client_bindings_total", "New clientId to actor bindings written.")
+	descPullGroups      = engineDesc("synclane_pull_groups_total", "Groups of bootstrap pulls that arrived together, served under one serve-gate verify.")
+	descGroupedPulls    = engineDesc("synclane_grouped_pulls_total", "Bootstrap pulls served in a group (synclane_pull_groups_total).")
 
 	descSegBuilt        = engineDesc("synclane_segments_built_total", "Segments built and stored.")
 	descSegReused       = engineDesc("synclane_segments_reused_total", "Bootstrap pages answered with a segment already stored (no rebuild).")
@@ -131,6 +135,10 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 	for code, n := range s.Errors {
 		counter(descRequestErrors, float64(n), code)
 	}
+	counter(descBindingWrites, float64(s.ClientBindingWrites))
+	counter(descBindings, float64(s.ClientBindings))
+	counter(descPullGroups, float64(s.PullGroups))
+	counter(descGroupedPulls, float64(s.GroupedPulls))
 
 	ss := eng.Segments().Stats()
 	counter(descSegBuilt, float64(ss.Built))

@@ -67,6 +67,13 @@ type Store struct {
 
 	mu       sync.Mutex
 	verified map[string]fileStamp // form file path → the file checked (see OpenForm)
+
+	// lookupStmt is Lookup's statement, prepared on first use (a
+	// bootstrap storm looks a build key up per request: parsing the SQL
+	// each time cost more than running it).
+	lookupOnce sync.Once
+	lookupStmt *sql.Stmt
+	lookupErr  error
 }
 
 // fileStamp identifies one write of a file.
@@ -226,8 +233,13 @@ func nullable(s *string) any {
 
 // Lookup implements segstore.Store.
 func (s *Store) Lookup(ctx context.Context, partition, key string, nowMs int64) (segstore.Meta, error) {
-	row := s.db.QueryRowContext(ctx, `SELECT `+metaCols+` FROM segments WHERE partition = ? AND build_key = ? AND expires_at_ms > ? AND `+hasBytes, partition, key, nowMs)
-	m, err := scanMeta(row)
+	s.lookupOnce.Do(func() {
+		s.lookupStmt, s.lookupErr = s.db.PrepareContext(context.WithoutCancel(ctx), `SELECT `+metaCols+` FROM segments WHERE partition = ? AND build_key = ? AND expires_at_ms > ? AND `+hasBytes)
+	})
+	if s.lookupErr != nil {
+		return segstore.Meta{}, fmt.Errorf("segstore: lookup: %w", s.lookupErr)
+	}
+	m, err := scanMeta(s.lookupStmt.QueryRowContext(ctx, partition, key, nowMs))
 	if errors.Is(err, sql.ErrNoRows) {
 		return segstore.Meta{}, segstore.ErrNotFound
 	}
@@ -729,7 +741,12 @@ func (s *Store) Evict(ctx context.Context, ids []string) (int, error) {
 }
 
 // Close implements segstore.Store.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	if s.lookupStmt != nil {
+		_ = s.lookupStmt.Close()
+	}
+	return s.db.Close()
+}
 
 // formFileName is the name of the file holding the enc form of segment
 // id: its bytes' file name and the encoding ("<hex>.seg.zstd").
