@@ -301,7 +301,8 @@ func (p *Partition) bootstrap(ctx context.Context, token GateToken, info storage
 	canImage := p.cfg.Segments != nil && p.cfg.Images != nil && lim.Accept&ssp2.AcceptSQLite != 0 && !t.HasEncrypted() && tok.RowCursor == nil
 	rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive, EffectiveScopes: eff, Bootstrap: true})
 	src := tablePages{table: t, eff: eff, digest: ssp2.ScopeDigest(eff), pageRows: int(lim.LimitSnapshotRows),
-		logEpoch: info.LogEpoch, schemaVersion: p.cfg.Schema.Version, storedVersion: token.StoredVersion}
+		logEpoch: info.LogEpoch, schemaVersion: p.cfg.Schema.Version, storedVersion: token.StoredVersion,
+		maxSeq: info.MaxCommitSeq, horizon: info.HorizonSeq}
 	signed := lim.Accept&ssp2.AcceptSignedURLs != 0
 	done := false
 	prevSize := 0 // the last page's bytes (presizes the next streamed page)
@@ -401,6 +402,9 @@ type tablePages struct {
 	// storedVersion is the stored schema version of the gate token the
 	// reply is built under (inline pages kept in memory are keyed by it).
 	storedVersion int32
+	// maxSeq and horizon are the partition's max seq and horizon as read
+	// for the reply (the rows read are the rows at maxSeq).
+	maxSeq, horizon int64
 }
 
 // key is the build key of the rows page at tok's pin and row cursor
@@ -462,6 +466,11 @@ func (p *Partition) openTable(ctx context.Context, src tablePages, tok Bootstrap
 	if canInline && segs != nil {
 		if b, ok := segs.InlinePage(src.inlineKey(p.name, tok)); ok {
 			page = &b
+		} else if b, ok := p.patchFirstPage(ctx, src, tok); ok {
+			// The table's whole first page, patched from the one kept for
+			// an older pin (patch.go): no image (it fits one page), no
+			// stored segment to look for (the same bytes).
+			page, fresh = &b, true
 		}
 	}
 	if page == nil && canImage {
