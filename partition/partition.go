@@ -206,6 +206,9 @@ type Partition struct {
 	// staged holds the commits of the open push transaction until it commits.
 	tail   logTail
 	staged []storage.CommitRecord
+	// pins remembers recent scope pins (scopePin), brought forward from the
+	// tail instead of asking storage again.
+	pins pinMemo
 	// origins are the staged commits that scheduled reactions for traced
 	// requests (see Config.OnReactionOrigin).
 	origins []reactionOrigin

@@ -761,10 +761,15 @@ func (p *Partition) scopePin(ctx context.Context, t *schema.Table, eff map[strin
 		return info.MaxCommitSeq, nil
 	}
 	v := slices.Sorted(maps.Keys(eff))[0]
-	seq, err := p.cfg.Backend.Log.LatestScopeCommit(ctx, p.name, storage.ScopeCommitQuery{Table: t.Name, Var: v, Values: eff[v], UpToSeq: info.MaxCommitSeq})
-	if err != nil {
-		return 0, err
+	q := storage.ScopeCommitQuery{Table: t.Name, Var: v, Values: eff[v], UpToSeq: info.MaxCommitSeq}
+	seq, ok := p.pins.get(q, info.LogEpoch, &p.tail)
+	if !ok {
+		var err error
+		if seq, err = p.cfg.Backend.Log.LatestScopeCommit(ctx, p.name, q); err != nil {
+			return 0, err
+		}
 	}
+	p.pins.put(q, info.LogEpoch, seq)
 	return min(max(seq, info.HorizonSeq), info.MaxCommitSeq), nil
 }
 
