@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -265,14 +266,20 @@ type scopeWriterOut struct {
 // startScopeWriter starts a writer committing rate commits/s into the
 // churn scope until the phase ends: each commit updates one of the n
 // seeded rows (in turn), so the scope keeps n rows and every commit moves
-// the scope's pin. The returned func stops it, waits for it and reports
-// the commits made in the measured window.
+// the scope's pin. Commits are issued on the rate's ticks whatever the
+// latency of the ones in flight (at most 64 at once, then ticks are
+// skipped), so a loaded server still gets its rate. The returned func
+// stops it, waits for every push in flight and reports the commits made
+// in the measured window.
 func startScopeWriter(ctx context.Context, c *Client, rate float64, n int, ph *Phase) func() scopeWriterOut {
 	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan scopeWriterOut, 1)
+	var mu sync.Mutex
+	var out scopeWriterOut
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	wg.Add(1)
 	go func() {
-		var out scopeWriterOut
-		defer func() { done <- out }()
+		defer wg.Done()
 		tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
 		defer tick.Stop()
 		for i := 0; ; i++ {
@@ -281,24 +288,36 @@ func startScopeWriter(ctx context.Context, c *Client, rate float64, n int, ph *P
 				return
 			case <-tick.C:
 			}
-			j := (i * 7919) % n
-			t0 := time.Now()
-			_, err := pushOne(ctx, c, "w"+strconv.Itoa(i), todoUpsert(fmt.Sprintf("todo-%07d", j), listID(j), int64(n+i)))
-			switch {
-			case err != nil && ctx.Err() != nil:
-				return
-			case err != nil:
-				out.errs++
-				if out.err == nil {
-					out.err = err
-				}
-			case !t0.Before(ph.measureFrom):
-				out.commits++
+			select {
+			case sem <- struct{}{}:
+			default:
+				continue // 64 in flight: skip the tick
 			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				j := (i * 7919) % n
+				t0 := time.Now()
+				_, err := pushOne(ctx, c, "w"+strconv.Itoa(i), todoUpsert(fmt.Sprintf("todo-%07d", j), listID(j), int64(n+i)))
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err != nil && ctx.Err() != nil:
+				case err != nil:
+					out.errs++
+					if out.err == nil {
+						out.err = err
+					}
+				case !t0.Before(ph.measureFrom):
+					out.commits++
+				}
+			}()
 		}
 	}()
 	return func() scopeWriterOut {
 		cancel()
-		return <-done
+		wg.Wait()
+		return out
 	}
 }

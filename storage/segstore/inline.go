@@ -53,7 +53,9 @@ func (k InlineKey) base() string {
 //
 // The set also remembers, per key without its pin (InlineKey.base), the
 // table first page (no row cursor) kept last, so that a first page at a
-// newer pin can be patched from it (LatestFirstPage), and an opaque aux
+// newer pin can be patched from it (LatestFirstPage); a first page kept
+// under the same base replaces it (a fresh bootstrap asks for the newest
+// pin only, so pages of superseded pins do not pile up), and an opaque aux
 // value (the page's decoded form) attached to a kept page, whose bytes
 // count against the budget with the page's.
 type inlineSet struct {
@@ -175,6 +177,19 @@ func (s *inlineSet) offer(key, base string, page Built, first bool) bool {
 			return false
 		}
 		delete(s.seen, key)
+	}
+	if prev := s.items[s.latest[base]]; base != "" && prev != nil {
+		it := prev.Value.(*inlineItem)
+		if it.page.Meta.AsOfCommitSeq > page.Meta.AsOfCommitSeq {
+			base = "" // an older pin than the latest: kept, not the latest
+		} else {
+			// A first page at a newer pin supersedes the one kept last
+			// under base: fresh bootstraps ask for the newest pin only.
+			s.lru.Remove(prev)
+			delete(s.items, it.key)
+			delete(s.latest, base)
+			s.size -= it.cost()
+		}
 	}
 	s.evictFor(cost, nil)
 	page.Data = bytes.Clone(page.Data) // the caller keeps its buffer

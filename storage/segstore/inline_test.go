@@ -129,6 +129,16 @@ func TestLatestFirstPage(t *testing.T) {
 	if !ok || got.Meta.AsOfCommitSeq != 7 || aux != nil {
 		t.Fatalf("latest: ok %v pin %d aux %v, want the page at 7", ok, got.Meta.AsOfCommitSeq, aux)
 	}
+	if _, ok := cache.InlinePage(at(5)); ok {
+		t.Fatal("the first page at 5 is still kept after the one at 7")
+	}
+	cache.OfferInlinePage(at(6), pageAt(6, 1000), true) // older than the latest: kept, not the latest
+	if got, _, _ := cache.LatestFirstPage(at(9)); got.Meta.AsOfCommitSeq != 7 {
+		t.Fatalf("latest is the page at %d after an older one was offered", got.Meta.AsOfCommitSeq)
+	}
+	if _, ok := cache.InlinePage(at(6)); !ok {
+		t.Fatal("the older page was not kept")
+	}
 	other := at(9)
 	other.StoredVersion = 2
 	if _, _, ok := cache.LatestFirstPage(other); ok {
@@ -146,7 +156,7 @@ func TestLatestFirstPage(t *testing.T) {
 	// Pages of another scope evict both, least recently used first.
 	for pin := int64(20); pin < 24; pin++ {
 		k := at(pin)
-		k.Build.ScopeDigest = "other"
+		k.Build.ScopeDigest = fmt.Sprint("other", pin)
 		cache.OfferInlinePage(k, pageAt(pin, 1000), true)
 	}
 	if _, _, ok := cache.LatestFirstPage(at(9)); ok {
