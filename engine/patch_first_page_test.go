@@ -136,6 +136,17 @@ func TestPatchedFirstPageMatchesFreshBuild(t *testing.T) {
 				if e, p := stats(); e != e0+1 || p != p0+1 || !bytes.Equal(again, patched) {
 					t.Fatalf("the patched page was not kept (encoded %d, patched %d)", e-e0, p-p0)
 				}
+				// Patched again from the patched page (its index kept with it).
+				applied{w}.push("n1", title(f, "t08", "P", "again"), del("t09"), title(f, "t0", "P", "new first"))
+				twice, _ := r.firstPage(pageRows)
+				if _, p := stats(); p != p0+2 {
+					t.Fatal("the second page was not patched")
+				}
+				fresh2, _ := r.firstPage(pageRows + 2)
+				wantSameRows(t, twice, fresh2)
+				if !bytes.Equal(twice, fresh2) {
+					t.Fatal("twice-patched page bytes differ from the fresh build's")
+				}
 			})
 		}
 	}

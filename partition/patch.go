@@ -66,7 +66,9 @@ func (x *pageIndex) cost() int {
 // cursor) from the table first page kept for an older pin of the same key
 // and the table's changes since, within the bounds above; false: there is
 // no such page, or it is out of bounds, or the log read failed (the caller
-// builds the page from rows).
+// builds the page from rows). A patched page under the inline limit is
+// kept at once (its bytes then belong to the inline pages kept: the
+// caller must neither modify nor reuse them, nor keep the page again).
 func (p *Partition) patchFirstPage(ctx context.Context, src tablePages, tok BootstrapToken) (segstore.Built, bool) {
 	segs := p.cfg.Segments
 	if segs == nil || tok.RowCursor != nil {
@@ -91,11 +93,17 @@ func (p *Partition) patchFirstPage(ctx context.Context, src tablePages, tok Boot
 		}
 		segs.SetInlineAux(src.inlineKey(p.name, BootstrapToken{AsOfCommitSeq: pin}), idx, idx.cost())
 	}
-	b, ok := patchPage(t, p.cfg.Schema.Version, src, idx, scan, tok.AsOfCommitSeq)
-	if ok {
-		segs.CountPatched()
+	b, nidx, ok := patchPage(t, p.cfg.Schema.Version, src, idx, scan, tok.AsOfCommitSeq)
+	if !ok {
+		return segstore.Built{}, false
 	}
-	return b, ok
+	segs.CountPatched()
+	if len(b.Data) <= p.cfg.InlineSegmentMaxBytes {
+		// Kept as built, with its index: the next patch starts from it
+		// without decoding it again. Its bytes are the cache's now.
+		segs.KeepFirstPage(src.inlineKey(p.name, tok), b, nidx, nidx.cost())
+	}
+	return b, true
 }
 
 // indexPage decodes the rows of an SSG2 page of t into a pageIndex.
@@ -122,7 +130,7 @@ var errBadKey = errors.New("partition: a kept page's row key does not render")
 // It reports false when the result would not be the table's whole first
 // page (limitSnapshotRows rows or more) or a change's row does not fit
 // the page's columns.
-func patchPage(t *schema.Table, schemaVersion int32, src tablePages, idx *pageIndex, scan storage.ChangeScan, pin int64) (segstore.Built, bool) {
+func patchPage(t *schema.Table, schemaVersion int32, src tablePages, idx *pageIndex, scan storage.ChangeScan, pin int64) (segstore.Built, *pageIndex, bool) {
 	last := map[string]*storage.ChangeRecord{}
 	for i := range scan.Commits {
 		for j := range scan.Commits[i].Changes {
@@ -137,7 +145,7 @@ func patchPage(t *schema.Table, schemaVersion int32, src tablePages, idx *pageIn
 			continue
 		}
 		if ch.RowVersion < 1 || ch.RowVersion > ssp2.MaxSafeInt || codec.Validate(ch.Row) != nil {
-			return segstore.Built{}, false
+			return segstore.Built{}, nil, false
 		}
 		ups = append(ups, ch)
 	}
@@ -149,7 +157,7 @@ func patchPage(t *schema.Table, schemaVersion int32, src tablePages, idx *pageIn
 		}
 	}
 	if n >= src.pageRows {
-		return segstore.Built{}, false
+		return segstore.Built{}, nil, false
 	}
 	sb := ssp2.NewSegmentBuilder(t.Name, schemaVersion, t.Columns)
 	size := 0
@@ -160,6 +168,16 @@ func patchPage(t *schema.Table, schemaVersion int32, src tablePages, idx *pageIn
 		size += len(ch.Row) + 8
 	}
 	sb.Grow(size + size/16 + 64)
+	// The new page's index: its rows' ids, versions and keys, and where
+	// each row's bytes end (spans are cut once the bytes are final).
+	nidx := &pageIndex{ids: make([]string, 0, n), rows: make([]ssp2.SegmentRowSpan, 0, n)}
+	ends := make([]int, 0, n)
+	add := func(id string, version int64, key any, row []byte) {
+		sb.AddEncodedRow(version, row)
+		nidx.ids = append(nidx.ids, id)
+		nidx.rows = append(nidx.rows, ssp2.SegmentRowSpan{ServerVersion: version, Key: key, Row: row})
+		ends = append(ends, sb.Len())
+	}
 	i, j := 0, 0
 	for i < len(idx.ids) || j < len(ups) {
 		if i < len(idx.ids) && last[idx.ids[i]] != nil {
@@ -167,17 +185,25 @@ func patchPage(t *schema.Table, schemaVersion int32, src tablePages, idx *pageIn
 			continue
 		}
 		if j == len(ups) || (i < len(idx.ids) && t.CompareRowIDs(idx.ids[i], ups[j].RowID) < 0) {
-			sb.AddEncodedRow(idx.rows[i].ServerVersion, idx.rows[i].Row)
+			r := &idx.rows[i]
+			add(idx.ids[i], r.ServerVersion, r.Key, r.Row)
 			i++
 			continue
 		}
-		sb.AddEncodedRow(ups[j].RowVersion, ups[j].Row)
+		key, ok := t.KeyOf(ups[j].RowID)
+		if !ok {
+			return segstore.Built{}, nil, false
+		}
+		add(ups[j].RowID, ups[j].RowVersion, key, ups[j].Row)
 		j++
 	}
 	data := sb.Finish()
 	if data == nil {
-		return segstore.Built{}, false
+		return segstore.Built{}, nil, false
+	}
+	for k, end := range ends {
+		nidx.rows[k].Row = data[end-len(nidx.rows[k].Row) : end : end]
 	}
 	m := segstore.Meta{MediaType: ssp2.MediaRows, Table: t.Name, ScopeDigest: src.digest, AsOfCommitSeq: pin, RowCount: int64(n)}
-	return segstore.Built{Meta: m, Data: data}, true
+	return segstore.Built{Meta: m, Data: data}, nidx, true
 }

@@ -469,8 +469,9 @@ func (p *Partition) openTable(ctx context.Context, src tablePages, tok Bootstrap
 		} else if b, ok := p.patchFirstPage(ctx, src, tok); ok {
 			// The table's whole first page, patched from the one kept for
 			// an older pin (patch.go): no image (it fits one page), no
-			// stored segment to look for (the same bytes).
-			page, fresh = &b, true
+			// stored segment to look for (the same bytes). Under the
+			// inline limit it is kept already (its bytes are shared).
+			page, fresh = &b, len(b.Data) > p.cfg.InlineSegmentMaxBytes
 		}
 	}
 	if page == nil && canImage {

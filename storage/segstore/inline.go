@@ -156,10 +156,16 @@ func (s *inlineSet) get(key string) (Built, bool) {
 // offered before, evicting the least recently used to fit. base, when not
 // empty, makes it the first page kept last under base.
 func (s *inlineSet) offer(key, base string, page Built, first bool) bool {
+	return s.keep(key, base, page, first, true, nil, 0)
+}
+
+// keep is offer; clone copies the page's bytes, aux (costing auxCost) is
+// attached to it.
+func (s *inlineSet) keep(key, base string, page Built, first, clone bool, aux any, auxCost int) bool {
 	if s == nil {
 		return false
 	}
-	cost := len(page.Data) + inlineEntryOverhead
+	cost := len(page.Data) + inlineEntryOverhead + auxCost
 	if cost > s.max {
 		return false
 	}
@@ -192,8 +198,10 @@ func (s *inlineSet) offer(key, base string, page Built, first bool) bool {
 		}
 	}
 	s.evictFor(cost, nil)
-	page.Data = bytes.Clone(page.Data) // the caller keeps its buffer
-	s.items[key] = s.lru.PushFront(&inlineItem{key: key, base: base, page: page})
+	if clone {
+		page.Data = bytes.Clone(page.Data) // the caller keeps its buffer
+	}
+	s.items[key] = s.lru.PushFront(&inlineItem{key: key, base: base, page: page, aux: aux, auxCost: auxCost})
 	if base != "" {
 		s.latest[base] = key
 	}
@@ -240,6 +248,20 @@ func (c *Cache) OfferInlinePage(key InlineKey, page Built, first bool) bool {
 		base = key.base()
 	}
 	return c.inline.offer(key.String(), base, page, first)
+}
+
+// KeepFirstPage keeps page, a table first page (key has no row cursor)
+// just built for key, whose bytes the caller hands over (they are not
+// copied and must not be modified from now on), with aux (as
+// SetInlineAux, costing auxCost) attached: kept at once, within the
+// budget, as OfferInlinePage keeps a first page. It reports whether the
+// page was kept.
+func (c *Cache) KeepFirstPage(key InlineKey, page Built, aux any, auxCost int) bool {
+	base := ""
+	if key.Build.RowCursor == nil {
+		base = key.base()
+	}
+	return c.inline.keep(key.String(), base, page, true, false, aux, auxCost)
 }
 
 // LatestFirstPage returns the table first page (no row cursor) kept last
