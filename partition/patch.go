@@ -22,8 +22,8 @@ import (
 // from the log (the in-memory log tail when it covers them), and the page
 // is re-assembled from its own encoded rows and the changes' full-row
 // encodings, in key order, without a row read or a row encoding. The bytes
-// are exactly those a fresh build at the new pin gives (TestPatchedFirst
-// PageMatchesFreshBuild): every row whose last change is an upsert in
+// are exactly those a fresh build at the new pin gives
+// (TestPatchedFirstPageMatchesFreshBuild): every row whose last change is an upsert in
 // scope is the change's row at its version, every row whose last change
 // is a delete or an upsert out of scope is gone, every other row is the
 // page's.
@@ -43,11 +43,14 @@ const (
 // after it: rows pushed past a page boundary or pulled back into it by
 // the changes would need a row read) and stays under limitSnapshotRows
 // rows once patched; its pin must be at or above the horizon (the changes
-// since are all in the log).
+// since are all in the log). The changes are read up to the partition's
+// max seq (not only the new pin): the rows a fresh build reads are the
+// rows at the max seq, whatever the pin says.
 
 // pageIndex is the decoded form of a kept first page, attached to it in
-// memory (segstore.Cache.SetInlineAux) when it is first patched: its rows
-// as encoded bytes in key order, with their row ids.
+// memory (segstore.Cache.SetInlineAux when a page built from rows is first
+// patched from; KeepFirstPage for a patched page): its rows as encoded
+// bytes in key order, with their row ids.
 type pageIndex struct {
 	ids  []string
 	rows []ssp2.SegmentRowSpan
