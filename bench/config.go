@@ -82,6 +82,10 @@ type Config struct {
 	// in turn in every run: one built from another commit measures it
 	// against this one in the same run. Empty: this binary.
 	ServerBins []serverBin
+	// ScopeWriterRate is the commits per second a writer makes into the
+	// scope the reconnect and storm clients bootstrap, while they do (0:
+	// none).
+	ScopeWriterRate float64
 
 	Sockets, FanoutSockets, FanoutCommits int
 	FanoutAck                             bool
@@ -189,6 +193,7 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 10*time.Second, "idle: engine IdleTimeout (passivation delay)")
 	fs.IntVar(&cfg.VUs, "vus", 50, "pushpull: virtual clients, one project each; storm, reconnect: clients bootstrapping one scope over and over")
 	var bins string
+	fs.Float64Var(&cfg.ScopeWriterRate, "scope-writer-rate", 0, "storm, reconnect: commits/s a writer makes into the bootstrapped scope meanwhile (each updates one row, so the row count stays; every commit moves the scope's pin); 0: none")
 	fs.StringVar(&bins, "server-bin", "", "storm, reconnect --http: comma-separated [label=]path of bench binaries (e.g. built from another commit) whose server child is measured, each in turn in every run (default: this binary)")
 	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "pushpull, bigpush with --url: pid of the server, for its CPU time and peak RSS")
 	fs.IntVar(&cfg.Sockets, "sockets", 10000, "realtime: idle sockets held (opened by a child process)")

@@ -285,7 +285,7 @@ func (t *Target) probeRead(ctx context.Context) (heapProbe, error) {
 	if err != nil {
 		return p, err
 	}
-	p.HasEncoded = bytes.Contains(body, []byte(`"Encoded"`))
+	p.HasEncoded = bytes.Contains(body, []byte(`"encoded"`)) || bytes.Contains(body, []byte(`"Encoded"`))
 	return p, json.Unmarshal(body, &p)
 }
 

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/synclane/synclane/protocol/ssp2"
@@ -166,6 +167,12 @@ func churnCase(ctx context.Context, cfg *Config, store string, k churnKind, bin 
 	if t.pid > 0 {
 		probeStartAt = t.probeAt(ctx, ph0.measureFrom)
 	}
+	stopWriter := func() scopeWriterOut { return scopeWriterOut{} }
+	if cfg.ScopeWriterRate > 0 {
+		r.Case += fmt.Sprintf(", a writer at %g commits/s in the scope", cfg.ScopeWriterRate)
+		r.Params["scopeWriterRate"] = cfg.ScopeWriterRate
+		stopWriter = startScopeWriter(ctx, t.Client("scope-writer", "churn", "churn-writer"), cfg.ScopeWriterRate, n, ph0)
+	}
 	tallies := make([]tally, len(clients))
 	runWorkers(len(clients), func(i int) {
 		c, tl := clients[i], &tallies[i]
@@ -200,6 +207,7 @@ func churnCase(ctx context.Context, cfg *Config, store string, k churnKind, bin 
 	})
 	cpuStart, cpuEnd := cpuStartAt(), cpu.sample()
 	elapsed := time.Since(ph0.measureFrom)
+	wr := stopWriter()
 	tot, ferr := mergeTallies(tallies)
 	r.add(k.op+"s/s", "1/s", float64(tot.ok)/elapsed.Seconds())
 	r.add("p50", "ms", ms(tot.lat.Quantile(0.50)))
@@ -222,6 +230,7 @@ func churnCase(ctx context.Context, cfg *Config, store string, k churnKind, bin 
 		}
 		if tot.ok > 0 && end.HasEncoded {
 			r.add("pages encoded/"+k.op, "", float64(end.Segments.Encoded-start.Segments.Encoded)/float64(tot.ok))
+			r.add("pages patched/"+k.op, "", float64(end.Segments.Patched-start.Segments.Patched)/float64(tot.ok))
 		}
 		r.add("segments built", "", float64(end.Segments.Built-start.Segments.Built))
 		if w := end.Engine.ClientBindingWrites - start.Engine.ClientBindingWrites; w > 0 {
@@ -237,6 +246,14 @@ func churnCase(ctx context.Context, cfg *Config, store string, k churnKind, bin 
 		}
 	}
 	r.add(k.op+"s", "", float64(tot.ok))
+	if cfg.ScopeWriterRate > 0 {
+		r.add("writer commits/s", "1/s", float64(wr.commits)/elapsed.Seconds())
+		r.add("writer errors", "", float64(wr.errs))
+		if wr.err != nil {
+			r.Notes = append(r.Notes, "first writer error: "+wr.err.Error())
+		}
+		r.Notes = append(r.Notes, "server CPU includes the writer's commits (one single-row update each)")
+	}
 	r.add("errors", "", float64(tot.errs))
 	if ferr != nil {
 		r.Notes = append(r.Notes, "first error: "+ferr.Error())
@@ -263,4 +280,69 @@ func (t *Target) probeAt(ctx context.Context, at time.Time) func() (heapProbe, e
 		}
 	}()
 	return func() (heapProbe, error) { <-done; return p, err }
+}
+
+// scopeWriterOut is what the scope writer did in the measured window.
+type scopeWriterOut struct {
+	commits, errs int
+	err           error
+}
+
+// startScopeWriter starts a writer committing rate commits/s into the
+// churn scope until the phase ends: each commit updates one of the n
+// seeded rows (in turn), so the scope keeps n rows and every commit moves
+// the scope's pin. Commits are issued on the rate's ticks whatever the
+// latency of the ones in flight (at most 64 at once, then ticks are
+// skipped), so a loaded server still gets its rate. The returned func
+// stops it, waits for every push in flight and reports the commits made
+// in the measured window.
+func startScopeWriter(ctx context.Context, c *Client, rate float64, n int, ph *Phase) func() scopeWriterOut {
+	ctx, cancel := context.WithCancel(ctx)
+	var mu sync.Mutex
+	var out scopeWriterOut
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			select {
+			case sem <- struct{}{}:
+			default:
+				continue // 64 in flight: skip the tick
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				j := (i * 7919) % n
+				t0 := time.Now()
+				_, err := pushOne(ctx, c, "w"+strconv.Itoa(i), todoUpsert(fmt.Sprintf("todo-%07d", j), listID(j), int64(n+i)))
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err != nil && ctx.Err() != nil:
+				case err != nil:
+					out.errs++
+					if out.err == nil {
+						out.err = err
+					}
+				case !t0.Before(ph.measureFrom):
+					out.commits++
+				}
+			}()
+		}
+	}()
+	return func() scopeWriterOut {
+		cancel()
+		wg.Wait()
+		return out
+	}
 }

@@ -199,8 +199,11 @@ func TestGateRaceRotationsAndMigrationAgainstTraffic(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db.sqlite")
 	hs := &hookStore{Store: openShared(t, path)}
 	// One request per build, so each mid-build rotation refuses exactly one
-	// reply (with group commit, a rotation refuses its whole batch).
-	f := newFixture(t, hs, func(c *engine.Config) { c.DisableGroupCommit = true })
+	// reply (with group commit, a rotation refuses its whole batch); no
+	// inline page kept, so every request builds its page from rows (a kept
+	// page would be reused or patched forward, with no row read to land a
+	// rotation in).
+	f := newFixture(t, hs, func(c *engine.Config) { c.DisableGroupCommit = true; c.Segments.InlinePageBytes = -1 })
 	var hookRotations, midBuilds atomic.Int64
 	var inject atomic.Int64
 	var mu sync.Mutex

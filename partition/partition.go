@@ -210,15 +210,16 @@ type Partition struct {
 	// staged holds the commits of the open push transaction until it commits.
 	tail   logTail
 	staged []storage.CommitRecord
+	// pins remembers recent scope pins (scopePin), brought forward from the
+	// tail instead of asking storage again.
+	pins pinMemo
 	// origins are the staged commits that scheduled reactions for traced
 	// requests (see Config.OnReactionOrigin).
 	origins []reactionOrigin
 	// loaded reports that the registry entry was read since Start (load).
 	loaded bool
-	// pins remembers scope pins by the log state they were read at
-	// (scopePin); group holds the reads a group of pulls shares while it
-	// is served (pullGroup), nil otherwise.
-	pins  map[pinKey]int64
+	// group holds the reads a group of pulls shares while it is served
+	// (pullGroup), nil otherwise.
 	group *groupReads
 }
 
@@ -257,7 +258,7 @@ func (p *Partition) Start(ctx context.Context) error {
 	p.token = GateToken{}
 	p.forgetOpen()
 	p.loaded = false
-	p.pins = nil
+	p.pins = pinMemo{}
 	return nil
 }
 

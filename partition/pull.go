@@ -5,7 +5,6 @@ import (
 	"errors"
 	"maps"
 	"slices"
-	"strings"
 
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
@@ -423,7 +422,8 @@ func (p *Partition) bootstrap(ctx context.Context, token GateToken, info storage
 	canImage := p.cfg.Segments != nil && p.cfg.Images != nil && lim.Accept&ssp2.AcceptSQLite != 0 && !t.HasEncrypted() && tok.RowCursor == nil
 	rep.Frames = append(rep.Frames, &ssp2.SubStart{ID: sub.ID, Status: ssp2.SubActive, EffectiveScopes: eff, Bootstrap: true})
 	src := tablePages{table: t, eff: eff, digest: ssp2.ScopeDigest(eff), pageRows: int(lim.LimitSnapshotRows),
-		logEpoch: info.LogEpoch, schemaVersion: p.cfg.Schema.Version, storedVersion: token.StoredVersion}
+		logEpoch: info.LogEpoch, schemaVersion: p.cfg.Schema.Version, storedVersion: token.StoredVersion,
+		maxSeq: info.MaxCommitSeq, horizon: info.HorizonSeq}
 	signed := lim.Accept&ssp2.AcceptSignedURLs != 0
 	done := false
 	prevSize := 0 // the last page's bytes (presizes the next streamed page)
@@ -523,6 +523,9 @@ type tablePages struct {
 	// storedVersion is the stored schema version of the gate token the
 	// reply is built under (inline pages kept in memory are keyed by it).
 	storedVersion int32
+	// maxSeq and horizon are the partition's max seq and horizon as read
+	// for the reply (the rows read are the rows at maxSeq).
+	maxSeq, horizon int64
 }
 
 // key is the build key of the rows page at tok's pin and row cursor
@@ -584,6 +587,12 @@ func (p *Partition) openTable(ctx context.Context, src tablePages, tok Bootstrap
 	if canInline && segs != nil {
 		if b, ok := segs.InlinePage(src.inlineKey(p.name, tok)); ok {
 			page = &b
+		} else if b, ok := p.patchFirstPage(ctx, src, tok); ok {
+			// The table's whole first page, patched from the one kept for
+			// an older pin (patch.go): no image (it fits one page), no
+			// stored segment to look for (the same bytes). Under the
+			// inline limit it is kept already (its bytes are shared).
+			page, fresh = &b, len(b.Data) > p.cfg.InlineSegmentMaxBytes
 		}
 	}
 	if page == nil && canImage {
@@ -918,38 +927,17 @@ func (p *Partition) scopePin(ctx context.Context, t *schema.Table, eff map[strin
 		return info.MaxCommitSeq, nil
 	}
 	v := slices.Sorted(maps.Keys(eff))[0]
-	// The answer is a function of the log up to info.MaxCommitSeq, which
-	// no longer changes once read, and of the horizon: remembered under
-	// both (and the log epoch), so a storm of bootstraps of one scope
-	// reads it once per commit that moves the partition.
-	key := pinKey{epoch: p.token.LogEpoch, maxSeq: info.MaxCommitSeq, horizon: info.HorizonSeq, table: t.Name, v: v, values: strings.Join(eff[v], "\x00")}
-	if seq, ok := p.pins[key]; ok {
-		return seq, nil
+	q := storage.ScopeCommitQuery{Table: t.Name, Var: v, Values: eff[v], UpToSeq: info.MaxCommitSeq}
+	seq, ok := p.pins.get(q, info.LogEpoch, &p.tail)
+	if !ok {
+		var err error
+		if seq, err = p.cfg.Backend.Log.LatestScopeCommit(ctx, p.name, q); err != nil {
+			return 0, err
+		}
 	}
-	seq, err := p.cfg.Backend.Log.LatestScopeCommit(ctx, p.name, storage.ScopeCommitQuery{Table: t.Name, Var: v, Values: eff[v], UpToSeq: info.MaxCommitSeq})
-	if err != nil {
-		return 0, err
-	}
-	seq = min(max(seq, info.HorizonSeq), info.MaxCommitSeq)
-	if p.pins == nil || len(p.pins) >= maxPins {
-		p.pins = map[pinKey]int64{}
-	}
-	p.pins[key] = seq
-	return seq, nil
+	p.pins.put(q, info.LogEpoch, seq)
+	return min(max(seq, info.HorizonSeq), info.MaxCommitSeq), nil
 }
-
-// pinKey is what a scope pin is remembered under (scopePin): the log
-// epoch, the partition's max commit seq and horizon as read, and the
-// query (table, the scope variable, its values joined by NUL).
-type pinKey struct {
-	epoch            string
-	maxSeq, horizon  int64
-	table, v, values string
-}
-
-// maxPins bounds the scope pins a partition remembers; past it they are
-// all forgotten (a new commit makes the old ones useless anyway).
-const maxPins = 256
 
 // deferSection answers a subscription that no longer fits in the reply
 // with a section that makes no progress: an incremental one keeps its

@@ -370,6 +370,10 @@ func (sb *SegmentBuilder) Grow(n int) {
 	}
 }
 
+// Len reports the bytes written so far: right after AddEncodedRow it is
+// where that row's bytes end in the finished segment.
+func (sb *SegmentBuilder) Len() int { return len(sb.buf) }
+
 // Rows reports how many rows were added.
 func (sb *SegmentBuilder) Rows() int { return sb.rows }
 

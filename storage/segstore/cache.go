@@ -85,6 +85,10 @@ type Stats struct {
 	// InlineReused counts inline pages answered from memory (InlinePage)
 	// instead of being encoded again.
 	InlineReused uint64 `json:"inlineReused"`
+	// Patched counts table first pages built by patching the first page
+	// kept for an older pin with the changes since (CountPatched): not
+	// encoded from rows, so not in Encoded.
+	Patched uint64 `json:"patched"`
 	// FormsBuilt counts encoded forms (zstd, gzip) built from a segment's
 	// bytes (Form): once per segment and encoding while the store keeps
 	// it. FormsServed counts downloads answered with a form already built
@@ -113,7 +117,7 @@ type Cache struct {
 	forms  map[string]*formFlight
 
 	built, reused, served, servedBytes, expired, bypassed atomic.Uint64
-	encoded, inlineReused                                 atomic.Uint64
+	encoded, inlineReused, patched                        atomic.Uint64
 	formsBuilt, formsServed, formsUnstored                atomic.Uint64
 }
 
@@ -421,7 +425,7 @@ func (c *Cache) quotaPass(ctx context.Context) {
 func (c *Cache) Stats() Stats {
 	return Stats{Built: c.built.Load(), Reused: c.reused.Load(), Served: c.served.Load(),
 		ServedBytes: c.servedBytes.Load(), Expired: c.expired.Load(), Bypassed: c.bypassed.Load(),
-		Encoded: c.encoded.Load(), InlineReused: c.inlineReused.Load(),
+		Encoded: c.encoded.Load(), InlineReused: c.inlineReused.Load(), Patched: c.patched.Load(),
 		FormsBuilt: c.formsBuilt.Load(), FormsServed: c.formsServed.Load(), FormsUnstored: c.formsUnstored.Load()}
 }
 

@@ -100,3 +100,69 @@ func TestInlinePagesKept(t *testing.T) {
 		}
 	})
 }
+
+// TestLatestFirstPage: the table first page kept last under a key at any
+// pin is found from a key at another pin (a page with a row cursor never
+// is); an aux attached to it is returned with it and counts against the
+// budget; evicting the page forgets it, and a key differing in anything
+// but the pin finds nothing.
+func TestLatestFirstPage(t *testing.T) {
+	pageAt := func(pin int64, n int) Built {
+		return Built{Meta: Meta{AsOfCommitSeq: pin}, Data: bytes.Repeat([]byte{1}, n)}
+	}
+	at := func(pin int64) InlineKey {
+		return InlineKey{Partition: "p", Build: KeyParts{Table: "t", ScopeDigest: "d", AsOfCommitSeq: pin, PageRows: 10, SchemaVersion: 1, LogEpoch: "e", Lane: "ref"}, StoredVersion: 1}
+	}
+	cache := NewCache(NewMemory(), 0, nil, nil)
+	budget := 3 * (1000 + inlineEntryOverhead)
+	cache.KeepInline(budget)
+	if _, _, ok := cache.LatestFirstPage(at(9)); ok {
+		t.Fatal("found a page in an empty set")
+	}
+	cache.OfferInlinePage(at(5), pageAt(5, 1000), true)
+	cache.OfferInlinePage(at(7), pageAt(7, 1000), true)
+	cursor := "x"
+	later := at(8)
+	later.Build.RowCursor = &cursor
+	cache.OfferInlinePage(later, pageAt(8, 10), true)
+	got, aux, ok := cache.LatestFirstPage(at(9))
+	if !ok || got.Meta.AsOfCommitSeq != 7 || aux != nil {
+		t.Fatalf("latest: ok %v pin %d aux %v, want the page at 7", ok, got.Meta.AsOfCommitSeq, aux)
+	}
+	if _, ok := cache.InlinePage(at(5)); ok {
+		t.Fatal("the first page at 5 is still kept after the one at 7")
+	}
+	cache.OfferInlinePage(at(6), pageAt(6, 1000), true) // older than the latest: kept, not the latest
+	if got, _, _ := cache.LatestFirstPage(at(9)); got.Meta.AsOfCommitSeq != 7 {
+		t.Fatalf("latest is the page at %d after an older one was offered", got.Meta.AsOfCommitSeq)
+	}
+	if _, ok := cache.InlinePage(at(6)); !ok {
+		t.Fatal("the older page was not kept")
+	}
+	other := at(9)
+	other.StoredVersion = 2
+	if _, _, ok := cache.LatestFirstPage(other); ok {
+		t.Fatal("a key with another stored version found the page")
+	}
+	before := cache.InlineBytes()
+	cache.SetInlineAux(at(7), "index", 100)
+	if _, aux, _ := cache.LatestFirstPage(at(1)); aux != "index" || cache.InlineBytes() != before+100 {
+		t.Fatalf("aux %v, bytes %d (before %d)", aux, cache.InlineBytes(), before)
+	}
+	cache.SetInlineAux(at(7), "again", 100) // already has one: unchanged
+	if _, aux, _ := cache.LatestFirstPage(at(1)); aux != "index" {
+		t.Fatalf("aux replaced: %v", aux)
+	}
+	// Pages of another scope evict both, least recently used first.
+	for pin := int64(20); pin < 24; pin++ {
+		k := at(pin)
+		k.Build.ScopeDigest = fmt.Sprint("other", pin)
+		cache.OfferInlinePage(k, pageAt(pin, 1000), true)
+	}
+	if _, _, ok := cache.LatestFirstPage(at(9)); ok {
+		t.Fatal("an evicted page is still the latest")
+	}
+	if n := cache.InlineBytes(); n > budget {
+		t.Fatalf("%d bytes kept, budget %d", n, budget)
+	}
+}

@@ -81,9 +81,10 @@ func TestInlineStormReusesLargePages(t *testing.T) {
 // accepting every lane as the official client does) cost one encode of the
 // page however many reconnect, at once or one after another, and every one
 // converges. The page is kept for its pin and log epoch only: after a
-// commit, an epoch rotation, or a restore followed by a different commit
-// at the same seq, the next reconnect encodes again and carries exactly
-// the rows that are there now.
+// commit the next reconnect patches the page kept for the old pin with the
+// commit (encoding nothing), after an epoch rotation or a restore followed
+// by a different commit at the same seq it encodes again, and each carries
+// exactly the rows that are there now.
 func TestReconnectsEncodeTheirInlinePageOnce(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *server) {
 		ctx := context.Background()
@@ -93,7 +94,7 @@ func TestReconnectsEncodeTheirInlinePageOnce(t *testing.T) {
 		round := 0
 		// reconnect has n fresh clients pull the scope at once and checks
 		// what they cost and got: want rows each, titles of the named rows.
-		reconnect := func(what string, n int, wantEncoded uint64, want int, titles map[string]string) {
+		reconnect := func(what string, n int, wantEncoded, wantPatched uint64, want int, titles map[string]string) {
 			t.Helper()
 			round++
 			before := s.eng.Segments().Stats()
@@ -128,24 +129,26 @@ func TestReconnectsEncodeTheirInlinePageOnce(t *testing.T) {
 				t.Fatalf("%s: %v", what, err)
 			}
 			after := s.eng.Segments().Stats()
-			if enc, reused := after.Encoded-before.Encoded, after.InlineReused-before.InlineReused; enc != wantEncoded || reused != uint64(n)-wantEncoded {
-				t.Fatalf("%s: %d clients encoded %d pages and reused %d, want %d and %d", what, n, enc, reused, wantEncoded, uint64(n)-wantEncoded)
+			enc, patched, reused := after.Encoded-before.Encoded, after.Patched-before.Patched, after.InlineReused-before.InlineReused
+			if enc != wantEncoded || patched != wantPatched || reused != uint64(n)-wantEncoded-wantPatched {
+				t.Fatalf("%s: %d clients encoded %d pages, patched %d and reused %d, want %d, %d and %d", what, n, enc, patched, reused,
+					wantEncoded, wantPatched, uint64(n)-wantEncoded-wantPatched)
 			}
 			if after.Built != before.Built {
 				t.Fatalf("%s: %d segments stored for a page under the inline limit", what, after.Built-before.Built)
 			}
 		}
-		reconnect("a storm of reconnects", 8, 1, rows, nil)
-		reconnect("reconnects after the storm", 3, 0, rows, nil)
+		reconnect("a storm of reconnects", 8, 1, 0, rows, nil)
+		reconnect("reconnects after the storm", 3, 0, 0, rows, nil)
 
 		w := s.client("writer", "cw")
 		push1(t, w, commit("c-moved", upsert(t, "t00000", "L", "moved the pin", nil)))
-		reconnect("after a commit", 4, 1, rows, map[string]string{"t00000": "moved the pin"})
+		reconnect("after a commit", 4, 0, 1, rows, map[string]string{"t00000": "moved the pin"})
 
 		if _, err := s.eng.RotateEpoch(ctx, "team"); err != nil {
 			t.Fatal(err)
 		}
-		reconnect("after an epoch rotation", 4, 1, rows, map[string]string{"t00000": "moved the pin"})
+		reconnect("after an epoch rotation", 4, 1, 0, rows, map[string]string{"t00000": "moved the pin"})
 
 		// A restore brings the log back to the capture; the next commit
 		// takes the same seq as one made before it, with other rows.
@@ -154,12 +157,12 @@ func TestReconnectsEncodeTheirInlinePageOnce(t *testing.T) {
 		}
 		w = s.client("writer", "cw-before-restore")
 		push1(t, w, commit("c-lost", upsert(t, "lost", "L", "lost with the restore", nil)))
-		reconnect("before the restore", 2, 1, rows+1, map[string]string{"lost": "lost with the restore"})
+		reconnect("before the restore", 2, 0, 1, rows+1, map[string]string{"lost": "lost with the restore"})
 		if _, err := s.eng.Retention().Restore(ctx, "team"); err != nil {
 			t.Fatal(err)
 		}
 		w = s.client("writer", "cw-after-restore")
 		push1(t, w, commit("c-kept", upsert(t, "kept", "L", "written after the restore", nil)))
-		reconnect("after the restore", 2, 1, rows+1, map[string]string{"lost": "", "kept": "written after the restore"})
+		reconnect("after the restore", 2, 1, 0, rows+1, map[string]string{"lost": "", "kept": "written after the restore"})
 	})
 }

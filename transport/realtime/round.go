@@ -437,6 +437,30 @@ func (w *chunkWriter) Write(p []byte) (int, error) {
 	if w.err != nil {
 		return 0, w.err
 	}
+	total := len(p)
+	for len(p) > 0 {
+		// A large frame's payload (a bootstrap page: the encoder writes it
+		// whole, straight from the page's bytes) goes out from p itself,
+		// not copied into buf and again into a message.
+		n, end, rest, ok := w.want()
+		k := n - len(w.buf)
+		if !ok || end || k < directMin || len(p) < k {
+			break
+		}
+		if err := w.s.caughtUp(); err != nil {
+			w.err = err
+			return 0, err
+		}
+		if err := w.sendParts(w.buf, p[:k], rest); err != nil {
+			return 0, err
+		}
+		w.headed = true
+		w.buf = w.buf[:0]
+		p = p[k:]
+	}
+	if len(p) == 0 {
+		return total, nil
+	}
 	w.buf = append(w.buf, p...)
 	for {
 		n, end := w.next()
@@ -467,6 +491,49 @@ func (w *chunkWriter) Write(p []byte) (int, error) {
 		w.headed = true
 		w.buf = append(w.buf[:0], w.buf[n:]...)
 	}
+}
+
+// directMin is the least payload a chunk sends straight from the
+// caller's bytes (sendParts); smaller chunks are copied into one message.
+const directMin = 4 << 10
+
+// want returns the length of the chunk starting at buf's first byte once
+// its frame header is in buf (ok), whether or not its bytes are, whether
+// it holds END, and the bytes of its frame left for later chunks after it
+// (next's rem once the chunk is sent).
+func (w *chunkWriter) want() (n int, isEnd bool, rest int, ok bool) {
+	if w.rem > 0 {
+		n = min(w.rem, maxChunk)
+		return n, false, w.rem - n, true
+	}
+	off := 0
+	if !w.headed {
+		off = envelopeLen
+	}
+	if len(w.buf) < off+5 {
+		return 0, false, 0, false
+	}
+	end := off + 5 + int(binary.LittleEndian.Uint32(w.buf[off+1:off+5]))
+	if end > maxChunk {
+		return maxChunk, false, end - maxChunk, true
+	}
+	return end, w.buf[off] == 0, 0, true
+}
+
+// sendParts sends the chunk head+body (head: what buf holds of it) as one
+// round message without copying body: the message goes out as WebSocket
+// fragments (the tag and head, then body), which the client's WebSocket
+// reassembles into the same message bytes.
+func (w *chunkWriter) sendParts(head, body []byte, rest int) error {
+	msg := make([]byte, 1+len(head))
+	msg[0] = TagRound
+	copy(msg[1:], head)
+	if err := w.s.writeParts(websocket.MessageBinary, msg, body); err != nil {
+		w.err = err
+		return err
+	}
+	w.rem = rest
+	return nil
 }
 
 // next returns the length of the next chunk ready in buf (0: wait for

@@ -272,6 +272,25 @@ func (s *session) write(typ websocket.MessageType, data []byte) error {
 	return err
 }
 
+// writeParts writes one message made of parts (each part its own
+// WebSocket fragment, so no part is copied into a message buffer), under
+// the same watchdog as write.
+func (s *session) writeParts(typ websocket.MessageType, parts ...[]byte) error {
+	s.writeSince.Store(time.Now().UnixNano())
+	defer s.writeSince.Store(0)
+	mw, err := s.conn.Writer(context.Background(), typ)
+	if err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if _, err := mw.Write(p); err != nil {
+			_ = mw.Close()
+			return err
+		}
+	}
+	return mw.Close()
+}
+
 // stuck reports whether a write has been going on longer than the write
 // timeout.
 func (s *session) stuck() bool {
