@@ -127,11 +127,12 @@ func realtimeIdleCase(ctx context.Context, cfg *Config, store string) ([]Result,
 	big := n > holderSockets
 	r := Result{Workload: "realtime", Case: fmt.Sprintf("%d idle sockets (each registered on a scope key)", n), Store: store, Mode: "http",
 		Params: map[string]any{"sockets": n}}
-	// The server is this process: it needs a descriptor per socket (and
-	// the fan-out's sockets on both ends when it runs here too).
+	// The server is this process: it needs a descriptor per socket (and,
+	// when the fan-out runs here too, its sockets on both ends and the
+	// bare broadcast's, opened while they are open).
 	need := uint64(n + 4096)
 	if big {
-		need += 2 * uint64(cfg.FanoutSockets)
+		need += 4 * uint64(cfg.FanoutSockets)
 	}
 	if lim, err := raiseNoFile(need); err != nil {
 		return []Result{r}, fmt.Errorf("open-file limit %d, %d needed: %w", lim, need, err)
@@ -310,7 +311,16 @@ func realtimeHolder(args []string) int {
 				return
 			}
 			conns[k] = c
-			c.CloseRead(ctx) // answers pings, reads nothing else
+			// Read (and drop) what comes: heartbeats every 30 s, and pings
+			// answered. (CloseRead would close the socket at the first
+			// heartbeat, a data message: opening 100,000 takes longer.)
+			go func() {
+				for {
+					if _, _, err := c.Read(ctx); err != nil {
+						return
+					}
+				}
+			}()
 		}
 	})
 	if err := errors.Join(errs...); err != nil {
