@@ -111,9 +111,11 @@ func heapAndStacks() (uint64, int) {
 	return h + ms.StackInuse, runtime.NumGoroutine()
 }
 
-// holderSockets is the most sockets one holder process opens: each holder
-// binds its own 127.0.0.x source address, whose ephemeral ports (32768 …
-// 60999 here, ~28k) bound the connections it can open to one server port.
+// holderSockets is the default of --holder-sockets, the most sockets one
+// holder process opens: each holder binds its own 127.0.0.x source
+// address, whose ephemeral ports (32768 … 60999 here, ~28k) bound the
+// connections it can open to one server port; above it the fan-out runs
+// next to the idle sockets.
 const holderSockets = 25_000
 
 // realtimeIdleCase connects cfg.Sockets idle sockets from child processes
@@ -130,7 +132,7 @@ func realtimeIdleCase(ctx context.Context, cfg *Config, store string) ([]Result,
 	// The server is this process: it needs a descriptor per socket (and,
 	// when the fan-out runs here too, its sockets on both ends and the
 	// bare broadcast's, opened while they are open).
-	need := uint64(n + 4096)
+	need := uint64(n + 256)
 	if big {
 		need += 4 * uint64(cfg.FanoutSockets)
 	}
@@ -164,8 +166,12 @@ func realtimeIdleCase(ctx context.Context, cfg *Config, store string) ([]Result,
 			_ = h.cmd.Wait()
 		}
 	}()
-	for i, start := 0, 0; start < n; i, start = i+1, start+holderSockets {
-		count := min(holderSockets, n-start)
+	per := cfg.HolderSockets
+	if per <= 0 {
+		per = holderSockets
+	}
+	for i, start := 0, 0; start < n; i, start = i+1, start+per {
+		count := min(per, n-start)
 		src := fmt.Sprintf("127.0.0.%d", 2+i)
 		cmd := exec.CommandContext(ctx, exe, "realtime-holder", rs.url, strconv.Itoa(start), strconv.Itoa(count), src)
 		cmd.Stderr = os.Stderr
@@ -271,7 +277,7 @@ func realtimeHolder(args []string) int {
 	first, _ := strconv.Atoi(args[1])
 	n, _ := strconv.Atoi(args[2])
 	src := net.ParseIP(args[3])
-	if lim, err := raiseNoFile(uint64(n + 4096)); err != nil {
+	if lim, err := raiseNoFile(uint64(n + 256)); err != nil {
 		fmt.Printf("error: open-file limit %d: %v\n", lim, err)
 		return 1
 	}
@@ -335,9 +341,10 @@ func realtimeHolder(args []string) int {
 	return 0
 }
 
-// raiseNoFile raises this process's open-file limit (soft, and hard when
-// below: the bench runs as root here) to at least need; it returns the
-// soft limit it has.
+// raiseNoFile raises this process's open-file limit to at least need:
+// the soft limit, and the hard limit when below (which needs
+// CAP_SYS_RESOURCE: root in a container may lack it, as here). It returns
+// the soft limit it has, and an error when that is below need.
 func raiseNoFile(need uint64) (uint64, error) {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
@@ -346,7 +353,13 @@ func raiseNoFile(need uint64) (uint64, error) {
 	if rl.Cur >= need {
 		return rl.Cur, nil
 	}
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: need, Max: max(need, rl.Max)}); err != nil {
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: need, Max: max(need, rl.Max)}); err == nil {
+		return need, nil
+	} else if rl.Max < need {
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: rl.Max, Max: rl.Max})
+		return rl.Max, fmt.Errorf("the hard limit is %d and cannot be raised: %w", rl.Max, err)
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: need, Max: rl.Max}); err != nil {
 		return rl.Cur, err
 	}
 	return need, nil
@@ -430,7 +443,11 @@ func (p *healthPoll) stop() *Hist {
 // the previous delta), then a bare broadcast of a message of the same size
 // to as many sockets of a plain coder/websocket server in the same run.
 func realtimeFanoutCase(ctx context.Context, cfg *Config, store string) (Result, error) {
-	rs, err := openRealtime(ctx, cfg, store, realtime.Options{MaxConnections: cfg.FanoutSockets + 10, MaxUnackedDeltas: cfg.FanoutCommits + 1})
+	// No heartbeats: the clients read nothing until every one of them
+	// has connected (minutes for thousands on a loaded machine), so they
+	// would not answer the pings and the server would close their sockets.
+	rs, err := openRealtime(ctx, cfg, store, realtime.Options{MaxConnections: cfg.FanoutSockets + 10, MaxUnackedDeltas: cfg.FanoutCommits + 1,
+		HeartbeatInterval: time.Hour})
 	if err != nil {
 		return Result{Workload: "realtime", Case: "commit → delta", Store: store}, err
 	}
@@ -576,6 +593,11 @@ func realtimeFanoutOn(ctx context.Context, cfg *Config, store string, rs *rtServ
 	hFan := health.stop()
 	stopReaders()
 	readers.Wait()
+	// The floor's sockets replace these (descriptors: both ends of every
+	// socket are in this process).
+	for _, c := range conns {
+		_ = c.CloseNow()
+	}
 	r.add("delta p50", "ms", ms(h.Quantile(0.5)))
 	r.add("delta p99", "ms", ms(h.Quantile(0.99)))
 	r.add("delta max", "ms", ms(h.Max()))
