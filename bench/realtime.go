@@ -464,62 +464,14 @@ func realtimeFanoutOn(ctx context.Context, cfg *Config, store string, rs *rtServ
 		Params: map[string]any{"sockets": n, "commits": commits}}
 	noAck := !cfg.FanoutAck
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	// Every client pulls the list once (registered, current), then connects.
-	conns := make([]*websocket.Conn, n)
-	errs := make([]error, 16)
-	runWorkers(16, func(w int) {
-		for i := w; i < n && errs[w] == nil; i += 16 {
-			cid := fmt.Sprintf("fan-%d", i)
-			c := &httpsync.Client{URL: rs.url + "/sync", HTTP: hc, ClientID: cid, Header: http.Header{"X-Actor": {"reader"}}}
-			if _, errs[w] = c.Pull(ctx, ssp2.PullHeader{Accept: ssp2.AcceptInlineRows},
-				&ssp2.Subscription{ID: "s", Table: "todos", Scopes: map[string][]string{"list_id": {"fan"}}, Cursor: 0}); errs[w] != nil {
-				return
-			}
-			conn, _, err := websocket.Dial(ctx, rs.url+"/realtime?clientId="+cid, &websocket.DialOptions{HTTPHeader: http.Header{"X-Actor": {"reader"}}})
-			if err != nil {
-				errs[w] = err
-				return
-			}
-			conn.SetReadLimit(1 << 20)
-			if _, _, err := conn.Read(ctx); err != nil {
-				errs[w] = err
-				return
-			}
-			conns[i] = conn
-		}
-	})
-	if err := errors.Join(errs...); err != nil {
-		return r, err
-	}
-	defer func() {
-		for _, c := range conns {
-			_ = c.CloseNow()
-		}
-	}()
-	// Every socket is live once its hello said so; wait for the hub too.
-	for {
-		live := 0
-		for _, s := range rs.hub.Sessions(auth.DefaultPartition) {
-			if s.Live {
-				live++
-			}
-		}
-		if live == n {
-			break
-		}
-		if ctx.Err() != nil {
-			return r, ctx.Err()
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	var durable sync.Map // seq → time the commit became durable
-	rs.mu.Lock()
-	rs.commit = func(seq int64) { durable.Store(seq, time.Now()) }
-	rs.mu.Unlock()
+	// Each client reads from its hello on (heartbeats are dropped, pings
+	// answered), so the server's pings do not close sockets while the
+	// others are still connecting.
 	got := make(chan recv, n*4)
 	var readers sync.WaitGroup
 	rctx, stopReaders := context.WithCancel(ctx)
-	for _, c := range conns {
+	defer stopReaders()
+	startReader := func(c *websocket.Conn) {
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
@@ -548,6 +500,61 @@ func realtimeFanoutOn(ctx context.Context, cfg *Config, store string, rs *rtServ
 			}
 		}()
 	}
+	// Every client pulls the list once (registered, current), then connects.
+	conns := make([]*websocket.Conn, n)
+	errs := make([]error, 16)
+	runWorkers(16, func(w int) {
+		for i := w; i < n && errs[w] == nil; i += 16 {
+			cid := fmt.Sprintf("fan-%d", i)
+			c := &httpsync.Client{URL: rs.url + "/sync", HTTP: hc, ClientID: cid, Header: http.Header{"X-Actor": {"reader"}}}
+			if _, errs[w] = c.Pull(ctx, ssp2.PullHeader{Accept: ssp2.AcceptInlineRows},
+				&ssp2.Subscription{ID: "s", Table: "todos", Scopes: map[string][]string{"list_id": {"fan"}}, Cursor: 0}); errs[w] != nil {
+				return
+			}
+			conn, _, err := websocket.Dial(ctx, rs.url+"/realtime?clientId="+cid, &websocket.DialOptions{HTTPHeader: http.Header{"X-Actor": {"reader"}}})
+			if err != nil {
+				errs[w] = err
+				return
+			}
+			conn.SetReadLimit(1 << 20)
+			if _, _, err := conn.Read(ctx); err != nil {
+				errs[w] = err
+				return
+			}
+			conns[i] = conn
+			startReader(conn)
+		}
+	})
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				_ = c.CloseNow()
+			}
+		}
+	}()
+	if err := errors.Join(errs...); err != nil {
+		return r, err
+	}
+	// Every socket is live once its hello said so; wait for the hub too.
+	for {
+		live := 0
+		for _, s := range rs.hub.Sessions(auth.DefaultPartition) {
+			if s.Live {
+				live++
+			}
+		}
+		if live == n {
+			break
+		}
+		if ctx.Err() != nil {
+			return r, ctx.Err()
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var durable sync.Map // seq → time the commit became durable
+	rs.mu.Lock()
+	rs.commit = func(seq int64) { durable.Store(seq, time.Now()) }
+	rs.mu.Unlock()
 	pusher := &httpsync.Client{URL: rs.url + "/sync", HTTP: hc, ClientID: "fan-writer", Header: http.Header{"X-Actor": {"writer"}}}
 	health := startHealthPoll(rs.url)
 	defer health.stop()
@@ -596,7 +603,9 @@ func realtimeFanoutOn(ctx context.Context, cfg *Config, store string, rs *rtServ
 	// The floor's sockets replace these (descriptors: both ends of every
 	// socket are in this process).
 	for _, c := range conns {
-		_ = c.CloseNow()
+		if c != nil {
+			_ = c.CloseNow()
+		}
 	}
 	r.add("delta p50", "ms", ms(h.Quantile(0.5)))
 	r.add("delta p99", "ms", ms(h.Quantile(0.99)))
