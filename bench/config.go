@@ -88,7 +88,10 @@ type Config struct {
 	ScopeWriterRate float64
 
 	Sockets, FanoutSockets, FanoutCommits int
-	FanoutAck                             bool
+	// HolderSockets is the most idle sockets one holder process opens
+	// (each on its own 127.0.0.x source address).
+	HolderSockets int
+	FanoutAck     bool
 	// WakeSockets > 0 runs the realtime wake-up cases (realtimewake.go)
 	// instead of the others, with WakeCommits push+pull requests each.
 	WakeSockets, WakeCommits int
@@ -197,6 +200,7 @@ func parseConfig(args []string, stderr io.Writer) (*Config, error) {
 	fs.StringVar(&bins, "server-bin", "", "storm, reconnect --http: comma-separated [label=]path of bench binaries (e.g. built from another commit) whose server child is measured, each in turn in every run (default: this binary)")
 	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "pushpull, bigpush with --url: pid of the server, for its CPU time and peak RSS")
 	fs.IntVar(&cfg.Sockets, "sockets", 10000, "realtime: idle sockets held (opened by a child process)")
+	fs.IntVar(&cfg.HolderSockets, "holder-sockets", holderSockets, "realtime: most idle sockets per holder process (each binds its own source address 127.0.0.2, .3, …; above 25,000 idle sockets the fan-out runs next to them)")
 	fs.IntVar(&cfg.FanoutSockets, "fanout-sockets", 1000, "realtime: subscribed sockets a commit fans out to")
 	fs.IntVar(&cfg.FanoutCommits, "fanout-commits", 100, "realtime: commits timed (each to every socket)")
 	fs.BoolVar(&cfg.FanoutAck, "fanout-ack", true, "realtime: clients acknowledge every delta (and the floor is also measured with an ack-sized answer per message)")

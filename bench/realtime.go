@@ -12,9 +12,11 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -109,79 +111,183 @@ func heapAndStacks() (uint64, int) {
 	return h + ms.StackInuse, runtime.NumGoroutine()
 }
 
-// realtimeIdleCase connects cfg.Sockets idle sockets from a child process
+// holderSockets is the default of --holder-sockets, the most sockets one
+// holder process opens: each holder binds its own 127.0.0.x source
+// address, whose ephemeral ports (32768 … 60999 here, ~28k) bound the
+// connections it can open to one server port; above it the fan-out runs
+// next to the idle sockets.
+const holderSockets = 25_000
+
+// realtimeIdleCase connects cfg.Sockets idle sockets from child processes
 // (each client pulled once, so its socket is registered on a scope key).
-func realtimeIdleCase(ctx context.Context, cfg *Config, store string) (Result, error) {
+// Above holderSockets the sockets are spread over several holders, each
+// on its own source address (127.0.0.2, .3, …). /healthz is polled all
+// along; with cfg.Sockets > holderSockets the fan-out case then runs on
+// the same server, next to the idle sockets.
+func realtimeIdleCase(ctx context.Context, cfg *Config, store string) ([]Result, error) {
 	n := cfg.Sockets
+	big := n > holderSockets
 	r := Result{Workload: "realtime", Case: fmt.Sprintf("%d idle sockets (each registered on a scope key)", n), Store: store, Mode: "http",
 		Params: map[string]any{"sockets": n}}
-	rs, err := openRealtime(ctx, cfg, store, realtime.Options{MaxConnections: n + 10})
+	// The server is this process: it needs a descriptor per socket (and,
+	// when the fan-out runs here too, its sockets on both ends and the
+	// bare broadcast's, opened while they are open).
+	need := uint64(n + 256)
+	if big {
+		need += 4 * uint64(cfg.FanoutSockets)
+	}
+	if lim, err := raiseNoFile(need); err != nil {
+		return []Result{r}, fmt.Errorf("open-file limit %d, %d needed: %w", lim, need, err)
+	}
+	maxConns := n + 10
+	if big {
+		maxConns += cfg.FanoutSockets
+	}
+	rs, err := openRealtime(ctx, cfg, store, realtime.Options{MaxConnections: maxConns, MaxUnackedDeltas: cfg.FanoutCommits + 1})
 	if err != nil {
-		return r, err
+		return []Result{r}, err
 	}
 	defer rs.t.Close()
 	exe, err := os.Executable()
 	if err != nil {
-		return r, err
+		return []Result{r}, err
 	}
-	cmd := exec.CommandContext(ctx, exe, "realtime-holder", rs.url, strconv.Itoa(n))
-	cmd.Stderr = os.Stderr
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		return r, err
+	type holder struct {
+		cmd   *exec.Cmd
+		in    io.WriteCloser
+		lines *bufio.Scanner
 	}
-	defer func() { _ = in.Close(); _ = cmd.Wait() }()
-	lines := bufio.NewScanner(out)
-	expect := func(word string) error {
-		if !lines.Scan() {
-			return fmt.Errorf("realtime holder ended before %q", word)
+	var holders []*holder
+	defer func() {
+		for _, h := range holders {
+			_ = h.in.Close()
 		}
-		if got := strings.TrimSpace(lines.Text()); got != word {
-			return fmt.Errorf("realtime holder: %s", got)
+		for _, h := range holders {
+			_ = h.cmd.Wait()
+		}
+	}()
+	per := cfg.HolderSockets
+	if per <= 0 {
+		per = holderSockets
+	}
+	for i, start := 0, 0; start < n; i, start = i+1, start+per {
+		count := min(per, n-start)
+		src := fmt.Sprintf("127.0.0.%d", 2+i)
+		cmd := exec.CommandContext(ctx, exe, "realtime-holder", rs.url, strconv.Itoa(start), strconv.Itoa(count), src)
+		cmd.Stderr = os.Stderr
+		in, _ := cmd.StdinPipe()
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			return []Result{r}, err
+		}
+		holders = append(holders, &holder{cmd: cmd, in: in, lines: bufio.NewScanner(out)})
+	}
+	expect := func(word string) error {
+		for _, h := range holders {
+			if !h.lines.Scan() {
+				return fmt.Errorf("realtime holder ended before %q", word)
+			}
+			if got := strings.TrimSpace(h.lines.Text()); got != word {
+				return fmt.Errorf("realtime holder: %s", got)
+			}
 		}
 		return nil
 	}
 	if err := expect("pulled"); err != nil {
-		return r, err
+		return []Result{r}, err
 	}
 	m0, g0 := heapAndStacks()
-	start := time.Now()
-	fmt.Fprintln(in, "connect")
-	if err := expect("connected"); err != nil {
-		return r, err
+	rss0 := rssBytes()
+	if f := os.Getenv("BENCH_REALTIME_HEAPPROFILE"); f != "" {
+		if out, err := os.Create(f + ".base"); err == nil {
+			_ = pprof.Lookup("heap").WriteTo(out, 0)
+			_ = out.Close()
+		}
 	}
-	took := time.Since(start)
+	health := startHealthPoll(rs.url)
+	cpu0 := cpuSelf()
+	start := time.Now()
+	for _, h := range holders {
+		fmt.Fprintln(h.in, "connect")
+	}
+	if err := expect("connected"); err != nil {
+		health.stop()
+		return []Result{r}, err
+	}
 	for rs.hub.Stats().Sockets < n {
 		if ctx.Err() != nil {
-			return r, ctx.Err()
+			health.stop()
+			return []Result{r}, ctx.Err()
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	took := time.Since(start)
+	openCPU := cpuSelf() - cpu0
+	hOpen := health.stop()
 	m1, g1 := heapAndStacks()
+	rss1 := rssBytes()
+	if f := os.Getenv("BENCH_REALTIME_HEAPPROFILE"); f != "" { // where the idle sockets' memory is
+		if out, err := os.Create(f); err == nil {
+			_ = pprof.Lookup("heap").WriteTo(out, 0)
+			_ = out.Close()
+		}
+		if out, err := os.Create(f + ".goroutines"); err == nil {
+			_ = pprof.Lookup("goroutine").WriteTo(out, 1)
+			_ = out.Close()
+		}
+	}
+	var mst runtime.MemStats
+	runtime.ReadMemStats(&mst)
 	st := rs.hub.Stats()
 	r.add("heap+stacks/idle socket", "B", float64(int64(m1)-int64(m0))/float64(n))
 	r.add("goroutines/idle socket", "", float64(g1-g0)/float64(n))
+	r.add("stack/goroutine", "B", float64(mst.StackInuse)/float64(runtime.NumGoroutine()))
 	r.add("sockets open", "", float64(st.Sockets))
 	r.add("connect time (all)", "ms", ms(took))
-	return r, nil
+	r.add("server CPU while opening", "ms", ms(openCPU))
+	r.add("process RSS after", "MB", float64(rss1)/(1<<20))
+	r.add("process RSS growth/socket", "B", float64(int64(rss1)-int64(rss0))/float64(n))
+	r.add("healthz p50 (opening)", "ms", ms(hOpen.Quantile(0.5)))
+	r.add("healthz p99 (opening)", "ms", ms(hOpen.Quantile(0.99)))
+	r.add("healthz max (opening)", "ms", ms(hOpen.Max()))
+	r.add("healthz polls (opening)", "", float64(hOpen.Count()))
+	out := []Result{r}
+	if big {
+		f, err := realtimeFanoutOn(ctx, cfg, store, rs, fmt.Sprintf(" next to %d idle sockets", n))
+		out = append(out, f)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
 }
 
 // realtimeHolder is the child process of the idle case: it pulls once per
-// client, says "pulled", waits for "connect", opens one socket per client,
-// says "connected" and holds them until stdin closes.
+// client (idle-START … idle-START+N-1), says "pulled", waits for
+// "connect", opens one socket per client from source address SRC, says
+// "connected" and holds them until stdin closes. It raises its own
+// open-file limit to what it needs (the hard limit too: the bench runs as
+// root here).
 func realtimeHolder(args []string) int {
-	if len(args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: bench realtime-holder URL N")
+	if len(args) != 4 {
+		fmt.Fprintln(os.Stderr, "usage: bench realtime-holder URL START N SRC")
 		return 2
 	}
 	base := args[0]
-	n, _ := strconv.Atoi(args[1])
+	first, _ := strconv.Atoi(args[1])
+	n, _ := strconv.Atoi(args[2])
+	src := net.ParseIP(args[3])
+	if lim, err := raiseNoFile(uint64(n + 256)); err != nil {
+		fmt.Printf("error: open-file limit %d: %v\n", lim, err)
+		return 1
+	}
 	ctx := context.Background()
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: src}}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DialContext: dialer.DialContext}}
+	ws := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
 	errs := make([]error, 32)
 	runWorkers(32, func(w int) {
-		for i := w; i < n && errs[w] == nil; i += 32 {
+		for i := first + w; i < first+n && errs[w] == nil; i += 32 {
 			c := &httpsync.Client{URL: base + "/sync", HTTP: hc, ClientID: fmt.Sprintf("idle-%d", i), Header: http.Header{"X-Actor": {"idler"}}}
 			_, errs[w] = c.Pull(ctx, ssp2.PullHeader{Accept: ssp2.AcceptInlineRows},
 				&ssp2.Subscription{ID: "s", Table: "todos", Scopes: map[string][]string{"list_id": {fmt.Sprintf("list-%d", i%100)}}, Cursor: -1})
@@ -191,6 +297,7 @@ func realtimeHolder(args []string) int {
 		fmt.Println("error:", err)
 		return 1
 	}
+	hc.CloseIdleConnections()
 	fmt.Println("pulled")
 	in := bufio.NewScanner(os.Stdin)
 	if !in.Scan() {
@@ -198,9 +305,9 @@ func realtimeHolder(args []string) int {
 	}
 	conns := make([]*websocket.Conn, n)
 	runWorkers(32, func(w int) {
-		for i := w; i < n && errs[w] == nil; i += 32 {
-			c, _, err := websocket.Dial(ctx, base+"/realtime?clientId="+fmt.Sprintf("idle-%d", i),
-				&websocket.DialOptions{HTTPHeader: http.Header{"X-Actor": {"idler"}}})
+		for k := w; k < n && errs[w] == nil; k += 32 {
+			c, _, err := websocket.Dial(ctx, base+"/realtime?clientId="+fmt.Sprintf("idle-%d", first+k),
+				&websocket.DialOptions{HTTPHeader: http.Header{"X-Actor": {"idler"}}, HTTPClient: ws})
 			if err != nil {
 				errs[w] = err
 				return
@@ -209,8 +316,17 @@ func realtimeHolder(args []string) int {
 				errs[w] = err
 				return
 			}
-			conns[i] = c
-			c.CloseRead(ctx) // answers pings, reads nothing else
+			conns[k] = c
+			// Read (and drop) what comes: heartbeats every 30 s, and pings
+			// answered. (CloseRead would close the socket at the first
+			// heartbeat, a data message: opening 100,000 takes longer.)
+			go func() {
+				for {
+					if _, _, err := c.Read(ctx); err != nil {
+						return
+					}
+				}
+			}()
 		}
 	})
 	if err := errors.Join(errs...); err != nil {
@@ -225,77 +341,136 @@ func realtimeHolder(args []string) int {
 	return 0
 }
 
+// raiseNoFile raises this process's open-file limit to at least need:
+// the soft limit, and the hard limit when below (which needs
+// CAP_SYS_RESOURCE: root in a container may lack it, as here). It returns
+// the soft limit it has, and an error when that is below need.
+func raiseNoFile(need uint64) (uint64, error) {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 0, err
+	}
+	if rl.Cur >= need {
+		return rl.Cur, nil
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: need, Max: max(need, rl.Max)}); err == nil {
+		return need, nil
+	} else if rl.Max < need {
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: rl.Max, Max: rl.Max})
+		return rl.Max, fmt.Errorf("the hard limit is %d and cannot be raised: %w", rl.Max, err)
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: need, Max: rl.Max}); err != nil {
+		return rl.Cur, err
+	}
+	return need, nil
+}
+
+// rssBytes is this process's resident set size (0 when unknown).
+func rssBytes() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// cpuSelf is this process's user + system CPU time so far.
+func cpuSelf() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// healthPoll polls GET /healthz on its own connection, one request at a
+// time every 10 ms, and records each answer's latency.
+type healthPoll struct {
+	h    Hist
+	once sync.Once
+	quit chan struct{}
+	done chan struct{}
+	fail int
+}
+
+func startHealthPoll(base string) *healthPoll {
+	p := &healthPoll{quit: make(chan struct{}), done: make(chan struct{})}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}, Timeout: 30 * time.Second}
+	go func() {
+		defer close(p.done)
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.quit:
+				return
+			case <-t.C:
+			}
+			t0 := time.Now()
+			resp, err := hc.Get(base + "/healthz")
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					err = fmt.Errorf("HTTP %d", resp.StatusCode)
+				}
+			}
+			if err != nil {
+				p.fail++
+				continue
+			}
+			p.h.Record(time.Since(t0))
+		}
+	}()
+	return p
+}
+
+// stop ends the polling and returns the latencies.
+func (p *healthPoll) stop() *Hist {
+	p.once.Do(func() { close(p.quit) })
+	<-p.done
+	return &p.h
+}
+
 // realtimeFanoutCase measures commit → delta latency to cfg.FanoutSockets
 // subscribed sockets (closed loop: the next commit once every socket has
 // the previous delta), then a bare broadcast of a message of the same size
 // to as many sockets of a plain coder/websocket server in the same run.
 func realtimeFanoutCase(ctx context.Context, cfg *Config, store string) (Result, error) {
-	n, commits := cfg.FanoutSockets, cfg.FanoutCommits
-	r := Result{Workload: "realtime", Case: fmt.Sprintf("commit → delta to %d sockets vs bare broadcast", n), Store: store, Mode: "http",
-		Params: map[string]any{"sockets": n, "commits": commits}}
-	noAck := !cfg.FanoutAck
-	rs, err := openRealtime(ctx, cfg, store, realtime.Options{MaxConnections: n + 10, MaxUnackedDeltas: commits + 1})
+	// No heartbeats (the floor has none either): on its own server the
+	// fan-out measures deltas and acks only.
+	rs, err := openRealtime(ctx, cfg, store, realtime.Options{MaxConnections: cfg.FanoutSockets + 10, MaxUnackedDeltas: cfg.FanoutCommits + 1,
+		HeartbeatInterval: time.Hour})
 	if err != nil {
-		return r, err
+		return Result{Workload: "realtime", Case: "commit → delta", Store: store}, err
 	}
 	defer rs.t.Close()
+	return realtimeFanoutOn(ctx, cfg, store, rs, "")
+}
+
+// realtimeFanoutOn is the fan-out case on rs (which may hold other,
+// idle sockets: where says so in the case's name); /healthz is polled
+// while the commits fan out.
+func realtimeFanoutOn(ctx context.Context, cfg *Config, store string, rs *rtServer, where string) (Result, error) {
+	n, commits := cfg.FanoutSockets, cfg.FanoutCommits
+	r := Result{Workload: "realtime", Case: fmt.Sprintf("commit → delta to %d sockets vs bare broadcast%s", n, where), Store: store, Mode: "http",
+		Params: map[string]any{"sockets": n, "commits": commits}}
+	noAck := !cfg.FanoutAck
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	// Every client pulls the list once (registered, current), then connects.
-	conns := make([]*websocket.Conn, n)
-	errs := make([]error, 16)
-	runWorkers(16, func(w int) {
-		for i := w; i < n && errs[w] == nil; i += 16 {
-			cid := fmt.Sprintf("fan-%d", i)
-			c := &httpsync.Client{URL: rs.url + "/sync", HTTP: hc, ClientID: cid, Header: http.Header{"X-Actor": {"reader"}}}
-			if _, errs[w] = c.Pull(ctx, ssp2.PullHeader{Accept: ssp2.AcceptInlineRows},
-				&ssp2.Subscription{ID: "s", Table: "todos", Scopes: map[string][]string{"list_id": {"fan"}}, Cursor: 0}); errs[w] != nil {
-				return
-			}
-			conn, _, err := websocket.Dial(ctx, rs.url+"/realtime?clientId="+cid, &websocket.DialOptions{HTTPHeader: http.Header{"X-Actor": {"reader"}}})
-			if err != nil {
-				errs[w] = err
-				return
-			}
-			conn.SetReadLimit(1 << 20)
-			if _, _, err := conn.Read(ctx); err != nil {
-				errs[w] = err
-				return
-			}
-			conns[i] = conn
-		}
-	})
-	if err := errors.Join(errs...); err != nil {
-		return r, err
-	}
-	defer func() {
-		for _, c := range conns {
-			_ = c.CloseNow()
-		}
-	}()
-	// Every socket is live once its hello said so; wait for the hub too.
-	for {
-		live := 0
-		for _, s := range rs.hub.Sessions(auth.DefaultPartition) {
-			if s.Live {
-				live++
-			}
-		}
-		if live == n {
-			break
-		}
-		if ctx.Err() != nil {
-			return r, ctx.Err()
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	var durable sync.Map // seq → time the commit became durable
-	rs.mu.Lock()
-	rs.commit = func(seq int64) { durable.Store(seq, time.Now()) }
-	rs.mu.Unlock()
+	// Each client reads from its hello on (heartbeats are dropped, pings
+	// answered), so the server's pings do not close sockets while the
+	// others are still connecting.
 	got := make(chan recv, n*4)
 	var readers sync.WaitGroup
 	rctx, stopReaders := context.WithCancel(ctx)
-	for _, c := range conns {
+	defer stopReaders()
+	startReader := func(c *websocket.Conn) {
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
@@ -324,7 +499,65 @@ func realtimeFanoutCase(ctx context.Context, cfg *Config, store string) (Result,
 			}
 		}()
 	}
+	// Every client pulls the list once (registered, current), then connects.
+	conns := make([]*websocket.Conn, n)
+	errs := make([]error, 16)
+	runWorkers(16, func(w int) {
+		for i := w; i < n && errs[w] == nil; i += 16 {
+			cid := fmt.Sprintf("fan-%d", i)
+			c := &httpsync.Client{URL: rs.url + "/sync", HTTP: hc, ClientID: cid, Header: http.Header{"X-Actor": {"reader"}}}
+			if _, errs[w] = c.Pull(ctx, ssp2.PullHeader{Accept: ssp2.AcceptInlineRows},
+				&ssp2.Subscription{ID: "s", Table: "todos", Scopes: map[string][]string{"list_id": {"fan"}}, Cursor: 0}); errs[w] != nil {
+				return
+			}
+			conn, _, err := websocket.Dial(ctx, rs.url+"/realtime?clientId="+cid, &websocket.DialOptions{HTTPHeader: http.Header{"X-Actor": {"reader"}}})
+			if err != nil {
+				errs[w] = err
+				return
+			}
+			conn.SetReadLimit(1 << 20)
+			if _, _, err := conn.Read(ctx); err != nil {
+				errs[w] = err
+				return
+			}
+			conns[i] = conn
+			startReader(conn)
+		}
+	})
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				_ = c.CloseNow()
+			}
+		}
+	}()
+	if err := errors.Join(errs...); err != nil {
+		return r, err
+	}
+	// Every socket is live once its hello said so; wait for the hub too.
+	for {
+		live := 0
+		for _, s := range rs.hub.Sessions(auth.DefaultPartition) {
+			if s.Live {
+				live++
+			}
+		}
+		if live == n {
+			break
+		}
+		if ctx.Err() != nil {
+			return r, ctx.Err()
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var durable sync.Map // seq → time the commit became durable
+	rs.mu.Lock()
+	rs.commit = func(seq int64) { durable.Store(seq, time.Now()) }
+	rs.mu.Unlock()
 	pusher := &httpsync.Client{URL: rs.url + "/sync", HTTP: hc, ClientID: "fan-writer", Header: http.Header{"X-Actor": {"writer"}}}
+	health := startHealthPoll(rs.url)
+	defer health.stop()
+	cpu0 := cpuSelf()
 	var h Hist
 	size := 0
 	for i := range commits {
@@ -362,14 +595,28 @@ func realtimeFanoutCase(ctx context.Context, cfg *Config, store string) (Result,
 			}
 		}
 	}
+	fanCPU := cpuSelf() - cpu0
+	hFan := health.stop()
 	stopReaders()
 	readers.Wait()
+	// The floor's sockets replace these (descriptors: both ends of every
+	// socket are in this process).
+	for _, c := range conns {
+		if c != nil {
+			_ = c.CloseNow()
+		}
+	}
 	r.add("delta p50", "ms", ms(h.Quantile(0.5)))
 	r.add("delta p99", "ms", ms(h.Quantile(0.99)))
 	r.add("delta max", "ms", ms(h.Max()))
 	r.add("delta bytes", "B", float64(size))
 	st := rs.hub.Stats()
 	r.add("distinct deltas encoded/commit", "", float64(st.DeltaBuilds)/float64(commits))
+	r.add("process CPU/commit (server + clients)", "ms", ms(fanCPU)/float64(commits))
+	r.add("healthz p50 (fan-out)", "ms", ms(hFan.Quantile(0.5)))
+	r.add("healthz p99 (fan-out)", "ms", ms(hFan.Quantile(0.99)))
+	r.add("healthz max (fan-out)", "ms", ms(hFan.Max()))
+	r.add("healthz polls (fan-out)", "", float64(hFan.Count()))
 
 	floor, err := bareBroadcast(ctx, n, commits, size, false)
 	if err != nil {
@@ -516,14 +763,13 @@ func runRealtime(ctx context.Context, cfg *Config, store string) ([]Result, erro
 		return realtimeWakeCases(ctx, cfg, store)
 	}
 	var out []Result
-	r, err := realtimeFanoutCase(ctx, cfg, store)
-	if err != nil {
-		return out, err
+	if cfg.Sockets <= holderSockets { // larger: the fan-out runs next to the idle sockets
+		r, err := realtimeFanoutCase(ctx, cfg, store)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
 	}
-	out = append(out, r)
-	r, err = realtimeIdleCase(ctx, cfg, store)
-	if err != nil {
-		return out, err
-	}
-	return append(out, r), nil
+	rs, err := realtimeIdleCase(ctx, cfg, store)
+	return append(out, rs...), err
 }

@@ -45,8 +45,12 @@ type connLimitConfig struct {
 	// listener is set by wrap, before the server serves (and so before
 	// a scrape can reach connCollector).
 	listener *connlimit.Listener
-	// fdLimitFn reads the descriptor limit (nil: fdLimit); tests set it.
+	// fdLimitFn reads the descriptor limit (nil: raise it to what the cap
+	// needs, then read it: raiseFDLimit, fdLimit); tests set it.
 	fdLimitFn func() uint64
+	// fdRaise is what validate did to the descriptor limit (logged by
+	// wrap; nil when fdLimitFn was set).
+	fdRaise *fdRaise
 }
 
 func connLimitFlags(fs *flag.FlagSet, c *connLimitConfig) {
@@ -63,8 +67,9 @@ func fdReserve(limit uint64) int {
 	return int(limit / 4)
 }
 
-// validate resolves the connection cap from the flags and the descriptor
-// limit, and checks --max-websockets against it: every socket is a
+// validate raises the descriptor limit to what the connection cap needs
+// (as far as the process may: raiseFDLimit), resolves the cap from the
+// flags and the descriptor limit, and checks --max-websockets against it: every socket is a
 // connection, so a --max-websockets given above the cap is refused; the
 // default one is clamped to the cap (logged at start: a warning when the
 // cap is the user's --max-connections, info when it is derived from the
@@ -73,6 +78,8 @@ func (c *connLimitConfig) validate(given map[string]bool, maxWebsockets *int) er
 	if c.fdLimitFn != nil {
 		c.fdLimit = c.fdLimitFn()
 	} else {
+		r := raiseFDLimit(fdNeed(c.maxConnections))
+		c.fdRaise = &r
 		c.fdLimit = fdLimit()
 	}
 	c.reserve = fdReserve(c.fdLimit)
@@ -125,6 +132,9 @@ func (c *connLimitConfig) wrap(ln net.Listener, srv *http.Server, maxWebsockets 
 		}
 	}
 	c.listener = cl
+	if c.fdRaise != nil {
+		c.fdRaise.log(log)
+	}
 	fields := []zap.Field{zap.Int("max_connections", c.effective), zap.String("max_connections_source", c.source),
 		zap.Uint64("fd_limit", c.fdLimit), zap.Int("fd_reserve", c.reserve), zap.Int("max_websockets", maxWebsockets),
 		zap.Int("max_websockets_per_client", c.perClient), zap.Int("max_websockets_per_actor", c.perActor),

@@ -135,13 +135,13 @@ func TestMaxConnectionsVersusWebsockets(t *testing.T) {
 
 // The derived --max-connections is the descriptor limit minus the reserve.
 func TestDerivedMaxConnections(t *testing.T) {
-	lim := fdLimit()
-	if lim == 0 {
-		t.Fatal("no RLIMIT_NOFILE on a unix build")
-	}
 	c, given := parseServe(t, nil, "--max-websockets", "1")
 	if err := c.validate(given); err != nil {
 		t.Fatal(err)
+	}
+	lim := fdLimit() // after validate, which may have raised it
+	if lim == 0 {
+		t.Fatal("no RLIMIT_NOFILE on a unix build")
 	}
 	want := int(min(lim-uint64(fdReserve(lim)), maxDerivedConnections))
 	if c.conn.effective != want || c.conn.source != "fd_limit" {

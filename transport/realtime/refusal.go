@@ -3,7 +3,6 @@ package realtime
 import (
 	"bufio"
 	"bytes"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -31,8 +30,9 @@ type refusalWriter struct {
 
 // Hijack hijacks the connection; with watch set, the socket reads it
 // through a watchedConn: the bytes net/http read ahead of the handshake's
-// end first (still buffered in the returned reader, where Accept looks
-// for them), then the network.
+// end first, then the network. net/http's 4 KiB buffers are dropped: a
+// connection with a file descriptor gets small ones (sockbuf.go), any
+// other a 4 KiB reader of its own and net/http's writer.
 func (w *refusalWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
 	if err != nil || w.watch == nil {
@@ -43,12 +43,11 @@ func (w *refusalWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		b, _ := brw.Reader.Peek(n)
 		head = bytes.Clone(b)
 	}
-	wc := w.watch.wrap(conn)
-	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(head), wc), max(4096, len(head)))
-	if len(head) > 0 {
-		_, _ = br.Peek(len(head)) // buffered, without reading the network
+	wc := w.watch.wrap(conn, head)
+	if wc.raw != nil {
+		return wc, bufio.NewReadWriter(bufio.NewReaderSize(wc, smallReadBuf), newFrameWriter(conn)), nil
 	}
-	return wc, bufio.NewReadWriter(br, brw.Writer), nil
+	return wc, bufio.NewReadWriter(bufio.NewReaderSize(wc, 4096), brw.Writer), nil
 }
 
 // WriteHeader holds back an error status; others pass through.

@@ -401,49 +401,108 @@ func (s *session) beat() {
 }
 
 // readLoop reads the client's messages until the socket ends, then
-// unregisters the socket. A control (text) message is read whole, at most
-// maxControlBytes (a longer one closes the socket, 1009); a round message
-// is read piece by piece (roundMessage).
+// unregisters the socket. On a connection read through pooled buffers
+// (sockbuf.go) the socket's goroutine only waits for the network (park,
+// readwatch.go) and for a short-lived goroutine that reads and handles
+// what arrived (readMessages): coder/websocket's read path and the
+// handling of a message take more than the 2 KiB a goroutine starts
+// with, and a stack that grew once stays grown (the runtime shrinks a
+// parked stack only while it uses less than a quarter of it), so an idle
+// socket's goroutine keeps its 2 KiB stack this way instead of 4 KiB.
 func (s *session) readLoop() {
 	defer s.finish()
+	wc := s.watch.conn
+	if wc == nil || wc.raw == nil {
+		for s.readMessage() == readDone {
+		}
+		return
+	}
+	done := make(chan int, 1)
+	work := func() { done <- s.readMessages() }
 	for {
-		// Closing the connection ends the read (no context registration
-		// per message).
-		typ, r, err := s.conn.Reader(context.Background())
-		if err != nil {
+		if !s.h.spawn(work) {
 			return
 		}
-		ok := true
-		if typ == websocket.MessageText {
-			data, err := s.readControl(r)
-			switch {
-			case err != nil:
-				return
-			case int64(len(data)) > s.h.maxControlBytes():
-				s.protocolError(websocket.StatusMessageTooBig, "control message too large", zap.Int64("max_control_bytes", s.h.maxControlBytes()))
-				ok = false
-			default:
-				s.handleControl(data)
-			}
-		} else {
-			var tag [1]byte
-			_, err := io.ReadFull(r, tag[:])
-			switch {
-			case err != nil && !errors.Is(err, io.EOF):
-				return
-			case err != nil || tag[0] != TagRound:
-				s.protocolError(websocket.StatusUnsupportedData, "unknown binary tag")
-				ok = false
-			default:
-				ok = s.roundMessage(r)
-			}
+		if <-done == readEnd {
+			return
 		}
-		if !ok { // the socket is closing: read on until the close ends the reader
-			if _, err := io.Copy(io.Discard, r); err != nil {
-				return
-			}
+		if err := wc.park(); err != nil {
+			return
 		}
 	}
+}
+
+// readMessages reads messages until there is nothing to read yet
+// (readPark) or the socket ended (readEnd).
+func (s *session) readMessages() int {
+	for {
+		if r := s.readMessage(); r != readDone {
+			return r
+		}
+	}
+}
+
+// What readMessage did.
+const (
+	readDone = iota // read a message
+	readPark        // nothing to read yet: park
+	readEnd         // the socket ended
+)
+
+// readMessage reads one client message. A control (text) message is read
+// whole, at most maxControlBytes (a longer one closes the socket, 1009); a
+// round message is read piece by piece (roundMessage).
+//
+//go:noinline
+func (s *session) readMessage() int {
+	wc := s.watch.conn
+	shallow := wc != nil && wc.raw != nil
+	if shallow {
+		wc.shallow.Store(true)
+	}
+	// Closing the connection ends the read (no context registration per
+	// message).
+	typ, r, err := s.conn.Reader(context.Background())
+	if shallow {
+		wc.shallow.Store(false)
+	}
+	if err != nil {
+		if shallow && errors.Is(err, errPark) {
+			return readPark
+		}
+		return readEnd
+	}
+	ok := true
+	if typ == websocket.MessageText {
+		data, err := s.readControl(r)
+		switch {
+		case err != nil:
+			return readEnd
+		case int64(len(data)) > s.h.maxControlBytes():
+			s.protocolError(websocket.StatusMessageTooBig, "control message too large", zap.Int64("max_control_bytes", s.h.maxControlBytes()))
+			ok = false
+		default:
+			s.handleControl(data)
+		}
+	} else {
+		var tag [1]byte
+		_, err := io.ReadFull(r, tag[:])
+		switch {
+		case err != nil && !errors.Is(err, io.EOF):
+			return readEnd
+		case err != nil || tag[0] != TagRound:
+			s.protocolError(websocket.StatusUnsupportedData, "unknown binary tag")
+			ok = false
+		default:
+			ok = s.roundMessage(r)
+		}
+	}
+	if !ok { // the socket is closing: read on until the close ends the reader
+		if _, err := io.Copy(io.Discard, r); err != nil {
+			return readEnd
+		}
+	}
+	return readDone
 }
 
 // ctlKeep is the largest read buffer readControl keeps for the socket's
