@@ -23,7 +23,7 @@ func TestRaiseFDLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	if orig.Cur < 512 {
-		t.Skipf("soft limit %d too low to lower for the test", orig.Cur)
+		t.Skipf("soft open-file limit %d is too low to lower for the test (by design: no variable enables it; raise ulimit -n)", orig.Cur)
 	}
 	t.Cleanup(func() { _ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &orig) })
 	low := uint64(orig.Cur) - 256
