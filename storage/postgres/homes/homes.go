@@ -28,10 +28,14 @@
 // anything of it, and it is answered by the home rendezvous names.
 //
 // The directory is cached by every process: an entry, once read, is
-// used without reading the directory again; a miss reads it. Entries
-// change only when a partition moves between homes (the row's
-// generation is raised by a compare-and-swap, Relocate); Forget drops a
-// process's entry so the next call reads the row again.
+// used without reading the directory again; a miss reads it. An entry
+// changes only by Relocate (a compare-and-swap raising the row's
+// generation), the switch step of a move between homes; Forget drops a
+// process's entry so the next call reads the row again. Moves are not
+// built yet (docs/cluster.md, "Past one PostgreSQL"): nothing yet makes
+// the old home refuse a relocated partition, so other processes keep
+// using their cached entries until they restart or Forget it, and
+// Relocate is only safe for a partition no process serves.
 //
 // Ownership (cluster mode) stays in the partition's home
 // (sync_partitions.owner_generation): the fence is checked under the
@@ -436,7 +440,8 @@ var ErrGenerationChanged = errors.New("homes: the directory row changed since it
 // generation, if the row's generation is still gen (a compare-and-swap:
 // of two changes made from one reading, one wins); it returns the new
 // generation. It moves no data: it is the switch step of a move, taken
-// once the copy in to is complete and the old home refuses writes.
+// once the copy in to is complete and the old home refuses writes. Other
+// processes' cached entries are not told (see the package comment).
 func (h *Homes) Relocate(ctx context.Context, partition, to string, gen int64) (int64, error) {
 	hm := h.byName[to]
 	if hm == nil {
