@@ -19,18 +19,33 @@ import (
 )
 
 // Partitions spread over two PostgreSQL databases (issue 46): while the
-// second database refuses connections (its sessions ended), a push to a
-// partition it holds is answered at once with the retryable
-// sync.internal_error "storage is unavailable; retry", details reason
-// "database_unavailable", which HTTP answers 503 with Retry-After; a
-// partition of the first database keeps serving pushes and pulls
-// meanwhile; once the second is back its partitions serve again and
-// nothing committed before the outage is lost.
+// second database is unreachable, a push to a partition it holds is
+// answered at once with the retryable sync.internal_error "storage is
+// unavailable; retry", details reason "database_unavailable", which HTTP
+// answers 503 with Retry-After; a partition of the first database keeps
+// serving pushes and pulls meanwhile; once the second is back its
+// partitions serve again and nothing committed before the outage is
+// lost. Two outages: a second database on the test server refusing
+// connections with its sessions ended, and a second PostgreSQL server the
+// test owns, stopped and started again (nothing assumes one server).
 func TestHomeUnreachableOthersServe(t *testing.T) {
+	t.Run("database refuses connections", func(t *testing.T) {
+		db := pgtest.NewDatabase(t, pgtest.URL(t))
+		homeOutage(t, db.URL, db.RefuseConnections, db.AcceptConnections)
+	})
+	t.Run("second server stopped", func(t *testing.T) {
+		pgtest.URL(t) // PostgreSQL tests run when PostgreSQL is configured
+		srv := pgtest.StartServer(t)
+		homeOutage(t, srv.URL, srv.Stop, srv.Start)
+	})
+}
+
+// homeOutage runs the scenario with home "b" on the (empty) database at
+// url: down cuts it off, up brings it back.
+func homeOutage(t *testing.T, url string, down, up func(testing.TB)) {
 	ctx := context.Background()
 	mainSt := pgtest.Open(t)
-	db := pgtest.NewDatabase(t, pgtest.URL(t))
-	second, err := postgres.Open(ctx, db.URL, postgres.Options{MaxConns: 4})
+	second, err := postgres.Open(ctx, url, postgres.Options{MaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +84,7 @@ func TestHomeUnreachableOthersServe(t *testing.T) {
 		clients[home] = c
 	}
 
-	db.RefuseConnections(t)
+	down(t)
 	b, m := clients["b"], clients[homes.Main]
 	for attempt := range 3 {
 		ccid := fmt.Sprint("during-", attempt)
@@ -96,7 +111,7 @@ func TestHomeUnreachableOthersServe(t *testing.T) {
 		t.Fatalf("pull of main's partition during the outage saw %d commits, want 4", len(s.commits))
 	}
 
-	db.AcceptConnections(t)
+	up(t)
 	eventually(t, "the second home serves again", func() bool {
 		rep, err := b.f.eng.Sync(ctx, b.id, mustMsg(t, b, &ssp2.PushCommit{ClientCommitID: "after",
 			Operations: []ssp2.Operation{upsert("tasks", "after", f.row("after", "P", "x"), nil)}}))
