@@ -488,8 +488,10 @@ func (p *Partition) callHost(name string, fn func()) {
 
 // storageErr maps a storage failure to a protocol error: a writer-fence
 // rejection (this process runs an older schema than the database requires)
-// is sync.schema_not_ready; a coded error passes through; anything else is
-// a retryable internal error.
+// is sync.schema_not_ready; a coded error passes through; the partition's
+// database unreachable while others serve (storage.ErrHomeUnavailable) is
+// a temporary unavailability (sync.internal_error, retryable, HTTP 503
+// with Retry-After); anything else is a retryable internal error.
 func storageErr(err error) error {
 	var coded *syncerr.Error
 	if errors.As(err, &coded) {
@@ -497,6 +499,11 @@ func storageErr(err error) error {
 	}
 	if errors.Is(err, storage.ErrUnstorable) {
 		return syncerr.Wrap(syncerr.InvalidRequest, err, "the request holds a value synclane cannot store")
+	}
+	if errors.Is(err, storage.ErrHomeUnavailable) {
+		// One database of several is unreachable: the partitions of the
+		// others serve, this one is temporarily unavailable (503).
+		return syncerr.Unavailable("database_unavailable", err, "storage is unavailable; retry")
 	}
 	if errors.Is(err, storage.ErrOwnershipLost) {
 		return syncerr.Unavailable("partition_moved", err, "the partition moved to another cluster member; retry")

@@ -65,3 +65,11 @@ type PartitionOverview struct {
 	// when that commit is not retained (or there is none).
 	LastCommitAtMs int64
 }
+
+// HomeNamer is implemented by a backend that spreads partitions over
+// several databases (storage/postgres/homes): PartitionHome names the
+// database holding partition (for a partition not placed yet, the one a
+// placement would choose). The admin service lists partitions with it.
+type HomeNamer interface {
+	PartitionHome(ctx context.Context, partition string) (string, error)
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/synclane/synclane/engine"
+	"github.com/synclane/synclane/storage/postgres/homes"
 	"github.com/synclane/synclane/transport/connlimit"
 	"github.com/synclane/synclane/transport/peer"
 	"github.com/synclane/synclane/transport/realtime"
@@ -39,9 +40,12 @@ func buildInfo() prometheus.Collector {
 
 // metricCollectors are the collectors serve adds to the mux's own: the
 // hub's, the public listener's and, in cluster mode, the cluster counters
-// and the relay's.
-func metricCollectors(hub *realtime.Hub, eng *engine.Engine, relay *peer.Relay, conn *connLimitConfig) []prometheus.Collector {
+// and the relay's, and with several PostgreSQL databases their homes'.
+func metricCollectors(hub *realtime.Hub, eng *engine.Engine, relay *peer.Relay, conn *connLimitConfig, h *homes.Homes) []prometheus.Collector {
 	cs := []prometheus.Collector{hub, connCollector{conn}}
+	if h != nil {
+		cs = append(cs, &homesCollector{h: h}) // homes.go
+	}
 	if relay != nil {
 		cs = append(cs, peer.NewCollector(eng), relay)
 	}

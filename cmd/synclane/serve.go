@@ -26,6 +26,7 @@ import (
 	"github.com/synclane/synclane/storage"
 	"github.com/synclane/synclane/storage/datadir"
 	"github.com/synclane/synclane/storage/postgres"
+	"github.com/synclane/synclane/storage/postgres/homes"
 	"github.com/synclane/synclane/storage/segstore"
 	"github.com/synclane/synclane/storage/segstore/pgseg"
 	"github.com/synclane/synclane/storage/segstore/sqlitefile"
@@ -72,6 +73,9 @@ type serveConfig struct {
 	maxBody, maxInflightBody                                          int64
 	pgMaxConns                                                        int
 	maintenanceLease                                                  time.Duration
+	// homes is --postgres-databases: the PostgreSQL databases partitions
+	// are spread over next to --postgres (homes.go).
+	homes homesFlag
 	// sqliteFiles is --sqlite-files: K, the database files of a new data
 	// directory (sqlitefiles.go).
 	sqliteFiles                                      sqliteFilesFlag
@@ -145,7 +149,8 @@ func storeFlags(fs *flag.FlagSet, c *serveConfig) {
 	fs.StringVar(&c.data, "data", "./synclane-data", "data directory of the embedded SQLite database")
 	fs.StringVar(&c.schemaFile, "schema", "", "schema JSON file (default: the built-in demo schema, table todos)")
 	fs.StringVar(&c.postgresURL, "postgres", "", "PostgreSQL URL: store data in PostgreSQL instead of embedded SQLite")
-	fs.IntVar(&c.pgMaxConns, "pg-max-conns", 16, "PostgreSQL connection pool size")
+	fs.Var(&c.homes, "postgres-databases", "with --postgres: more PostgreSQL databases to spread partitions over, as NAME=URL[,NAME=URL...] (names: 1-32 of a-z 0-9 _ -; the --postgres database is home \"main\" and holds the directory of which database holds each partition); every process of the deployment needs the same list")
+	fs.IntVar(&c.pgMaxConns, "pg-max-conns", 16, "PostgreSQL connection pool size (per database with --postgres-databases)")
 	fs.DurationVar(&c.pgStatementTimeout, "pg-statement-timeout", 30*time.Second, "PostgreSQL statement timeout")
 	c.sqliteFiles.n = sqlite.DefaultDirFiles
 	fs.Var(&c.sqliteFiles, "sqlite-files", fmt.Sprintf("embedded SQLite: the number of database files (1-%d) a new data directory spreads its partitions over, each with its own writer; an existing directory keeps its own (change it with `synclane respread`)", sqlite.MaxDirFiles))
@@ -266,6 +271,9 @@ func (c *serveConfig) validate(given map[string]bool) error {
 		return err
 	}
 	if err := c.cluster.validate(given, c.postgresURL); err != nil {
+		return err
+	}
+	if err := c.validateHomes(); err != nil { // homes.go
 		return err
 	}
 	if err := c.segQuota.validate(); err != nil {
@@ -485,8 +493,20 @@ func schemaSource(file string) ([]byte, error) {
 // the blob store and the commit feed then share its database).
 type store struct {
 	storage.Backend
-	pg  *postgres.Store // nil on SQLite
+	pg  *postgres.Store // nil on SQLite; main's with --postgres-databases
 	dir *sqlite.Dir     // nil on PostgreSQL
+	// homes routes partitions to their databases with
+	// --postgres-databases (nil otherwise).
+	homes *homes.Homes
+}
+
+// feed is the commit feed of other processes' commits on PostgreSQL
+// (every home's with --postgres-databases).
+func (s store) feed() engine.CommitFeed {
+	if s.homes != nil {
+		return s.homes
+	}
+	return s.pg
 }
 
 // Close closes the backend.
@@ -511,6 +531,13 @@ func openStore(ctx context.Context, c serveConfig, log *zap.Logger) (store, stri
 		pg, err := postgres.Open(ctx, c.postgresURL, opts)
 		if err != nil {
 			return store{}, "postgres", err
+		}
+		if len(c.homes.list) > 0 {
+			h, err := openHomes(ctx, c, pg, opts, log) // homes.go
+			if err != nil {
+				return store{}, "postgres", err
+			}
+			return store{Backend: h.Backend(), pg: pg, homes: h}, "postgres", nil
 		}
 		return store{Backend: pg.Backend(), pg: pg}, "postgres", nil
 	}
@@ -633,7 +660,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		defer mem.close()
 		cfg.Cluster = mem.engineConfig(c.cluster)
 	} else if st.pg != nil {
-		cfg.Feed = st.pg // other processes' commits (PostgreSQL LISTEN/NOTIFY)
+		cfg.Feed = st.feed() // other processes' commits (PostgreSQL LISTEN/NOTIFY)
 	}
 	switch {
 	case !c.devAuth:
@@ -735,7 +762,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 		Ready:      eng.Ready,
 		Realtime:   hub,
 		Registerer: serveRegistry(),
-		Collectors: append(metricCollectors(hub, eng, relay, &c.conn), peerCollectors(mem, peerHandler)...),
+		Collectors: append(metricCollectors(hub, eng, relay, &c.conn, st.homes), peerCollectors(mem, peerHandler)...),
 		CORS:       c.cors.policy,
 	})
 	if c.testControl {

@@ -52,6 +52,10 @@ type PartitionView struct {
 	// runs (or passivates) on Owner, so Live says nothing about it here.
 	Owner          string `json:"owner,omitempty"`
 	OwnedElsewhere bool   `json:"ownedElsewhere,omitempty"`
+	// Home (partitions spread over several PostgreSQL databases only)
+	// names the database holding the partition ("" with one database, or
+	// when the directory could not be read).
+	Home string `json:"home,omitempty"`
 }
 
 // Page is one page of a list; Next is the cursor of the following page
@@ -61,7 +65,7 @@ type Page[T any] struct {
 	Next  string `json:"next"`
 }
 
-func (s *Service) partitionView(o storage.PartitionOverview) PartitionView {
+func (s *Service) partitionView(ctx context.Context, o storage.PartitionOverview) PartitionView {
 	v := PartitionView{Partition: o.Partition, Exists: o.Exists, LogEpoch: o.LogEpoch, EpochRequired: o.EpochRequired,
 		MaxSeq: o.MaxCommitSeq, Horizon: o.HorizonSeq, RetainedCommits: o.MaxCommitSeq - o.HorizonSeq, Clients: o.Clients,
 		LastCommitMs: o.LastCommitAtMs, LastActivityMs: max(o.LastCommitAtMs, o.LastClientAtMs)}
@@ -73,6 +77,9 @@ func (s *Service) partitionView(o storage.PartitionOverview) PartitionView {
 	}
 	if !last.IsZero() {
 		v.LastActivityMs = max(v.LastActivityMs, last.UnixMilli())
+	}
+	if hn, ok := s.reader.(storage.HomeNamer); ok {
+		v.Home, _ = hn.PartitionHome(ctx, o.Partition) // "" when the directory cannot be read: the rest of the view stands
 	}
 	return v
 }
@@ -86,7 +93,7 @@ func (s *Service) Partitions(ctx context.Context, after string, limit int) (*Pag
 	}
 	out := &Page[PartitionView]{Items: []PartitionView{}}
 	for _, p := range ps {
-		out.Items = append(out.Items, s.partitionView(p))
+		out.Items = append(out.Items, s.partitionView(ctx, p))
 	}
 	if len(ps) == limit {
 		out.Next = ps[len(ps)-1].Partition
@@ -118,7 +125,7 @@ func (s *Service) Partition(ctx context.Context, name string) (*PartitionDetail,
 	if err != nil {
 		return nil, err
 	}
-	d := &PartitionDetail{PartitionView: s.partitionView(o)}
+	d := &PartitionDetail{PartitionView: s.partitionView(ctx, o)}
 	running := s.eng.Schema().Version
 	g, err := s.eng.Backend().Checkpoints.ReadServeGate(ctx, name, running)
 	if err != nil {
