@@ -297,7 +297,18 @@ func score(name, partition string) uint64 {
 // storage.ErrHomeUnavailable when it says hm could not be reached, and
 // counts it; other errors are returned as they are.
 func (h *Homes) unavailable(hm *home, err error) error {
-	if err == nil || !postgres.IsUnreachable(err) {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, storage.ErrPartitionMoved) {
+		// hm refused a write of a partition moving out of it (or in, not
+		// switched yet): this process's cached entry is stale. Every entry
+		// is read again (moves are rare; the partition is not known here);
+		// the caller answers 503 and its retry routes anew.
+		h.forgetAll()
+		return err
+	}
+	if !postgres.IsUnreachable(err) {
 		return err
 	}
 	hm.unreachable.Add(1)
@@ -327,6 +338,13 @@ func (h *Homes) remember(partition string, e entry) {
 func (h *Homes) Forget(partition string) {
 	h.mu.Lock()
 	delete(h.cache, partition)
+	h.mu.Unlock()
+}
+
+// forgetAll empties the process's directory cache.
+func (h *Homes) forgetAll() {
+	h.mu.Lock()
+	h.cache = map[string]entry{}
 	h.mu.Unlock()
 }
 
