@@ -238,6 +238,9 @@ func TestMoveInterruptedThenRerun(t *testing.T) {
 			if fenced := step == 4 || step == 5; fenced != (err != nil) {
 				t.Fatalf("push while stopped after step %d: %v", step, err)
 			}
+			if refused := m.h.Stats()[0].MoveRefused; (err != nil) != (refused > 0) {
+				t.Fatalf("main's move guard refused %d writes; the push's error: %v", refused, err)
+			}
 			want := ssp2.CommitCached // taken before the re-run: its idempotency record moved too
 			if err != nil {
 				want = ssp2.CommitApplied

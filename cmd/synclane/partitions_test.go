@@ -118,9 +118,26 @@ func TestPartitionsMoveCommand(t *testing.T) {
 		t.Fatalf("POST move: %d %+v (%v)", res.StatusCode, back, err)
 	}
 	check(homes.Main, 5, "after-api-")
+	if _, m := get(t, a.base+"/metrics"); !strings.Contains(m, `synclane_postgres_home_moves_in_total{home="main"} 1`) {
+		t.Fatal("/metrics of the process that moved it back does not count the move into main")
+	}
+	if _, m := get(t, b.base+"/metrics"); !strings.Contains(m, `synclane_postgres_home_move_refused_total{home="main"}`) {
+		t.Fatalf("/metrics lacks the move guard's refusals:\n%s", grepLines(m, "synclane_postgres_home_"))
+	}
 
 	code, stdout, stderr = runCmd(t, append([]string{"partitions", "rebalance", "--dry-run"}, flags...)...)
 	if code != 0 || strings.TrimSpace(stdout) != "" {
 		t.Fatalf("rebalance --dry-run of one partition: exit %d, %q %s", code, stdout, stderr)
 	}
+}
+
+// grepLines returns the lines of s containing sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -134,6 +134,11 @@ type home struct {
 	// unreachable counts calls that failed because the home could not be
 	// reached.
 	unreachable atomic.Uint64
+	// refused counts writes the home's move guard refused (a stale
+	// cached entry met a moving or moved partition).
+	refused atomic.Uint64
+	// movesIn counts the moves into the home this process switched.
+	movesIn atomic.Uint64
 }
 
 // entry is a cached directory row.
@@ -301,6 +306,7 @@ func (h *Homes) unavailable(hm *home, err error) error {
 		return nil
 	}
 	if errors.Is(err, storage.ErrPartitionMoved) {
+		hm.refused.Add(1)
 		// hm refused a write of a partition moving out of it (or in, not
 		// switched yet): this process's cached entry is stale. Every entry
 		// is read again (moves are rare; the partition is not known here);
@@ -521,6 +527,12 @@ type HomeStats struct {
 	// Unreachable counts the calls that failed because the home could not
 	// be reached (storage.ErrHomeUnavailable).
 	Unreachable uint64
+	// MoveRefused counts the writes the home refused because the
+	// partition was moving out, moving in or gone (answered 503
+	// partition_moving, re-routed on retry).
+	MoveRefused uint64
+	// MovesIn counts the moves into the home this process made.
+	MovesIn uint64
 	// AcquiredConns and TotalConns are the home's pool's connections in
 	// use and open.
 	AcquiredConns, TotalConns int32
@@ -532,6 +544,7 @@ func (h *Homes) Stats() []HomeStats {
 	for i, hm := range h.homes {
 		ps := hm.st.Pool().Stat()
 		out[i] = HomeStats{Home: hm.name, Calls: hm.calls.Load(), Unreachable: hm.unreachable.Load(),
+			MoveRefused: hm.refused.Load(), MovesIn: hm.movesIn.Load(),
 			AcquiredConns: ps.AcquiredConns(), TotalConns: ps.TotalConns()}
 	}
 	return out

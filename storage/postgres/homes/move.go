@@ -287,6 +287,7 @@ func (h *Homes) Move(ctx context.Context, partition, to string, opts MoveOptions
 	}
 	res.Pause = time.Since(fenced)
 	res.Generation = r.gen
+	dst.movesIn.Add(1)
 	if err := stop(6); err != nil {
 		return res, err
 	}
