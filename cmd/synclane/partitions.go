@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 
 	"go.uber.org/zap"
 
@@ -50,13 +51,29 @@ func reportOf(r homes.MoveResult) moveReport {
 		Recovered: r.Recovered, PauseMs: float64(r.Pause.Microseconds()) / 1000, DurationMs: float64(r.Duration.Microseconds()) / 1000}
 }
 
+// holdAfterEnv names the test seam of synclane partitions move: set to a
+// step n (1-6), the command prints "held after step n" on stdout after
+// that step and waits there until it is killed (process tests kill -9 it
+// at each step, then run the move again).
+const holdAfterEnv = "SYNCLANE_TEST_MOVE_HOLD_AFTER"
+
 // movePartition moves p to the home named to (the admin API's route and
-// the command).
-func movePartition(ctx context.Context, h *homes.Homes, p, to string) (moveReport, error) {
+// the command); holdAfter, when not 0, is the step the move waits after
+// (holdAfterEnv), announcing it on out.
+func movePartition(ctx context.Context, h *homes.Homes, p, to string, holdAfter int, out io.Writer) (moveReport, error) {
 	if to == "" {
 		return moveReport{}, errors.New("want the target database's name (--to NAME, ?to=NAME)")
 	}
-	res, err := h.Move(ctx, p, to, homes.MoveOptions{})
+	var opts homes.MoveOptions
+	if holdAfter > 0 {
+		opts.AfterStep = func(ctx context.Context, n int) {
+			if n == holdAfter {
+				fmt.Fprintf(out, "held after step %d\n", n)
+				<-ctx.Done()
+			}
+		}
+	}
+	res, err := h.Move(ctx, p, to, opts)
 	if err != nil {
 		return moveReport{}, err
 	}
@@ -167,7 +184,13 @@ func partitionsCmd(ctx context.Context, args []string, lookup func(string) (stri
 	}
 	enc := json.NewEncoder(stdout)
 	if sub == "move" {
-		rep, err := movePartition(ctx, st.homes, positional[0], *to)
+		hold := 0
+		if v, ok := lookup(holdAfterEnv); ok {
+			if hold, err = strconv.Atoi(v); err != nil {
+				return fail(fmt.Errorf("%s=%q: %w", holdAfterEnv, v, err))
+			}
+		}
+		rep, err := movePartition(ctx, st.homes, positional[0], *to, hold, stdout)
 		if err != nil {
 			return fail(err)
 		}

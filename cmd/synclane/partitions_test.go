@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -140,4 +144,113 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// synclane partitions move killed with SIGKILL after each step of the
+// move (a process of its own, held there by SYNCLANE_TEST_MOVE_HOLD_AFTER),
+// then run again: the re-run undoes (before the switch) or finishes (after
+// it) the move and moves the partition; afterwards exactly one database
+// holds its commits, the serving process reads every todo and takes
+// pushes, and a push made while the mover was dead is kept when it was
+// acknowledged.
+func TestPartitionsMoveKilled(t *testing.T) {
+	u := pgtest.URL(t)
+	pgSchema := pgtest.NewSchema(t)
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	mainURL := u + sep + "search_path=" + pgSchema
+	second := pgtest.NewDatabase(t, u)
+	flags := []string{"--postgres", mainURL, "--postgres-databases", "second=" + second.URL, "--pg-max-conns", "4"}
+	a := startProc(t, flags...)
+	ctx := context.Background()
+	mainConn, err := pgx.Connect(ctx, mainURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mainConn.Close(ctx) })
+	secondConn, err := pgx.Connect(ctx, second.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = secondConn.Close(ctx) })
+	next := 0
+	for step := 1; step <= 6; step++ {
+		var p string
+		for ; p == ""; next++ {
+			if q := fmt.Sprint("killed-", next); homes.Rendezvous([]string{homes.Main, "second"}, q) == homes.Main {
+				p = q
+			}
+		}
+		pushTodos(t, a.base, p, "t1", "t2", "t3")
+		cmd := exec.Command(synclaneBinary(t), append([]string{"partitions", "move", p, "--to", "second"}, flags...)...)
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", holdAfterEnv, step))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil || strings.TrimSpace(line) != fmt.Sprintf("held after step %d", step) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("step %d: the mover printed %q (%v)", step, line, err)
+		}
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		// A push while the mover is dead: taken before the fence and after
+		// the switch, a retryable 503 in between.
+		rs, err := partClient(a.base, p, "writer-"+p).Push(ctx, todoCommit("c-dead", "dead", "L"))
+		acked := err == nil && len(rs) == 1 && rs[0].Status == ssp2.CommitApplied
+		if !acked && !syncerr.As(err).Spec().Retryable {
+			t.Fatalf("step %d: push while the mover is dead: %+v, %v", step, rs, err)
+		}
+		code, stdout, stderr := runCmd(t, append([]string{"partitions", "move", p, "--to", "second"}, flags...)...)
+		var rep moveReport
+		if code != 0 || json.Unmarshal([]byte(stdout), &rep) != nil {
+			t.Fatalf("step %d: re-run: exit %d, %q %s", step, code, stdout, stderr)
+		}
+		wantRecovered := "undone"
+		if step == 6 {
+			wantRecovered = "finished"
+		}
+		if rep.Recovered != wantRecovered {
+			t.Fatalf("step %d: re-run recovered %q, want %q", step, rep.Recovered, wantRecovered)
+		}
+		commits := 3
+		if acked {
+			commits = 4
+		}
+		var home string
+		var inMain, inSecond, markers int
+		if err := mainConn.QueryRow(ctx, `SELECT home FROM `+homes.DirectoryTable+` WHERE partition = $1 AND move_state = ''`, p).Scan(&home); err != nil || home != "second" {
+			t.Fatalf("step %d: directory names %q with no move under way (%v), want second", step, home, err)
+		}
+		_ = mainConn.QueryRow(ctx, `SELECT count(*) FROM sync_commits WHERE partition = $1`, p).Scan(&inMain)
+		_ = secondConn.QueryRow(ctx, `SELECT count(*) FROM sync_commits WHERE partition = $1`, p).Scan(&inSecond)
+		_ = secondConn.QueryRow(ctx, `SELECT count(*) FROM sync_home_moved WHERE partition = $1`, p).Scan(&markers)
+		if inMain != 0 || inSecond != commits || markers != 0 {
+			t.Fatalf("step %d: commits main %d second %d (want 0, %d), markers in second %d", step, inMain, inSecond, commits, markers)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			rs, err := partClient(a.base, p, "writer-"+p).Push(ctx, todoCommit("c-after", "after", "L"))
+			if err == nil && len(rs) == 1 && rs[0].Status == ssp2.CommitApplied {
+				break
+			}
+			if e := syncerr.As(err); err == nil || !e.Spec().Retryable || time.Now().After(deadline) {
+				t.Fatalf("step %d: push after the re-run: %+v, %v", step, rs, err)
+			}
+			time.Sleep(50 * time.Millisecond) // the client's back-off after a 503
+		}
+		if todos := readTodos(t, a.base, p); len(todos) != commits+1 {
+			t.Fatalf("step %d: %d todos, want %d", step, len(todos), commits+1)
+		}
+	}
 }

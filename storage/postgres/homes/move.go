@@ -68,6 +68,9 @@ type MoveOptions struct {
 	// StopAfter, a test seam, makes Move return errStopped after step n
 	// (1-6, see the package's move steps) as if the mover died there.
 	StopAfter int
+	// AfterStep, a test seam, is called after each step n (1-6) with the
+	// move's context; a process test blocks in it and is killed there.
+	AfterStep func(ctx context.Context, n int)
 }
 
 // errStopped is Move's error when MoveOptions.StopAfter stopped it.
@@ -217,6 +220,9 @@ func (h *Homes) Move(ctx context.Context, partition, to string, opts MoveOptions
 			storage.QuoteID(partition), r.home, storage.ErrHomeUnavailable)
 	}
 	stop := func(n int) error {
+		if opts.AfterStep != nil {
+			opts.AfterStep(ctx, n)
+		}
 		if opts.StopAfter == n {
 			return errStopped
 		}
