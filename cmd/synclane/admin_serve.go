@@ -101,7 +101,9 @@ func startAdmin(c adminConfig, eng *engine.Engine, hub *realtime.Hub, mem *membe
 		opts.ClusterEvents = func(ctx context.Context, limit int) (any, error) { return mem.clusterEvents(ctx, eng, limit) }
 	}
 	if c.homes != nil {
-		opts.MovePartition = func(ctx context.Context, p, to string) (any, error) { return movePartition(ctx, c.homes, p, to, 0, nil) }
+		opts.MovePartition = func(ctx context.Context, p, to string) (any, error) {
+			return movePartition(ctx, c.homes, p, to, 0, nil)
+		}
 		opts.Rebalance = func(ctx context.Context, limit int, dryRun bool) (any, error) {
 			return rebalance(ctx, c.homes, limit, dryRun, log.Named("homes"))
 		}
