@@ -29,13 +29,14 @@
 //
 // The directory is cached by every process: an entry, once read, is
 // used without reading the directory again; a miss reads it. An entry
-// changes only by Relocate (a compare-and-swap raising the row's
-// generation), the switch step of a move between homes; Forget drops a
-// process's entry so the next call reads the row again. Moves are not
-// built yet (docs/cluster.md, "Past one PostgreSQL"): nothing yet makes
-// the old home refuse a relocated partition, so other processes keep
-// using their cached entries until they restart or Forget it, and
-// Relocate is only safe for a partition no process serves.
+// changes by a move (move.go: Move, whose switch step is a
+// compare-and-swap raising the row's generation; Relocate is that step
+// alone, for a partition no process serves). A home refuses every write
+// of a partition moving out of it, moving in or gone (the move guard,
+// storage/postgres/move.go), in the write's own transaction, so a
+// process with a stale entry gets storage.ErrPartitionMoved, never a
+// write to the old home: the refusal empties its cache and the retry
+// reads the directory again. Forget drops a process's entry.
 //
 // Ownership (cluster mode) stays in the partition's home
 // (sync_partitions.owner_generation): the fence is checked under the
