@@ -234,6 +234,13 @@ func TestMoveInterruptedThenRerun(t *testing.T) {
 			if err != nil && !errors.Is(err, syncerr.ErrUnavailable) {
 				t.Fatalf("push while stopped after step %d: %v", step, err)
 			}
+			// A push whose only commit is rejected (a stale base version)
+			// writes only its idempotency record: refused as well while fenced.
+			_, rerr := m.f.eng.Sync(ctx, c.id, mustMsg(nil, c, &ssp2.PushCommit{ClientCommitID: "stale",
+				Operations: []ssp2.Operation{upsert("tasks", "seed-0", m.f.row("seed-0", "P", "y"), ver(999))}}))
+			if fenced := step == 4 || step == 5; fenced != (rerr != nil) || (rerr != nil && !errors.Is(rerr, syncerr.ErrUnavailable)) {
+				t.Fatalf("rejected push while stopped after step %d: %v", step, rerr)
+			}
 			// Fenced and not switched (after steps 4 and 5): refused.
 			if fenced := step == 4 || step == 5; fenced != (err != nil) {
 				t.Fatalf("push while stopped after step %d: %v", step, err)

@@ -15,22 +15,33 @@ import (
 // Moving a partition between stores (storage/postgres/homes, "Past one
 // PostgreSQL" in docs/cluster.md).
 //
-// The move guard. Every table keyed by partition (moveTables, reactions
-// excepted: see below) carries trigger sync_move_guard, which refuses an
-// INSERT, UPDATE or DELETE of a partition named in table
-// sync_home_moved (the partition's move marker: it is moving out of this
-// store, moving in and not switched yet, or gone) with SQLSTATE
-// movedSQLState, classified as storage.ErrPartitionMoved. Before looking
-// for the marker the trigger takes a KEY SHARE lock on the partition's
-// registry row (none for the registry itself, whose writers lock the row
-// anyway), held until the write's transaction ends; SetMoveMarker takes
-// that row FOR UPDATE before inserting the marker. So the marker splits
-// the partition's writes in two: those whose trigger ran before it held
-// their lock until they committed, which the marker waited for, and every
-// later one sees it and is refused, in the transaction of the write: no
+// The move guard. Trigger sync_move_guard refuses an INSERT, UPDATE or
+// DELETE of a partition named in table sync_home_moved (the partition's
+// move marker: it is moving out of this store, moving in and not
+// switched yet, or gone) with SQLSTATE movedSQLState, classified as
+// storage.ErrPartitionMoved. SetMoveMarker inserts the marker under the
+// partition's registry row lock (FOR UPDATE), so the marker splits the
+// partition's writes in two: those that held a lock on that row when it
+// came committed before it (the mover waited for them), and every later
+// one sees the marker and is refused, in the transaction of the write: no
 // write reaches a store after its marker (the fence a stale cached
 // directory entry meets). The mover's own transactions pass
 // (SET LOCAL synclane.mover = 'on').
+//
+// The trigger is on the tables some write of which every writing
+// transaction makes (moveTable.guard): the registry, and the tables
+// written outside push transactions (clients, checkpoints, writer fence,
+// leases), where the trigger first takes a KEY SHARE lock on the registry
+// row (held to the end of the write's transaction: SetMoveMarker's FOR
+// UPDATE waits for it). Every push writes the registry row under the row
+// lock its BeginPush took (max_commit_seq when it appends, an update that
+// changes nothing when it only records rejections: log.go), and so do
+// claims, rotations and prunes. The log, scope index, idempotency
+// records, tombstones, blob references and row tables, written only by
+// those transactions, carry no trigger: their refusal comes from the
+// registry write, which rolls the whole transaction back. (A trigger on
+// every row of them cost 190 µs of database CPU per commit, on the
+// idempotency records alone 31 µs: BenchmarkPushTxMoveGuard.)
 //
 // Reactions are copied but not guarded: their delivery claims span
 // partitions, and a claim of the source's copy after the switch only
@@ -67,7 +78,9 @@ type moveTable struct {
 	pcol  string // the partition column
 	kind  moveKind
 	ts    *tableSQL // kindRow
-	guard bool      // carries the move guard
+	// guard is the table's move guard: "" none, "lock" (KEY SHARE on the
+	// registry row first) or "nolock" (written under the row lock only).
+	guard string
 }
 
 func (t moveTable) copyIdent() pgx.Identifier {
@@ -84,23 +97,23 @@ func (t moveTable) copyIdent() pgx.Identifier {
 // row table ensured by EnsureSchema.
 func (s *Store) moveTables() []moveTable {
 	out := []moveTable{
-		{name: "sync_partitions", ident: s.q.partitions, pcol: "partition", kind: kindWhole, guard: true},
-		{name: "sync_commits", ident: s.q.commits, pcol: "partition", kind: kindSeq, guard: true},
-		{name: "sync_changes", ident: s.q.changes, pcol: "partition", kind: kindSeq, guard: true},
-		{name: "sync_change_scopes", ident: s.q.changeScopes, pcol: "partition", kind: kindSeq, guard: true},
-		{name: "sync_idempotency", ident: s.q.idempotency, pcol: "partition", kind: kindIdem, guard: true},
-		{name: "sync_clients", ident: s.q.clients, pcol: "partition", kind: kindWhole, guard: true},
-		{name: "sync_backfill_checkpoints", ident: s.q.checkpoints, pcol: "partition", kind: kindWhole, guard: true},
-		{name: "sync_writer_fence", ident: s.q.fence, pcol: "partition", kind: kindWhole, guard: true},
-		{name: "sync_tombstones", ident: s.q.tombstones, pcol: "partition", kind: kindKeyed, guard: true},
-		{name: "sync_blob_refs", ident: s.q.blobRefs(), pcol: "partition", kind: kindKeyed, guard: true},
-		{name: "sync_leases", ident: s.leaseTable(), pcol: "partition", kind: kindWhole, guard: true},
+		{name: "sync_partitions", ident: s.q.partitions, pcol: "partition", kind: kindWhole, guard: "nolock"},
+		{name: "sync_commits", ident: s.q.commits, pcol: "partition", kind: kindSeq},
+		{name: "sync_changes", ident: s.q.changes, pcol: "partition", kind: kindSeq},
+		{name: "sync_change_scopes", ident: s.q.changeScopes, pcol: "partition", kind: kindSeq},
+		{name: "sync_idempotency", ident: s.q.idempotency, pcol: "partition", kind: kindIdem},
+		{name: "sync_clients", ident: s.q.clients, pcol: "partition", kind: kindWhole, guard: "lock"},
+		{name: "sync_backfill_checkpoints", ident: s.q.checkpoints, pcol: "partition", kind: kindWhole, guard: "lock"},
+		{name: "sync_writer_fence", ident: s.q.fence, pcol: "partition", kind: kindWhole, guard: "lock"},
+		{name: "sync_tombstones", ident: s.q.tombstones, pcol: "partition", kind: kindKeyed},
+		{name: "sync_blob_refs", ident: s.q.blobRefs(), pcol: "partition", kind: kindKeyed},
+		{name: "sync_leases", ident: s.leaseTable(), pcol: "partition", kind: kindWhole, guard: "lock"},
 		{name: "sync_reactions", ident: s.reactionsTable(), pcol: "partition", kind: kindWhole},
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for name, t := range s.tables {
-		out = append(out, moveTable{name: name, ident: t.ident, pcol: "partition_id", kind: kindRow, ts: t, guard: true})
+		out = append(out, moveTable{name: name, ident: t.ident, pcol: "partition_id", kind: kindRow, ts: t})
 	}
 	return out
 }
@@ -108,8 +121,8 @@ func (s *Store) moveTables() []moveTable {
 func (s *Store) movedTable() string { return qualify(s.schema, MovedTable) }
 
 // EnsureMoveGuard creates the move markers' table, the guard functions
-// and the guard trigger of every table of moveTables that lacks it (a
-// row table added by a later EnsureSchema gets it on the next call). It
+// and the guard trigger of every guarded table of moveTables that lacks
+// it. It
 // runs after EnsureSchema; processes calling it at once take turns (an
 // advisory lock). Creating a trigger briefly blocks the table's writers.
 func (s *Store) EnsureMoveGuard(ctx context.Context) error {
@@ -160,22 +173,15 @@ END $fn$`
 			}
 		}
 		for _, t := range tables {
-			if !t.guard {
-				continue
-			}
 			var has bool
 			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass($1) AND tgname = 'sync_move_guard')`, t.ident).Scan(&has); err != nil {
 				return err
 			}
-			if has {
+			if has || t.guard == "" {
 				continue
 			}
-			lock := "lock"
-			if t.name == "sync_partitions" {
-				lock = "nolock"
-			}
 			stmt := `CREATE TRIGGER sync_move_guard BEFORE INSERT OR UPDATE OR DELETE ON ` + t.ident +
-				` FOR EACH ROW EXECUTE FUNCTION ` + fn(t.pcol) + `('` + lock + `')`
+				` FOR EACH ROW EXECUTE FUNCTION ` + fn(t.pcol) + `('` + t.guard + `')`
 			if _, err := tx.Exec(ctx, stmt); err != nil {
 				return fmt.Errorf("%s: %w", stmt, err)
 			}
