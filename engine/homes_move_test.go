@@ -286,3 +286,48 @@ func TestMoveInterruptedThenRerun(t *testing.T) {
 		})
 	}
 }
+
+// RebalancePlan evens the homes out: six partitions gathered in main by
+// moves give three moves to b, after which the homes hold three each and
+// the plan is empty.
+func TestRebalance(t *testing.T) {
+	ctx := context.Background()
+	m := newMoveFixture(t) // one partition, in main
+	for i := range 5 {
+		p := fmt.Sprint("rb-", i)
+		if _, err := m.h.TouchPartition(ctx, p, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.h.Move(ctx, p, homes.Main, homes.MoveOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan, err := m.h.RebalancePlan(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan) != 3 {
+		t.Fatalf("plan %+v, want 3 moves", plan)
+	}
+	for _, mv := range plan {
+		if mv.From != homes.Main || mv.To != "b" {
+			t.Fatalf("planned move %+v, want main -> b", mv)
+		}
+		if _, err := m.h.Move(ctx, mv.Partition, mv.To, homes.MoveOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts, err := m.h.Counts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(counts) != "[{main 3} {b 3}]" {
+		t.Fatalf("counts after the rebalance: %v", counts)
+	}
+	if plan, err := m.h.RebalancePlan(ctx, 0); err != nil || len(plan) != 0 {
+		t.Fatalf("plan after the rebalance: %+v %v", plan, err)
+	}
+	if _, err := m.h.Move(ctx, m.part, "nowhere", homes.MoveOptions{}); err == nil {
+		t.Fatal("a move to an unknown home succeeded")
+	}
+}
