@@ -491,7 +491,8 @@ func (p *Partition) callHost(name string, fn func()) {
 // is sync.schema_not_ready; a coded error passes through; the partition's
 // database unreachable while others serve (storage.ErrHomeUnavailable) is
 // a temporary unavailability (sync.internal_error, retryable, HTTP 503
-// with Retry-After); anything else is a retryable internal error.
+// with Retry-After), and so is a write refused because the partition is
+// moving between databases (storage.ErrPartitionMoved); anything else is a retryable internal error.
 func storageErr(err error) error {
 	var coded *syncerr.Error
 	if errors.As(err, &coded) {
@@ -499,6 +500,10 @@ func storageErr(err error) error {
 	}
 	if errors.Is(err, storage.ErrUnstorable) {
 		return syncerr.Wrap(syncerr.InvalidRequest, err, "the request holds a value synclane cannot store")
+	}
+	if errors.Is(err, storage.ErrPartitionMoved) {
+		// A move between databases is switching the partition: a pause.
+		return syncerr.Unavailable("partition_moving", err, "the partition is moving between databases; retry")
 	}
 	if errors.Is(err, storage.ErrHomeUnavailable) {
 		// One database of several is unreachable: the partitions of the

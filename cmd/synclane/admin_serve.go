@@ -15,6 +15,7 @@ import (
 	adminsvc "github.com/synclane/synclane/engine/admin"
 	"github.com/synclane/synclane/engine/events"
 	"github.com/synclane/synclane/engine/timeseries"
+	"github.com/synclane/synclane/storage/postgres/homes"
 	"github.com/synclane/synclane/transport/admin"
 	"github.com/synclane/synclane/transport/httpsync"
 	"github.com/synclane/synclane/transport/realtime"
@@ -33,6 +34,9 @@ type adminConfig struct {
 	// series records the sync requests of the last hour for the console's
 	// chart (engineConfig creates it with the admin listener; nil without).
 	series *timeseries.Series
+	// homes, with --postgres-databases, answers the admin API's partition
+	// moves (POST /api/partitions/{p}/move, /api/partitions/rebalance).
+	homes *homes.Homes
 }
 
 func adminListenFlags(fs *flag.FlagSet, c *adminConfig) {
@@ -95,6 +99,14 @@ func startAdmin(c adminConfig, eng *engine.Engine, hub *realtime.Hub, mem *membe
 	if mem != nil {
 		opts.Cluster = func(ctx context.Context, p string) (any, error) { return mem.clusterView(ctx, eng, p) }
 		opts.ClusterEvents = func(ctx context.Context, limit int) (any, error) { return mem.clusterEvents(ctx, eng, limit) }
+	}
+	if c.homes != nil {
+		opts.MovePartition = func(ctx context.Context, p, to string) (any, error) {
+			return movePartition(ctx, c.homes, p, to, 0, nil)
+		}
+		opts.Rebalance = func(ctx context.Context, limit int, dryRun bool) (any, error) {
+			return rebalance(ctx, c.homes, limit, dryRun, log.Named("homes"))
+		}
 	}
 	h, err := admin.New(svc, opts)
 	if err != nil {

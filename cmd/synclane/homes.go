@@ -140,13 +140,17 @@ var (
 		"Storage calls this process routed to each home.", []string{"home"}, nil)
 	homeUnreachableDesc = prometheus.NewDesc("synclane_postgres_home_unreachable_total",
 		"Storage calls of each home that failed because its database could not be reached (answered 503).", []string{"home"}, nil)
+	homeMoveRefusedDesc = prometheus.NewDesc("synclane_postgres_home_move_refused_total",
+		"Writes each home refused because the partition was moving between databases (answered 503 partition_moving; the retry routes anew).", []string{"home"}, nil)
+	homeMovesInDesc = prometheus.NewDesc("synclane_postgres_home_moves_in_total",
+		"Partition moves into each home this process made (synclane partitions move, the admin API).", []string{"home"}, nil)
 	homeConnsDesc = prometheus.NewDesc("synclane_postgres_home_pool_connections",
 		"Connections of each home's pool in this process, by state (acquired: in use; open: all).", []string{"home", "state"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (c *homesCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{homePartitionsDesc, homeCallsDesc, homeUnreachableDesc, homeConnsDesc} {
+	for _, d := range []*prometheus.Desc{homePartitionsDesc, homeCallsDesc, homeUnreachableDesc, homeMoveRefusedDesc, homeMovesInDesc, homeConnsDesc} {
 		ch <- d
 	}
 }
@@ -158,6 +162,8 @@ func (c *homesCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range c.h.Stats() {
 		ch <- prometheus.MustNewConstMetric(homeCallsDesc, prometheus.CounterValue, float64(s.Calls), s.Home)
 		ch <- prometheus.MustNewConstMetric(homeUnreachableDesc, prometheus.CounterValue, float64(s.Unreachable), s.Home)
+		ch <- prometheus.MustNewConstMetric(homeMoveRefusedDesc, prometheus.CounterValue, float64(s.MoveRefused), s.Home)
+		ch <- prometheus.MustNewConstMetric(homeMovesInDesc, prometheus.CounterValue, float64(s.MovesIn), s.Home)
 		ch <- prometheus.MustNewConstMetric(homeConnsDesc, prometheus.GaugeValue, float64(s.AcquiredConns), s.Home, "acquired")
 		ch <- prometheus.MustNewConstMetric(homeConnsDesc, prometheus.GaugeValue, float64(s.TotalConns), s.Home, "open")
 	}

@@ -45,6 +45,9 @@ Usage:
                              of every database file, blobs, lease key, manifest with sha256)
   synclane restore ...       verify and install a SQLite backup (--from DIR) or, after a PostgreSQL
                              restore, rotate every partition's log epoch (--rotate-epochs)
+  synclane partitions move P --to NAME
+                             move a partition to another PostgreSQL database, online
+                             (--postgres-databases; also: partitions rebalance)
   synclane admin COMMAND     read partitions, clients, commits, rows, events from a
                              server's admin listener (synclane admin -h)
   synclane token --jwt-secret S --actor ID
@@ -80,6 +83,8 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return backupCmd(ctx, args[1:], lookup, stdout, stderr)
 	case "restore":
 		return restoreCmd(ctx, args[1:], lookup, stdout, stderr)
+	case "partitions":
+		return partitionsCmd(ctx, args[1:], lookup, stdout, stderr) // partitions.go
 	case "admin":
 		return adminCmd(ctx, args[1:], lookup, stdout, stderr)
 	case "token":

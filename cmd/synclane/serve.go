@@ -814,6 +814,7 @@ func runServer(ctx context.Context, c serveConfig, log *zap.Logger, stdout io.Wr
 	}
 	// The first stdout line is machine-readable: harnesses started with
 	// --listen 127.0.0.1:0 read the real port from it. Logs go to stderr.
+	c.admin.homes = st.homes
 	adminURL, stopAdmin, err := startAdmin(c.admin, eng, hub, mem, log)
 	if err != nil {
 		return err

@@ -3,6 +3,9 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,13 +38,60 @@ func BenchmarkPushTxSingle(b *testing.B) {
 	b.Run("fenced", func(b *testing.B) { benchPushTx(b, 1, true) })
 }
 
-func benchPushTx(b *testing.B, batch int, fenced bool) {
+// BenchmarkPushTxMoveGuard is BenchmarkPushTx without and with the move
+// guard (move.go: the trigger every partition-keyed table of a home
+// carries when partitions spread over several databases), alternated in
+// one run; db-cpu-µs/commit is the CPU (utime+stime) of the pool's
+// PostgreSQL backends per commit, read from /proc (the server must run on
+// this machine; 0 when it cannot be read).
+func BenchmarkPushTxMoveGuard(b *testing.B) {
+	for round := range 3 {
+		b.Run(fmt.Sprint("none/", round), func(b *testing.B) { benchPushTxOpts(b, 64, false, false) })
+		b.Run(fmt.Sprint("guard/", round), func(b *testing.B) { benchPushTxOpts(b, 64, false, true) })
+	}
+}
+
+func benchPushTx(b *testing.B, batch int, fenced bool) { benchPushTxOpts(b, batch, fenced, false) }
+
+// backendCPU returns the CPU ticks (utime+stime) of the PostgreSQL
+// backends serving s's pool (every connection acquired once; 0 when /proc
+// cannot be read).
+func backendCPU(b *testing.B, s *postgres.Store) int64 {
+	ctx := b.Context()
+	var conns []*pgxpool.Conn
+	var total int64
+	for range int(s.Pool().Config().MaxConns) {
+		c, err := s.Pool().Acquire(ctx)
+		must(b, err)
+		conns = append(conns, c)
+		var pid int
+		must(b, c.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		total += ut + st
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+	return total
+}
+
+func benchPushTxOpts(b *testing.B, batch int, fenced, guard bool) {
 	s := pgtest.OpenSchema(b, pgtest.NewSchema(b), postgres.Options{MaxConns: 4})
 	sch := mustSchema(b)
 	ctx := b.Context()
 	if err := s.EnsureSchema(ctx, sch); err != nil {
 		b.Fatal(err)
 	}
+	if guard {
+		must(b, s.EnsureMoveGuard(ctx))
+	}
+	cpu0 := backendCPU(b, s)
 	if fenced {
 		gen, err := s.ClaimPartition(ctx, "bench", "member", 1)
 		must(b, err)
@@ -76,6 +126,9 @@ func benchPushTx(b *testing.B, batch int, fenced bool) {
 		must(b, tx.Commit(ctx))
 	}
 	b.ReportMetric(float64(b.N*batch)/time.Since(start).Seconds(), "commits/s")
+	if cpu := backendCPU(b, s) - cpu0; cpu > 0 {
+		b.ReportMetric(float64(cpu)*1e6/100/float64(b.N*batch), "db-cpu-µs/commit") // USER_HZ = 100
+	}
 }
 
 func must(b testing.TB, err error) {

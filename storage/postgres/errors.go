@@ -93,7 +93,8 @@ func transient(err error) bool {
 
 // classify wraps err from operation op into an *Error. Class 23 SQLSTATEs
 // additionally wrap storage.ErrConstraint, and the writer fence trigger's
-// writerFenceSQLState wraps storage.ErrWriterFenced.
+// writerFenceSQLState wraps storage.ErrWriterFenced, and the move guard's
+// movedSQLState storage.ErrPartitionMoved (move.go).
 func classify(op string, err error) error {
 	if err == nil {
 		return nil
@@ -109,6 +110,8 @@ func classify(op string, err error) error {
 		switch {
 		case pg.Code == writerFenceSQLState:
 			e.err = fmt.Errorf("%w: %w", storage.ErrWriterFenced, err)
+		case pg.Code == movedSQLState:
+			e.err = fmt.Errorf("%w: %w", storage.ErrPartitionMoved, err)
 		case len(pg.Code) == 5 && pg.Code[:2] == "23":
 			e.err = fmt.Errorf("%w: %w", storage.ErrConstraint, err)
 		}

@@ -126,6 +126,13 @@ func (l *log) queue(b *pgx.Batch, s *Store, partition string, writerVersion int3
 			b.Queue(`SELECT pg_notify($1, $2)`, s.channel, fmt.Sprintf("%s\t%d", partition, maxSeq))
 		}
 	}
+	if len(l.idems) > 0 && len(l.commits) == 0 {
+		// A push of rejected commits only writes idempotency records: it
+		// writes the registry row too (no change), as every push that
+		// appends does, so the move guard on it (move.go) refuses such a
+		// push of a partition that moved as well.
+		b.Queue(s.q.touchPartition, partition)
+	}
 	if len(l.idems) > 0 {
 		// The last record of a key wins; one INSERT may not touch a key twice.
 		last := map[[2]string]int{}

@@ -21,6 +21,7 @@ type sysSQL struct {
 	readPartition, lockPartition, insertPartition string
 	claimPartition, partitionOwner, shareOwner    string
 	rotate, deleteClients, setMaxSeq              string
+	touchPartition                                string
 	getIdem, getClient, putClient, bindClient     string
 	shareEpoch, handOverClient                    string
 	prefetchIdem                                  string
@@ -83,6 +84,7 @@ RETURNING owner_generation`)
 	q.rotate = r.Replace(`UPDATE {partitions} SET log_epoch = $2, epoch_required = true WHERE partition = $1`)
 	q.deleteClients = r.Replace(`DELETE FROM {clients} WHERE partition = $1`)
 	q.setMaxSeq = r.Replace(`UPDATE {partitions} SET max_commit_seq = $2 WHERE partition = $1`)
+	q.touchPartition = r.Replace(`UPDATE {partitions} SET max_commit_seq = max_commit_seq WHERE partition = $1`)
 	q.getIdem = r.Replace(`SELECT status, commit_seq, result FROM {idempotency}
 WHERE partition = $1 AND client_id = $2 AND client_commit_id = $3`)
 	// One primary-key probe per key (LATERAL ... LIMIT 1 is never

@@ -26,6 +26,8 @@
 //	POST /api/reactions/{id}/redrive                a dead letter pending again (full attempts, due now)
 //	POST /api/reactions/{id}/delete                 remove a dead letter for good
 //	POST /api/maintenance?dryRun=true               run one maintenance pass
+//	POST /api/partitions/{p}/move?to=NAME           move the partition to another PostgreSQL database (Options.MovePartition)
+//	POST /api/partitions/rebalance?max=N&dryRun=true  even the databases out (Options.Rebalance)
 //
 // Pages: limit defaults to 50 and is capped at 500; the answer's "next" is
 // the cursor of the following page ("" at the end). Errors are JSON
@@ -103,6 +105,16 @@ type Options struct {
 	// the last hour per second (timeseries.go). Without it the route
 	// answers 404.
 	Series *timeseries.Series
+	// MovePartition, when set (partitions spread over several PostgreSQL
+	// databases), answers POST /api/partitions/{p}/move?to=NAME: it moves
+	// the partition to the named database online and returns what it did.
+	// Without it the route answers 404.
+	MovePartition func(ctx context.Context, partition, to string) (any, error)
+	// Rebalance, when set, answers POST
+	// /api/partitions/rebalance?max=N&dryRun=true: it moves partitions
+	// (at most max, 0: no bound) to even the databases out, or with
+	// dryRun only lists the moves.
+	Rebalance func(ctx context.Context, limit int, dryRun bool) (any, error)
 }
 
 // Handler serves the admin API and console. Create it with New; call
@@ -233,6 +245,17 @@ func (h *Handler) routes() {
 		}
 		return map[string]string{"partition": r.PathValue("p"), "logEpoch": ep}, nil
 	})
+	if h.opts.MovePartition != nil {
+		act("POST /api/partitions/{p}/move", func(ctx context.Context, r *http.Request) (any, error) {
+			return h.opts.MovePartition(ctx, r.PathValue("p"), r.URL.Query().Get("to"))
+		})
+	}
+	if h.opts.Rebalance != nil {
+		act("POST /api/partitions/rebalance", func(ctx context.Context, r *http.Request) (any, error) {
+			dry, _ := strconv.ParseBool(r.URL.Query().Get("dryRun"))
+			return h.opts.Rebalance(ctx, intArg(r, "max"), dry)
+		})
+	}
 	act("POST /api/maintenance", func(ctx context.Context, r *http.Request) (any, error) {
 		dry, _ := strconv.ParseBool(r.URL.Query().Get("dryRun"))
 		return h.svc.Maintenance(ctx, dry)

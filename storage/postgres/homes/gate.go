@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/synclane/synclane/protocol/schema"
 	"github.com/synclane/synclane/storage"
 )
 
@@ -189,4 +190,49 @@ func (tx *homeTx) ClaimBlob(ctx context.Context, id string, nowMs int64) (bool, 
 // Commit implements storage.PushTx.
 func (tx *homeTx) Commit(ctx context.Context) error {
 	return tx.h.unavailable(tx.hm, tx.PushTx.Commit(ctx))
+}
+
+// The writes of a push transaction pass their errors through unavailable,
+// so a move guard's refusal (storage.ErrPartitionMoved) drops the stale
+// cached entry that sent the push to this home, whichever write met it.
+
+// PutRow implements storage.PushTx.
+func (tx *homeTx) PutRow(ctx context.Context, t *schema.Table, rec storage.RowRecord) error {
+	return tx.h.unavailable(tx.hm, tx.PushTx.PutRow(ctx, t, rec))
+}
+
+// DeleteRow implements storage.PushTx.
+func (tx *homeTx) DeleteRow(ctx context.Context, t *schema.Table, rowID string, tombstoneSeq int64) error {
+	return tx.h.unavailable(tx.hm, tx.PushTx.DeleteRow(ctx, t, rowID, tombstoneSeq))
+}
+
+// Tombstone implements storage.PushTx.
+func (tx *homeTx) Tombstone(ctx context.Context, t *schema.Table, rowID string) (int64, error) {
+	n, err := tx.PushTx.Tombstone(ctx, t, rowID)
+	return n, tx.h.unavailable(tx.hm, err)
+}
+
+// ClearTombstone implements storage.PushTx.
+func (tx *homeTx) ClearTombstone(ctx context.Context, t *schema.Table, rowID string) error {
+	return tx.h.unavailable(tx.hm, tx.PushTx.ClearTombstone(ctx, t, rowID))
+}
+
+// AppendCommit implements storage.PushTx.
+func (tx *homeTx) AppendCommit(ctx context.Context, c storage.CommitRecord) error {
+	return tx.h.unavailable(tx.hm, tx.PushTx.AppendCommit(ctx, c))
+}
+
+// PutIdempotency implements storage.PushTx.
+func (tx *homeTx) PutIdempotency(ctx context.Context, rec storage.IdempotencyRecord) error {
+	return tx.h.unavailable(tx.hm, tx.PushTx.PutIdempotency(ctx, rec))
+}
+
+// PutClients implements storage.PushTx.
+func (tx *homeTx) PutClients(ctx context.Context, recs ...storage.ClientRecord) error {
+	return tx.h.unavailable(tx.hm, tx.PushTx.PutClients(ctx, recs...))
+}
+
+// PutReactions implements storage.ReactionTx.
+func (tx *homeTx) PutReactions(ctx context.Context, rs []storage.NewReaction) error {
+	return tx.h.unavailable(tx.hm, tx.PushTx.PutReactions(ctx, rs))
 }

@@ -29,13 +29,14 @@
 //
 // The directory is cached by every process: an entry, once read, is
 // used without reading the directory again; a miss reads it. An entry
-// changes only by Relocate (a compare-and-swap raising the row's
-// generation), the switch step of a move between homes; Forget drops a
-// process's entry so the next call reads the row again. Moves are not
-// built yet (docs/cluster.md, "Past one PostgreSQL"): nothing yet makes
-// the old home refuse a relocated partition, so other processes keep
-// using their cached entries until they restart or Forget it, and
-// Relocate is only safe for a partition no process serves.
+// changes by a move (move.go: Move, whose switch step is a
+// compare-and-swap raising the row's generation; Relocate is that step
+// alone, for a partition no process serves). A home refuses every write
+// of a partition moving out of it, moving in or gone (the move guard,
+// storage/postgres/move.go), in the write's own transaction, so a
+// process with a stale entry gets storage.ErrPartitionMoved, never a
+// write to the old home: the refusal empties its cache and the retry
+// reads the directory again. Forget drops a process's entry.
 //
 // Ownership (cluster mode) stays in the partition's home
 // (sync_partitions.owner_generation): the fence is checked under the
@@ -134,6 +135,11 @@ type home struct {
 	// unreachable counts calls that failed because the home could not be
 	// reached.
 	unreachable atomic.Uint64
+	// refused counts writes the home's move guard refused (a stale
+	// cached entry met a moving or moved partition).
+	refused atomic.Uint64
+	// movesIn counts the moves into the home this process switched.
+	movesIn atomic.Uint64
 }
 
 // entry is a cached directory row.
@@ -297,7 +303,19 @@ func score(name, partition string) uint64 {
 // storage.ErrHomeUnavailable when it says hm could not be reached, and
 // counts it; other errors are returned as they are.
 func (h *Homes) unavailable(hm *home, err error) error {
-	if err == nil || !postgres.IsUnreachable(err) {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, storage.ErrPartitionMoved) {
+		hm.refused.Add(1)
+		// hm refused a write of a partition moving out of it (or in, not
+		// switched yet): this process's cached entry is stale. Every entry
+		// is read again (moves are rare; the partition is not known here);
+		// the caller answers 503 and its retry routes anew.
+		h.forgetAll()
+		return err
+	}
+	if !postgres.IsUnreachable(err) {
 		return err
 	}
 	hm.unreachable.Add(1)
@@ -327,6 +345,13 @@ func (h *Homes) remember(partition string, e entry) {
 func (h *Homes) Forget(partition string) {
 	h.mu.Lock()
 	delete(h.cache, partition)
+	h.mu.Unlock()
+}
+
+// forgetAll empties the process's directory cache.
+func (h *Homes) forgetAll() {
+	h.mu.Lock()
+	h.cache = map[string]entry{}
 	h.mu.Unlock()
 }
 
@@ -503,6 +528,12 @@ type HomeStats struct {
 	// Unreachable counts the calls that failed because the home could not
 	// be reached (storage.ErrHomeUnavailable).
 	Unreachable uint64
+	// MoveRefused counts the writes the home refused because the
+	// partition was moving out, moving in or gone (answered 503
+	// partition_moving, re-routed on retry).
+	MoveRefused uint64
+	// MovesIn counts the moves into the home this process made.
+	MovesIn uint64
 	// AcquiredConns and TotalConns are the home's pool's connections in
 	// use and open.
 	AcquiredConns, TotalConns int32
@@ -514,6 +545,7 @@ func (h *Homes) Stats() []HomeStats {
 	for i, hm := range h.homes {
 		ps := hm.st.Pool().Stat()
 		out[i] = HomeStats{Home: hm.name, Calls: hm.calls.Load(), Unreachable: hm.unreachable.Load(),
+			MoveRefused: hm.refused.Load(), MovesIn: hm.movesIn.Load(),
 			AcquiredConns: ps.AcquiredConns(), TotalConns: ps.TotalConns()}
 	}
 	return out

@@ -70,6 +70,12 @@ func (h *Homes) EnsureSchema(ctx context.Context, sch *schema.Schema, decls ...s
 			return h.unavailable(hm, fmt.Errorf("homes: home %q: %w", hm.name, err))
 		}
 		err := hm.st.EnsureSchema(ctx, sch, mine[hm]...)
+		if err == nil || errors.Is(err, storage.ErrCheckpointIncomplete) {
+			// The move guard (move.go), also on row tables this version added.
+			if gerr := hm.st.EnsureMoveGuard(ctx); gerr != nil {
+				return h.unavailable(hm, fmt.Errorf("homes: home %q: %w", hm.name, gerr))
+			}
+		}
 		switch {
 		case err == nil:
 		case errors.Is(err, storage.ErrCheckpointIncomplete):
@@ -95,7 +101,11 @@ func (h *Homes) ensureDirectory(ctx context.Context) error {
 	home text COLLATE "C" NOT NULL,
 	generation bigint NOT NULL,
 	updated_at_ms bigint NOT NULL
-)`, `CREATE INDEX IF NOT EXISTS sync_home_directory_by_home ON ` + h.dir + ` (home)`}
+)`, `CREATE INDEX IF NOT EXISTS sync_home_directory_by_home ON ` + h.dir + ` (home)`,
+		// The move record (move.go): empty when no move is under way.
+		`ALTER TABLE ` + h.dir + ` ADD COLUMN IF NOT EXISTS move_from text NOT NULL DEFAULT ''`,
+		`ALTER TABLE ` + h.dir + ` ADD COLUMN IF NOT EXISTS move_to text NOT NULL DEFAULT ''`,
+		`ALTER TABLE ` + h.dir + ` ADD COLUMN IF NOT EXISTS move_state text NOT NULL DEFAULT ''`}
 	if s := m.st.SchemaName(); s != "" {
 		stmts = append([]string{`CREATE SCHEMA IF NOT EXISTS ` + pgx.Identifier{s}.Sanitize()}, stmts...)
 	}

@@ -81,6 +81,16 @@ func (h *Homes) ReadPartition(ctx context.Context, partition string) (storage.Pa
 		return storage.PartitionInfo{Partition: partition}, err
 	}
 	info, err := hm.st.ReadPartition(ctx, partition)
+	if err == nil && !info.Exists {
+		// A partition moved out leaves its marker: the entry was stale.
+		if _, _, moved, merr := hm.st.MoveMarker(ctx, partition); merr == nil && moved {
+			h.Forget(partition)
+			if hm, err = h.reading(ctx, partition); err != nil {
+				return info, err
+			}
+			info, err = hm.st.ReadPartition(ctx, partition)
+		}
+	}
 	return info, h.unavailable(hm, err)
 }
 
