@@ -24,7 +24,10 @@ import (
 // CapturePartition and RestorePartition (which answer an error without
 // it). HandOver takes the client records a deposed cluster member could
 // not write back under its fence (without it they are dropped, with an
-// error logged: a backend with Ownership should have it).
+// error logged: a backend with Ownership should have it). Homes names
+// the database holding each partition, for a backend that spreads
+// partitions over several (storage/postgres/homes); the admin service
+// lists partitions with it, and without it lists no home.
 //
 // RowEncoder and ImageCopier are optional fast paths of Rows: when nil,
 // the engine encodes bootstrap pages with VisitEncoder and fills SQLite
@@ -50,6 +53,7 @@ type Backend struct {
 	Admin     AdminReader
 	Ownership Ownership
 	HandOver  ClientHandOver
+	Homes     HomeNamer
 
 	RowEncoder  RowEncoder
 	ImageCopier ImageCopier

@@ -82,6 +82,7 @@ type PartitionSection struct {
 type Service struct {
 	eng    *engine.Engine
 	reader storage.AdminReader
+	homes  storage.HomeNamer // nil: one database, no home to name
 	now    func() time.Time
 
 	mu        sync.RWMutex
@@ -98,7 +99,7 @@ func New(eng *engine.Engine) (*Service, error) {
 	if r == nil {
 		return nil, errors.New("admin: the storage backend has no Admin role (storage.AdminReader)")
 	}
-	s := &Service{eng: eng, reader: r, now: eng.Now}
+	s := &Service{eng: eng, reader: r, homes: eng.Backend().Homes, now: eng.Now}
 	s.Register(FeatureSections(eng)...)
 	return s, nil
 }

@@ -78,8 +78,8 @@ func (s *Service) partitionView(ctx context.Context, o storage.PartitionOverview
 	if !last.IsZero() {
 		v.LastActivityMs = max(v.LastActivityMs, last.UnixMilli())
 	}
-	if hn, ok := s.reader.(storage.HomeNamer); ok {
-		v.Home, _ = hn.PartitionHome(ctx, o.Partition) // "" when the directory cannot be read: the rest of the view stands
+	if s.homes != nil {
+		v.Home, _ = s.homes.PartitionHome(ctx, o.Partition) // "" when the directory cannot be read: the rest of the view stands
 	}
 	return v
 }

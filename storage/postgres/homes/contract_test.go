@@ -11,7 +11,7 @@ import (
 
 // homesRoles are the roles of Homes: those of postgres.Store.
 var homesRoles = []string{"Lifecycle", "Log", "Rows", "Clients", "Checkpoints",
-	"Retention", "Snapshots", "Leases", "Reactions", "Blobs", "Queries", "Admin", "Ownership", "HandOver", "RowEncoder"}
+	"Retention", "Snapshots", "Leases", "Reactions", "Blobs", "Queries", "Admin", "Ownership", "HandOver", "Homes", "RowEncoder"}
 
 // TestContract runs the storage contract suite on two homes in two
 // databases of the test server (created and dropped by the test): the

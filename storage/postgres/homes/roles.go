@@ -41,7 +41,7 @@ func (h *Homes) Backend() storage.Backend {
 	return storage.Backend{
 		Lifecycle: h, Log: h, Rows: h, Clients: h, Checkpoints: h,
 		Retention: h, Snapshots: h, Leases: h, Reactions: h, Blobs: h, Queries: h, Admin: h, Ownership: h,
-		HandOver: h, RowEncoder: h,
+		HandOver: h, Homes: h, RowEncoder: h,
 	}
 }
 
