@@ -80,20 +80,9 @@ func checkpointCmd(ctx context.Context, args []string, lookup func(string) (stri
 		printFlags(stderr, fs)
 	}
 	// Flags may come before or after the PARTITION/NAME argument.
-	var positional []string
-	rest := args[1:]
-	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		rest = fs.Args()[1:]
+	positional, code, ok := parseInterspersed(fs, args[1:])
+	if !ok {
+		return code
 	}
 	if err := applyEnv(fs, lookup); err != nil {
 		fmt.Fprintln(stderr, "synclane:", err)
@@ -236,4 +225,24 @@ func printCheckpoints(w io.Writer, cps ...storage.Checkpoint) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\n", c.Partition, c.Name, c.SchemaVersion, c.State, c.Watermark, c.OwnerEpoch, c.ObservedRows)
 	}
 	tw.Flush()
+}
+
+// parseInterspersed parses args with fs, flags before or after the
+// positional arguments, and returns the positional ones in order. When
+// parsing ends the command (-h, or a bad flag, which fs reported), ok is
+// false and code is the exit code: 0 for -h, 2 otherwise.
+func parseInterspersed(fs *flag.FlagSet, args []string) (positional []string, code int, ok bool) {
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, 0, false
+			}
+			return nil, 2, false
+		}
+		if fs.NArg() == 0 {
+			return positional, 0, true
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
 }

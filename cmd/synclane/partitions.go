@@ -134,20 +134,9 @@ func partitionsCmd(ctx context.Context, args []string, lookup func(string) (stri
 		fmt.Fprint(stderr, partitionsUsage, "\n")
 		printFlags(stderr, fs)
 	}
-	var positional []string
-	rest := args[1:]
-	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		rest = fs.Args()[1:]
+	positional, code, ok := parseInterspersed(fs, args[1:])
+	if !ok {
+		return code
 	}
 	if err := applyEnv(fs, lookup); err != nil {
 		fmt.Fprintln(stderr, "synclane:", err)
