@@ -146,6 +146,8 @@ func TestMoveTwentyOfTwoHundred(t *testing.T) {
 				}
 				if json.Unmarshal(e.Details, &d) == nil && d.Reason != "" {
 					reason += " " + d.Reason
+				} else if len(e.Details) > 0 {
+					reason += " " + string(e.Details)
 				}
 				retries[reason]++
 			default:
@@ -396,4 +398,75 @@ func errText(err error) string {
 		return string(ee.Stderr)
 	}
 	return ""
+}
+
+// A process whose cached directory entry went stale through a move made
+// by another process (synclane partitions move), and which takes no
+// write of the partition afterwards: a client that pulled the partition
+// through it before the move pulls through it again after the move, from
+// its cursor — no reset, no bootstrap, every todo (a retryable answer
+// is retried, as a client does).
+func TestMoveStaleEntryPull(t *testing.T) {
+	u := pgtest.URL(t)
+	pgSchema := pgtest.NewSchema(t)
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	mainURL := u + sep + "search_path=" + pgSchema
+	second := pgtest.NewDatabase(t, u)
+	store := []string{"--postgres", mainURL, "--postgres-databases", "second=" + second.URL}
+	a := startProc(t, append(slices.Clone(store), "--pg-max-conns", "4")...)
+	b := startProc(t, append(slices.Clone(store), "--pg-max-conns", "4")...)
+	var p string
+	for i := 0; p == ""; i++ {
+		if q := fmt.Sprint("stale-", i); homes.Rendezvous([]string{homes.Main, "second"}, q) == homes.Main {
+			p = q
+		}
+	}
+	pushTodos(t, a.base, p, "t1", "t2")
+	ctx := context.Background()
+	r := httpsynctest.NewReplica(partClient(b.base, p, "puller"), schema.MustDemo())
+	r.Subscribe("todos", "todos", map[string][]string{"list_id": {"L"}})
+	if err := r.SyncUntilIdle(ctx, 20); err != nil || r.Subs[0].Cursor != 2 {
+		t.Fatalf("pull before the move: cursor %d, %v", r.Subs[0].Cursor, err)
+	}
+	cmd := exec.Command(synclaneBinary(t), append([]string{"partitions", "move", p, "--to", "second", "--pg-max-conns", "2"}, store...)...)
+	if out, err := cmd.Output(); err != nil {
+		t.Fatalf("partitions move: %v %s %s", err, out, errText(err))
+	}
+	// A commit through the other process (its entry is stale too: its
+	// first attempt meets the move guard, 503, and the retry routes anew).
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rs, err := partClient(a.base, p, "writer-"+p).Push(ctx, todoCommit("c-t3", "t3", "L"))
+		if err == nil && len(rs) == 1 && rs[0].Status == ssp2.CommitApplied {
+			break
+		}
+		if e := syncerr.As(err); err == nil || !e.Spec().Retryable || time.Now().After(deadline) {
+			t.Fatalf("push after the move: %+v, %v", rs, err)
+		}
+		time.Sleep(50 * time.Millisecond) // the client's back-off
+	}
+	for {
+		cursor := r.Subs[0].Cursor
+		st, err := r.Pull(ctx)
+		if err != nil {
+			if e := syncerr.As(err); e == nil || !e.Spec().Retryable || time.Now().After(deadline) {
+				t.Fatalf("pull after the move: %v", err)
+			}
+			t.Logf("pull after the move: retryable %v", err)
+			time.Sleep(50 * time.Millisecond) // the client's back-off
+			continue
+		}
+		if c := r.Subs[0].Cursor; c < cursor || st.SegmentRows > 0 {
+			t.Fatalf("pull after the move went from cursor %d to %d with %d bootstrap rows: a reset", cursor, c, st.SegmentRows)
+		}
+		if st.Commits == 0 && !st.Incomplete {
+			break
+		}
+	}
+	if r.Subs[0].Cursor != 3 || len(r.Rows["todos"]) != 3 {
+		t.Fatalf("after the move: cursor %d, %d todos, want 3 and 3", r.Subs[0].Cursor, len(r.Rows["todos"]))
+	}
 }
