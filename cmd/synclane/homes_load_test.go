@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -139,7 +140,12 @@ func TestMoveTwentyOfTwoHundred(t *testing.T) {
 				acks[p] = append(acks[p], ack{commit.ClientCommitID, *rs[0].CommitSeq})
 				mu.Unlock()
 				return
-			case err != nil && e != nil && e.Spec().Retryable && time.Now().Before(deadline):
+			case errors.Is(err, httpsync.ErrResetRequired):
+				// The client's epoch changed: a reset, which a move must never cause.
+				failures = append(failures, fmt.Sprintf("%s to %s: %v", commit.ClientCommitID, p, err))
+				mu.Unlock()
+				return
+			case err != nil && e.Spec().Retryable && time.Now().Before(deadline):
 				reason := string(e.Code)
 				var d struct {
 					Reason string `json:"reason"`
@@ -148,6 +154,8 @@ func TestMoveTwentyOfTwoHundred(t *testing.T) {
 					reason += " " + d.Reason
 				} else if len(e.Details) > 0 {
 					reason += " " + string(e.Details)
+				} else if e.Err != nil {
+					reason += " " + e.Err.Error() // no answer, or not an SSP2 one
 				}
 				retries[reason]++
 			default:
